@@ -1,0 +1,9 @@
+"""tilefuse: fused Triton GPU kernels for PyTorch, with a tuner that proves each fused path
+correct and faster (per shape, per GPU) before it is used."""
+
+from .ops.dyt import dyt
+from .policy import get_level, level, set_level
+
+__version__ = "0.1.0"
+
+__all__ = ["dyt", "get_level", "level", "set_level", "__version__"]

@@ -1,0 +1,114 @@
+"""DyT launch configurations as data: the config space, a heuristic default, candidates, prune.
+
+A ``DyTProblem`` is what a launcher knows before it launches: the (n_rows, n_cols) matrix the
+kernels see (see kernels.py for the channels-first mapping), the element size of x, the pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from ...utils import cdiv, next_power_of_2
+
+# One tile of a program holds this many elements by default. 4,096 fp32 elements are 16 KiB of
+# loads in flight per program: enough to cover HBM latency with several programs per SM.
+DEFAULT_TILE = 4096
+MAX_TILE = 16384
+MIN_TILE = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class DyTProblem:
+    pass_: str            # "fwd" or "bwd"
+    n_rows: int
+    n_cols: int
+    x_itemsize: int       # bytes per element of x
+    param_per_row: bool   # channels-first rows: n_rows = N*C, n_cols = spatial size
+
+    def __post_init__(self):
+        if self.pass_ not in ("fwd", "bwd"):
+            raise ValueError(f"pass_ must be 'fwd' or 'bwd', got {self.pass_!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DyTConfig:
+    """A launch configuration.
+
+    block_m x block_n is one program's tile; block_m > 1 is the row-tiled path for narrow rows.
+    programs_per_sm (backward only) sets the persistent grid: about programs_per_sm * SMs
+    programs, each looping over row blocks.
+    """
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    programs_per_sm: int = 4
+
+    def __post_init__(self):
+        for name in ("block_m", "block_n", "num_warps", "programs_per_sm"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1 or (name != "programs_per_sm" and v & (v - 1)):
+                raise ValueError(f"DyTConfig.{name} must be a positive power of two, got {v!r}")
+
+    @property
+    def name(self) -> str:
+        return f"M{self.block_m}-N{self.block_n}-w{self.num_warps}-p{self.programs_per_sm}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DyTConfig":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if set(d) != fields:
+            raise ValueError(f"DyTConfig fields {sorted(fields)}, got {sorted(d)}")
+        return cls(**d)
+
+    def complexity(self) -> tuple:
+        """Ordering for ties: fewer warps, one row per program, fewer programs are simpler."""
+        return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)
+
+
+def heuristic(p: DyTProblem) -> DyTConfig:
+    """The safe default for a problem (level 1, and level 2 for keys never swept)."""
+    block_n = min(next_power_of_2(max(p.n_cols, 1)), DEFAULT_TILE)
+    block_m = max(1, DEFAULT_TILE // block_n)
+    block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
+    num_warps = 4 if p.pass_ == "fwd" else 8
+    return DyTConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, programs_per_sm=4)
+
+
+def candidates(p: DyTProblem) -> list[DyTConfig]:
+    """Every config worth timing for ``p``, pruned. The heuristic default is always included."""
+    cols_p2 = next_power_of_2(max(p.n_cols, 1))
+    block_ns = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192) if n <= max(cols_p2, 16)]
+    block_ms = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    warps = (2, 4, 8, 16)
+    pps = (1, 2, 4, 8) if p.pass_ == "bwd" else (4,)
+    out = [c for c in (DyTConfig(m, n, w, s) for m, n, w, s in itertools.product(block_ms, block_ns, warps, pps))
+           if keep(p, c)]
+    default = heuristic(p)
+    if default not in out:
+        out.append(default)
+    return out
+
+
+def keep(p: DyTProblem, c: DyTConfig) -> bool:
+    """Prune rule: drop tiles that are too small to stream, too large for registers, or wider
+    than the rows (a second column block of padding), and warps that would idle."""
+    tile = c.block_m * c.block_n
+    if not MIN_TILE <= tile <= MAX_TILE:
+        return False
+    cols_p2 = next_power_of_2(max(p.n_cols, 1))
+    if c.block_n > max(cols_p2, 16):
+        return False
+    if c.block_m > 1 and c.block_n < cols_p2:
+        return False  # row tiling only when a whole row fits in the tile
+    if c.block_m > next_power_of_2(max(p.n_rows, 1)):
+        return False
+    if tile < 32 * c.num_warps * 4:
+        return False  # fewer than 4 elements per thread
+    if p.pass_ == "bwd" and tile > 8192:
+        return False  # three fp32 accumulator tiles per program
+    return True

@@ -1,0 +1,238 @@
+"""Triton kernels for DyT. Only ``@triton.jit`` code lives here; launch.py sizes and launches.
+
+Layout: every kernel sees ``x`` as a contiguous (n_rows, n_cols) matrix.
+- channels-last: n_cols = C, a column's parameter is ``weight[col]`` (PARAM_PER_ROW=False);
+- channels-first (N, C, S): n_rows = N*C, n_cols = S, a row's parameter is
+  ``weight[row % C]`` (PARAM_PER_ROW=True), so no transpose copy is needed.
+
+All arithmetic is float32. Offsets are int64 (tensors above 2**31 elements work). Lanes outside
+the matrix are zeroed with ``tl.where`` *after* the arithmetic before anything is accumulated:
+with alpha = inf a padded zero gives tanh(inf * 0) = NaN, which masked loads alone would let
+into the parameter gradients.
+"""
+
+import triton
+import triton.language as tl
+
+# Odd minimax polynomial for tanh on |u| < 0.55: tanh(u) ~ u + u^3 * P(u^2). Fitted by weighted
+# least squares against float64 tanh; max error 0.8 ulp in float32 Horner evaluation.
+_TANH_SMALL = tl.constexpr(0.55)
+_P0 = tl.constexpr(-0.33333316445350647)
+_P1 = tl.constexpr(0.13332565128803253)
+_P2 = tl.constexpr(-0.05385029688477516)
+_P3 = tl.constexpr(0.02106413058936596)
+_P4 = tl.constexpr(-0.006264359224587679)
+
+
+@triton.jit
+def tanh_f32(u):
+    """float32 tanh within ~3 ulp, built from core ops so Triton's interpreter runs it too
+    (libdevice has no interpreter implementation). tanh(+-inf) = +-1, tanh(NaN) = NaN."""
+    a = tl.abs(u)
+    s = u * u
+    p = _P4
+    p = p * s + _P3
+    p = p * s + _P2
+    p = p * s + _P1
+    p = p * s + _P0
+    small = u + u * s * p
+    big = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    big = tl.where(u < 0, -big, big)
+    return tl.where(a < _TANH_SMALL, small, big)
+
+
+@triton.jit
+def _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
+                 HAS_BIAS: tl.constexpr, PARAM_PER_ROW: tl.constexpr):
+    """weight (and bias) for a tile, shaped to broadcast over (BLOCK_M, BLOCK_N), float32."""
+    if PARAM_PER_ROW:
+        channel = rows % n_channels
+        w = tl.load(weight_ptr + channel, mask=row_mask, other=0.0).to(tl.float32)[:, None]
+        if HAS_BIAS:
+            b = tl.load(bias_ptr + channel, mask=row_mask, other=0.0).to(tl.float32)[:, None]
+        else:
+            b = w
+    else:
+        w = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        if HAS_BIAS:
+            b = tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        else:
+            b = w
+    return w, b
+
+
+@triton.jit
+def dyt_fwd_kernel(
+    x_ptr, y_ptr, alpha_ptr, weight_ptr, bias_ptr,
+    n_rows, n_cols, n_channels,
+    HAS_BIAS: tl.constexpr, PARAM_PER_ROW: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """y = weight * tanh(alpha * x) + bias for one BLOCK_M x BLOCK_N tile.
+
+    x_ptr, y_ptr: (n_rows, n_cols) contiguous, x dtype (fp32/bf16/fp16).
+    alpha_ptr: one element, any float dtype. weight_ptr, bias_ptr: (n_channels,), any float
+    dtype; bias_ptr is unused without HAS_BIAS.
+    Grid: 1-D, cdiv(n_rows, BLOCK_M) * cdiv(n_cols, BLOCK_N) programs; program ``pid`` owns
+    row block ``pid // n_col_blocks`` and column block ``pid % n_col_blocks``.
+    """
+    pid = tl.program_id(0)
+    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+    row_block = pid // n_col_blocks
+    col_block = pid % n_col_blocks
+    rows = row_block.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < n_rows
+    col_mask = cols < n_cols
+    mask = row_mask[:, None] & col_mask[None, :]
+    offsets = rows[:, None] * n_cols + cols[None, :]
+
+    alpha = tl.load(alpha_ptr).to(tl.float32)
+    w, b = _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
+                        HAS_BIAS, PARAM_PER_ROW)
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    y = w * tanh_f32(alpha * x)
+    if HAS_BIAS:
+        y = y + b
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def dyt_bwd_cols_kernel(
+    dy_ptr, x_ptr, dx_ptr, alpha_ptr, weight_ptr,
+    dweight_part_ptr, dbias_part_ptr, dalpha_part_ptr,
+    n_rows, n_cols, n_groups,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Channels-last backward, persistent: dx, plus partial parameter sums per program.
+
+    dy_ptr, x_ptr, dx_ptr: (n_rows, n_cols) contiguous, x dtype.
+    alpha_ptr: one element; weight_ptr: (n_cols,).
+    dweight_part_ptr, dbias_part_ptr: (n_groups, n_cols) float32, each element written once
+    (dbias only with HAS_BIAS). dalpha_part_ptr: (n_groups * n_col_blocks,) float32.
+    Grid: n_groups * n_col_blocks programs. Program ``pid`` owns column block
+    ``pid % n_col_blocks`` and visits row blocks ``g, g + n_groups, ...`` with
+    ``g = pid // n_col_blocks``, accumulating BLOCK_M x BLOCK_N float32 tiles that it reduces
+    once at the end. The order of every sum is fixed by the config: bitwise reproducible.
+    """
+    pid = tl.program_id(0)
+    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+    col_block = pid % n_col_blocks
+    group = pid // n_col_blocks
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+
+    alpha = tl.load(alpha_ptr).to(tl.float32)
+    w = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    dalpha_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+
+    n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
+    for i in range(0, tl.cdiv(n_row_blocks - group, n_groups)):
+        row_block = group.to(tl.int64) + i * n_groups
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        offsets = rows[:, None] * n_cols + cols[None, :]
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        t = tanh_f32(alpha * x)
+        g = dy * w * (1.0 - t * t)
+        tl.store(dx_ptr + offsets, (alpha * g).to(dx_ptr.dtype.element_ty), mask=mask)
+        dweight_acc += tl.where(mask, dy * t, 0.0)
+        dalpha_acc += tl.where(mask, x * g, 0.0)
+        if HAS_BIAS:
+            dbias_acc += tl.where(mask, dy, 0.0)
+
+    part = group.to(tl.int64) * n_cols + cols
+    tl.store(dweight_part_ptr + part, tl.sum(dweight_acc, axis=0), mask=col_mask)
+    if HAS_BIAS:
+        tl.store(dbias_part_ptr + part, tl.sum(dbias_acc, axis=0), mask=col_mask)
+    tl.store(dalpha_part_ptr + pid, tl.sum(tl.sum(dalpha_acc, axis=1), axis=0))
+
+
+@triton.jit
+def dyt_bwd_rows_kernel(
+    dy_ptr, x_ptr, dx_ptr, alpha_ptr, weight_ptr,
+    dweight_rows_ptr, dbias_rows_ptr, dalpha_part_ptr,
+    n_rows, n_cols, n_channels, n_groups,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Channels-first backward, persistent: dx, plus per-row sums and per-program dalpha.
+
+    dy_ptr, x_ptr, dx_ptr: (n_rows, n_cols) = (N*C, S) contiguous, x dtype.
+    alpha_ptr: one element; weight_ptr: (n_channels,), row r uses weight[r % n_channels].
+    dweight_rows_ptr, dbias_rows_ptr: (n_rows,) float32, the sum over a row's S elements of
+    dy*t (and dy), each written once; viewed as (N, C) they are the second stage's partials.
+    dalpha_part_ptr: (n_groups,) float32.
+    Grid: n_groups programs; program ``g`` visits row blocks ``g, g + n_groups, ...`` and
+    walks each row block's columns in BLOCK_N steps.
+    """
+    group = tl.program_id(0)
+    alpha = tl.load(alpha_ptr).to(tl.float32)
+    dalpha_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
+    for i in range(0, tl.cdiv(n_row_blocks - group, n_groups)):
+        row_block = group.to(tl.int64) + i * n_groups
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < n_rows
+        w = tl.load(weight_ptr + rows % n_channels, mask=row_mask, other=0.0).to(tl.float32)
+        dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for col_start in range(0, n_cols, BLOCK_N):
+            cols = col_start + tl.arange(0, BLOCK_N)
+            mask = row_mask[:, None] & (cols < n_cols)[None, :]
+            offsets = rows[:, None] * n_cols + cols[None, :]
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            t = tanh_f32(alpha * x)
+            g = dy * w[:, None] * (1.0 - t * t)
+            tl.store(dx_ptr + offsets, (alpha * g).to(dx_ptr.dtype.element_ty), mask=mask)
+            dweight_acc += tl.where(mask, dy * t, 0.0)
+            dalpha_acc += tl.where(mask, x * g, 0.0)
+            if HAS_BIAS:
+                dbias_acc += tl.where(mask, dy, 0.0)
+        tl.store(dweight_rows_ptr + rows, tl.sum(dweight_acc, axis=1), mask=row_mask)
+        if HAS_BIAS:
+            tl.store(dbias_rows_ptr + rows, tl.sum(dbias_acc, axis=1), mask=row_mask)
+    tl.store(dalpha_part_ptr + group, tl.sum(tl.sum(dalpha_acc, axis=1), axis=0))
+
+
+@triton.jit
+def dyt_bwd_reduce_kernel(
+    dweight_part_ptr, dbias_part_ptr, dalpha_part_ptr,
+    dweight_ptr, dbias_ptr, dalpha_ptr,
+    n_parts, n_cols, n_dalpha_parts,
+    HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Second stage: deterministic sums of the partials, cast to each parameter's dtype.
+
+    dweight_part_ptr, dbias_part_ptr: (n_parts, n_cols) float32. dalpha_part_ptr:
+    (n_dalpha_parts,) float32. dweight_ptr, dbias_ptr: (n_cols,) in their parameters' dtypes;
+    dalpha_ptr: one element in alpha's dtype.
+    Grid: cdiv(n_cols, BLOCK_N) programs, each summing its columns over all parts in a fixed
+    order; program 0 also sums the dalpha partials.
+    """
+    pid = tl.program_id(0)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    dweight_acc = tl.zeros((BLOCK_P, BLOCK_N), dtype=tl.float32)
+    dbias_acc = tl.zeros((BLOCK_P, BLOCK_N), dtype=tl.float32)
+    for part_start in range(0, n_parts, BLOCK_P):
+        parts = part_start + tl.arange(0, BLOCK_P)
+        mask = (parts < n_parts)[:, None] & col_mask[None, :]
+        offsets = parts.to(tl.int64)[:, None] * n_cols + cols[None, :]
+        dweight_acc += tl.load(dweight_part_ptr + offsets, mask=mask, other=0.0)
+        if HAS_BIAS:
+            dbias_acc += tl.load(dbias_part_ptr + offsets, mask=mask, other=0.0)
+    tl.store(dweight_ptr + cols, tl.sum(dweight_acc, axis=0).to(dweight_ptr.dtype.element_ty),
+             mask=col_mask)
+    if HAS_BIAS:
+        tl.store(dbias_ptr + cols, tl.sum(dbias_acc, axis=0).to(dbias_ptr.dtype.element_ty),
+                 mask=col_mask)
+    if pid == 0:
+        dalpha_acc = tl.zeros((BLOCK_P,), dtype=tl.float32)
+        for part_start in range(0, n_dalpha_parts, BLOCK_P):
+            parts = part_start + tl.arange(0, BLOCK_P)
+            dalpha_acc += tl.load(dalpha_part_ptr + parts, mask=parts < n_dalpha_parts, other=0.0)
+        tl.store(dalpha_ptr, tl.sum(dalpha_acc, axis=0).to(dalpha_ptr.dtype.element_ty))

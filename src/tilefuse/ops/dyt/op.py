@@ -1,0 +1,70 @@
+"""DyT as torch.library custom ops (``tilefuse::dyt``, ``tilefuse::dyt_backward``).
+
+The ops are opaque to torch.compile (fake impls give the output metadata), so
+``torch.compile(fullgraph=True)`` traces through them without graph breaks. Which path runs is
+decided inside the op when it executes (policy.kernels_enabled): the Triton launchers, or the
+float32 reference formulas on devices where kernels cannot run.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ... import policy
+from . import launch, reference
+
+
+@torch.library.custom_op("tilefuse::dyt", mutates_args=())
+def dyt_op(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
+           bias: Optional[torch.Tensor], channels_last: bool) -> torch.Tensor:
+    if policy.kernels_enabled(x.device):
+        return launch.forward(x, alpha, weight, bias, channels_last)
+    y = launch.new_output(x, channels_last)
+    y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last))
+    return y
+
+
+@dyt_op.register_fake
+def _dyt_fake(x, alpha, weight, bias, channels_last):
+    return launch.new_output(x, channels_last)
+
+
+@torch.library.custom_op("tilefuse::dyt_backward", mutates_args=())
+def dyt_backward_op(dy: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
+                    bias: Optional[torch.Tensor], channels_last: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (dx, dalpha, dweight, dbias); dbias is an empty tensor when bias is None."""
+    if policy.kernels_enabled(x.device):
+        dx, dalpha, dweight, dbias = launch.backward(dy, x, alpha, weight, bias, channels_last)
+    else:
+        dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
+            dy, x, alpha, weight, bias, channels_last=channels_last)
+        dx = launch.new_output(x, channels_last)
+        dx.copy_(dx_ref)
+    return dx, dalpha, dweight, weight.new_empty(0) if dbias is None else dbias
+
+
+@dyt_backward_op.register_fake
+def _dyt_backward_fake(dy, x, alpha, weight, bias, channels_last):
+    dbias = weight.new_empty(0) if bias is None else torch.empty_like(
+        bias, memory_format=torch.contiguous_format)
+    return (launch.new_output(x, channels_last),
+            torch.empty_like(alpha, memory_format=torch.contiguous_format),
+            torch.empty_like(weight, memory_format=torch.contiguous_format), dbias)
+
+
+def _setup_context(ctx, inputs, output):
+    x, alpha, weight, bias, channels_last = inputs
+    ctx.save_for_backward(x, alpha, weight, bias)
+    ctx.channels_last = channels_last
+
+
+def _backward(ctx, dy):
+    x, alpha, weight, bias = ctx.saved_tensors
+    dx, dalpha, dweight, dbias = dyt_backward_op(dy, x, alpha, weight, bias, ctx.channels_last)
+    return dx, dalpha, dweight, (dbias if bias is not None else None), None
+
+
+torch.library.register_autograd("tilefuse::dyt", _backward, setup_context=_setup_context)

@@ -1,0 +1,56 @@
+"""Plain-PyTorch DyT: the semantics. Used by tests, benchmarks, and as the fallback path.
+
+    y = weight * tanh(alpha * x) + bias
+
+channels_last: ``weight``/``bias`` index the last dim of ``x``. channels-first: ``x`` is
+(N, C, *spatial) and they index dim 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _param_view(p: torch.Tensor, x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    if channels_last:
+        return p
+    return p.reshape((1, -1) + (1,) * (x.dim() - 2))
+
+
+def dyt_reference(x, alpha, weight, bias=None, *, channels_last=True, compute_dtype=torch.float32):
+    """Differentiable forward in ``compute_dtype``; the result is returned in ``x.dtype``.
+
+    With ``compute_dtype=torch.float64`` and float64 inputs this is the test oracle.
+    """
+    xc = x.to(compute_dtype)
+    t = torch.tanh(alpha.to(compute_dtype) * xc)
+    y = _param_view(weight.to(compute_dtype), x, channels_last) * t
+    if bias is not None:
+        y = y + _param_view(bias.to(compute_dtype), x, channels_last)
+    return y.to(x.dtype)
+
+
+def _reduce_to_channels(v: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    if channels_last:
+        return v.reshape(-1, v.shape[-1]).sum(0)
+    dims = [0] + list(range(2, v.dim()))
+    return v.sum(dims)
+
+
+def dyt_backward_reference(dy, x, alpha, weight, bias=None, *, channels_last=True,
+                           compute_dtype=torch.float32):
+    """Explicit backward formulas of the spec, accumulated in ``compute_dtype``.
+
+    Returns ``(dx, dalpha, dweight, dbias)``: ``dx`` in ``x.dtype``, each parameter gradient in
+    its parameter's dtype (``dbias`` is ``None`` without a bias).
+    """
+    xc = x.to(compute_dtype)
+    dyc = dy.to(compute_dtype)
+    a = alpha.to(compute_dtype)
+    t = torch.tanh(a * xc)
+    g = dyc * _param_view(weight.to(compute_dtype), x, channels_last) * (1 - t * t)
+    dx = (a * g).to(x.dtype)
+    dalpha = (xc * g).sum().reshape(alpha.shape).to(alpha.dtype)
+    dweight = _reduce_to_channels(dyc * t, channels_last).to(weight.dtype)
+    dbias = None if bias is None else _reduce_to_channels(dyc, channels_last).to(bias.dtype)
+    return dx, dalpha, dweight, dbias

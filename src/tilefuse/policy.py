@@ -1,0 +1,103 @@
+"""The execution policy: one level for the whole library.
+
+| level | meaning |
+|---|---|
+| 0 | reference PyTorch only (debugging, bisecting) |
+| 1 | Triton kernels with heuristic configs; fused variants that need tuning stay off |
+| 2 | level 1 + tuned choices from the tuning table (default); a key never swept uses the safe default |
+| 3 | level 2 + reduced-precision variants that passed their accuracy validation |
+
+The level comes from ``tilefuse.set_level(n)`` / ``with tilefuse.level(n):`` when set, else
+from the ``TILEFUSE_LEVEL`` environment variable, else 2. It is read when an op is called:
+a module or a ``torch.compile``d graph consults it on every call, because the decision is
+made inside the custom op at run time, not at trace time.
+
+Kernels run on CUDA tensors, and on CPU tensors only under Triton's interpreter
+(``TRITON_INTERPRET=1`` set before Triton is imported). Anywhere else the reference runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+
+import torch
+
+LEVELS = (0, 1, 2, 3)
+DEFAULT_LEVEL = 2
+
+_state = threading.local()
+
+
+def _check_level(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {n!r}")
+    return n
+
+
+def _env_level() -> int:
+    raw = os.environ.get("TILEFUSE_LEVEL")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_LEVEL
+    try:
+        return _check_level(int(raw))
+    except ValueError:
+        raise ValueError(f"TILEFUSE_LEVEL must be one of {LEVELS}, got {raw!r}") from None
+
+
+_global_level: int | None = None
+
+
+def get_level() -> int:
+    """The level in force: the innermost ``level()`` context, else ``set_level``, else the env."""
+    stack = getattr(_state, "stack", None)
+    if stack:
+        return stack[-1]
+    if _global_level is not None:
+        return _global_level
+    return _env_level()
+
+
+def set_level(n: int | None) -> None:
+    """Set the process-wide level (``None`` returns to ``TILEFUSE_LEVEL`` / the default)."""
+    global _global_level
+    _global_level = None if n is None else _check_level(n)
+
+
+@contextlib.contextmanager
+def level(n: int):
+    """Run a block at level ``n`` (thread-local, nests)."""
+    n = _check_level(n)
+    stack = getattr(_state, "stack", None)
+    if stack is None:
+        stack = _state.stack = []
+    stack.append(n)
+    try:
+        yield n
+    finally:
+        stack.pop()
+
+
+def interpreter_enabled() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip() in ("1", "true", "True")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # an absent or broken Triton means: reference only
+        return False
+    return True
+
+
+def kernels_enabled(device: torch.device) -> bool:
+    """Whether Triton kernels may run for tensors on ``device`` at the current level."""
+    if get_level() == 0 or not triton_available():
+        return False
+    if device.type == "cuda":
+        return True
+    return device.type == "cpu" and interpreter_enabled()
