@@ -1,6 +1,7 @@
 """tilefuse: fused Triton GPU kernels for PyTorch, with a tuner that proves each fused path
 correct and faster (per shape, per GPU) before it is used."""
 
+from . import nn
 from .ops.dyt import dyt
 from .policy import get_level, level, set_level
 

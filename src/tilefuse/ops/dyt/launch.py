@@ -26,6 +26,10 @@ from .configs import DyTConfig, DyTProblem
 REDUCE_BLOCK_P = 16
 REDUCE_BLOCK_N = 128
 
+# Tests and the tuner set this to fill internal float32 scratch with NaN before each launch,
+# so a partial sum that no program wrote shows up as NaN instead of stale memory.
+POISON_SCRATCH = False
+
 
 @dataclasses.dataclass(frozen=True)
 class _Layout:
@@ -85,9 +89,31 @@ def pick_config(problem: DyTProblem) -> DyTConfig:
     return configs.heuristic(problem)
 
 
-def forward(x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None):
-    """y = weight * tanh(alpha * x) + bias, y in x.dtype, by the Triton forward kernel."""
-    y = new_output(x, channels_last)
+def _check_out(out: torch.Tensor | None, x: torch.Tensor, channels_last: bool,
+               name: str) -> torch.Tensor:
+    """A fresh output for x, or ``out`` after checking it has exactly that layout."""
+    if out is None:
+        return new_output(x, channels_last)
+    want = new_output(x.detach().to("meta"), channels_last)
+    if out.shape != want.shape or out.stride() != want.stride() or out.dtype != x.dtype \
+            or out.device != x.device:
+        raise ValueError(f"{name} must have shape {tuple(want.shape)}, strides {want.stride()}, "
+                         f"dtype {x.dtype} and device {x.device}")
+    return out
+
+
+def _scratch(*shape, device) -> torch.Tensor:
+    buf = torch.empty(*shape, dtype=torch.float32, device=device)
+    return buf.fill_(float("nan")) if POISON_SCRATCH else buf
+
+
+def forward(x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None,
+            out: torch.Tensor | None = None):
+    """y = weight * tanh(alpha * x) + bias, y in x.dtype, by the Triton forward kernel.
+
+    ``out`` (optional) receives y; it must have the layout ``new_output`` gives.
+    """
+    y = _check_out(out, x, channels_last, "out")
     if x.numel() == 0:
         return y
     lay = _layout(x, channels_last)
@@ -106,12 +132,13 @@ def forward(x, alpha, weight, bias, channels_last: bool, config: DyTConfig | Non
     return y
 
 
-def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None):
+def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None,
+             dx_out: torch.Tensor | None = None):
     """(dx, dalpha, dweight, dbias) by the persistent backward kernel and a deterministic
     second-stage reduction. dx in x.dtype; each parameter gradient in its parameter's dtype,
-    accumulated in float32; dbias is None without a bias."""
+    accumulated in float32; dbias is None without a bias. ``dx_out`` as ``out`` of forward."""
     has_bias = bias is not None
-    dx = new_output(x, channels_last)
+    dx = _check_out(dx_out, x, channels_last, "dx_out")
     dalpha = torch.empty_like(alpha, memory_format=torch.contiguous_format)
     dweight = torch.empty_like(weight, memory_format=torch.contiguous_format)
     dbias = torch.empty_like(bias, memory_format=torch.contiguous_format) if has_bias else None
@@ -130,16 +157,15 @@ def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig 
     weight_c = weight.contiguous()
     n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
     target_programs = cfg.programs_per_sm * num_sms(x.device)
-    f32 = dict(dtype=torch.float32, device=x.device)
 
     from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
     if lay.param_per_row:
         # Partials: one float32 per row (N*C of them, each written once), summed over N below.
         n_groups = max(1, min(n_row_blocks, target_programs))
         n_parts, n_part_cols = lay.n_rows // lay.n_channels, lay.n_channels
-        dweight_part = torch.empty(lay.n_rows, **f32)
-        dbias_part = torch.empty(lay.n_rows, **f32) if has_bias else dweight_part
-        dalpha_part = torch.empty(n_groups, **f32)
+        dweight_part = _scratch(lay.n_rows, device=x.device)
+        dbias_part = _scratch(lay.n_rows, device=x.device) if has_bias else dweight_part
+        dalpha_part = _scratch(n_groups, device=x.device)
         dyt_bwd_rows_kernel[(n_groups,)](
             dym, xm, dxm, alpha, weight_c, dweight_part, dbias_part, dalpha_part,
             lay.n_rows, lay.n_cols, lay.n_channels, n_groups,
@@ -151,9 +177,9 @@ def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig 
         n_col_blocks = cdiv(lay.n_cols, cfg.block_n)
         n_groups = max(1, min(n_row_blocks, target_programs // n_col_blocks))
         n_parts, n_part_cols = n_groups, lay.n_cols
-        dweight_part = torch.empty(n_groups, lay.n_cols, **f32)
-        dbias_part = torch.empty(n_groups, lay.n_cols, **f32) if has_bias else dweight_part
-        dalpha_part = torch.empty(n_groups * n_col_blocks, **f32)
+        dweight_part = _scratch(n_groups, lay.n_cols, device=x.device)
+        dbias_part = _scratch(n_groups, lay.n_cols, device=x.device) if has_bias else dweight_part
+        dalpha_part = _scratch(n_groups * n_col_blocks, device=x.device)
         dyt_bwd_cols_kernel[(n_groups * n_col_blocks,)](
             dym, xm, dxm, alpha, weight_c, dweight_part, dbias_part, dalpha_part,
             lay.n_rows, lay.n_cols, n_groups,

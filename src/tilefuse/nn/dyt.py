@@ -1,0 +1,124 @@
+"""``DyT`` module and ``convert_layernorm_to_dyt``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..ops.dyt import dyt
+
+# Liger-Kernel's LigerDyT names its parameters gamma/beta; the official DyT code uses
+# weight/bias. State dicts with either naming load.
+_LIGER_NAMES = {"gamma": "weight", "beta": "bias"}
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh, a drop-in replacement for LayerNorm: ``y = weight * tanh(alpha * x) + bias``.
+
+    Args:
+        num_features: C, the normalized dimension (last dim, or dim 1 when channels-first).
+        alpha_init: initial value of the scalar ``alpha`` (0.5 in the paper; the LLaMA recipe
+            uses smaller values for wide models).
+        bias: whether to learn ``bias`` (the LLaMA variant has none).
+        channels_last: ``True`` for (..., C) inputs; ``False`` for (N, C, *spatial).
+
+    Parameters: ``alpha`` (1,), ``weight`` (C,) initialised to ones, ``bias`` (C,) to zeros.
+    The execution path (reference or Triton kernels, and which config) is decided on every
+    call by the policy level in force (``tilefuse.level``), not at construction.
+
+    Example:
+        >>> m = DyT(768, alpha_init=0.5)
+        >>> y = m(torch.randn(4, 128, 768))
+    """
+
+    def __init__(self, num_features: int, *, alpha_init: float = 0.5, bias: bool = True,
+                 channels_last: bool = True, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(num_features, int) or num_features < 1:
+            raise ValueError(f"DyT: num_features must be a positive int, got {num_features!r}")
+        factory = {"device": device, "dtype": dtype}
+        self.num_features = num_features
+        self.channels_last = channels_last
+        self.alpha_init = float(alpha_init)
+        self.alpha = nn.Parameter(torch.empty(1, **factory))
+        self.weight = nn.Parameter(torch.empty(num_features, **factory))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(num_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.alpha.fill_(self.alpha_init)
+            self.weight.fill_(1.0)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dyt(x, self.alpha, self.weight, self.bias, channels_last=self.channels_last)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        for liger, ours in _LIGER_NAMES.items():
+            if prefix + liger in state_dict and prefix + ours not in state_dict:
+                state_dict[prefix + ours] = state_dict.pop(prefix + liger)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, alpha_init={self.alpha_init}, bias={self.bias is not None}, "
+                f"channels_last={self.channels_last}")
+
+
+def _channels_first_layernorm(module: nn.Module) -> bool | None:
+    """True/False for LayerNorm variants we recognise (channels-first or not), None otherwise.
+
+    Recognised: ``nn.LayerNorm`` (channels-last); subclasses named ``LayerNorm2d`` (timm,
+    detectron2 style: normalises dim 1 of NCHW); modules with ``data_format ==
+    "channels_first"`` and a ``normalized_shape`` (the ConvNeXt reference LayerNorm).
+    """
+    if getattr(module, "data_format", None) == "channels_first" and hasattr(module, "normalized_shape"):
+        return True
+    if isinstance(module, nn.LayerNorm):
+        return type(module).__name__.lower().endswith("2d")
+    if type(module).__name__ == "LayerNorm2d":
+        return True
+    return None
+
+
+def _make_dyt(module: nn.Module, channels_first: bool, alpha_init: float, name: str) -> DyT:
+    shape = module.normalized_shape
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if len(shape) != 1:
+        raise ValueError(f"convert_layernorm_to_dyt: {name or 'module'} normalizes over {shape}; "
+                         "DyT has one parameter per channel of a single dimension")
+    ref = getattr(module, "weight", None)
+    factory = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
+    has_bias = getattr(module, "bias", None) is not None
+    return DyT(shape[0], alpha_init=alpha_init, bias=has_bias,
+               channels_last=not channels_first, **factory)
+
+
+def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: float = 0.5) -> nn.Module:
+    """Replace every LayerNorm in ``module`` (in place) with a freshly initialised ``DyT``.
+
+    Channels-last ``nn.LayerNorm`` becomes ``DyT(C)``; recognised channels-first variants
+    (``LayerNorm2d``, ``data_format="channels_first"``) become ``DyT(C, channels_last=False)``.
+    DyT gets a bias when the LayerNorm had one, and the LayerNorm's device and dtype. Returns
+    ``module`` (or the new DyT when ``module`` itself is a LayerNorm).
+
+    Example:
+        >>> block = nn.TransformerEncoderLayer(64, 4, batch_first=True)
+        >>> block = convert_layernorm_to_dyt(block, alpha_init=0.5)
+    """
+    kind = _channels_first_layernorm(module)
+    if kind is not None:
+        return _make_dyt(module, kind, alpha_init, "")
+    for name, child in list(module.named_children()):
+        kind = _channels_first_layernorm(child)
+        if kind is not None:
+            setattr(module, name, _make_dyt(child, kind, alpha_init, name))
+        else:
+            convert_layernorm_to_dyt(child, alpha_init=alpha_init)
+    return module

@@ -1,0 +1,37 @@
+"""Test set-up: without CUDA the real Triton kernels run in Triton's interpreter.
+
+TRITON_INTERPRET must be set before Triton decorates the kernels, i.e. before the first
+tilefuse launcher runs, so it is set here, at collection time.
+"""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device():
+    return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def _fresh_level():
+    """Each test starts at the default policy (no set_level left over from another test)."""
+    import tilefuse
+    tilefuse.set_level(None)
+    yield
+    tilefuse.set_level(None)

@@ -1,0 +1,151 @@
+"""DyT correctness: the real Triton kernels (interpreter on CPU, compiled on a GPU) against a
+float64 reference, with outputs and scratch poisoned before every run."""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches
+
+from dyt_helpers import case_id, check_against_reference, make_inputs, poison_outputs, rows_for, run
+
+WIDTHS = [1, 7, 16, 48, 100, 128, 256, 257, 1000, 4096]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+@pytest.fixture(autouse=True)
+def _poison(monkeypatch):
+    poison_outputs(monkeypatch)
+
+
+def _cases():
+    for width in WIDTHS:
+        for dtype in DTYPES:
+            for param_dtype in sorted({torch.float32, dtype}, key=str):
+                for bias in (True, False):
+                    shape = (rows_for(width), width)
+                    yield pytest.param(shape, dtype, param_dtype, bias,
+                                       id=case_id(shape, dtype, param_dtype, bias))
+
+
+@pytest.mark.parametrize("shape,dtype,param_dtype,bias", list(_cases()))
+def test_channels_last_matches_reference(shape, dtype, param_dtype, bias, device):
+    inputs = make_inputs(shape, dtype, param_dtype, bias, True, device)
+    with launches.counting() as launched:
+        outs = run(*inputs, channels_last=True)
+    assert launched["dyt_fwd"] == 1 and launched["dyt_bwd"] == 1, "the Triton kernels must run"
+    check_against_reference(*inputs, True, outs)
+
+
+def test_leading_dims_and_65537_rows_narrow(device):
+    """More rows than a CUDA grid's y/z dimension holds (65,535): the 1-D grid covers them."""
+    inputs = make_inputs((65537, 16), torch.float32, torch.float32, True, True, device)
+    check_against_reference(*inputs, True, run(*inputs, channels_last=True))
+    inputs = make_inputs((3, 5, 7, 48), torch.bfloat16, torch.float32, True, True, device)
+    check_against_reference(*inputs, True, run(*inputs, channels_last=True))
+
+
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (3, 4, 64), (2, 3, 130), (4, 6, 1, 1), (5, 6)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_channels_first_matches_reference(shape, dtype, bias, device):
+    inputs = make_inputs(shape, dtype, torch.float32, bias, False, device)
+    y, *grads = outs = run(*inputs, channels_last=False)
+    assert y.is_contiguous()
+    check_against_reference(*inputs, False, outs)
+
+
+def test_channels_first_in_channels_last_memory_format(device):
+    """NHWC-stored (N, C, H, W) input runs without a copy and keeps its memory format."""
+    x, a, w, b, dy = make_inputs((3, 8, 5, 6), torch.float32, torch.float32, True, False, device)
+    x = x.detach().to(memory_format=torch.channels_last).requires_grad_(True)
+    dy = dy.to(memory_format=torch.channels_last)
+    outs = run(x, a, w, b, dy, channels_last=False)
+    assert outs[0].is_contiguous(memory_format=torch.channels_last)
+    check_against_reference(x, a, w, b, dy, False, outs)
+
+
+@pytest.mark.parametrize("alpha", [float("inf"), float("-inf")], ids=["+inf", "-inf"])
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_infinite_alpha_matches_eager_on_real_elements(alpha, channels_last, device):
+    """Padded lanes give tanh(inf * 0) = NaN; masking after the arithmetic keeps it out of the
+    parameter gradients, which must equal eager PyTorch's."""
+    shape = (37, 100) if channels_last else (3, 5, 7, 9)
+    x, a, w, b, dy = make_inputs(shape, torch.float32, torch.float32, True, channels_last, device,
+                                 alpha=alpha)
+    y, dx, da, dw, db = run(x, a, w, b, dy, channels_last)
+
+    xe, ae, we, be = (t.detach().clone().requires_grad_(True) for t in (x, a, w, b))
+    view = (lambda p: p) if channels_last else (lambda p: p.reshape(1, -1, 1, 1))
+    ye = view(we) * torch.tanh(ae * xe) + view(be)
+    ye.backward(dy)
+    torch.testing.assert_close(y, ye.detach(), rtol=0, atol=0)
+    for name, got, ref in (("dalpha", da, ae.grad), ("dweight", dw, we.grad), ("dbias", db, be.grad)):
+        assert torch.isfinite(got).all(), f"{name} has NaN/inf from padding"
+        torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-5, msg=f"{name} differs from eager")
+    # dx = alpha * dy * w * 0 = NaN in eager too (inf * 0); it must match, NaN for NaN.
+    torch.testing.assert_close(dx, xe.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16),
+                                               (torch.float16, torch.bfloat16)],
+                         ids=["bf16x-fp32p", "fp32x-bf16p", "fp16x-bf16p"])
+def test_gradient_dtypes(dtype, param_dtype, device):
+    x, a, w, b, dy = make_inputs((9, 40), dtype, param_dtype, True, True, device)
+    a.data = a.data.to(torch.float16)  # alpha's dtype is independent of weight's
+    y, dx, da, dw, db = run(x, a, w, b, dy, True)
+    assert (y.dtype, dx.dtype) == (dtype, dtype)
+    assert (da.dtype, dw.dtype, db.dtype) == (torch.float16, param_dtype, param_dtype)
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_two_runs_bitwise_equal(channels_last, device):
+    shape = (300, 48) if channels_last else (5, 6, 11, 13)
+    inputs = make_inputs(shape, torch.bfloat16, torch.float32, True, channels_last, device, seed=3)
+    first = run(*inputs, channels_last)
+    for t in inputs[:4]:
+        t.grad = None
+    second = run(*inputs, channels_last)
+    for f, s in zip(first, second):
+        assert torch.equal(f, s)
+
+
+def test_empty_input_gives_empty_output_and_zero_grads(device):
+    for shape, channels_last in (((0, 16), True), ((0, 4, 3, 3), False), ((2, 4, 0), False)):
+        x, a, w, b, dy = make_inputs(shape, torch.float32, torch.float32, True, channels_last, device)
+        y, dx, da, dw, db = run(x, a, w, b, dy, channels_last)
+        assert y.shape == x.shape and dx.shape == x.shape
+        for g in (da, dw, db):
+            assert torch.equal(g, torch.zeros_like(g))
+
+
+def test_level_zero_runs_reference_and_level_one_runs_kernels(device):
+    inputs = make_inputs((17, 32), torch.float32, torch.float32, True, True, device)
+    with tilefuse.level(0), launches.counting() as launched:
+        outs0 = run(*inputs, True)
+    assert sum(launched.values()) == 0
+    check_against_reference(*inputs, True, outs0)
+    for t in inputs[:4]:
+        t.grad = None
+    with tilefuse.level(1), launches.counting() as launched:
+        outs1 = run(*inputs, True)
+    assert launched["dyt_fwd"] == 1 and launched["dyt_bwd"] == 1
+    check_against_reference(*inputs, True, outs1)
+
+
+def test_tanh_accuracy_over_range(device):
+    """tanh_f32 (through the forward kernel with w = 1, b = 0, alpha = 1) within 3 ulp of
+    float64 tanh from subnormal to saturated arguments, and exact at +-inf and NaN."""
+    mags = torch.logspace(-40, 2, 20001, dtype=torch.float64)
+    u = torch.cat([mags, -mags, torch.linspace(-0.6, 0.6, 4001, dtype=torch.float64)]).float()
+    x = torch.cat([u, torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0])]).to(device)
+    one = torch.ones(1, device=device)
+    y = tilefuse.dyt(x[:, None], one, torch.ones(1, device=device)).flatten().cpu()
+    ref = torch.tanh(x.double().cpu())
+    finite = torch.isfinite(x.cpu()) & (ref != 0)
+    _, exponent = torch.frexp(ref[finite].float())   # |ref| = m * 2**e, m in [0.5, 1)
+    ulp = torch.ldexp(torch.ones_like(ref[finite]), exponent.double() - 24)
+    ulp = (y[finite].double() - ref[finite]).abs() / ulp
+    assert ulp.max() <= 3.0, f"tanh error {ulp.max():.2f} ulp"
+    assert y[-5:-3].tolist() == [1.0, -1.0] and torch.isnan(y[-3]) and y[-2] == 0 and y[-1] == 0
