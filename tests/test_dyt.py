@@ -14,8 +14,9 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
 @pytest.fixture(autouse=True)
-def _poison(monkeypatch):
-    poison_outputs(monkeypatch)
+def _poison():
+    with poison_outputs():
+        yield
 
 
 def _cases():
@@ -149,3 +150,20 @@ def test_tanh_accuracy_over_range(device):
     ulp = (y[finite].double() - ref[finite]).abs() / ulp
     assert ulp.max() <= 3.0, f"tanh error {ulp.max():.2f} ulp"
     assert y[-5:-3].tolist() == [1.0, -1.0] and torch.isnan(y[-3]) and y[-2] == 0 and y[-1] == 0
+
+
+def test_reference_comparison_catches_errors(device):
+    """The checker itself: a slightly wrong value, a NaN, or a wrong dtype each fail it."""
+    from tilefuse.ops.dyt.verify import compare_to_reference
+    inputs = make_inputs((33, 48), torch.float32, torch.float32, True, True, device)
+    outs = run(*inputs, channels_last=True)
+    assert all(c.ok for c in compare_to_reference(*inputs, True, outs))
+    y, dx, da, dw, db = outs
+    bumped = y.clone()
+    bumped[7, 5] *= 1 + 1e-5
+    nan_dw = dw.clone()
+    nan_dw[3] = float("nan")
+    for bad, name in (((bumped, dx, da, dw, db), "y"), ((y, dx, da, nan_dw, db), "dweight"),
+                      ((y, dx.double(), da, dw, db), "dx.dtype")):
+        failed = [c.name for c in compare_to_reference(*inputs, True, bad) if not c.ok]
+        assert failed == [name]

@@ -1,0 +1,182 @@
+"""`tilefuse check` section for DyT: verification of every path and dtype combination, and on
+a GPU the benchmark against eager PyTorch, torch.compile and Liger-Kernel."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from .. import launches
+from ..ops.dyt import api, launch
+from ..ops.dyt.verify import compare_to_reference, poisoned
+from . import bench
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _inputs(shape, dtype, param_dtype, bias, channels_last, device, layout="", alpha=None):
+    c = shape[-1] if channels_last else shape[1]
+    x = torch.randn(shape, device=device).mul_(2).to(dtype)
+    if layout == "nhwc":
+        x = x.to(memory_format=torch.channels_last)
+    a = torch.tensor([alpha if alpha is not None else 0.3 + torch.rand(1).item()], device=device)
+    w = torch.randn(c, device=device)
+    b = torch.randn(c, device=device) if bias else None
+    dy = torch.randn_like(x)
+    p = [t if t is None else t.to(param_dtype).requires_grad_(True) for t in (a, w, b)]
+    return x.requires_grad_(True), p[0], p[1], p[2], dy
+
+
+def _run_api(x, a, w, b, dy, channels_last):
+    y = api.dyt(x, a, w, b, channels_last=channels_last)
+    y.backward(dy)
+    return y.detach(), x.grad, a.grad, w.grad, None if b is None else b.grad
+
+
+def verification_cases(quick: bool, device: str) -> list[dict]:
+    """(name, callable) cases; each callable returns a list of Comparisons and launch counts."""
+    gpu = device == "cuda"
+    clast_shapes = [(65537, 16), (4099, 100), (1025, 1000), (33, 8192)] if gpu else [(129, 16), (37, 100), (5, 1000)]
+    cfirst_shapes = [(8, 96, 28, 28), (4, 64, 3, 3)] if gpu else [(2, 6, 5, 7)]
+    if quick:
+        clast_shapes, cfirst_shapes = clast_shapes[:2], cfirst_shapes[:1]
+    cases = []
+    for dname, dtype in DTYPES.items():
+        for pname in sorted({"fp32", dname}):
+            for bias in (True, False):
+                tag = f"{dname}-{pname}params-{'bias' if bias else 'nobias'}"
+                for shape in clast_shapes:
+                    cases.append(dict(path="channels-last", shape=shape, dtype=dtype, param_dtype=DTYPES[pname],
+                                      bias=bias, channels_last=True, layout="", name=f"{'x'.join(map(str, shape))}-{tag}"))
+                for shape in cfirst_shapes:
+                    for layout in ("", "nhwc"):
+                        cases.append(dict(path="channels-first" + ("-nhwc" if layout else ""), shape=shape,
+                                          dtype=dtype, param_dtype=DTYPES[pname], bias=bias, channels_last=False,
+                                          layout=layout, name=f"{'x'.join(map(str, shape))}-{tag}"))
+    return cases
+
+
+def _verify_case(case, device) -> dict:
+    inputs = _inputs(case["shape"], case["dtype"], case["param_dtype"], case["bias"], case["channels_last"],
+                     device, case["layout"])
+    with poisoned(), launches.counting() as launched:
+        outs = _run_api(*inputs, case["channels_last"])
+    comps = compare_to_reference(*inputs, case["channels_last"], outs)
+    engaged = launched["dyt_fwd"] == 1 and launched["dyt_bwd"] == 1
+    return _result("dyt", case["path"], case["name"], comps, engaged)
+
+
+def _result(op, path, name, comps, engaged, extra=""):
+    ok = engaged and all(c.ok for c in comps)
+    worst = max((c.worst_over_bound for c in comps), default=0.0)
+    detail = "; ".join(f"{c.name}: {c.first_failure}" for c in comps if not c.ok)
+    if not engaged:
+        detail = "kernels did not launch; " + detail
+    return {"op": op, "path": path, "case": name, "ok": ok,
+            "errors": {c.name: c.rel_err for c in comps}, "worst_error_over_bound": worst,
+            "detail": (detail + extra).strip("; ")}
+
+
+def _verify_special(device) -> list[dict]:
+    """Infinite alpha on ragged rows (vs eager), run-to-run determinism, empty input."""
+    out = []
+    for alpha in (math.inf, -math.inf):
+        x, a, w, b, dy = _inputs((37, 100), torch.float32, torch.float32, True, True, device, alpha=alpha)
+        got = _run_api(x, a, w, b, dy, True)
+        xe, ae, we, be = (t.detach().clone().requires_grad_(True) for t in (x, a, w, b))
+        (we * torch.tanh(ae * xe) + be).backward(dy)
+        grads_ok = all(torch.isfinite(g).all() and torch.allclose(g, r, rtol=1e-6, atol=1e-5)
+                       for g, r in zip(got[2:], (ae.grad, we.grad, be.grad)))
+        out.append({"op": "dyt", "path": "alpha=inf", "case": f"37x100-alpha={alpha}", "ok": bool(grads_ok),
+                    "errors": {"dweight": float((got[3] - we.grad).abs().max())},
+                    "worst_error_over_bound": 0.0 if grads_ok else math.inf,
+                    "detail": "" if grads_ok else "parameter gradients differ from eager or are not finite"})
+    inputs = _inputs((301, 48), torch.bfloat16, torch.float32, True, True, device)
+    first = _run_api(*inputs, True)
+    for t in inputs[:4]:
+        t.grad = None
+    second = _run_api(*inputs, True)
+    same = all(torch.equal(f, s) for f, s in zip(first, second))
+    out.append({"op": "dyt", "path": "determinism", "case": "301x48-bf16 two runs", "ok": same, "errors": {},
+                "worst_error_over_bound": 0.0 if same else math.inf,
+                "detail": "" if same else "two runs differ bitwise"})
+    return out
+
+
+def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
+    cases = verification_cases(quick, device)
+    results = [_verify_case(c, device) for c in progress(cases, desc="dyt verify")]
+    return results + _verify_special(device)
+
+
+# --------------------------------------------------------------------------- benchmark
+
+WIDTHS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+QUICK_WIDTHS = [16, 256, 4096]
+
+
+def _eager(x, a, w, b):
+    return w * torch.tanh(a * x) + b
+
+
+def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[str, Callable]:
+    fns = {"tilefuse": lambda: api.dyt(x, a, w, b), "eager": lambda: _eager(x, a, w, b),
+           "torch.compile": lambda: compiled(x, a, w, b)}
+    try:
+        from liger_kernel.ops.dyt import LigerDyTFunction
+        fns["liger"] = lambda: LigerDyTFunction.apply(x, a, w, b)
+    except ImportError:
+        pass
+    if not with_backward:
+        return {k: (lambda f=f: f()) for k, f in fns.items()}
+    inputs = (x, a, w, b)
+    dys = {dy.dtype: dy, torch.float32: dy.float()}  # eager promotes bf16 x * fp32 alpha to fp32
+
+    def fwd_bwd(f):
+        def run():
+            y = f()
+            return torch.autograd.grad(y, inputs, dys[y.dtype])
+        return run
+    return {k: fwd_bwd(f) for k, f in fns.items()}
+
+
+def benchmark(quick: bool, progress: Callable) -> dict:
+    """Forward and forward+backward time of each provider at 2**26 elements (2**24 quick) per
+    width, fp32 and bf16 x (fp32 parameters), as fractions of the copy ceiling measured now."""
+    import torch._dynamo
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 256)
+    numel = 2 ** 24 if quick else 2 ** 26
+    widths = QUICK_WIDTHS if quick else WIDTHS
+    rows = []
+    ceilings = {}
+    for dname in ("fp32", "bf16"):
+        dtype = DTYPES[dname]
+        ceilings[dname] = bench.copy_ceiling_gbs(numel, dtype)
+        for width in progress(widths, desc=f"dyt bench {dname}"):
+            x, a, w, b, dy = _inputs((numel // width, width), dtype, torch.float32, True, True, "cuda")
+            config = {p: launch.pick_config(launch.problem_for(x, True, p)).name for p in ("fwd", "bwd")}
+            compiled = torch.compile(_eager, dynamic=False)
+            for pass_name, with_bwd, nbytes in (("fwd", False, 2), ("fwd+bwd", True, 5)):
+                timings = bench.interleaved(_providers(x, a, w, b, dy, with_bwd, compiled))
+                for provider, t in timings.items():
+                    row = {"dtype": dname, "width": width, "rows": numel // width, "pass": pass_name,
+                           "provider": provider}
+                    if provider == "tilefuse":
+                        row["config"] = config["fwd"] if pass_name == "fwd" else f"{config['fwd']} / {config['bwd']}"
+                    if isinstance(t, Exception):
+                        row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+                    else:
+                        gbs = nbytes * numel * x.element_size() / (t.median_ms * 1e-3) / 1e9
+                        row.update(status="ok", ms=t.median_ms, spread=t.spread, gbs=gbs,
+                                   fraction_of_copy=gbs / ceilings[dname])
+                    rows.append(row)
+                ours = timings.get("tilefuse")
+                for row in rows[-len(timings):]:
+                    if row["status"] == "ok" and isinstance(ours, bench.Timing):
+                        row["tilefuse_speedup"] = row["ms"] / ours.median_ms
+            del x, a, w, b, dy
+    return {"numel": numel, "copy_ceiling_gbs": ceilings, "rows": rows}

@@ -1,0 +1,74 @@
+"""Command line: ``tilefuse check | tune | bench | info``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _use_interpreter_without_cuda() -> None:
+    """Without CUDA, run the kernels in Triton's interpreter (set before any kernel import)."""
+    import warnings
+
+    import torch
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        # numpy's warnings about inf * 0 inside the interpreter concern masked-out lanes.
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
+
+
+def _check(args) -> int:
+    _use_interpreter_without_cuda()
+    from .check import run_check, summary
+    result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress)
+    print(summary(result, args.out))
+    return 0 if all(r["ok"] for r in result["verification"]) else 1
+
+
+def _info(args) -> int:
+    from .check.env import environment
+    print(json.dumps(environment(), indent=2))
+    return 0
+
+
+def _bench(args) -> int:
+    _use_interpreter_without_cuda()
+    import torch
+    if not torch.cuda.is_available():
+        print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
+        return 2
+    from .check import dyt, report
+    from .check import _progress
+    b = dyt.benchmark(args.quick, _progress(True))
+    res = {"environment": __import__("tilefuse.check.env", fromlist=["environment"]).environment(),
+           "verification": [], "benchmarks": {"dyt": b}, "plots": []}
+    os.makedirs(args.out, exist_ok=True)
+    report.write_markdown(os.path.join(args.out, "bench.md"), res)
+    report.write_json(os.path.join(args.out, "bench.json"), res)
+    print(open(os.path.join(args.out, "bench.md")).read())
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="tilefuse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="verify every path on this machine, benchmark on a GPU, write a report")
+    p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
+    p.add_argument("--no-bench", action="store_true", help="verification only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_check)
+    p = sub.add_parser("bench", help="benchmarks only (GPU)")
+    p.add_argument("--out", default="tilefuse-report")
+    p.add_argument("--quick", action="store_true")
+    p.set_defaults(func=_bench)
+    p = sub.add_parser("info", help="print the environment")
+    p.set_defaults(func=_info)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
