@@ -19,9 +19,10 @@ from tilefuse.ops.dyt.configs import DyTConfig
 
 def space(problem):
     out = []
-    tiles = (1024, 2048, 4096, 8192)
-    warps = (2, 4, 8, 16)
-    pps = (2, 4, 8, 16) if problem.pass_ == "bwd" else (4,)
+    if problem.pass_ == "fwd":
+        tiles, warps, pps = (1024, 2048, 4096), (2, 4, 8), (4,)
+    else:
+        tiles, warps, pps = (2048, 4096), (4, 8, 16), (1, 2, 4)
     for tile, w, p in itertools.product(tiles, warps, pps):
         bn = min(configs.next_power_of_2(problem.n_cols), tile)
         c = DyTConfig(max(1, tile // bn), bn, w, p)
@@ -61,7 +62,7 @@ def main():
                 else:
                     fns = {c: (lambda c=c: launch.backward(dy, x, a, w, b, True, config=c, dx_out=y)) for c in cands}
                     nbytes = 3 * numel * x.element_size()
-                res = bench.interleaved(fns, rounds=5, target_ms=8)
+                res = bench.interleaved(fns, rounds=3, target_ms=5)
                 ok = {c: t for c, t in res.items() if isinstance(t, bench.Timing)}
                 h = cands[0]
                 best = min(ok, key=lambda c: ok[c].median_ms)

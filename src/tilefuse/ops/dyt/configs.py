@@ -11,9 +11,6 @@ import itertools
 
 from ...utils import cdiv, next_power_of_2
 
-# One tile of a program holds this many elements by default. 4,096 fp32 elements are 16 KiB of
-# loads in flight per program: enough to cover HBM latency with several programs per SM.
-DEFAULT_TILE = 4096
 MAX_TILE = 16384
 MIN_TILE = 512
 
@@ -71,12 +68,21 @@ class DyTConfig:
 
 
 def heuristic(p: DyTProblem) -> DyTConfig:
-    """The safe default for a problem (level 1, and level 2 for keys never swept)."""
-    block_n = min(next_power_of_2(max(p.n_cols, 1)), DEFAULT_TILE)
-    block_m = max(1, DEFAULT_TILE // block_n)
+    """The safe default for a problem (level 1, and level 2 for keys never swept).
+
+    Tile sizes from H200 measurements at 2**26 elements (benchmarks/results/): the forward
+    wants ~8 fp32 / ~16 bf16 elements per thread; the backward, with three float32
+    accumulator tiles per program, wants 2048-4096-element tiles on 8 warps and two
+    persistent programs per SM.
+    """
+    if p.pass_ == "fwd":
+        tile, num_warps, pps = (1024 if p.x_itemsize >= 4 else 2048), 4, 4
+    else:
+        tile, num_warps, pps = (2048 if p.x_itemsize >= 4 else 4096), 8, 2
+    block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
+    block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
-    num_warps = 4 if p.pass_ == "fwd" else 8
-    return DyTConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, programs_per_sm=4)
+    return DyTConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, programs_per_sm=pps)
 
 
 def candidates(p: DyTProblem) -> list[DyTConfig]:

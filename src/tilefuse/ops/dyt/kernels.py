@@ -5,10 +5,11 @@ Layout: every kernel sees ``x`` as a contiguous (n_rows, n_cols) matrix.
 - channels-first (N, C, S): n_rows = N*C, n_cols = S, a row's parameter is
   ``weight[row % C]`` (PARAM_PER_ROW=True), so no transpose copy is needed.
 
-All arithmetic is float32. Offsets are int64 (tensors above 2**31 elements work). Lanes outside
-the matrix are zeroed with ``tl.where`` *after* the arithmetic before anything is accumulated:
-with alpha = inf a padded zero gives tanh(inf * 0) = NaN, which masked loads alone would let
-into the parameter gradients.
+All arithmetic is float32. Offsets are int64 (tensors above 2**31 elements work). In the
+backward, padded lanes are masked after the arithmetic, not only at the loads: with alpha = inf
+a padded zero gives alpha * x = inf * 0 = NaN, which would reach the parameter gradients. The
+kernels zero ``u = alpha * x`` on padded lanes (one select per element); with x = dy = 0 loaded
+there, every term a padded lane adds (dy*t, x*g, dy) is then exactly 0.
 """
 
 import os
@@ -16,14 +17,18 @@ import os
 import triton
 import triton.language as tl
 
-# Workaround: Triton's interpreter converts float32 -> bfloat16 by truncation, where the GPU
-# rounds to nearest even. Under the interpreter only, to_output rounds explicitly so CPU tests
-# see the GPU's results; compiled kernels use the plain conversion.
-_INTERPRETER_RNE = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "True"))
+# Under Triton's interpreter (CPU tests) two things differ, both confined to the helpers below:
+# - Workaround: the interpreter converts float32 -> bfloat16 by truncation where the GPU rounds
+#   to nearest even, so to_output rounds explicitly there.
+# - Compiled kernels use the flush-to-zero exp2/reciprocal instructions (inline PTX, which the
+#   interpreter cannot run); the interpreter uses tl.exp2 and a division. They differ only for
+#   subnormal arguments, which tanh_f32 never feeds them (see there), and by < 1 ulp otherwise.
+_INTERPRETER = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "True"))
 
 # Odd minimax polynomial for tanh on |u| < 0.55: tanh(u) ~ u + u^3 * P(u^2). Fitted by weighted
 # least squares against float64 tanh; max error 0.8 ulp in float32 Horner evaluation.
 _TANH_SMALL = tl.constexpr(0.55)
+_TWO_LOG2E = tl.constexpr(2.8853900817779268)
 _P0 = tl.constexpr(-0.33333316445350647)
 _P1 = tl.constexpr(0.13332565128803253)
 _P2 = tl.constexpr(-0.05385029688477516)
@@ -32,10 +37,34 @@ _P4 = tl.constexpr(-0.006264359224587679)
 
 
 @triton.jit
+def _exp2_ftz(v):
+    if _INTERPRETER:
+        return tl.exp2(v)
+    else:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [v],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _rcp_ftz(v):
+    if _INTERPRETER:
+        return 1.0 / v
+    else:
+        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [v],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
 def tanh_f32(u):
     """float32 tanh within ~3 ulp, built from core ops so Triton's interpreter runs it too
-    (libdevice has no interpreter implementation). tanh(+-inf) = +-1, tanh(NaN) = NaN."""
-    a = tl.abs(u)
+    (libdevice has no interpreter implementation). tanh(+-inf) = +-1, tanh(NaN) = NaN.
+
+    |u| >= 0.55 uses 1 - 2 / (exp(2u) + 1) for either sign: the subtraction is exact there
+    (Sterbenz: the quotient lies in [0.5, 2]), and exp(2u) -> 0 or inf gives -1 or 1 exactly.
+    Below 0.55 that form cancels, so an odd polynomial takes over. exp2 and the reciprocal
+    use the flush-to-zero hardware instructions (no subnormal fix-up code): their arguments
+    are never subnormal where their result is selected (|2u log2 e| >= 1.58, and e + 1 >= 1).
+    """
     s = u * u
     p = _P4
     p = p * s + _P3
@@ -43,16 +72,15 @@ def tanh_f32(u):
     p = p * s + _P1
     p = p * s + _P0
     small = u + u * s * p
-    big = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
-    big = tl.where(u < 0, -big, big)
-    return tl.where(a < _TANH_SMALL, small, big)
+    big = 1.0 - 2.0 * _rcp_ftz(_exp2_ftz(u * _TWO_LOG2E) + 1.0)
+    return tl.where(s < _TANH_SMALL * _TANH_SMALL, small, big)
 
 
 @triton.jit
 def to_output(y, ptr):
     """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
     dtype = ptr.dtype.element_ty
-    if _INTERPRETER_RNE and dtype == tl.bfloat16:
+    if _INTERPRETER and dtype == tl.bfloat16:
         bits = y.to(tl.uint32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
@@ -62,20 +90,20 @@ def to_output(y, ptr):
 @triton.jit
 def _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
                  HAS_BIAS: tl.constexpr, PARAM_PER_ROW: tl.constexpr):
-    """weight (and bias) for a tile, shaped to broadcast over (BLOCK_M, BLOCK_N), float32."""
+    """weight (and bias) for a tile, shaped to broadcast over (BLOCK_M, BLOCK_N), float32.
+    Loaded through 2-D pointers so they arrive in the tile's layout (no shared-memory
+    layout conversion)."""
     if PARAM_PER_ROW:
-        channel = rows % n_channels
-        w = tl.load(weight_ptr + channel, mask=row_mask, other=0.0).to(tl.float32)[:, None]
-        if HAS_BIAS:
-            b = tl.load(bias_ptr + channel, mask=row_mask, other=0.0).to(tl.float32)[:, None]
-        else:
-            b = w
+        channel = (rows % n_channels)[:, None]
+        pmask = row_mask[:, None]
     else:
-        w = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-        if HAS_BIAS:
-            b = tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-        else:
-            b = w
+        channel = cols[None, :]
+        pmask = col_mask[None, :]
+    w = tl.load(weight_ptr + channel, mask=pmask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        b = tl.load(bias_ptr + channel, mask=pmask, other=0.0).to(tl.float32)
+    else:
+        b = w
     return w, b
 
 
@@ -141,7 +169,7 @@ def dyt_bwd_cols_kernel(
     col_mask = cols < n_cols
 
     alpha = tl.load(alpha_ptr).to(tl.float32)
-    w = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    w = tl.load(weight_ptr + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
     dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dalpha_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -154,13 +182,13 @@ def dyt_bwd_cols_kernel(
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        t = tanh_f32(alpha * x)
+        t = tanh_f32(tl.where(mask, alpha * x, 0.0))
         g = dy * w * (1.0 - t * t)
         tl.store(dx_ptr + offsets, to_output(alpha * g, dx_ptr), mask=mask)
-        dweight_acc += tl.where(mask, dy * t, 0.0)
-        dalpha_acc += tl.where(mask, x * g, 0.0)
+        dweight_acc += dy * t
+        dalpha_acc += x * g
         if HAS_BIAS:
-            dbias_acc += tl.where(mask, dy, 0.0)
+            dbias_acc += dy
 
     part = group.to(tl.int64) * n_cols + cols
     tl.store(dweight_part_ptr + part, tl.sum(dweight_acc, axis=0), mask=col_mask)
@@ -194,7 +222,7 @@ def dyt_bwd_rows_kernel(
         row_block = group.to(tl.int64) + i * n_groups
         rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < n_rows
-        w = tl.load(weight_ptr + rows % n_channels, mask=row_mask, other=0.0).to(tl.float32)
+        w = tl.load(weight_ptr + (rows % n_channels)[:, None], mask=row_mask[:, None], other=0.0).to(tl.float32)
         dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for col_start in range(0, n_cols, BLOCK_N):
@@ -203,13 +231,13 @@ def dyt_bwd_rows_kernel(
             offsets = rows[:, None] * n_cols + cols[None, :]
             x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            t = tanh_f32(alpha * x)
-            g = dy * w[:, None] * (1.0 - t * t)
+            t = tanh_f32(tl.where(mask, alpha * x, 0.0))
+            g = dy * w * (1.0 - t * t)
             tl.store(dx_ptr + offsets, to_output(alpha * g, dx_ptr), mask=mask)
-            dweight_acc += tl.where(mask, dy * t, 0.0)
-            dalpha_acc += tl.where(mask, x * g, 0.0)
+            dweight_acc += dy * t
+            dalpha_acc += x * g
             if HAS_BIAS:
-                dbias_acc += tl.where(mask, dy, 0.0)
+                dbias_acc += dy
         tl.store(dweight_rows_ptr + rows, tl.sum(dweight_acc, axis=1), mask=row_mask)
         if HAS_BIAS:
             tl.store(dbias_rows_ptr + rows, tl.sum(dbias_acc, axis=1), mask=row_mask)
