@@ -1,0 +1,227 @@
+"""The tuning table: three-valued entries, lookup precedence, keys, and the files behind it
+(validation of everything read, locked atomic merged writes, built-in tables)."""
+
+import json
+import multiprocessing
+import os
+import warnings
+
+import pytest
+
+import tilefuse
+from tilefuse import tuning
+from tilefuse.ops.dyt import configs, launch
+from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+from tilefuse.ops.dyt.tune import FAMILY as DYT
+from tilefuse.tuning import BASELINE, TableWarning, store, table
+
+PROBLEM = DyTProblem("fwd", 50, 32, 4, False)          # key fwd-M64-N32-x4
+KEY = "fwd-M64-N32-x4"
+A = DyTConfig(16, 32, 2, 4)
+B = DyTConfig(32, 32, 2, 4)
+C = DyTConfig(16, 32, 4, 4)
+
+
+@pytest.fixture(autouse=True)
+def fresh_table(tmp_path, monkeypatch):
+    """An empty cache folder and built-in folder per test; nothing registered."""
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "builtin").mkdir()
+    monkeypatch.setattr(store, "builtin_dir", lambda: tmp_path / "builtin")
+    store._reported.clear()
+    tuning.reload()
+    yield
+    tuning.unregister("dyt")
+    tuning.reload()
+
+
+def fingerprint():
+    return table.table_location()[0]
+
+
+def cache_file():
+    return table.table_location()[1]
+
+
+def raw(winner):
+    return {"winner": winner if winner == BASELINE else winner.to_dict(), "measured": {}}
+
+
+def write_builtin(entries):
+    fp = fingerprint()
+    store.write_document(store.builtin_dir() / store.builtin_name(fp), fp, {"dyt": entries})
+    tuning.reload()
+
+
+def test_three_valued_entries_and_what_runs():
+    heuristic = configs.heuristic(PROBLEM)
+    assert tuning.get_entry("dyt", KEY) is None and not tuning.is_covered("dyt", PROBLEM)
+    assert tuning.lookup_config("dyt", PROBLEM) is None
+    with tilefuse.level(2):
+        assert launch.pick_config(PROBLEM) == heuristic          # absent: the safe default
+
+    tuning.register("dyt", {KEY: A})
+    assert tuning.get_entry("dyt", PROBLEM) == A and tuning.lookup_config("dyt", PROBLEM) == A
+    with tilefuse.level(2):
+        assert launch.pick_config(PROBLEM) == A
+    with tilefuse.level(1):
+        assert launch.pick_config(PROBLEM) == heuristic          # level 1 never reads the table
+
+    tuning.register("dyt", {PROBLEM: BASELINE})
+    assert tuning.is_covered("dyt", KEY) and tuning.get_entry("dyt", KEY) == BASELINE
+    assert tuning.lookup_config("dyt", PROBLEM) is None
+    with tilefuse.level(2):
+        assert launch.pick_config(PROBLEM) == heuristic
+
+
+def test_precedence_runtime_then_cache_then_builtin():
+    other = "fwd-M128-N32-x4"
+    write_builtin({KEY: raw(A), other: raw(A)})
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+    table.record("dyt", {KEY: raw(B)})
+    assert tuning.lookup_config("dyt", PROBLEM) == B
+    tuning.register("dyt", {KEY: C})
+    assert tuning.lookup_config("dyt", PROBLEM) == C
+    sources = {(k, src) for _, k, src, _ in tuning.entries()}
+    assert (KEY, "runtime") in sources and (other, "builtin") in sources
+    tuning.unregister("dyt", [KEY])
+    assert tuning.lookup_config("dyt", PROBLEM) == B
+    # A cached BASELINE hides a built-in config: swept here, the baseline won here.
+    table.record("dyt", {KEY: raw(BASELINE)})
+    assert tuning.lookup_config("dyt", PROBLEM) is None and tuning.is_covered("dyt", KEY)
+    assert tuning.lookup_config("dyt", DYT.problem_for_key(other)) == A
+
+
+def test_unknown_family_and_invalid_registrations_are_value_errors():
+    for call in (lambda: tuning.lookup_config("nope", PROBLEM), lambda: tuning.is_covered("nope", KEY),
+                 lambda: tuning.register("nope", {KEY: A})):
+        with pytest.raises(ValueError, match="unknown tuning family 'nope'"):
+            call()
+    with pytest.raises(ValueError, match="not in the config space"):
+        tuning.register("dyt", {KEY: DyTConfig(1, 64, 2, 4)})     # block_n beyond the row
+    with pytest.raises(ValueError, match="not a dyt key"):
+        tuning.register("dyt", {"fwd-M100-N32-x4": A})             # rows bucket not a power of 2
+    with pytest.raises(ValueError):
+        tuning.register("dyt", {KEY: {"block_m": 16, "block_n": 32, "num_warps": 2}})
+
+
+def test_dyt_keys_bucket_rows_and_keep_what_changes_code():
+    key = DYT.key
+    assert key(DyTProblem("fwd", 1000, 64, 2, False)) == key(DyTProblem("fwd", 1024, 64, 2, False)) \
+        == "fwd-M1024-N64-x2"
+    assert key(DyTProblem("fwd", 1025, 64, 2, False)) == "fwd-M2048-N64-x2"
+    assert key(DyTProblem("fwd", 1024, 65, 2, False)) != key(DyTProblem("fwd", 1024, 64, 2, False))
+    assert key(DyTProblem("bwd", 1024, 64, 4, True)) == "bwd-M1024-N64-x4-cf"
+    for k in ("bwd-M1024-N64-x4-cf", KEY):
+        assert key(DYT.problem_for_key(k)) == k
+    for bad in ("fwd-M64-N32", "up-M64-N32-x4", "fwd-M64-N32-x3", "fwd-M64-N0-x4", 7):
+        with pytest.raises(ValueError):
+            DYT.problem_for_key(bad)
+
+
+def _doc(**override):
+    doc = {"schema": store.SCHEMA, "fingerprint": fingerprint(), "families": {"dyt": {KEY: raw(A)}}}
+    doc.update(override)
+    return json.dumps(doc)
+
+
+UNUSABLE = {
+    "corrupt": lambda: "{not json",
+    "truncated": lambda: _doc()[: len(_doc()) // 2],
+    "foreign-schema": lambda: _doc(schema=99),
+    "other-fingerprint": lambda: _doc(fingerprint={**fingerprint(), "torch": "0.0"}),
+    "not-an-object": lambda: "[1, 2]",
+    "families-not-objects": lambda: _doc(families={"dyt": [1]}),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNUSABLE))
+def test_unusable_file_is_reported_once_and_ignored(kind):
+    path = cache_file()
+    path.parent.mkdir(parents=True)
+    path.write_text(UNUSABLE[kind]())
+    tuning.reload()
+    with pytest.warns(TableWarning, match="ignored"):
+        assert tuning.lookup_config("dyt", PROBLEM) is None
+    tuning.reload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuning.lookup_config("dyt", PROBLEM) is None      # reported once only
+    with tilefuse.level(2):
+        assert launch.pick_config(PROBLEM) == configs.heuristic(PROBLEM)
+
+    with pytest.warns(TableWarning, match="moved to"):
+        table.record("dyt", {KEY: raw(B)})                      # the next write starts afresh
+    assert tuning.lookup_config("dyt", PROBLEM) == B
+    assert [p.name for p in path.parent.glob("*.invalid-*")]
+    assert json.loads(path.read_text())["families"]["dyt"][KEY]["winner"] == B.to_dict()
+
+
+def test_invalid_entries_are_dropped_one_by_one():
+    good = "fwd-M128-N32-x4"
+    entries = {
+        good: raw(A),
+        KEY: {"winner": {**A.to_dict(), "unroll": 2}, "measured": {}},       # unknown field
+        "fwd-M256-N32-x4": raw(DyTConfig(1, 64, 2, 4)),                      # outside the space
+        "fwd-M512-N32-x4": {"winner": "fused"},                              # neither
+        "fwd-M1024-N32-x4": {"winner": BASELINE, "extra": 1},                # unknown entry field
+        "sideways": raw(BASELINE),                                           # not a key
+    }
+    path = cache_file()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": store.SCHEMA, "fingerprint": fingerprint(),
+                                "families": {"dyt": entries, "nope": {KEY: raw(BASELINE)}}}))
+    tuning.reload()
+    with pytest.warns(TableWarning) as caught:
+        assert tuning.lookup_config("dyt", DYT.problem_for_key(good)) == A
+    assert len(caught) == 6
+    assert all(not tuning.is_covered("dyt", k) for k in entries if k not in (good, "sideways"))
+
+
+def test_lookups_read_the_files_once(monkeypatch):
+    table.record("dyt", {KEY: raw(A)})
+    tuning.reload()
+    reads = []
+    real_load = store.load
+    monkeypatch.setattr(store, "load", lambda *a: reads.append(a) or real_load(*a))
+    for _ in range(100):
+        assert tuning.lookup_config("dyt", PROBLEM) == A
+    assert len(reads) == 1
+
+
+def test_export_builtin_round_trip(tmp_path):
+    table.record("dyt", {KEY: raw(A), "bwd-M64-N32-x4": raw(BASELINE)})
+    path = table.export_builtin(store.builtin_dir())
+    assert path.name == store.builtin_name(fingerprint())
+    os.unlink(cache_file())
+    tuning.reload()
+    assert {(k, src) for _, k, src, _ in tuning.entries()} == {
+        (KEY, "builtin"), ("bwd-M64-N32-x4", "builtin")}
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+
+
+def _writer(cache_dir, rank, n, barrier):
+    os.environ["TILEFUSE_CACHE_DIR"] = cache_dir
+    from tilefuse.tuning import table as child_table
+    barrier.wait()
+    for i in range(n):
+        rows = 2 ** (6 + i)
+        child_table.record("dyt", {f"{'fwd' if rank == 0 else 'bwd'}-M{rows}-N32-x4": raw(BASELINE)})
+
+
+def test_two_processes_writing_at_once_keep_both_entries():
+    n = 12
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    cache = os.environ["TILEFUSE_CACHE_DIR"]
+    procs = [ctx.Process(target=_writer, args=(cache, rank, n, barrier)) for rank in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    (path,) = cache_file().parent.glob("*.json")       # the children's fingerprint file
+    entries = json.loads(path.read_text())["families"]["dyt"]   # parses: never torn
+    assert set(entries) == {f"{p}-M{2 ** (6 + i)}-N32-x4" for p in ("fwd", "bwd") for i in range(n)}
+    assert all(store.parse_entry("dyt", key, e).winner == BASELINE for key, e in entries.items())
+    assert not list(path.parent.glob("*.tmp"))
