@@ -11,18 +11,24 @@ Table::
     register(family, {key: entry})     # runtime entries, above the cache file and built-ins
     entries(), table_location(), reload()
 
-Op families plug in through ``TuningFamily`` (family.py).
+Tuning (ahead of time, never inside a training step)::
+
+    sweep_key(family, key_or_problem, ...)   # one key: check, engage, time, choose, record
+
+Op families plug in through ``TuningFamily`` (family.py); ``dyt`` is in ops/dyt/tune.py.
 """
 
 from __future__ import annotations
 
 from .family import BASELINE, ROUTE, TILE, TuningFamily, family_names, get_family, register_family, unregister_family
 from .store import TableWarning
+from .sweep import EngagementError, SweepError, SweepResult, sweep_key
 from .table import (collecting, entries, get_entry, is_covered, lookup_config, register, reload,
                     table_location, unregister)
 
 __all__ = [
-    "BASELINE", "ROUTE", "TILE", "TableWarning", "TuningFamily", "collecting", "entries",
-    "family_names", "get_family", "get_entry", "is_covered", "lookup_config", "register",
-    "register_family", "reload", "table_location", "unregister", "unregister_family",
+    "BASELINE", "ROUTE", "TILE", "EngagementError", "SweepError", "SweepResult", "TableWarning",
+    "TuningFamily", "collecting", "entries", "family_names", "get_family", "get_entry",
+    "is_covered", "lookup_config", "register", "register_family", "reload", "sweep_key",
+    "table_location", "unregister", "unregister_family",
 ]

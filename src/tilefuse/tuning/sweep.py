@@ -1,0 +1,349 @@
+"""Sweep one key: check each candidate, prove it engaged, time it against the baseline in
+interleaved rounds, choose a winner with a margin, record the result.
+
+The rules (DESIGN.md, "The tuning mechanism"):
+
+- Check before timing: each candidate runs on fresh random inputs, with every fresh allocation
+  poisoned with NaN, next to the baseline on the same inputs; the family compares (bitwise or
+  by its derived tolerance). Non-finite output or a mismatch rejects the candidate.
+- Engagement: every run must launch the kernels the family names for that choice, both when
+  checked and when warmed up for timing. Otherwise a policy level or a guard sent it down
+  another path, and the sweep raises instead of timing the same code twice.
+- Timing: baseline and candidates are sampled in a rotating order, one sample each per round;
+  a candidate's speedup is the median over rounds of baseline/candidate from the same round,
+  with the interquartile range as its spread.
+- Choice: a candidate must beat the baseline by its margin (1% tile, 3% route); among those
+  within 1% of the fastest, the simplest wins.
+- Failures: a resource error (out of shared memory/registers/resources, CUDA OOM) skips that
+  candidate and is counted; any other exception aborts the key, records nothing, and is
+  raised naming the candidate. An implementation bug is never recorded as "baseline won".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import statistics
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from .. import launches, policy
+from . import table
+from .family import BASELINE, MARGINS, TuningFamily, get_family
+from .timing import CudaTimer, Timer
+
+ROUNDS = 10
+# Configs whose speedups are within this fraction of the best count as tied.
+TIE = 0.01
+
+TIMED, REJECTED, SKIPPED = "timed", "rejected", "skipped"
+
+
+class SweepError(RuntimeError):
+    """A sweep was aborted; nothing was recorded for its key."""
+
+
+class EngagementError(SweepError):
+    """A choice ran without launching its kernels (routed elsewhere by a policy or guard)."""
+
+
+# Phrases of the errors Triton, ptxas and the CUDA driver give when a config asks for more
+# shared memory, registers or resources than the GPU has: properties of the config, not bugs.
+_RESOURCE_MESSAGE = re.compile(
+    r"out of resource|too many resources requested|shared memory|too much shared data|registers",
+    re.IGNORECASE)
+
+
+def is_resource_error(exc: BaseException) -> bool:
+    try:
+        from triton.errors import TritonError
+        from triton.runtime.errors import OutOfResources
+    except ImportError:  # without Triton nothing raises its errors
+        TritonError = OutOfResources = type("NoTritonError", (Exception,), {})
+    if isinstance(exc, (torch.OutOfMemoryError, OutOfResources)):
+        return True
+    return isinstance(exc, (RuntimeError, TritonError)) and bool(_RESOURCE_MESSAGE.search(str(exc)))
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """Inside the block, ``torch.empty``-style allocations come back filled with NaN (integer
+    tensors: their maximum), so an output element a kernel fails to write shows up as NaN.
+
+    This is PyTorch's deterministic mode with ``fill_uninitialized_memory`` (warn-only, so
+    ops without a deterministic implementation warn instead of failing; those warnings are
+    silenced here). Process-wide state, restored on exit.
+    """
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*deterministic implementation.*")
+            yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+@dataclasses.dataclass
+class CandidateResult:
+    name: str
+    choice: Any
+    status: str                              # TIMED, REJECTED or SKIPPED
+    reason: str = ""                         # why rejected or skipped
+    median_s: float | None = None            # median seconds per call over the rounds
+    speedup: float | None = None             # median of per-round baseline/candidate times
+    spread: tuple[float, float] | None = None  # interquartile range of those ratios
+
+
+@dataclasses.dataclass
+class SweepResult:
+    family: str
+    key: str
+    problem: Any
+    winner: Any                              # a config, or BASELINE
+    baseline: CandidateResult                # the baseline as timed (speedup 1 by definition)
+    candidates: list[CandidateResult]
+    rounds: int
+    wall_s: float
+
+    def with_status(self, status: str) -> list[CandidateResult]:
+        return [c for c in self.candidates if c.status == status]
+
+    @property
+    def winner_result(self) -> CandidateResult:
+        if self.winner == BASELINE:
+            return self.baseline
+        return next(c for c in self.candidates if c.choice == self.winner and c.status == TIMED)
+
+    @property
+    def best(self) -> CandidateResult | None:
+        """The fastest timed candidate (it lost to the baseline if it missed the margin)."""
+        timed = self.with_status(TIMED)
+        return max(timed, key=lambda c: c.speedup) if timed else None
+
+    def entry(self) -> dict:
+        """The raw table entry this sweep records."""
+        family = get_family(self.family)
+        win, best = self.winner_result, self.best
+        return {
+            "winner": BASELINE if self.winner == BASELINE else family.config_to_dict(self.winner),
+            "measured": {
+                "speedup": round(win.speedup, 4), "spread": [round(v, 4) for v in win.spread],
+                "baseline": self.baseline.name, "baseline_us": round(self.baseline.median_s * 1e6, 3),
+                "best": best.name if best else None,
+                "best_speedup": round(best.speedup, 4) if best else None,
+                "timed": len(self.with_status(TIMED)), "rejected": len(self.with_status(REJECTED)),
+                "skipped": len(self.with_status(SKIPPED)), "rounds": self.rounds,
+                "wall_s": round(self.wall_s, 2),
+            },
+        }
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
+               after_round: Callable[[], object] = lambda: None) -> dict[str, list[float]]:
+    """One sample per sampler per round, the order rotated by one each round, so drift in
+    clocks or temperature spreads over every choice instead of favouring a position."""
+    names = list(samplers)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(samplers[name]())
+        after_round()
+    return samples
+
+
+def choose_winner(family: TuningFamily, timed: list[CandidateResult]):
+    """BASELINE unless a candidate beats it by its margin; among candidates within ``TIE``
+    of the best such speedup, the simplest."""
+    eligible = [c for c in timed if c.speedup >= 1.0 + MARGINS[family.change(c.choice)]]
+    if not eligible:
+        return BASELINE
+    best = max(c.speedup for c in eligible)
+    close = [c for c in eligible if c.speedup * (1.0 + TIE) >= best]
+    return min(close, key=lambda c: family.complexity(c.choice)).choice
+
+
+def default_device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _device_index(device: torch.device) -> int:
+    if device.type != "cuda":
+        return -1
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+class _Sweep:
+    """State of one key's sweep; ``sweep_key`` is the entry point."""
+
+    def __init__(self, family: TuningFamily, problem, device: torch.device, timer: Timer,
+                 rounds: int, seed: int):
+        self.family, self.problem, self.device = family, problem, device
+        self.key = family.key(problem)
+        self.timer, self.rounds, self.seed = timer, rounds, seed
+
+    def abort(self, name: str, exc: BaseException) -> SweepError:
+        return SweepError(f"{self.family.name} {self.key}: {name} raised {type(exc).__name__}: "
+                          f"{exc}; sweep aborted, nothing recorded")
+
+    def run_engaged(self, name: str, choice, inputs) -> dict[str, torch.Tensor]:
+        with launches.counting() as launched:
+            outputs = self.family.run(self.problem, choice, inputs)
+        missing = [k for k in self.family.expected_launches(self.problem, choice) if not launched[k]]
+        if missing:
+            raise EngagementError(
+                f"{self.family.name} {self.key}: {name} did not launch {', '.join(missing)} "
+                f"(launched: {dict(launched) or 'nothing'}); a policy level or a guard routed it "
+                f"to another path, so timing it would time that path. Sweep aborted, nothing recorded")
+        return outputs
+
+    def check(self, baseline, candidate, name: str, seed: int) -> list[str]:
+        """Mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed).
+        Exceptions from the candidate propagate; the baseline's abort the sweep."""
+        inputs = self.family.make_inputs(self.problem, self.device, seed)
+        with poisoned_allocations():
+            try:
+                want = self.run_engaged("baseline", baseline, inputs)
+            except SweepError:
+                raise
+            except Exception as exc:
+                raise self.abort("baseline", exc) from exc
+            got = self.run_engaged(name, candidate, inputs)
+        for out_name, t in want.items():
+            if not torch.isfinite(t).all():
+                raise SweepError(f"{self.family.name} {self.key}: the baseline's {out_name} is not "
+                                 f"finite on finite inputs; sweep aborted, nothing recorded")
+        bad = [f"{n}: non-finite values (unwritten elements or overflow)"
+               for n, t in got.items() if not torch.isfinite(t).all()]
+        return bad or self.family.compare(self.problem, inputs, got, want)
+
+    def timed_sampler(self, name: str, choice, buffers: list) -> Callable[[], float]:
+        for inputs in buffers:   # warm-up, and engagement proven in the timed setting itself
+            self.run_engaged(name, choice, inputs)
+        return self.timer.prepare(name, lambda i: self.family.run(self.problem, choice, buffers[i]),
+                                  len(buffers))
+
+    def run(self, progress: bool) -> SweepResult:
+        start = time.perf_counter()
+        family, problem = self.family, self.problem
+        baseline = family.baseline(problem)
+        candidates = family.candidates(problem)
+        results: list[CandidateResult] = []
+        bar = tqdm(total=len(candidates) + self.rounds, desc=f"{family.name} {self.key}",
+                   unit="step", leave=False, disable=not progress)
+        try:
+            passed = []
+            for i, choice in enumerate(candidates):
+                name = family.describe(choice)
+                outcome = self._guarded(name, choice, lambda: self.check(baseline, choice, name, self.seed + i))
+                if isinstance(outcome, CandidateResult):
+                    results.append(outcome)
+                elif outcome:
+                    results.append(CandidateResult(name, choice, REJECTED, "; ".join(outcome)))
+                else:
+                    passed.append(choice)
+                bar.update()
+
+            n_buffers = self.timer.buffers(family.input_bytes(problem))
+            buffers = [family.make_inputs(problem, self.device, self.seed + len(candidates) + j)
+                       for j in range(n_buffers)]
+            base_name = f"baseline {family.describe(baseline)}"
+            try:
+                samplers = {base_name: self.timed_sampler("baseline", baseline, buffers)}
+            except SweepError:
+                raise
+            except Exception as exc:
+                raise self.abort("baseline", exc) from exc
+            timed = []
+            for choice in passed:
+                name = family.describe(choice)
+                sampler = self._guarded(name, choice, lambda: self.timed_sampler(name, choice, buffers))
+                if isinstance(sampler, CandidateResult):
+                    results.append(sampler)
+                else:
+                    samplers[name] = sampler
+                    timed.append(CandidateResult(name, choice, TIMED))
+            samples = interleave(samplers, self.rounds, bar.update)
+        finally:
+            bar.close()
+
+        base_samples = samples[base_name]
+        base = CandidateResult(base_name, baseline, TIMED, median_s=statistics.median(base_samples),
+                               speedup=1.0)
+        base.spread = _quartiles([base.median_s / s for s in base_samples])
+        for c in timed:
+            ratios = [b / s for b, s in zip(base_samples, samples[c.name])]
+            c.median_s = statistics.median(samples[c.name])
+            c.speedup, c.spread = statistics.median(ratios), _quartiles(ratios)
+        results.extend(timed)
+        return SweepResult(family.name, self.key, problem, choose_winner(family, timed), base,
+                           results, self.rounds, time.perf_counter() - start)
+
+    def _guarded(self, name: str, choice, step: Callable[[], Any]):
+        """``step()``; a resource error becomes a SKIPPED result, any other exception
+        aborts the sweep naming ``name``."""
+        try:
+            return step()
+        except SweepError:
+            raise
+        except Exception as exc:
+            if not is_resource_error(exc):
+                raise self.abort(name, exc) from exc
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return CandidateResult(name, choice, SKIPPED, f"{type(exc).__name__}: {exc}")
+
+
+def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None = None,
+              rounds: int = ROUNDS, record: bool = True, progress: bool = False,
+              seed: int = 0) -> SweepResult:
+    """Sweep one key of ``family`` and (with ``record``) write the result to the table.
+
+    Args:
+        family: family name ("dyt").
+        key_or_problem: a table key (swept at its representative problem) or a problem.
+        device: where to run (default: the current CUDA device; CPU only under Triton's
+            interpreter and with an injected ``timer``).
+        timer: a ``Timer``; default ``CudaTimer`` on the device.
+        rounds: interleaved timing rounds.
+        record: write the winner (a config or BASELINE) to the cache file and the table.
+
+    Runs at level >= 2 (the level that consults the table). Raises ``SweepError`` (and
+    records nothing) when the key cannot be swept honestly: kernels cannot run on the device,
+    a choice did not engage, the baseline failed, or a candidate raised a non-resource error.
+    """
+    fam = get_family(family)
+    problem = fam.problem_for_key(key_or_problem) if isinstance(key_or_problem, str) else key_or_problem
+    device = default_device() if device is None else torch.device(device)
+    with policy.level(max(policy.get_level(), 2)):
+        if not policy.kernels_enabled(device):
+            raise SweepError(f"{fam.name}: tilefuse kernels cannot run on {device} (no Triton, or "
+                             f"a CPU without TRITON_INTERPRET=1); a sweep would time the fallback")
+        if timer is None:
+            if device.type != "cuda":
+                raise SweepError(f"{fam.name}: timing needs a CUDA device, got {device}; pass "
+                                 f"timer= to sweep elsewhere (tests)")
+            timer = CudaTimer(device)
+        result = _Sweep(fam, problem, device, timer, rounds, seed).run(progress)
+    if record:
+        table.record(fam.name, {result.key: result.entry()}, _device_index(device))
+    return result

@@ -1,0 +1,270 @@
+"""The sweep protocol with a fake family (fake launcher) and a fake timer: failures, checks,
+engagement, interleaving, margins and ties. No GPU and no Triton needed."""
+
+import dataclasses
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, policy, tuning
+from tilefuse.tuning import BASELINE, ROUTE, TILE, EngagementError, SweepError, TuningFamily, store
+from tilefuse.tuning.sweep import REJECTED, SKIPPED, TIMED
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    tile: int
+    route: bool = False
+
+    @property
+    def name(self):
+        return f"t{self.tile}" + ("-route" if self.route else "")
+
+
+BASE = Config(64)
+
+
+class FakeFamily(TuningFamily):
+    """A launcher that doubles its input, with per-config misbehaviour on demand."""
+
+    name = "fake"
+    source_files = ()
+
+    def __init__(self, candidates, behaviour=None):
+        self._candidates = candidates
+        self.behaviour = behaviour or {}    # config name -> what goes wrong
+        self.calls = {}
+
+    def key(self, problem):
+        return f"n{problem.n}"
+
+    def problem_for_key(self, key):
+        if not (isinstance(key, str) and key.startswith("n") and key[1:].isdigit()):
+            raise ValueError(f"not a fake key: {key!r}")
+        return Problem(int(key[1:]))
+
+    def config_from_dict(self, d):
+        return Config(**d)
+
+    def config_to_dict(self, config):
+        return dataclasses.asdict(config)
+
+    def is_valid(self, key, config):
+        return True
+
+    def baseline(self, problem):
+        return BASE
+
+    def candidates(self, problem):
+        return list(self._candidates)
+
+    def change(self, config):
+        return ROUTE if config.route else TILE
+
+    def complexity(self, config):
+        return (config.route, config.tile)
+
+    def make_inputs(self, problem, device, seed):
+        return torch.randn(problem.n, generator=torch.Generator().manual_seed(seed))
+
+    def input_bytes(self, problem):
+        return 4 * problem.n
+
+    def run(self, problem, choice, inputs):
+        what = self.behaviour.get(choice.name)
+        self.calls[choice.name] = calls = self.calls.get(choice.name, 0) + 1
+        y = torch.empty_like(inputs)
+        if what == "raise" or (what == "raise-when-timed" and calls > 1):
+            raise AssertionError(f"index bug in {choice.name}")
+        if isinstance(what, BaseException):
+            raise what
+        if what == "hole":
+            y[1:] = inputs[1:] * 2          # element 0 never written
+        else:
+            y.copy_(inputs * 2 + (1e-6 if what == "wrong" else 0.0))
+        if what != "silent" and not (what == "guard" and policy.get_level() < 2):
+            launches.record("fake_kernel")
+        return {"y": y}
+
+    def expected_launches(self, problem, choice):
+        return ("fake_kernel",)
+
+    def compare(self, problem, inputs, got, want):
+        return [] if torch.equal(got["y"], want["y"]) else ["y: not bitwise equal"]
+
+    def default_problems(self):
+        return [Problem(8)]
+
+    def problems_from_cli(self, shape, dtype, pass_):
+        return [Problem(int(shape))]
+
+
+class FakeTimer:
+    """Seconds per call by label; a list gives one value per round. Records the order."""
+
+    def __init__(self, times):
+        self.times = times
+        self.order = []
+
+    def buffers(self, input_bytes):
+        return 2
+
+    def prepare(self, label, call, n_buffers):
+        name = "baseline" if label.startswith("baseline") else label
+
+        def sample():
+            t = self.times[name]
+            value = t[sum(1 for o in self.order if o == name)] if isinstance(t, list) else t
+            self.order.append(name)
+            return value
+        return sample
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")     # kernels "can run" on the CPU
+    tuning.reload()
+    yield
+    tuning.unregister_family("fake")
+    tuning.reload()
+
+
+def family(candidates, behaviour=None):
+    fam = FakeFamily(candidates, behaviour)
+    tuning.unregister_family("fake")
+    tuning.register_family(fam)
+    return fam
+
+
+def sweep(times, rounds=5, **kw):
+    timer = FakeTimer(times)
+    return tuning.sweep_key("fake", Problem(16), timer=timer, rounds=rounds, device="cpu", **kw), timer
+
+
+def test_winner_is_recorded_and_served():
+    family([Config(16), Config(32)])
+    result, _ = sweep({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
+    assert result.winner == Config(16) and result.key == "n16"
+    assert result.winner_result.speedup == pytest.approx(1.25)
+    assert tuning.lookup_config("fake", Problem(16)) == Config(16)
+    measured = store.load(tuning.table_location()[1], tuning.table_location()[0])["fake"]["n16"].measured
+    assert measured["speedup"] == 1.25 and measured["timed"] == 2 and measured["rejected"] == 0
+
+
+@pytest.mark.parametrize("when", ["raise", "raise-when-timed"])
+def test_non_resource_exception_aborts_the_key_and_records_nothing(when):
+    family([Config(16), Config(32), Config(128)], {"t32": when})
+    with pytest.raises(SweepError, match=r"n16: t32 raised AssertionError: index bug in t32.*nothing recorded"):
+        sweep({"baseline": 1.0, "t16": 2.0, "t32": 2.0, "t128": 2.0})
+    assert not tuning.is_covered("fake", "n16")      # never "baseline won"
+    assert not tuning.table_location()[1].exists()
+
+
+@pytest.mark.parametrize("error", [
+    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    RuntimeError("Triton Error [CUDA]: out of resource: too many resources requested for launch"),
+    pytest.param("triton", id="triton-OutOfResources"),
+], ids=["cuda-oom", "launch-out-of-resource", "triton"])
+def test_resource_error_skips_only_that_candidate(error):
+    if error == "triton":
+        from triton.runtime.errors import OutOfResources
+        error = OutOfResources(262144, 232448, "shared memory")
+    family([Config(16), Config(32), Config(128)], {"t32": error})
+    result, timer = sweep({"baseline": 1.0, "t16": 0.9, "t32": 0.5, "t128": 1.0})
+    assert [c.name for c in result.with_status(SKIPPED)] == ["t32"]
+    assert type(error).__name__ in result.with_status(SKIPPED)[0].reason
+    assert {c.name for c in result.with_status(TIMED)} == {"t16", "t128"} and "t32" not in timer.order
+    assert result.winner == Config(16) and tuning.is_covered("fake", "n16")
+    assert result.entry()["measured"]["skipped"] == 1
+
+
+def test_resource_error_in_the_baseline_aborts():
+    family([Config(16)], {"t64": torch.OutOfMemoryError("out of memory")})
+    with pytest.raises(SweepError, match="baseline raised OutOfMemoryError"):
+        sweep({"baseline": 1.0, "t16": 0.5})
+    assert not tuning.is_covered("fake", "n16")
+
+
+def test_wrong_or_unwritten_outputs_are_rejected_and_not_timed():
+    family([Config(16), Config(32), Config(128)], {"t16": "wrong", "t32": "hole"})
+    result, timer = sweep({"baseline": 1.0, "t16": 0.1, "t32": 0.1, "t128": 0.97})
+    rejected = {c.name: c.reason for c in result.with_status(REJECTED)}
+    assert rejected == {"t16": "y: not bitwise equal",
+                        "t32": "y: non-finite values (unwritten elements or overflow)"}
+    assert set(timer.order) == {"baseline", "t128"}
+    assert result.winner == Config(128)
+
+
+@pytest.mark.parametrize("silent", ["t32", "t64"], ids=["candidate", "baseline"])
+def test_a_choice_that_did_not_launch_its_kernel_fails_the_sweep(silent):
+    family([Config(16), Config(32)], {silent: "silent"})
+    name = "baseline" if silent == "t64" else silent
+    with pytest.raises(EngagementError, match=f"{name} did not launch fake_kernel"):
+        sweep({"baseline": 1.0, "t16": 1.0, "t32": 1.0})
+    assert not tuning.is_covered("fake", "n16")
+
+
+def test_the_sweep_runs_at_the_level_that_reads_the_table():
+    family([Config(16)], {"t16": "guard"})          # the kernel only runs at level >= 2
+    with tilefuse.level(0):
+        result, _ = sweep({"baseline": 1.0, "t16": 0.5})
+    assert result.winner == Config(16)
+
+
+def test_no_sweep_where_kernels_cannot_run(monkeypatch):
+    family([Config(16)])
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(SweepError, match="kernels cannot run on cpu"):
+        sweep({"baseline": 1.0, "t16": 0.5})
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(SweepError, match="timing needs a CUDA device"):
+        tuning.sweep_key("fake", Problem(16), device="cpu")
+
+
+def test_interleaved_order_rotates_every_round():
+    family([Config(16), Config(32)])
+    _, timer = sweep({"baseline": 1.0, "t16": 1.0, "t32": 1.0}, rounds=4)
+    rounds = [timer.order[i:i + 3] for i in range(0, 12, 3)]
+    first = rounds[0]
+    assert sorted(first) == ["baseline", "t16", "t32"]
+    assert rounds == [first[r % 3:] + first[:r % 3] for r in range(4)]
+
+
+def test_speedup_uses_ratios_within_each_round():
+    """A clock drifting by 2x over the rounds changes nothing: each ratio is taken within one
+    round; the spread is the interquartile range of those ratios."""
+    family([Config(16)])
+    drift = [1.0, 1.2, 1.5, 1.8, 2.0]
+    result, _ = sweep({"baseline": drift, "t16": [0.9 * d for d in drift[:-1]] + [0.95 * 2.0]})
+    c = result.with_status(TIMED)[0]
+    assert c.speedup == pytest.approx(1 / 0.9)
+    assert c.spread[0] == pytest.approx(1 / 0.9) and c.spread[1] == pytest.approx(1 / 0.9)
+    assert c.median_s == pytest.approx(0.9 * 1.5)
+
+
+def test_within_one_percent_of_the_best_the_simpler_config_wins():
+    family([Config(16), Config(32), Config(128)])
+    result, _ = sweep({"baseline": 1.0, "t16": 0.905, "t32": 0.95, "t128": 0.90})
+    assert result.winner == Config(16)
+    result, _ = sweep({"baseline": 1.0, "t16": 0.92, "t32": 0.95, "t128": 0.90}, record=False)
+    assert result.winner == Config(128)
+
+
+@pytest.mark.parametrize("route,time,wins", [
+    (False, 1 / 1.005, False), (False, 1 / 1.02, True),
+    (True, 1 / 1.02, False), (True, 1 / 1.04, True),
+], ids=["tile-0.5%", "tile-2%", "route-2%", "route-4%"])
+def test_margins_tile_one_percent_route_three(route, time, wins):
+    config = Config(16, route=route)
+    family([config])
+    result, _ = sweep({"baseline": 1.0, config.name: time})
+    assert result.winner == (config if wins else BASELINE)
+    assert tuning.is_covered("fake", "n16")          # a lost sweep records BASELINE
+    assert tuning.lookup_config("fake", Problem(16)) == (config if wins else None)
