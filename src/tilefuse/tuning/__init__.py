@@ -1,4 +1,4 @@
-"""The tuning mechanism shared by every op (DESIGN.md, "The tuning mechanism").
+"""The tuning mechanism shared by every op (DESIGN.md, "The tuning mechanism"; docs/tuning.md).
 
 Lookup side (hot path, used by launchers at level >= 2)::
 
@@ -14,6 +14,8 @@ Table::
 Tuning (ahead of time, never inside a training step)::
 
     sweep_key(family, key_or_problem, ...)   # one key: check, engage, time, choose, record
+    tune(model, example_inputs)              # the keys a model uses that are not covered
+    python -m tilefuse.tuning.command ...    # `tilefuse tune` (see command.py)
 
 Op families plug in through ``TuningFamily`` (family.py); ``dyt`` is in ops/dyt/tune.py.
 """
@@ -21,6 +23,7 @@ Op families plug in through ``TuningFamily`` (family.py); ``dyt`` is in ops/dyt/
 from __future__ import annotations
 
 from .family import BASELINE, ROUTE, TILE, TuningFamily, family_names, get_family, register_family, unregister_family
+from .model import tune
 from .store import TableWarning
 from .sweep import EngagementError, SweepError, SweepResult, sweep_key
 from .table import (collecting, entries, get_entry, is_covered, lookup_config, register, reload,
@@ -30,5 +33,5 @@ __all__ = [
     "BASELINE", "ROUTE", "TILE", "EngagementError", "SweepError", "SweepResult", "TableWarning",
     "TuningFamily", "collecting", "entries", "family_names", "get_family", "get_entry",
     "is_covered", "lookup_config", "register", "register_family", "reload", "sweep_key",
-    "table_location", "unregister", "unregister_family",
+    "table_location", "tune", "unregister", "unregister_family",
 ]

@@ -1,0 +1,102 @@
+"""``tilefuse tune``: sweep keys ahead of time, show the table, export a built-in table.
+
+    tilefuse tune --op dyt --shape 65536x1024 [--dtype bf16] [--pass fwd|bwd]
+    tilefuse tune --all-defaults [--op dyt] [--devices 0,1,2,3]
+    tilefuse tune --show
+    tilefuse tune --export-builtin DIR
+
+Keys already covered (swept, or in a built-in table) are skipped unless ``--force``. Sweeps
+print progress bars on stderr and a result table on stdout; the exit status is 1 if any key
+aborted (its message names the candidate), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import table
+from .family import family_names, get_family
+from .runner import format_results, format_table, sweep_parallel
+from .sweep import ROUNDS
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tilefuse tune",
+        description="Sweep tilefuse kernel configs per shape key on this GPU and record the "
+                    "winners (or that the baseline won) in the tuning table.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shape", action="append", metavar="SHAPE",
+                      help="a problem shape for --op (dyt: ROWSxCOLS of a channels-last x); repeatable")
+    what.add_argument("--all-defaults", action="store_true",
+                      help="the standard shape grid of every op (or of --op)")
+    what.add_argument("--show", action="store_true", help="print the table this machine uses")
+    what.add_argument("--export-builtin", metavar="DIR",
+                      help="write this machine's measured entries as a built-in table into DIR")
+    p.add_argument("--op", choices=family_names(), help="op family (required with --shape)")
+    p.add_argument("--dtype", help="x dtype for --shape: fp32 (default), bf16 or fp16")
+    p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd"),
+                   help="only this pass for --shape (default: both)")
+    p.add_argument("--force", action="store_true", help="sweep keys that are already covered")
+    p.add_argument("--devices", metavar="I,J,...",
+                   help="CUDA device indices to sweep on, one process each (default: the current device)")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
+    p.add_argument("--dry-run", action="store_true", help="sweep and print, record nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _items(args, parser) -> list[tuple[str, object]]:
+    """(family, problem) pairs to sweep, one per key, in a stable order."""
+    if args.shape:
+        if args.op is None:
+            parser.error("--shape needs --op")
+        family = get_family(args.op)
+        try:
+            problems = [p for shape in args.shape
+                        for p in family.problems_from_cli(shape, args.dtype, args.pass_)]
+        except ValueError as exc:
+            parser.error(str(exc))
+        pairs = [(args.op, p) for p in problems]
+    else:
+        if args.dtype or args.pass_:
+            parser.error("--dtype and --pass apply to --shape only")
+        names = [args.op] if args.op else family_names()
+        pairs = [(name, p) for name in names for p in get_family(name).default_problems()]
+    unique = {}
+    for name, problem in pairs:
+        unique.setdefault((name, get_family(name).key(problem)), (name, problem))
+    return list(unique.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.show:
+        print(format_table())
+        return 0
+    if args.export_builtin:
+        print(f"wrote {table.export_builtin(args.export_builtin)}")
+        return 0
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+
+    items = _items(args, parser)
+    todo = [(name, p) for name, p in items
+            if args.force or not table.is_covered(name, get_family(name).key(p))]
+    if len(todo) < len(items):
+        print(f"{len(items) - len(todo)} of {len(items)} keys already covered (--force sweeps them again)")
+    try:
+        devices = [f"cuda:{int(i)}" for i in args.devices.split(",")] if args.devices else []
+    except ValueError:
+        parser.error(f"--devices is a comma-separated list of device indices, got {args.devices!r}")
+    results, errors = sweep_parallel(todo, devices, rounds=args.rounds, record=not args.dry_run,
+                                     progress=not args.no_progress)
+    if results or errors:
+        print(format_results(results, errors))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""``tilefuse.tune(model, example_inputs)``: sweep the keys a model uses, ahead of time."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from .. import policy
+from . import table
+from .family import BASELINE, get_family
+from .runner import format_results, sweep_each
+from .sweep import ROUNDS, SweepError, SweepResult
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+def collect(model, example_inputs) -> dict[tuple[str, str], object]:
+    """Run ``model`` once at level >= 2 and return ``(family, key) -> problem`` for every
+    table lookup its tilefuse ops made: the forward, and the backward when an output
+    requires grad (gradients are computed with ``torch.autograd.grad`` with respect to the
+    model's parameters and the example inputs, so no ``.grad`` is touched).
+
+    ``example_inputs``: a tensor, a tuple/list of positional arguments, or a dict of keyword
+    arguments. The model runs as given (training or eval mode, on its device), so a forward
+    with side effects (batch-norm statistics) has them once.
+    """
+    if isinstance(example_inputs, dict):
+        args, kwargs = (), example_inputs
+    elif isinstance(example_inputs, (tuple, list)):
+        args, kwargs = tuple(example_inputs), {}
+    else:
+        args, kwargs = (example_inputs,), {}
+    with policy.level(max(policy.get_level(), 2)), table.collecting() as seen:
+        outputs = [t for t in _tensors(model(*args, **kwargs)) if t.requires_grad]
+        params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+        leaves = [t for t in params + _tensors((args, kwargs)) if t.requires_grad]
+        if outputs and leaves:
+            torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
+                                allow_unused=True)
+    return dict(seen)
+
+
+def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS,
+         force: bool = False, record: bool = True, progress: bool = True) -> list[SweepResult]:
+    """Sweep every table key ``model`` uses that is not covered yet; return the results.
+
+    Runs the model once (see ``collect``) to learn its keys, then sweeps the uncovered ones
+    (all of them with ``force``) on ``device`` (default: the current CUDA device), records
+    the winners in this GPU's cache file and prints a result table (with ``progress``).
+    Call it before training, never inside a step: a sweep compiles and times many configs.
+
+    In a ``torch.distributed`` job every rank must call it. The ranks' keys are pooled, rank 0
+    decides which are uncovered, the ranks sweep them in parallel (one key per rank at a time,
+    each on its own GPU), and rank 0's final entry for every pooled key is broadcast and
+    registered on all ranks, so all ranks run the same kernels whatever their local cache
+    files hold. The collectives wait for the slowest rank's sweeps: give the process group a
+    timeout longer than the sweep.
+
+    Raises ``SweepError`` if any key aborted (the others are still recorded).
+    """
+    seen = collect(model, example_inputs)
+    if not seen:
+        warnings.warn("tilefuse.tune: the model made no tuning-table lookup (it uses no tilefuse "
+                      "op, or kernels cannot run on its device); nothing to tune", stacklevel=2)
+    options = dict(device=device, timer=timer, rounds=rounds, record=record, progress=progress)
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        results, errors = _sweep_distributed(seen, force, options)
+    else:
+        todo = [(family, problem) for (family, key), problem in seen.items()
+                if force or not table.is_covered(family, key)]
+        results, errors = sweep_each(todo, **options)
+    if progress and (results or errors):
+        print(format_results(results, errors))
+    if errors:
+        raise SweepError(f"{len(errors)} key(s) aborted, nothing recorded for them:\n"
+                         + "\n".join(str(e) for e in errors))
+    return results
+
+
+def _sweep_distributed(seen: dict, force: bool, options: dict):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, list(seen.items()))
+    pooled: dict = {}
+    for rank_items in gathered:
+        for family_key, problem in rank_items:
+            pooled.setdefault(family_key, problem)
+
+    todo = [sorted(fk for fk in pooled if force or not table.is_covered(*fk))] if rank == 0 else [None]
+    dist.broadcast_object_list(todo, src=0)
+    mine = [(family, pooled[(family, key)]) for family, key in todo[0][rank::world]]
+    results, errors = sweep_each(mine, **options)
+
+    gathered = [None] * world
+    dist.all_gather_object(gathered, ([(r.family, r.key, r.entry()["winner"]) for r in results],
+                                      [str(e) for e in errors]))
+    final = [None]
+    if rank == 0:
+        winners = {}
+        for family, key in pooled:
+            entry = table.get_entry(family, key)
+            if entry is not None:
+                winners[(family, key)] = entry if entry == BASELINE else \
+                    get_family(family).config_to_dict(entry)
+        for swept, _ in gathered:
+            winners.update({(family, key): winner for family, key, winner in swept})
+        final = [winners]
+    dist.broadcast_object_list(final, src=0)
+    for (family, key), winner in final[0].items():
+        table.register(family, {key: winner})
+    errors = [SweepError(message) for _, messages in gathered for message in messages]
+    return results, errors

@@ -1,0 +1,115 @@
+"""Sweeping many keys (in order, or one process per local GPU) and printing results."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+from tqdm.auto import tqdm
+
+from . import table
+from .family import BASELINE, get_family
+from .sweep import REJECTED, ROUNDS, SKIPPED, TIMED, SweepError, SweepResult, sweep_key
+
+Item = tuple[str, object]   # (family name, problem)
+
+
+def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUNDS,
+               record: bool = True, progress: bool = True, position: int = 0
+               ) -> tuple[list[SweepResult], list[SweepError]]:
+    """Sweep ``items`` one after another. A key that aborts is collected in the errors and
+    the others still run (their results are recorded); the caller decides how to fail."""
+    results, errors = [], []
+    label = f"tilefuse tune {device}" if device is not None else "tilefuse tune"
+    with tqdm(items, desc=label, unit="key", position=position, disable=not progress) as bar:
+        for family, problem in bar:
+            try:
+                results.append(sweep_key(family, problem, device=device, timer=timer, rounds=rounds,
+                                         record=record, progress=progress))
+            except SweepError as exc:
+                errors.append(exc)
+    return results, errors
+
+
+def _worker(device: str, items: list[Item], position: int, options: dict):
+    """One process per GPU: results travel back pickled, errors as their messages."""
+    torch.cuda.set_device(torch.device(device))
+    results, errors = sweep_each(items, device=device, position=position, **options)
+    return results, [str(e) for e in errors]
+
+
+def sweep_parallel(items: list[Item], devices: list[str], **options
+                   ) -> tuple[list[SweepResult], list[SweepError]]:
+    """Sweep ``items`` split round-robin over ``devices``, one spawned process each.
+
+    Every worker records into the same cache file (same GPU model, same fingerprint); the
+    file lock and merge-on-write keep all their entries. Afterwards this process re-reads
+    the table. Families must be importable by name in the workers (built-in families are).
+    """
+    if len(devices) <= 1:
+        return sweep_each(items, device=devices[0] if devices else None, **options)
+    shards = [items[i::len(devices)] for i in range(len(devices))]
+    results, errors = [], []
+    with ProcessPoolExecutor(len(devices), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_worker, dev, shard, i, options)
+                   for i, (dev, shard) in enumerate(zip(devices, shards)) if shard]
+        for future in futures:
+            shard_results, shard_errors = future.result()
+            results += shard_results
+            errors += [SweepError(message) for message in shard_errors]
+    table.reload()
+    return results, errors
+
+
+# --- printing ----------------------------------------------------------------------------
+
+def _ratio(speedup, spread) -> str:
+    return f"{speedup:.3f}x [{spread[0]:.3f}-{spread[1]:.3f}]"
+
+
+def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+
+
+def format_results(results: list[SweepResult], errors: list[SweepError] = ()) -> str:
+    """The end-of-sweep table: per key the winner, its speedup over the baseline with the
+    interquartile range over rounds, the candidates timed/rejected/skipped, the wall time;
+    then why candidates were rejected or skipped, and the keys that aborted."""
+    rows, notes = [], []
+    for r in results:
+        win = r.winner_result
+        if r.winner == BASELINE:
+            best = r.best
+            speed = "1 (best " + (f"{best.name} {_ratio(best.speedup, best.spread)})" if best else "n/a)")
+            winner = r.baseline.name
+        else:
+            speed, winner = _ratio(win.speedup, win.spread), win.name
+        counts = "/".join(str(len(r.with_status(s))) for s in (TIMED, REJECTED, SKIPPED))
+        rows.append((r.family, r.key, winner, speed, counts, f"{r.wall_s:.1f}"))
+        notes += [f"  {r.family} {r.key}: {c.status} {c.name}: {c.reason}"
+                  for c in r.candidates if c.status in (REJECTED, SKIPPED)]
+    out = _grid(("family", "key", "winner", "speedup [IQR]", "timed/rejected/skipped", "wall s"), rows)
+    if notes:
+        out += "\n\nrejected or skipped candidates:\n" + "\n".join(notes)
+    if errors:
+        out += "\n\naborted keys (nothing recorded):\n" + "\n".join(f"  {e}" for e in errors)
+    return out
+
+
+def format_table(device_index: int | None = None) -> str:
+    """``tilefuse tune --show``: the fingerprint, the cache file, and every visible entry."""
+    fingerprint, path = table.table_location(device_index)
+    head = [f"fingerprint: {fingerprint}", f"cache file:  {path}"]
+    rows = []
+    for family, key, source, entry in table.entries(device_index):
+        measured = entry.measured
+        winner = entry.winner if entry.winner == BASELINE else get_family(family).describe(entry.winner)
+        speed = (_ratio(measured["speedup"], measured["spread"])
+                 if "speedup" in measured and "spread" in measured else "")
+        rows.append((family, key, source, winner, speed, str(measured.get("wall_s", ""))))
+    if not rows:
+        return "\n".join(head + ["", "no entries: every key runs its baseline (tilefuse tune sweeps them)"])
+    return "\n".join(head + ["", _grid(("family", "key", "source", "winner", "speedup [IQR]", "wall s"), rows)])

@@ -1,0 +1,174 @@
+"""dyt on the tuning mechanism, end to end with the real kernels (Triton's interpreter on the
+CPU) and a fake timer: sweeps, what level 2 then runs, tune(model), the CLI, and a
+two-rank torch.distributed tune."""
+
+import json
+import multiprocessing
+import os
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import tuning
+from tilefuse.ops.dyt import configs, launch, reference
+from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+from tilefuse.ops.dyt.tune import FAMILY as DYT
+from tilefuse.tuning import BASELINE, command, table
+from tilefuse.tuning.sweep import TIMED
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweeps (fake timer)")
+
+
+class FakeTimer:
+    """1 s per call for every choice except ``fast`` (0.8 s)."""
+
+    def __init__(self, fast):
+        self.fast = fast
+
+    def buffers(self, input_bytes):
+        return 2
+
+    def prepare(self, label, call, n_buffers):
+        return lambda: 0.8 if label == self.fast else 1.0
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.reload()
+    yield
+    tuning.unregister("dyt")
+    tuning.reload()
+
+
+@pytest.mark.parametrize("problem,fast", [
+    (DyTProblem("fwd", 64, 32, 2, False), "M16-N32-w2-p4"),
+    (DyTProblem("bwd", 32, 16, 4, True), "M32-N16-w2-p1"),
+], ids=["fwd-M64-N32-bf16", "bwd-M32-N16-fp32-channels-first"])
+def test_real_sweep_checks_every_candidate_and_records_the_winner(problem, fast):
+    result = tuning.sweep_key("dyt", problem, timer=FakeTimer(fast), rounds=3, device="cpu")
+    n_candidates = len(configs.candidates(problem)) - 1
+    assert len(result.with_status(TIMED)) == n_candidates, [c.reason for c in result.candidates]
+    assert result.winner.name == fast and tuning.lookup_config("dyt", problem).name == fast
+    assert result.baseline.choice == configs.heuristic(problem)
+
+
+def test_the_recorded_winner_runs_at_level_2_and_not_at_level_1(monkeypatch):
+    problem = DyTProblem("fwd", 64, 32, 2, False)
+    tuning.sweep_key("dyt", problem, timer=FakeTimer("M16-N32-w2-p4"), rounds=2, device="cpu")
+    picked = []
+    real_pick = launch.pick_config
+    monkeypatch.setattr(launch, "pick_config", lambda p: picked.append(real_pick(p)) or picked[-1])
+    x = torch.randn(50, 32).to(torch.bfloat16)            # 50 rows: the M64 bucket
+    alpha, w, b = torch.tensor([0.7]), torch.randn(32), torch.randn(32)
+    with tilefuse.level(2):
+        y = tilefuse.dyt(x, alpha, w, b)
+    with tilefuse.level(1):
+        tilefuse.dyt(x, alpha, w, b)
+    assert [c.name for c in picked] == ["M16-N32-w2-p4", configs.heuristic(problem).name]
+    torch.testing.assert_close(y, reference.dyt_reference(x, alpha, w, b), rtol=1e-2, atol=1e-2)
+
+
+def test_dyt_compare_tolerances():
+    problem = DyTProblem("bwd", 64, 32, 4, False)
+    inputs = DYT.make_inputs(problem, torch.device("cpu"), 0)
+    want = DYT.run(problem, DYT.baseline(problem), inputs)
+    assert DYT.compare(problem, inputs, want, want) == []
+    one_ulp = dict(want, dx=torch.nextafter(want["dx"], torch.full_like(want["dx"], float("inf"))))
+    assert DYT.compare(problem, inputs, one_ulp, want) == []
+    # One row missing from dweight: a reduction bug, far outside the reordering bound.
+    t = torch.tanh(inputs.alpha * inputs.x.float())
+    dropped = dict(want, dweight=want["dweight"] - inputs.dy[0] * t[0])
+    (message,) = DYT.compare(problem, inputs, dropped, want)
+    assert message.startswith("dweight:")
+
+
+class TinyDyT(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.alpha = torch.nn.Parameter(torch.tensor([0.5]))
+        self.weight = torch.nn.Parameter(torch.ones(width))
+        self.bias = torch.nn.Parameter(torch.zeros(width))
+        self.proj = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.proj(tilefuse.dyt(x, self.alpha, self.weight, self.bias))
+
+
+def test_tune_model_collects_its_keys_and_sweeps_only_uncovered_ones():
+    model, x = TinyDyT(16), torch.randn(4, 8, 16)
+    with torch.no_grad():
+        assert set(tuning.model.collect(model, x)) == {("dyt", "fwd-M32-N16-x4")}
+    table.record("dyt", {"bwd-M32-N16-x4": {"winner": BASELINE}})
+    results = tuning.tune(model, (x,), timer=FakeTimer("M32-N16-w2-p4"), rounds=2, progress=False,
+                          device="cpu")
+    assert [r.key for r in results] == ["fwd-M32-N16-x4"]
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4").name == "M32-N16-w2-p4"
+    assert all(p.grad is None for p in model.parameters())     # the backward left no trace
+    assert tuning.tune(model, x, timer=FakeTimer(""), progress=False, device="cpu") == []
+
+
+def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
+    assert command.main(["--show"]) == 0
+    assert "no entries" in capsys.readouterr().out
+    tuning.register("dyt", {"fwd-M8192-N8192-x4": BASELINE, "bwd-M65536-N64-x4": DyTConfig(64, 64, 4, 1)})
+    assert command.main(["--show"]) == 0
+    rows = {tuple(line.split()[1:4]) for line in capsys.readouterr().out.splitlines()[3:]}
+    assert {("bwd-M65536-N64-x4", "runtime", "M64-N64-w4-p1"),
+            ("fwd-M8192-N8192-x4", "runtime", "baseline")} <= rows
+
+    for argv in (["--shape", "64x32"], ["--op", "dyt", "--shape", "64by32"],
+                 ["--op", "dyt", "--shape", "64x32", "--dtype", "int8"], ["--all-defaults", "--dtype", "bf16"]):
+        with pytest.raises(SystemExit) as exc:
+            command.main(argv)
+        assert exc.value.code == 2
+    capsys.readouterr()
+
+    swept = []
+    monkeypatch.setattr(command, "sweep_parallel", lambda items, devices, **kw: swept.extend(items) or ([], []))
+    assert command.main(["--all-defaults", "--op", "dyt", "--no-progress"]) == 0
+    keys = [DYT.key(p) for _, p in swept]
+    assert len(keys) == 39 and "fwd-M8192-N8192-x4" not in keys    # 40 in the grid, one covered
+    assert "fwd-M4194304-N16-x2" in keys and "bwd-M8192-N8192-x4" in keys
+    assert "1 of 40 keys already covered" in capsys.readouterr().out
+
+
+def test_cli_sweep_without_a_gpu_fails_loudly_and_records_nothing(capsys):
+    assert command.main(["--op", "dyt", "--shape", "64x32", "--pass", "fwd", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "aborted keys" in out and "timing needs a CUDA device" in out
+    assert not tuning.is_covered("dyt", "fwd-M64-N32-x4")
+
+
+def _rank_main(rank, world, init_file, tmp):
+    os.environ["TILEFUSE_CACHE_DIR"] = os.path.join(tmp, f"cache{rank}")   # separate local files
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                                         world_size=world)
+    try:
+        # Rank 0 has swept the backward key (the baseline won); rank 1's own file disagrees.
+        local = BASELINE if rank == 0 else {"block_m": 32, "block_n": 16, "num_warps": 2, "programs_per_sm": 8}
+        table.record("dyt", {"bwd-M32-N16-x4": {"winner": local}})
+        results = tuning.tune(TinyDyT(16), torch.randn(4, 8, 16), timer=FakeTimer("M32-N16-w2-p4"),
+                              rounds=2, progress=False, device="cpu")
+        entry = lambda key: str(getattr(tuning.get_entry("dyt", key), "name", tuning.get_entry("dyt", key)))
+        with open(os.path.join(tmp, f"rank{rank}.json"), "w") as f:
+            json.dump({"swept": [r.key for r in results], "fwd": entry("fwd-M32-N16-x4"),
+                       "bwd": entry("bwd-M32-N16-x4")}, f)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, str(tmp_path / "init"), str(tmp_path)))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["swept"] == ["fwd-M32-N16-x4"] and ranks[1]["swept"] == []
+    for r in ranks:
+        assert r["fwd"] == "M32-N16-w2-p4" and r["bwd"] == BASELINE
