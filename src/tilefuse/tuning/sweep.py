@@ -199,6 +199,7 @@ class _Sweep:
                  rounds: int, seed: int):
         self.family, self.problem, self.device = family, problem, device
         self.key = family.key(problem)
+        self.baseline = family.baseline(problem)
         self.timer, self.rounds, self.seed = timer, rounds, seed
 
     def abort(self, name: str, exc: BaseException) -> SweepError:
@@ -216,17 +217,13 @@ class _Sweep:
                 f"to another path, so timing it would time that path. Sweep aborted, nothing recorded")
         return outputs
 
-    def check(self, baseline, candidate, name: str, seed: int) -> list[str]:
+    def check(self, candidate, name: str, seed: int) -> list[str]:
         """Mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed).
         Exceptions from the candidate propagate; the baseline's abort the sweep."""
         inputs = self.family.make_inputs(self.problem, self.device, seed)
         with poisoned_allocations():
-            try:
-                want = self.run_engaged("baseline", baseline, inputs)
-            except SweepError:
-                raise
-            except Exception as exc:
-                raise self.abort("baseline", exc) from exc
+            want = self._guarded("baseline", self.baseline,
+                                 lambda: self.run_engaged("baseline", self.baseline, inputs))
             got = self.run_engaged(name, candidate, inputs)
         for out_name, t in want.items():
             if not torch.isfinite(t).all():
@@ -244,8 +241,7 @@ class _Sweep:
 
     def run(self, progress: bool) -> SweepResult:
         start = time.perf_counter()
-        family, problem = self.family, self.problem
-        baseline = family.baseline(problem)
+        family, problem, baseline = self.family, self.problem, self.baseline
         candidates = family.candidates(problem)
         results: list[CandidateResult] = []
         bar = tqdm(total=len(candidates) + self.rounds, desc=f"{family.name} {self.key}",
@@ -254,7 +250,7 @@ class _Sweep:
             passed = []
             for i, choice in enumerate(candidates):
                 name = family.describe(choice)
-                outcome = self._guarded(name, choice, lambda: self.check(baseline, choice, name, self.seed + i))
+                outcome = self._guarded(name, choice, lambda: self.check(choice, name, self.seed + i))
                 if isinstance(outcome, CandidateResult):
                     results.append(outcome)
                 elif outcome:
@@ -267,12 +263,8 @@ class _Sweep:
             buffers = [family.make_inputs(problem, self.device, self.seed + len(candidates) + j)
                        for j in range(n_buffers)]
             base_name = f"baseline {family.describe(baseline)}"
-            try:
-                samplers = {base_name: self.timed_sampler("baseline", baseline, buffers)}
-            except SweepError:
-                raise
-            except Exception as exc:
-                raise self.abort("baseline", exc) from exc
+            samplers = {base_name: self._guarded(
+                "baseline", baseline, lambda: self.timed_sampler("baseline", baseline, buffers))}
             timed = []
             for choice in passed:
                 name = family.describe(choice)
@@ -299,14 +291,15 @@ class _Sweep:
                            results, self.rounds, time.perf_counter() - start)
 
     def _guarded(self, name: str, choice, step: Callable[[], Any]):
-        """``step()``; a resource error becomes a SKIPPED result, any other exception
-        aborts the sweep naming ``name``."""
+        """``step()``; for a candidate a resource error becomes a SKIPPED result; any other
+        exception, and any from the baseline (without which nothing can be compared or
+        timed), aborts the sweep naming ``name``."""
         try:
             return step()
         except SweepError:
             raise
         except Exception as exc:
-            if not is_resource_error(exc):
+            if choice is self.baseline or not is_resource_error(exc):
                 raise self.abort(name, exc) from exc
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
