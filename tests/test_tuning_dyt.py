@@ -14,7 +14,7 @@ from tilefuse import tuning
 from tilefuse.ops.dyt import configs, launch, reference
 from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
 from tilefuse.ops.dyt.tune import FAMILY as DYT
-from tilefuse.tuning import BASELINE, command, table
+from tilefuse.tuning import BASELINE, command, runner, table
 from tilefuse.tuning.sweep import TIMED
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweeps (fake timer)")
@@ -139,6 +139,15 @@ def test_cli_sweep_without_a_gpu_fails_loudly_and_records_nothing(capsys):
     out = capsys.readouterr().out
     assert "aborted keys" in out and "timing needs a CUDA device" in out
     assert not tuning.is_covered("dyt", "fwd-M64-N32-x4")
+
+
+def test_parallel_sweep_one_process_per_device_merges_into_one_table():
+    items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
+    results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], timer=FakeTimer("M32-N16-w2-p1"),
+                                            rounds=2, progress=False)
+    assert not errors and sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == "M32-N16-w2-p1"
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE     # M32-N16-w2-p1 is bwd only
 
 
 def _rank_main(rank, world, init_file, tmp):

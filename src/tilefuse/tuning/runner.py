@@ -33,19 +33,22 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
 
 
 def _worker(device: str, items: list[Item], position: int, options: dict):
-    """One process per GPU: results travel back pickled, errors as their messages."""
-    torch.cuda.set_device(torch.device(device))
+    """One process per device: results travel back pickled, errors as their messages."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))
     results, errors = sweep_each(items, device=device, position=position, **options)
     return results, [str(e) for e in errors]
 
 
 def sweep_parallel(items: list[Item], devices: list[str], **options
                    ) -> tuple[list[SweepResult], list[SweepError]]:
-    """Sweep ``items`` split round-robin over ``devices``, one spawned process each.
+    """Sweep ``items`` split round-robin over ``devices`` (e.g. ``["cuda:0", "cuda:1"]``),
+    one spawned process each.
 
     Every worker records into the same cache file (same GPU model, same fingerprint); the
     file lock and merge-on-write keep all their entries. Afterwards this process re-reads
-    the table. Families must be importable by name in the workers (built-in families are).
+    the table. Families must be importable by name in the workers (built-in families are),
+    and ``options`` (e.g. a timer) picklable.
     """
     if len(devices) <= 1:
         return sweep_each(items, device=devices[0] if devices else None, **options)
