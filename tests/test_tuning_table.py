@@ -189,6 +189,13 @@ def test_lookups_read_the_files_once(monkeypatch):
     assert len(reads) == 1
 
 
+def test_a_builtin_table_without_entries_is_fine():
+    write_builtin({})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuning.lookup_config("dyt", PROBLEM) is None and tuning.entries() == []
+
+
 def test_export_builtin_round_trip(tmp_path):
     table.record("dyt", {KEY: raw(A), "bwd-M64-N32-x4": raw(BASELINE)})
     path = table.export_builtin(store.builtin_dir())
