@@ -128,15 +128,15 @@ def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]
     table = _table(device_index)
     out, seen = [], set()
     for source, layer in (("runtime", _runtime), ("cache", table.cached), ("builtin", table.builtin)):
-        for family_name, layer_entries in sorted(layer.items()):
-            for key, entry in sorted(layer_entries.items()):
+        for family_name, layer_entries in layer.items():
+            for key, entry in layer_entries.items():
                 if (family_name, key) not in seen:
                     seen.add((family_name, key))
                     out.append((family_name, key, source, entry))
     return sorted(out, key=lambda row: row[:2])
 
 
-def table_location(device_index: int | None = None) -> tuple[dict, Any]:
+def table_location(device_index: int | None = None) -> tuple[dict, Path]:
     """(fingerprint, cache file path) of the table that lookups use."""
     table = _table(device_index)
     return table.fingerprint, table.path
