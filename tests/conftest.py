@@ -5,6 +5,7 @@ tilefuse launcher runs, so it is set here, at collection time.
 """
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -14,6 +15,9 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+# Tests never read or write a developer's tuning cache: a session-private, empty one.
+os.environ["TILEFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefuse-test-cache-")
 
 
 def pytest_collection_modifyitems(config, items):

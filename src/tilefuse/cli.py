@@ -52,6 +52,12 @@ def _bench(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["tune"]:
+        # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
+        _use_interpreter_without_cuda()
+        from .tuning.command import main as tune_main
+        return tune_main(argv[1:])
     parser = argparse.ArgumentParser(prog="tilefuse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="verify every path on this machine, benchmark on a GPU, write a report")
@@ -60,6 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-bench", action="store_true", help="verification only")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_check)
+    sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
     p = sub.add_parser("bench", help="benchmarks only (GPU)")
     p.add_argument("--out", default="tilefuse-report")
     p.add_argument("--quick", action="store_true")

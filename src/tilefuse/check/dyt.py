@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from .. import launches
+from .. import launches, tuning
 from ..ops.dyt import api, launch
 from ..ops.dyt.verify import compare_to_reference, poisoned
 from . import bench
@@ -158,7 +158,9 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         ceilings[dname] = bench.copy_ceiling_gbs(numel, dtype)
         for width in progress(widths, desc=f"dyt bench {dname}"):
             x, a, w, b, dy = _inputs((numel // width, width), dtype, torch.float32, True, True, "cuda")
-            config = {p: launch.pick_config(launch.problem_for(x, True, p)).name for p in ("fwd", "bwd")}
+            problems = {p: launch.problem_for(x, True, p) for p in ("fwd", "bwd")}
+            config = {p: launch.pick_config(pr).name + ("" if tuning.is_covered("dyt", pr) else " (untuned)")
+                      for p, pr in problems.items()}
             compiled = torch.compile(_eager, dynamic=False)
             for pass_name, with_bwd, nbytes in (("fwd", False, 2), ("fwd+bwd", True, 5)):
                 timings = bench.interleaved(_providers(x, a, w, b, dy, with_bwd, compiled))

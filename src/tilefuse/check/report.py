@@ -38,7 +38,9 @@ def write_markdown(path: Path, report: dict) -> None:
         ceil = ", ".join(f"{k} {v:.0f} GB/s" for k, v in b["copy_ceiling_gbs"].items())
         lines += [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "
                   "Time is the median over interleaved rounds (spread = (max-min)/median); 'vs tilefuse' is "
-                  "the provider's time over tilefuse's (> 1: tilefuse is faster).", "",
+                  "the provider's time over tilefuse's (> 1: tilefuse is faster). The config column names the "
+                  "tilefuse config that ran (fwd / bwd); '(untuned)' marks a shape the tuning table does not "
+                  "cover, where the heuristic default ran.", "",
                   "| dtype | width | pass | provider | ms | spread | GB/s | of copy | vs tilefuse | config / error |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in b["rows"]:

@@ -65,6 +65,10 @@ class _DeviceTable:
 _tables: dict[int, _DeviceTable] = {}
 _runtime: Entries = {}
 _collectors: list[dict] = []
+# (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
+# Problems are frozen dataclasses; cleared by every change to any layer.
+_memo: dict = {}
+_MISS = object()
 
 
 def _table(device_index: int | None = None) -> _DeviceTable:
@@ -89,12 +93,19 @@ def lookup_config(family: str, problem):
     Called by launchers at level >= 2. Inside ``collecting()`` the (family, key, problem)
     is also recorded, which is how ``tilefuse.tune(model, ...)`` learns a model's keys.
     """
+    device = _device_index()
+    if not _collectors:
+        hit = _memo.get((device, family, problem), _MISS)
+        if hit is not _MISS:
+            return hit
     fam = get_family(family)
     key = fam.key(problem)
     if _collectors:
         _collectors[-1].setdefault((family, key), problem)
-    winner = _table().resolve().get((family, key))
-    return None if winner is None or winner == BASELINE else winner
+    winner = _table(device).resolve().get((family, key))
+    config = None if winner is None or winner == BASELINE else winner
+    _memo[(device, family, problem)] = config
+    return config
 
 
 @contextlib.contextmanager
@@ -145,6 +156,7 @@ def table_location(device_index: int | None = None) -> tuple[dict, Path]:
 # --- changes ---------------------------------------------------------------------------
 
 def _invalidate() -> None:
+    _memo.clear()
     for table in _tables.values():
         table.resolved = None
 
@@ -201,4 +213,5 @@ def export_builtin(dest_dir, device_index: int | None = None) -> Path:
 def reload() -> None:
     """Forget what was read from files (they are read again on the next lookup), e.g. after
     other processes swept keys. Runtime registrations stay."""
+    _memo.clear()
     _tables.clear()

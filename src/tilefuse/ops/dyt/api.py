@@ -7,7 +7,7 @@ import torch
 
 from ... import policy
 from . import reference
-from .op import dyt_op
+from .op import DyTFunction, dyt_op
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -72,4 +72,6 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
     validate(x, alpha, weight, bias, channels_last)
     if policy.get_level() == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
-    return dyt_op(x, alpha, weight, bias, channels_last)
+    if torch.compiler.is_compiling():
+        return dyt_op(x, alpha, weight, bias, channels_last)
+    return DyTFunction.apply(x, alpha, weight, bias, channels_last)

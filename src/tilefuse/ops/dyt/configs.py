@@ -7,6 +7,7 @@ kernels see (see kernels.py for the channels-first mapping), the element size of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 from ...utils import cdiv, next_power_of_2
@@ -67,6 +68,7 @@ class DyTConfig:
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)
 
 
+@functools.lru_cache(maxsize=4096)
 def heuristic(p: DyTProblem) -> DyTConfig:
     """The safe default for a problem (level 1, and level 2 for keys never swept).
 

@@ -1,9 +1,10 @@
-"""DyT as torch.library custom ops (``tilefuse::dyt``, ``tilefuse::dyt_backward``).
+"""DyT as torch.library custom ops (``tilefuse::dyt``, ``tilefuse::dyt_backward``) for traced
+code, and an autograd.Function for eager calls; both run the same implementations.
 
-The ops are opaque to torch.compile (fake impls give the output metadata), so
+The custom ops are opaque to torch.compile (fake impls give the output metadata), so
 ``torch.compile(fullgraph=True)`` traces through them without graph breaks. Which path runs is
-decided inside the op when it executes (policy.kernels_enabled): the Triton launchers, or the
-float32 reference formulas on devices where kernels cannot run.
+decided when the op executes (policy.kernels_enabled): the Triton launchers, or the float32
+reference formulas on devices where kernels cannot run.
 """
 
 from __future__ import annotations
@@ -16,14 +17,50 @@ from ... import policy
 from . import launch, reference
 
 
-@torch.library.custom_op("tilefuse::dyt", mutates_args=())
-def dyt_op(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
-           bias: Optional[torch.Tensor], channels_last: bool) -> torch.Tensor:
+def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
+    """The forward both entry points run: the Triton launcher where kernels may run, else
+    the float32 reference formulas."""
     if policy.kernels_enabled(x.device):
         return launch.forward(x, alpha, weight, bias, channels_last)
     y = launch.new_output(x, channels_last)
     y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last))
     return y
+
+
+def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
+    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas."""
+    if policy.kernels_enabled(x.device):
+        return launch.backward(dy, x, alpha, weight, bias, channels_last)
+    dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
+        dy, x, alpha, weight, bias, channels_last=channels_last)
+    dx = launch.new_output(x, channels_last)
+    dx.copy_(dx_ref)
+    return dx, dalpha, dweight, dbias
+
+
+class DyTFunction(torch.autograd.Function):
+    """The eager entry point. torch.library's dispatch around a custom op costs tens of
+    microseconds of host time per call (measured on the H200 host: benchmarks/results/), more
+    than the kernel at small sizes, so eager calls take this plain autograd.Function; traced
+    calls take the custom ops below. Both run forward_impl / backward_impl."""
+
+    @staticmethod
+    def forward(ctx, x, alpha, weight, bias, channels_last):
+        ctx.save_for_backward(x, alpha, weight, bias)
+        ctx.channels_last = channels_last
+        return forward_impl(x, alpha, weight, bias, channels_last)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, alpha, weight, bias = ctx.saved_tensors
+        dx, dalpha, dweight, dbias = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)
+        return dx, dalpha, dweight, dbias, None
+
+
+@torch.library.custom_op("tilefuse::dyt", mutates_args=())
+def dyt_op(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
+           bias: Optional[torch.Tensor], channels_last: bool) -> torch.Tensor:
+    return forward_impl(x, alpha, weight, bias, channels_last)
 
 
 @dyt_op.register_fake
@@ -36,13 +73,7 @@ def dyt_backward_op(dy: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, weig
                     bias: Optional[torch.Tensor], channels_last: bool
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Returns (dx, dalpha, dweight, dbias); dbias is an empty tensor when bias is None."""
-    if policy.kernels_enabled(x.device):
-        dx, dalpha, dweight, dbias = launch.backward(dy, x, alpha, weight, bias, channels_last)
-    else:
-        dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
-            dy, x, alpha, weight, bias, channels_last=channels_last)
-        dx = launch.new_output(x, channels_last)
-        dx.copy_(dx_ref)
+    dx, dalpha, dweight, dbias = backward_impl(dy, x, alpha, weight, bias, channels_last)
     return dx, dalpha, dweight, weight.new_empty(0) if dbias is None else dbias
 
 
