@@ -32,15 +32,30 @@ def _time_calls(fn: Callable[[], object], iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
+def as_graph(fn: Callable[[], object]) -> Callable[[], object]:
+    """Capture ``fn`` (already warmed up) in a CUDA graph; returns its replay. Graph replay
+    times the device work alone, without the host's per-call Python and launch costs."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm-up on the capture stream (allocator pools, lazy init)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7,
-                target_ms: float = 25.0) -> dict[str, Timing | Exception]:
+                target_ms: float = 25.0, graphs: bool = False) -> dict[str, Timing | Exception]:
     """Time each provider (a zero-argument callable) on the current CUDA device.
 
     Each provider is warmed up (compilation, autotuning) and must not raise there; one that
     raises is returned as its exception. Then, over ``rounds`` rounds, every provider is timed
     for about ``target_ms`` with CUDA events, in an order that rotates each round so that no
     provider always runs first or after a given one. The result per provider is the median of
-    its per-call times over the rounds, with min and max.
+    its per-call times over the rounds, with min and max. With ``graphs``, each provider is
+    captured in a CUDA graph after warm-up and its replays are timed (device time only).
     """
     live: dict[str, Callable] = {}
     out: dict[str, Timing | Exception] = {}
@@ -49,6 +64,10 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7,
         try:
             fn()
             torch.cuda.synchronize()
+            if graphs:
+                fn = as_graph(fn)
+                fn()
+                torch.cuda.synchronize()
             probe = _time_calls(fn, 3)
         except Exception as e:  # noqa: BLE001 - a failing peer is reported, not dropped
             torch.cuda.synchronize()

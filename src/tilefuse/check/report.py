@@ -37,18 +37,20 @@ def write_markdown(path: Path, report: dict) -> None:
             continue
         ceil = ", ".join(f"{k} {v:.0f} GB/s" for k, v in b["copy_ceiling_gbs"].items())
         lines += [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "
-                  "Time is the median over interleaved rounds (spread = (max-min)/median); 'vs tilefuse' is "
+                  "Mode 'graph': CUDA-graph replay (device time); 'eager loop': per-call Python calls "
+                  "(adds host overhead). Time is the median over interleaved rounds (spread = (max-min)/median); 'vs tilefuse' is "
                   "the provider's time over tilefuse's (> 1: tilefuse is faster). The config column names the "
                   "tilefuse config that ran (fwd / bwd); '(untuned)' marks a shape the tuning table does not "
                   "cover, where the heuristic default ran.", "",
-                  "| dtype | width | pass | provider | ms | spread | GB/s | of copy | vs tilefuse | config / error |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| dtype | width | pass | provider | mode | ms | spread | GB/s | of copy | vs tilefuse | config / error |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in b["rows"]:
             if r["status"] != "ok":
-                lines.append(f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | failed | | | | | "
-                             f"{r['error']} |")
+                lines.append(f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | {r.get('mode', '')} "
+                             f"| failed | | | | | {r['error']} |")
                 continue
-            lines.append(f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | {r['ms']:.4f} | "
+            lines.append(f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | {r.get('mode', '')} | "
+                         f"{r['ms']:.4f} | "
                          f"{r['spread']:.1%} | {r['gbs']:.0f} | {r['fraction_of_copy']:.1%} | "
                          f"{r.get('tilefuse_speedup', float('nan')):.2f} | {r.get('config', '')} |")
     for name in report.get("plots", []):
@@ -70,10 +72,12 @@ def plot_dyt(path: Path, bench: dict) -> bool:
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True, sharey=True)
     for ax, (dtype, pass_) in zip(axes.flat, panels):
         for provider in sorted({r["provider"] for r in bench["rows"]}):
-            pts = sorted((r["width"], r["fraction_of_copy"]) for r in rows
-                         if r["dtype"] == dtype and r["pass"] == pass_ and r["provider"] == provider)
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=provider)
+            for mode in ("graph", "eager loop"):
+                pts = sorted((r["width"], r["fraction_of_copy"]) for r in rows if r["dtype"] == dtype
+                             and r["pass"] == pass_ and r["provider"] == provider and r.get("mode") == mode)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                            ls="-" if mode == "graph" else ":", label=f"{provider} ({mode})")
         ax.set_xscale("log", base=2)
         ax.set_title(f"dyt {pass_}, x {dtype}, fp32 params")
         ax.axhline(1.0, color="grey", lw=0.5)
