@@ -20,8 +20,9 @@ def _git_commit() -> str | None:
                              capture_output=True, text=True, timeout=10)
         if top.returncode != 0 or not (Path(top.stdout.strip()) / "src" / "tilefuse").is_dir():
             return None
-        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--verify", "-q", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        sha = head.stdout.strip() if head.returncode == 0 else ""
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "") if sha else None
