@@ -26,12 +26,17 @@ def per_call_us(fn, n=2000):
     return (time.perf_counter() - t) / n * 1e6
 
 
-def main():
+def tiny_inputs():
+    """x, alpha, weight, bias (requiring grad) and dy for a 64 x 16 problem on the GPU."""
     x = torch.randn(64, 16, device="cuda", requires_grad=True)
     a = torch.full((1,), 0.5, device="cuda", requires_grad=True)
     w = torch.ones(16, device="cuda", requires_grad=True)
     b = torch.zeros(16, device="cuda", requires_grad=True)
-    dy = torch.randn(64, 16, device="cuda")
+    return x, a, w, b, torch.randn(64, 16, device="cuda")
+
+
+def main():
+    x, a, w, b, dy = tiny_inputs()
     cfg = launch.pick_config(launch.problem_for(x, True, "fwd"))
     xd, ad, wd, bd = (t.detach() for t in (x, a, w, b))
     rows = {

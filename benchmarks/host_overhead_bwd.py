@@ -11,15 +11,11 @@ import torch
 import tilefuse
 from tilefuse.ops.dyt import launch, op
 
-from host_overhead import per_call_us
+from host_overhead import per_call_us, tiny_inputs
 
 
 def main():
-    x = torch.randn(64, 16, device="cuda", requires_grad=True)
-    a = torch.full((1,), 0.5, device="cuda", requires_grad=True)
-    w = torch.ones(16, device="cuda", requires_grad=True)
-    b = torch.zeros(16, device="cuda", requires_grad=True)
-    dy = torch.randn(64, 16, device="cuda")
+    x, a, w, b, dy = tiny_inputs()
     xd, ad, wd, bd = (t.detach() for t in (x, a, w, b))
     cfg = launch.pick_config(launch.problem_for(xd, True, "bwd"))
     rows = {

@@ -72,15 +72,29 @@ class DyTConfig:
 def heuristic(p: DyTProblem) -> DyTConfig:
     """The safe default for a problem (level 1, and level 2 for keys never swept).
 
-    Tile sizes from H200 measurements at 2**26 elements (benchmarks/results/): the forward
-    wants ~8 fp32 / ~16 bf16 elements per thread; the backward, with three float32
-    accumulator tiles per program, wants 2048-4096-element tiles on 8 warps and two
-    persistent programs per SM.
+    Fitted to H200 measurements at 2**26 elements (benchmarks/results/2026-11-29-h200:
+    dyt_configs.txt, tune-sweeps.txt):
+    - fwd fp32: 1024-element tiles on 4 warps (8 per thread) were within 0.3% of the best at
+      every width 16-8192.
+    - fwd bf16: 32-64 elements per thread win: 4096-element tiles on 2 warps for 64-1024
+      columns (5-9% faster than 2048 on 4 warps at 64-1024), 2048 on 4 warps elsewhere.
+    - bwd: the winners keep 16 elements per thread and 16 warps per SM (8 warps x 2 programs,
+      4 x 4 or 16 x 1). fp32: 4096 on 8 warps below 2048 columns, single-row 2048 tiles on
+      4 warps x 4 programs from 2048 up. bf16: 4096 on 8 warps x 2 up to 256 columns (the
+      sweeps' baseline winner there), 8192 on 16 warps x 1 program from 512 up.
     """
+    wide = p.n_cols >= 2048
     if p.pass_ == "fwd":
-        tile, num_warps, pps = (1024 if p.x_itemsize >= 4 else 2048), 4, 4
+        if p.x_itemsize >= 4:
+            tile, num_warps, pps = 1024, 4, 4
+        elif 64 <= p.n_cols <= 1024:
+            tile, num_warps, pps = 4096, 2, 4
+        else:
+            tile, num_warps, pps = 2048, 4, 4
+    elif p.x_itemsize >= 4:
+        tile, num_warps, pps = (2048, 4, 4) if wide else (4096, 8, 2)
     else:
-        tile, num_warps, pps = (2048 if p.x_itemsize >= 4 else 4096), 8, 2
+        tile, num_warps, pps = (8192, 16, 1) if p.n_cols >= 512 else (4096, 8, 2)
     block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
