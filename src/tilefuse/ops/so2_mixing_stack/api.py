@@ -1,0 +1,39 @@
+"""The public functional API of so2_mixing_stack."""
+
+from __future__ import annotations
+
+import torch
+
+from ... import policy
+from .reference import so2_stack_reference
+from .validate import validate
+
+
+def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
+                     gw_all: torch.Tensor, *, lmax: int, focus_dim: int, apply_alpha: bool = True) -> torch.Tensor:
+    """SO(2) gated mixing stack (SeZM layout; specs/so2_mixing_stack.md).
+
+    Args:
+        u0: (F, E, ROW) focus-major activations, ROW = (3 lmax + 1) focus_dim.
+        alpha: (E, F) positive per-edge focus weights (used when ``apply_alpha``).
+        w0_all: (NL, F, M0, M0) m=0 weights, M0 = (lmax + 1) focus_dim; applied as u @ W.
+        w1_all: (NL, F, M1, M1) |m|=1 weights, M1 = 2 lmax focus_dim.
+        gw_all: (NL - 1, F, focus_dim, lmax focus_dim) gate projections.
+
+    Returns:
+        x_local (E, F, ROW), differentiable in every tensor argument.
+
+    Example:
+        >>> F, E, L, Cf, NL = 2, 100, 3, 32, 3
+        >>> ROW, M0, M1 = (3 * L + 1) * Cf, (L + 1) * Cf, 2 * L * Cf
+        >>> x = so2_mixing_stack(torch.randn(F, E, ROW), torch.rand(E, F) + 0.1,
+        ...                      torch.randn(NL, F, M0, M0) * 0.05, torch.randn(NL, F, M1, M1) * 0.05,
+        ...                      torch.randn(NL - 1, F, Cf, L * Cf) * 0.1, lmax=L, focus_dim=Cf)
+    """
+    validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+    if policy.get_level() == 0 or not policy.kernels_enabled(u0.device):
+        return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+                                   apply_alpha=apply_alpha)
+    from .op import so2_stack_apply
+    return so2_stack_apply(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+                           apply_alpha=apply_alpha)

@@ -1,0 +1,253 @@
+"""Triton kernels for so2_mixing_stack. Only ``@triton.jit`` code; launch.py launches.
+
+Activations are focus-major (F, E, ROW) contiguous; a program owns one focus f and BLOCK_M
+consecutive edges. Column layout (specs/so2_mixing_stack.md): [0, CF) scalars s, [CF, M0) the
+gated m = 0 sub-tiles, [M0, M0 + LG) the m = -1 stripe, [M0 + LG, ROW) the m = +1 stripe; gate
+column of an output column c >= CF is (c - CF) % LG. CF_P is CF rounded up to a power of two
+(>= 16, tl.dot's minimum); padded lanes are masked to zero.
+
+fp32 dots use ``input_precision="ieee"`` (no TF32): the spec's accuracy contract. Sums are
+accumulated in float32 whatever the input dtype. Offsets are int64.
+"""
+
+import triton
+import triton.language as tl
+
+FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
+FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
+BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (W^T through swapped strides)
+
+
+@triton.jit
+def sigmoid_f32(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _rows(pid, E, BLOCK_M: tl.constexpr):
+    """(focus, int64 edge indices, edge mask) of program ``pid`` over F * cdiv(E, BLOCK_M)."""
+    n_row_blocks = tl.cdiv(E, BLOCK_M)
+    focus = pid // n_row_blocks
+    edges = (pid % n_row_blocks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return focus, edges, edges < E
+
+
+@triton.jit
+def gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P: tl.constexpr, IEEE: tl.constexpr):
+    """sigma[:, g0:g0+CF] = sigmoid(s @ gw[:, g0:g0+CF]) for one gate group, float32.
+
+    s: (BLOCK_M, CF_P) float32 with zero padding; gw_ptr: (F, CF, LG). Every kernel that needs
+    sigma calls this, so recompute and relay agree bit for bit.
+    """
+    k = tl.arange(0, CF_P)
+    j = tl.arange(0, CF_P)
+    mask = (k < CF)[:, None] & (j < CF)[None, :]
+    w = tl.load(gw_ptr + focus.to(tl.int64) * CF * LG + k[:, None] * LG + (g0 + j)[None, :],
+                mask=mask, other=0.0).to(tl.float32)
+    if IEEE:
+        acc = tl.dot(s, w, input_precision="ieee")
+    else:
+        acc = tl.dot(s, w)
+    return sigmoid_f32(acc)
+
+
+@triton.jit
+def so2_fwd_gate_kernel(
+    u_ptr, w0_ptr, gw_ptr, z_ptr, u_next_ptr, sigma_ptr,
+    E, ROW, M0, LG, CF,
+    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """The scalar block of one gated layer, and its gate.
+
+    u_ptr: (F, E, ROW) layer input. w0_ptr: (F, M0, M0) this layer's m = 0 weights.
+    gw_ptr: (F, CF, LG). Writes z[..., :CF] = s = u_m0 @ w0[:, :CF],
+    u_next[..., :CF] = u + s * sigmoid(s), and sigma (F, E, LG) = sigmoid(s @ gw) (float32).
+    Grid: F * cdiv(E, BLOCK_M).
+    """
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    row_base = focus.to(tl.int64) * E * ROW + edges * ROW
+    cols = tl.arange(0, CF_P)
+    cmask = cols < CF
+    acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
+    w_base = focus.to(tl.int64) * M0 * M0
+    for k0 in range(0, M0, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(u_ptr + row_base[:, None] + k[None, :], mask=emask[:, None] & (k < M0)[None, :],
+                    other=0.0).to(tl.float32)
+        w = tl.load(w0_ptr + w_base + k[:, None] * M0 + cols[None, :],
+                    mask=(k < M0)[:, None] & cmask[None, :], other=0.0).to(tl.float32)
+        if IEEE:
+            acc = tl.dot(a, w, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, w, acc)
+    mask = emask[:, None] & cmask[None, :]
+    offs = row_base[:, None] + cols[None, :]
+    u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(z_ptr + offs, acc.to(z_ptr.dtype.element_ty), mask=mask)
+    tl.store(u_next_ptr + offs, (u + acc * sigmoid_f32(acc)).to(u_next_ptr.dtype.element_ty), mask=mask)
+    sig_base = focus.to(tl.int64) * E * LG + edges * LG
+    for g0 in range(0, LG, CF):
+        sigma = gate_sigma_group(acc, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
+        tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
+
+
+@triton.jit
+def so2_gemm_kernel(
+    a_ptr, w_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+    F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG,
+    w_focus_stride, w_stride_k, w_stride_n,
+    MODE: tl.constexpr, APPLY_ALPHA: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """One column segment of a layer GEMM with its epilogue: out[:, n] for n in
+    [N_START, N_START + N_LEN), acc = a[:, K_START:K_START + K_LEN] @ W[:, n - K_START].
+
+    a_ptr, res_ptr: (F, E, ROW). W of focus f at w_ptr + f * w_focus_stride, element (k, j)
+    at k * w_stride_k + j * w_stride_n (swapped strides give W^T). Epilogues:
+    - FWD_GATED: z_ptr[n] = acc; out = res + acc * sigma[(n - CF) % LG] (sigma (F, E, LG) fp32).
+    - FINAL: out (E, F, ROW) edge-major = (res + acc) * alpha[e, f] (alpha (E, F) if APPLY_ALPHA).
+    - BWD: out = res + acc.
+    Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)); K is walked in BLOCK_K steps, in order.
+    """
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = n < N_START + N_LEN
+    row_base = focus.to(tl.int64) * E * ROW + edges * ROW
+    w_base = w_ptr + focus.to(tl.int64) * w_focus_stride
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K_LEN, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        kmask = k < K_LEN
+        a = tl.load(a_ptr + row_base[:, None] + (K_START + k)[None, :], mask=emask[:, None] & kmask[None, :],
+                    other=0.0).to(tl.float32)
+        w = tl.load(w_base + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n,
+                    mask=kmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)
+        if IEEE:
+            acc = tl.dot(a, w, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, w, acc)
+    mask = emask[:, None] & nmask[None, :]
+    offs = row_base[:, None] + n[None, :]
+    res = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if MODE == FWD_GATED:
+        gate = (n - CF) % LG
+        sigma = tl.load(sigma_ptr + (focus.to(tl.int64) * E * LG + edges * LG)[:, None] + gate[None, :],
+                        mask=mask, other=0.0)
+        tl.store(z_ptr + offs, acc.to(z_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_ptr + offs, (res + acc * sigma).to(out_ptr.dtype.element_ty), mask=mask)
+    elif MODE == FINAL:
+        y = res + acc
+        if APPLY_ALPHA:
+            alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(tl.float32)
+            y = y * alpha[:, None]
+        out_offs = (edges * F + focus) * ROW
+        tl.store(out_ptr + out_offs[:, None] + n[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(out_ptr + offs, (res + acc).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def so2_bwd_head_kernel(
+    grad_out_ptr, x_local_ptr, alpha_ptr, g_ptr, grad_alpha_ptr,
+    F, E, ROW,
+    APPLY_ALPHA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Backward head: g (F, E, ROW) focus-major = grad_out * alpha, and
+    grad_alpha[e, f] = sum_row(grad_out * x_local) / alpha (APPLY_ALPHA only).
+
+    grad_out_ptr, x_local_ptr: (E, F, ROW) edge-major; alpha_ptr, grad_alpha_ptr: (E, F).
+    Grid: F * cdiv(E, BLOCK_M); each program walks its rows in BLOCK_C column chunks.
+    """
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    src = (edges * F + focus) * ROW
+    dst = focus.to(tl.int64) * E * ROW + edges * ROW
+    if APPLY_ALPHA:
+        alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=1.0).to(tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+    for c0 in range(0, ROW, BLOCK_C):
+        c = c0 + tl.arange(0, BLOCK_C)
+        mask = emask[:, None] & (c < ROW)[None, :]
+        go = tl.load(grad_out_ptr + src[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+        if APPLY_ALPHA:
+            x = tl.load(x_local_ptr + src[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            acc += go * x
+            go = go * alpha[:, None]
+        tl.store(g_ptr + dst[:, None] + c[None, :], go.to(g_ptr.dtype.element_ty), mask=mask)
+    if APPLY_ALPHA:
+        ga = tl.sum(acc, axis=1) / alpha
+        tl.store(grad_alpha_ptr + edges * F + focus, ga.to(grad_alpha_ptr.dtype.element_ty), mask=emask)
+
+
+@triton.jit
+def so2_bwd_sigma_kernel(
+    z_ptr, gw_ptr, sigma_ptr, E, ROW, LG, CF,
+    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
+):
+    """Relay step 1: sigma (F, E, LG) float32 = sigmoid(s @ gw) from the saved z (F, E, ROW).
+    Grid: F * cdiv(E, BLOCK_M)."""
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    cols = tl.arange(0, CF_P)
+    cmask = cols < CF
+    mask = emask[:, None] & cmask[None, :]
+    s = tl.load(z_ptr + (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None] + cols[None, :],
+                mask=mask, other=0.0).to(tl.float32)
+    sig_base = focus.to(tl.int64) * E * LG + edges * LG
+    for g0 in range(0, LG, CF):
+        sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
+        tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
+
+
+@triton.jit
+def _gate_subtile(g_ptr, z_ptr, gz_ptr, offs, mask, sigma):
+    """Store gz = g * sigma for one gated sub-tile; return its g * z (for gsigma)."""
+    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(gz_ptr + offs, (g * sigma).to(gz_ptr.dtype.element_ty), mask=mask)
+    return g * z
+
+
+@triton.jit
+def so2_bwd_pointwise_kernel(
+    g_ptr, z_ptr, sigma_ptr, gw_ptr, gz_ptr, gq_ptr,
+    E, ROW, M0, LG, CF,
+    WRITE_GQ: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
+):
+    """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32.
+
+    Per gate group (its m = 0 sub-tile and its two stripe sub-tiles):
+    gz = g * sigma, gsigma = sum of g * z over the three, gq = gsigma * sigma * (1 - sigma);
+    then gz_s = g_s * s0 * (1 + s (1 - s0)) + sum over groups of gq @ gw^T (group order).
+    g_ptr, z_ptr: (F, E, ROW); sigma_ptr: (F, E, LG) fp32; gw_ptr: (F, CF, LG).
+    Grid: F * cdiv(E, BLOCK_M).
+    """
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    cols = tl.arange(0, CF_P)
+    cmask = cols < CF
+    mask = emask[:, None] & cmask[None, :]
+    row = (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None]
+    sig_row = (focus.to(tl.int64) * E * LG + edges * LG)[:, None]
+    gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
+    acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
+    for g0 in range(0, LG, CF):
+        sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
+        m0_offs = row + (CF + g0 + cols)[None, :]
+        neg_offs = row + (M0 + g0 + cols)[None, :]
+        pos_offs = row + (M0 + LG + g0 + cols)[None, :]
+        gsigma = _gate_subtile(g_ptr, z_ptr, gz_ptr, m0_offs, mask, sigma)
+        gsigma += _gate_subtile(g_ptr, z_ptr, gz_ptr, neg_offs, mask, sigma)
+        gsigma += _gate_subtile(g_ptr, z_ptr, gz_ptr, pos_offs, mask, sigma)
+        gq = gsigma * sigma * (1.0 - sigma)
+        if WRITE_GQ:
+            tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
+        # gw^T block: element (j, c) = gw[c, g0 + j]
+        wt = tl.load(gw_base + cols[None, :] * LG + (g0 + cols)[:, None],
+                     mask=cmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
+        if IEEE:
+            acc = tl.dot(gq, wt, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(gq, wt, acc)
+    offs = row + cols[None, :]
+    s = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g_s = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    s0 = sigmoid_f32(s)
+    tl.store(gz_ptr + offs, (g_s * s0 * (1.0 + s * (1.0 - s0)) + acc).to(gz_ptr.dtype.element_ty), mask=mask)

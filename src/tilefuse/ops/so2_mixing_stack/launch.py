@@ -1,0 +1,133 @@
+"""so2_mixing_stack launchers: tensors in, tensors out. Allocate, pick a config, launch.
+
+Forward, per gated layer: the gate kernel (scalar block s, its activation, sigma) and the gated
+GEMM over the m = 0 gated columns and the |m| = 1 columns (residual and gating in the
+epilogue); then the final layer GEMM, stored edge-major with alpha.
+Backward relay, per gated layer in reverse: sigma recompute -> pointwise (gz, gq) -> transposed-
+weight GEMM with the residual. Weight gradients use batched GEMMs (torch) over the materialised
+gz/gq and the inputs recovered backwards, u_l = u_{l+1} - act(z_l).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ... import launches
+from ...utils import cdiv
+from .configs import So2Config, cf_padded, heuristic
+from .reference import So2Dims, gate_act
+
+
+def _ieee(t: torch.Tensor) -> bool:
+    return t.dtype == torch.float32
+
+
+def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
+          transpose_w=False, z=None, sigma=None, alpha=None, apply_alpha=False):
+    """One column segment of a layer GEMM (see kernels.so2_gemm_kernel)."""
+    from .kernels import so2_gemm_kernel
+    F, E = a.shape[0], a.shape[1]
+    if n_len <= 0 or E == 0:
+        return
+    stride_k, stride_n = (w.stride(2), w.stride(1)) if transpose_w else (w.stride(1), w.stride(2))
+    grid = (F * cdiv(E, cfg.block_m), cdiv(n_len, cfg.block_n))
+    so2_gemm_kernel[grid](
+        a, w, res, out, z if z is not None else out, sigma if sigma is not None else out,
+        alpha if alpha is not None else out,
+        F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg,
+        w.stride(0), stride_k, stride_n,
+        MODE=mode, APPLY_ALPHA=apply_alpha, IEEE=_ieee(a),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+
+
+def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, config: So2Config | None = None):
+    """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW))."""
+    from .kernels import BWD, FINAL, FWD_GATED, so2_fwd_gate_kernel  # noqa: F401
+    cfg = config or heuristic(d.lmax, d.focus_dim)
+    F, E, _ = u0.shape
+    ng = gw_all.shape[0]
+    u = u0.contiguous()
+    z_all = torch.empty((ng, F, E, d.row), dtype=u0.dtype, device=u0.device)
+    x_local = torch.empty((E, F, d.row), dtype=u0.dtype, device=u0.device)
+    if E == 0:
+        return x_local, z_all, u
+    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=u0.device)
+    w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
+    for layer in range(ng):
+        u_next = torch.empty_like(u)
+        z = z_all[layer]
+        so2_fwd_gate_kernel[(F * cdiv(E, cfg.block_m),)](
+            u, w0c[layer], gwc[layer], z, u_next, sigma, E, d.row, d.m0, d.lg, d.focus_dim,
+            IEEE=_ieee(u), BLOCK_M=cfg.block_m, CF_P=cf_padded(d.focus_dim), BLOCK_K=cfg.block_k,
+            num_warps=cfg.num_warps,
+        )
+        common = dict(z=z, sigma=sigma)
+        _gemm(FWD_GATED, u, w0c[layer], u, u_next, d, cfg, k_start=0, k_len=d.m0,
+              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
+        _gemm(FWD_GATED, u, w1c[layer], u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
+              n_start=d.m0, n_len=d.m1, **common)
+        launches.record("so2_fwd_layer")
+        u = u_next
+    alpha_c = alpha.contiguous()
+    for w, k_start, k_len in ((w0c[ng], 0, d.m0), (w1c[ng], d.m0, d.m1)):
+        _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
+              alpha=alpha_c, apply_alpha=apply_alpha)
+    launches.record("so2_fwd_final")
+    return x_local, z_all, u
+
+
+def _gemm_t(a, w0, w1, res, out, d, cfg):
+    """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments)."""
+    from .kernels import BWD
+    _gemm(BWD, a, w0, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, transpose_w=True)
+    _gemm(BWD, a, w1, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, transpose_w=True)
+
+
+def backward_relay(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
+                   apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
+    """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None)."""
+    from .kernels import so2_bwd_head_kernel, so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
+    cfg = config or heuristic(d.lmax, d.focus_dim)
+    E, F, _ = grad_out.shape
+    ng = gw_all.shape[0]
+    dt, dev = grad_out.dtype, grad_out.device
+    grad_alpha = torch.zeros_like(alpha)
+    dws = (torch.zeros_like(w0_all), torch.zeros_like(w1_all), torch.zeros_like(gw_all)) if weight_grads else None
+    if E == 0:
+        return torch.zeros((F, 0, d.row), dtype=dt, device=dev), grad_alpha, dws
+    w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
+    rows = (F * cdiv(E, cfg.block_m),)
+    g = torch.empty((F, E, d.row), dtype=dt, device=dev)
+    so2_bwd_head_kernel[rows](grad_out.contiguous(), x_local.contiguous(), alpha.contiguous(), g, grad_alpha,
+                              F, E, d.row, APPLY_ALPHA=apply_alpha, BLOCK_M=cfg.block_m, BLOCK_C=128,
+                              num_warps=cfg.num_warps)
+    if weight_grads:
+        dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
+        dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
+    g_cur = torch.empty_like(g)
+    _gemm_t(g, w0c[ng], w1c[ng], g, g_cur, d, cfg)
+    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
+    gz = torch.empty_like(g)
+    gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else sigma
+    u_next = u_final
+    cf_p = cf_padded(d.focus_dim)
+    for layer in range(ng - 1, -1, -1):
+        z = z_all[layer]
+        so2_bwd_sigma_kernel[rows](z, gwc[layer], sigma, E, d.row, d.lg, d.focus_dim,
+                                   IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p, num_warps=cfg.num_warps)
+        so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gwc[layer], gz, gq, E, d.row, d.m0, d.lg, d.focus_dim,
+                                       WRITE_GQ=weight_grads, IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p,
+                                       num_warps=cfg.num_warps)
+        if weight_grads:
+            u_l = u_next - gate_act(z, gw_all[layer], d)[0]
+            dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
+            dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
+            dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
+            u_next = u_l
+        g_next = torch.empty_like(g_cur)
+        _gemm_t(gz, w0c[layer], w1c[layer], g_cur, g_next, d, cfg)
+        launches.record("so2_bwd_relay_layer")
+        g_cur = g_next
+    return g_cur, grad_alpha, dws
