@@ -3,9 +3,10 @@ correct and faster (per shape, per GPU) before it is used."""
 
 from . import nn
 from .ops.dyt import dyt
+from .ops.so2_mixing_stack import so2_mixing_stack
 from .policy import get_level, level, set_level
 from .tuning import tune
 
 __version__ = "0.1.0"
 
-__all__ = ["dyt", "get_level", "level", "set_level", "tune", "__version__"]
+__all__ = ["dyt", "get_level", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]
