@@ -14,15 +14,57 @@ from ...utils import next_power_of_2
 
 @dataclasses.dataclass(frozen=True)
 class So2Config:
+    """GEMM tiles of the stack's kernels, and the backward route: the relay (three kernels per
+    gated layer) or, with ``fused``, one fused kernel per layer and column segment."""
+
     block_m: int = 32
     block_n: int = 64
     block_k: int = 32
     num_warps: int = 4
     num_stages: int = 2
+    fused: bool = False
 
     @property
     def name(self) -> str:
-        return f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
+        route = "fused" if self.fused else "relay"
+        return f"{route}-M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d) -> "So2Config":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if set(d) != fields:
+            raise ValueError(f"So2Config fields {sorted(fields)}, got {sorted(d)}")
+        cfg = cls(**d)
+        for name in ("block_m", "block_n", "block_k", "num_warps"):
+            v = getattr(cfg, name)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                raise ValueError(f"So2Config.{name} must be a positive power of two, got {v!r}")
+        return cfg
+
+
+# The fused kernel forms gate dots in registers: above this focus_dim the per-program gate
+# tiles spill (the seed project's cuBLAS gate path started at 96).
+FUSED_MAX_FOCUS_DIM = 64
+
+
+def fused_supported(focus_dim: int, dtype_is_fp32: bool) -> bool:
+    """Shape/dtype guards of the fused backward: fp32, and focus_dim a power of two in
+    [16, FUSED_MAX_FOCUS_DIM] so that BLOCK_K = focus_dim makes one K tile one sub-tile."""
+    return dtype_is_fp32 and 16 <= focus_dim <= FUSED_MAX_FOCUS_DIM and cf_padded(focus_dim) == focus_dim
+
+
+def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
+    """Fused configs worth timing against the relay (BLOCK_K is always focus_dim)."""
+    out = []
+    for block_m in (16, 32, 64):
+        for block_n in (32, 64, 128):
+            for num_warps in (4, 8):
+                for num_stages in (1, 2):
+                    out.append(So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True))
+    return out
 
 
 def cf_padded(focus_dim: int) -> int:
@@ -31,5 +73,7 @@ def cf_padded(focus_dim: int) -> int:
 
 
 def heuristic(lmax: int, focus_dim: int) -> So2Config:
-    block_k = cf_padded(focus_dim) if cf_padded(focus_dim) == focus_dim else 32
-    return So2Config(block_m=32, block_n=64, block_k=min(block_k, 64), num_warps=4, num_stages=2)
+    """The relay's tiles: BLOCK_K = focus_dim where that is a power of two (<= 64), so relay
+    and fused share the K walk; 32 otherwise."""
+    block_k = focus_dim if cf_padded(focus_dim) == focus_dim and focus_dim <= 64 else 32
+    return So2Config(block_m=32, block_n=64, block_k=block_k, num_warps=4, num_stages=2)

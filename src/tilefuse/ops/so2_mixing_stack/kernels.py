@@ -198,12 +198,39 @@ def so2_bwd_sigma_kernel(
 
 
 @triton.jit
-def _gate_subtile(g_ptr, z_ptr, gz_ptr, offs, mask, sigma):
-    """Store gz = g * sigma for one gated sub-tile; return its g * z (for gsigma)."""
+def _subtile_g_z(g_ptr, z_ptr, offs, mask):
     g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(gz_ptr + offs, (g * sigma).to(gz_ptr.dtype.element_ty), mask=mask)
-    return g * z
+    return g, z
+
+
+@triton.jit
+def group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF):
+    """One gate group's pointwise backward: (gq, gz of its m = 0 sub-tile, of its m = -1 and
+    m = +1 stripe sub-tiles). The relay's pointwise kernel and the fused kernel both call this,
+    so their gz and gq agree bit for bit."""
+    g_a, z_a = _subtile_g_z(g_ptr, z_ptr, row + (CF + g0 + cols)[None, :], mask)
+    g_b, z_b = _subtile_g_z(g_ptr, z_ptr, row + (M0 + g0 + cols)[None, :], mask)
+    g_c, z_c = _subtile_g_z(g_ptr, z_ptr, row + (M0 + LG + g0 + cols)[None, :], mask)
+    gsigma = g_a * z_a + g_b * z_b
+    gsigma += g_c * z_c
+    gq = gsigma * sigma * (1.0 - sigma)
+    return gq, g_a * sigma, g_b * sigma, g_c * sigma
+
+
+@triton.jit
+def _gw_t_block(gw_base, g0, cols, cmask, LG):
+    """gw^T for one group: element (j, c) = gw[c, g0 + j], float32 (CF_P, CF_P)."""
+    return tl.load(gw_base + cols[None, :] * LG + (g0 + cols)[:, None],
+                   mask=cmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
+
+
+@triton.jit
+def scalar_backward(g_ptr, z_ptr, row, cols, mask, acc):
+    """gz_s = g_s * s0 * (1 + s (1 - s0)) + acc, with acc = sum over groups of gq @ gw^T."""
+    g_s, s = _subtile_g_z(g_ptr, z_ptr, row + cols[None, :], mask)
+    s0 = sigmoid_f32(s)
+    return g_s * s0 * (1.0 + s * (1.0 - s0)) + acc
 
 
 @triton.jit
@@ -230,24 +257,79 @@ def so2_bwd_pointwise_kernel(
     acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
     for g0 in range(0, LG, CF):
         sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
-        m0_offs = row + (CF + g0 + cols)[None, :]
-        neg_offs = row + (M0 + g0 + cols)[None, :]
-        pos_offs = row + (M0 + LG + g0 + cols)[None, :]
-        gsigma = _gate_subtile(g_ptr, z_ptr, gz_ptr, m0_offs, mask, sigma)
-        gsigma += _gate_subtile(g_ptr, z_ptr, gz_ptr, neg_offs, mask, sigma)
-        gsigma += _gate_subtile(g_ptr, z_ptr, gz_ptr, pos_offs, mask, sigma)
-        gq = gsigma * sigma * (1.0 - sigma)
+        gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
+        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], gz_a.to(gz_ptr.dtype.element_ty), mask=mask)
+        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], gz_b.to(gz_ptr.dtype.element_ty), mask=mask)
+        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], gz_c.to(gz_ptr.dtype.element_ty), mask=mask)
         if WRITE_GQ:
             tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
-        # gw^T block: element (j, c) = gw[c, g0 + j]
-        wt = tl.load(gw_base + cols[None, :] * LG + (g0 + cols)[:, None],
-                     mask=cmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
         if IEEE:
-            acc = tl.dot(gq, wt, acc, input_precision="ieee")
+            acc = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, input_precision="ieee")
         else:
-            acc = tl.dot(gq, wt, acc)
-    offs = row + cols[None, :]
-    s = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    g_s = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    s0 = sigmoid_f32(s)
-    tl.store(gz_ptr + offs, (g_s * s0 * (1.0 + s * (1.0 - s0)) + acc).to(gz_ptr.dtype.element_ty), mask=mask)
+            acc = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc)
+    gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
+    tl.store(gz_ptr + row + cols[None, :], gz_s.to(gz_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def so2_bwd_fused_kernel(
+    g_ptr, z_ptr, gw_ptr, w_ptr, out_ptr,
+    E, ROW, M0, LG, CF, K_START, K_LEN, N_START, N_LEN,
+    w_focus_stride, w_stride_k, w_stride_n,
+    SEGMENT_M0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CF_P: tl.constexpr,
+):
+    """Fused per-layer backward (fp32, CF a power of two == BLOCK_K == CF_P):
+    out[:, n] = g[:, n] + sum_k gz[:, K_START + k] W^T[k, n - K_START], with gz formed in
+    registers one K tile (one sub-tile) at a time, never stored; sigma recomputed per program.
+
+    Bitwise equal to relay = sigma kernel + pointwise kernel + so2_gemm_kernel(BWD) with
+    BLOCK_K = CF: the gz values come from the same helpers in the same operation order, and the
+    K tiles are accumulated in the same order with the same tl.dot shapes.
+    SEGMENT_M0: output and K columns [0, M0) (K tile 0 is gz_s, which needs every group's gq:
+    the heavy pass); else [M0, ROW) (gz = g * sigma only).
+    g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (W^T by
+    strides). Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)).
+    """
+    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = n < N_START + N_LEN
+    cols = tl.arange(0, CF_P)
+    cmask = cols < CF
+    mask = emask[:, None] & cmask[None, :]
+    row = (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None]
+    gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
+    w_base = w_ptr + focus.to(tl.int64) * w_focus_stride
+    s = tl.load(z_ptr + row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SEGMENT_M0:
+        acc_s = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
+        for g0 in range(0, LG, CF):
+            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
+            gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
+            acc_s = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc_s, input_precision="ieee")
+        gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc_s)
+        acc = tl.dot(gz_s, _w_tile(w_base, 0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n),
+                     acc, input_precision="ieee")
+        for g0 in range(0, LG, CF):
+            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
+            g = tl.load(g_ptr + row + (CF + g0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
+            acc = tl.dot(g * sigma, _w_tile(w_base, CF + g0, cols, n, nmask, K_START, K_LEN, w_stride_k,
+                                            w_stride_n), acc, input_precision="ieee")
+    else:
+        for k0 in range(0, K_LEN, CF):
+            sigma = gate_sigma_group(s, gw_ptr, focus, k0 % LG, CF, LG, CF_P, True)
+            g = tl.load(g_ptr + row + (K_START + k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
+            acc = tl.dot(g * sigma, _w_tile(w_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n),
+                         acc, input_precision="ieee")
+    omask = emask[:, None] & nmask[None, :]
+    offs = row + n[None, :]
+    res = tl.load(g_ptr + offs, mask=omask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, (res + acc).to(out_ptr.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _w_tile(w_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n):
+    """W rows k0 .. k0 + CF_P (segment-relative), columns n; the relay GEMM's w load."""
+    k = k0 + cols
+    return tl.load(w_base + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n,
+                   mask=(k < K_LEN)[:, None] & nmask[None, :], other=0.0).to(tl.float32)

@@ -14,7 +14,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv
-from .configs import So2Config, cf_padded, heuristic
+from .configs import So2Config, cf_padded, fused_supported, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -85,11 +85,34 @@ def _gemm_t(a, w0, w1, res, out, d, cfg):
     _gemm(BWD, a, w1, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, transpose_w=True)
 
 
-def backward_relay(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
-                   apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
-    """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None)."""
+def _fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config):
+    """out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T] by the fused kernel: two passes over
+    disjoint column segments (the m = 0 pass carries the scalar chain)."""
+    from .kernels import so2_bwd_fused_kernel
+    F, E = g_cur.shape[0], g_cur.shape[1]
+    for w, start, length, seg_m0 in ((w0, 0, d.m0, True), (w1, d.m0, d.m1, False)):
+        so2_bwd_fused_kernel[(F * cdiv(E, cfg.block_m), cdiv(length, cfg.block_n))](
+            g_cur, z, gw, w, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
+            w.stride(0), w.stride(2), w.stride(1),
+            SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF_P=d.focus_dim,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+    launches.record("so2_bwd_fused_layer")
+
+
+def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
+             apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
+    """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None).
+
+    Each gated layer runs the relay, or the fused kernel when ``config.fused``; the caller
+    (op.py) checks the fused guards. Weight gradients need gz/gq in memory: relay only.
+    """
     from .kernels import so2_bwd_head_kernel, so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     cfg = config or heuristic(d.lmax, d.focus_dim)
+    if cfg.fused and (weight_grads or cfg.block_k != d.focus_dim
+                      or not fused_supported(d.focus_dim, grad_out.dtype == torch.float32)):
+        raise ValueError(f"so2_mixing_stack: fused backward config {cfg.name} does not apply here "
+                         f"(focus_dim {d.focus_dim}, {grad_out.dtype}, weight_grads={weight_grads})")
     E, F, _ = grad_out.shape
     ng = gw_all.shape[0]
     dt, dev = grad_out.dtype, grad_out.device
@@ -115,6 +138,11 @@ def backward_relay(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_
     cf_p = cf_padded(d.focus_dim)
     for layer in range(ng - 1, -1, -1):
         z = z_all[layer]
+        g_next = torch.empty_like(g_cur)
+        if cfg.fused:
+            _fused_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, d, cfg)
+            g_cur = g_next
+            continue
         so2_bwd_sigma_kernel[rows](z, gwc[layer], sigma, E, d.row, d.lg, d.focus_dim,
                                    IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p, num_warps=cfg.num_warps)
         so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gwc[layer], gz, gq, E, d.row, d.m0, d.lg, d.focus_dim,
@@ -126,7 +154,6 @@ def backward_relay(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_
             dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
             dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
             u_next = u_l
-        g_next = torch.empty_like(g_cur)
         _gemm_t(gz, w0c[layer], w1c[layer], g_cur, g_next, d, cfg)
         launches.record("so2_bwd_relay_layer")
         g_cur = g_next

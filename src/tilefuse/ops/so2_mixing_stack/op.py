@@ -33,7 +33,7 @@ class So2StackFunction(torch.autograd.Function):
                 grads = torch.autograd.grad(out, inputs, grad_out, create_graph=True, allow_unused=True)
             return (*grads, None, None, None)
         weight_grads = any(ctx.needs_input_grad[2:5])
-        grad_u0, grad_alpha, dws = launch.backward_relay(
+        grad_u0, grad_alpha, dws = launch.backward(
             grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads)
         dw0, dw1, dgw = dws if dws is not None else (None, None, None)
         return grad_u0, grad_alpha if apply_alpha else None, dw0, dw1, dgw, None, None, None
