@@ -22,9 +22,14 @@ os.environ["TILEFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefuse-test-cache-
 
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    # Large shapes take minutes in the interpreter: run them on a GPU, or with TILEFUSE_SLOW=1.
+    run_slow = HAS_CUDA or os.environ.get("TILEFUSE_SLOW") == "1"
+    skip_slow = pytest.mark.skip(reason="large interpreter run; set TILEFUSE_SLOW=1 (always runs on a GPU)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture

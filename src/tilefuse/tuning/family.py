@@ -30,6 +30,7 @@ MARGINS = {TILE: 0.01, ROUTE: 0.03}
 # up the table fingerprint (store.py), so a kernel edit starts a fresh table.
 BUILTIN_FAMILIES = {
     "dyt": "tilefuse.ops.dyt.tune",
+    "so2_mixing_stack": "tilefuse.ops.so2_mixing_stack.tune",
 }
 
 _families: dict[str, "TuningFamily"] = {}

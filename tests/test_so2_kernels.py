@@ -1,0 +1,246 @@
+"""so2_mixing_stack kernels (interpreter on CPU, compiled on a GPU) against the float64
+reference; the fused backward against the relay (bitwise, with launch counts); the dispatch
+guards; the tuning family.
+
+Tolerances: every kernel output is a float32 computation whose longest chain is NL GEMMs of
+K <= M1 terms each plus pointwise sigmoid math. Against a float64 reference, normwise relative
+error of a float32 GEMM chain is ~ sqrt(K) * eps32 per GEMM in practice; with K <= 1536 and
+three layers (forward) or twice that (backward), 1e-5 normwise bounds it with room (measured
+1-3e-7 at these shapes). The fused-vs-relay contract is bitwise, no tolerance.
+"""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, tuning
+from tilefuse.ops.so2_mixing_stack import configs, launch, op
+from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+from tilefuse.ops.so2_mixing_stack.configs import So2Config
+from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
+from tilefuse.tuning.sweep import TIMED
+
+REL_TOL = 1e-5
+NL = 3
+
+
+def make(lmax, n_focus, focus_dim, n_edges, device, dtype=torch.float32, seed=0, grad=True):
+    g = torch.Generator().manual_seed(seed)
+    d = So2Dims(lmax, focus_dim)
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(shape, generator=g) * scale).to(dtype).to(device).requires_grad_(grad)
+
+    u0 = randn(n_focus, n_edges, d.row, scale=0.5)
+    alpha = (torch.rand((n_edges, n_focus), generator=g) + 0.2).to(dtype).to(device).requires_grad_(grad)
+    w0 = randn(NL, n_focus, d.m0, d.m0, scale=d.m0 ** -0.5)
+    w1 = randn(NL, n_focus, d.m1, d.m1, scale=d.m1 ** -0.5)
+    gw = randn(NL - 1, n_focus, focus_dim, d.lg, scale=focus_dim ** -0.5)
+    return d, (u0, alpha, w0, w1, gw)
+
+
+def rel(a, b):
+    a, b = a.detach(), b.detach().double()
+    denom = b.norm()
+    return float((a.double().cpu() - b.cpu()).norm() / denom) if denom > 0 else float(a.abs().max())
+
+
+def reference_grads(inputs, lmax, focus_dim, apply_alpha, grad_out):
+    ins = [t.detach().double().requires_grad_(True) for t in inputs]
+    out = so2_stack_reference(*ins, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+    grads = torch.autograd.grad(out, ins, grad_out.double(), allow_unused=True)
+    return out, [torch.zeros_like(i) if g is None else g for i, g in zip(ins, grads)]
+
+
+# (lmax, F, Cf, E, apply_alpha): the spec's (lmax, F, Cf) grid at small sizes, edge counts that are
+# not multiples of the block (0, 1, 37, 129), alpha on and off, a non-power-of-two Cf.
+CASES = [(1, 1, 32, 0, True), (1, 1, 32, 1, True), (1, 1, 32, 37, False), (2, 2, 32, 129, True),
+         (3, 2, 32, 37, True), (3, 2, 32, 1, False), (3, 1, 64, 37, False), (2, 1, 48, 129, True)]
+
+
+@pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha", CASES,
+                         ids=[f"L{c[0]}-F{c[1]}-C{c[2]}-E{c[3]}-{'alpha' if c[4] else 'noalpha'}" for c in CASES])
+def test_forward_and_relay_backward_match_reference(lmax, n_focus, focus_dim, n_edges, apply_alpha, device):
+    d, inputs = make(lmax, n_focus, focus_dim, n_edges, device)
+    clones = [t.detach().clone() for t in inputs]
+    with launches.counting() as launched:
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+        grad_out = torch.randn_like(x)
+        grads = torch.autograd.grad(x, inputs, grad_out)
+    assert x.shape == (n_edges, n_focus, d.row)
+    if n_edges:
+        assert launched["so2_fwd_layer"] == NL - 1 and launched["so2_fwd_final"] == 1
+        assert launched["so2_bwd_relay_layer"] == NL - 1 and launched["so2_bwd_fused_layer"] == 0
+    ref, ref_grads = reference_grads(inputs, lmax, focus_dim, apply_alpha, grad_out)
+    names = ["u0", "alpha", "w0_all", "w1_all", "gw_all"]
+    if n_edges == 0:
+        for name, gr in zip(names, grads):
+            assert torch.count_nonzero(gr) == 0, name
+        return
+    assert rel(x, ref) < REL_TOL
+    for name, got, want in zip(names, grads, ref_grads):
+        assert got.dtype == torch.float32 and got.shape == want.shape
+        assert rel(got, want) < REL_TOL, f"{name}: {rel(got, want):.2e}"
+    for before, t in zip(clones, inputs):
+        assert torch.equal(before, t.detach()), "inputs must not be mutated"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lmax,n_focus,focus_dim", [(6, 2, 96), (6, 3, 128)], ids=["L6-F2-C96", "L6-F3-C128"])
+def test_wide_shapes_match_reference(lmax, n_focus, focus_dim, device):
+    d, inputs = make(lmax, n_focus, focus_dim, 37, device)
+    x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim)
+    grad_out = torch.randn_like(x)
+    grads = torch.autograd.grad(x, inputs[:2], grad_out)
+    ref, ref_grads = reference_grads(inputs, lmax, focus_dim, True, grad_out)
+    assert rel(x, ref) < REL_TOL
+    for got, want in zip(grads, ref_grads[:2]):
+        assert rel(got, want) < REL_TOL
+
+
+@pytest.fixture
+def isolated_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.reload()
+    yield
+    tuning.unregister("so2_mixing_stack")
+    tuning.reload()
+
+
+def _register_fused(lmax, focus_dim, cfg=None):
+    cfg = cfg or So2Config(32, 64, focus_dim, 4, 2, fused=True)
+    tuning.register("so2_mixing_stack", {so2_tune.So2Problem(lmax, focus_dim, 4): cfg})
+    return cfg
+
+
+def _force_grads(inputs, lmax, focus_dim, apply_alpha=True, seed=1):
+    """grad of x_local wrt u0 and alpha only (the force backward: no weight gradients)."""
+    u0, alpha = inputs[0], inputs[1]
+    rest = [t.detach() for t in inputs[2:]]
+    x = tilefuse.so2_mixing_stack(u0, alpha, *rest, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+    grad_out = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed)).to(x.device)
+    return torch.autograd.grad(x, (u0, alpha), grad_out)
+
+
+@pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha",
+                         [(1, 1, 32, 37, True), (3, 2, 32, 129, False), (2, 2, 64, 33, True), (2, 1, 16, 1, False)],
+                         ids=["L1-F1-C32-E37", "L3-F2-C32-E129-noalpha", "L2-F2-C64-E33", "L2-F1-C16-E1-noalpha"])
+def test_fused_is_bitwise_equal_to_relay_and_engages(isolated_table, lmax, n_focus, focus_dim, n_edges,
+                                                     apply_alpha, device):
+    _, inputs = make(lmax, n_focus, focus_dim, n_edges, device)
+    with tilefuse.level(2), launches.counting() as relay_launches:
+        relay = _force_grads(inputs, lmax, focus_dim, apply_alpha)
+    assert relay_launches["so2_bwd_fused_layer"] == 0
+    _register_fused(lmax, focus_dim, So2Config(16, 128, focus_dim, 8, 1, fused=True))
+    with tilefuse.level(2), launches.counting() as fused_launches:
+        fused = _force_grads(inputs, lmax, focus_dim, apply_alpha)
+    assert fused_launches["so2_bwd_fused_layer"] == NL - 1 and fused_launches["so2_bwd_relay_layer"] == 0
+    for r, f in zip(relay, fused):
+        assert torch.equal(r, f)
+
+
+def test_every_guard_false_side_routes_to_the_relay(isolated_table, device):
+    lmax, focus_dim = 2, 32
+    _register_fused(lmax, focus_dim)
+    _, inputs = make(lmax, 2, focus_dim, 37, device)
+
+    def fused_count(fn):
+        with launches.counting() as launched:
+            fn()
+        return launched["so2_bwd_fused_layer"], launched["so2_bwd_relay_layer"]
+
+    with tilefuse.level(2):
+        assert fused_count(lambda: _force_grads(inputs, lmax, focus_dim)) == (NL - 1, 0)  # the entry works
+    with tilefuse.level(1):
+        assert fused_count(lambda: _force_grads(inputs, lmax, focus_dim)) == (0, NL - 1)
+    with tilefuse.level(2):
+        # weight gradients wanted
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim)
+        assert fused_count(lambda: torch.autograd.grad(x, inputs, torch.ones_like(x))) == (0, NL - 1)
+        # create_graph (force-loss training): the differentiable reference path, no kernel
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim)
+        assert fused_count(lambda: torch.autograd.grad(x, inputs[0], torch.ones_like(x),
+                                                       create_graph=True)) == (0, 0)
+        # bf16 (no fp32): the key has no fused candidates; even a forced entry is not used
+        _, bf = make(lmax, 2, focus_dim, 37, device, dtype=torch.bfloat16)
+        assert fused_count(lambda: _force_grads(bf, lmax, focus_dim)) == (0, NL - 1)
+    # focus_dim at or above the gate threshold, or not a power of two: never fused
+    for cf in (96, 128, 48):
+        assert not configs.fused_supported(cf, True)
+        assert op.backward_config(So2Dims(2, cf), torch.float32, 37, 2, NL, False) == configs.heuristic(2, cf)
+    assert op.backward_config(So2Dims(2, 32), torch.bfloat16, 37, 2, NL, False) == configs.heuristic(2, 32)
+    with pytest.raises(ValueError, match="not a valid|outside|not in"):
+        tuning.register("so2_mixing_stack", {so2_tune.So2Problem(2, 128, 4): So2Config(32, 64, 128, 4, 2, True)})
+
+
+def test_fused_config_that_does_not_apply_is_refused(device):
+    d, inputs = make(2, 1, 32, 5, device, grad=False)
+    x, z, uf = launch.forward(*inputs, d, True)
+    bad = So2Config(32, 64, 16, 4, 2, fused=True)   # BLOCK_K != focus_dim
+    with pytest.raises(ValueError, match="does not apply"):
+        launch.backward(torch.randn_like(x), x, z, uf, inputs[1], *inputs[2:], d, True, False, config=bad)
+
+
+def test_double_backward_matches_reference(device):
+    lmax, focus_dim = 1, 32
+    _, inputs = make(lmax, 1, focus_dim, 9, device)
+    x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim)
+    (gu,) = torch.autograd.grad(x.square().sum(), inputs[0], create_graph=True)
+    second = torch.autograd.grad(gu.square().sum(), inputs[2:])
+    ins = [t.detach().double().requires_grad_(True) for t in inputs]
+    xr = so2_stack_reference(*ins, lmax=lmax, focus_dim=focus_dim)
+    (gur,) = torch.autograd.grad(xr.square().sum(), ins[0], create_graph=True)
+    second_ref = torch.autograd.grad(gur.square().sum(), ins[2:])
+    for got, want in zip(second, second_ref):
+        assert rel(got, want) < REL_TOL
+
+
+class FakeTimer:
+    """1 s per call for every choice except ``fast`` (0.9 s)."""
+
+    def __init__(self, fast):
+        self.fast = fast
+
+    def buffers(self, input_bytes):
+        return 2
+
+    def prepare(self, label, call, n_buffers):
+        return lambda: 0.9 if label == self.fast else 1.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(isolated_table, monkeypatch):
+    small = [So2Config(16, 64, 32, 4, 1, True), So2Config(32, 64, 32, 4, 2, True)]
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
+    problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[1].name), rounds=2,
+                              device="cpu")
+    assert len(result.with_status(TIMED)) == 2, [c.reason for c in result.candidates]
+    assert result.winner == small[1]
+    assert tuning.lookup_config("so2_mixing_stack", problem) == small[1]
+    # A fake timer where fused is only 2% faster: below the 3% route margin, the relay stays.
+    tuning.unregister("so2_mixing_stack")
+    tuning.reload()
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tuning.table_location()[1].parent / "second"))
+    tuning.reload()
+
+    class Slim(FakeTimer):
+        def prepare(self, label, call, n_buffers):
+            return lambda: 0.98 if label == self.fast else 1.0
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=Slim(small[1].name), rounds=2, device="cpu")
+    assert result.winner == tuning.BASELINE or getattr(result.winner, "fused", False) is False
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(isolated_table, monkeypatch):
+    small = [So2Config(16, 64, 32, 4, 1, True)]
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
+    real = launch.backward
+
+    def ignores_fused(*args, config=None, **kw):
+        return real(*args, config=configs.heuristic(1, 32), **kw)
+    monkeypatch.setattr(launch, "backward", ignores_fused)
+    problem = so2_tune.So2Problem(1, 32, 4, n_edges=9, n_focus=1)
+    with pytest.raises(tuning.SweepError):
+        tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[0].name), rounds=2, device="cpu")
+    assert not tuning.is_covered("so2_mixing_stack", problem)
