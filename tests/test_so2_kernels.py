@@ -244,3 +244,35 @@ def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(isolated_table, m
     with pytest.raises(tuning.SweepError):
         tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[0].name), rounds=2, device="cpu")
     assert not tuning.is_covered("so2_mixing_stack", problem)
+
+
+def test_opcheck_and_compile_fullgraph(device):
+    from tilefuse.ops.so2_mixing_stack.op import so2_stack_fwd_op
+    lmax, focus_dim = 1, 32
+    _, inputs = make(lmax, 1, focus_dim, 7, device)
+    torch.library.opcheck(so2_stack_fwd_op, (*[t.detach() for t in inputs], lmax, focus_dim, True),
+                          test_utils=("test_schema", "test_faketensor"))
+
+    def f(u0, alpha, w0, w1, gw):
+        return tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, lmax=lmax, focus_dim=focus_dim).square().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    grads = torch.autograd.grad(compiled(*inputs), inputs[:2])
+    eager = torch.autograd.grad(f(*inputs), inputs[:2])
+    for g, e in zip(grads, eager):
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_tune_model_covers_so2_mixing_stack(isolated_table, monkeypatch):
+    """tilefuse.tune(model, inputs) sees the stack's key in a force evaluation (weights frozen,
+    positions -> u0 requiring grad) and sweeps it."""
+    from tilefuse.nn import SO2MixingStack
+    one = [So2Config(16, 64, 32, 4, 1, True)]
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(one))
+    model = SO2MixingStack(1, 32, 1, 3).requires_grad_(False)
+    u0 = torch.randn(1, 9, model.w0_all.shape[-1] + model.w1_all.shape[-1], requires_grad=True)
+    alpha = torch.rand(9, 1) + 0.2
+    results = tuning.tune(model, (u0, alpha), timer=FakeTimer(one[0].name), rounds=2, progress=False, device="cpu")
+    assert [r.key for r in results] == ["L1-C32-x4"]
+    assert tuning.lookup_config("so2_mixing_stack", so2_tune.So2Problem(1, 32, 4)) == one[0]

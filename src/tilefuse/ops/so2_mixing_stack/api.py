@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
+from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
@@ -21,7 +22,18 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         gw_all: (NL - 1, F, focus_dim, lmax focus_dim) gate projections.
 
     Returns:
-        x_local (E, F, ROW), differentiable in every tensor argument.
+        x_local (E, F, ROW), differentiable in every tensor argument (to any order: a
+        ``create_graph`` backward runs the differentiable reference). Without ``apply_alpha``
+        alpha's gradient is zero (None at level 0, where alpha is unused).
+
+    Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
+    inputs accumulate in fp32); the backward is the relay, or the fused per-layer kernel at
+    level >= 2 when the tuning table holds a fused winner for (lmax, focus_dim, fp32) on this
+    GPU and no weight gradient is wanted. ``alpha`` must be positive (grad_alpha divides by it).
+    Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
+    custom ops ``tilefuse::so2_stack_fwd``/``so2_stack_bwd``, which decide when they run.
+    ``tilefuse.tune(model, inputs)`` sees this op's key when the stack's weights do not require
+    grad (force evaluation): only that backward can be fused.
 
     Example:
         >>> F, E, L, Cf, NL = 2, 100, 3, 32, 3
@@ -31,9 +43,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         ...                      torch.randn(NL - 1, F, Cf, L * Cf) * 0.1, lmax=L, focus_dim=Cf)
     """
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
-    if policy.get_level() == 0 or not policy.kernels_enabled(u0.device):
+    if torch.compiler.is_compiling():
+        return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
+    if not policy.kernels_enabled(u0.device):   # level 0, or no GPU and no interpreter
         return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                    apply_alpha=apply_alpha)
-    from .op import so2_stack_apply
-    return so2_stack_apply(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
-                           apply_alpha=apply_alpha)
+    return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)

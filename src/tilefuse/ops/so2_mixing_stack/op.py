@@ -1,4 +1,4 @@
-"""Autograd wiring of so2_mixing_stack: Triton forward, Triton relay backward.
+"""Autograd wiring of so2_mixing_stack: Triton forward, Triton backward (relay or fused).
 
 Double backward (``create_graph=True``, force-loss training) goes through the differentiable
 reference: the backward recomputes the forward with autograd and differentiates it, so second
@@ -11,7 +11,7 @@ import torch
 
 from ... import policy
 from . import configs, launch
-from .reference import So2Dims, so2_stack_reference
+from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
 
 
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
@@ -30,38 +30,124 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
     return tuned if tuned is not None and tuned.fused else relay
 
 
+def _reference_grads(ctx, inputs, grad_out, d, apply_alpha):
+    """create_graph: differentiate the reference on the saved originals (still in the graph),
+    so second derivatives are exact; no kernel runs."""
+    need = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[i]]
+    with torch.enable_grad():
+        out = so2_stack_reference(*inputs, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
+        got = torch.autograd.grad(out, [inputs[i] for i in need], grad_out, create_graph=True, allow_unused=True)
+    grads = [None] * 5
+    for i, g in zip(need, got):
+        grads[i] = torch.zeros_like(inputs[i]) if g is None else g
+    return grads
+
+
 class So2StackFunction(torch.autograd.Function):
+    """The eager entry point (plain autograd.Function: no torch.library dispatch cost); traced
+    calls take the custom ops below. Both run launch.forward / launch.backward."""
+
     @staticmethod
     def forward(ctx, u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
         d = So2Dims(lmax, focus_dim)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha)
         ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
         ctx.dims, ctx.apply_alpha = d, apply_alpha
+        # The route is decided now (a lookup here is also how tilefuse.tune(model) sees the key).
+        ctx.config = backward_config(d, u0.dtype, u0.shape[1], u0.shape[0], w0_all.shape[0],
+                                     any(ctx.needs_input_grad[2:5]))
         return x_local
 
     @staticmethod
     def backward(ctx, grad_out):
         u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
         d, apply_alpha = ctx.dims, ctx.apply_alpha
-        if torch.is_grad_enabled():  # create_graph: differentiate the reference, to any order
-            inputs = (u0, alpha, w0_all, w1_all, gw_all)   # the saved originals, still in the graph
-            need = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[i]]
-            with torch.enable_grad():
-                out = so2_stack_reference(*inputs, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
-                got = torch.autograd.grad(out, [inputs[i] for i in need], grad_out, create_graph=True,
-                                          allow_unused=True)
-            grads = [None] * 5
-            for i, g in zip(need, got):
-                grads[i] = torch.zeros_like(inputs[i]) if g is None else g
-            return (*grads, None, None, None)
+        if torch.is_grad_enabled():
+            return (*_reference_grads(ctx, (u0, alpha, w0_all, w1_all, gw_all), grad_out, d, apply_alpha),
+                    None, None, None)
         weight_grads = any(ctx.needs_input_grad[2:5])
-        cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
         grad_u0, grad_alpha, dws = launch.backward(
             grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads,
-            config=cfg)
+            config=ctx.config)
         dw0, dw1, dgw = dws if dws is not None else (None, None, None)
         return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
 
 
-def so2_stack_apply(u0, alpha, w0_all, w1_all, gw_all, *, lmax, focus_dim, apply_alpha):
-    return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)
+# --- custom ops: what torch.compile sees (opaque, with fake impls) ---------------------------
+
+@torch.library.custom_op("tilefuse::so2_stack_fwd", mutates_args=())
+def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
+                     gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). Kernels or reference
+    are chosen when the op runs (policy.kernels_enabled), not when it is traced."""
+    if policy.kernels_enabled(u0.device):
+        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, So2Dims(lmax, focus_dim),
+                                                 apply_alpha)
+    else:
+        x_local, z_all, u_final = so2_stack_forward_saving(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax,
+                                                           focus_dim=focus_dim, apply_alpha=apply_alpha)
+    return x_local, z_all, u_final.clone() if u_final is u0 else u_final
+
+
+@so2_stack_fwd_op.register_fake
+def _so2_stack_fwd_fake(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
+    F, E, row = u0.shape
+    return (u0.new_empty((E, F, row)), u0.new_empty((gw_all.shape[0], F, E, row)), u0.new_empty((F, E, row)))
+
+
+@torch.library.custom_op("tilefuse::so2_stack_bwd", mutates_args=())
+def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch.Tensor, u_final: torch.Tensor,
+                     alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor, gw_all: torch.Tensor,
+                     lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(grad_u0, grad_alpha, dw0_all, dw1_all, dgw_all); the weight gradients are empty
+    tensors without ``weight_grads``. The route (relay or fused) is decided when it runs."""
+    d = So2Dims(lmax, focus_dim)
+    if policy.kernels_enabled(grad_out.device):
+        cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
+        grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
+                                                   gw_all, d, apply_alpha, weight_grads, config=cfg)
+    else:
+        grad_u0, grad_alpha, dws = so2_stack_backward_reference(
+            grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+            apply_alpha=apply_alpha, weight_grads=weight_grads)
+    if dws is None:
+        dws = tuple(w.new_empty(0) for w in (w0_all, w1_all, gw_all))
+    return grad_u0, grad_alpha, *dws
+
+
+@so2_stack_bwd_op.register_fake
+def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
+                        apply_alpha, weight_grads):
+    E, F, row = x_local.shape
+    dws = [w.new_empty(w.shape if weight_grads else (0,)) for w in (w0_all, w1_all, gw_all)]
+    return (grad_out.new_empty((F, E, row)), alpha.new_empty(alpha.shape), *dws)
+
+
+def _setup_context(ctx, inputs, output):
+    u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha = inputs
+    x_local, z_all, u_final = output
+    ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
+    ctx.dims, ctx.apply_alpha = So2Dims(lmax, focus_dim), apply_alpha
+    ctx.mark_non_differentiable(z_all, u_final)
+
+
+def _backward(ctx, grad_out, _grad_z, _grad_u):
+    u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
+    d, apply_alpha = ctx.dims, ctx.apply_alpha
+    if torch.is_grad_enabled():
+        return (*_reference_grads(ctx, (u0, alpha, w0_all, w1_all, gw_all), grad_out, d, apply_alpha),
+                None, None, None)
+    weight_grads = any(ctx.needs_input_grad[2:5])
+    grad_u0, grad_alpha, dw0, dw1, dgw = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all,
+                                                          w1_all, gw_all, d.lmax, d.focus_dim, apply_alpha,
+                                                          weight_grads)
+    if not weight_grads:
+        dw0 = dw1 = dgw = None
+    return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
+
+
+torch.library.register_autograd("tilefuse::so2_stack_fwd", _backward, setup_context=_setup_context)
+
+
