@@ -35,6 +35,17 @@ def write_markdown(path: Path, report: dict) -> None:
         if "skipped" in b:
             lines.append(f"No timing was taken: {b['skipped']}.")
             continue
+        if op == "so2_mixing_stack":
+            lines += ["Force backward (grad of u0 and alpha), F 2, three layers, CUDA-graph replay, interleaved. "
+                      "Bytes per gated layer: relay vs the fused floor.", "",
+                      "| lmax | Cf | edges | provider | ms | spread | table picks | relay B/layer | fused B/layer |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for r in b["rows"]:
+                t = f"{r['ms']:.3f} | {r['spread']:.1%}" if r["status"] == "ok" else f"failed | {r['error']}"
+                lines.append(f"| {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | {t} | "
+                             f"{r['table_picks']} | {r['relay_layer_bytes'] / 1e9:.2f} GB | "
+                             f"{r['fused_layer_bytes'] / 1e9:.2f} GB |")
+            continue
         ceil = ", ".join(f"{k} {v:.0f} GB/s" for k, v in b["copy_ceiling_gbs"].items())
         lines += [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "
                   "Mode 'graph': CUDA-graph replay (device time); 'eager loop': per-call Python calls "

@@ -1,0 +1,181 @@
+"""`tilefuse check` section for so2_mixing_stack: verification of the forward, the relay and
+fused backward (the fused path through a forced table entry), training (weight gradients) and
+double backward; on a GPU, backward timing fused vs relay vs eager vs torch.compile."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from .. import launches, policy, tuning
+from ..ops.so2_mixing_stack import configs, launch, op
+from ..ops.so2_mixing_stack.api import so2_mixing_stack
+from ..ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_reference
+from ..ops.so2_mixing_stack.tune import So2Problem
+from . import bench
+
+NL = 3
+# Normwise relative error bounds against float64. fp32: a chain of NL GEMMs with K <= M1 terms
+# (~sqrt(K) eps32 each in practice) stays far below 1e-5. 16-bit inputs: each layer's output and
+# z are rounded to the dtype (u = 2**-8 bf16, 2**-11 fp16), about 2 NL roundings on the longest
+# path: 2 NL u.
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2 * NL * 2.0 ** -8, torch.float16: 2 * NL * 2.0 ** -11}
+
+
+def _inputs(lmax, n_focus, focus_dim, n_edges, device, dtype=torch.float32, grad_weights=False):
+    d = So2Dims(lmax, focus_dim)
+
+    def randn(*shape, scale=1.0, grad=False):
+        return (torch.randn(shape, device=device) * scale).to(dtype).requires_grad_(grad)
+
+    u0 = randn(n_focus, n_edges, d.row, scale=0.5, grad=True)
+    alpha = (torch.rand((n_edges, n_focus), device=device) + 0.2).to(dtype).requires_grad_(True)
+    w0 = randn(NL, n_focus, d.m0, d.m0, scale=d.m0 ** -0.5, grad=grad_weights)
+    w1 = randn(NL, n_focus, d.m1, d.m1, scale=d.m1 ** -0.5, grad=grad_weights)
+    gw = randn(NL - 1, n_focus, focus_dim, d.lg, scale=focus_dim ** -0.5, grad=grad_weights)
+    return d, [u0, alpha, w0, w1, gw]
+
+
+def _rel(got, want) -> float:
+    want = want.detach().double().cpu()
+    denom = float(want.norm())
+    err = float((got.detach().double().cpu() - want).norm())
+    return err / denom if denom else err
+
+
+def _row(path, case, errors: dict, tol: float, ok_extra=True, detail="") -> dict:
+    worst = max(errors.values(), default=0.0)
+    ok = bool(ok_extra) and all(math.isfinite(v) and v <= tol for v in errors.values())
+    return {"op": "so2_mixing_stack", "path": path, "case": case, "ok": ok, "errors": errors,
+            "worst_error_over_bound": worst / tol if tol else 0.0,
+            "detail": detail if not ok else ""}
+
+
+def _check_case(lmax, n_focus, focus_dim, n_edges, device, dtype, apply_alpha, weights) -> dict:
+    d, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device, dtype, grad_weights=weights)
+    diff = ins if weights else ins[:2]
+    with launches.counting() as launched:
+        x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+        grad_out = torch.randn_like(x)
+        grads = torch.autograd.grad(x, diff, grad_out)
+    ref_in = [t.detach().double().requires_grad_(True) for t in ins]
+    ref = so2_stack_reference(*ref_in, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+    ref_grads = torch.autograd.grad(ref, ref_in[:len(diff)], grad_out.double(), allow_unused=True)
+    names = ["u0", "alpha", "w0", "w1", "gw"]
+    errors = {"x": _rel(x, ref)}
+    for name, g, r in zip(names, grads, ref_grads):
+        errors["d" + name] = _rel(g, torch.zeros_like(ref_in[0]) if r is None else r) if r is not None else \
+            float(g.abs().max())
+    engaged = launched["so2_fwd_layer"] == NL - 1 and launched["so2_bwd_relay_layer"] == NL - 1
+    path = "training (weight grads)" if weights else "forward + relay backward"
+    case = (f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}-{str(dtype).split('.')[-1]}"
+            f"-{'alpha' if apply_alpha else 'noalpha'}")
+    return _row(path, case, errors, TOL[dtype], engaged, "" if engaged else f"launches: {dict(launched)}")
+
+
+def _check_fused(lmax, n_focus, focus_dim, n_edges, device) -> dict:
+    """Fused (forced runtime table entry) vs relay: bitwise, and the fused kernel must launch."""
+    d, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device)
+    problem = So2Problem(lmax, focus_dim, 4)
+
+    def force_grads():
+        x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
+        return torch.autograd.grad(x, ins[:2], torch.ones_like(x))
+
+    with policy.level(2):
+        with launches.counting() as relay_launches:
+            relay = force_grads()
+        tuning.register("so2_mixing_stack", {problem: configs.So2Config(32, 64, focus_dim, 4, 2, fused=True)})
+        try:
+            with launches.counting() as fused_launches:
+                fused = force_grads()
+        finally:
+            tuning.unregister("so2_mixing_stack", [problem])
+    equal = all(torch.equal(r, f) for r, f in zip(relay, fused))
+    engaged = fused_launches["so2_bwd_fused_layer"] == NL - 1 and relay_launches["so2_bwd_fused_layer"] == 0
+    errors = {"max|fused-relay|": max(float((r - f).abs().max()) for r, f in zip(relay, fused))}
+    detail = ("" if equal else "fused differs from relay; ") + ("" if engaged else
+                                                               f"fused launches {dict(fused_launches)}")
+    return _row("fused backward (forced entry)", f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}", errors, 0.0,
+                equal and engaged, detail) | {"worst_error_over_bound": 0.0 if equal else math.inf}
+
+
+def _check_double_backward(device) -> dict:
+    lmax, focus_dim = 1, 32
+    _, ins = _inputs(lmax, 1, focus_dim, 9, device, grad_weights=True)
+    x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
+    (gu,) = torch.autograd.grad(x.square().sum(), ins[0], create_graph=True)
+    second = torch.autograd.grad(gu.square().sum(), ins[2:])
+    ref_in = [t.detach().double().requires_grad_(True) for t in ins]
+    xr = so2_stack_reference(*ref_in, lmax=lmax, focus_dim=focus_dim)
+    (gur,) = torch.autograd.grad(xr.square().sum(), ref_in[0], create_graph=True)
+    second_ref = torch.autograd.grad(gur.square().sum(), ref_in[2:])
+    errors = {f"d2/d{n}": _rel(g, r) for n, g, r in zip(("w0", "w1", "gw"), second, second_ref)}
+    return _row("double backward (create_graph)", "L1-F1-C32-E9", errors, TOL[torch.float32])
+
+
+def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
+    gpu = device == "cuda"
+    shapes = [(1, 1, 32, 37), (2, 2, 32, 129), (2, 1, 48, 37)]
+    if gpu:
+        shapes += [(3, 2, 32, 4099), (6, 2, 32, 1025), (2, 2, 64, 2049), (6, 3, 128, 257)]
+    if quick:
+        shapes = shapes[:2]
+    cases = [(s, torch.float32, True, False) for s in shapes] + [(shapes[0], torch.float32, False, False),
+                                                                 (shapes[1], torch.float32, True, True),
+                                                                 (shapes[1], torch.bfloat16, True, False)]
+    out = [_check_case(*s, device, dt, aa, w) for s, dt, aa, w in progress(cases, desc="so2 verify")]
+    fused_shapes = [s for s in shapes if configs.fused_supported(s[2], True)]
+    out += [_check_fused(*s, device) for s in fused_shapes]
+    out.append(_check_double_backward(device))
+    return out
+
+
+# --------------------------------------------------------------------------- benchmark
+
+SHAPES = [(3, 32), (6, 32), (2, 64)]   # (lmax, focus_dim); production shape first
+
+
+def benchmark(quick: bool, progress: Callable) -> dict:
+    """Force-backward time (grad of u0 and alpha) at F 2, three layers: relay, fused (best of a
+    few configs, forced), the eager explicit backward and torch.compile of it; all by CUDA-graph
+    replay, interleaved. Bytes: the relay's and the fused floor's per gated layer."""
+    n_edges = 2 ** 17 if quick else 647_168
+    rows = []
+    for lmax, focus_dim in progress(SHAPES[:1] if quick else SHAPES, desc="so2 bench"):
+        d, ins = _inputs(lmax, 2, focus_dim, n_edges, "cuda")
+        u0, alpha, w0, w1, gw = (t.detach() for t in ins)
+        x, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
+        grad_out = torch.randn_like(x)
+        relay_cfg = configs.heuristic(lmax, focus_dim)
+
+        def run(cfg):
+            return lambda: launch.backward(grad_out, x, z_all, u_final, alpha, w0, w1, gw, d, True, False, config=cfg)
+
+        def eager():
+            return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
+                                                focus_dim=focus_dim)
+
+        providers = {"relay": run(relay_cfg), "eager": eager, "torch.compile": torch.compile(eager)}
+        if configs.fused_supported(focus_dim, True):
+            for cfg in (configs.So2Config(32, 64, focus_dim, 4, 2, True), configs.So2Config(64, 64, focus_dim, 8, 2, True),
+                        configs.So2Config(32, 128, focus_dim, 8, 1, True)):
+                providers["fused " + cfg.name] = run(cfg)
+        timings = bench.interleaved(providers, graphs=True, rounds=5)
+        chosen = op.backward_config(d, torch.float32, n_edges, 2, NL, False).name
+        surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
+        sigma = 2 * n_edges * d.lg * 4
+        relay_bytes = 3 * surface + 2 * sigma + 2 * surface   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
+        fused_bytes = 3 * surface                              # g, z read; g_next written
+        for name, t in timings.items():
+            row = {"lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name,
+                   "table_picks": chosen, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes}
+            if isinstance(t, Exception):
+                row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+            else:
+                row.update(status="ok", ms=t.median_ms, spread=t.spread)
+            rows.append(row)
+        del x, z_all, u_final, grad_out
+    return {"rows": rows}
