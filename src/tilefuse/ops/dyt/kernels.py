@@ -12,18 +12,16 @@ kernels zero ``u = alpha * x`` on padded lanes (one select per element); with x 
 there, every term a padded lane adds (dy*t, x*g, dy) is then exactly 0.
 """
 
-import os
-
 import triton
 import triton.language as tl
 
-# Under Triton's interpreter (CPU tests) two things differ, both confined to the helpers below:
-# - Workaround: the interpreter converts float32 -> bfloat16 by truncation where the GPU rounds
-#   to nearest even, so to_output rounds explicitly there.
-# - Compiled kernels use the flush-to-zero exp2/reciprocal instructions (inline PTX, which the
-#   interpreter cannot run); the interpreter uses tl.exp2 and a division. They differ only for
-#   subnormal arguments, which tanh_f32 never feeds them (see there), and by < 1 ulp otherwise.
-_INTERPRETER = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "True"))
+from ..triton_common import INTERPRETER as _INTERPRETER
+from ..triton_common import to_output
+
+# Compiled kernels use the flush-to-zero exp2/reciprocal instructions (inline PTX, which the
+# interpreter cannot run); under the interpreter (CPU tests) tanh_f32 uses tl.exp2 and a
+# division. They differ only for subnormal arguments, which tanh_f32 never feeds them (see
+# there), and by < 1 ulp otherwise. Output conversions go through triton_common.to_output.
 
 # Odd minimax polynomial for tanh on |u| < 0.55: tanh(u) ~ u + u^3 * P(u^2). Fitted by weighted
 # least squares against float64 tanh; max error 0.8 ulp in float32 Horner evaluation.
@@ -74,17 +72,6 @@ def tanh_f32(u):
     small = u + u * s * p
     big = 1.0 - 2.0 * _rcp_ftz(_exp2_ftz(u * _TWO_LOG2E) + 1.0)
     return tl.where(s < _TANH_SMALL * _TANH_SMALL, small, big)
-
-
-@triton.jit
-def to_output(y, ptr):
-    """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
-    dtype = ptr.dtype.element_ty
-    if _INTERPRETER and dtype == tl.bfloat16:
-        bits = y.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
-    return y.to(dtype)
 
 
 @triton.jit

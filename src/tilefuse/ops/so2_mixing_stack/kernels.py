@@ -13,6 +13,8 @@ accumulated in float32 whatever the input dtype. Offsets are int64.
 import triton
 import triton.language as tl
 
+from ..triton_common import to_output
+
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
 BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (W^T through swapped strides)
@@ -83,8 +85,8 @@ def so2_fwd_gate_kernel(
     mask = emask[:, None] & cmask[None, :]
     offs = row_base[:, None] + cols[None, :]
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(z_ptr + offs, acc.to(z_ptr.dtype.element_ty), mask=mask)
-    tl.store(u_next_ptr + offs, (u + acc * sigmoid_f32(acc)).to(u_next_ptr.dtype.element_ty), mask=mask)
+    tl.store(z_ptr + offs, to_output(acc, z_ptr), mask=mask)
+    tl.store(u_next_ptr + offs, to_output(u + acc * sigmoid_f32(acc), u_next_ptr), mask=mask)
     sig_base = focus.to(tl.int64) * E * LG + edges * LG
     for g0 in range(0, LG, CF):
         sigma = gate_sigma_group(acc, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
@@ -133,17 +135,17 @@ def so2_gemm_kernel(
         gate = (n - CF) % LG
         sigma = tl.load(sigma_ptr + (focus.to(tl.int64) * E * LG + edges * LG)[:, None] + gate[None, :],
                         mask=mask, other=0.0)
-        tl.store(z_ptr + offs, acc.to(z_ptr.dtype.element_ty), mask=mask)
-        tl.store(out_ptr + offs, (res + acc * sigma).to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(z_ptr + offs, to_output(acc, z_ptr), mask=mask)
+        tl.store(out_ptr + offs, to_output(res + acc * sigma, out_ptr), mask=mask)
     elif MODE == FINAL:
         y = res + acc
         if APPLY_ALPHA:
             alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(tl.float32)
             y = y * alpha[:, None]
         out_offs = (edges * F + focus) * ROW
-        tl.store(out_ptr + out_offs[:, None] + n[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_ptr + out_offs[:, None] + n[None, :], to_output(y, out_ptr), mask=mask)
     else:
-        tl.store(out_ptr + offs, (res + acc).to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_ptr + offs, to_output(res + acc, out_ptr), mask=mask)
 
 
 @triton.jit
@@ -172,10 +174,10 @@ def so2_bwd_head_kernel(
             x = tl.load(x_local_ptr + src[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
             acc += go * x
             go = go * alpha[:, None]
-        tl.store(g_ptr + dst[:, None] + c[None, :], go.to(g_ptr.dtype.element_ty), mask=mask)
+        tl.store(g_ptr + dst[:, None] + c[None, :], to_output(go, g_ptr), mask=mask)
     if APPLY_ALPHA:
         ga = tl.sum(acc, axis=1) / alpha
-        tl.store(grad_alpha_ptr + edges * F + focus, ga.to(grad_alpha_ptr.dtype.element_ty), mask=emask)
+        tl.store(grad_alpha_ptr + edges * F + focus, to_output(ga, grad_alpha_ptr), mask=emask)
 
 
 @triton.jit
@@ -258,9 +260,9 @@ def so2_bwd_pointwise_kernel(
     for g0 in range(0, LG, CF):
         sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
         gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], gz_a.to(gz_ptr.dtype.element_ty), mask=mask)
-        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], gz_b.to(gz_ptr.dtype.element_ty), mask=mask)
-        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], gz_c.to(gz_ptr.dtype.element_ty), mask=mask)
+        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
+        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
+        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
         if WRITE_GQ:
             tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
         if IEEE:
@@ -268,7 +270,7 @@ def so2_bwd_pointwise_kernel(
         else:
             acc = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
-    tl.store(gz_ptr + row + cols[None, :], gz_s.to(gz_ptr.dtype.element_ty), mask=mask)
+    tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 
 
 @triton.jit
@@ -324,7 +326,7 @@ def so2_bwd_fused_kernel(
     omask = emask[:, None] & nmask[None, :]
     offs = row + n[None, :]
     res = tl.load(g_ptr + offs, mask=omask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, (res + acc).to(out_ptr.dtype.element_ty), mask=omask)
+    tl.store(out_ptr + offs, to_output(res + acc, out_ptr), mask=omask)
 
 
 @triton.jit

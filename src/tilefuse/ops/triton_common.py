@@ -1,0 +1,40 @@
+"""@triton.jit helpers shared by the op families' kernels.
+
+Under Triton's interpreter (the CPU test path) some conversions differ from the GPU's; the
+helpers here give CPU tests the GPU's results. Each difference is a named workaround:
+- the interpreter converts float32 -> bfloat16 by truncation where the GPU rounds to nearest
+  even, so to_output rounds explicitly under the interpreter;
+- the interpreter computes tl.dot on bfloat16 operands wrongly (it reinterprets their bits),
+  so dot_f32acc upcasts them to float32 there (bf16 x bf16 products are exact in float32).
+Compiled kernels take the plain paths.
+"""
+
+import os
+
+import triton
+import triton.language as tl
+
+INTERPRETER = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "True"))
+
+
+@triton.jit
+def to_output(y, ptr):
+    """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
+    dtype = ptr.dtype.element_ty
+    if INTERPRETER and dtype == tl.bfloat16:
+        bits = y.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+    return y.to(dtype)
+
+
+@triton.jit
+def dot_f32acc(a, b, acc, IEEE: tl.constexpr):
+    """acc + a @ b with float32 accumulation; IEEE: no TF32 for float32 operands."""
+    if INTERPRETER:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    if IEEE:
+        return tl.dot(a, b, acc, input_precision="ieee")
+    else:
+        return tl.dot(a, b, acc)
