@@ -1,0 +1,331 @@
+"""grouped_glu_mlp public surface: argument checks (every bad input names its argument), the
+GroupedGLUMLP module (parameters, initialisation, state dict, forward wiring)."""
+
+import math
+import pathlib
+import sys
+import types
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse.nn import GroupedGLUMLP
+from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
+from tilefuse.ops.grouped_glu_mlp.validate import validate
+
+API_MODULE = "tilefuse.ops.grouped_glu_mlp.api"
+HAS_API = (pathlib.Path(tilefuse.__file__).parent / "ops" / "grouped_glu_mlp" / "api.py").exists()
+needs_api = pytest.mark.skipif(not HAS_API, reason="grouped_glu_mlp's functional API (api.py) is not there")
+
+
+@pytest.fixture(autouse=True)
+def _one_intra_op_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# E 3, T 6, H 8, F 4 (2F 8), glu_interleave 2.
+E, T, H, F = 3, 6, 8, 4
+
+
+def make_args(dtype=torch.float32, n_tokens=T, bias=True, device="cpu"):
+    kw = {"dtype": dtype, "device": device}
+    counts = [n_tokens // 2, 0, n_tokens - n_tokens // 2]
+    return {
+        "x": torch.randn(n_tokens, H, **kw),
+        "tokens_per_expert": torch.tensor(counts, device=device),
+        "probs": torch.rand(n_tokens, dtype=torch.float32, device=device),
+        "fc1_weight": torch.randn(E, 2 * F, H, **kw),
+        "fc2_weight": torch.randn(E, H, F, **kw),
+        "fc1_bias": torch.randn(E, 2 * F, **kw) if bias else None,
+        "fc2_bias": torch.randn(E, H, **kw) if bias else None,
+    }
+
+
+OK = {"activation": "swiglu", "glu_interleave": 2, "recipe": None}
+
+
+def run_validate(args, **kwargs):
+    kw = {**OK, **kwargs}
+    return validate(args["x"], args["tokens_per_expert"], args["probs"], args["fc1_weight"], args["fc2_weight"],
+                    fc1_bias=args["fc1_bias"], fc2_bias=args["fc2_bias"], **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks
+def _bad_cases():
+    a = make_args()
+    x, counts, probs, w1, w2, b1, b2 = (a[k] for k in ("x", "tokens_per_expert", "probs", "fc1_weight", "fc2_weight",
+                                                       "fc1_bias", "fc2_bias"))
+    meta = torch.empty_like(w2, device="meta")
+
+    def case(exc, msg, **kwargs):
+        tensors = {k: kwargs.pop(k) for k in list(kwargs) if k in a}
+        return pytest.param({**a, **tensors}, kwargs, exc, msg, id=msg[:48])
+
+    return [
+        # recipe, activation, glu_interleave (values, not tensors)
+        case(ValueError, "recipe 'fp8_block' is not available yet", recipe="fp8_block"),
+        case(ValueError, "recipe 'mxfp8' is not available yet", recipe="mxfp8"),
+        case(ValueError, "recipe 'nvfp4' is not available yet", recipe="nvfp4"),
+        case(ValueError, "recipe must be None .* got 'fp8'", recipe="fp8"),
+        case(TypeError, "recipe must be None or a str", recipe=8),
+        case(ValueError, r"activation must be one of \('swiglu', 'geglu'\), got 'gelu'", activation="gelu"),
+        case(ValueError, "activation must be one of", activation="SwiGLU"),
+        case(TypeError, "activation must be a str", activation=None),
+        case(TypeError, "glu_interleave must be None or an int", glu_interleave=2.0),
+        case(TypeError, "glu_interleave must be None or an int", glu_interleave=True),
+        case(ValueError, "glu_interleave must be a positive int, got 0", glu_interleave=0),
+        case(ValueError, "glu_interleave must be a positive int, got -2", glu_interleave=-2),
+        case(ValueError, r"glu_interleave=3 must divide the FFN width F = fc2_weight.shape\[2\] = 4", glu_interleave=3),
+        case(ValueError, "glu_interleave=32 must divide", glu_interleave=32),
+        # x
+        case(TypeError, "x must be a torch.Tensor", x=x.tolist()),
+        case(TypeError, "x must be float32, bfloat16 or float16, got torch.float64", x=x.double()),
+        case(TypeError, "x must be float32, bfloat16 or float16, got torch.int64", x=x.long()),
+        case(ValueError, r"x must be 2-D \(T, H\), got shape \(8,\)", x=x[0]),
+        case(ValueError, r"x must be 2-D \(T, H\)", x=x[None]),
+        case(ValueError, r"x must have H = x.shape\[1\] >= 1", x=x[:, :0]),
+        # fc1_weight: kind, dtype, device, shape
+        case(TypeError, "fc1_weight must be a torch.Tensor", fc1_weight=None),
+        case(TypeError, "fc1_weight is torch.bfloat16 but x is torch.float32", fc1_weight=w1.bfloat16()),
+        case(TypeError, "fc1_weight must be float32", fc1_weight=w1.int()),
+        case(ValueError, "fc1_weight is on meta but x is on cpu", fc1_weight=torch.empty_like(w1, device="meta")),
+        case(ValueError, r"fc1_weight must be 3-D \(E, 2F, H\)", fc1_weight=w1[0]),
+        case(ValueError, "fc1_weight must hold E >= 1 experts", fc1_weight=w1[:0]),
+        case(ValueError, r"fc1_weight.shape\[1\] must be 2F with F >= 1", fc1_weight=w1[:, :7]),
+        case(ValueError, r"fc1_weight.shape\[1\] must be 2F with F >= 1", fc1_weight=w1[:, :0]),
+        case(ValueError, r"fc1_weight must have shape \(E, 2F, H\) with H = x.shape\[1\] = 8", fc1_weight=w1[..., :7]),
+        case(ValueError, r"fc1_weight must have shape \(E, 2F, H\) with H .* got shape \(3, 8, 9\)",
+             fc1_weight=torch.cat([w1, w1[..., :1]], -1)),
+        # fc2_weight
+        case(TypeError, "fc2_weight must be a torch.Tensor", fc2_weight=w2.numpy()),
+        case(TypeError, "fc2_weight is torch.float16 but x is torch.float32", fc2_weight=w2.half()),
+        case(ValueError, "fc2_weight is on meta", fc2_weight=meta),
+        case(ValueError, r"fc2_weight must have shape \(E, H, F\) = \(3, 8, 4\), got \(3, 4, 8\)",
+             fc2_weight=w2.transpose(1, 2)),
+        case(ValueError, r"fc2_weight must have shape \(E, H, F\) = \(3, 8, 4\), got \(2, 8, 4\)", fc2_weight=w2[:2]),
+        case(ValueError, r"fc2_weight must have shape \(E, H, F\) = \(3, 8, 4\), got \(8, 4\)", fc2_weight=w2[0]),
+        # tokens_per_expert
+        case(TypeError, "tokens_per_expert must be a torch.Tensor", tokens_per_expert=[3, 0, 3]),
+        case(TypeError, "tokens_per_expert must be int32 or int64, got torch.float32", tokens_per_expert=counts.float()),
+        case(TypeError, "tokens_per_expert must be int32 or int64, got torch.int16", tokens_per_expert=counts.short()),
+        case(TypeError, "tokens_per_expert must be int32 or int64, got torch.bool", tokens_per_expert=counts.bool()),
+        case(ValueError, "tokens_per_expert is on meta but x is on cpu",
+             tokens_per_expert=torch.empty_like(counts, device="meta")),
+        case(ValueError, r"tokens_per_expert must have shape \(E,\) with E = fc1_weight.shape\[0\] = \(3,\), got \(2,\)",
+             tokens_per_expert=counts[:2]),
+        case(ValueError, r"tokens_per_expert must have shape \(E,\) .* got \(1, 3\)", tokens_per_expert=counts[None]),
+        case(ValueError, r"tokens_per_expert must have shape \(E,\) .* got \(\)", tokens_per_expert=counts.sum()),
+        # probs
+        case(TypeError, "probs must be a torch.Tensor", probs=0.5),
+        case(TypeError, "probs must be float32, bfloat16 or float16, got torch.float64", probs=probs.double()),
+        case(TypeError, r"probs must be float32 or x's dtype \(torch.float32\), got torch.bfloat16",
+             probs=probs.bfloat16()),
+        case(ValueError, "probs is on meta", probs=torch.empty_like(probs, device="meta")),
+        case(ValueError, r"probs must have shape \(T,\) with T = x.shape\[0\] = \(6,\), got \(5,\)", probs=probs[:5]),
+        case(ValueError, r"probs must have shape \(T,\) .* got \(6, 1\)", probs=probs[:, None]),
+        # biases
+        case(TypeError, "fc1_bias must be None or a float32, bfloat16 or float16 tensor", fc1_bias=b1.double()),
+        case(TypeError, "fc1_bias must be a torch.Tensor", fc1_bias=1.0),
+        case(TypeError, "fc1_bias is torch.bfloat16 but x is torch.float32", fc1_bias=b1.bfloat16()),
+        case(ValueError, "fc1_bias is on meta", fc1_bias=torch.empty_like(b1, device="meta")),
+        case(ValueError, r"fc1_bias must have shape \(E, 2F\) = \(3, 8\), got \(3, 4\)", fc1_bias=b1[:, :4]),
+        case(ValueError, r"fc1_bias must have shape \(E, 2F\) = \(3, 8\), got \(8,\)", fc1_bias=b1[0]),
+        case(TypeError, "fc2_bias is torch.float16 but x is torch.float32", fc2_bias=b2.half()),
+        case(ValueError, r"fc2_bias must have shape \(E, H\) = \(3, 8\), got \(3, 4\)", fc2_bias=b1[:, :4]),
+        case(ValueError, r"fc2_bias must have shape \(E, H\) = \(3, 8\), got \(2, 8\)", fc2_bias=b2[:2]),
+    ]
+
+
+@pytest.mark.parametrize("args,kwargs,exc,msg", _bad_cases())
+def test_bad_inputs_name_the_argument(args, kwargs, exc, msg):
+    with pytest.raises(exc, match="grouped_glu_mlp: " + msg):
+        run_validate(args, **kwargs)
+
+
+@needs_api
+@pytest.mark.parametrize("args,kwargs,exc,msg", _bad_cases()[::4])
+def test_public_function_checks_before_it_dispatches(args, kwargs, exc, msg):
+    from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp
+    kw = {**OK, **kwargs}
+    for level in (0, 2):
+        with tilefuse.level(level), pytest.raises(exc, match=msg):
+            grouped_glu_mlp(args["x"], args["tokens_per_expert"], args["probs"], args["fc1_weight"],
+                            args["fc2_weight"], fc1_bias=args["fc1_bias"], fc2_bias=args["fc2_bias"], **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=lambda d: str(d).split(".")[-1])
+@pytest.mark.parametrize("n_tokens", [0, 1, 6])
+def test_good_inputs_pass(dtype, n_tokens):
+    args = make_args(dtype=dtype, n_tokens=n_tokens)
+    for interleave in (None, 1, 2, 4):
+        for activation in ("swiglu", "geglu"):
+            assert run_validate(args, glu_interleave=interleave, activation=activation) is None
+    # probs in x's dtype, int32 counts, no biases, one bias, a single expert.
+    assert run_validate({**args, "probs": args["probs"].to(dtype)}) is None
+    assert run_validate({**args, "tokens_per_expert": args["tokens_per_expert"].int()}) is None
+    assert run_validate({**args, "fc1_bias": None, "fc2_bias": None}) is None
+    assert run_validate({**args, "fc2_bias": None}) is None
+    single = {**args, "tokens_per_expert": torch.tensor([n_tokens]), "fc1_weight": args["fc1_weight"][:1],
+              "fc2_weight": args["fc2_weight"][:1], "fc1_bias": args["fc1_bias"][:1], "fc2_bias": args["fc2_bias"][:1]}
+    assert run_validate(single) is None
+
+
+def test_validate_reads_no_values():
+    """Counts that do not sum to T pass validate: checking them would read the device. The
+    paths check them where they can (test_grouped_mlp_reference.py::test_unfused_checks_counts)."""
+    args = make_args()
+    assert run_validate({**args, "tokens_per_expert": torch.tensor([100, -3, 0])}) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The module
+def test_module_parameters_and_repr():
+    m = GroupedGLUMLP(4, 16, 12, glu_interleave=4, bias=True)
+    shapes = {name: tuple(p.shape) for name, p in m.named_parameters()}
+    assert shapes == {"fc1_weight": (4, 24, 16), "fc2_weight": (4, 16, 12), "fc1_bias": (4, 24), "fc2_bias": (4, 16)}
+    assert "glu_interleave=4" in repr(m) and "bias=True" in repr(m) and "activation='swiglu'" in repr(m)
+    m = GroupedGLUMLP(2, 8, 64)
+    assert m.fc1_bias is None and m.fc2_bias is None
+    assert [name for name, _ in m.named_parameters()] == ["fc1_weight", "fc2_weight"]
+    assert (m.activation, m.glu_interleave, m.recipe) == ("swiglu", 32, None)
+    m = GroupedGLUMLP(2, 8, 4, activation="geglu", glu_interleave=None, dtype=torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 for p in m.parameters()) and m.glu_interleave is None
+    m = GroupedGLUMLP(2, 8, 4, glu_interleave=None, device="meta")
+    assert all(p.device.type == "meta" for p in m.parameters())
+
+
+@pytest.mark.parametrize("kwargs,exc,msg", [
+    ({"num_experts": 0}, ValueError, "num_experts must be a positive int"),
+    ({"hidden_size": 8.0}, ValueError, "hidden_size must be a positive int"),
+    ({"ffn_hidden_size": True}, ValueError, "ffn_hidden_size must be a positive int"),
+    ({"glu_interleave": 32, "ffn_hidden_size": 48}, ValueError, "glu_interleave=32 must divide the FFN width"),
+    ({"activation": "relu"}, ValueError, "activation must be one of"),
+    ({"bias": 1}, TypeError, "bias must be a bool"),
+    ({"recipe": "nvfp4"}, ValueError, "recipe 'nvfp4' is not available yet"),
+    ({"recipe": "bf16"}, ValueError, "recipe must be None"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_module_rejects_bad_configuration(kwargs, exc, msg):
+    args = {"num_experts": 2, "hidden_size": 8, "ffn_hidden_size": 64, **kwargs}
+    positional = [args.pop(k) for k in ("num_experts", "hidden_size", "ffn_hidden_size")]
+    with pytest.raises(exc, match=msg):
+        GroupedGLUMLP(*positional, **args)
+
+
+def test_module_initialisation_is_linear_like():
+    """Each expert like a fresh nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = H for FC1
+    and F for FC2, biases too. Statistics over N draws: the sample std of U(-b, b) is b/sqrt(3)
+    with relative standard error sqrt(0.8/N)/2 (the variance's is sqrt(0.8/N): kurtosis 9/5),
+    the mean 0 with standard error b/sqrt(3N); both are checked to 6 standard errors."""
+    torch.manual_seed(0)
+    n_experts, hidden, ffn = 4, 64, 96
+    m = GroupedGLUMLP(n_experts, hidden, ffn, glu_interleave=32, bias=True)
+    for p, fan_in in ((m.fc1_weight, hidden), (m.fc2_weight, ffn), (m.fc1_bias, hidden), (m.fc2_bias, ffn)):
+        bound, n = 1 / math.sqrt(fan_in), p.numel()
+        p = p.detach()
+        assert float(p.abs().max()) <= bound
+        assert abs(float(p.std()) / (bound / math.sqrt(3)) - 1) <= 6 * math.sqrt(0.8 / n) / 2
+        assert abs(float(p.mean())) <= 6 * bound / math.sqrt(3 * n)
+    # nn.Linear's kaiming_uniform_(a=sqrt(5)) bound is the same 1/sqrt(fan_in); experts are
+    # independent draws.
+    gain = torch.nn.init.calculate_gain("leaky_relu", math.sqrt(5))
+    assert gain * math.sqrt(3 / hidden) == pytest.approx(1 / math.sqrt(hidden), rel=1e-12)
+    assert not torch.equal(m.fc1_weight[0], m.fc1_weight[1])
+    # reset_parameters redraws from the global generator.
+    torch.manual_seed(1)
+    m.reset_parameters()
+    first = m.fc2_weight.detach().clone()
+    torch.manual_seed(1)
+    m.reset_parameters()
+    assert torch.equal(first, m.fc2_weight)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_module_state_dict_round_trip(bias):
+    src = GroupedGLUMLP(3, 8, 4, glu_interleave=2, bias=bias)
+    state = src.state_dict()
+    expected = {"fc1_weight", "fc2_weight"} | ({"fc1_bias", "fc2_bias"} if bias else set())
+    assert set(state) == expected
+    dst = GroupedGLUMLP(3, 8, 4, glu_interleave=2, bias=bias)
+    dst.load_state_dict(state)
+    for name, p in src.named_parameters():
+        assert torch.equal(p, getattr(dst, name))
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        GroupedGLUMLP(3, 8, 6, glu_interleave=2, bias=bias).load_state_dict(state)
+
+
+@pytest.fixture
+def recording_api(monkeypatch):
+    """Replace the functional API by one that records its arguments and runs the float64
+    reference: the module's wiring is tested without the kernels' path."""
+    calls = []
+
+    def grouped_glu_mlp(x, tokens_per_expert, probs, fc1_weight, fc2_weight, **kwargs):
+        calls.append(((x, tokens_per_expert, probs, fc1_weight, fc2_weight), kwargs))
+        kw = {k: v for k, v in kwargs.items() if k != "recipe"}
+        return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, compute_dtype=torch.float64,
+                                         **kw)
+
+    stub = types.ModuleType(API_MODULE)
+    stub.grouped_glu_mlp = grouped_glu_mlp
+    monkeypatch.setitem(sys.modules, API_MODULE, stub)
+    return calls
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_module_forward_passes_its_configuration(recording_api, bias):
+    m = GroupedGLUMLP(3, 8, 4, activation="geglu", glu_interleave=2, bias=bias)
+    args = make_args(bias=False)
+    y = m(args["x"], args["tokens_per_expert"], args["probs"])
+    (tensors, kwargs), = recording_api
+    assert tensors[0] is args["x"] and tensors[1] is args["tokens_per_expert"] and tensors[2] is args["probs"]
+    assert tensors[3] is m.fc1_weight and tensors[4] is m.fc2_weight
+    assert kwargs == {"activation": "geglu", "glu_interleave": 2, "fc1_bias": m.fc1_bias, "fc2_bias": m.fc2_bias,
+                      "recipe": None}
+    assert y.shape == (T, 8) and y.dtype == torch.float32
+    y.sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+
+
+@needs_api
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("interleave", [2, None], ids=lambda s: f"s{s}")
+def test_module_level0_forward_and_gradients_match_reference(bias, interleave):
+    """Level 0 runs the unfused composition. fp32 vs the float64 reference: H- and F-term fp32
+    dots, <= (H + 2F + max(m_e) + 16) eps32 of the largest entry (as in the reference tests)."""
+    torch.manual_seed(0)
+    m = GroupedGLUMLP(3, 8, 4, activation="swiglu", glu_interleave=interleave, bias=bias)
+    args = make_args(bias=False)
+    x = args["x"].requires_grad_(True)
+    probs = args["probs"].requires_grad_(True)
+    with tilefuse.level(0):
+        y = m(x, args["tokens_per_expert"], probs)
+    leaves64 = [t.detach().double().requires_grad_(True) for t in (x, probs, *m.parameters())]
+    biases = (leaves64[4], leaves64[5]) if bias else (None, None)
+    y64 = grouped_glu_mlp_reference(leaves64[0], args["tokens_per_expert"], leaves64[1], leaves64[2], leaves64[3],
+                                    glu_interleave=interleave, fc1_bias=biases[0], fc2_bias=biases[1],
+                                    compute_dtype=torch.float64)
+    k = (8 + 2 * 4 + 3 + 16) * torch.finfo(torch.float32).eps
+
+    def close(got, ref):
+        torch.testing.assert_close(got.double(), ref, rtol=k, atol=k * float(ref.abs().max()))
+
+    close(y, y64.detach())
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    grads64 = torch.autograd.grad(y64, leaves64, dy.double())
+    for got, ref in zip([x.grad, probs.grad] + [p.grad for p in m.parameters()], grads64):
+        close(got, ref)
+
+
+@needs_api
+def test_module_bf16_forward_runs_in_bf16():
+    m = GroupedGLUMLP(3, 8, 8, glu_interleave=None, dtype=torch.bfloat16)
+    args = make_args(dtype=torch.bfloat16, bias=False)
+    with tilefuse.level(0):
+        y = m(args["x"], args["tokens_per_expert"], args["probs"])
+    assert y.dtype == torch.bfloat16 and y.shape == (T, 8)
