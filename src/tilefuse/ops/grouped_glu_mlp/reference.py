@@ -345,7 +345,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
 
     expert_of_row = None
     if fc1_bias is not None or fc2_bias is not None:
-        ends = torch.cumsum(tokens_per_expert, 0)
+        ends = offsets if offsets is not None else torch.cumsum(tokens_per_expert, 0)
         expert_of_row = torch.searchsorted(ends, torch.arange(n_tokens, device=x.device, dtype=ends.dtype),
                                            right=True)
 
