@@ -3,10 +3,11 @@ correct and faster (per shape, per GPU) before it is used."""
 
 from . import nn
 from .ops.dyt import dyt
+from .ops.grouped_glu_mlp import grouped_glu_mlp
 from .ops.so2_mixing_stack import so2_mixing_stack
 from .policy import get_level, level, set_level
 from .tuning import tune
 
 __version__ = "0.1.0"
 
-__all__ = ["dyt", "get_level", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]
+__all__ = ["dyt", "get_level", "grouped_glu_mlp", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]

@@ -31,6 +31,7 @@ MARGINS = {TILE: 0.01, ROUTE: 0.03}
 BUILTIN_FAMILIES = {
     "dyt": "tilefuse.ops.dyt.tune",
     "so2_mixing_stack": "tilefuse.ops.so2_mixing_stack.tune",
+    "grouped_glu_mlp": "tilefuse.ops.grouped_glu_mlp.tune",
 }
 
 _families: dict[str, "TuningFamily"] = {}

@@ -59,7 +59,8 @@ def glu_act(zg, zu, ACT: tl.constexpr):
 
 @triton.jit
 def glu_act_grad(zg, zu, da, ACT: tl.constexpr):
-    """(dzg, dzu) given da = dL/da, float32."""
+    """(dzg, dzu) given da = dL/da, float32. At the clamp bounds the gradient passes, as
+    torch.clamp's backward (and the reference) has it."""
     if ACT == SWIGLU:
         sg = _sigmoid(zg)
         dzu = da * zg * sg
@@ -68,9 +69,9 @@ def glu_act_grad(zg, zu, da, ACT: tl.constexpr):
         g = tl.minimum(zg, GEGLU_LIMIT)
         u = tl.minimum(tl.maximum(zu, -GEGLU_LIMIT), GEGLU_LIMIT)
         sg = _sigmoid(1.702 * g)
-        dzu = tl.where((zu > -GEGLU_LIMIT) & (zu < GEGLU_LIMIT), da * g * sg, 0.0)
+        dzu = tl.where((zu >= -GEGLU_LIMIT) & (zu <= GEGLU_LIMIT), da * g * sg, 0.0)
         dg = da * (u + 1.0) * sg * (1.0 + 1.702 * g * (1.0 - sg))
-        dzg = tl.where(zg < GEGLU_LIMIT, dg, 0.0)
+        dzg = tl.where(zg <= GEGLU_LIMIT, dg, 0.0)
     return dzg, dzu
 
 

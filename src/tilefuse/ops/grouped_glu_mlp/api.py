@@ -1,0 +1,74 @@
+"""The public functional API of grouped_glu_mlp."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ... import policy
+from .configs import GemmConfig
+from .op import fused_apply, fused_config
+from .reference import grouped_glu_mlp_unfused
+from .validate import validate
+
+
+def problem_for(x, fc2_weight, activation, glu_interleave, has_bias):
+    from .tune import GroupedProblem
+    return GroupedProblem.of(x.shape[0], x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0], x.element_size(),
+                             activation, glu_interleave or 0, has_bias)
+
+
+@torch.compiler.assume_constant_result
+def _traced_fused_config(device_type: str, n_tokens: int, hidden: int, ffn: int, n_experts: int, itemsize: int,
+                         activation: str, interleave: int, has_bias: bool):
+    """fused_config for torch.compile: evaluated once while tracing (the table lookup is plain
+    Python state, not traceable), its result baked into the graph as a constant tuple."""
+    from .tune import GroupedProblem
+    cfg = fused_config(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave,
+                                         has_bias), torch.device(device_type))
+    return None if cfg is None else dataclasses.astuple(cfg)
+
+
+def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: torch.Tensor,
+                    fc1_weight: torch.Tensor, fc2_weight: torch.Tensor, *, activation: str = "swiglu",
+                    glu_interleave: int | None = 32, fc1_bias: torch.Tensor | None = None,
+                    fc2_bias: torch.Tensor | None = None, recipe: str | None = None) -> torch.Tensor:
+    """Mixture-of-experts expert MLP: per expert e (rows [o_e, o_e + m_e) of x),
+    ``y = (p * act(x W1_e^T + b1_e)) W2_e^T + p b2_e`` (specs/grouped_glu_mlp.md).
+
+    Args:
+        x: (T, H) tokens permuted by expert; float32, bfloat16 or float16.
+        tokens_per_expert: (E,) integer tensor on x's device; never read on the host.
+        probs: (T,) router probabilities, float32 or x.dtype.
+        fc1_weight: (E, 2F, H); fc2_weight: (E, H, F), in x.dtype (out, in like nn.Linear).
+        activation: "swiglu" or "geglu" (the spec's clamped quick-gelu form).
+        glu_interleave: s (gate/up columns in blocks of s) or None (halves).
+        fc1_bias: (E, 2F) or None; fc2_bias: (E, H) or None (scaled by p).
+        recipe: None (quantized recipes come later).
+
+    Returns:
+        y (T, H) in x.dtype; differentiable in x, probs, weights and biases.
+
+    Paths: the fused Triton kernels run at level >= 2 where the tuning table holds a fused
+    winner for this shape key on this GPU (``tilefuse tune``); everywhere else (levels 0-1,
+    keys never swept or where the unfused path won, no GPU and no interpreter) the unfused
+    composition runs (``torch._grouped_mm`` + separate activation, or a per-expert loop).
+    The fused path asserts sum(tokens_per_expert) == T on the device (no host sync; a
+    violation surfaces as a device-side assertion). Under torch.compile the path is chosen
+    when tracing.
+    """
+    validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+             glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+    has_bias = fc1_bias is not None or fc2_bias is not None
+    if torch.compiler.is_compiling():
+        found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0],
+                                     x.element_size(), activation, glu_interleave or 0, has_bias)
+        cfg = None if found is None else GemmConfig(*found)
+    else:
+        cfg = fused_config(problem_for(x, fc2_weight, activation, glu_interleave, has_bias), x.device)
+    if cfg is not None:
+        return fused_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
+                           glu_interleave, cfg)
+    return grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                                   glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)

@@ -1,0 +1,127 @@
+"""Autograd wiring of grouped_glu_mlp's fused path: an autograd.Function for eager calls and
+torch.library custom ops for traced ones, both running launch.forward / launch.backward.
+
+Double backward (create_graph) differentiates the unfused composition on the saved inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ... import policy
+from . import configs, launch
+from .reference import grouped_glu_mlp_unfused
+
+
+def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
+    """The fused path's config when it should run: kernels may run on ``device``, level >= 2,
+    and the tuning table holds a fused winner for the problem's key on this GPU. None: run the
+    unfused composition (the baseline; also what a key never swept runs)."""
+    if policy.get_level() < 2 or not policy.kernels_enabled(device):
+        return None
+    from ...tuning import lookup_config
+    return lookup_config("grouped_glu_mlp", problem)
+
+
+def _unfused_grads(ctx, inputs, dy, activation, interleave):
+    need = [i for i, t in enumerate(inputs) if t is not None and ctx.needs_input_grad[i]]
+    with torch.enable_grad():
+        y = grouped_glu_mlp_unfused(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], activation=activation,
+                                    glu_interleave=interleave, fc1_bias=inputs[5], fc2_bias=inputs[6])
+        got = torch.autograd.grad(y, [inputs[i] for i in need], dy, create_graph=True, allow_unused=True)
+    grads = [None] * 7
+    for i, g in zip(need, got):
+        grads[i] = torch.zeros_like(inputs[i]) if g is None else g
+    return grads
+
+
+class GroupedMLPFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config):
+        y, z, h = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config)
+        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
+        ctx.activation, ctx.interleave, ctx.config = activation, interleave, config
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave),
+                    None, None, None)
+        dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h,
+                                                         ctx.activation, ctx.interleave, config=ctx.config)
+        return dx, None, dprobs, dw1, dw2, db1, db2, None, None, None
+
+
+# --- custom ops (torch.compile) -------------------------------------------------------------
+
+def _interleave_arg(glu_interleave):
+    return 0 if glu_interleave is None else int(glu_interleave)
+
+
+@torch.library.custom_op("tilefuse::grouped_mlp_fwd", mutates_args=())
+def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
+                       w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
+                       interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+                       programs_per_sm: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
+    return launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg)
+
+
+@grouped_mlp_fwd_op.register_fake
+def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
+    T, F = x.shape[0], w2.shape[2]
+    return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F))
+
+
+@torch.library.custom_op("tilefuse::grouped_mlp_bwd", mutates_args=())
+def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
+                       w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
+                       z: torch.Tensor, h: torch.Tensor, activation: str, interleave: int, block_m: int,
+                       block_n: int, block_k: int, num_warps: int, num_stages: int, programs_per_sm: int
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor."""
+    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
+    dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
+                                                     interleave or None, config=cfg)
+    return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
+
+
+@grouped_mlp_bwd_op.register_fake
+def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation, interleave, *cfg):
+    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
+            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
+            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+
+
+def _setup_context(ctx, inputs, output):
+    x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg = inputs
+    y, z, h = output
+    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
+    ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
+    ctx.mark_non_differentiable(z, h)
+
+
+def _backward(ctx, dy, _dz, _dh):
+    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
+                                ctx.interleave or None), *(None,) * 8)
+    dx, dprobs, dw1, dw2, db1, db2 = grouped_mlp_bwd_op(dy, x, counts, probs, w1, w2, b1, b2, z, h, ctx.activation,
+                                                        ctx.interleave, *ctx.cfg)
+    return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
+            *(None,) * 8)
+
+
+torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
+
+
+def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config: configs.GemmConfig):
+    if torch.compiler.is_compiling():
+        return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
+                                  config.block_m, config.block_n, config.block_k, config.num_warps,
+                                  config.num_stages, config.programs_per_sm)[0]
+    return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config)

@@ -1,0 +1,173 @@
+"""grouped_glu_mlp's tuning family: fused kernels (GEMM tiles) against the unfused composition.
+
+Key: H, F, E, dtype (exact: they set the GEMM shapes), a power-of-two bucket of T (varies per
+call), and the epilogue's constexprs (activation, interleave, bias). The baseline is the unfused
+composition; every fused candidate is a route change (3% margin). Outputs must agree with the
+baseline within the tolerance derived in ``compare``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+from pathlib import Path
+
+import torch
+
+from ... import launches
+from ...tuning.family import ROUTE, TuningFamily
+from ...utils import next_power_of_2
+from .configs import GemmConfig
+
+_HERE = Path(__file__).resolve().parent
+_KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bias)?")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_SWEEP_DTYPE = {2: torch.bfloat16, 4: torch.float32}
+UNFUSED = "unfused"
+
+# The spec's three shapes (experts, tokens, H, F).
+DEFAULT_SHAPES = ((8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768))
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedProblem:
+    n_tokens: int          # a power-of-two bucket of T
+    hidden: int
+    ffn: int
+    n_experts: int
+    itemsize: int
+    activation: str
+    interleave: int        # 0: halves
+    has_bias: bool
+
+    @classmethod
+    def of(cls, n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias):
+        return cls(next_power_of_2(max(n_tokens, 1)), hidden, ffn, n_experts, itemsize, activation, interleave,
+                   has_bias)
+
+
+def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
+    out = []
+    for bm, bn, bk, w, s, p in itertools.product((64, 128), (64, 128), (32, 64), (4, 8), (3, 4), (1, 2)):
+        if problem.itemsize == 4 and bk > 32:
+            continue
+        out.append(GemmConfig(bm, bn, bk, w, s, p))
+    return out
+
+
+class GroupedFamily(TuningFamily):
+    name = "grouped_glu_mlp"
+    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
+
+    def key(self, p: GroupedProblem) -> str:
+        return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
+                + ("-bias" if p.has_bias else ""))
+
+    def problem_for_key(self, key: str) -> GroupedProblem:
+        m = _KEY.fullmatch(key) if isinstance(key, str) else None
+        if m is None or int(m[4]) not in _SWEEP_DTYPE:
+            raise ValueError(f"not a grouped_glu_mlp key: {key!r} (e.g. 'H2048-F1408-E64-x2-T32768-swiglu-s32')")
+        return GroupedProblem(int(m[5]), int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[6], int(m[7]),
+                              m[8] is not None)
+
+    def config_from_dict(self, d) -> GemmConfig:
+        if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(GemmConfig)}:
+            raise ValueError(f"not a GemmConfig: {d!r}")
+        return GemmConfig(**d)
+
+    def config_to_dict(self, config: GemmConfig) -> dict:
+        return dataclasses.asdict(config)
+
+    def is_valid(self, key: str, config) -> bool:
+        return config in candidates_for(self.problem_for_key(key))
+
+    def baseline(self, problem):
+        return UNFUSED
+
+    def candidates(self, problem) -> list[GemmConfig]:
+        return candidates_for(problem)
+
+    def change(self, config) -> str:
+        return ROUTE
+
+    def complexity(self, config: GemmConfig) -> tuple:
+        return (config.num_warps, config.num_stages, config.programs_per_sm, config.block_m * config.block_n)
+
+    def describe(self, choice) -> str:
+        return choice if isinstance(choice, str) else choice.name
+
+    def make_inputs(self, p: GroupedProblem, device, seed: int):
+        gen = torch.Generator(device=device).manual_seed(seed)
+        dtype = _SWEEP_DTYPE[p.itemsize]
+        T, H, F, E = p.n_tokens, p.hidden, p.ffn, p.n_experts
+        # Ragged split with a zero-token expert: multinomial counts over E - 1 experts.
+        weights = torch.rand(E, generator=gen, device=device)
+        weights[E // 2] = 0
+        counts = torch.bincount(torch.multinomial(weights, T, replacement=True, generator=gen), minlength=E)
+        randn = lambda *s, sc=1.0: (torch.randn(s, generator=gen, device=device) * sc).to(dtype)  # noqa: E731
+        return dict(x=randn(T, H), counts=counts.to(torch.int32), probs=torch.rand(T, generator=gen, device=device),
+                    w1=randn(E, 2 * F, H, sc=H ** -0.5), w2=randn(E, H, F, sc=F ** -0.5),
+                    b1=randn(E, 2 * F, sc=0.1) if p.has_bias else None, b2=randn(E, H, sc=0.1) if p.has_bias else None,
+                    dy=randn(T, H))
+
+    def input_bytes(self, p: GroupedProblem) -> int:
+        return p.n_tokens * p.hidden * p.itemsize * 2 + p.n_experts * 3 * p.hidden * p.ffn * p.itemsize
+
+    def run(self, p: GroupedProblem, choice, i) -> dict:
+        from . import launch
+        from .reference import grouped_glu_mlp_unfused
+        inter = p.interleave or None
+        if choice == UNFUSED:
+            leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
+            y = grouped_glu_mlp_unfused(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3],
+                                        activation=p.activation, glu_interleave=inter, fc1_bias=i["b1"],
+                                        fc2_bias=i["b2"])
+            grads = torch.autograd.grad(y, leaves, i["dy"])
+            launches.record("grouped_mlp_unfused")
+            return dict(y=y.detach(), dx=grads[0], dprobs=grads[1], dw1=grads[2], dw2=grads[3])
+        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], p.activation,
+                                 inter, config=choice)
+        dx, dprobs, dw1, dw2, _, _ = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"],
+                                                     i["b1"], i["b2"], z, h, p.activation, inter, config=choice)
+        return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
+
+    def expected_launches(self, p, choice) -> tuple[str, ...]:
+        return ("grouped_mlp_unfused",) if choice == UNFUSED else ("grouped_mlp_fwd", "grouped_mlp_bwd")
+
+    def compare(self, p: GroupedProblem, inputs, got: dict, want: dict) -> list[str]:
+        """Fused vs unfused on the same inputs. Both round z, h (and y, dx) to x.dtype; the
+        fused path accumulates K-long dots in fp32 in another order. Normwise, two fp32
+        summation orders of K terms differ by ~sqrt(K) eps32, far below the x.dtype roundings,
+        which differ wherever an fp32 value lands on the other side of a rounding boundary:
+        up to one ulp of x.dtype per rounded element, ~2 eps_x normwise through a second GEMM.
+        Tolerance: 4 eps_x (+ 16 sqrt(K) eps32) normwise per output."""
+        eps_x = torch.finfo(_SWEEP_DTYPE[p.itemsize]).eps
+        k = max(p.hidden, 2 * p.ffn, p.n_tokens)
+        tol = 4 * eps_x + 16 * math.sqrt(k) * torch.finfo(torch.float32).eps
+        out = []
+        for name in ("y", "dx", "dprobs", "dw1", "dw2"):
+            a, b = got[name].double(), want[name].double()
+            denom = float(b.norm())
+            err = float((a - b).norm()) / denom if denom else float(a.abs().max())
+            if not err <= tol:
+                out.append(f"{name}: normwise relative difference {err:.2e} > {tol:.2e}")
+        return out
+
+    def default_problems(self) -> list[GroupedProblem]:
+        return [GroupedProblem.of(t, h, f, e, 2, "swiglu", 32, False) for e, t, h, f in DEFAULT_SHAPES]
+
+    def problems_from_cli(self, shape: str, dtype, pass_) -> list[GroupedProblem]:
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)", shape or "")
+        if m is None:
+            raise ValueError(f"grouped_glu_mlp: --shape is EXPERTSxTOKENSxHxF, e.g. 64x32768x2048x1408; got {shape!r}")
+        name = dtype or "bf16"
+        if name not in _DTYPES:
+            raise ValueError(f"grouped_glu_mlp: --dtype must be one of {', '.join(_DTYPES)}")
+        e, t, h, f = (int(v) for v in m.groups())
+        itemsize = torch.empty(0, dtype=_DTYPES[name]).element_size()
+        return [GroupedProblem.of(t, h, f, e, itemsize, "swiglu", 32, False)]
+
+
+FAMILY = GroupedFamily()
