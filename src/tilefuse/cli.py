@@ -8,19 +8,23 @@ import os
 import sys
 
 
-def _use_interpreter_without_cuda() -> None:
-    """Without CUDA, run the kernels in Triton's interpreter (set before any kernel import)."""
+def _use_interpreter_without_cuda(argv) -> None:
+    """Without CUDA, run the kernels in Triton's interpreter. TRITON_INTERPRET must be set
+    before triton.language is imported (importing tilefuse imports torch._dynamo, which imports
+    it), so when it is too late for this process the command re-runs itself with it set."""
     import warnings
 
     import torch
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        # numpy's warnings about inf * 0 inside the interpreter concern masked-out lanes.
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton.language" in sys.modules:
+        os.execv(sys.executable, [sys.executable, "-m", "tilefuse.cli", *argv])
+    # numpy's warnings about inf * 0 inside the interpreter concern masked-out lanes.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
 
 
 def _check(args) -> int:
-    _use_interpreter_without_cuda()
     from .check import run_check, summary
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress)
     print(summary(result, args.out))
@@ -34,7 +38,6 @@ def _info(args) -> int:
 
 
 def _bench(args) -> int:
-    _use_interpreter_without_cuda()
     import torch
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
@@ -53,9 +56,10 @@ def _bench(args) -> int:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["check"], ["tune"], ["bench"]):
+        _use_interpreter_without_cuda(argv)
     if argv[:1] == ["tune"]:
         # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
-        _use_interpreter_without_cuda()
         from .tuning.command import main as tune_main
         return tune_main(argv[1:])
     parser = argparse.ArgumentParser(prog="tilefuse", description=__doc__)

@@ -28,7 +28,7 @@ def _progress(enabled: bool):
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
               show_progress: bool = True) -> dict:
     """Run verification (and benchmarks on a GPU), write the report, return it."""
-    from . import dyt, so2, report as rep
+    from . import dyt, grouped, so2, report as rep
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -38,16 +38,19 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     result = {"environment": environment(), "verification": [], "benchmarks": {}, "plots": []}
     result["verification"] += dyt.verify(quick, device, progress)
     result["verification"] += so2.verify(quick, device, progress)
+    result["verification"] += grouped.verify(quick, device, progress)
     if device == "cuda" and bench:
         result["benchmarks"]["dyt"] = dyt.benchmark(quick, progress)
         if rep.plot_dyt(out / "dyt_bandwidth.png", result["benchmarks"]["dyt"]):
             result["plots"].append("dyt_bandwidth.png")
         result["benchmarks"]["so2_mixing_stack"] = so2.benchmark(quick, progress)
+        result["benchmarks"]["grouped_glu_mlp"] = grouped.benchmark(quick, progress)
     else:
         reason = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
             if device == "cpu" else "benchmarks disabled (--no-bench)"
         result["benchmarks"]["dyt"] = {"skipped": reason}
         result["benchmarks"]["so2_mixing_stack"] = {"skipped": reason}
+        result["benchmarks"]["grouped_glu_mlp"] = {"skipped": reason}
     result["wall_seconds"] = round(time.time() - t0, 1)
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)
@@ -65,6 +68,11 @@ def summary(result: dict, out_dir) -> str:
     for op, b in result["benchmarks"].items():
         if "skipped" in b:
             lines.append(f"{op} benchmark: no timing taken ({b['skipped']})")
+            continue
+        if op == "grouped_glu_mlp":
+            for r in b["rows"]:
+                if r["status"] == "ok":
+                    lines.append(f"grouped E{r['experts']} T{r['tokens']} {r['provider']}: {r['tflops']:.0f} TFLOP/s")
             continue
         if op == "so2_mixing_stack":
             for r in b["rows"]:

@@ -35,6 +35,19 @@ def write_markdown(path: Path, report: dict) -> None:
         if "skipped" in b:
             lines.append(f"No timing was taken: {b['skipped']}.")
             continue
+        if op == "grouped_glu_mlp":
+            lines += ["bf16 forward+backward (3x forward FLOPs), CUDA-graph replay interleaved (the per-expert loop "
+                      "eagerly: it reads the counts on the host); host p50 per forward call (synchronised, "
+                      "submission only, 300 calls).", "",
+                      "| experts | tokens | H | F | provider | ms | spread | TFLOP/s | host p50 fwd (us) |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for r in b["rows"]:
+                t = (f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.0f}" if r["status"] == "ok"
+                     else f"failed | | {r['error']}")
+                host = "" if r.get("host_p50_us_fwd") is None else f"{r['host_p50_us_fwd']:.0f}"
+                lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['provider']} | "
+                             f"{t} | {host} |")
+            continue
         if op == "so2_mixing_stack":
             lines += ["Force backward (grad of u0 and alpha), F 2, three layers, CUDA-graph replay, interleaved. "
                       "Bytes per gated layer: relay vs the fused floor.", "",

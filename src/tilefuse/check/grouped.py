@@ -1,0 +1,172 @@
+"""`tilefuse check` section for grouped_glu_mlp: verification of every activation x interleave x
+bias combination of the fused kernels against the float64 reference and against the unfused
+composition; on a GPU, forward+backward throughput against the per-expert loop,
+torch._grouped_mm (the unfused composition) and its torch.compile, plus host overhead."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from .. import launches
+from ..ops.grouped_glu_mlp import launch
+from ..ops.grouped_glu_mlp.configs import GemmConfig
+from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused
+from . import bench
+
+# Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
+# fp32 IEEE dots 1e-5; bf16 about three roundings to bf16 on the longest path, 1.6e-2.
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
+SMALL = GemmConfig(32, 32, 32, 4, 2, 2)
+
+
+def _inputs(counts, H, F, dtype, bias, device, grad=True):
+    E, T = len(counts), sum(counts)
+
+    def randn(*s, sc=1.0):
+        return (torch.randn(s, device=device) * sc).to(dtype).requires_grad_(grad)
+
+    return dict(x=randn(T, H), counts=torch.tensor(counts, dtype=torch.int32, device=device),
+                probs=torch.rand(T, device=device).requires_grad_(grad), w1=randn(E, 2 * F, H, sc=H ** -0.5),
+                w2=randn(E, H, F, sc=F ** -0.5), b1=randn(E, 2 * F, sc=0.1) if bias else None,
+                b2=randn(E, H, sc=0.1) if bias else None)
+
+
+def _rel(a, b) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    d = float(b.norm())
+    return float((a - b).norm()) / d if d else float(a.abs().max())
+
+
+def _fused(i, activation, interleave, cfg, dy):
+    y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], activation,
+                             interleave, config=cfg)
+    dx, dp, dw1, dw2, db1, db2 = launch.backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"],
+                                                 i["b2"], z, h, activation, interleave, config=cfg)
+    return [y, dx, dp, dw1, dw2] + ([db1, db2] if i["b1"] is not None else [])
+
+
+def _autograd(fn, i, activation, interleave, dy, **kw):
+    leaves = [t for t in (i["x"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"]) if t is not None]
+    y = fn(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation=activation, glu_interleave=interleave,
+           fc1_bias=i["b1"], fc2_bias=i["b2"], **kw)
+    return [y] + list(torch.autograd.grad(y, leaves, dy.to(y.dtype)))
+
+
+def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> list[dict]:
+    i = _inputs(counts, H, F, dtype, bias, device)
+    dy = torch.randn(sum(counts), H, device=device).to(dtype)
+    with launches.counting() as launched:
+        fused = _fused(i, activation, interleave, cfg, dy)
+    ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
+              for k, v in i.items()}
+    ref = _autograd(grouped_glu_mlp_reference, ref_in, activation, interleave, dy.double(),
+                    compute_dtype=torch.float64)
+    unfused = _autograd(grouped_glu_mlp_unfused, i, activation, interleave, dy)
+    names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
+    engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
+    case = (f"E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-{'bias' if bias else 'nobias'}"
+            f"-{str(dtype).split('.')[-1]}")
+    rows = []
+    for path, other in (("fused vs float64 reference", ref), ("fused vs unfused composition", unfused)):
+        errors = {n: _rel(a, b) for n, a, b in zip(names, fused, other)}
+        tol = TOL[dtype] * (2 if other is unfused else 1)   # the composition carries its own roundings
+        ok = engaged and all(e <= tol for e in errors.values())
+        rows.append({"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
+                     "worst_error_over_bound": max(errors.values()) / tol,
+                     "detail": "" if ok else ("kernels did not launch; " if not engaged else "") + "error over bound"})
+    return rows
+
+
+def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
+    gpu = device == "cuda"
+    counts = [300, 0, 211, 17] if gpu else [13, 0, 37, 3]
+    H, F = (256, 192) if gpu else (48, 40)
+    cfg = GemmConfig() if gpu else SMALL
+    combos = [(a, s, b) for a in ("swiglu", "geglu") for s in (8, None) for b in (True, False)]
+    if quick:
+        combos = combos[:2]
+    cases = [(counts, H, F, a, s, b, torch.float32) for a, s, b in combos]
+    cases.append((counts, H, F, "swiglu", 8, False, torch.bfloat16))
+    out = []
+    for c in progress(cases, desc="grouped verify"):
+        out += _case(*c, device, cfg)
+    return out
+
+
+# --------------------------------------------------------------------------- benchmark
+
+SHAPES = [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768)]   # (E, T, H, F)
+
+
+def _balanced_counts(E, T, device):
+    base = torch.full((E,), T // E, dtype=torch.int32)
+    base[: T % E] += 1
+    return base.to(device)
+
+
+def _host_p50_us(fn, n=300) -> float:
+    """Host submission time per call: warm, synchronise before each call, time the call only."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def benchmark(quick: bool, progress: Callable) -> dict:
+    """bf16 forward+backward TFLOP/s (3x forward FLOPs) of the fused kernels (heuristic tiles),
+    the unfused composition (torch._grouped_mm + separate activation), its torch.compile and the
+    per-expert loop, by CUDA-graph replay interleaved; host p50 per forward call."""
+    rows = []
+    for E, T, H, F in progress(SHAPES[1:2] if quick else SHAPES, desc="grouped bench"):
+        i = _inputs([0] * E, H, F, torch.bfloat16, False, "cuda")  # shapes only; replaced below
+        i["x"] = torch.randn(T, H, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
+        i["probs"] = torch.rand(T, device="cuda").requires_grad_(True)
+        i["counts"] = _balanced_counts(E, T, "cuda")
+        dy = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        flops = 3 * (2 * T * H * 2 * F + 2 * T * F * H)
+        leaves = (i["x"], i["probs"], i["w1"], i["w2"])
+
+        def fused_step():
+            return _fused(i, "swiglu", 32, None, dy)
+
+        def unfused_fwd():
+            return grouped_glu_mlp_unfused(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32)
+
+        compiled_fwd = torch.compile(unfused_fwd)
+
+        def loop_fwd():
+            return grouped_glu_mlp_reference(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32,
+                                             compute_dtype=torch.bfloat16)
+
+        providers = {"tilefuse fused": fused_step,
+                     "torch._grouped_mm": lambda: torch.autograd.grad(unfused_fwd(), leaves, dy),
+                     "torch._grouped_mm + compile": lambda: torch.autograd.grad(compiled_fwd(), leaves, dy)}
+        timings = bench.interleaved(providers, graphs=True, rounds=5)
+        # The per-expert loop reads the counts on the host: not graph-capturable, timed eagerly.
+        timings.update(bench.interleaved({"per-expert loop": lambda: torch.autograd.grad(loop_fwd(), leaves, dy)},
+                                         rounds=3))
+        host = {"tilefuse fused": _host_p50_us(lambda: launch.forward(i["x"].detach(), i["counts"],
+                                                                      i["probs"].detach(), i["w1"].detach(),
+                                                                      i["w2"].detach(), None, None, "swiglu", 32)),
+                "torch._grouped_mm": _host_p50_us(lambda: grouped_glu_mlp_unfused(
+                    i["x"].detach(), i["counts"], i["probs"].detach(), i["w1"].detach(), i["w2"].detach(),
+                    glu_interleave=32))}
+        for name, t in timings.items():
+            row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
+                   "host_p50_us_fwd": host.get(name)}
+            if isinstance(t, Exception):
+                row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+            else:
+                row.update(status="ok", ms=t.median_ms, spread=t.spread, tflops=flops / (t.median_ms * 1e-3) / 1e12)
+            rows.append(row)
+    return {"rows": rows}
