@@ -72,7 +72,6 @@ def main():
                 top = sorted(ok, key=lambda c: ok[c].median_ms)[:4]
                 print("    top: " + ", ".join(f"{c.name} {ok[c].median_ms:.4f}" for c in top)
                       + f"; failed {len(res) - len(ok)}", flush=True)
-            del x, dy, y
 
 
 if __name__ == "__main__":

@@ -10,4 +10,4 @@ from .tuning import tune
 
 __version__ = "0.1.0"
 
-__all__ = ["dyt", "get_level", "grouped_glu_mlp", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]
+__all__ = ["nn", "dyt", "get_level", "grouped_glu_mlp", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]

@@ -177,5 +177,4 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             else:
                 row.update(status="ok", ms=t.median_ms, spread=t.spread)
             rows.append(row)
-        del x, z_all, u_final, grad_out
     return {"rows": rows}

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import itertools
 
-from ...utils import cdiv, next_power_of_2
+from ...utils import next_power_of_2
 
 MAX_TILE = 16384
 MIN_TILE = 512

@@ -16,7 +16,7 @@ import dataclasses
 import math
 
 import torch
-from ...utils import cdiv, next_power_of_2
+from ...utils import cdiv
 
 from ... import launches, policy
 from ...device import num_sms

@@ -6,7 +6,6 @@ import dataclasses
 
 import torch
 
-from ... import policy
 from .configs import GemmConfig
 from .op import fused_apply, fused_config
 from .reference import grouped_glu_mlp_unfused
