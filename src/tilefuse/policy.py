@@ -8,9 +8,10 @@
 | 3 | level 2 + reduced-precision variants that passed their accuracy validation |
 
 The level comes from ``tilefuse.set_level(n)`` / ``with tilefuse.level(n):`` when set, else
-from the ``TILEFUSE_LEVEL`` environment variable, else 2. It is read when an op is called:
-a module or a ``torch.compile``d graph consults it on every call, because the decision is
-made inside the custom op at run time, not at trace time.
+from the ``TILEFUSE_LEVEL`` environment variable, else 2. It is read when an op is called: a
+module consults it on every call. Under ``torch.compile``, dyt and so2_mixing_stack decide
+inside their custom ops when the graph runs; grouped_glu_mlp's route (fused or unfused) is
+chosen while tracing and baked into the graph (its docstring says so).
 
 Kernels run on CUDA tensors, and on CPU tensors only under Triton's interpreter
 (``TRITON_INTERPRET=1`` set before Triton is imported). Anywhere else the reference runs.
