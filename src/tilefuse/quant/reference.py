@@ -276,6 +276,14 @@ def quantize_nvfp4(x: torch.Tensor, amax: torch.Tensor | None = None, block_2d: 
     return pack_e2m1(codes), s_blk, amax
 
 
+def nvfp4_scales_per_row(scales: torch.Tensor, rows: int, block_2d: bool) -> torch.Tensor:
+    """The (rows, K / 16) scale matrix a 1x16-scaled GEMM reads: 2-D block scales repeated on
+    each of their 16 rows."""
+    if not block_2d:
+        return scales
+    return scales.view(torch.uint8).repeat_interleave(NVFP4_BLOCK, dim=0)[:rows].view(scales.dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # Dequantization (float32)
 

@@ -1,0 +1,354 @@
+"""Triton kernels of the quantizers. Only ``@triton.jit`` code; launch.py launches.
+
+Each program quantizes one (BLOCK_M rows x BLOCK_K columns) tile of x (rows, K): BLOCK_K is a
+multiple of the scaling block's width, BLOCK_M of its height, so a tile holds whole scaling
+blocks (rows past the end are loaded as 0, which changes no block amax). The tile's block amax,
+its scales and its data follow reference.py's formulas in the same order, so results are bit
+for bit those of reference.py.
+
+Conversions are integer bit manipulation, the same code compiled and interpreted, because
+Triton's interpreter converts float32 -> float8e4nv wrongly (it rounds half up and never to
+even, truncates below 2^-6, turns 470 into 0x7F = NaN and inf/NaN into 0x78/0x7C) and decodes
+0x7F as 480; and the GPU's cvt.rn.satfinite differs from torch's cast above 448 (which the
+clamps before every cast make moot). Every fp32 division is ``tl.math.div_rn`` (IEEE): plain
+``/`` compiles to an approximate division on NVIDIA GPUs.
+"""
+
+import triton
+import triton.language as tl
+
+from .formats import E2M1_MAX, E4M3_MAX, FP32_MAX, NVFP4_GLOBAL, ONE_SIXTH_F32, RHT_SIGN_MASK
+
+_FP32_MAX = tl.constexpr(FP32_MAX)
+_E4M3_MAX = tl.constexpr(E4M3_MAX)
+_E2M1_MAX = tl.constexpr(E2M1_MAX)
+_NVFP4_GLOBAL = tl.constexpr(NVFP4_GLOBAL)
+_ONE_SIXTH = tl.constexpr(ONE_SIXTH_F32)
+_RHT_SIGN_MASK = tl.constexpr(RHT_SIGN_MASK)
+_NAN = tl.constexpr(float("nan"))
+_INF = tl.constexpr(float("inf"))
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN-propagating min / clamp (torch.minimum / torch.clamp semantics; the GPU's min.f32
+# returns the non-NaN operand, numpy's the NaN)
+
+
+@triton.jit
+def _min_nan(v, hi):
+    return tl.where(v != v, v, tl.minimum(v, hi))
+
+
+@triton.jit
+def _clamp_nan(v, lo, hi):
+    return tl.where(v != v, v, tl.minimum(tl.maximum(v, lo), hi))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bit-level conversions
+
+
+@triton.jit
+def e4m3_bits(v):
+    """float32 -> float8_e4m3fn bits (uint32 in 0..255), round to nearest even: torch's
+    fp8e4m3fn_from_fp32_value (c10) step for step (saturating to +-448), except NaN -> 0x7F."""
+    bits = v.to(tl.uint32, bitcast=True)
+    sign = (bits >> 24) & 0x80
+    a = bits & 0x7FFFFFFF
+    # |v| < 2^-6 (e4m3 subnormal): adding 2^14 leaves |v| rounded (RNE) to a multiple of 2^-9
+    # in the low mantissa bits. An fp32 subnormal |v| rounds to 0 either way, so flushing it is
+    # harmless.
+    sub = (a.to(tl.float32, bitcast=True) + 16384.0).to(tl.uint32, bitcast=True) - 0x46800000
+    # Normal: rebias the exponent (127 -> 7) and round away 20 mantissa bits to nearest even.
+    nrm = (a + 0xC407FFFF + ((a >> 20) & 1)) >> 20
+    nrm = tl.where(nrm == 0x7F, 0x7E, nrm)
+    r = tl.where(a < 0x3C800000, sub, nrm)            # 0x3C800000 = 2^-6
+    r = tl.where(a >= 0x43F00000, 0x7E, r)            # 0x43F00000 = 480: saturate
+    r = (r & 0x7F) | sign
+    return tl.where(a > 0x7F800000, 0x7F, r)
+
+
+@triton.jit
+def e4m3_value(b):
+    """float8_e4m3fn bits (uint32) -> float32 (exact; 0x7F / 0xFF -> NaN)."""
+    mag = b & 0x7F
+    exp = mag >> 3
+    man = mag & 7
+    normal = (((exp + 120) << 23) | (man << 20)).to(tl.float32, bitcast=True)
+    val = tl.where(exp == 0, man.to(tl.float32) * 0.001953125, normal)   # subnormal: man * 2^-9
+    val = tl.where((b & 0x80) != 0, -val, val)
+    return tl.where(mag == 0x7F, _NAN, val)
+
+
+@triton.jit
+def e8m0_bits(q):
+    """float32 q >= 0 -> biased E8M0 exponent (uint32): exponent rounded up when the mantissa is
+    non-zero (subnormal q: when q > 2^-127), at most 0xFE; inf -> 0xFE; NaN -> 0xFF."""
+    bits = q.to(tl.uint32, bitcast=True)
+    exp = (bits >> 23) & 0xFF
+    man = bits & 0x7FFFFF
+    up = (man > 0) & (exp != 0xFE) & ~((exp == 0) & (man <= 0x400000))
+    e = exp + up.to(tl.uint32)
+    e = tl.where(q == _INF, 0xFE, e)
+    return tl.where(q != q, 0xFF, e)
+
+
+@triton.jit
+def e8m0_reciprocal(e):
+    """Biased E8M0 exponent (uint32) -> float32 2^(127 - e); NaN for 0xFF."""
+    bits = tl.where(e <= 253, (254 - e) << 23, 0x00400000)
+    val = bits.to(tl.float32, bitcast=True)
+    return tl.where(e == 0xFF, _NAN, val)
+
+
+@triton.jit
+def e2m1_codes(v, sign_of):
+    """E2M1 codes (uint32 0..15) of v (clamped to +-6), ties to even; the sign from sign_of
+    (positive for a NaN sign_of, whose sign bit is not portable); NaN v -> magnitude 0."""
+    a = tl.abs(v)
+    mag = ((a > 0.25).to(tl.uint32) + (a >= 0.75).to(tl.uint32) + (a > 1.25).to(tl.uint32)
+           + (a >= 1.75).to(tl.uint32) + (a > 2.5).to(tl.uint32) + (a >= 3.5).to(tl.uint32)
+           + (a > 5.0).to(tl.uint32))
+    return mag | _sign_bit(sign_of) << 3
+
+
+@triton.jit
+def e2m1_codes_stochastic(v, sign_of, rand):
+    """Stochastic E2M1 codes: up to the next grid point iff rand < floor(t * 2^32), t the exact
+    position of |v| between its grid neighbours (reference.e2m1_codes_stochastic)."""
+    a = tl.abs(v)
+    lo_code = ((a >= 0.5).to(tl.uint32) + (a >= 1.0).to(tl.uint32) + (a >= 1.5).to(tl.uint32)
+               + (a >= 2.0).to(tl.uint32) + (a >= 3.0).to(tl.uint32) + (a >= 4.0).to(tl.uint32)
+               + (a >= 6.0).to(tl.uint32))
+    lo = tl.where(a >= 6.0, 6.0, tl.where(a >= 4.0, 4.0, tl.where(a >= 3.0, 3.0, tl.where(
+        a >= 2.0, 2.0, tl.where(a >= 1.5, 1.5, tl.where(a >= 1.0, 1.0, tl.where(a >= 0.5, 0.5, 0.0)))))))
+    inv_step = tl.where(a < 2.0, 2.0, tl.where(a < 4.0, 1.0, 0.5))
+    t = (a - lo) * inv_step
+    frac = tl.where(t == t, t * 4294967296.0, 0.0).to(tl.uint32)
+    code = lo_code + (rand < frac).to(tl.uint32)
+    return code | _sign_bit(sign_of) << 3
+
+
+@triton.jit
+def _sign_bit(t):
+    return (t.to(tl.uint32, bitcast=True) >> 31) & (t == t).to(tl.uint32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiles and blocks
+
+
+@triton.jit
+def load_tile(x_ptr, row0, col0, n_rows, n_cols, stride_r, stride_c,
+              BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The (BLOCK_M, BLOCK_K) float32 tile at (row0, col0); 0 outside x."""
+    rows = row0 + tl.arange(0, BLOCK_M)
+    cols = col0 + tl.arange(0, BLOCK_K)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    ptrs = x_ptr + rows.to(tl.int64)[:, None] * stride_r + cols.to(tl.int64)[None, :] * stride_c
+    return tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def block_amax(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+               BR: tl.constexpr, BC: tl.constexpr):
+    """(BLOCK_M // BR, BLOCK_K // BC) amax(|x|) per BR x BC block; NaN for a block holding a
+    NaN or +-inf (max is exact, so the reduction order does not matter)."""
+    a = tl.abs(x)
+    a = tl.where(a <= _FP32_MAX, a, _INF)
+    a = tl.reshape(a, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
+    m = tl.max(tl.max(a, axis=3), axis=1)
+    return tl.where(m == _INF, _NAN, m)
+
+
+@triton.jit
+def expand_blocks(s, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                  BR: tl.constexpr, BC: tl.constexpr):
+    """(BLOCK_M // BR, BLOCK_K // BC) -> (BLOCK_M, BLOCK_K), each block's value repeated."""
+    s = tl.broadcast_to(s[:, None, :, None], (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
+    return tl.reshape(s, (BLOCK_M, BLOCK_K))
+
+
+@triton.jit
+def _butterfly(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, H: tl.constexpr):
+    """(a, b) -> (a + b, a - b) for the element pairs (j, j + H) with bit H of j clear."""
+    y = tl.permute(tl.reshape(x, (BLOCK_M, BLOCK_K // (2 * H), 2, H)), (0, 1, 3, 2))
+    a, b = tl.split(y)
+    y = tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2))
+    return tl.reshape(y, (BLOCK_M, BLOCK_K))
+
+
+@triton.jit
+def rht16(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """reference.hadamard16 on a tile: signs, butterflies at distance 1, 2, 4, 8, then / 4."""
+    lane = tl.arange(0, BLOCK_K) % 16
+    negative = (tl.full((BLOCK_K,), _RHT_SIGN_MASK, tl.int32) >> lane) & 1
+    x = tl.where(negative[None, :] != 0, -x, x)
+    x = _butterfly(x, BLOCK_M, BLOCK_K, 1)
+    x = _butterfly(x, BLOCK_M, BLOCK_K, 2)
+    x = _butterfly(x, BLOCK_M, BLOCK_K, 4)
+    x = _butterfly(x, BLOCK_M, BLOCK_K, 8)
+    return x * 0.25
+
+
+@triton.jit
+def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, padded_cols,
+                 SR: tl.constexpr, SC: tl.constexpr, SWIZZLE: tl.constexpr):
+    """Store an (SR, SC) block of the (n_srows, n_scols) scale matrix at (srow0, scol0):
+    row-major, or at the 128x4 swizzled offsets (padded_cols: the padded column count)."""
+    r = (srow0 + tl.arange(0, SR)).to(tl.int64)
+    c = (scol0 + tl.arange(0, SC)).to(tl.int64)
+    mask = (r < n_srows)[:, None] & (c < n_scols)[None, :]
+    r = r[:, None]
+    c = c[None, :]
+    if SWIZZLE:
+        off = (((r // 128) * (padded_cols // 4) + c // 4) * 512
+               + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4))
+    else:
+        off = r * n_scols + c
+    tl.store(scale_ptr + off, vals, mask=mask)
+
+
+@triton.jit
+def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = (row0 + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = (col0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    tl.store(ptr + rows[:, None] * n_cols + cols[None, :], vals, mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+@triton.jit
+def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c,
+                     BLOCK_ROWS: tl.constexpr, POW2: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """FP8 block scaling, blocks of BLOCK_ROWS x 128.
+
+    x_ptr: (n_rows, n_cols) float32/bfloat16/float16, strides (x_stride_r, x_stride_c).
+    data_ptr: (n_rows, n_cols) uint8 (float8_e4m3fn bits), contiguous.
+    scale_ptr: (cdiv(n_rows, BLOCK_ROWS), n_cols // 128) float32, contiguous.
+    Program (i, j) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns [j*BLOCK_K, +BLOCK_K).
+    """
+    row0 = tl.program_id(0) * BLOCK_M
+    col0 = tl.program_id(1) * BLOCK_K
+    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128)
+    enc = tl.where(amax == 0.0, 1.0,
+                   _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))
+    if POW2:
+        pow2 = (enc.to(tl.uint32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
+        enc = tl.where(enc != enc, enc, pow2)
+    scale = tl.math.div_rn(tl.full(enc.shape, 1.0, tl.float32), enc)
+    scale = tl.where(scale != scale, _NAN, scale)
+    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128), -_E4M3_MAX, _E4M3_MAX)
+    _store_tile(data_ptr, e4m3_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, BLOCK_M, BLOCK_K)
+    store_scales(scale_ptr, scale, row0 // BLOCK_ROWS, col0 // 128,
+                 (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 128, 0,
+                 BLOCK_M // BLOCK_ROWS, BLOCK_K // 128, False)
+
+
+@triton.jit
+def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, padded_cols,
+                 SWIZZLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """MXFP8: E4M3 data, one E8M0 scale per 32 elements along K.
+
+    x_ptr: (n_rows, n_cols) float32/bfloat16/float16, strides (x_stride_r, x_stride_c).
+    data_ptr: (n_rows, n_cols) uint8 (float8_e4m3fn bits), contiguous.
+    scale_ptr: uint8 biased exponents, (n_rows, n_cols // 32) row-major, or with SWIZZLE the
+        flat 128x4 layout of that matrix padded to padded_cols columns (zeros pre-filled).
+    """
+    row0 = tl.program_id(0) * BLOCK_M
+    col0 = tl.program_id(1) * BLOCK_K
+    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    amax = block_amax(x, BLOCK_M, BLOCK_K, 1, 32)
+    e = e8m0_bits(tl.math.div_rn(amax, tl.full(amax.shape, _E4M3_MAX, tl.float32)))
+    v = x * expand_blocks(e8m0_reciprocal(e), BLOCK_M, BLOCK_K, 1, 32)
+    _store_tile(data_ptr, e4m3_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, BLOCK_M, BLOCK_K)
+    store_scales(scale_ptr, e.to(tl.uint8), row0, col0 // 32, n_rows, n_cols // 32, padded_cols,
+                 BLOCK_M, BLOCK_K // 32, SWIZZLE)
+
+
+@triton.jit
+def amax_partial_kernel(x_ptr, partial_ptr, n_rows, n_cols, x_stride_r, x_stride_c,
+                        RHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """partial_ptr[program] = amax(|tile|) (float32; +inf if the tile holds a NaN or +-inf), of
+    the Hadamard-transformed tile with RHT. Grid (row tiles, column tiles), flattened row-major."""
+    pid_m = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    x = load_tile(x_ptr, pid_m * BLOCK_M, pid_k * BLOCK_K, n_rows, n_cols, x_stride_r, x_stride_c,
+                  BLOCK_M, BLOCK_K)
+    if RHT:
+        x = rht16(x, BLOCK_M, BLOCK_K)
+    a = tl.abs(x)
+    a = tl.where(a <= _FP32_MAX, a, _INF)
+    tl.store(partial_ptr + pid_m * tl.num_programs(1) + pid_k, tl.max(tl.max(a, axis=1), axis=0))
+
+
+@triton.jit
+def amax_finalize_kernel(partial_ptr, amax_ptr, n_partials, BLOCK: tl.constexpr):
+    """amax_ptr[0] = max(partial_ptr[:n_partials]), NaN if that is +inf (one program)."""
+    m = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n_partials, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0))
+    total = tl.max(m, axis=0)
+    tl.store(amax_ptr, tl.where(total == _INF, _NAN, total))
+
+
+@triton.jit
+def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
+                 x_stride_r, x_stride_c, rand_stride_r, rand_stride_c, padded_cols,
+                 BLOCK_2D: tl.constexpr, RHT: tl.constexpr, STOCHASTIC: tl.constexpr,
+                 SWIZZLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """NVFP4: packed E2M1 data, E4M3 scales per 16 elements (16x16 with BLOCK_2D), the fp32
+    per-tensor scale from amax_ptr.
+
+    x_ptr: (n_rows, n_cols) float32/bfloat16/float16, strides (x_stride_r, x_stride_c).
+    amax_ptr: float32 scalar, the per-tensor amax (of the transformed x with RHT).
+    rand_ptr: (n_rows, n_cols) int32 random bits (read as uint32) with STOCHASTIC, strides
+        (rand_stride_r, rand_stride_c); unused otherwise.
+    data_ptr: (n_rows, n_cols // 2) uint8, element 2i in the low nibble, contiguous.
+    scale_ptr: uint8 (float8_e4m3fn bits): (n_rows, n_cols // 16) row-major, with BLOCK_2D
+        (cdiv(n_rows, 16), n_cols // 16); with SWIZZLE the flat 128x4 layout of the
+        (n_rows, n_cols // 16) matrix (a 2-D block's scale repeated on its 16 rows), padded to
+        padded_cols columns (zeros pre-filled).
+    """
+    row0 = tl.program_id(0) * BLOCK_M
+    col0 = tl.program_id(1) * BLOCK_K
+    BR: tl.constexpr = 16 if BLOCK_2D else 1
+    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    if RHT:
+        x = rht16(x, BLOCK_M, BLOCK_K)
+    amax = tl.load(amax_ptr + tl.arange(0, 1))     # shape (1,): broadcasts like a scalar
+    s_enc = tl.where(amax == 0.0, 1.0,
+                     _min_nan(tl.math.div_rn(tl.full((1,), _NVFP4_GLOBAL, tl.float32), amax), _FP32_MAX))
+    s_dec = tl.math.div_rn(tl.full((1,), 1.0, tl.float32), s_enc)
+    blk = block_amax(x, BLOCK_M, BLOCK_K, BR, 16)
+    s_bits = e4m3_bits(_clamp_nan(blk * (s_enc * _ONE_SIXTH), -_E4M3_MAX, _E4M3_MAX))
+    s_val = e4m3_value(s_bits)
+    enc = _min_nan(tl.math.div_rn(tl.full(s_val.shape, 1.0, tl.float32), s_val * s_dec), _FP32_MAX)
+    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BR, 16), -_E2M1_MAX, _E2M1_MAX)
+    if STOCHASTIC:
+        rows = (row0 + tl.arange(0, BLOCK_M)).to(tl.int64)
+        cols = (col0 + tl.arange(0, BLOCK_K)).to(tl.int64)
+        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+        rand = tl.load(rand_ptr + rows[:, None] * rand_stride_r + cols[None, :] * rand_stride_c,
+                       mask=mask, other=0).to(tl.uint32, bitcast=True)
+        codes = e2m1_codes_stochastic(v, x, rand)
+    else:
+        codes = e2m1_codes(v, x)
+    lo, hi = tl.split(tl.reshape(codes, (BLOCK_M, BLOCK_K // 2, 2)))
+    _store_tile(data_ptr, (lo | (hi << 4)).to(tl.uint8), row0, col0 // 2, n_rows, n_cols // 2,
+                BLOCK_M, BLOCK_K // 2)
+    if BLOCK_2D and SWIZZLE:
+        per_row = tl.reshape(tl.broadcast_to(s_bits[:, None, :], (BLOCK_M // 16, 16, BLOCK_K // 16)),
+                             (BLOCK_M, BLOCK_K // 16))
+        store_scales(scale_ptr, per_row.to(tl.uint8), row0, col0 // 16, n_rows, n_cols // 16,
+                     padded_cols, BLOCK_M, BLOCK_K // 16, True)
+    else:
+        store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BR, col0 // 16,
+                     (n_rows + BR - 1) // BR, n_cols // 16, padded_cols,
+                     BLOCK_M // BR, BLOCK_K // 16, SWIZZLE)

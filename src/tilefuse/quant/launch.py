@@ -1,0 +1,133 @@
+"""Quantizer launchers: plain functions from tensors to tensors. Allocate, pick tiles, launch.
+
+x is (rows, K), any strides (the kernels read them); outputs are contiguous. Arguments are
+assumed validated (api.py). Nothing here reads a device value on the host.
+
+Tiles are heuristic, not tuned: a tile holds whole scaling blocks, BLOCK_K is a power of two no
+wider than K needs, and the programs of one launch are independent (no atomics), so results do
+not depend on the tile. A swizzled scale buffer is zero-filled first (its padding entries must
+be 0), then the kernel writes every real entry.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import launches
+from ..utils import cdiv, next_power_of_2
+from . import swizzle as _swizzle
+from .formats import MXFP8_BLOCK, NVFP4_BLOCK
+
+# No kernel here has a multiply feeding an add whose contraction into an FMA could change a
+# result, but bitwise parity with reference.py should not rest on that reading: keep the
+# compiler from contracting.
+_COMPILE = {"enable_fp_fusion": False}
+
+# Tests set this to fill every output (and the amax partials) with 0xA5 bytes before the
+# launch, so an entry a kernel leaves unwritten shows up against the reference instead of
+# passing on whatever the allocator left there.
+POISON_OUTPUTS = False
+
+
+def _new(*shape, dtype, device) -> torch.Tensor:
+    t = torch.empty(*shape, dtype=dtype, device=device)
+    if POISON_OUTPUTS:
+        t.view(torch.uint8).fill_(0xA5)
+    return t
+
+
+def _block_k(n_cols: int, widest: int, group: int) -> int:
+    return max(group, min(widest, next_power_of_2(n_cols)))
+
+
+def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool):
+    """-> (data (rows, K) float8_e4m3fn, scales (cdiv(rows, br), K / 128) float32)."""
+    rows, cols = x.shape
+    br, bc = block
+    data = _new(rows, cols, dtype=torch.float8_e4m3fn, device=x.device)
+    scales = _new(cdiv(rows, br), cols // bc, dtype=torch.float32, device=x.device)
+    if data.numel() == 0:
+        return data, scales
+    block_m = 128 if br == 128 else 32
+    block_k = 128 if br == 128 else _block_k(cols, 256, bc)
+    from .kernels import fp8_block_kernel
+    fp8_block_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+        x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1),
+        BLOCK_ROWS=br, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
+        num_warps=8 if br == 128 else 4, **_COMPILE,
+    )
+    launches.record("quant_fp8_block")
+    return data, scales
+
+
+def _scale_buffer(rows: int, cols: int, swizzle: bool, dtype, device):
+    """The compact (rows, cols) scale matrix, or the zeroed flat swizzled buffer for it, and
+    the padded column count the kernel's offset formula needs."""
+    if not swizzle:
+        return _new(rows, cols, dtype=dtype, device=device), cols
+    big_r, big_c = _swizzle.padded_shape(rows, cols)
+    return torch.zeros(big_r * big_c, dtype=dtype, device=device), big_c
+
+
+def mxfp8(x: torch.Tensor, swizzle: bool):
+    """-> (data (rows, K) float8_e4m3fn, scales uint8: (rows, K / 32) or flat swizzled)."""
+    rows, cols = x.shape
+    data = _new(rows, cols, dtype=torch.float8_e4m3fn, device=x.device)
+    scales, padded_cols = _scale_buffer(rows, cols // MXFP8_BLOCK, swizzle, torch.uint8, x.device)
+    if data.numel() == 0:
+        return data, scales
+    block_m, block_k = 32, _block_k(cols, 256, MXFP8_BLOCK)
+    from .kernels import mxfp8_kernel
+    mxfp8_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+        x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1), padded_cols,
+        SWIZZLE=swizzle, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE,
+    )
+    launches.record("quant_mxfp8")
+    return data, scales
+
+
+def tensor_amax(x: torch.Tensor, rht: bool) -> torch.Tensor:
+    """float32 scalar amax(|x|) (of the Hadamard-transformed x with ``rht``); NaN if any
+    element is NaN or +-inf; 0 for an empty x. Two launches: per-tile partials, then their max."""
+    rows, cols = x.shape
+    amax = torch.zeros((), dtype=torch.float32, device=x.device)
+    if x.numel() == 0:
+        return amax
+    block_m, block_k = 32, _block_k(cols, 256, NVFP4_BLOCK)
+    grid = (cdiv(rows, block_m), cdiv(cols, block_k))
+    partials = _new(grid[0] * grid[1], dtype=torch.float32, device=x.device)
+    from .kernels import amax_finalize_kernel, amax_partial_kernel
+    amax_partial_kernel[grid](x, partials, rows, cols, x.stride(0), x.stride(1),
+                              RHT=rht, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE)
+    amax_finalize_kernel[(1,)](partials, amax, partials.numel(), BLOCK=1024, num_warps=4)
+    launches.record("quant_amax")
+    return amax
+
+
+def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
+          stochastic_bits: torch.Tensor | None, swizzle: bool):
+    """-> (data (rows, K/2) uint8, scales float8_e4m3fn (compact or flat swizzled), amax).
+
+    ``amax``: None (computed, a float32 scalar) or a float32 scalar tensor on x's device.
+    """
+    rows, cols = x.shape
+    if amax is None:
+        amax = tensor_amax(x, rht)
+    data = _new(rows, cols // 2, dtype=torch.uint8, device=x.device)
+    scale_rows = cdiv(rows, NVFP4_BLOCK) if (block_2d and not swizzle) else rows
+    scales, padded_cols = _scale_buffer(scale_rows, cols // NVFP4_BLOCK, swizzle,
+                                        torch.float8_e4m3fn, x.device)
+    if x.numel() == 0:
+        return data, scales, amax
+    block_m, block_k = 32, _block_k(cols, 128, NVFP4_BLOCK)
+    rand = data if stochastic_bits is None else stochastic_bits.view(torch.int32)
+    rand_strides = (0, 0) if stochastic_bits is None else rand.stride()
+    from .kernels import nvfp4_kernel
+    nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+        x, amax, rand, data, scales.view(torch.uint8), rows, cols, x.stride(0), x.stride(1),
+        rand_strides[0], rand_strides[1], padded_cols,
+        BLOCK_2D=block_2d, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,
+        BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE,
+    )
+    launches.record("quant_nvfp4")
+    return data, scales, amax

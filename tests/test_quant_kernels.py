@@ -1,0 +1,268 @@
+"""Quantizer kernels (interpreter on CPU, compiled on a GPU) bitwise against
+tilefuse.quant.reference: the bit-level conversion helpers on every tie and on random bit
+patterns; each quantizer on data with zeros, subnormals, ties, zero amax, non-finite blocks,
+odd row counts and scale columns that need the swizzle padding; every output poisoned before
+the launch; determinism.
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tilefuse import launches
+from tilefuse.quant import launch, reference, swizzle_scales
+from tilefuse.quant.kernels import (e2m1_codes, e2m1_codes_stochastic, e4m3_bits, e4m3_value,
+                                    e8m0_bits, e8m0_reciprocal, rht16)
+
+from quant_helpers import (blocks_with_amax, e2m1_tie_points, e4m3_tie_points, mixed, same_bits)
+
+U32 = 2 ** 32
+
+
+@pytest.fixture(autouse=True)
+def _poison():
+    launch.POISON_OUTPUTS = True
+    yield
+    launch.POISON_OUTPUTS = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion helpers, elementwise
+
+
+@triton.jit
+def _helper_kernel(x_ptr, bits_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    bits = tl.load(bits_ptr + offs, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    if OP == 0:
+        y = e4m3_bits(x)
+    elif OP == 1:
+        y = e4m3_value(bits).to(tl.uint32, bitcast=True)
+    elif OP == 2:
+        y = e8m0_bits(x)
+    elif OP == 3:
+        y = e8m0_reciprocal(bits).to(tl.uint32, bitcast=True)
+    elif OP == 4:
+        y = e2m1_codes(x, x)
+    else:
+        y = e2m1_codes_stochastic(x, x, bits)
+    tl.store(out_ptr + offs, y.to(tl.int32, bitcast=True), mask=mask)
+
+
+def _run_helper(op, x, bits=None):
+    x = x.float().contiguous().to(_device())
+    bits = torch.zeros(x.shape, dtype=torch.int32) if bits is None else bits.view(torch.int32)
+    out = torch.empty(x.shape, dtype=torch.int32, device=x.device)
+    block = 1024
+    _helper_kernel[(triton.cdiv(x.numel(), block),)](x, bits.contiguous().to(x.device), out,
+                                                     x.numel(), OP=op, BLOCK=block)
+    return out.cpu()
+
+
+def _device():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _random_f32(n, seed, max_abs=None):
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randint(0, U32, (n,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    if max_abs is not None:
+        v = torch.where(v.abs() <= max_abs, v, v.abs().remainder(max_abs) * torch.sign(v))
+    return v
+
+
+def test_e4m3_bits_matches_torch_cast():
+    # every tie with its neighbours, subnormals, fp32 subnormals, signed zeros, random bit
+    # patterns within +-448 (torch's cast is the reference there; NaN made canonical)
+    v = torch.cat([e4m3_tie_points(), torch.tensor([0.0, -0.0, 1e-40, -1e-45, 2 ** -10, 2 ** -11,
+                                                    3 * 2 ** -11, float("nan")]),
+                   _random_f32(1 << 16, seed=1, max_abs=448.0)])
+    assert torch.equal(_run_helper(0, v), reference.to_e4m3(v).view(torch.uint8).int())
+
+
+def test_e4m3_bits_saturates_above_448():
+    v = torch.tensor([448.0, 449.0, 464.0, 464.00003, 479.99997, 480.0, 1e30, float("inf"),
+                      -500.0, -float("inf")])
+    assert _run_helper(0, v).tolist() == [0x7E] * 8 + [0xFE, 0xFE]
+
+
+def test_e4m3_value_decodes_every_code():
+    codes = torch.arange(256, dtype=torch.int32)
+    got = _run_helper(1, torch.zeros(256), codes).view(torch.float32)
+    want = codes.to(torch.uint8).view(torch.float8_e4m3fn).float()
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan) and torch.equal(got[~nan], want[~nan])
+
+
+def test_e8m0_bits_matches_reference():
+    q = torch.cat([torch.tensor([0.0, 2.0 ** -149, 2.0 ** -127, 2.0 ** -127 * 1.0000001, 2.0 ** -126,
+                                 1.0, 1.0000001, 2.0 ** 127, 3e38, float("inf"), float("nan")]),
+                   _random_f32(1 << 14, seed=2).abs()])
+    assert torch.equal(_run_helper(2, q), reference.e8m0_from_scale(q).int())
+
+
+def test_e8m0_reciprocal_matches_reference():
+    e = torch.arange(256, dtype=torch.int32)
+    got = _run_helper(3, torch.zeros(256), e).view(torch.float32)
+    assert same_bits(got, reference.e8m0_reciprocal(e))
+
+
+def test_e2m1_codes_match_reference():
+    v = torch.cat([e2m1_tie_points(), torch.tensor([0.0, -0.0, 1e-40, float("nan")]),
+                   _random_f32(1 << 14, seed=3, max_abs=6.0)])
+    assert torch.equal(_run_helper(4, v), reference.e2m1_codes(v, v).int())
+
+
+def test_e2m1_stochastic_codes_match_reference():
+    v = torch.cat([e2m1_tie_points(), _random_f32(1 << 14, seed=4, max_abs=6.0)])
+    g = torch.Generator().manual_seed(9)
+    bits = torch.randint(0, U32, v.shape, generator=g, dtype=torch.int64).to(torch.uint32)
+    bits[:8] = torch.tensor([0, 1, 2 ** 31, U32 - 1, 0, 0, U32 - 1, 12345]).to(torch.uint32)
+    assert torch.equal(_run_helper(5, v, bits), reference.e2m1_codes_stochastic(v, v, bits).int())
+
+
+@triton.jit
+def _rht_kernel(x_ptr, out_ptr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_K + tl.arange(0, BLOCK_K)[None, :]
+    tl.store(out_ptr + offs, rht16(tl.load(x_ptr + offs), BLOCK_M, BLOCK_K))
+
+
+def test_rht16_matches_reference():
+    x = mixed(8, 64, 16, seed=5, log2_range=20)
+    out = torch.empty_like(x, device=_device())
+    _rht_kernel[(1,)](x.to(_device()), out, BLOCK_M=8, BLOCK_K=64)
+    assert same_bits(out.cpu(), reference.hadamard16(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantizers
+
+
+def _to_dev(t):
+    return None if t is None else t.to(_device())
+
+
+FP8_CASES = [  # rows, K, block, pow2, dtype
+    (130, 256, (1, 128), False, torch.float32),
+    (1, 384, (1, 128), True, torch.float32),
+    (130, 256, (128, 128), False, torch.float32),
+    (257, 128, (128, 128), True, torch.bfloat16),
+    (33, 512, (1, 128), False, torch.float16),
+]
+
+
+@pytest.mark.parametrize("rows,cols,block,pow2,dtype", FP8_CASES,
+                         ids=[f"R{c[0]}-K{c[1]}-{c[2][0]}x{c[2][1]}-{'pow2' if c[3] else 'f32'}-"
+                              f"{str(c[4])[6:]}" for c in FP8_CASES])
+def test_fp8_block_kernel(rows, cols, block, pow2, dtype):
+    x = mixed(rows, cols, 128, seed=rows + cols, dtype=dtype, nonfinite=rows > 1)
+    with launches.counting() as n:
+        data, scales = launch.fp8_block(_to_dev(x), block, pow2)
+    assert n["quant_fp8_block"] == 1
+    rdata, rscales = reference.quantize_fp8_block(x, block, pow2)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+def test_fp8_block_kernel_ties():
+    x = blocks_with_amax(e4m3_tie_points() * 2.0 ** -7, 128, 448 * 2.0 ** -7)
+    for pow2 in (False, True):
+        data, scales = launch.fp8_block(_to_dev(x), (1, 128), pow2)
+        rdata, rscales = reference.quantize_fp8_block(x, (1, 128), pow2)
+        assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+MX_CASES = [(130, 96, False), (130, 96, True), (1, 32, True), (64, 256, True), (7, 160, False)]
+
+
+@pytest.mark.parametrize("rows,cols,swizzle", MX_CASES,
+                         ids=[f"R{c[0]}-K{c[1]}-{'swz' if c[2] else 'compact'}" for c in MX_CASES])
+def test_mxfp8_kernel(rows, cols, swizzle):
+    x = mixed(rows, cols, 32, seed=rows * cols, nonfinite=rows > 1, log2_range=100)
+    data, scales = launch.mxfp8(_to_dev(x), swizzle)
+    rdata, rscales = reference.quantize_mxfp8(x)
+    assert same_bits(data.cpu(), rdata)
+    assert same_bits(scales.cpu(), swizzle_scales(rscales) if swizzle else rscales)
+
+
+def test_mxfp8_kernel_ties():
+    x = blocks_with_amax(e4m3_tie_points() * 2.0 ** 40, 32, 448 * 2.0 ** 40)
+    data, scales = launch.mxfp8(_to_dev(x), False)
+    rdata, rscales = reference.quantize_mxfp8(x)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+NV_CASES = [  # rows, K, amax, block_2d, rht, stochastic, swizzle, dtype
+    (130, 48, None, False, False, False, False, torch.float32),
+    (130, 48, None, False, False, False, True, torch.float32),
+    (37, 64, 5.0, True, False, False, False, torch.float32),
+    (37, 64, None, True, False, False, True, torch.bfloat16),
+    (33, 128, None, False, True, False, False, torch.float32),
+    (20, 96, 3.0, False, False, True, True, torch.float32),
+    (18, 32, None, True, True, True, True, torch.float16),
+    (1, 16, None, False, False, False, True, torch.float32),
+]
+
+
+@pytest.mark.parametrize("rows,cols,amax,block_2d,rht,stochastic,swizzle,dtype", NV_CASES,
+                         ids=[f"R{c[0]}-K{c[1]}-amax{c[2]}-{'2d' if c[3] else '1d'}"
+                              f"{'-rht' if c[4] else ''}{'-sr' if c[5] else ''}"
+                              f"{'-swz' if c[6] else ''}-{str(c[7])[6:]}" for c in NV_CASES])
+def test_nvfp4_kernel(rows, cols, amax, block_2d, rht, stochastic, swizzle, dtype):
+    x = mixed(rows, cols, 16, seed=rows + 7 * cols, dtype=dtype, log2_range=8)
+    amax_t = None if amax is None else torch.tensor(amax)
+    bits = None
+    if stochastic:
+        g = torch.Generator().manual_seed(rows)
+        bits = torch.randint(0, U32, (rows, cols), generator=g, dtype=torch.int64).to(torch.uint32)
+    with launches.counting() as n:
+        data, scales, got_amax = launch.nvfp4(_to_dev(x), _to_dev(amax_t), block_2d, rht,
+                                              _to_dev(bits), swizzle)
+    assert n["quant_nvfp4"] == 1 and n["quant_amax"] == (amax is None)
+    rdata, rscales, ramax = reference.quantize_nvfp4(x, amax_t, block_2d, rht, bits)
+    if swizzle:
+        rscales = swizzle_scales(reference.nvfp4_scales_per_row(rscales, rows, block_2d))
+    assert same_bits(got_amax.cpu(), ramax)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+@pytest.mark.parametrize("block_2d", [False, True])
+def test_nvfp4_kernel_nonfinite(block_2d):
+    x = mixed(40, 64, 16, seed=3, nonfinite=True, log2_range=8)
+    for amax in (None, torch.tensor(7.0)):
+        data, scales, got_amax = launch.nvfp4(_to_dev(x), _to_dev(amax), block_2d, False, None, False)
+        rdata, rscales, ramax = reference.quantize_nvfp4(x, amax, block_2d)
+        assert same_bits(got_amax.cpu(), ramax)
+        assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+def test_nvfp4_kernel_ties_and_zero_amax():
+    x = blocks_with_amax(e2m1_tie_points() * 2.0 ** 3, 16, 6 * 2.0 ** 3)
+    amax = torch.tensor(2688.0 * 2 ** -2)
+    data, scales, _ = launch.nvfp4(_to_dev(x), _to_dev(amax), False, False, None, False)
+    rdata, rscales, _ = reference.quantize_nvfp4(x, amax)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+    z = torch.zeros(5, 32)
+    data, scales, amax = launch.nvfp4(_to_dev(z), None, False, False, None, True)
+    assert amax.item() == 0 and (data == 0).all() and (scales.view(torch.uint8) == 0).all()
+
+
+def test_strided_input():
+    x = mixed(128, 96, 32, seed=21, log2_range=10)
+    xt = x.t()                                   # (96, 128), strides (1, 96)
+    data, scales = launch.mxfp8(_to_dev(xt), False)
+    rdata, rscales = reference.quantize_mxfp8(xt.contiguous())
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+    data, scales, _ = launch.nvfp4(_to_dev(xt), None, True, True, None, False)
+    rdata, rscales, _ = reference.quantize_nvfp4(xt.contiguous(), None, True, True)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
+def test_deterministic():
+    x = _to_dev(mixed(70, 128, 16, seed=8, log2_range=12))
+    runs = [launch.nvfp4(x, None, False, True, None, True) for _ in range(2)]
+    assert all(same_bits(a, b) for a, b in zip(*runs))
+    runs = [launch.fp8_block(x, (1, 128), False) for _ in range(2)]
+    assert all(same_bits(a, b) for a, b in zip(*runs))
