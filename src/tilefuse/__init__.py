@@ -1,7 +1,7 @@
 """tilefuse: fused Triton GPU kernels for PyTorch, with a tuner that proves each fused path
 correct and faster (per shape, per GPU) before it is used."""
 
-from . import nn
+from . import nn, quant
 from .ops.dyt import dyt
 from .ops.grouped_glu_mlp import grouped_glu_mlp
 from .ops.so2_mixing_stack import so2_mixing_stack
@@ -10,4 +10,4 @@ from .tuning import tune
 
 __version__ = "0.1.0"
 
-__all__ = ["nn", "dyt", "get_level", "grouped_glu_mlp", "level", "set_level", "so2_mixing_stack", "tune", "__version__"]
+__all__ = ["nn", "dyt", "get_level", "grouped_glu_mlp", "level", "quant", "set_level", "so2_mixing_stack", "tune", "__version__"]

@@ -1,0 +1,172 @@
+"""Public quantizers: argument checks, then the Triton kernels (CUDA, or the CPU interpreter
+with TRITON_INTERPRET=1, at level >= 1) or the plain-PyTorch reference; both give the same
+bits. No host synchronization: nothing here reads a tensor's values.
+
+Non-finite input is propagated, not rejected (reference.py): a scaling block holding a NaN or
++-inf gets a NaN scale and dequantizes to NaN; with nvfp4's computed amax, one non-finite
+element makes the whole tensor NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import policy
+from . import launch, reference
+from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
+from .swizzle import swizzle_scales
+from .tensors import FP8BlockQuantized, MXFP8Quantized, NVFP4Quantized
+
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_bool(fn: str, name: str, v) -> None:
+    if not isinstance(v, bool):
+        raise TypeError(f"{fn}: {name} must be a bool, got {type(v).__name__}")
+
+
+def _check_x(fn: str, x, block_cols: int) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in INPUT_DTYPES:
+        raise TypeError(f"{fn}: x must be float32, bfloat16 or float16, got {x.dtype}")
+    if x.dim() != 2:
+        raise ValueError(f"{fn}: x must be 2-D (rows, K), got shape {tuple(x.shape)}")
+    if x.shape[1] % block_cols != 0:
+        raise ValueError(f"{fn}: x's K = {x.shape[1]} must be a multiple of {block_cols}")
+
+
+def _use_kernels(x: torch.Tensor) -> bool:
+    return policy.kernels_enabled(x.device)
+
+
+def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = False
+                       ) -> FP8BlockQuantized:
+    """FP8 (E4M3) block scaling with float32 scales (Transformer Engine's Float8BlockScaling).
+
+    Args:
+        x: (rows, K) float32/bfloat16/float16, K a multiple of 128; any strides.
+        block: (1, 128) (activations, gradients) or (128, 128) (weights); a partial last row
+            block takes the amax of the rows it has.
+        pow2_scales: round each scale up to a power of two (the encode factor 448/amax down).
+
+    Returns:
+        ``.data`` (rows, K) float8_e4m3fn, ``.scales`` (cdiv(rows, br), K / 128) float32,
+        ``.dequantize()``. Formula: reference.py.
+
+    Example:
+        >>> q = tilefuse.quant.quantize_fp8_block(torch.randn(256, 512), block=(128, 128))
+        >>> q.scales.shape
+        torch.Size([2, 4])
+    """
+    fn = "quantize_fp8_block"
+    if not isinstance(block, (tuple, list)) or tuple(block) not in FP8_BLOCKS:
+        raise ValueError(f"{fn}: block must be one of {FP8_BLOCKS}, got {block!r}")
+    block = tuple(block)
+    _check_x(fn, x, block[1])
+    _check_bool(fn, "pow2_scales", pow2_scales)
+    x = x.detach()
+    if _use_kernels(x):
+        data, scales = launch.fp8_block(x, block, pow2_scales)
+    else:
+        data, scales = reference.quantize_fp8_block(x, block, pow2_scales)
+    return FP8BlockQuantized(data, scales, block, pow2_scales)
+
+
+def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
+    """MXFP8: E4M3 data, one E8M0 scale (biased exponent) per 32 elements along K, the
+    exponent of amax/448 rounded up when its mantissa is non-zero (Transformer Engine's rule).
+
+    Args:
+        x: (rows, K) float32/bfloat16/float16, K a multiple of 32; any strides.
+        swizzle: return ``.scales`` as the flat 128x4-swizzled buffer (swizzle.py) instead of
+            the (rows, K / 32) matrix.
+
+    Returns:
+        ``.data`` (rows, K) float8_e4m3fn, ``.scales`` uint8, ``.dequantize()``.
+
+    Example:
+        >>> q = tilefuse.quant.quantize_mxfp8(torch.randn(200, 64), swizzle=True)
+        >>> q.scales.shape     # 200 rows padded to 256, 2 columns to 4
+        torch.Size([1024])
+    """
+    fn = "quantize_mxfp8"
+    _check_x(fn, x, MXFP8_BLOCK)
+    _check_bool(fn, "swizzle", swizzle)
+    x = x.detach()
+    if _use_kernels(x):
+        data, scales = launch.mxfp8(x, swizzle)
+    else:
+        data, scales = reference.quantize_mxfp8(x)
+        if swizzle:
+            scales = swizzle_scales(scales)
+    return MXFP8Quantized(data, scales, swizzle)
+
+
+def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2d: bool = False,
+                   rht: bool = False, stochastic_bits: torch.Tensor | None = None,
+                   swizzle: bool = False) -> NVFP4Quantized:
+    """NVFP4: packed E2M1 data, one E4M3 scale per 16 elements (per 16x16 block with
+    ``block_2d``), one float32 per-tensor scale from ``amax``; the spec's recipe exactly
+    (reference.py: S_enc = 2688/amax, the fp32 constant 1/6, IEEE division, RNE casts).
+
+    Args:
+        x: (rows, K) float32/bfloat16/float16, K a multiple of 16; any strides.
+        amax: float32-convertible one-element tensor on x's device (e.g. a per-expert amax
+            computed elsewhere), or None to compute amax(|x|) here (two extra launches). Used as
+            given: it should bound |x| (|transformed x| with ``rht``); larger values saturate.
+        block_2d: 16x16 scaling blocks (weights); a partial last row block takes the amax of
+            the rows it has.
+        rht: quantize the 16-point random Hadamard transform of x along K
+            (reference.hadamard16: Sylvester H16 with Transformer Engine's fixed sign vector,
+            scale 1/4), as for wgrad copies; dequantize() undoes it.
+        stochastic_bits: (rows, K) uint32 (or int32, read as uint32) random bits, one per
+            element, for stochastic rounding of the E2M1 data: round |v| up to the next grid
+            point iff bits < floor(t * 2^32), t in [0, 1) its exact position between the two
+            neighbours (scales stay round-to-nearest). None: round half to even.
+        swizzle: return ``.scales`` as the flat 128x4-swizzled buffer of the (rows, K / 16)
+            matrix (with block_2d each block's scale repeated on its 16 rows).
+
+    Returns:
+        ``.data`` (rows, K / 2) uint8, ``.scales`` float8_e4m3fn, ``.amax`` float32 scalar
+        tensor, ``.dequantize()``.
+
+    Example:
+        >>> q = tilefuse.quant.quantize_nvfp4(torch.randn(64, 256), block_2d=True)
+        >>> q.data.shape, q.scales.shape
+        (torch.Size([64, 128]), torch.Size([4, 16]))
+    """
+    fn = "quantize_nvfp4"
+    _check_x(fn, x, NVFP4_BLOCK)
+    for name, v in (("block_2d", block_2d), ("rht", rht), ("swizzle", swizzle)):
+        _check_bool(fn, name, v)
+    if amax is not None:
+        if not isinstance(amax, torch.Tensor):
+            raise TypeError(f"{fn}: amax must be a torch.Tensor or None, got {type(amax).__name__}")
+        if not amax.is_floating_point():
+            raise TypeError(f"{fn}: amax must be a floating-point tensor, got {amax.dtype}")
+        if amax.numel() != 1:
+            raise ValueError(f"{fn}: amax must have exactly one element, got shape {tuple(amax.shape)}")
+        if amax.device != x.device:
+            raise ValueError(f"{fn}: amax is on {amax.device} but x is on {x.device}")
+        amax = amax.detach().to(torch.float32).reshape(()).contiguous()
+    if stochastic_bits is not None:
+        if not isinstance(stochastic_bits, torch.Tensor):
+            raise TypeError(f"{fn}: stochastic_bits must be a torch.Tensor or None, "
+                            f"got {type(stochastic_bits).__name__}")
+        if stochastic_bits.dtype not in (torch.uint32, torch.int32):
+            raise TypeError(f"{fn}: stochastic_bits must be uint32 (or int32), got {stochastic_bits.dtype}")
+        if stochastic_bits.shape != x.shape:
+            raise ValueError(f"{fn}: stochastic_bits must have x's shape {tuple(x.shape)}, "
+                             f"got {tuple(stochastic_bits.shape)}")
+        if stochastic_bits.device != x.device:
+            raise ValueError(f"{fn}: stochastic_bits is on {stochastic_bits.device} but x is on {x.device}")
+    x = x.detach()
+    if _use_kernels(x):
+        data, scales, amax = launch.nvfp4(x, amax, block_2d, rht, stochastic_bits, swizzle)
+    else:
+        data, scales, amax = reference.quantize_nvfp4(x, amax, block_2d, rht, stochastic_bits)
+        if swizzle:
+            scales = swizzle_scales(reference.nvfp4_scales_per_row(scales, x.shape[0], block_2d))
+    return NVFP4Quantized(data, scales, amax, block_2d, rht, swizzle)
+

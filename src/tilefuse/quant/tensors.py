@@ -1,0 +1,82 @@
+"""What the quantizers return: the quantized data, its scales and how to undo them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import reference
+from .formats import MXFP8_BLOCK, NVFP4_BLOCK
+from .swizzle import unswizzle_scales
+
+
+@dataclasses.dataclass(frozen=True)
+class FP8BlockQuantized:
+    """E4M3 data with one float32 scale per block: x ~= data * scale.
+
+    data: (rows, K) float8_e4m3fn. scales: (cdiv(rows, br), K / bc) float32, row-major.
+    """
+    data: torch.Tensor
+    scales: torch.Tensor
+    block: tuple[int, int]
+    pow2_scales: bool
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(rows, K) ``data * scale`` in float32, then cast to ``dtype``."""
+        return reference.dequantize_fp8_block(self.data, self.scales, self.block).to(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class MXFP8Quantized:
+    """E4M3 data with one E8M0 scale per 32 elements along K: x ~= data * 2^(scale - 127).
+
+    data: (rows, K) float8_e4m3fn. scales: uint8 biased exponents, (rows, K / 32), or when
+    ``swizzled`` the flat 128x4-swizzled buffer of that matrix (swizzle.py).
+    """
+    data: torch.Tensor
+    scales: torch.Tensor
+    swizzled: bool
+
+    def scales_2d(self) -> torch.Tensor:
+        """The (rows, K / 32) scale matrix, whatever the layout of ``scales``."""
+        if not self.swizzled:
+            return self.scales
+        rows, cols = self.data.shape
+        return unswizzle_scales(self.scales, rows, cols // MXFP8_BLOCK)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return reference.dequantize_mxfp8(self.data, self.scales_2d()).to(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class NVFP4Quantized:
+    """Packed E2M1 data, E4M3 block scales, one float32 per-tensor amax:
+    x ~= q * f32(scale) * S_dec with S_dec = 1 / S_enc, S_enc = 2688 / amax (reference.py).
+
+    data: (rows, K / 2) uint8, element 2i in the low nibble. scales: float8_e4m3fn,
+    (rows, K / 16), or with ``block_2d`` (cdiv(rows, 16), K / 16); when ``swizzled`` the flat
+    128x4-swizzled buffer of the (rows, K / 16) matrix (a 16x16 block's scale repeated on each
+    of its rows, the form 1x16-scaled GEMMs read). amax: float32 scalar tensor. With ``rht``
+    the data quantizes the Hadamard transform of x (reference.hadamard16).
+    """
+    data: torch.Tensor
+    scales: torch.Tensor
+    amax: torch.Tensor
+    block_2d: bool
+    rht: bool
+    swizzled: bool
+
+    def scales_2d(self) -> torch.Tensor:
+        """The compact scale matrix ((rows, K/16), or (cdiv(rows, 16), K/16) with block_2d)."""
+        if not self.swizzled:
+            return self.scales
+        rows, cols = self.data.shape[0], self.data.shape[1] * 2
+        per_row = unswizzle_scales(self.scales, rows, cols // NVFP4_BLOCK)
+        return per_row[::NVFP4_BLOCK].contiguous() if self.block_2d else per_row
+
+    def dequantize(self, dtype: torch.dtype = torch.float32, *, undo_rht: bool = True) -> torch.Tensor:
+        """(rows, K) approximation of x; with ``rht``, of x itself (the inverse transform is
+        applied) unless ``undo_rht=False``, which returns the transformed values."""
+        return reference.dequantize_nvfp4(self.data, self.scales_2d(), self.amax, self.block_2d,
+                                          self.rht, undo_rht).to(dtype)

@@ -1,0 +1,139 @@
+"""Public quantizers (tilefuse.quant): argument checks naming the argument, empty inputs, the
+kernel path and the level-0 reference path giving the same bits, swizzle=True equal to
+swizzle_scales of the compact scales, dequantize() through the public objects, host reads.
+"""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches
+from tilefuse.quant import (quantize_fp8_block, quantize_mxfp8, quantize_nvfp4, reference,
+                            swizzle_scales)
+
+from quant_helpers import mixed, same_bits
+
+
+def _dev():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _fields(q):
+    out = [q.data, q.scales]
+    return out + [q.amax] if hasattr(q, "amax") else out
+
+
+CALLS = {
+    "fp8_1x128": lambda x: quantize_fp8_block(x),
+    "fp8_128x128_pow2": lambda x: quantize_fp8_block(x, block=(128, 128), pow2_scales=True),
+    "mxfp8_swz": lambda x: quantize_mxfp8(x, swizzle=True),
+    "nvfp4_2d_swz": lambda x: quantize_nvfp4(x, block_2d=True, swizzle=True),
+    "nvfp4_rht": lambda x: quantize_nvfp4(x, rht=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_kernel_path_equals_level0_reference(name):
+    x = mixed(131, 256, 128, seed=2, log2_range=10).to(_dev())
+    with launches.counting() as n:
+        q = CALLS[name](x)
+    assert sum(n.values()) >= 1                     # the kernels ran (interpreter or GPU)
+    with tilefuse.level(0), launches.counting() as n0:
+        r = CALLS[name](x)
+    assert not n0
+    assert all(same_bits(a, b) for a, b in zip(_fields(q), _fields(r)))
+    assert torch.equal(torch.isnan(q.dequantize()), torch.isnan(r.dequantize()))
+
+
+def test_swizzle_flag_matches_swizzle_scales():
+    x = mixed(70, 96, 32, seed=4).to(_dev())
+    assert same_bits(quantize_mxfp8(x, swizzle=True).scales, swizzle_scales(quantize_mxfp8(x).scales))
+    x = mixed(70, 96, 16, seed=5, log2_range=5).to(_dev())
+    for block_2d in (False, True):
+        q = quantize_nvfp4(x, block_2d=block_2d, swizzle=True)
+        c = quantize_nvfp4(x, block_2d=block_2d)
+        assert same_bits(q.scales_2d(), c.scales)
+        assert same_bits(q.dequantize(), c.dequantize())
+
+
+def test_shapes_and_dtypes():
+    x = torch.randn(37, 256, device=_dev())
+    q = quantize_fp8_block(x, block=(128, 128))
+    assert q.data.dtype == torch.float8_e4m3fn and q.data.shape == (37, 256)
+    assert q.scales.dtype == torch.float32 and q.scales.shape == (1, 2)
+    q = quantize_mxfp8(x)
+    assert q.scales.dtype == torch.uint8 and q.scales.shape == (37, 8)
+    assert quantize_mxfp8(x, swizzle=True).scales.shape == (128 * 8,)
+    q = quantize_nvfp4(x)
+    assert q.data.dtype == torch.uint8 and q.data.shape == (37, 128)
+    assert q.scales.dtype == torch.float8_e4m3fn and q.scales.shape == (37, 16)
+    assert q.amax.dtype == torch.float32 and q.amax.shape == ()
+    assert quantize_nvfp4(x, block_2d=True).scales.shape == (3, 16)
+    assert quantize_nvfp4(x, block_2d=True, swizzle=True).scales.shape == (128 * 16,)
+
+
+@pytest.mark.parametrize("shape", [(0, 128), (4, 0)])
+def test_empty_inputs(shape):
+    x = torch.empty(shape, device=_dev())
+    q = quantize_fp8_block(x)
+    assert q.data.shape == shape and q.dequantize().shape == shape
+    q = quantize_mxfp8(x, swizzle=True)
+    assert q.scales.numel() == 0 and q.dequantize().shape == shape
+    q = quantize_nvfp4(x)
+    assert q.data.shape == (shape[0], shape[1] // 2) and q.amax.item() == 0
+    assert q.dequantize().shape == shape
+
+
+def test_dequantize_dtype_and_undo_rht():
+    x = mixed(16, 64, 16, seed=6, log2_range=3).to(_dev())
+    q = quantize_nvfp4(x, rht=True)
+    assert q.dequantize(torch.bfloat16).dtype == torch.bfloat16
+    y = reference.hadamard16(x.cpu())
+    err_t = (q.dequantize(undo_rht=False).cpu() - y).norm() / y.norm()
+    err = (q.dequantize().cpu() - x.cpu()).norm() / x.cpu().norm()
+    assert err_t < 0.2 and err < 0.2 and abs(float(err - err_t)) < 1e-5
+
+
+def test_amax_argument_is_used_as_given():
+    x = torch.randn(8, 32, device=_dev())
+    amax = torch.tensor([2.0], dtype=torch.float64, device=_dev())
+    q = quantize_nvfp4(x, amax=amax)
+    assert q.amax.dtype == torch.float32 and q.amax.item() == 2.0
+
+
+def test_no_host_read_under_fake_tensors():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with tilefuse.level(0), FakeTensorMode():
+        x = torch.randn(32, 128)
+        quantize_fp8_block(x)
+        quantize_mxfp8(x, swizzle=True)
+        quantize_nvfp4(x, block_2d=True, rht=True, swizzle=True)
+
+
+BAD = [
+    (lambda: quantize_fp8_block([[1.0]]), TypeError, "x must be a torch.Tensor"),
+    (lambda: quantize_fp8_block(torch.zeros(4, 128, dtype=torch.float64)), TypeError, "x must be float32"),
+    (lambda: quantize_fp8_block(torch.zeros(128)), ValueError, "x must be 2-D"),
+    (lambda: quantize_fp8_block(torch.zeros(4, 64)), ValueError, "multiple of 128"),
+    (lambda: quantize_fp8_block(torch.zeros(4, 128), block=(1, 64)), ValueError, "block must be"),
+    (lambda: quantize_fp8_block(torch.zeros(4, 128), pow2_scales=1), TypeError, "pow2_scales"),
+    (lambda: quantize_mxfp8(torch.zeros(4, 48)), ValueError, "multiple of 32"),
+    (lambda: quantize_mxfp8(torch.zeros(4, 32), swizzle="yes"), TypeError, "swizzle"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 24)), ValueError, "multiple of 16"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), block_2d=None), TypeError, "block_2d"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), rht=0), TypeError, "rht"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), amax=1.0), TypeError, "amax"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), amax=torch.tensor(1)), TypeError, "amax"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), amax=torch.ones(2)), ValueError, "amax"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), amax=torch.ones(1, device="meta")), ValueError, "amax"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), stochastic_bits=torch.zeros(4, 16)), TypeError,
+     "stochastic_bits"),
+    (lambda: quantize_nvfp4(torch.zeros(4, 16), stochastic_bits=torch.zeros(4, 32, dtype=torch.int32)),
+     ValueError, "stochastic_bits"),
+]
+
+
+@pytest.mark.parametrize("call,exc,match", BAD, ids=[f"{i}-{b[2][:20]}" for i, b in enumerate(BAD)])
+def test_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
