@@ -7,11 +7,12 @@ its scales and its data follow reference.py's formulas in the same order, so res
 for bit those of reference.py.
 
 Conversions are integer bit manipulation, the same code compiled and interpreted, because
-Triton's interpreter converts float32 -> float8e4nv wrongly (it rounds half up and never to
-even, truncates below 2^-6, turns 470 into 0x7F = NaN and inf/NaN into 0x78/0x7C) and decodes
-0x7F as 480; and the GPU's cvt.rn.satfinite differs from torch's cast above 448 (which the
-clamps before every cast make moot). Every fp32 division is ``tl.math.div_rn`` (IEEE): plain
-``/`` compiles to an approximate division on NVIDIA GPUs.
+Triton's interpreter converts float32 -> float8e4nv wrongly (ties round up, not to even; below
+2^-6 it truncates; 470 becomes 0x7F = NaN, 500 and inf 0x78, NaN 0x7C) and decodes 0x7F as 480.
+Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which agrees with torch's cast up to 448
+only (torch changed its own overflow rule between versions; 2.13 saturates), so every cast here
+follows a clamp to +-448 anyway. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
+compiles to an approximate division on NVIDIA GPUs.
 """
 
 import triton
@@ -25,13 +26,21 @@ _E2M1_MAX = tl.constexpr(E2M1_MAX)
 _NVFP4_GLOBAL = tl.constexpr(NVFP4_GLOBAL)
 _ONE_SIXTH = tl.constexpr(ONE_SIXTH_F32)
 _RHT_SIGN_MASK = tl.constexpr(RHT_SIGN_MASK)
-_NAN = tl.constexpr(float("nan"))
+# NaN is built from its bits, not held in a constexpr global: Triton checks that a global has
+# the same value in every kernel that uses it, and nan != nan fails that check when compiling.
+_NAN_BITS = tl.constexpr(0x7FC00000)
 _INF = tl.constexpr(float("inf"))
 
 
 # ---------------------------------------------------------------------------------------------
 # NaN-propagating min / clamp (torch.minimum / torch.clamp semantics; the GPU's min.f32
 # returns the non-NaN operand, numpy's the NaN)
+
+
+@triton.jit
+def _nan_where(cond, v):
+    """v, with the canonical float32 NaN (0x7FC00000) where cond."""
+    return tl.where(cond, tl.full(v.shape, _NAN_BITS, tl.uint32).to(tl.float32, bitcast=True), v)
 
 
 @triton.jit
@@ -77,7 +86,7 @@ def e4m3_value(b):
     normal = (((exp + 120) << 23) | (man << 20)).to(tl.float32, bitcast=True)
     val = tl.where(exp == 0, man.to(tl.float32) * 0.001953125, normal)   # subnormal: man * 2^-9
     val = tl.where((b & 0x80) != 0, -val, val)
-    return tl.where(mag == 0x7F, _NAN, val)
+    return _nan_where(mag == 0x7F, val)
 
 
 @triton.jit
@@ -98,7 +107,7 @@ def e8m0_reciprocal(e):
     """Biased E8M0 exponent (uint32) -> float32 2^(127 - e); NaN for 0xFF."""
     bits = tl.where(e <= 253, (254 - e) << 23, 0x00400000)
     val = bits.to(tl.float32, bitcast=True)
-    return tl.where(e == 0xFF, _NAN, val)
+    return _nan_where(e == 0xFF, val)
 
 
 @triton.jit
@@ -158,7 +167,7 @@ def block_amax(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     a = tl.where(a <= _FP32_MAX, a, _INF)
     a = tl.reshape(a, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
     m = tl.max(tl.max(a, axis=3), axis=1)
-    return tl.where(m == _INF, _NAN, m)
+    return _nan_where(m == _INF, m)
 
 
 @triton.jit
@@ -242,7 +251,7 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
         pow2 = (enc.to(tl.uint32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
         enc = tl.where(enc != enc, enc, pow2)
     scale = tl.math.div_rn(tl.full(enc.shape, 1.0, tl.float32), enc)
-    scale = tl.where(scale != scale, _NAN, scale)
+    scale = _nan_where(scale != scale, scale)
     v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128), -_E4M3_MAX, _E4M3_MAX)
     _store_tile(data_ptr, e4m3_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, BLOCK_M, BLOCK_K)
     store_scales(scale_ptr, scale, row0 // BLOCK_ROWS, col0 // 128,
@@ -294,31 +303,30 @@ def amax_finalize_kernel(partial_ptr, amax_ptr, n_partials, BLOCK: tl.constexpr)
     for start in range(0, n_partials, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         m = tl.maximum(m, tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0))
-    total = tl.max(m, axis=0)
-    tl.store(amax_ptr, tl.where(total == _INF, _NAN, total))
+    total = tl.max(m, axis=0, keep_dims=True)
+    tl.store(amax_ptr + tl.arange(0, 1), _nan_where(total == _INF, total))
 
 
 @triton.jit
 def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
                  x_stride_r, x_stride_c, rand_stride_r, rand_stride_c, padded_cols,
-                 BLOCK_2D: tl.constexpr, RHT: tl.constexpr, STOCHASTIC: tl.constexpr,
+                 BLOCK_ROWS: tl.constexpr, RHT: tl.constexpr, STOCHASTIC: tl.constexpr,
                  SWIZZLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """NVFP4: packed E2M1 data, E4M3 scales per 16 elements (16x16 with BLOCK_2D), the fp32
-    per-tensor scale from amax_ptr.
+    """NVFP4: packed E2M1 data, E4M3 scales per BLOCK_ROWS x 16 elements (BLOCK_ROWS 1, or 16
+    for 2-D blocks), the fp32 per-tensor scale from amax_ptr.
 
     x_ptr: (n_rows, n_cols) float32/bfloat16/float16, strides (x_stride_r, x_stride_c).
     amax_ptr: float32 scalar, the per-tensor amax (of the transformed x with RHT).
     rand_ptr: (n_rows, n_cols) int32 random bits (read as uint32) with STOCHASTIC, strides
         (rand_stride_r, rand_stride_c); unused otherwise.
     data_ptr: (n_rows, n_cols // 2) uint8, element 2i in the low nibble, contiguous.
-    scale_ptr: uint8 (float8_e4m3fn bits): (n_rows, n_cols // 16) row-major, with BLOCK_2D
-        (cdiv(n_rows, 16), n_cols // 16); with SWIZZLE the flat 128x4 layout of the
+    scale_ptr: uint8 (float8_e4m3fn bits): (cdiv(n_rows, BLOCK_ROWS), n_cols // 16) row-major;
+        with SWIZZLE the flat 128x4 layout of the
         (n_rows, n_cols // 16) matrix (a 2-D block's scale repeated on its 16 rows), padded to
         padded_cols columns (zeros pre-filled).
     """
     row0 = tl.program_id(0) * BLOCK_M
     col0 = tl.program_id(1) * BLOCK_K
-    BR: tl.constexpr = 16 if BLOCK_2D else 1
     x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     if RHT:
         x = rht16(x, BLOCK_M, BLOCK_K)
@@ -326,11 +334,11 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
     s_enc = tl.where(amax == 0.0, 1.0,
                      _min_nan(tl.math.div_rn(tl.full((1,), _NVFP4_GLOBAL, tl.float32), amax), _FP32_MAX))
     s_dec = tl.math.div_rn(tl.full((1,), 1.0, tl.float32), s_enc)
-    blk = block_amax(x, BLOCK_M, BLOCK_K, BR, 16)
+    blk = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 16)
     s_bits = e4m3_bits(_clamp_nan(blk * (s_enc * _ONE_SIXTH), -_E4M3_MAX, _E4M3_MAX))
     s_val = e4m3_value(s_bits)
     enc = _min_nan(tl.math.div_rn(tl.full(s_val.shape, 1.0, tl.float32), s_val * s_dec), _FP32_MAX)
-    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BR, 16), -_E2M1_MAX, _E2M1_MAX)
+    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, 16), -_E2M1_MAX, _E2M1_MAX)
     if STOCHASTIC:
         rows = (row0 + tl.arange(0, BLOCK_M)).to(tl.int64)
         cols = (col0 + tl.arange(0, BLOCK_K)).to(tl.int64)
@@ -343,12 +351,12 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
     lo, hi = tl.split(tl.reshape(codes, (BLOCK_M, BLOCK_K // 2, 2)))
     _store_tile(data_ptr, (lo | (hi << 4)).to(tl.uint8), row0, col0 // 2, n_rows, n_cols // 2,
                 BLOCK_M, BLOCK_K // 2)
-    if BLOCK_2D and SWIZZLE:
+    if BLOCK_ROWS > 1 and SWIZZLE:
         per_row = tl.reshape(tl.broadcast_to(s_bits[:, None, :], (BLOCK_M // 16, 16, BLOCK_K // 16)),
                              (BLOCK_M, BLOCK_K // 16))
         store_scales(scale_ptr, per_row.to(tl.uint8), row0, col0 // 16, n_rows, n_cols // 16,
                      padded_cols, BLOCK_M, BLOCK_K // 16, True)
     else:
-        store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BR, col0 // 16,
-                     (n_rows + BR - 1) // BR, n_cols // 16, padded_cols,
-                     BLOCK_M // BR, BLOCK_K // 16, SWIZZLE)
+        store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BLOCK_ROWS, col0 // 16,
+                     (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 16, padded_cols,
+                     BLOCK_M // BLOCK_ROWS, BLOCK_K // 16, SWIZZLE)

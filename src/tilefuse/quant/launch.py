@@ -3,10 +3,15 @@
 x is (rows, K), any strides (the kernels read them); outputs are contiguous. Arguments are
 assumed validated (api.py). Nothing here reads a device value on the host.
 
-Tiles are heuristic, not tuned: a tile holds whole scaling blocks, BLOCK_K is a power of two no
-wider than K needs, and the programs of one launch are independent (no atomics), so results do
-not depend on the tile. A swizzled scale buffer is zero-filled first (its padding entries must
-be 0), then the kernel writes every real entry.
+Tiles are heuristic, not tuned (no GPU timing yet): a tile holds whole scaling blocks, BLOCK_K
+is a power of two no wider than K needs, and the programs of one launch are independent (no
+atomics), so results do not depend on the tile. The sizes keep 16 elements per thread, where an
+sm_90 compile (done on the CPU, tests/test_quant_kernels.py) shows 80-130 registers and no
+stack; 64 per thread (32x256 tiles, or 128x128 on 8 warps) hit the 255-register cap, and mxfp8
+spilled.
+
+A swizzled scale buffer is zero-filled first (its padding entries must be 0), then the kernel
+writes every real entry.
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ def _new(*shape, dtype, device) -> torch.Tensor:
     return t
 
 
+# (BLOCK_M, widest BLOCK_K, num_warps) per kernel
+FP8_1x128_TILE = (16, 128, 4)
+FP8_128x128_TILE = (128, 128, 16)
+MXFP8_TILE = (16, 128, 4)
+NVFP4_TILE = (16, 128, 4)
+AMAX_TILE = (32, 256, 4)
+
+
 def _block_k(n_cols: int, widest: int, group: int) -> int:
     return max(group, min(widest, next_power_of_2(n_cols)))
 
@@ -48,13 +61,13 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool):
     scales = _new(cdiv(rows, br), cols // bc, dtype=torch.float32, device=x.device)
     if data.numel() == 0:
         return data, scales
-    block_m = 128 if br == 128 else 32
-    block_k = 128 if br == 128 else _block_k(cols, 256, bc)
+    block_m, widest, warps = FP8_128x128_TILE if br == 128 else FP8_1x128_TILE
+    block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
     fp8_block_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
         x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1),
         BLOCK_ROWS=br, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
-        num_warps=8 if br == 128 else 4, **_COMPILE,
+        num_warps=warps, **_COMPILE,
     )
     launches.record("quant_fp8_block")
     return data, scales
@@ -76,11 +89,12 @@ def mxfp8(x: torch.Tensor, swizzle: bool):
     scales, padded_cols = _scale_buffer(rows, cols // MXFP8_BLOCK, swizzle, torch.uint8, x.device)
     if data.numel() == 0:
         return data, scales
-    block_m, block_k = 32, _block_k(cols, 256, MXFP8_BLOCK)
+    block_m, widest, warps = MXFP8_TILE
+    block_k = _block_k(cols, widest, MXFP8_BLOCK)
     from .kernels import mxfp8_kernel
     mxfp8_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
         x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1), padded_cols,
-        SWIZZLE=swizzle, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE,
+        SWIZZLE=swizzle, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
     )
     launches.record("quant_mxfp8")
     return data, scales
@@ -93,12 +107,13 @@ def tensor_amax(x: torch.Tensor, rht: bool) -> torch.Tensor:
     amax = torch.zeros((), dtype=torch.float32, device=x.device)
     if x.numel() == 0:
         return amax
-    block_m, block_k = 32, _block_k(cols, 256, NVFP4_BLOCK)
+    block_m, widest, warps = AMAX_TILE
+    block_k = _block_k(cols, widest, NVFP4_BLOCK)
     grid = (cdiv(rows, block_m), cdiv(cols, block_k))
     partials = _new(grid[0] * grid[1], dtype=torch.float32, device=x.device)
     from .kernels import amax_finalize_kernel, amax_partial_kernel
     amax_partial_kernel[grid](x, partials, rows, cols, x.stride(0), x.stride(1),
-                              RHT=rht, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE)
+                              RHT=rht, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE)
     amax_finalize_kernel[(1,)](partials, amax, partials.numel(), BLOCK=1024, num_warps=4)
     launches.record("quant_amax")
     return amax
@@ -119,15 +134,16 @@ def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
                                         torch.float8_e4m3fn, x.device)
     if x.numel() == 0:
         return data, scales, amax
-    block_m, block_k = 32, _block_k(cols, 128, NVFP4_BLOCK)
+    block_m, widest, warps = NVFP4_TILE
+    block_k = _block_k(cols, widest, NVFP4_BLOCK)
     rand = data if stochastic_bits is None else stochastic_bits.view(torch.int32)
     rand_strides = (0, 0) if stochastic_bits is None else rand.stride()
     from .kernels import nvfp4_kernel
     nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
         x, amax, rand, data, scales.view(torch.uint8), rows, cols, x.stride(0), x.stride(1),
         rand_strides[0], rand_strides[1], padded_cols,
-        BLOCK_2D=block_2d, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,
-        BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4, **_COMPILE,
+        BLOCK_ROWS=NVFP4_BLOCK if block_2d else 1, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,
+        BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
     )
     launches.record("quant_nvfp4")
     return data, scales, amax
