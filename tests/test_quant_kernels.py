@@ -322,11 +322,10 @@ print(json.dumps(out))
 
 
 def _nvidia_compiler_available():
-    try:
-        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
-    except Exception:
-        return False
+    import importlib.util
     import pathlib
+    if importlib.util.find_spec("triton.backends.nvidia.compiler") is None:
+        return False
     return (pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
 
 
