@@ -111,7 +111,7 @@ def test_e8m0_reciprocal_matches_reference():
 
 
 def test_e2m1_codes_match_reference():
-    v = torch.cat([e2m1_tie_points(), torch.tensor([0.0, -0.0, 1e-40, float("nan")]),
+    v = torch.cat([e2m1_tie_points(), torch.tensor([0.0, -0.0, 1e-40, float("nan"), -float("nan")]),
                    _random_f32(1 << 14, seed=3, max_abs=6.0)])
     assert torch.equal(_run_helper(4, v), reference.e2m1_codes(v, v).int())
 
@@ -228,12 +228,13 @@ def test_nvfp4_kernel(rows, cols, amax, block_2d, rht, stochastic, swizzle, dtyp
     assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 
 
-@pytest.mark.parametrize("block_2d", [False, True])
-def test_nvfp4_kernel_nonfinite(block_2d):
+@pytest.mark.parametrize("block_2d,rht", [(False, False), (True, False), (False, True)])
+def test_nvfp4_kernel_nonfinite(block_2d, rht):
     x = mixed(40, 64, 16, seed=3, nonfinite=True, log2_range=8)
+    x[7, 20] = -float("nan")          # sign bit set: codes of NaN values are +0 all the same
     for amax in (None, torch.tensor(7.0)):
-        data, scales, got_amax = launch.nvfp4(_to_dev(x), _to_dev(amax), block_2d, False, None, False)
-        rdata, rscales, ramax = reference.quantize_nvfp4(x, amax, block_2d)
+        data, scales, got_amax = launch.nvfp4(_to_dev(x), _to_dev(amax), block_2d, rht, None, False)
+        rdata, rscales, ramax = reference.quantize_nvfp4(x, amax, block_2d, rht)
         assert same_bits(got_amax.cpu(), ramax)
         assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 

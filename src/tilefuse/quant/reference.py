@@ -10,7 +10,7 @@ that holds a NaN or +-inf is *poisoned*: its block amax is NaN, so its scale is 
 (fp8_block: float32 NaN; mxfp8: E8M0 0xFF; nvfp4: E4M3 0x7F) and dequantize() gives NaN for
 every element of the block. Every NaN this module writes is canonical: float8_e4m3fn 0x7F
 (never 0xFF), float32 0x7FC00000; E2M1 has no NaN, so a poisoned nvfp4 block's codes are
-+-0 (the sign bit of the value being quantized). With ``amax=None`` nvfp4 computes the
++-0 (the sign of the value being quantized, + where that value is itself NaN). With ``amax=None`` nvfp4 computes the
 per-tensor amax with the same rule, so one non-finite element poisons the whole tensor.
 
 fp8_block (specs: "fp8_block"; Transformer Engine's Float8BlockScaling rule):
@@ -98,7 +98,7 @@ def e8m0_value(e: torch.Tensor) -> torch.Tensor:
 
 def e2m1_codes(v: torch.Tensor, sign_of: torch.Tensor) -> torch.Tensor:
     """E2M1 codes (int64, 0..15) of ``v`` (clamped to +-6) with ties to even; the sign bit comes
-    from ``sign_of`` (the value being quantized), NaN -> magnitude 0."""
+    from ``sign_of`` (the value being quantized; 0 where that is NaN), NaN v -> magnitude 0."""
     a = v.abs()
     mag = ((a > 0.25).long() + (a >= 0.75).long() + (a > 1.25).long() + (a >= 1.75).long()
            + (a > 2.5).long() + (a >= 3.5).long() + (a > 5.0).long())
@@ -143,7 +143,9 @@ def unpack_e2m1(packed: torch.Tensor) -> torch.Tensor:
 
 
 def _sign_bit(t: torch.Tensor) -> torch.Tensor:
-    return (t.view(torch.int32) < 0).long()
+    """1 where t's sign bit is set, except for NaN (0): a NaN's sign bit after arithmetic
+    differs between CPUs and GPUs."""
+    return ((t.view(torch.int32) < 0) & ~torch.isnan(t)).long()
 
 
 # ---------------------------------------------------------------------------------------------
