@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 
 from ... import policy
+from ..autograd_common import create_graph_grads
 from . import configs, launch
 from .reference import grouped_glu_mlp_unfused
 
@@ -26,15 +27,11 @@ def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
 
 
 def _unfused_grads(ctx, inputs, dy, activation, interleave):
-    need = [i for i, t in enumerate(inputs) if t is not None and ctx.needs_input_grad[i]]
-    with torch.enable_grad():
-        y = grouped_glu_mlp_unfused(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], activation=activation,
-                                    glu_interleave=interleave, fc1_bias=inputs[5], fc2_bias=inputs[6])
-        got = torch.autograd.grad(y, [inputs[i] for i in need], dy, create_graph=True, allow_unused=True)
-    grads = [None] * 7
-    for i, g in zip(need, got):
-        grads[i] = torch.zeros_like(inputs[i]) if g is None else g
-    return grads
+    """create_graph: differentiate the unfused composition; no fused kernel runs."""
+    def forward(x, counts, probs, w1, w2, b1, b2):
+        return grouped_glu_mlp_unfused(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
+                                       fc1_bias=b1, fc2_bias=b2)
+    return create_graph_grads(ctx, forward, inputs, dy)
 
 
 class GroupedMLPFunction(torch.autograd.Function):

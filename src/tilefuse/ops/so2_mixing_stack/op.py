@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
+from ..autograd_common import create_graph_grads
 from . import configs, launch
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
 
@@ -31,16 +32,10 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
 
 
 def _reference_grads(ctx, inputs, grad_out, d, apply_alpha):
-    """create_graph: differentiate the reference on the saved originals (still in the graph),
-    so second derivatives are exact; no kernel runs."""
-    need = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[i]]
-    with torch.enable_grad():
-        out = so2_stack_reference(*inputs, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
-        got = torch.autograd.grad(out, [inputs[i] for i in need], grad_out, create_graph=True, allow_unused=True)
-    grads = [None] * 5
-    for i, g in zip(need, got):
-        grads[i] = torch.zeros_like(inputs[i]) if g is None else g
-    return grads
+    """create_graph: differentiate the reference, so second derivatives are exact; no kernel runs."""
+    def forward(*args):
+        return so2_stack_reference(*args, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
+    return create_graph_grads(ctx, forward, inputs, grad_out)
 
 
 class So2StackFunction(torch.autograd.Function):
