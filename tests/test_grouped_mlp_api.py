@@ -2,7 +2,6 @@
 GroupedGLUMLP module (parameters, initialisation, state dict, forward wiring)."""
 
 import math
-import pathlib
 import sys
 import types
 
@@ -15,16 +14,9 @@ from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
 from tilefuse.ops.grouped_glu_mlp.validate import validate
 
 API_MODULE = "tilefuse.ops.grouped_glu_mlp.api"
-HAS_API = (pathlib.Path(tilefuse.__file__).parent / "ops" / "grouped_glu_mlp" / "api.py").exists()
-needs_api = pytest.mark.skipif(not HAS_API, reason="grouped_glu_mlp's functional API (api.py) is not there")
 
 
-@pytest.fixture(autouse=True)
-def _one_intra_op_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
 
 # E 3, T 6, H 8, F 4 (2F 8), glu_interleave 2.
@@ -147,7 +139,6 @@ def test_bad_inputs_name_the_argument(args, kwargs, exc, msg):
         run_validate(args, **kwargs)
 
 
-@needs_api
 @pytest.mark.parametrize("args,kwargs,exc,msg", _bad_cases()[::4])
 def test_public_function_checks_before_it_dispatches(args, kwargs, exc, msg):
     from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp
@@ -291,7 +282,6 @@ def test_module_forward_passes_its_configuration(recording_api, bias):
     assert all(p.grad is not None for p in m.parameters())
 
 
-@needs_api
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("interleave", [2, None], ids=lambda s: f"s{s}")
 def test_module_level0_forward_and_gradients_match_reference(bias, interleave):
@@ -322,7 +312,6 @@ def test_module_level0_forward_and_gradients_match_reference(bias, interleave):
         close(got, ref)
 
 
-@needs_api
 def test_module_bf16_forward_runs_in_bf16():
     m = GroupedGLUMLP(3, 8, 8, glu_interleave=None, dtype=torch.bfloat16)
     args = make_args(dtype=torch.bfloat16, bias=False)

@@ -21,6 +21,8 @@ from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
 from tilefuse.tuning.sweep import TIMED
 
+from tuning_helpers import FakeTimer
+
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
 SMALL = GemmConfig(32, 32, 32, 4, 2, 2)   # small tiles: several row and column tiles per expert
 
@@ -101,16 +103,7 @@ def test_split_not_summing_to_T_is_caught(device):
             launch.forward(x, bad, p, w1, w2, b1, b2, "swiglu", 16, config=SMALL)
 
 
-@pytest.fixture
-def isolated_table(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
-    tuning.reload()
-    yield
-    tuning.unregister("grouped_glu_mlp")
-    tuning.reload()
-
-
-def test_public_api_runs_fused_only_with_a_table_entry(isolated_table, device):
+def test_public_api_runs_fused_only_with_a_table_entry(tuning_table, device):
     counts, H, F = [9, 0, 14], 32, 32
     x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.float32, False, device)
 
@@ -130,19 +123,8 @@ def test_public_api_runs_fused_only_with_a_table_entry(isolated_table, device):
         assert call()["grouped_mlp_fwd"] == 0
 
 
-class FakeTimer:
-    def __init__(self, fast):
-        self.fast = fast
-
-    def buffers(self, input_bytes):
-        return 2
-
-    def prepare(self, label, call, n_buffers):
-        return lambda: 0.9 if label == self.fast else 1.0
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
-def test_tuning_sweep_checks_and_records_a_fused_winner(isolated_table, monkeypatch):
+def test_tuning_sweep_checks_and_records_a_fused_winner(tuning_table, monkeypatch):
     two = [GemmConfig(32, 32, 32, 4, 2, 1), GemmConfig(32, 64, 32, 4, 2, 2)]
     monkeypatch.setattr(gtune, "candidates_for", lambda problem: list(two))
     problem = gtune.GroupedProblem.of(64, 32, 32, 4, 4, "swiglu", 16, False)
@@ -152,7 +134,7 @@ def test_tuning_sweep_checks_and_records_a_fused_winner(isolated_table, monkeypa
     assert tuning.lookup_config("grouped_glu_mlp", problem) == two[1]
 
 
-def test_opcheck_and_compile_fullgraph(isolated_table, device):
+def test_opcheck_and_compile_fullgraph(tuning_table, device):
     from tilefuse.ops.grouped_glu_mlp.op import grouped_mlp_fwd_op
     x, c, p, w1, w2, b1, b2 = make([7, 0, 12], 32, 32, torch.float32, True, device)
     cfg = SMALL

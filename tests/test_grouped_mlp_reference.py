@@ -15,13 +15,7 @@ from tilefuse.ops.grouped_glu_mlp.reference import (GEGLU_ALPHA, GEGLU_LIMIT, ex
                                                     uses_grouped_mm)
 
 
-@pytest.fixture(autouse=True)
-def _one_intra_op_thread():
-    """Tiny tensors: intra-op threads only add barriers (see tests/test_so2_reference.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
 
 F64 = torch.float64

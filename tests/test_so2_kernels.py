@@ -20,6 +20,8 @@ from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
 from tilefuse.tuning.sweep import TIMED
 
+from tuning_helpers import FakeTimer
+
 REL_TOL = 1e-5
 NL = 3
 
@@ -98,15 +100,6 @@ def test_wide_shapes_match_reference(lmax, n_focus, focus_dim, device):
         assert rel(got, want) < REL_TOL
 
 
-@pytest.fixture
-def isolated_table(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
-    tuning.reload()
-    yield
-    tuning.unregister("so2_mixing_stack")
-    tuning.reload()
-
-
 def _register_fused(lmax, focus_dim, cfg=None):
     cfg = cfg or So2Config(32, 64, focus_dim, 4, 2, fused=True)
     tuning.register("so2_mixing_stack", {so2_tune.So2Problem(lmax, focus_dim, 4): cfg})
@@ -125,7 +118,7 @@ def _force_grads(inputs, lmax, focus_dim, apply_alpha=True, seed=1):
 @pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha",
                          [(1, 1, 32, 37, True), (3, 2, 32, 129, False), (2, 2, 64, 33, True), (2, 1, 16, 1, False)],
                          ids=["L1-F1-C32-E37", "L3-F2-C32-E129-noalpha", "L2-F2-C64-E33", "L2-F1-C16-E1-noalpha"])
-def test_fused_is_bitwise_equal_to_relay_and_engages(isolated_table, lmax, n_focus, focus_dim, n_edges,
+def test_fused_is_bitwise_equal_to_relay_and_engages(tuning_table, lmax, n_focus, focus_dim, n_edges,
                                                      apply_alpha, device):
     _, inputs = make(lmax, n_focus, focus_dim, n_edges, device)
     with tilefuse.level(2), launches.counting() as relay_launches:
@@ -139,7 +132,7 @@ def test_fused_is_bitwise_equal_to_relay_and_engages(isolated_table, lmax, n_foc
         assert torch.equal(r, f)
 
 
-def test_every_guard_false_side_routes_to_the_relay(isolated_table, device):
+def test_every_guard_false_side_routes_to_the_relay(tuning_table, device):
     lmax, focus_dim = 2, 32
     _register_fused(lmax, focus_dim)
     _, inputs = make(lmax, 2, focus_dim, 37, device)
@@ -195,21 +188,8 @@ def test_double_backward_matches_reference(device):
         assert rel(got, want) < REL_TOL
 
 
-class FakeTimer:
-    """1 s per call for every choice except ``fast`` (0.9 s)."""
-
-    def __init__(self, fast):
-        self.fast = fast
-
-    def buffers(self, input_bytes):
-        return 2
-
-    def prepare(self, label, call, n_buffers):
-        return lambda: 0.9 if label == self.fast else 1.0
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
-def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(isolated_table, monkeypatch):
+def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True), So2Config(32, 64, 32, 4, 2, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
@@ -224,15 +204,13 @@ def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(isolated_tabl
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tuning.table_location()[1].parent / "second"))
     tuning.reload()
 
-    class Slim(FakeTimer):
-        def prepare(self, label, call, n_buffers):
-            return lambda: 0.98 if label == self.fast else 1.0
-    result = tuning.sweep_key("so2_mixing_stack", problem, timer=Slim(small[1].name), rounds=2, device="cpu")
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[1].name, 0.98), rounds=2,
+                              device="cpu")
     assert result.winner == tuning.BASELINE or getattr(result.winner, "fused", False) is False
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
-def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(isolated_table, monkeypatch):
+def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
     real = launch.backward
@@ -264,7 +242,7 @@ def test_opcheck_and_compile_fullgraph(device):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
-def test_tune_model_covers_so2_mixing_stack(isolated_table, monkeypatch):
+def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     """tilefuse.tune(model, inputs) sees the stack's key in a force evaluation (weights frozen,
     positions -> u0 requiring grad) and sweeps it."""
     from tilefuse.nn import SO2MixingStack

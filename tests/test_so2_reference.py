@@ -11,15 +11,7 @@ from tilefuse.ops.so2_mixing_stack.reference import (so2_stack_backward_referenc
                                                      so2_stack_reference)
 
 
-@pytest.fixture(autouse=True)
-def _one_intra_op_thread():
-    """These tensors are tiny (a few thousand elements): intra-op threads only add barriers,
-    and while another process holds a core each barrier waits for a descheduled thread
-    (measured: the finite-difference tests took 40 s instead of 0.2 s on 2 busy cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
 
 F64 = torch.float64

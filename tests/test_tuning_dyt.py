@@ -17,29 +17,10 @@ from tilefuse.ops.dyt.tune import FAMILY as DYT
 from tilefuse.tuning import BASELINE, command, runner, table
 from tilefuse.tuning.sweep import TIMED
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweeps (fake timer)")
+from tuning_helpers import FakeTimer
 
-
-class FakeTimer:
-    """1 s per call for every choice except ``fast`` (0.8 s)."""
-
-    def __init__(self, fast):
-        self.fast = fast
-
-    def buffers(self, input_bytes):
-        return 2
-
-    def prepare(self, label, call, n_buffers):
-        return lambda: 0.8 if label == self.fast else 1.0
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
-    tuning.reload()
-    yield
-    tuning.unregister("dyt")
-    tuning.reload()
+pytestmark = [pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweeps (fake timer)"),
+              pytest.mark.usefixtures("tuning_table")]
 
 
 @pytest.mark.parametrize("problem,fast", [
@@ -47,7 +28,7 @@ def _isolated(tmp_path, monkeypatch):
     (DyTProblem("bwd", 32, 16, 4, True), "M32-N16-w2-p1"),
 ], ids=["fwd-M64-N32-bf16", "bwd-M32-N16-fp32-channels-first"])
 def test_real_sweep_checks_every_candidate_and_records_the_winner(problem, fast):
-    result = tuning.sweep_key("dyt", problem, timer=FakeTimer(fast), rounds=3, device="cpu")
+    result = tuning.sweep_key("dyt", problem, timer=FakeTimer(fast, 0.8), rounds=3, device="cpu")
     n_candidates = len(configs.candidates(problem)) - 1
     assert len(result.with_status(TIMED)) == n_candidates, [c.reason for c in result.candidates]
     assert result.winner.name == fast and tuning.lookup_config("dyt", problem).name == fast
@@ -56,7 +37,7 @@ def test_real_sweep_checks_every_candidate_and_records_the_winner(problem, fast)
 
 def test_the_recorded_winner_runs_at_level_2_and_not_at_level_1(monkeypatch):
     problem = DyTProblem("fwd", 64, 32, 2, False)
-    tuning.sweep_key("dyt", problem, timer=FakeTimer("M16-N32-w2-p4"), rounds=2, device="cpu")
+    tuning.sweep_key("dyt", problem, timer=FakeTimer("M16-N32-w2-p4", 0.8), rounds=2, device="cpu")
     picked = []
     real_pick = launch.pick_config
     monkeypatch.setattr(launch, "pick_config", lambda p: picked.append(real_pick(p)) or picked[-1])
@@ -101,12 +82,12 @@ def test_tune_model_collects_its_keys_and_sweeps_only_uncovered_ones():
     with torch.no_grad():
         assert set(tuning.model.collect(model, x)) == {("dyt", "fwd-M32-N16-x4")}
     table.record("dyt", {"bwd-M32-N16-x4": {"winner": BASELINE}})
-    results = tuning.tune(model, (x,), timer=FakeTimer("M32-N16-w2-p4"), rounds=2, progress=False,
+    results = tuning.tune(model, (x,), timer=FakeTimer("M32-N16-w2-p4", 0.8), rounds=2, progress=False,
                           device="cpu")
     assert [r.key for r in results] == ["fwd-M32-N16-x4"]
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4").name == "M32-N16-w2-p4"
     assert all(p.grad is None for p in model.parameters())     # the backward left no trace
-    assert tuning.tune(model, x, timer=FakeTimer(""), progress=False, device="cpu") == []
+    assert tuning.tune(model, x, timer=FakeTimer("", 0.8), progress=False, device="cpu") == []
 
 
 def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
@@ -143,7 +124,7 @@ def test_cli_sweep_without_a_gpu_fails_loudly_and_records_nothing(capsys):
 
 def test_parallel_sweep_one_process_per_device_merges_into_one_table():
     items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
-    results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], timer=FakeTimer("M32-N16-w2-p1"),
+    results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], timer=FakeTimer("M32-N16-w2-p1", 0.8),
                                             rounds=2, progress=False)
     assert not errors and sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == "M32-N16-w2-p1"
@@ -158,7 +139,7 @@ def _rank_main(rank, world, init_file, tmp):
         # Rank 0 has swept the backward key (the baseline won); rank 1's own file disagrees.
         local = BASELINE if rank == 0 else {"block_m": 32, "block_n": 16, "num_warps": 2, "programs_per_sm": 8}
         table.record("dyt", {"bwd-M32-N16-x4": {"winner": local}})
-        results = tuning.tune(TinyDyT(16), torch.randn(4, 8, 16), timer=FakeTimer("M32-N16-w2-p4"),
+        results = tuning.tune(TinyDyT(16), torch.randn(4, 8, 16), timer=FakeTimer("M32-N16-w2-p4", 0.8),
                               rounds=2, progress=False, device="cpu")
         entry = lambda key: str(getattr(tuning.get_entry("dyt", key), "name", tuning.get_entry("dyt", key)))
         with open(os.path.join(tmp, f"rank{rank}.json"), "w") as f:
