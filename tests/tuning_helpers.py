@@ -1,5 +1,6 @@
 """Helpers for tuning tests (importable by worker processes: no side effects at import)."""
 
+
 class FakeTimer:
     """A sweep timer for CPU tests: ``fast_s`` per call for the choice named ``fast``, 1 s for
     every other choice."""

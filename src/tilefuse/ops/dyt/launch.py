@@ -19,6 +19,7 @@ import torch
 from ...utils import cdiv
 
 from ... import launches, policy
+from ...tuning import lookup_config
 from ...device import num_sms
 from . import configs
 from .configs import DyTConfig, DyTProblem
@@ -82,7 +83,6 @@ def pick_config(problem: DyTProblem) -> DyTConfig:
     """Level >= 2: the tuned entry for the problem's key when the table has one; otherwise
     (and at level 1) the heuristic default."""
     if policy.get_level() >= 2:
-        from ...tuning import lookup_config
         tuned = lookup_config("dyt", problem)
         if tuned is not None:
             return tuned

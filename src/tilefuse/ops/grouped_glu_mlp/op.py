@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 
 from ... import policy
+from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
 from . import configs, launch
 from .reference import grouped_glu_mlp_unfused
@@ -22,7 +23,6 @@ def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
     unfused composition (the baseline; also what a key never swept runs)."""
     if policy.get_level() < 2 or not policy.kernels_enabled(device):
         return None
-    from ...tuning import lookup_config
     return lookup_config("grouped_glu_mlp", problem)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
+from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
 from . import configs, launch
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
@@ -25,7 +26,6 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
     if (weight_grads or policy.get_level() < 2
             or not configs.fused_supported(d.focus_dim, dtype == torch.float32)):
         return relay
-    from ...tuning import lookup_config
     from .tune import So2Problem
     tuned = lookup_config("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, n_edges, n_focus, n_layers))
     return tuned if tuned is not None and tuned.fused else relay
