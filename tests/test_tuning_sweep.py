@@ -130,6 +130,9 @@ class FakeTimer:
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRITON_INTERPRET", "1")     # kernels "can run" on the CPU
+    # The sweeps here run on device="cpu" and record into the CPU's table; lookups must read
+    # that table on a CUDA machine too (there they would default to the current GPU's).
+    monkeypatch.setattr(tuning.table, "_device_index", lambda: -1)
     tuning.reload()
     yield
     tuning.unregister_family("fake")
