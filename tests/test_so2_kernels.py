@@ -101,7 +101,7 @@ def test_wide_shapes_match_reference(lmax, n_focus, focus_dim, device):
 
 
 def _register_fused(lmax, focus_dim, cfg=None):
-    cfg = cfg or So2Config(32, 64, focus_dim, 4, 2, fused=True)
+    cfg = cfg or So2Config(32, 64, focus_dim, 4, 1, fused=True)
     tuning.register("so2_mixing_stack", {so2_tune.So2Problem(lmax, focus_dim, 4): cfg})
     return cfg
 

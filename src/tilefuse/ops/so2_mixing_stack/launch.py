@@ -85,7 +85,25 @@ def _gemm_t(a, w0, w1, res, out, d, cfg):
     _gemm(BWD, a, w1, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, transpose_w=True)
 
 
-def _fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config):
+def relay_layer(g_cur, z, gw, sigma, gz, gq, d: So2Dims, cfg: So2Config):
+    """Relay steps 1-2 of one gated layer: sigma (F, E, LG) recomputed from z, then gz
+    (F, E, ROW) and, when ``gq`` is given, gq (F, E, LG). Step 3, the transposed-weight GEMM
+    with the residual, is ``_gemm_t(gz, ...)``."""
+    from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
+    F, E = g_cur.shape[0], g_cur.shape[1]
+    rows = (F * cdiv(E, cfg.block_m),)
+    cf_p = cf_padded(d.focus_dim)
+    so2_bwd_sigma_kernel[rows](z, gw, sigma, E, d.row, d.lg, d.focus_dim,
+                               IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p, num_warps=cfg.num_warps)
+    # num_stages=1: the group loop needs no software pipelining (memory-bound, one program per
+    # BLOCK_M edges); Triton's default of 3 stages asked for 368 KiB of shared memory at
+    # focus_dim 96-128 on the H200 (limit 227 KiB).
+    so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
+                                   d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
+                                   CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
+
+
+def fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config):
     """out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T] by the fused kernel: two passes over
     disjoint column segments (the m = 0 pass carries the scalar chain)."""
     from .kernels import so2_bwd_fused_kernel
@@ -107,7 +125,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     Each gated layer runs the relay, or the fused kernel when ``config.fused``; the caller
     (op.py) checks the fused guards. Weight gradients need gz/gq in memory: relay only.
     """
-    from .kernels import so2_bwd_head_kernel, so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
+    from .kernels import so2_bwd_head_kernel
     cfg = config or heuristic(d.lmax, d.focus_dim)
     if cfg.fused and (weight_grads or cfg.block_k != d.focus_dim
                       or not fused_supported(d.focus_dim, grad_out.dtype == torch.float32)):
@@ -133,21 +151,16 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     _gemm_t(g, w0c[ng], w1c[ng], g, g_cur, d, cfg)
     sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
     gz = torch.empty_like(g)
-    gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else sigma
+    gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
     u_next = u_final
-    cf_p = cf_padded(d.focus_dim)
     for layer in range(ng - 1, -1, -1):
         z = z_all[layer]
         g_next = torch.empty_like(g_cur)
         if cfg.fused:
-            _fused_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, d, cfg)
+            fused_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, d, cfg)
             g_cur = g_next
             continue
-        so2_bwd_sigma_kernel[rows](z, gwc[layer], sigma, E, d.row, d.lg, d.focus_dim,
-                                   IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p, num_warps=cfg.num_warps)
-        so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gwc[layer], gz, gq, E, d.row, d.m0, d.lg, d.focus_dim,
-                                       WRITE_GQ=weight_grads, IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p,
-                                       num_warps=cfg.num_warps)
+        relay_layer(g_cur, z, gwc[layer], sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gw_all[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
