@@ -17,3 +17,36 @@ def test_check_quick_writes_report(tmp_path):
                                         "alpha=inf", "determinism"}
     md = (out / "report.md").read_text()
     assert "## Verification" in md and "FAIL" not in md
+
+
+def test_report_renders_every_benchmark_section(tmp_path):
+    """The benchmark tables are only filled on a GPU; render synthetic rows of each op here
+    (including a failed provider) so a formatting bug cannot wait for the device."""
+    from tilefuse.check import report as rep
+    ok = {"status": "ok", "ms": 2.0, "spread": 0.01}
+    so2_common = {"lmax": 3, "focus_dim": 32, "edges": 1000, "table_picks": "relay-M32-N64-K32-w4-s2",
+                  "relay_layer_bytes": 7e8, "fused_layer_bytes": 3e8, "copy_ceiling_gbs": 4000.0}
+    report = {
+        "environment": {"gpu": "fake"},
+        "verification": [],
+        "benchmarks": {
+            "so2_mixing_stack": {"copy_ceiling_gbs": 4000.0, "rows": [
+                {"scope": "layer", "provider": "relay layer", **so2_common, **ok},
+                {"scope": "layer", "provider": "fused layer X", **so2_common, **ok, "ms": 1.0,
+                 "fused_floor_fraction_of_copy": 0.75},
+                {"scope": "backward", "provider": "relay", **so2_common, **ok},
+                {"scope": "backward", "provider": "torch.compile", **so2_common, "status": "failed",
+                 "error": "RuntimeError: boom"}]},
+            "grouped_glu_mlp": {"rows": [
+                {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "provider": "tilefuse", **ok,
+                 "tflops": 500.0, "host_p50_us_fwd": 40.0},
+                {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "provider": "loop", "status": "failed",
+                 "error": "OOM"}]},
+        },
+    }
+    path = tmp_path / "report.md"
+    rep.write_markdown(path, report)
+    md = path.read_text()
+    assert "| layer | 3 | 32 | 1000 | fused layer X | 1.000 | 1.0% | 2.00 | 75% |" in md
+    assert "| backward | 3 | 32 | 1000 | torch.compile | failed |" in md and "RuntimeError: boom" in md
+    assert "| 8 | 64 | 32 | 16 | tilefuse | 2.000 | 1.0% | 500 | 40 |" in md

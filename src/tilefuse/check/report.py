@@ -49,15 +49,28 @@ def write_markdown(path: Path, report: dict) -> None:
                              f"{t} | {host} |")
             continue
         if op == "so2_mixing_stack":
-            lines += ["Force backward (grad of u0 and alpha), F 2, three layers, CUDA-graph replay, interleaved. "
-                      "Bytes per gated layer: relay vs the fused floor.", "",
-                      "| lmax | Cf | edges | provider | ms | spread | table picks | relay B/layer | fused B/layer |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+            lines += ["fp32, F 2, CUDA-graph replay, interleaved. 'layer': one gated layer's backward (relay: "
+                      "sigma + pointwise + transposed GEMM; fused: both column passes); 'backward': the whole "
+                      "force backward (grad of u0 and alpha, three layers). 'vs relay' is the relay's time over "
+                      "the row's at the same scope (> 1: faster than the relay). 'floor/copy': the fused floor's "
+                      f"bytes (read g, z; write g_next) at the row's time, as a fraction of the copy ceiling "
+                      f"measured in this run ({b.get('copy_ceiling_gbs', float('nan')):.0f} GB/s).", "",
+                      "| scope | lmax | Cf | edges | provider | ms | spread | vs relay | floor/copy | table picks |",
+                      "|---|---|---|---|---|---|---|---|---|---|"]
+            relay_ms = {(r.get("scope"), r["lmax"], r["focus_dim"]): r["ms"] for r in b["rows"]
+                        if r["status"] == "ok" and r["provider"] in ("relay", "relay layer")}
             for r in b["rows"]:
-                t = f"{r['ms']:.3f} | {r['spread']:.1%}" if r["status"] == "ok" else f"failed | {r['error']}"
-                lines.append(f"| {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | {t} | "
-                             f"{r['table_picks']} | {r['relay_layer_bytes'] / 1e9:.2f} GB | "
-                             f"{r['fused_layer_bytes'] / 1e9:.2f} GB |")
+                scope = r.get("scope", "backward")
+                if r["status"] != "ok":
+                    lines.append(f"| {scope} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
+                                 f"failed | | | | {r['error']} |")
+                    continue
+                base = relay_ms.get((r.get("scope"), r["lmax"], r["focus_dim"]))
+                vs = f"{base / r['ms']:.2f}" if base else ""
+                floor = r.get("fused_floor_fraction_of_copy")
+                lines.append(f"| {scope} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
+                             f"{r['ms']:.3f} | {r['spread']:.1%} | {vs} | "
+                             f"{'' if floor is None else f'{floor:.0%}'} | {r['table_picks']} |")
             continue
         ceil = ", ".join(f"{k} {v:.0f} GB/s" for k, v in b["copy_ceiling_gbs"].items())
         lines += [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "

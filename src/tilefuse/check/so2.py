@@ -87,7 +87,7 @@ def _check_fused(lmax, n_focus, focus_dim, n_edges, device) -> dict:
     with policy.level(2):
         with launches.counting() as relay_launches:
             relay = force_grads()
-        tuning.register("so2_mixing_stack", {problem: configs.So2Config(32, 64, focus_dim, 4, 2, fused=True)})
+        tuning.register("so2_mixing_stack", {problem: configs.So2Config(32, 64, focus_dim, 4, 1, fused=True)})
         try:
             with launches.counting() as fused_launches:
                 fused = force_grads()
@@ -138,11 +138,35 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
 SHAPES = [(3, 32), (6, 32), (2, 64)]   # (lmax, focus_dim); production shape first
 
 
+def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[configs.So2Config]:
+    """A few fused configs from the tuning space, plus the table's pick when it is fused."""
+    picks = [configs.So2Config(32, 64, focus_dim, 4, 1, True), configs.So2Config(64, 64, focus_dim, 8, 1, True),
+             configs.So2Config(32, 128, focus_dim, 8, 1, True), configs.So2Config(16, 128, focus_dim, 8, 1, True)]
+    if table_pick.fused and table_pick not in picks:
+        picks.append(table_pick)
+    return picks
+
+
+def _row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
+    row = {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, **extra}
+    if isinstance(t, Exception):
+        row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+    else:
+        row.update(status="ok", ms=t.median_ms, spread=t.spread)
+    return row
+
+
 def benchmark(quick: bool, progress: Callable) -> dict:
-    """Force-backward time (grad of u0 and alpha) at F 2, three layers: relay, fused (best of a
-    few configs, forced), the eager explicit backward and torch.compile of it; all by CUDA-graph
-    replay, interleaved. Bytes: the relay's and the fused floor's per gated layer."""
+    """On a GPU, F 2, fp32, CUDA-graph replay, interleaved:
+
+    - one gated layer's backward: the relay (sigma, pointwise, transposed GEMM) against the
+      fused kernel (both column passes) at a few configs, with the bytes each moves and the
+      fused floor (read g and z, write g_next) as a fraction of the copy ceiling measured here;
+    - the whole force backward (grad of u0 and alpha, three layers): relay, fused, what the
+      tuning table picks, the eager explicit backward and torch.compile of it.
+    """
     n_edges = 2 ** 17 if quick else 647_168
+    copy_gbs = bench.copy_ceiling_gbs(2 * n_edges * 64, torch.float32)
     rows = []
     for lmax, focus_dim in progress(SHAPES[:1] if quick else SHAPES, desc="so2 bench"):
         d, ins = _inputs(lmax, 2, focus_dim, n_edges, "cuda")
@@ -150,7 +174,38 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         x, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
         grad_out = torch.randn_like(x)
         relay_cfg = configs.heuristic(lmax, focus_dim)
+        chosen = op.backward_config(d, torch.float32, n_edges, 2, NL, False)
+        fused_cfgs = _fused_bench_configs(focus_dim, chosen) if configs.fused_supported(focus_dim, True) else []
+        surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
+        sigma_bytes = 2 * n_edges * d.lg * 4
+        relay_bytes = 3 * surface + 2 * sigma_bytes + 2 * surface   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
+        fused_bytes = 3 * surface                                    # g, z read; g_next written
+        common = {"table_picks": chosen.name, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes,
+                  "copy_ceiling_gbs": copy_gbs}
 
+        # One gated layer (layer 0) of each route, on the same upstream gradient.
+        g_cur = torch.randn_like(u0)
+        g_next = torch.empty_like(g_cur)
+        z = z_all[0]
+        w0c, w1c, gwc = w0[0].contiguous(), w1[0].contiguous(), gw[0].contiguous()
+        sig = torch.empty((2, n_edges, d.lg), dtype=torch.float32, device="cuda")
+        gz = torch.empty_like(g_cur)
+
+        def relay_layer():
+            launch.relay_layer(g_cur, z, gwc, sig, gz, None, d, relay_cfg)
+            launch._gemm_t(gz, w0c, w1c, g_cur, g_next, d, relay_cfg)
+
+        layer = {"relay layer": relay_layer}
+        for cfg in fused_cfgs:
+            layer["fused layer " + cfg.name] = (
+                lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
+        for name, t in bench.interleaved(layer, graphs=True, rounds=7).items():
+            row = _row("layer", lmax, focus_dim, n_edges, name, t, common)
+            if row["status"] == "ok":
+                row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
+            rows.append(row)
+
+        # The whole force backward.
         def run(cfg):
             return lambda: launch.backward(grad_out, x, z_all, u_final, alpha, w0, w1, gw, d, True, False, config=cfg)
 
@@ -158,23 +213,10 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
                                                 focus_dim=focus_dim)
 
-        providers = {"relay": run(relay_cfg), "eager": eager, "torch.compile": torch.compile(eager)}
-        if configs.fused_supported(focus_dim, True):
-            for cfg in (configs.So2Config(32, 64, focus_dim, 4, 2, True), configs.So2Config(64, 64, focus_dim, 8, 2, True),
-                        configs.So2Config(32, 128, focus_dim, 8, 1, True)):
-                providers["fused " + cfg.name] = run(cfg)
-        timings = bench.interleaved(providers, graphs=True, rounds=5)
-        chosen = op.backward_config(d, torch.float32, n_edges, 2, NL, False).name
-        surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
-        sigma = 2 * n_edges * d.lg * 4
-        relay_bytes = 3 * surface + 2 * sigma + 2 * surface   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
-        fused_bytes = 3 * surface                              # g, z read; g_next written
-        for name, t in timings.items():
-            row = {"lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name,
-                   "table_picks": chosen, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes}
-            if isinstance(t, Exception):
-                row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
-            else:
-                row.update(status="ok", ms=t.median_ms, spread=t.spread)
-            rows.append(row)
-    return {"rows": rows}
+        providers = {"relay": run(relay_cfg), "table pick": run(chosen), "eager": eager,
+                     "torch.compile": torch.compile(eager)}
+        for cfg in fused_cfgs:
+            providers["fused " + cfg.name] = run(cfg)
+        for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
+            rows.append(_row("backward", lmax, focus_dim, n_edges, name, t, common))
+    return {"rows": rows, "copy_ceiling_gbs": copy_gbs}
