@@ -95,6 +95,15 @@ def format_results(results: list[SweepResult], errors: list[SweepError] = ()) ->
         notes += [f"  {r.family} {r.key}: {c.status} {c.name}: {c.reason}"
                   for c in r.candidates if c.status in (REJECTED, SKIPPED)]
     out = _grid(("family", "key", "winner", "speedup [IQR]", "timed/rejected/skipped", "wall s"), rows)
+    timed = []
+    for r in results:
+        line = [f"  {r.family} {r.key}: baseline {r.baseline.name} {r.baseline.median_s * 1e6:.1f} us"]
+        line += [f"{c.name} {c.median_s * 1e6:.1f} us {_ratio(c.speedup, c.spread)}"
+                 for c in sorted(r.with_status(TIMED), key=lambda c: -c.speedup)]
+        timed.append("; ".join(line))
+    if timed:
+        out += "\n\nevery timed candidate (median per call, speedup over the baseline [IQR]), fastest first:\n"
+        out += "\n".join(timed)
     if notes:
         out += "\n\nrejected or skipped candidates:\n" + "\n".join(notes)
     if errors:

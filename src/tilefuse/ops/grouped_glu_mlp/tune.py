@@ -9,7 +9,6 @@ baseline within the tolerance derived in ``compare``.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import re
 from pathlib import Path
@@ -48,13 +47,22 @@ class GroupedProblem:
                    has_bias)
 
 
+# The sweep's candidates. Each one compiles every kernel of the forward and backward (one
+# config serves all roles), so the space is a short list of Hopper-shaped tiles rather than a
+# product: wgmma wants 64-row multiples per warp group, 8 warps for 128x128 and larger
+# accumulators, and 3-4 stages of 64-wide K tiles fit the 227 KiB of shared memory. 16-bit
+# operands first; fp32 (tf32-free IEEE dots) keeps 32-wide K tiles.
+_CANDIDATES_16BIT = (
+    (128, 128, 64, 8, 3, 1), (128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (256, 128, 64, 8, 3, 1),
+    (128, 128, 64, 4, 3, 1), (128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2),
+    (128, 128, 32, 8, 4, 1),
+)
+_CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32, 4, 3, 1), (128, 128, 32, 8, 3, 1))
+
+
 def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
-    out = []
-    for bm, bn, bk, w, s, p in itertools.product((64, 128), (64, 128), (32, 64), (4, 8), (3, 4), (1, 2)):
-        if problem.itemsize == 4 and bk > 32:
-            continue
-        out.append(GemmConfig(bm, bn, bk, w, s, p))
-    return out
+    table = _CANDIDATES_FP32 if problem.itemsize == 4 else _CANDIDATES_16BIT
+    return [GemmConfig(*c) for c in table]
 
 
 class GroupedFamily(TuningFamily):
