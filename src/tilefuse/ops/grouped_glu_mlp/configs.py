@@ -24,9 +24,21 @@ class GemmConfig:
                 f"-p{self.programs_per_sm}")
 
 
-def heuristic(role: str, itemsize: int) -> GemmConfig:
-    """Safe defaults per kernel role. tl.dot needs tiles >= 16; 16-bit operands take larger K
-    tiles for the same bytes."""
+def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:
+    """Safe defaults per kernel role (not measured yet). tl.dot needs tiles >= 16; 16-bit
+    operands take larger K tiles for the same bytes.
+
+    fp8_block: BLOCK_K is the 128-wide scaling block. Each K step holds a fresh float32 dot
+    result per accumulator besides the accumulator itself, and the fc1 + GLU epilogue has two
+    accumulators (gate, up): a 128x64 tile on 8 warps keeps that at 4 x 32 float32 registers
+    per thread (128x128 would need 256, past the 255-register cap). mxfp8 / nvfp4 decode into
+    bfloat16 in the loaders and use the 16-bit tiles."""
+    if recipe == "fp8_block":
+        if role == "wgrad":
+            return GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
+        return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=8, num_stages=3)
+    if recipe is not None:
+        itemsize = 2
     block_k = 64 if itemsize <= 2 else 32
     if role == "wgrad":
         return GemmConfig(block_m=64, block_n=64, block_k=32, num_warps=4, num_stages=3)

@@ -13,11 +13,24 @@ also asserts sum(m_e) == T on the device).
 GLU column order (specs/grouped_glu_mlp.md): activation column j reads FC1 output columns
 gate g(j) = 2s floor(j/s) + j mod s and up u(j) = g(j) + s for interleave s; halves (gate j,
 up F + j) when INTERLEAVE == 0.
+
+Quantized recipes (RECIPE constexpr; recipes.py says which tensors are quantized and how):
+- RECIPE_FP8_BLOCK: operands are float8_e4m3fn bits (uint8) with float32 scales per 128-wide
+  K chunk (A: one per row and chunk; B: one per 128x128 weight block, so one per column and
+  chunk). BLOCK_K must be 128: each chunk is one FP8 tensor-core dot into a fresh float32
+  accumulator, promoted as ``acc += dot(a8, b8) * (sa * sb)`` (DeepGEMM's scheme; Hopper's FP8
+  MMA accumulates with fewer than 32 bits, so chunk sums never run longer than 128 terms).
+- RECIPE_MXFP8 / RECIPE_NVFP4 (emulated): the loaders decode E4M3 data x E8M0 scale, or packed
+  E2M1 x E4M3 scale, into bfloat16 (every such product is exact in bfloat16, barring mxfp8
+  values below bfloat16's subnormal range, 2^-133), and the dot runs in bfloat16 with float32
+  accumulation. NVFP4's per-tensor / per-expert scales multiply the accumulator in the
+  epilogue (gscale_ptr). Scales are read from the flat 128x4-swizzled buffers.
 """
 
 import triton
 import triton.language as tl
 
+from ...quant.kernels import e4m3_value
 from ..triton_common import dot_f32acc, to_output
 
 EPI_STORE = tl.constexpr(0)   # C = A @ B (+ probs * bias)
@@ -27,6 +40,13 @@ EPI_DGLU = tl.constexpr(2)    # dh = A @ B; dz from z, p; per-tile dprob partial
 SWIGLU = tl.constexpr(0)
 GEGLU = tl.constexpr(1)
 GEGLU_LIMIT = tl.constexpr(7.0)
+
+RECIPE_NONE = tl.constexpr(0)
+RECIPE_FP8_BLOCK = tl.constexpr(1)
+RECIPE_MXFP8 = tl.constexpr(2)
+RECIPE_NVFP4 = tl.constexpr(3)
+MXFP8_BLOCK = tl.constexpr(32)
+NVFP4_BLOCK = tl.constexpr(16)
 
 
 @triton.jit
@@ -96,13 +116,121 @@ def find_tile(tile, counts_ptr, E, BLOCK_M: tl.constexpr):
     return expert, row_start, row_end
 
 
+# ---------------------------------------------------------------------------------------------
+# Quantized operands
+
+
+@triton.jit
+def swizzled_offset(r, c, padded_cols):
+    """Byte offset of scale (r, c) in a flat 128x4-swizzled buffer of padded_cols columns
+    (quant/swizzle.py)."""
+    return (((r // 128) * (padded_cols // 4) + c // 4) * 512
+            + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4))
+
+
+@triton.jit
+def e8m0_value(e):
+    """Biased E8M0 exponent (uint32) -> float32 2^(e - 127) (2^-127 subnormal); 0xFF -> NaN."""
+    bits = tl.where(e >= 1, e << 23, 0x00400000)
+    bits = tl.where(e == 0xFF, 0x7FC00000, bits)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def e2m1_value(code):
+    """E2M1 code (uint32 0..15, bit 3 the sign) -> float32: 0, .5, 1, 1.5, 2, 3, 4, 6."""
+    mag = code & 7
+    normal = ((((mag >> 1) + 126) << 23) | ((mag & 1) << 22)).to(tl.float32, bitcast=True)
+    val = tl.where(mag < 2, mag.to(tl.float32) * 0.5, normal)
+    return tl.where((code & 8) != 0, -val, val)
+
+
+@triton.jit
+def load_fp8(data_ptr, offs, mask):
+    """float8_e4m3fn tile from uint8 bits (masked elements 0), as tl.dot takes it."""
+    return tl.load(data_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def load_decoded(data_ptr, scale_ptr, row_offs, k, scale_rows, mask, scale_cols, RECIPE: tl.constexpr):
+    """bfloat16 values of an mxfp8 / nvfp4 tile of a K-contiguous operand (rows, K).
+
+    Every argument is already broadcast to the tile's shape (rows x k, or k x rows):
+    row_offs is the data offset of the element's row (bytes; nvfp4 rows hold K / 2 bytes,
+    element 2i in the low nibble), k its K index, scale_rows its row in the scale matrix,
+    whose (rows, K / block) entries sit at swizzled offsets with scale_cols padded columns.
+    Masked elements decode to 0 (data and scale bytes read as 0)."""
+    if RECIPE == RECIPE_NVFP4:
+        bits = tl.load(data_ptr + row_offs + k // 2, mask=mask, other=0).to(tl.uint32)
+        code = (bits >> ((k % 2) * 4).to(tl.uint32)) & 0xF
+        scale = tl.load(scale_ptr + swizzled_offset(scale_rows, k // NVFP4_BLOCK, scale_cols), mask=mask,
+                        other=0).to(tl.uint32)
+        val = e2m1_value(code) * e4m3_value(scale)
+    else:
+        bits = tl.load(data_ptr + row_offs + k, mask=mask, other=0).to(tl.uint32)
+        scale = tl.load(scale_ptr + swizzled_offset(scale_rows, k // MXFP8_BLOCK, scale_cols), mask=mask,
+                        other=0).to(tl.uint32)
+        val = e4m3_value(bits) * e8m0_value(scale)
+    return val.to(tl.bfloat16)
+
+
+@triton.jit
+def load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld, RECIPE: tl.constexpr):
+    """(tile, row scales) of A (T, K) for rows x k, as the dot takes it: x.dtype values
+    (RECIPE_NONE), float8 with one float32 scale per row for chunk k0 (fp8_block), or decoded
+    bfloat16 (mxfp8 / nvfp4). The row scales are a placeholder except for fp8_block."""
+    mask = rmask[:, None] & kmask[None, :]
+    scale = rmask.to(tl.float32)
+    if RECIPE == RECIPE_NONE:
+        a = tl.load(a_ptr + rows64[:, None] * lda + k[None, :], mask=mask, other=0.0)
+    elif RECIPE == RECIPE_FP8_BLOCK:
+        a = load_fp8(a_ptr, rows64[:, None] * lda + k[None, :], mask)
+        scale = tl.load(a_scale_ptr + rows64 * a_scale_ld + k0 // 128, mask=rmask, other=0.0)
+    else:
+        a = load_decoded(a_ptr, a_scale_ptr, rows64[:, None] * lda, k[None, :], rows64[:, None], mask, a_scale_ld,
+                         RECIPE)
+    return a, scale
+
+
+@triton.jit
+def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, kmask, nmask,
+               b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols,
+               IEEE: tl.constexpr, RECIPE: tl.constexpr):
+    """acc + a @ B[k, n] (one K step), B of one expert at b_base.
+
+    RECIPE_NONE: element (k, n) at b_base + k*b_k_stride + n*b_n_stride.
+    fp8_block: the same for the float8 bits; b_scale_ptr is the expert's 128x128 block-scale
+    array, scale of (k0, n) at (k0 // 128) * b_scale_k_stride + (n // 128) * b_scale_n_stride;
+    adds dot(a8, b8) * (a_scale * b_scale) for this 128-wide chunk.
+    mxfp8 / nvfp4: B is stored K-contiguous (b_k_stride 1; n * b_n_stride is the byte offset
+    of weight row n), its scales at swizzled rows b_scale_row0 + n of b_scale_cols columns."""
+    mask = kmask[:, None] & nmask[None, :]
+    if RECIPE == RECIPE_NONE:
+        b = tl.load(b_base + k[:, None] * b_k_stride + n[None, :] * b_n_stride, mask=mask, other=0.0)
+        acc = dot_f32acc(a, b, acc, IEEE)
+    elif RECIPE == RECIPE_FP8_BLOCK:
+        b = load_fp8(b_base, k[:, None] * b_k_stride + n[None, :] * b_n_stride, mask)
+        b_scale = tl.load(b_scale_ptr + (k0 // 128) * b_scale_k_stride + (n // 128) * b_scale_n_stride,
+                          mask=nmask, other=0.0)
+        acc += tl.dot(a, b) * (a_scale[:, None] * b_scale[None, :])
+    else:
+        n64 = n.to(tl.int64)
+        b = load_decoded(b_base, b_scale_ptr, n64[None, :] * b_n_stride, k[:, None], b_scale_row0 + n64[None, :],
+                         mask, b_scale_cols, RECIPE)
+        acc = dot_f32acc(a, b, acc, False)
+    return acc
+
+
 @triton.jit
 def grouped_gemm_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr,
+    a_scale_ptr, b_scale_ptr, gscale_ptr,
     T, K, N, E, F, n_row_tiles_bound,
     lda, b_e_stride, b_k_stride, b_n_stride, ldc, ldz, bias_e_stride, n_part_cols,
+    a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols,
     EPILOGUE: tl.constexpr, ACT: tl.constexpr, INTERLEAVE: tl.constexpr, HAS_BIAS: tl.constexpr,
-    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    IEEE: tl.constexpr, RECIPE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Grouped GEMM C[rows of e] = A[rows of e] @ B_e with an epilogue, persistent.
 
@@ -115,6 +243,19 @@ def grouped_gemm_kernel(
     - EPI_DGLU: acc = dh (A = dy, B = W2_e); z_ptr holds the saved z; c_ptr (T, 2F) receives
       dz at g(j), u(j); part_ptr (T, n_part_cols) float32 receives sum_j dh * act(z) per column
       tile (the dprob partials, each written once: no atomics).
+
+    Quantized operands (RECIPE != RECIPE_NONE; the module docstring has the arithmetic):
+    - fp8_block: a_ptr (T, K) uint8 E4M3 bits, a_scale_ptr (T, K/128) float32 row stride
+      a_scale_ld; b_ptr E4M3 bits with the strides above, b_scale_ptr float32 128x128 block
+      scales, expert e's block (k // 128, n // 128) at e*b_scale_e_stride +
+      (k//128)*b_scale_k_stride + (n//128)*b_scale_n_stride. BLOCK_K == 128, K % 128 == 0.
+    - mxfp8 / nvfp4: a_ptr (T, K) E4M3 bytes or (T, K/2) packed E2M1 (row stride lda bytes),
+      a_scale_ptr the flat swizzled scales of its (T, K/block) matrix (a_scale_ld padded
+      columns); b_ptr the weight K-contiguous: expert e's row n at e*b_e_stride + n*b_n_stride
+      (b_k_stride 1), b_scale_ptr the flat swizzled scales, expert e's row n at scale row
+      e*b_scale_rows + n (b_scale_cols padded columns).
+    - nvfp4: gscale_ptr (E,) float32, the product of the operands' per-tensor / per-expert
+      decode scales, multiplies expert e's accumulator before the epilogue.
     """
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
@@ -129,7 +270,10 @@ def grouped_gemm_kernel(
             rows64 = rows.to(tl.int64)
             n = col_tile * BLOCK_N + tl.arange(0, BLOCK_N)
             nmask = n < N
-            b_base = b_ptr + expert.to(tl.int64) * b_e_stride
+            expert64 = expert.to(tl.int64)
+            b_base = b_ptr + expert64 * b_e_stride
+            b_scale_base = b_scale_ptr + expert64 * b_scale_e_stride
+            b_scale_row0 = expert64 * b_scale_rows
             if EPILOGUE == EPI_GLU:
                 gate_n, up_n = glu_cols(n, F, INTERLEAVE)
             else:
@@ -140,15 +284,18 @@ def grouped_gemm_kernel(
             for k0 in range(0, K, BLOCK_K):
                 k = k0 + tl.arange(0, BLOCK_K)
                 kmask = k < K
-                a = tl.load(a_ptr + rows64[:, None] * lda + k[None, :], mask=rmask[:, None] & kmask[None, :],
-                            other=0.0)
-                bmask = kmask[:, None] & nmask[None, :]
-                b = tl.load(b_base + k[:, None] * b_k_stride + gate_n[None, :] * b_n_stride, mask=bmask, other=0.0)
-                acc = dot_f32acc(a, b, acc, IEEE)
+                a, a_scale = load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld, RECIPE)
+                acc = mma_b_tile(acc, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, gate_n, kmask, nmask,
+                                 b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols, IEEE,
+                                 RECIPE)
                 if EPILOGUE == EPI_GLU:
-                    b_up = tl.load(b_base + k[:, None] * b_k_stride + up_n[None, :] * b_n_stride, mask=bmask,
-                                   other=0.0)
-                    acc_up = dot_f32acc(a, b_up, acc_up, IEEE)
+                    acc_up = mma_b_tile(acc_up, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, up_n, kmask,
+                                        nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride,
+                                        b_scale_cols, IEEE, RECIPE)
+            if RECIPE == RECIPE_NVFP4:
+                decode_scale = tl.load(gscale_ptr + expert64)
+                acc = acc * decode_scale
+                acc_up = acc_up * decode_scale
             mask = rmask[:, None] & nmask[None, :]
             if EPILOGUE == EPI_STORE:
                 if HAS_BIAS:
@@ -197,15 +344,24 @@ def _expert_rows(counts_ptr, expert, E):
 
 @triton.jit
 def grouped_wgrad_kernel(
-    a_ptr, b_ptr, c_ptr, counts_ptr,
-    T, N, M, E, lda, ldb,
-    IEEE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr,
+    T, N, M, E, lda, ldb, a_scale_ld, b_scale_ld,
+    IEEE: tl.constexpr, RECIPE: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Ragged-K weight gradients: C[e] (N, M) = A[rows of e]^T @ B[rows of e].
 
     a_ptr: (T, N) row stride lda (dz for dW1, dy for dW2); b_ptr: (T, M) row stride ldb (x, h).
     c_ptr: (E, N, M) contiguous, written in full (zeros for experts without tokens).
     Grid: (E * cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)); K walks the expert's rows in BLOCK_K steps.
+
+    Quantized (RECIPE != RECIPE_NONE): the column-wise copies A^T (N, Tp) and B^T (M, Tp),
+    quantized along the token axis (Tp: T padded to the block), row strides lda, ldb (bytes;
+    nvfp4 rows hold Tp / 2). K steps are aligned to multiples of BLOCK_K of the global token
+    index, the blocks the copies were quantized in, and mask the rows outside the expert.
+    fp8_block: a_scale_ptr (N, Tp/128), b_scale_ptr (M, Tp/128) float32, row strides
+    a_scale_ld, b_scale_ld; BLOCK_K == 128. mxfp8 / nvfp4: flat swizzled scales with
+    a_scale_ld, b_scale_ld padded columns. nvfp4: gscale_ptr[0] multiplies the result.
     """
     pid = tl.program_id(0)
     n_n_tiles = tl.cdiv(N, BLOCK_N)
@@ -216,13 +372,37 @@ def grouped_wgrad_kernel(
     mmask = m < M
     start, count = _expert_rows(counts_ptr, expert, E)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for k0 in range(0, count, BLOCK_K):
-        rows = start + k0 + tl.arange(0, BLOCK_K)
-        rmask = (rows < start + count) & (rows < T)
-        rows64 = rows.to(tl.int64)
-        at = tl.load(a_ptr + rows64[None, :] * lda + n[:, None], mask=nmask[:, None] & rmask[None, :], other=0.0)
-        b = tl.load(b_ptr + rows64[:, None] * ldb + m[None, :], mask=rmask[:, None] & mmask[None, :], other=0.0)
-        acc = dot_f32acc(at, b, acc, IEEE)
+    if RECIPE == RECIPE_NONE:
+        for k0 in range(0, count, BLOCK_K):
+            rows = start + k0 + tl.arange(0, BLOCK_K)
+            rmask = (rows < start + count) & (rows < T)
+            rows64 = rows.to(tl.int64)
+            at = tl.load(a_ptr + rows64[None, :] * lda + n[:, None], mask=nmask[:, None] & rmask[None, :],
+                         other=0.0)
+            b = tl.load(b_ptr + rows64[:, None] * ldb + m[None, :], mask=rmask[:, None] & mmask[None, :], other=0.0)
+            acc = dot_f32acc(at, b, acc, IEEE)
+    else:
+        n64 = n.to(tl.int64)
+        m64 = m.to(tl.int64)
+        for t0 in range((start // BLOCK_K) * BLOCK_K, start + count, BLOCK_K):
+            t = t0 + tl.arange(0, BLOCK_K)
+            tmask = (t >= start) & (t < start + count) & (t < T)
+            amask = nmask[:, None] & tmask[None, :]
+            bmask = tmask[:, None] & mmask[None, :]
+            if RECIPE == RECIPE_FP8_BLOCK:
+                at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
+                b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
+                a_scale = tl.load(a_scale_ptr + n64 * a_scale_ld + t0 // 128, mask=nmask, other=0.0)
+                b_scale = tl.load(b_scale_ptr + m64 * b_scale_ld + t0 // 128, mask=mmask, other=0.0)
+                acc += tl.dot(at, b) * (a_scale[:, None] * b_scale[None, :])
+            else:
+                at = load_decoded(a_ptr, a_scale_ptr, n64[:, None] * lda, t[None, :], n64[:, None], amask,
+                                  a_scale_ld, RECIPE)
+                b = load_decoded(b_ptr, b_scale_ptr, m64[None, :] * ldb, t[:, None], m64[None, :], bmask,
+                                 b_scale_ld, RECIPE)
+                acc = dot_f32acc(at, b, acc, False)
+        if RECIPE == RECIPE_NVFP4:
+            acc = acc * tl.load(gscale_ptr)
     out = c_ptr + expert.to(tl.int64) * N * M + n[:, None] * M + m[None, :]
     tl.store(out, to_output(acc, c_ptr), mask=nmask[:, None] & mmask[None, :])
 

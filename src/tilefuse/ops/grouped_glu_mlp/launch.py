@@ -13,6 +13,7 @@ import torch
 from ... import launches
 from ...device import num_sms
 from ...utils import cdiv
+from . import recipes
 from .configs import GemmConfig, heuristic
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
@@ -29,32 +30,78 @@ def check_split(counts: torch.Tensor, n_tokens: int) -> None:
 
 
 def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F=1, probs=None, bias=None,
-          z=None, part=None, act=0, interleave=0):
+          z=None, part=None, act=0, interleave=0, recipe=None):
+    """One grouped_gemm_kernel launch. a: (T, K) tensor, or a recipes.QuantRows with recipe;
+    b: the (E, ., .) weight with b_strides (e, k, n) giving element (k, n) of B_e, or a
+    recipes.QuantWeight with recipe (strides then follow from its layout)."""
     from .kernels import grouped_gemm_kernel
-    T = a.shape[0]
+    T = c.shape[0]
     E = counts.shape[0]
     if T == 0 or N == 0:
         return
     bound = cdiv(T, cfg.block_m) + E
     total = bound * cdiv(N, cfg.block_n)
-    programs = max(1, min(total, cfg.programs_per_sm * num_sms(a.device)))
+    programs = max(1, min(total, cfg.programs_per_sm * num_sms(c.device)))
     dummy = c
+    a_data, a_scales, a_scale_ld, gscale = a, dummy, 0, dummy
+    b_data, b_scales = b, dummy
+    b_scale_strides, b_scale_rows, b_scale_cols = (0, 0, 0), 0, 0
+    if recipe is not None:
+        if recipe == "fp8_block" and cfg.block_k != 128:
+            raise ValueError(f"grouped_glu_mlp fp8_block: BLOCK_K must be 128 (the scaling block), got {cfg.block_k}")
+        a_data, a_scales, a_scale_ld = a.data, a.scales, a.scale_ld
+        b_data, b_scales = b.data, b.scales
+        rows, cols = b.data.shape[1], b.data.shape[2]
+        if recipe == "fp8_block":
+            blocks = b.scales.stride()
+            b_strides = (rows * cols, cols, 1) if b.transposed else (rows * cols, 1, cols)
+            b_scale_strides = (blocks[0], blocks[1], blocks[2]) if b.transposed else (blocks[0], blocks[2], blocks[1])
+        else:
+            b_strides = (rows * cols, 1, cols)
+            b_scale_rows, b_scale_cols = b.scale_rows, b.scale_cols
+        if recipe == "nvfp4":
+            gscale = (a.decode * b.decode).contiguous()
     grouped_gemm_kernel[(programs,)](
-        a, b, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
-        z if z is not None else dummy, part if part is not None else dummy,
+        a_data, b_data, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
+        z if z is not None else dummy, part if part is not None else dummy, a_scales, b_scales, gscale,
         T, K, N, E, F, bound,
-        a.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
+        a_data.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
-        EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(a),
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        a_scale_ld, *b_scale_strides, b_scale_rows, b_scale_cols,
+        EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
+        RECIPE=recipes.RECIPE_IDS[recipe], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
 
-def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None):
-    """Returns (y (T, H), z (T, 2F), h (T, F)); z and h in x.dtype, saved for the backward."""
+def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
+    """c[e] (N, M) = a[rows of e]^T @ b[rows of e]: a (T, N), b (T, M) tensors, or with a recipe
+    their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp))."""
+    from .kernels import grouped_wgrad_kernel
+    E, n_dim, m_dim = c.shape
+    dummy = c
+    a_data, b_data, a_scales, b_scales, a_ld, b_ld, gscale = a, b, dummy, dummy, 0, 0, dummy
+    if recipe is not None:
+        if recipe == "fp8_block" and wcfg.block_k != 128:
+            raise ValueError(f"grouped_glu_mlp fp8_block: wgrad BLOCK_K must be 128, got {wcfg.block_k}")
+        a_data, b_data, a_scales, b_scales, a_ld, b_ld = a.data, b.data, a.scales, b.scales, a.scale_ld, b.scale_ld
+        if recipe == "nvfp4":
+            gscale = (a.decode * b.decode).reshape(1)
+    grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n), cdiv(m_dim, wcfg.block_m))](
+        a_data, b_data, c, counts, a_scales, b_scales, gscale, T, n_dim, m_dim, E, a_data.stride(0),
+        b_data.stride(0), a_ld, b_ld,
+        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
+        BLOCK_K=wcfg.block_k, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
+
+
+def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None):
+    """Returns (y (T, H), z (T, 2F), h (T, F)); z and h in x.dtype, saved for the backward.
+
+    recipe (recipes.py): x and W1 are quantized before FC1, h after it (by the quantizer
+    kernels, quant/launch.py: a 1x128 block of h spans more activation columns than the GLU
+    epilogue's tile holds, so h is not quantized in that epilogue), W2 before FC2."""
     from .kernels import EPI_GLU, EPI_STORE
-    cfg = config or heuristic("fwd", x.element_size())
+    cfg = config or heuristic("fwd", x.element_size(), recipe)
     T, H = x.shape
     F = w2.shape[2]
     x = x.contiguous()
@@ -63,22 +110,32 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     y = torch.empty((T, H), dtype=x.dtype, device=x.device)
     check_split(counts, T)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
+    fc1_a, fc1_b = x, w1
+    if recipe is not None and T > 0:
+        fc1_a, fc1_b = recipes.quantize_rows(recipe, x), recipes.quantize_weight(recipe, w1)
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
-    _gemm(EPI_GLU, x, w1, h, counts, cfg, K=H, N=F, b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter)
+    _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, cfg, K=H, N=F, b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
+          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe)
+    fc2_a, fc2_b = h, w2
+    if recipe is not None and T > 0:
+        fc2_a, fc2_b = recipes.quantize_rows(recipe, h), recipes.quantize_weight(recipe, w2)
     # FC2 (+ p * b2): B_e(k, n) = W2[e, n, k].
-    _gemm(EPI_STORE, h, w2, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
-          ldc=y.stride(0), probs=probs, bias=b2)
+    _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
+          ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)
     launches.record("grouped_mlp_fwd")
     return y, z, h
 
 
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
-             wgrad_config=None):
-    """(dx, dprobs, dw1, dw2, db1 or None, db2 or None)."""
-    from .kernels import EPI_DGLU, EPI_STORE, grouped_colsum_kernel, grouped_wgrad_kernel
-    cfg = config or heuristic("bwd", x.element_size())
-    wcfg = wgrad_config or heuristic("wgrad", x.element_size())
+             wgrad_config=None, recipe=None):
+    """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
+
+    recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs, the weights
+    along their dgrad K (re-quantized here, bitwise as in the forward), and dy, h, dz, x
+    column-wise for the weight gradients; all by the quantizer kernels."""
+    from .kernels import EPI_DGLU, EPI_STORE, grouped_colsum_kernel
+    cfg = config or heuristic("bwd", x.element_size(), recipe)
+    wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
     dy = dy.contiguous()
@@ -86,25 +143,32 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     n_col_tiles = cdiv(F, cfg.block_n)
     part = torch.empty((T, n_col_tiles), dtype=torch.float32, device=x.device)
+    quantized = recipe is not None and T > 0
+    dgrad2_a, dgrad2_b = dy, w2
+    if quantized:
+        dgrad2_a, dgrad2_b = recipes.quantize_rows(recipe, dy), recipes.quantize_weight(recipe, w2, transpose=True)
     # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
-    _gemm(EPI_DGLU, dy, w2, dz, counts, cfg, K=H, N=F, b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
-          ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=act, interleave=inter)
+    _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, cfg, K=H, N=F,
+          b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
+          act=act, interleave=inter, recipe=recipe)
     dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
     if b2 is not None:
         expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
         dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
+    dgrad1_a, dgrad1_b = dz, w1
+    if quantized:
+        dgrad1_a, dgrad1_b = recipes.quantize_rows(recipe, dz), recipes.quantize_weight(recipe, w1, transpose=True)
     # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
     dx = torch.empty_like(x)
-    _gemm(EPI_STORE, dz, w1, dx, counts, cfg, K=2 * F, N=H, b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)),
-          ldc=dx.stride(0))
+    _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,
+          b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0), recipe=recipe)
     # Ragged-K weight gradients, written in full (zeros for experts without tokens).
     dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
     dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
-    for a, b, c, n_dim, m_dim in ((dz, x, dw1, 2 * F, H), (dy, h, dw2, H, F)):
-        grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n), cdiv(m_dim, wcfg.block_m))](
-            a, b, c, counts, T, n_dim, m_dim, E, a.stride(0), b.stride(0),
-            IEEE=_ieee(a), BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k,
-            num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
+    for a, b, c in ((dz, x, dw1), (dy, h, dw2)):
+        if quantized:
+            a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
+        _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
     db1 = db2 = None
     if b1 is not None:
         db1 = torch.empty_like(b1, memory_format=torch.contiguous_format)

@@ -1,0 +1,316 @@
+"""Quantized recipes of grouped_glu_mlp: which tensors are quantized, how, and a plain-PyTorch
+rendering of the whole recipe (specs/grouped_glu_mlp.md, "Quantization recipes").
+
+Every GEMM quantizes both of its operands along that GEMM's K dimension (Transformer Engine's
+and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
+
+    GEMM                  A (rows x K)              B (K x N)                    K
+    fc1       z = x W1^T  Q_rows(x)                 Q_w(W1_e) along H            H
+    fc2       y = h W2^T  Q_rows(h)                 Q_w(W2_e) along F            F
+    fc2 dgrad dh = dy W2  Q_rows(dy)                Q_w(W2_e) along H            H
+    fc1 dgrad dx = dz W1  Q_rows(dz)                Q_w(W1_e) along 2F           2F
+    wgrad     dW2 = dy^T h  Q_cols(dy)              Q_cols(h)                    tokens of e
+    wgrad     dW1 = dz^T x  Q_cols(dz)              Q_cols(x)                    tokens of e
+
+- Q_rows: blocks along the row (K = H, F or 2F), row by row: 1x128 (fp8_block), 1x32 (mxfp8),
+  1x16 (nvfp4). Rows of different experts never share a block.
+- Q_cols (the "column-wise" wgrad copies): blocks of 128 / 32 / 16 consecutive tokens of one
+  column, aligned to multiples of the block in the global token index (the copy quantizes the
+  transposed tensor, T zero-padded to the block). tokens_per_expert stays on the device, so
+  blocks are not aligned to expert boundaries: a block that straddles two experts takes its
+  scale from both experts' rows (Transformer Engine splits on the host and quantizes each
+  expert's rows alone). The wgrad kernel steps through the same aligned blocks and masks the
+  rows of other experts, so each expert's gradient reads only its own rows' values.
+- Q_w: per expert. fp8_block: 128x128 blocks (2F, H and F multiples of 128, so blocks never
+  straddle experts); the same quantized weight serves both usages (its transpose is a 128x128
+  blocking of W^T). mxfp8: 1x32 along the usage's K, so the dgrad usage is a second copy
+  quantized along the other axis. nvfp4: 16x16 2-D blocks with a per-expert amax; the dgrad
+  usage quantizes W_e^T, which gives exactly the transposed codes and scales (2-D blocks and the
+  amax are symmetric).
+- nvfp4 per-tensor scales: weights use one amax per expert. Activations and gradients use one
+  amax per tensor (all experts' rows): a per-expert amax would need each expert's row range on
+  the host. Optional RHT / stochastic rounding of the quantizers are not used by the op.
+- Not quantized: z (saved in x.dtype for the backward), the GLU and its gradient (float32 in
+  the epilogues), h and dz as stored (x.dtype; they are quantized for the next GEMM), biases,
+  probs, the dy . b2 term of dprobs and both bias gradients (from the unquantized dy and dz).
+
+Roundings of the recipe (what ``recipe_forward`` / ``recipe_backward`` reproduce in
+``compute_dtype``): z, h, y, dz, dx, dW1, dW2 are rounded to x.dtype where the kernels store
+them; the GEMMs and the GLU run in ``compute_dtype`` on the dequantized operands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ...quant import quantize_fp8_block, quantize_mxfp8, quantize_nvfp4
+from ...quant import reference as qref
+from ...quant.swizzle import padded_shape
+from ...utils import cdiv
+from .reference import expert_rows, glu_activation, glu_activation_backward, glu_index
+
+RECIPES = ("fp8_block", "mxfp8", "nvfp4")
+# Scaling-block width along K: H and F must be multiples of it.
+BLOCK = {"fp8_block": 128, "mxfp8": 32, "nvfp4": 16}
+# The kernels' RECIPE constexpr.
+RECIPE_IDS = {None: 0, "fp8_block": 1, "mxfp8": 2, "nvfp4": 3}
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands as the kernels read them
+@dataclasses.dataclass(frozen=True)
+class QuantRows:
+    """A (rows, K) operand quantized along K (Q_rows, or a Q_cols copy of a transposed tensor).
+
+    data: fp8_block / mxfp8 (rows, K) uint8 E4M3 bits; nvfp4 (rows, K/2) uint8 packed E2M1.
+    scales: fp8_block (rows, K/128) float32; mxfp8 / nvfp4 the flat swizzled scale bytes
+    (uint8) of the (rows, K/block) matrix. scale_ld: fp8_block the scales' row stride, else
+    the swizzle's padded column count. decode: nvfp4 float32 scalar S_dec, else None.
+    """
+    data: torch.Tensor
+    scales: torch.Tensor
+    scale_ld: int
+    decode: torch.Tensor | None
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantWeight:
+    """An (E, R, C) weight quantized per expert along C (the usage's K).
+
+    data: fp8_block / mxfp8 (E, R, C) uint8 E4M3 bits; nvfp4 (E, R, C/2) uint8 packed E2M1.
+    scales: fp8_block (E, R/128, C/128) float32 block scales; mxfp8 / nvfp4 flat swizzled
+    bytes, expert e's row r at scale row e * scale_rows + r of scale_cols padded columns.
+    decode: nvfp4 (E,) float32 S_dec per expert, else None.
+    transposed: fp8_block only: the GEMM's K is R, the data's row axis (the dgrad usage of the
+    forward's 128x128 quantization).
+    """
+    data: torch.Tensor
+    scales: torch.Tensor
+    scale_rows: int
+    scale_cols: int
+    decode: torch.Tensor | None
+    transposed: bool = False
+
+
+def _nvfp4_decode(amax: torch.Tensor) -> torch.Tensor:
+    return qref.nvfp4_global_scales(amax)[1]
+
+
+def quantize_rows(recipe: str, t: torch.Tensor) -> QuantRows:
+    """Q_rows of a (rows, K) activation or gradient (K a multiple of BLOCK[recipe])."""
+    rows, cols = t.shape
+    if recipe == "fp8_block":
+        q = quantize_fp8_block(t, block=(1, 128))
+        return QuantRows(q.data.view(torch.uint8), q.scales, cols // 128, None)
+    if recipe == "mxfp8":
+        q = quantize_mxfp8(t, swizzle=True)
+        return QuantRows(q.data.view(torch.uint8), q.scales, padded_shape(rows, cols // 32)[1], None)
+    q = quantize_nvfp4(t, swizzle=True)
+    return QuantRows(q.data, q.scales.view(torch.uint8), padded_shape(rows, cols // 16)[1], _nvfp4_decode(q.amax))
+
+
+def _pad_rows(t: torch.Tensor, multiple: int) -> torch.Tensor:
+    rows = t.shape[0]
+    padded = cdiv(rows, multiple) * multiple
+    if padded == rows:
+        return t
+    return torch.cat((t, t.new_zeros(padded - rows, t.shape[1])))
+
+
+def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
+    """Q_cols: the (N, Tp) copy of a (T, N) tensor quantized along the token axis, T
+    zero-padded to Tp, a multiple of BLOCK[recipe] (zeros change no block amax)."""
+    return quantize_rows(recipe, _pad_rows(t, BLOCK[recipe]).t())
+
+
+def _per_expert_amax(w: torch.Tensor) -> torch.Tensor:
+    """(E,) float32 amax(|W_e|), NaN for an expert holding a NaN or +-inf (the quantizers'
+    rule); device ops only."""
+    return qref.block_amax(w.reshape(w.shape[0], -1), 1, w[0].numel()).reshape(-1)
+
+
+def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> QuantWeight:
+    """Q_w of an (E, R, C) weight along C, or with ``transpose`` along R (the weight's other
+    GEMM usage). Launches one quantizer for fp8_block and mxfp8, one per expert for nvfp4
+    (each expert has its own amax)."""
+    n_experts, rows, cols = w.shape
+    if recipe == "fp8_block":
+        q = quantize_fp8_block(w.reshape(n_experts * rows, cols), block=(128, 128))
+        return QuantWeight(q.data.view(torch.uint8).view(n_experts, rows, cols),
+                           q.scales.view(n_experts, rows // 128, cols // 128), 0, 0, None, transposed=transpose)
+    src = w.transpose(1, 2) if transpose else w
+    n_rows, n_cols = src.shape[1], src.shape[2]
+    if recipe == "mxfp8":
+        q = quantize_mxfp8(src.reshape(n_experts * n_rows, n_cols), swizzle=True)
+        return QuantWeight(q.data.view(torch.uint8).view(n_experts, n_rows, n_cols), q.scales, n_rows,
+                           padded_shape(n_experts * n_rows, n_cols // 32)[1], None)
+    amax = _per_expert_amax(w)
+    parts = [quantize_nvfp4(src[e], amax=amax[e], block_2d=True, swizzle=True) for e in range(n_experts)]
+    scale_rows, scale_cols = padded_shape(n_rows, n_cols // 16)
+    return QuantWeight(torch.stack([p.data for p in parts]), torch.cat([p.scales.view(torch.uint8) for p in parts]),
+                       scale_rows, scale_cols, _nvfp4_decode(amax))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain-PyTorch rendering: dequantized operands (float32 values, exactly what the kernels decode)
+def dequant_rows(recipe: str, t: torch.Tensor) -> torch.Tensor:
+    """float32 (rows, K): Q_rows(t) dequantized, by the quantizers' reference formulas."""
+    if recipe == "fp8_block":
+        return qref.dequantize_fp8_block(*qref.quantize_fp8_block(t, (1, 128)), (1, 128))
+    if recipe == "mxfp8":
+        return qref.dequantize_mxfp8(*qref.quantize_mxfp8(t))
+    data, scales, amax = qref.quantize_nvfp4(t)
+    return qref.dequantize_nvfp4(data, scales, amax, False, False)
+
+
+def dequant_cols(recipe: str, t: torch.Tensor) -> torch.Tensor:
+    """float32 (T, N): Q_cols(t) dequantized and transposed back."""
+    n_tokens = t.shape[0]
+    return dequant_rows(recipe, _pad_rows(t, BLOCK[recipe]).t()).t()[:n_tokens]
+
+
+def dequant_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
+    """float32 (E, R, C): Q_w(W) dequantized; with ``transpose`` the quantization along R (the
+    dgrad usage), returned in W's layout."""
+    n_experts, rows, cols = w.shape
+    if recipe == "fp8_block":
+        flat = w.reshape(n_experts * rows, cols)
+        return qref.dequantize_fp8_block(*qref.quantize_fp8_block(flat, (128, 128)), (128, 128)).view(w.shape)
+    if recipe == "mxfp8":
+        src = w.transpose(1, 2) if transpose else w
+        flat = src.reshape(-1, src.shape[2])
+        out = qref.dequantize_mxfp8(*qref.quantize_mxfp8(flat)).view(src.shape)
+        return out.transpose(1, 2) if transpose else out
+    # nvfp4: 16x16 blocks, so both usages dequantize to the same values (the kernels' dgrad
+    # copy quantizes W^T; the tests check that the two agree).
+    amax = _per_expert_amax(w)
+    out = []
+    for e in range(n_experts):
+        data, scales, a = qref.quantize_nvfp4(w[e], amax[e], True)
+        out.append(qref.dequantize_nvfp4(data, scales, a, True, False))
+    return torch.stack(out)
+
+
+def _rounded(t: torch.Tensor, dtype: torch.dtype, compute_dtype: torch.dtype) -> torch.Tensor:
+    """t rounded to ``dtype`` (where the kernels store it), back in compute_dtype."""
+    return t.to(dtype).to(compute_dtype)
+
+
+def recipe_forward(x, tokens_per_expert, probs, fc1_weight, fc2_weight, *, activation, glu_interleave,
+                   fc1_bias=None, fc2_bias=None, recipe, compute_dtype=torch.float64):
+    """The recipe's forward in plain PyTorch: (y, z, h), each in x.dtype (z and h as the kernels
+    store them). GEMMs of dequantized operands in ``compute_dtype`` (float64: the test oracle;
+    float32: the op's path where kernels cannot run). Reads tokens_per_expert on the host."""
+    cd, dtype = compute_dtype, x.dtype
+    n_tokens, hidden = x.shape
+    ffn = fc2_weight.shape[2]
+    gate_idx, up_idx = glu_index(ffn, glu_interleave, device=x.device)
+    xq = dequant_rows(recipe, x).to(cd)
+    w1q = dequant_weight(recipe, fc1_weight).to(cd)
+    p = probs.to(cd)
+    z = torch.zeros(n_tokens, 2 * ffn, dtype=cd, device=x.device)
+    rows = expert_rows(tokens_per_expert, n_tokens)
+    for e, start, stop in rows:
+        z[start:stop] = xq[start:stop] @ w1q[e].t()
+        if fc1_bias is not None:
+            z[start:stop] += fc1_bias[e].to(cd)
+    z = _rounded(z, dtype, cd)
+    h = _rounded(p[:, None] * glu_activation(z[:, gate_idx], z[:, up_idx], activation), dtype, cd)
+    hq = dequant_rows(recipe, h.to(dtype)).to(cd)
+    w2q = dequant_weight(recipe, fc2_weight).to(cd)
+    y = torch.zeros(n_tokens, hidden, dtype=cd, device=x.device)
+    for e, start, stop in rows:
+        y[start:stop] = hq[start:stop] @ w2q[e].t()
+        if fc2_bias is not None:
+            y[start:stop] += p[start:stop, None] * fc2_bias[e].to(cd)
+    return y.to(dtype), z.to(dtype), h.to(dtype)
+
+
+def recipe_backward(dy, x, tokens_per_expert, probs, fc1_weight, fc2_weight, z, h, *, activation, glu_interleave,
+                    fc1_bias=None, fc2_bias=None, recipe, compute_dtype=torch.float64) -> dict:
+    """The recipe's backward in plain PyTorch, from the saved z and h (x.dtype).
+
+    Returns ``{"dx", "dprobs", "dfc1_weight", "dfc2_weight", "dfc1_bias", "dfc2_bias"}`` in their
+    inputs' dtypes (bias gradients None without the bias). Per expert e, with Q the
+    dequantized operands of the module docstring's table:
+
+        dh = Q_rows(dy) Q_w(W2_e)           dprobs = sum_j dh a (+ dy . b2_e, dy unquantized)
+        dz = rounded GLU backward of p dh   dx = Q_rows(dz) Q_w(W1_e)
+        dW2_e = Q_cols(dy)^T Q_cols(h)      dW1_e = Q_cols(dz)^T Q_cols(x)
+        db1_e = sum_t dz_t (rounded dz)     db2_e = sum_t p_t dy_t
+    """
+    cd, dtype = compute_dtype, x.dtype
+    n_experts, two_ffn, hidden = fc1_weight.shape
+    n_tokens = x.shape[0]
+    gate_idx, up_idx = glu_index(two_ffn // 2, glu_interleave, device=x.device)
+    p = probs.to(cd)[:, None]
+    zc = z.to(cd)
+    z_gate, z_up = zc[:, gate_idx], zc[:, up_idx]
+    a = glu_activation(z_gate, z_up, activation)
+    dyq = dequant_rows(recipe, dy).to(cd)
+    w2q = dequant_weight(recipe, fc2_weight, transpose=True).to(cd)
+    dh = torch.zeros(n_tokens, two_ffn // 2, dtype=cd, device=x.device)
+    rows = expert_rows(tokens_per_expert, n_tokens)
+    for e, start, stop in rows:
+        dh[start:stop] = dyq[start:stop] @ w2q[e]
+    dprobs = (dh * a).sum(-1)
+    if fc2_bias is not None:
+        for e, start, stop in rows:
+            dprobs[start:stop] += dy[start:stop].to(cd) @ fc2_bias[e].to(cd)
+    d_gate, d_up = glu_activation_backward(p * dh, z_gate, z_up, activation)
+    dz = torch.empty(n_tokens, two_ffn, dtype=cd, device=x.device)
+    dz[:, gate_idx] = d_gate
+    dz[:, up_idx] = d_up
+    dz = _rounded(dz, dtype, cd)
+    dzq = dequant_rows(recipe, dz.to(dtype)).to(cd)
+    w1q = dequant_weight(recipe, fc1_weight, transpose=True).to(cd)
+    dx = torch.zeros(n_tokens, hidden, dtype=cd, device=x.device)
+    zeros = {"dtype": cd, "device": x.device}
+    dw1 = torch.zeros(n_experts, two_ffn, hidden, **zeros)
+    dw2 = torch.zeros(n_experts, hidden, two_ffn // 2, **zeros)
+    db1 = torch.zeros(n_experts, two_ffn, **zeros)
+    db2 = torch.zeros(n_experts, hidden, **zeros)
+    dy_c, h_c = dequant_cols(recipe, dy).to(cd), dequant_cols(recipe, h).to(cd)
+    dz_c, x_c = dequant_cols(recipe, dz.to(dtype)).to(cd), dequant_cols(recipe, x).to(cd)
+    dyc = dy.to(cd)
+    for e, start, stop in rows:
+        dx[start:stop] = dzq[start:stop] @ w1q[e]
+        if start == stop:
+            continue
+        dw2[e] = dy_c[start:stop].t() @ h_c[start:stop]
+        dw1[e] = dz_c[start:stop].t() @ x_c[start:stop]
+        db1[e] = dz[start:stop].sum(0)
+        db2[e] = (p[start:stop] * dyc[start:stop]).sum(0)
+    return {
+        "dx": dx.to(dtype),
+        "dprobs": dprobs.to(probs.dtype),
+        "dfc1_weight": dw1.to(fc1_weight.dtype),
+        "dfc2_weight": dw2.to(fc2_weight.dtype),
+        "dfc1_bias": None if fc1_bias is None else db1.to(fc1_bias.dtype),
+        "dfc2_bias": None if fc2_bias is None else db2.to(fc2_bias.dtype),
+    }
+
+
+class RecipeReferenceFunction(torch.autograd.Function):
+    """The recipe in plain PyTorch (float32 compute) with the recipe's backward: the op's path
+    where the kernels cannot run (level 0; CPU without the interpreter). Reads
+    tokens_per_expert on the host."""
+
+    @staticmethod
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, recipe):
+        kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2, recipe=recipe,
+                  compute_dtype=torch.float32)
+        y, z, h = recipe_forward(x, counts, probs, w1, w2, **kw)
+        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
+        ctx.kw = kw
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+        g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, **ctx.kw)
+        return (g["dx"], None, g["dprobs"], g["dfc1_weight"], g["dfc2_weight"], g["dfc1_bias"], g["dfc2_bias"],
+                None, None, None)
