@@ -60,10 +60,10 @@ def _bad_cases():
 
     return [
         # recipe, activation, glu_interleave (values, not tensors)
-        case(ValueError, "recipe 'fp8_block' is not available yet", recipe="fp8_block"),
-        case(ValueError, "recipe 'mxfp8' is not available yet", recipe="mxfp8"),
-        case(ValueError, "recipe 'nvfp4' is not available yet", recipe="nvfp4"),
-        case(ValueError, "recipe must be None .* got 'fp8'", recipe="fp8"),
+        case(ValueError, "recipe 'fp8_block' needs the hidden size H .* multiples of 128", recipe="fp8_block"),
+        case(ValueError, "recipe 'mxfp8' needs the hidden size H .* multiples of 32", recipe="mxfp8"),
+        case(ValueError, "recipe 'nvfp4' needs the hidden size H .* multiples of 16", recipe="nvfp4"),
+        case(ValueError, "recipe must be None or one of .* got 'fp8'", recipe="fp8"),
         case(TypeError, "recipe must be None or a str", recipe=8),
         case(ValueError, r"activation must be one of \('swiglu', 'geglu'\), got 'gelu'", activation="gelu"),
         case(ValueError, "activation must be one of", activation="SwiGLU"),
@@ -197,7 +197,7 @@ def test_module_parameters_and_repr():
     ({"glu_interleave": 32, "ffn_hidden_size": 48}, ValueError, "glu_interleave=32 must divide the FFN width"),
     ({"activation": "relu"}, ValueError, "activation must be one of"),
     ({"bias": 1}, TypeError, "bias must be a bool"),
-    ({"recipe": "nvfp4"}, ValueError, "recipe 'nvfp4' is not available yet"),
+    ({"recipe": "nvfp4"}, ValueError, "recipe 'nvfp4' needs the hidden size H .* multiples of 16"),
     ({"recipe": "bf16"}, ValueError, "recipe must be None"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_module_rejects_bad_configuration(kwargs, exc, msg):

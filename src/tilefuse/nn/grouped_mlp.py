@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from ..ops.grouped_glu_mlp.validate import check_activation, check_glu_interleave, check_recipe
+from ..ops.grouped_glu_mlp.validate import check_activation, check_glu_interleave, check_recipe, check_recipe_shapes
 
 
 class GroupedGLUMLP(nn.Module):
@@ -24,8 +24,11 @@ class GroupedGLUMLP(nn.Module):
             spec: any 64-aligned tile then holds whole (gate, up) pairs.
         bias: learn ``fc1_bias`` (E, 2F) and ``fc2_bias`` (E, H). The FC2 bias is scaled by the
             row's router probability like the rest of the expert's output.
-        recipe: None only; the quantized recipes ("fp8_block", "mxfp8", "nvfp4") are not
-            available yet (ValueError).
+        recipe: None (GEMMs in the parameters' dtype), or "fp8_block", "mxfp8", "nvfp4": every
+            GEMM of the forward and backward quantizes its operands along K
+            (``tilefuse.grouped_glu_mlp``'s docstring and ops/grouped_glu_mlp/recipes.py).
+            hidden_size and ffn_hidden_size must be multiples of 128 / 32 / 16 respectively.
+            The parameters stay in their dtype (quantized on every call).
 
     Parameters (per expert, (out, in) like ``nn.Linear.weight``):
         ``fc1_weight`` (E, 2F, H), ``fc2_weight`` (E, H, F), ``fc1_bias`` (E, 2F) or None,
@@ -65,6 +68,7 @@ class GroupedGLUMLP(nn.Module):
         check_activation(activation)
         check_glu_interleave(glu_interleave, ffn_hidden_size)
         check_recipe(recipe)
+        check_recipe_shapes(recipe, hidden_size, ffn_hidden_size)
         self.num_experts, self.hidden_size, self.ffn_hidden_size = num_experts, hidden_size, ffn_hidden_size
         self.activation, self.glu_interleave, self.recipe = activation, glu_interleave, recipe
         factory = {"device": device, "dtype": dtype}

@@ -8,24 +8,25 @@ import torch
 
 from .configs import GemmConfig
 from .op import fused_apply, fused_config
+from .recipes import RecipeReferenceFunction
 from .reference import grouped_glu_mlp_unfused
 from .validate import validate
 
 
-def problem_for(x, fc2_weight, activation, glu_interleave, has_bias):
+def problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe=None):
     from .tune import GroupedProblem
     return GroupedProblem.of(x.shape[0], x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0], x.element_size(),
-                             activation, glu_interleave or 0, has_bias)
+                             activation, glu_interleave or 0, has_bias, recipe=recipe or "")
 
 
 @torch.compiler.assume_constant_result
 def _traced_fused_config(device_type: str, n_tokens: int, hidden: int, ffn: int, n_experts: int, itemsize: int,
-                         activation: str, interleave: int, has_bias: bool):
+                         activation: str, interleave: int, has_bias: bool, recipe: str):
     """fused_config for torch.compile: evaluated once while tracing (the table lookup is plain
     Python state, not traceable), its result baked into the graph as a constant tuple."""
     from .tune import GroupedProblem
     cfg = fused_config(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave,
-                                         has_bias), torch.device(device_type))
+                                         has_bias, recipe=recipe), torch.device(device_type))
     return None if cfg is None else dataclasses.astuple(cfg)
 
 
@@ -44,15 +45,28 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         activation: "swiglu" or "geglu" (the spec's clamped quick-gelu form).
         glu_interleave: s (gate/up columns in blocks of s) or None (halves).
         fc1_bias: (E, 2F) or None; fc2_bias: (E, H) or None (scaled by p).
-        recipe: None (quantized recipes come later).
+        recipe: None (GEMMs in x.dtype, float32 accumulation), or "fp8_block", "mxfp8",
+            "nvfp4": each GEMM, forward and backward, quantizes both operands along its K
+            dimension (recipes.py has the table) with the formats of the spec: fp8_block
+            1x128 activations/gradients and 128x128 weights, E4M3 with float32 scales, FP8
+            tensor-core GEMMs; mxfp8 1x32 E4M3 with E8M0 scales; nvfp4 packed E2M1 with E4M3
+            scales per 1x16 (activations, gradients) or 16x16 (weights) and one float32 scale
+            per expert (weights) or per tensor (activations, gradients). mxfp8 and nvfp4 are
+            emulated on Hopper (decoded to bfloat16 inside the GEMM; for recipe parity, not
+            speed). H and F must be multiples of 128 / 32 / 16. z, h and the outputs are
+            stored in x.dtype. No double backward.
 
     Returns:
         y (T, H) in x.dtype; differentiable in x, probs, weights and biases.
 
-    Paths: the fused Triton kernels run at level >= 2 where the tuning table holds a fused
-    winner for this shape key on this GPU (``tilefuse tune``); everywhere else (levels 0-1,
-    keys never swept or where the unfused path won, no GPU and no interpreter) the unfused
-    composition runs (``torch._grouped_mm`` + separate activation, or a per-expert loop).
+    Paths (recipe None): the fused Triton kernels run at level >= 2 where the tuning table
+    holds a fused winner for this shape key on this GPU (``tilefuse tune``); everywhere else
+    (levels 0-1, keys never swept or where the unfused path won, no GPU and no interpreter)
+    the unfused composition runs (``torch._grouped_mm`` + separate activation, or a
+    per-expert loop). A quantized recipe runs its kernels at level >= 1 wherever kernels run
+    (the table's tiles at level >= 2 when its key was swept, else heuristic ones); at level 0
+    or without kernels its plain-PyTorch rendering runs (recipes.RecipeReferenceFunction:
+    float32 GEMMs of the dequantized operands; it reads tokens_per_expert on the host).
     The fused path asserts sum(tokens_per_expert) == T on the device (no host sync; a
     violation surfaces as a device-side assertion). Under torch.compile the path is chosen
     when tracing.
@@ -62,12 +76,15 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
         found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0],
-                                     x.element_size(), activation, glu_interleave or 0, has_bias)
+                                     x.element_size(), activation, glu_interleave or 0, has_bias, recipe or "")
         cfg = None if found is None else GemmConfig(*found)
     else:
-        cfg = fused_config(problem_for(x, fc2_weight, activation, glu_interleave, has_bias), x.device)
+        cfg = fused_config(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
     if cfg is not None:
         return fused_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
-                           glu_interleave, cfg)
+                           glu_interleave, cfg, recipe)
+    if recipe is not None:
+        return RecipeReferenceFunction.apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias,
+                                             activation, glu_interleave, recipe)
     return grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                    glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)

@@ -1,7 +1,10 @@
 """Autograd wiring of grouped_glu_mlp's fused path: an autograd.Function for eager calls and
 torch.library custom ops for traced ones, both running launch.forward / launch.backward.
 
-Double backward (create_graph) differentiates the unfused composition on the saved inputs.
+Double backward (create_graph) differentiates the unfused composition on the saved inputs
+(recipe None only: a quantized recipe's backward is not differentiable, as quantization is not).
+
+``recipe`` travels as a str through the custom ops ("" for None).
 """
 
 from __future__ import annotations
@@ -18,12 +21,31 @@ from .reference import grouped_glu_mlp_unfused
 
 
 def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
-    """The fused path's config when it should run: kernels may run on ``device``, level >= 2,
-    and the tuning table holds a fused winner for the problem's key on this GPU. None: run the
-    unfused composition (the baseline; also what a key never swept runs)."""
-    if policy.get_level() < 2 or not policy.kernels_enabled(device):
+    """The kernels' config when they should run, else None.
+
+    recipe None: kernels may run on ``device``, level >= 2, and the tuning table holds a fused
+    winner for the problem's key on this GPU; None runs the unfused composition (the baseline,
+    also what a key never swept runs). A quantized recipe has no unfused composition on
+    Hopper: its kernels run at level >= 1 wherever they may run, with the table's winner at
+    level >= 2 or else the heuristic config; None (level 0, or no kernels) runs the recipe's
+    plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
+    level = policy.get_level()
+    if not policy.kernels_enabled(device):
+        return None
+    if problem.recipe:
+        if level < 1:
+            return None
+        tuned = lookup_config("grouped_glu_mlp", problem) if level >= 2 else None
+        return tuned or configs.heuristic("fwd", problem.itemsize, problem.recipe)
+    if level < 2:
         return None
     return lookup_config("grouped_glu_mlp", problem)
+
+
+def _no_double_backward(recipe) -> None:
+    if recipe:
+        raise RuntimeError(f"grouped_glu_mlp: recipe {recipe!r} has no double backward (create_graph=True); "
+                           "its gradients come from quantized operands")
 
 
 def _unfused_grads(ctx, inputs, dy, activation, interleave):
@@ -36,21 +58,24 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
 
 class GroupedMLPFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config):
-        y, z, h = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config)
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config, recipe):
+        y, z, h = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config,
+                                 recipe=recipe)
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
-        ctx.activation, ctx.interleave, ctx.config = activation, interleave, config
+        ctx.activation, ctx.interleave, ctx.config, ctx.recipe = activation, interleave, config, recipe
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
         if torch.is_grad_enabled():
+            _no_double_backward(ctx.recipe)
             return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave),
-                    None, None, None)
+                    None, None, None, None)
         dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h,
-                                                         ctx.activation, ctx.interleave, config=ctx.config)
-        return dx, None, dprobs, dw1, dw2, db1, db2, None, None, None
+                                                         ctx.activation, ctx.interleave, config=ctx.config,
+                                                         recipe=ctx.recipe)
+        return dx, None, dprobs, dw1, dw2, db1, db2, None, None, None, None
 
 
 # --- custom ops (torch.compile) -------------------------------------------------------------
@@ -63,9 +88,10 @@ def _interleave_arg(glu_interleave):
 def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       programs_per_sm: int, recipe: str = "") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
-    return launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg)
+    return launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
+                          recipe=recipe or None)
 
 
 @grouped_mlp_fwd_op.register_fake
@@ -78,12 +104,13 @@ def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
 def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
                        w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
                        z: torch.Tensor, h: torch.Tensor, activation: str, interleave: int, block_m: int,
-                       block_n: int, block_k: int, num_warps: int, num_stages: int, programs_per_sm: int
+                       block_n: int, block_k: int, num_warps: int, num_stages: int, programs_per_sm: int,
+                       recipe: str = ""
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor."""
     cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
-                                                     interleave or None, config=cfg)
+                                                     interleave or None, config=cfg, recipe=recipe or None)
     return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
 
 
@@ -99,26 +126,30 @@ def _setup_context(ctx, inputs, output):
     y, z, h = output
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
+    ctx.recipe = cfg[6] if len(cfg) > 6 else ""
     ctx.mark_non_differentiable(z, h)
 
 
 def _backward(ctx, dy, _dz, _dh):
     x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+    n_args = 2 + len(ctx.cfg)   # activation, interleave, the config fields (and the recipe)
     if torch.is_grad_enabled():
+        _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
-                                ctx.interleave or None), *(None,) * 8)
+                                ctx.interleave or None), *(None,) * n_args)
     dx, dprobs, dw1, dw2, db1, db2 = grouped_mlp_bwd_op(dy, x, counts, probs, w1, w2, b1, b2, z, h, ctx.activation,
                                                         ctx.interleave, *ctx.cfg)
     return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
-            *(None,) * 8)
+            *(None,) * n_args)
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
 
 
-def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config: configs.GemmConfig):
+def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config: configs.GemmConfig,
+                recipe: str | None = None):
     if torch.compiler.is_compiling():
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
                                   config.block_m, config.block_n, config.block_k, config.num_warps,
-                                  config.num_stages, config.programs_per_sm)[0]
-    return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config)
+                                  config.num_stages, config.programs_per_sm, recipe or "")[0]
+    return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config, recipe)

@@ -1,9 +1,13 @@
 """grouped_glu_mlp's tuning family: fused kernels (GEMM tiles) against the unfused composition.
 
 Key: H, F, E, dtype (exact: they set the GEMM shapes), a power-of-two bucket of T (varies per
-call), and the epilogue's constexprs (activation, interleave, bias). The baseline is the unfused
-composition; every fused candidate is a route change (3% margin). Outputs must agree with the
-baseline within the tolerance derived in ``compare``.
+call), the epilogue's constexprs (activation, interleave, bias) and the quantized recipe if
+any. Without a recipe the baseline is the unfused composition; every fused candidate is a
+route change (3% margin). A recipe has no unfused composition: its baseline is the kernels
+with the heuristic tiles (configs.heuristic), and the candidates are other tiles (fp8_block:
+BLOCK_K 128 only). Outputs must agree with the baseline within the tolerance derived in
+``compare``. ``tilefuse tune --dtype fp8_block`` (or mxfp8, nvfp4) sweeps bf16 inputs with
+that recipe.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import torch
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily
 from ...utils import next_power_of_2
-from .configs import GemmConfig
+from .configs import GemmConfig, heuristic
 
 _HERE = Path(__file__).resolve().parent
-_KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bias)?")
+_KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bias)?(?:-(fp8_block|mxfp8|nvfp4))?")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# Recipe-relative spacing of the quantized data (one step of E4M3's 3-bit or E2M1's 1-bit
+# mantissa, relative to the value), for ``compare``.
+_QUANT_STEP = {"fp8_block": 2.0 ** -3, "mxfp8": 2.0 ** -3, "nvfp4": 2.0 ** -1}
 _SWEEP_DTYPE = {2: torch.bfloat16, 4: torch.float32}
 UNFUSED = "unfused"
 
@@ -40,11 +47,12 @@ class GroupedProblem:
     activation: str
     interleave: int        # 0: halves
     has_bias: bool
+    recipe: str = ""       # "": none; else a quantized recipe (recipes.RECIPES)
 
     @classmethod
-    def of(cls, n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias):
+    def of(cls, n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias, recipe=""):
         return cls(next_power_of_2(max(n_tokens, 1)), hidden, ffn, n_experts, itemsize, activation, interleave,
-                   has_bias)
+                   has_bias, recipe)
 
 
 # The sweep's candidates. Each one compiles every kernel of the forward and backward (one
@@ -60,9 +68,26 @@ _CANDIDATES_16BIT = (
 _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32, 4, 3, 1), (128, 128, 32, 8, 3, 1))
 
 
+# fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic (128, 64, 128, 8, 3, 1) is
+# the recipe's baseline (configs.heuristic says why it is the safe one), so it is not listed.
+_CANDIDATES_FP8 = (
+    (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2), (64, 64, 128, 4, 4, 2),
+)
+
+
 def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
-    table = _CANDIDATES_FP32 if problem.itemsize == 4 else _CANDIDATES_16BIT
-    return [GemmConfig(*c) for c in table]
+    """Tile candidates. A quantized recipe's baseline is its heuristic config, left out here;
+    mxfp8 / nvfp4 decode into bfloat16 and take the 16-bit tiles."""
+    if problem.recipe == "fp8_block":
+        table = _CANDIDATES_FP8
+    elif problem.itemsize == 4 and not problem.recipe:
+        table = _CANDIDATES_FP32
+    else:
+        table = _CANDIDATES_16BIT
+    configs = [GemmConfig(*c) for c in table]
+    if problem.recipe:
+        configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe)]
+    return configs
 
 
 class GroupedFamily(TuningFamily):
@@ -71,14 +96,14 @@ class GroupedFamily(TuningFamily):
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
-                + ("-bias" if p.has_bias else ""))
+                + ("-bias" if p.has_bias else "") + (f"-{p.recipe}" if p.recipe else ""))
 
     def problem_for_key(self, key: str) -> GroupedProblem:
         m = _KEY.fullmatch(key) if isinstance(key, str) else None
         if m is None or int(m[4]) not in _SWEEP_DTYPE:
             raise ValueError(f"not a grouped_glu_mlp key: {key!r} (e.g. 'H2048-F1408-E64-x2-T32768-swiglu-s32')")
         return GroupedProblem(int(m[5]), int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[6], int(m[7]),
-                              m[8] is not None)
+                              m[8] is not None, m[9] or "")
 
     def config_from_dict(self, d) -> GemmConfig:
         if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(GemmConfig)}:
@@ -89,9 +114,12 @@ class GroupedFamily(TuningFamily):
         return dataclasses.asdict(config)
 
     def is_valid(self, key: str, config) -> bool:
-        return config in candidates_for(self.problem_for_key(key))
+        problem = self.problem_for_key(key)
+        return config in candidates_for(problem) or config == self.baseline(problem)
 
     def baseline(self, problem):
+        if problem.recipe:
+            return heuristic("fwd", problem.itemsize, problem.recipe)
         return UNFUSED
 
     def candidates(self, problem) -> list[GemmConfig]:
@@ -135,10 +163,12 @@ class GroupedFamily(TuningFamily):
             grads = torch.autograd.grad(y, leaves, i["dy"])
             launches.record("grouped_mlp_unfused")
             return dict(y=y.detach(), dx=grads[0], dprobs=grads[1], dw1=grads[2], dw2=grads[3])
+        recipe = p.recipe or None
         y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], p.activation,
-                                 inter, config=choice)
+                                 inter, config=choice, recipe=recipe)
         dx, dprobs, dw1, dw2, _, _ = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"],
-                                                     i["b1"], i["b2"], z, h, p.activation, inter, config=choice)
+                                                     i["b1"], i["b2"], z, h, p.activation, inter, config=choice,
+                                                     recipe=recipe)
         return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
 
     def expected_launches(self, p, choice) -> tuple[str, ...]:
@@ -150,10 +180,18 @@ class GroupedFamily(TuningFamily):
         summation orders of K terms differ by ~sqrt(K) eps32, far below the x.dtype roundings,
         which differ wherever an fp32 value lands on the other side of a rounding boundary:
         up to one ulp of x.dtype per rounded element, ~2 eps_x normwise through a second GEMM.
-        Tolerance: 4 eps_x (+ 16 sqrt(K) eps32) normwise per output."""
+        Tolerance: 4 eps_x (+ 16 sqrt(K) eps32) normwise per output.
+
+        A recipe compares two tilings of its kernels on the same quantized x, W1, W2, dy. A
+        flipped x.dtype rounding of h or dz can move the quantization of that element, or
+        of its whole block through the block amax, by one step of the data format (_QUANT_STEP
+        relative); at worst every quantized operand of an output moves by one step. Tolerance:
+        the above + 2 steps (one per quantized operand of a GEMM)."""
         eps_x = torch.finfo(_SWEEP_DTYPE[p.itemsize]).eps
         k = max(p.hidden, 2 * p.ffn, p.n_tokens)
         tol = 4 * eps_x + 16 * math.sqrt(k) * torch.finfo(torch.float32).eps
+        if p.recipe:
+            tol += 2 * _QUANT_STEP[p.recipe]
         out = []
         for name in ("y", "dx", "dprobs", "dw1", "dw2"):
             a, b = got[name].double(), want[name].double()
@@ -171,11 +209,15 @@ class GroupedFamily(TuningFamily):
         if m is None:
             raise ValueError(f"grouped_glu_mlp: --shape is EXPERTSxTOKENSxHxF, e.g. 64x32768x2048x1408; got {shape!r}")
         name = dtype or "bf16"
+        recipe = ""
+        if name in _QUANT_STEP:        # a recipe: bf16 inputs quantized by it
+            name, recipe = "bf16", name
         if name not in _DTYPES:
-            raise ValueError(f"grouped_glu_mlp: --dtype must be one of {', '.join(_DTYPES)}")
+            raise ValueError(f"grouped_glu_mlp: --dtype must be one of {', '.join((*_DTYPES, *_QUANT_STEP))} "
+                             f"(a recipe name means bf16 inputs with that recipe)")
         e, t, h, f = (int(v) for v in m.groups())
         itemsize = torch.empty(0, dtype=_DTYPES[name]).element_size()
-        return [GroupedProblem.of(t, h, f, e, itemsize, "swiglu", 32, False)]
+        return [GroupedProblem.of(t, h, f, e, itemsize, "swiglu", 32, False, recipe)]
 
 
 FAMILY = GroupedFamily()

@@ -22,33 +22,43 @@ Decisions:
   the kernels build int32/int64 offsets from it), 1-D with E = fc1_weight.shape[0] entries.
 - E >= 1, H >= 1, F >= 1: model dimensions, not batch sizes. T may be 0 (empty result).
 - Strides are not checked: the launchers own the layouts they read.
-- recipe: only None. The quantized recipes of the spec ("fp8_block", "mxfp8", "nvfp4") are
-  named in the error as not available yet.
+- recipe: None, "fp8_block", "mxfp8" or "nvfp4" (recipes.py). A recipe quantizes along H and
+  F in blocks of 128 (fp8_block), 32 (mxfp8) or 16 (nvfp4), so H and F must be multiples of
+  that block (no partial scaling blocks). Any of the three input dtypes may be quantized.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .recipes import BLOCK, RECIPES
 from .reference import ACTIVATIONS
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 COUNT_DTYPES = (torch.int32, torch.int64)
-QUANTIZED_RECIPES = ("fp8_block", "mxfp8", "nvfp4")
+QUANTIZED_RECIPES = RECIPES
 _OP = "grouped_glu_mlp"
 
 
 def check_recipe(recipe) -> None:
-    """Only ``None`` (bf16/fp16/fp32 compute) is available."""
+    """None (x.dtype compute) or one of the quantized recipes."""
     if recipe is None:
         return
     if not isinstance(recipe, str):
         raise TypeError(f"{_OP}: recipe must be None or a str, got {type(recipe).__name__}")
-    if recipe in QUANTIZED_RECIPES:
-        raise ValueError(f"{_OP}: recipe {recipe!r} is not available yet (the quantized recipes "
-                         f"{QUANTIZED_RECIPES} come later); use recipe=None")
-    raise ValueError(f"{_OP}: recipe must be None (the quantized recipes {QUANTIZED_RECIPES} are "
-                     f"not available yet), got {recipe!r}")
+    if recipe not in QUANTIZED_RECIPES:
+        raise ValueError(f"{_OP}: recipe must be None or one of {QUANTIZED_RECIPES}, got {recipe!r}")
+
+
+def check_recipe_shapes(recipe, hidden: int, ffn: int) -> None:
+    """H and F are multiples of the recipe's scaling block (they are the GEMMs' K dimensions)."""
+    if recipe is None:
+        return
+    block = BLOCK[recipe]
+    if hidden % block or ffn % block:
+        raise ValueError(f"{_OP}: recipe {recipe!r} needs the hidden size H (x.shape[1]) and the FFN width F "
+                         f"(fc2_weight.shape[2]) to be multiples of {block}, its scaling block along K; "
+                         f"got H = {hidden}, F = {ffn}")
 
 
 def check_activation(activation) -> None:
@@ -100,7 +110,8 @@ def validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, *, activation,
     probs (T,) float32 or x's dtype; fc1_weight (E, 2F, H); fc2_weight (E, H, F);
     fc1_bias None or (E, 2F); fc2_bias None or (E, H) (weights and biases in x's dtype, every
     tensor on x's device); activation "swiglu" or "geglu"; glu_interleave None or a positive
-    int dividing F; recipe None. ``sum(tokens_per_expert) == T`` is not checked here (module
+    int dividing F; recipe None or a quantized recipe whose block divides H and F.
+    ``sum(tokens_per_expert) == T`` is not checked here (module
     docstring).
     """
     check_recipe(recipe)
@@ -152,3 +163,4 @@ def validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, *, activation,
         _check_shape(name, bias, expected, meaning)
 
     check_glu_interleave(glu_interleave, ffn)
+    check_recipe_shapes(recipe, hidden, ffn)
