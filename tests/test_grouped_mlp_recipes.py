@@ -1,0 +1,301 @@
+"""grouped_glu_mlp's quantized recipes (fp8_block, mxfp8, nvfp4): the kernels' GEMMs on quantized
+operands against float64 GEMMs of the dequantized operands, the whole recipe forward and
+backward against its float64 rendering (recipes.recipe_forward / recipe_backward) and the
+FP8 recipes against the unquantized float64 reference; zero-token experts, T off the
+scaling blocks, determinism, the public API's routing, bad input.
+
+Tolerances:
+- GEMM (elementwise): the operands are the dequantized values exactly (E4M3 x scale, E2M1 x
+  E4M3 scale are exact in float32 / bfloat16), so the kernel differs from the float64 GEMM of
+  the dequantized operands only by float32 roundings: at most K - 1 additions, one product of
+  two scales and its product with the chunk sum (fp8_block), the decode-scale multiply
+  (nvfp4), and in the reference the float32 rounding of each dequantized value (nvfp4:
+  q * s * S_dec). The standard bound |fl(sum) - sum| <= gamma_n sum |a_k b_k|, gamma_n ~ n u,
+  with n = K + 8 covers them all, u = 2^-24. On Hopper, FP8 MMAs accumulate with about 14
+  bits inside a 128-wide chunk (DeepSeek-V3 report, section 3.3.2), so there the in-chunk
+  part is 128 * 2^-14 instead.
+- Recipe vs its float64 rendering (normwise): both quantize the same x, W1, W2 and dy to the
+  same bits (the quantizer kernels equal quant.reference bit for bit) and round z, h, dz and
+  the outputs to x.dtype at the same places. They differ by where a float32 result lands on
+  the other side of an x.dtype rounding boundary than the float64 one: at most one ulp
+  (eps_x relative) per output element, and, rarely, one ulp in a stored z / h / dz that then
+  quantizes differently. Tolerance 2 eps_x (+ 16 sqrt(K) eps32 for float32 inputs, whose
+  outputs keep the accumulation error).
+- FP8 recipes vs the unquantized float64 reference (normwise): E4M3 rounds to nearest with 3
+  mantissa bits, relative error <= u8 = 2^-4 per element (scaled values stay in E4M3's
+  normal range but for elements below 2^-6 of their block's scale, whose absolute error is
+  negligible normwise). A product of quantized operands is off by <= (1 + u8)^2 - 1, and each
+  output is a chain of such GEMMs: tolerance n_q * u8 with n_q the number of quantized
+  operands on its path (y: x, W1, h, W2 -> 4; dx: dy, W2, dz, W1 and z's x, W1 -> 6; ...).
+"""
+
+import math
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches
+from tilefuse.ops.grouped_glu_mlp import launch, recipes
+from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
+from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
+from tilefuse.quant import quantize_nvfp4
+
+ON_GPU = torch.cuda.is_available()
+U32 = 2.0 ** -24
+# Small tiles: several row and column tiles per expert in the interpreter; fp8_block needs K 128.
+SMALL = {"fp8_block": GemmConfig(32, 32, 128, 4, 2, 2), "mxfp8": GemmConfig(32, 32, 32, 4, 2, 2),
+         "nvfp4": GemmConfig(32, 32, 32, 4, 2, 2)}
+SHAPE = {"fp8_block": (128, 128), "mxfp8": (64, 32), "nvfp4": (48, 32)}   # (H, F): multiples of the block
+GRAD_NAMES = ("dx", "dprobs", "dfc1_weight", "dfc2_weight", "dfc1_bias", "dfc2_bias")
+
+
+def make(counts, H, F, dtype, bias, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    E, T = len(counts), sum(counts)
+
+    def randn(*s, sc=1.0):
+        return (torch.randn(s, generator=g) * sc).to(dtype).to(device)
+
+    return dict(x=randn(T, H), counts=torch.tensor(counts, dtype=torch.int32, device=device),
+                probs=torch.rand(T, generator=g).to(device), w1=randn(E, 2 * F, H, sc=H ** -0.5),
+                w2=randn(E, H, F, sc=F ** -0.5), b1=randn(E, 2 * F, sc=0.1) if bias else None,
+                b2=randn(E, H, sc=0.1) if bias else None, dy=randn(T, H))
+
+
+def rel(a, b):
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    d = float(b.norm())
+    return float((a - b).norm()) / d if d else float(a.abs().max())
+
+
+def run_kernels(i, activation, interleave, recipe, cfg=None):
+    cfg = cfg or SMALL[recipe]
+    with launches.counting() as launched:
+        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], activation,
+                                 interleave, config=cfg, recipe=recipe)
+        grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z, h,
+                                activation, interleave, config=cfg, wgrad_config=cfg, recipe=recipe)
+    assert launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
+    return y, z, h, dict(zip(GRAD_NAMES, grads))
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMMs on quantized operands
+def gemm_bound(a, b, K, recipe):
+    """Elementwise bound on |kernel - float64 GEMM| for float64 operands a (M, K), b (K, N)."""
+    in_chunk = 128 * 2.0 ** -14 if (ON_GPU and recipe == "fp8_block") else 0.0
+    return (in_chunk + (K + 8) * U32) * (a.abs() @ b.abs())
+
+
+@pytest.mark.parametrize("recipe", recipes.RECIPES)
+@pytest.mark.parametrize("transposed", [False, True], ids=["fwd-usage", "dgrad-usage"])
+def test_grouped_gemm_equals_float64_gemm_of_dequantized_operands(recipe, transposed, device):
+    counts, n_out, K = [45, 0, 83], 128, 128         # fp8_block weights: 128x128 blocks per expert
+    E, T = len(counts), sum(counts)
+    g = torch.Generator().manual_seed(1)
+    # Wide dynamic range per row and column: the scales matter.
+    a = (torch.randn(T, K, generator=g) * torch.logspace(-2, 2, T)[:, None]).to(device)
+    w_shape = (E, K, n_out) if transposed else (E, n_out, K)
+    w = (torch.randn(w_shape, generator=g) * 0.1).to(device)
+    qa = recipes.quantize_rows(recipe, a)
+    qw = recipes.quantize_weight(recipe, w, transpose=transposed)
+    out = torch.full((T, n_out), float("nan"), device=device)
+    c = torch.tensor(counts, dtype=torch.int32, device=device)
+    b_strides = (w.stride(0), w.stride(1), w.stride(2)) if transposed else (w.stride(0), w.stride(2), w.stride(1))
+    with launches.counting():
+        launch._gemm(EPI_STORE, qa, qw, out, c, SMALL[recipe], K=K, N=n_out, b_strides=b_strides, ldc=n_out,
+                     recipe=recipe)
+    a64 = recipes.dequant_rows(recipe, a).double()
+    w64 = recipes.dequant_weight(recipe, w, transpose=transposed).double()
+    start = 0
+    for e, m in enumerate(counts):
+        b64 = w64[e] if transposed else w64[e].t()
+        want = a64[start:start + m] @ b64
+        err = (out[start:start + m].double() - want).abs()
+        bound = gemm_bound(a64[start:start + m], b64, K, recipe)
+        assert bool((err <= bound).all()), f"expert {e}: max err/bound {float((err / bound).max()):.3g}"
+        start += m
+
+
+@pytest.mark.parametrize("recipe", recipes.RECIPES)
+def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, device):
+    counts = [45, 0, 83, 7]                           # T = 135: not a multiple of any block
+    E, T, N, M = len(counts), sum(counts), 32, 48
+    g = torch.Generator().manual_seed(2)
+    a = (torch.randn(T, N, generator=g) * torch.logspace(-1, 1, T)[:, None]).to(device)
+    b = torch.randn(T, M, generator=g).to(device)
+    c = torch.tensor(counts, dtype=torch.int32, device=device)
+    out = torch.full((E, N, M), float("nan"), device=device)
+    launch._wgrad(recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b), out, c, T, SMALL[recipe],
+                  recipe)
+    a64, b64 = recipes.dequant_cols(recipe, a).double(), recipes.dequant_cols(recipe, b).double()
+    start = 0
+    for e, m in enumerate(counts):
+        want = a64[start:start + m].t() @ b64[start:start + m]
+        err = (out[e].double() - want).abs()
+        bound = gemm_bound(a64[start:start + m].t(), b64[start:start + m], max(m, 1) + 128, recipe)
+        assert bool((err <= bound).all()), f"expert {e}: max err/bound {float((err / bound).max()):.3g}"
+        if m == 0:
+            assert torch.count_nonzero(out[e]) == 0
+        start += m
+
+
+def test_nvfp4_dgrad_copy_is_the_transposed_quantization(device):
+    """The kernels' dgrad usage quantizes W^T; with 16x16 blocks and one amax that is exactly
+    the transpose of W's quantization (what recipes.dequant_weight relies on)."""
+    w = torch.randn(48, 80, device=device) * torch.logspace(-3, 1, 80, device=device)
+    amax = w.abs().max().reshape(1)
+    fwd = quantize_nvfp4(w, amax=amax, block_2d=True).dequantize()
+    dgrad = quantize_nvfp4(w.t(), amax=amax, block_2d=True).dequantize()
+    assert torch.equal(dgrad.t(), fwd)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole recipe
+CASES = [
+    ("fp8_block", [37, 0, 50], "swiglu", 32, True, torch.bfloat16),
+    ("fp8_block", [3, 61, 0, 20], "geglu", None, False, torch.bfloat16),
+    ("mxfp8", [0, 45, 40], "geglu", 8, True, torch.bfloat16),
+    ("nvfp4", [29, 0, 58], "swiglu", None, False, torch.bfloat16),
+    ("nvfp4", [40, 23], "geglu", 16, True, torch.float32),
+]
+
+
+def case_id(c):
+    return (f"{c[0]}-E{len(c[1])}-T{sum(c[1])}-{c[2]}-s{c[3]}-{'bias' if c[4] else 'nobias'}-"
+            f"{str(c[5]).split('.')[-1]}")
+
+
+def recipe_tol(dtype, H, F, T):
+    eps = torch.finfo(dtype).eps
+    if dtype == torch.float32:
+        return 2 * eps + 16 * math.sqrt(max(H, 2 * F, T)) * torch.finfo(torch.float32).eps
+    return 2 * eps
+
+
+@pytest.mark.parametrize("recipe,counts,activation,interleave,bias,dtype", CASES, ids=[case_id(c) for c in CASES])
+def test_recipe_matches_its_float64_rendering(recipe, counts, activation, interleave, bias, dtype, device):
+    H, F = SHAPE[recipe]
+    i = make(counts, H, F, dtype, bias, device)
+    y, z, h, grads = run_kernels(i, activation, interleave, recipe)
+    kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
+    y_ref, z_ref, h_ref = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
+    ref = recipes.recipe_backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z_ref, h_ref, **kw)
+    tol = recipe_tol(dtype, H, F, sum(counts))
+    for name, got, want in (("y", y, y_ref), ("z", z, z_ref), ("h", h, h_ref),
+                            *((n, grads[n], ref[n]) for n in GRAD_NAMES if ref[n] is not None)):
+        assert got.dtype == want.dtype, name
+        assert rel(got, want) <= tol, f"{name}: {rel(got, want):.2e} > {tol:.2e}"
+    for e, m in enumerate(counts):
+        if m == 0:
+            assert torch.count_nonzero(grads["dfc1_weight"][e]) == 0
+            assert torch.count_nonzero(grads["dfc2_weight"][e]) == 0
+
+
+# Quantized operands on each output's path (module docstring).
+FP8_OPERANDS = {"y": 4, "dx": 6, "dprobs": 4, "dfc1_weight": 6, "dfc2_weight": 4}
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
+def test_fp8_recipes_are_within_quantization_error_of_the_unquantized_op(recipe, device):
+    H, F = SHAPE[recipe]
+    counts = [37, 0, 50]
+    i = make(counts, H, F, torch.float32, False, device, seed=4)
+    y, _, _, grads = run_kernels(i, "swiglu", 32 if F % 32 == 0 else None, recipe)
+    leaves = [i[k].double().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+    y_ref = grouped_glu_mlp_reference(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3],
+                                      glu_interleave=32 if F % 32 == 0 else None, compute_dtype=torch.float64)
+    ref = dict(zip(("dx", "dprobs", "dfc1_weight", "dfc2_weight"), torch.autograd.grad(y_ref, leaves,
+                                                                                         i["dy"].double())))
+    u8 = 2.0 ** -4
+    assert rel(y, y_ref) <= FP8_OPERANDS["y"] * u8
+    for name, want in ref.items():
+        assert rel(grads[name], want) <= FP8_OPERANDS[name] * u8, f"{name}: {rel(grads[name], want):.3f}"
+
+
+def test_recipe_is_deterministic(device):
+    i = make([13, 0, 22], 128, 128, torch.bfloat16, True, device, seed=5)
+    first = run_kernels(i, "swiglu", 32, "fp8_block")
+    second = run_kernels(i, "swiglu", 32, "fp8_block")
+    for a, b in zip((*first[:3], *first[3].values()), (*second[:3], *second[3].values())):
+        assert torch.equal(a, b)       # dprobs included
+
+
+def test_empty_token_batch(device):
+    i = make([0, 0], 48, 32, torch.bfloat16, True, device)
+    y, z, h, grads = run_kernels(i, "swiglu", None, "nvfp4")
+    assert y.shape == (0, 48) and grads["dx"].shape == (0, 48)
+    assert torch.count_nonzero(grads["dfc1_weight"]) == 0 and torch.count_nonzero(grads["dfc2_bias"]) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API, module, tuning keys, bad input
+def test_public_api_runs_recipe_kernels_at_level_1_and_the_rendering_at_level_0(device):
+    i = make([20, 0, 31], 48, 32, torch.float32, False, device, seed=6)
+    out = {}
+    for level in (0, 1):
+        leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+        with tilefuse.level(level), launches.counting() as launched:
+            y = grouped_glu_mlp(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3], glu_interleave=16,
+                                recipe="nvfp4")
+            out[level] = (y, *torch.autograd.grad(y, leaves, i["dy"]))
+        assert (launched["grouped_mlp_fwd"], launched["grouped_mlp_bwd"]) == ((1, 1) if level else (0, 0))
+    tol = recipe_tol(torch.float32, 48, 32, 51)
+    for a, b in zip(out[1], out[0]):
+        assert rel(a, b) <= tol
+
+
+def test_module_with_recipe(device):
+    m = tilefuse.nn.GroupedGLUMLP(2, 64, 32, recipe="mxfp8", bias=True).to(device)
+    x = torch.randn(40, 64, device=device, requires_grad=True)
+    counts = torch.tensor([25, 15], device=device)
+    with tilefuse.level(1), launches.counting() as launched:
+        m(x, counts, torch.rand(40, device=device)).sum().backward()
+    assert launched["grouped_mlp_fwd"] == 1 and m.fc1_weight.grad is not None and x.grad is not None
+    assert "recipe='mxfp8'" in repr(m)
+
+
+def test_tuning_key_includes_the_recipe():
+    x, w2 = torch.empty(300, 256), torch.empty(8, 256, 128)
+    plain, fp8 = problem_for(x, w2, "swiglu", 32, False), problem_for(x, w2, "swiglu", 32, False, "fp8_block")
+    assert FAMILY.key(plain) != FAMILY.key(fp8) and FAMILY.key(fp8).endswith("-fp8_block")
+    assert FAMILY.problem_for_key(FAMILY.key(fp8)) == fp8
+    assert FAMILY.baseline(fp8) == launch.heuristic("fwd", 4, "fp8_block")
+    assert all(c.block_k == 128 for c in FAMILY.candidates(fp8))
+
+
+@pytest.mark.parametrize("recipe,H,F,match", [
+    ("fp8_block", 128, 64, "recipe 'fp8_block' needs .* multiples of 128.*got H = 128, F = 64"),
+    ("mxfp8", 48, 32, "recipe 'mxfp8' needs .* multiples of 32.*got H = 48, F = 32"),
+    ("nvfp4", 40, 32, "recipe 'nvfp4' needs .* multiples of 16.*got H = 40, F = 32"),
+])
+def test_shapes_off_the_scaling_block_are_rejected(recipe, H, F, match, device):
+    i = make([3, 4], H, F, torch.bfloat16, False, device)
+    with pytest.raises(ValueError, match=match):
+        grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=None, recipe=recipe)
+    with pytest.raises(ValueError, match=match):
+        tilefuse.nn.GroupedGLUMLP(2, H, F, recipe=recipe)
+
+
+def test_bad_recipe_values_and_fp8_tiles_are_rejected(device):
+    i = make([3, 4], 128, 128, torch.bfloat16, False, device)
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    with pytest.raises(ValueError, match="recipe must be None or one of"):
+        grouped_glu_mlp(*args, recipe="fp8")
+    with pytest.raises(TypeError, match="recipe must be None or a str"):
+        grouped_glu_mlp(*args, recipe=1)
+    with pytest.raises(ValueError, match="BLOCK_K must be 128"):
+        launch.forward(*args, None, None, "swiglu", 32, config=GemmConfig(32, 32, 64), recipe="fp8_block")
+
+
+def test_recipe_has_no_double_backward(device):
+    i = make([5, 6], 48, 32, torch.float32, False, device)
+    x = i["x"].requires_grad_(True)
+    with tilefuse.level(1):
+        y = grouped_glu_mlp(x, i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=16, recipe="nvfp4")
+        with pytest.raises(RuntimeError, match="no double backward"):
+            torch.autograd.grad(y.square().sum(), x, create_graph=True)
