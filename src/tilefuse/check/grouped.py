@@ -1,7 +1,10 @@
 """`tilefuse check` section for grouped_glu_mlp: verification of every activation x interleave x
 bias combination of the fused kernels against the float64 reference and against the unfused
-composition; on a GPU, forward+backward throughput against the per-expert loop,
-torch._grouped_mm (the unfused composition) and its torch.compile, plus host overhead."""
+composition, and of each quantized recipe's kernels (forward and backward) against the
+recipe's float64 rendering; on a GPU, forward+backward throughput against the per-expert loop,
+torch._grouped_mm (the unfused composition) and its torch.compile, plus host overhead, and the
+recipes' kernels (fp8_block: target >= 1.4x tilefuse bf16; mxfp8 / nvfp4 emulated, reported
+without a speed claim)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Callable
 import torch
 
 from .. import launches
-from ..ops.grouped_glu_mlp import launch
+from ..ops.grouped_glu_mlp import launch, recipes
 from ..ops.grouped_glu_mlp.configs import GemmConfig
 from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused
 from . import bench
@@ -41,11 +44,12 @@ def _rel(a, b) -> float:
     return float((a - b).norm()) / d if d else float(a.abs().max())
 
 
-def _fused(i, activation, interleave, cfg, dy):
+def _fused(i, activation, interleave, cfg, dy, recipe=None, wgrad_cfg=None):
     y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], activation,
-                             interleave, config=cfg)
+                             interleave, config=cfg, recipe=recipe)
     dx, dp, dw1, dw2, db1, db2 = launch.backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"],
-                                                 i["b2"], z, h, activation, interleave, config=cfg)
+                                                 i["b2"], z, h, activation, interleave, config=cfg,
+                                                 wgrad_config=wgrad_cfg, recipe=recipe)
     return [y, dx, dp, dw1, dw2] + ([db1, db2] if i["b1"] is not None else [])
 
 
@@ -81,6 +85,35 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
     return rows
 
 
+# Recipes vs their float64 rendering (derivation in tests/test_grouped_mlp_recipes.py): the
+# same quantized bits, roundings to x.dtype at the same places; 2 eps_bf16 normwise.
+RECIPE_TOL = 2 * torch.finfo(torch.bfloat16).eps
+# Interpreter tiles per recipe (fp8_block: BLOCK_K is its 128-wide scaling block).
+SMALL_RECIPE = {"fp8_block": GemmConfig(32, 32, 128, 4, 2, 2), "mxfp8": SMALL, "nvfp4": SMALL}
+
+
+def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg) -> dict:
+    i = {k: (v.detach() if isinstance(v, torch.Tensor) else v)
+         for k, v in _inputs(counts, H, F, torch.bfloat16, bias, device, grad=False).items()}
+    dy = torch.randn(sum(counts), H, device=device).to(torch.bfloat16)
+    with launches.counting() as launched:
+        got = _fused(i, activation, interleave, cfg, dy, recipe=recipe, wgrad_cfg=cfg)
+    kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
+    y, z, h = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
+    g = recipes.recipe_backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z, h, **kw)
+    want = [y, g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"]] + (
+        [g["dfc1_bias"], g["dfc2_bias"]] if bias else [])
+    names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
+    errors = {n: _rel(a, b) for n, a, b in zip(names, got, want)}
+    engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
+    ok = engaged and all(e <= RECIPE_TOL for e in errors.values())
+    case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
+            f"{'bias' if bias else 'nobias'}-bfloat16")
+    return {"op": "grouped_glu_mlp", "path": f"recipe {recipe} vs its float64 rendering", "case": case, "ok": ok,
+            "errors": errors, "worst_error_over_bound": max(errors.values()) / RECIPE_TOL,
+            "detail": "" if ok else ("kernels did not launch; " if not engaged else "") + "error over bound"}
+
+
 def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     gpu = device == "cuda"
     counts = [300, 0, 211, 17] if gpu else [13, 0, 37, 3]
@@ -94,6 +127,14 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     out = []
     for c in progress(cases, desc="grouped verify"):
         out += _case(*c, device, cfg)
+    # Recipes: H and F multiples of the scaling block (128 / 32 / 16).
+    recipe_shapes = {"fp8_block": (256, 256), "mxfp8": (256, 256), "nvfp4": (256, 256)} if gpu else \
+        {"fp8_block": (128, 128), "mxfp8": (64, 32), "nvfp4": (48, 32)}
+    recipe_cases = [("fp8_block", "swiglu", 32, True), ("mxfp8", "geglu", 8, False), ("nvfp4", "swiglu", None, True)]
+    for recipe, activation, interleave, bias in progress(recipe_cases, desc="grouped recipes verify"):
+        H, F = recipe_shapes[recipe]
+        rcfg = None if gpu else SMALL_RECIPE[recipe]
+        out.append(_recipe_case(counts, H, F, activation, interleave, bias, recipe, device, rcfg))
     return out
 
 
@@ -124,8 +165,10 @@ def _host_p50_us(fn, n=300) -> float:
 
 def benchmark(quick: bool, progress: Callable) -> dict:
     """bf16 forward+backward TFLOP/s (3x forward FLOPs) of the fused kernels (heuristic tiles),
-    the unfused composition (torch._grouped_mm + separate activation), its torch.compile and the
-    per-expert loop, by CUDA-graph replay interleaved; host p50 per forward call."""
+    the recipes' kernels on the same bf16 inputs (quantization included in the timed step;
+    speedup_vs_tilefuse_bf16 from the same rounds), the unfused composition
+    (torch._grouped_mm + separate activation), its torch.compile and the per-expert loop, by
+    CUDA-graph replay interleaved; host p50 per forward call."""
     rows = []
     for E, T, H, F in progress(SHAPES[1:2] if quick else SHAPES, desc="grouped bench"):
         i = _inputs([0] * E, H, F, torch.bfloat16, False, "cuda")  # shapes only; replaced below
@@ -148,7 +191,13 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             return grouped_glu_mlp_reference(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32,
                                              compute_dtype=torch.bfloat16)
 
+        def recipe_step(recipe):
+            return lambda: _fused(i, "swiglu", 32, None, dy, recipe=recipe)
+
         providers = {"tilefuse fused": fused_step,
+                     "tilefuse fp8_block": recipe_step("fp8_block"),
+                     "tilefuse mxfp8 (emulated)": recipe_step("mxfp8"),
+                     "tilefuse nvfp4 (emulated)": recipe_step("nvfp4"),
                      "torch._grouped_mm": lambda: torch.autograd.grad(unfused_fwd(), leaves, dy),
                      "torch._grouped_mm + compile": lambda: torch.autograd.grad(compiled_fwd(), leaves, dy)}
         timings = bench.interleaved(providers, graphs=True, rounds=5)
@@ -168,5 +217,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                 row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
             else:
                 row.update(status="ok", ms=t.median_ms, spread=t.spread, tflops=flops / (t.median_ms * 1e-3) / 1e12)
+                bf16 = timings.get("tilefuse fused")
+                if name.startswith("tilefuse ") and name != "tilefuse fused" and isinstance(bf16, bench.Timing):
+                    row["speedup_vs_tilefuse_bf16"] = bf16.median_ms / t.median_ms   # fp8_block target: >= 1.4
             rows.append(row)
     return {"rows": rows}
