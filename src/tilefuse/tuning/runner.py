@@ -29,6 +29,10 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
                                          record=record, progress=progress))
             except SweepError as exc:
                 errors.append(exc)
+                tqdm.write(f"aborted: {exc}")
+            else:
+                # One line per key as it finishes: a long sweep that is stopped keeps its evidence.
+                tqdm.write("swept: " + "  ".join(_result_row(results[-1])))
     return results, errors
 
 
@@ -77,21 +81,26 @@ def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
 
 
+def _result_row(r: SweepResult) -> tuple[str, ...]:
+    """(family, key, winner, speedup [IQR], timed/rejected/skipped, wall s) of one sweep."""
+    if r.winner == BASELINE:
+        best = r.best
+        speed = "1 (best " + (f"{best.name} {_ratio(best.speedup, best.spread)})" if best else "n/a)")
+        winner = r.baseline.name
+    else:
+        win = r.winner_result
+        speed, winner = _ratio(win.speedup, win.spread), win.name
+    counts = "/".join(str(len(r.with_status(s))) for s in (TIMED, REJECTED, SKIPPED))
+    return (r.family, r.key, winner, speed, counts, f"{r.wall_s:.1f}")
+
+
 def format_results(results: list[SweepResult], errors: list[SweepError] = ()) -> str:
     """The end-of-sweep table: per key the winner, its speedup over the baseline with the
     interquartile range over rounds, the candidates timed/rejected/skipped, the wall time;
     then why candidates were rejected or skipped, and the keys that aborted."""
     rows, notes = [], []
     for r in results:
-        win = r.winner_result
-        if r.winner == BASELINE:
-            best = r.best
-            speed = "1 (best " + (f"{best.name} {_ratio(best.speedup, best.spread)})" if best else "n/a)")
-            winner = r.baseline.name
-        else:
-            speed, winner = _ratio(win.speedup, win.spread), win.name
-        counts = "/".join(str(len(r.with_status(s))) for s in (TIMED, REJECTED, SKIPPED))
-        rows.append((r.family, r.key, winner, speed, counts, f"{r.wall_s:.1f}"))
+        rows.append(_result_row(r))
         notes += [f"  {r.family} {r.key}: {c.status} {c.name}: {c.reason}"
                   for c in r.candidates if c.status in (REJECTED, SKIPPED)]
     out = _grid(("family", "key", "winner", "speedup [IQR]", "timed/rejected/skipped", "wall s"), rows)
