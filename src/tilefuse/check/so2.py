@@ -141,13 +141,13 @@ SHAPES = [(3, 32), (6, 32), (2, 64)]   # (lmax, focus_dim); production shape fir
 def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[configs.So2Config]:
     """A few fused configs from the tuning space, plus the table's pick when it is fused."""
     picks = [configs.So2Config(32, 64, focus_dim, 4, 1, True), configs.So2Config(64, 64, focus_dim, 8, 1, True),
-             configs.So2Config(32, 128, focus_dim, 8, 1, True), configs.So2Config(16, 128, focus_dim, 8, 1, True)]
+             configs.So2Config(32, 128, focus_dim, 8, 1, True), configs.So2Config(16, 128, focus_dim, 4, 1, True)]
     if table_pick.fused and table_pick not in picks:
         picks.append(table_pick)
     return picks
 
 
-def _row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
+def _bench_row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
     row = {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, **extra}
     if isinstance(t, Exception):
         row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
@@ -200,7 +200,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             layer["fused layer " + cfg.name] = (
                 lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
         for name, t in bench.interleaved(layer, graphs=True, rounds=7).items():
-            row = _row("layer", lmax, focus_dim, n_edges, name, t, common)
+            row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
             if row["status"] == "ok":
                 row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
             rows.append(row)
@@ -218,5 +218,5 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         for cfg in fused_cfgs:
             providers["fused " + cfg.name] = run(cfg)
         for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
-            rows.append(_row("backward", lmax, focus_dim, n_edges, name, t, common))
+            rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name, t, common))
     return {"rows": rows, "copy_ceiling_gbs": copy_gbs}
