@@ -50,3 +50,16 @@ def test_report_renders_every_benchmark_section(tmp_path):
     assert "| layer | 3 | 32 | 1000 | fused layer X | 1.000 | 1.0% | 2.00 | 75% |" in md
     assert "| backward | 3 | 32 | 1000 | torch.compile | failed |" in md and "RuntimeError: boom" in md
     assert "| 8 | 64 | 32 | 16 | tilefuse | 2.000 | 1.0% | 500 | 40 |" in md
+
+
+def test_check_ops_selects_sections(tmp_path):
+    out = tmp_path / "rep"
+    assert main(["check", "--quick", "--no-progress", "--no-bench", "--ops", "dyt", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["ops"] == ["dyt"] and list(report["benchmarks"]) == ["dyt"]
+    assert report["verification"] and {r["op"] for r in report["verification"]} == {"dyt"}
+
+
+def test_check_ops_rejects_unknown_names(tmp_path, capsys):
+    assert main(["check", "--no-bench", "--ops", "dyt,layernorm", "--out", str(tmp_path)]) == 2
+    assert "comma-separated subset" in capsys.readouterr().err

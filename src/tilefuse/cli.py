@@ -25,8 +25,14 @@ def _use_interpreter_without_cuda(argv) -> None:
 
 
 def _check(args) -> int:
-    from .check import run_check, summary
-    result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress)
+    from .check import parse_ops, run_check, summary
+    try:
+        ops = parse_ops(args.ops)
+    except ValueError as exc:
+        print(f"tilefuse check: {exc}", file=sys.stderr)
+        return 2
+    result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress,
+                       ops=ops)
     print(summary(result, args.out))
     return 0 if all(r["ok"] for r in result["verification"]) else 1
 
@@ -39,18 +45,17 @@ def _info(args) -> int:
 
 def _bench(args) -> int:
     import torch
+    from .check import parse_ops, run_check
+    try:
+        ops = parse_ops(args.ops)
+    except ValueError as exc:
+        print(f"tilefuse bench: {exc}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
         return 2
-    from .check import dyt, report
-    from .check import _progress
-    b = dyt.benchmark(args.quick, _progress(True))
-    res = {"environment": __import__("tilefuse.check.env", fromlist=["environment"]).environment(),
-           "verification": [], "benchmarks": {"dyt": b}, "plots": []}
-    os.makedirs(args.out, exist_ok=True)
-    report.write_markdown(os.path.join(args.out, "bench.md"), res)
-    report.write_json(os.path.join(args.out, "bench.json"), res)
-    print(open(os.path.join(args.out, "bench.md")).read())
+    run_check(args.out, quick=args.quick, verify=False, show_progress=not args.no_progress, ops=ops)
+    print(open(os.path.join(args.out, "report.md")).read())
     return 0
 
 
@@ -69,11 +74,14 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
     p.add_argument("--no-bench", action="store_true", help="verification only")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--ops", help="comma-separated ops to check (default: all): dyt, so2_mixing_stack, grouped_glu_mlp")
     p.set_defaults(func=_check)
     sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
-    p = sub.add_parser("bench", help="benchmarks only (GPU)")
+    p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
     p.add_argument("--out", default="tilefuse-report")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--ops", help="comma-separated ops to benchmark (default: all)")
     p.set_defaults(func=_bench)
     p = sub.add_parser("info", help="print the environment")
     p.set_defaults(func=_info)

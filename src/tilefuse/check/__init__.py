@@ -25,32 +25,44 @@ def _progress(enabled: bool):
     return wrap
 
 
+OPS = ("dyt", "so2_mixing_stack", "grouped_glu_mlp")
+
+
+def parse_ops(text: str | None) -> tuple[str, ...]:
+    """``--ops`` value (comma-separated op names) -> the ops in report order; None: all."""
+    if text is None:
+        return OPS
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OPS]
+    if unknown or not names:
+        raise ValueError(f"--ops takes a comma-separated subset of {', '.join(OPS)}; got {text!r}")
+    return tuple(op for op in OPS if op in names)
+
+
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
-              show_progress: bool = True) -> dict:
-    """Run verification (and benchmarks on a GPU), write the report, return it."""
+              verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS) -> dict:
+    """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it."""
     from . import dyt, grouped, so2, report as rep
 
+    sections = {"dyt": dyt, "so2_mixing_stack": so2, "grouped_glu_mlp": grouped}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     progress = _progress(show_progress)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.time()
-    result = {"environment": environment(), "verification": [], "benchmarks": {}, "plots": []}
-    result["verification"] += dyt.verify(quick, device, progress)
-    result["verification"] += so2.verify(quick, device, progress)
-    result["verification"] += grouped.verify(quick, device, progress)
-    if device == "cuda" and bench:
-        result["benchmarks"]["dyt"] = dyt.benchmark(quick, progress)
-        if rep.plot_dyt(out / "dyt_bandwidth.png", result["benchmarks"]["dyt"]):
-            result["plots"].append("dyt_bandwidth.png")
-        result["benchmarks"]["so2_mixing_stack"] = so2.benchmark(quick, progress)
-        result["benchmarks"]["grouped_glu_mlp"] = grouped.benchmark(quick, progress)
-    else:
-        reason = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
-            if device == "cpu" else "benchmarks disabled (--no-bench)"
-        result["benchmarks"]["dyt"] = {"skipped": reason}
-        result["benchmarks"]["so2_mixing_stack"] = {"skipped": reason}
-        result["benchmarks"]["grouped_glu_mlp"] = {"skipped": reason}
+    result = {"environment": environment(), "ops": list(ops), "verification": [], "benchmarks": {}, "plots": []}
+    if verify:
+        for op in ops:
+            result["verification"] += sections[op].verify(quick, device, progress)
+    for op in ops:
+        if device == "cuda" and bench:
+            result["benchmarks"][op] = sections[op].benchmark(quick, progress)
+            if op == "dyt" and rep.plot_dyt(out / "dyt_bandwidth.png", result["benchmarks"]["dyt"]):
+                result["plots"].append("dyt_bandwidth.png")
+        else:
+            reason = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
+                if device == "cpu" else "benchmarks disabled (--no-bench)"
+            result["benchmarks"][op] = {"skipped": reason}
     result["wall_seconds"] = round(time.time() - t0, 1)
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)

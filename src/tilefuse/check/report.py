@@ -22,7 +22,11 @@ def write_markdown(path: Path, report: dict) -> None:
     lines += [f"- {k}: {v}" for k, v in env.items()]
     ver = report["verification"]
     n_ok = sum(r["ok"] for r in ver)
-    lines += ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
+    if "ops" in report:
+        lines += ["", f"Ops: {', '.join(report['ops'])}"]
+    if not ver:
+        lines += ["", "## Verification: not run (`tilefuse bench`)"]
+    lines += [] if not ver else ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
               "Errors are normwise relative errors against a float64 reference; 'worst/bound' is the "
               "largest elementwise error as a fraction of its derived bound (<= 1 passes).", "",
               "| op | path | case | result | errors | worst/bound | detail |", "|---|---|---|---|---|---|---|"]
