@@ -163,7 +163,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
       fused kernel (both column passes) at a few configs, with the bytes each moves and the
       fused floor (read g and z, write g_next) as a fraction of the copy ceiling measured here;
     - the whole force backward (grad of u0 and alpha, three layers): relay, fused, what the
-      tuning table picks, the eager explicit backward and torch.compile of it.
+      tuning table picks, the eager explicit backward and (production shape only)
+      torch.compile of it.
     """
     n_edges = 2 ** 17 if quick else 647_168
     copy_gbs = bench.copy_ceiling_gbs(2 * n_edges * 64, torch.float32)
@@ -213,8 +214,11 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
                                                 focus_dim=focus_dim)
 
-        providers = {"relay": run(relay_cfg), "table pick": run(chosen), "eager": eager,
-                     "torch.compile": torch.compile(eager)}
+        providers = {"relay": run(relay_cfg), "table pick": run(chosen), "eager": eager}
+        if (lmax, focus_dim) == SHAPES[0]:
+            # torch.compile at the production shape only: compiling the explicit backward costs
+            # about a minute per shape, more than the rest of this section.
+            providers["torch.compile"] = torch.compile(eager)
         for cfg in fused_cfgs:
             providers["fused " + cfg.name] = run(cfg)
         for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
