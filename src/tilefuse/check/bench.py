@@ -32,16 +32,17 @@ def _time_calls(fn: Callable[[], object], iters: int) -> float:
     return start.elapsed_time(end) / iters
 
 
-def as_graph(fn: Callable[[], object]) -> Callable[[], object]:
+def as_graph(fn: Callable[[], object], pool=None) -> Callable[[], object]:
     """Capture ``fn`` (already warmed up) in a CUDA graph; returns its replay. Graph replay
-    times the device work alone, without the host's per-call Python and launch costs."""
+    times the device work alone, without the host's per-call Python and launch costs.
+    ``pool``: a memory pool shared with other graphs that are never replayed concurrently."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         fn()  # warm-up on the capture stream (allocator pools, lazy init)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, pool=pool):
         fn()
     return graph.replay
 
@@ -60,12 +61,16 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7,
     live: dict[str, Callable] = {}
     out: dict[str, Timing | Exception] = {}
     iters: dict[str, int] = {}
+    # One memory pool for all the graphs of this call: they replay one at a time and their
+    # outputs are discarded, so each provider's temporaries need not stay reserved apart (per
+    # provider pools held 100 GiB at the so2 benchmark's lmax-6 shape).
+    pool = torch.cuda.graph_pool_handle() if graphs else None
     for name, fn in providers.items():
         try:
             fn()
             torch.cuda.synchronize()
             if graphs:
-                fn = as_graph(fn)
+                fn = as_graph(fn, pool)
                 fn()
                 torch.cuda.synchronize()
             probe = _time_calls(fn, 3)

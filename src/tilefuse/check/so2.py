@@ -4,6 +4,7 @@ double backward; on a GPU, backward timing fused vs relay vs eager vs torch.comp
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Callable
 
@@ -156,6 +157,70 @@ def _bench_row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
     return row
 
 
+def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> list[dict]:
+    """The benchmark rows of one (lmax, focus_dim); its tensors and graphs die on return."""
+    rows = []
+    d, ins = _inputs(lmax, 2, focus_dim, n_edges, "cuda")
+    u0, alpha, w0, w1, gw = (t.detach() for t in ins)
+    x, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
+    grad_out = torch.randn_like(x)
+    relay_cfg = configs.heuristic(lmax, focus_dim)
+    chosen = op.backward_config(d, torch.float32, n_edges, 2, NL, False)
+    fused_cfgs = _fused_bench_configs(focus_dim, chosen) if configs.fused_supported(focus_dim, True) else []
+    surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
+    sigma_bytes = 2 * n_edges * d.lg * 4
+    relay_bytes = 3 * surface + 2 * sigma_bytes + 2 * surface   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
+    fused_bytes = 3 * surface                                    # g, z read; g_next written
+    common = {"table_picks": chosen.name, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes,
+              "copy_ceiling_gbs": copy_gbs}
+
+    # One gated layer (layer 0) of each route, on the same upstream gradient.
+    g_cur = torch.randn_like(u0)
+    g_next = torch.empty_like(g_cur)
+    z = z_all[0]
+    w0c, w1c, gwc = w0[0].contiguous(), w1[0].contiguous(), gw[0].contiguous()
+    sig = torch.empty((2, n_edges, d.lg), dtype=torch.float32, device="cuda")
+    gz = torch.empty_like(g_cur)
+
+    def relay_layer():
+        launch.relay_layer(g_cur, z, gwc, sig, gz, None, d, relay_cfg)
+        launch._gemm_t(gz, w0c, w1c, g_cur, g_next, d, relay_cfg)
+
+    layer = {"relay layer": relay_layer}
+    for cfg in fused_cfgs:
+        layer["fused layer " + cfg.name] = (
+            lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
+    for name, t in bench.interleaved(layer, graphs=True, rounds=7).items():
+        row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
+        if row["status"] == "ok":
+            row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
+        rows.append(row)
+
+    # The whole force backward.
+    def run(cfg):
+        return lambda: launch.backward(grad_out, x, z_all, u_final, alpha, w0, w1, gw, d, True, False, config=cfg)
+
+    def eager():
+        return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
+                                            focus_dim=focus_dim)
+
+    providers = {"relay": run(relay_cfg), "table pick": run(chosen)}
+    for cfg in fused_cfgs:
+        providers["fused " + cfg.name] = run(cfg)
+    for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
+        rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name, t, common))
+    # The eager explicit backward and torch.compile of it without CUDA graphs: at these
+    # sizes their graphs' private memory pools ran the H200 out of memory (100 GiB at
+    # lmax 6), and their calls are long enough (tens of ms) for host time not to matter.
+    # torch.compile at the production shape only: compiling costs about a minute a shape.
+    peers = {"eager": eager}
+    if (lmax, focus_dim) == SHAPES[0]:
+        peers["torch.compile"] = torch.compile(eager)
+    for name, t in bench.interleaved(peers, rounds=3).items():
+        rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name + " (no graph)", t, common))
+    return rows
+
+
 def benchmark(quick: bool, progress: Callable) -> dict:
     """On a GPU, F 2, fp32, CUDA-graph replay, interleaved:
 
@@ -170,57 +235,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
     copy_gbs = bench.copy_ceiling_gbs(2 * n_edges * 64, torch.float32)
     rows = []
     for lmax, focus_dim in progress(SHAPES[:1] if quick else SHAPES, desc="so2 bench"):
-        d, ins = _inputs(lmax, 2, focus_dim, n_edges, "cuda")
-        u0, alpha, w0, w1, gw = (t.detach() for t in ins)
-        x, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
-        grad_out = torch.randn_like(x)
-        relay_cfg = configs.heuristic(lmax, focus_dim)
-        chosen = op.backward_config(d, torch.float32, n_edges, 2, NL, False)
-        fused_cfgs = _fused_bench_configs(focus_dim, chosen) if configs.fused_supported(focus_dim, True) else []
-        surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
-        sigma_bytes = 2 * n_edges * d.lg * 4
-        relay_bytes = 3 * surface + 2 * sigma_bytes + 2 * surface   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
-        fused_bytes = 3 * surface                                    # g, z read; g_next written
-        common = {"table_picks": chosen.name, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes,
-                  "copy_ceiling_gbs": copy_gbs}
-
-        # One gated layer (layer 0) of each route, on the same upstream gradient.
-        g_cur = torch.randn_like(u0)
-        g_next = torch.empty_like(g_cur)
-        z = z_all[0]
-        w0c, w1c, gwc = w0[0].contiguous(), w1[0].contiguous(), gw[0].contiguous()
-        sig = torch.empty((2, n_edges, d.lg), dtype=torch.float32, device="cuda")
-        gz = torch.empty_like(g_cur)
-
-        def relay_layer():
-            launch.relay_layer(g_cur, z, gwc, sig, gz, None, d, relay_cfg)
-            launch._gemm_t(gz, w0c, w1c, g_cur, g_next, d, relay_cfg)
-
-        layer = {"relay layer": relay_layer}
-        for cfg in fused_cfgs:
-            layer["fused layer " + cfg.name] = (
-                lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
-        for name, t in bench.interleaved(layer, graphs=True, rounds=7).items():
-            row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
-            if row["status"] == "ok":
-                row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
-            rows.append(row)
-
-        # The whole force backward.
-        def run(cfg):
-            return lambda: launch.backward(grad_out, x, z_all, u_final, alpha, w0, w1, gw, d, True, False, config=cfg)
-
-        def eager():
-            return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
-                                                focus_dim=focus_dim)
-
-        providers = {"relay": run(relay_cfg), "table pick": run(chosen), "eager": eager}
-        if (lmax, focus_dim) == SHAPES[0]:
-            # torch.compile at the production shape only: compiling the explicit backward costs
-            # about a minute per shape, more than the rest of this section.
-            providers["torch.compile"] = torch.compile(eager)
-        for cfg in fused_cfgs:
-            providers["fused " + cfg.name] = run(cfg)
-        for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
-            rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name, t, common))
+        rows += _bench_shape(lmax, focus_dim, n_edges, copy_gbs)
+        gc.collect()
+        torch.cuda.empty_cache()
     return {"rows": rows, "copy_ceiling_gbs": copy_gbs}
