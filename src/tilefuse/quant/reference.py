@@ -181,9 +181,12 @@ def ieee_div(num, den) -> torch.Tensor:
     """num / den correctly rounded, elementwise. Not ``num / den`` itself: a Python-number
     numerator makes torch compute den.reciprocal() * num (two roundings), and on CUDA a scalar
     denominator is applied as a multiplication by its reciprocal."""
-    device = (num if isinstance(num, torch.Tensor) else den).device
-    num = torch.as_tensor(num, dtype=torch.float32, device=device)
-    den = torch.as_tensor(den, dtype=torch.float32, device=device)
+    like = num if isinstance(num, torch.Tensor) else den
+    # A Python number becomes a tensor by a fill on the device, not a host-to-device copy:
+    # the recipes call this inside CUDA-graph capture, which refuses pageable copies (the
+    # H200 run of the nvfp4 recipe failed there).
+    num = num.to(torch.float32) if isinstance(num, torch.Tensor) else torch.full_like(like, num, dtype=torch.float32)
+    den = den.to(torch.float32) if isinstance(den, torch.Tensor) else torch.full_like(like, den, dtype=torch.float32)
     num, den = torch.broadcast_tensors(num, den)
     return torch.div(num.contiguous(), den.contiguous())
 
