@@ -63,3 +63,10 @@ def test_check_ops_selects_sections(tmp_path):
 def test_check_ops_rejects_unknown_names(tmp_path, capsys):
     assert main(["check", "--no-bench", "--ops", "dyt,layernorm", "--out", str(tmp_path)]) == 2
     assert "comma-separated subset" in capsys.readouterr().err
+
+
+def test_failed_provider_error_keeps_the_cause():
+    from tilefuse.check.bench import error_text
+    wrapped = RuntimeError("backend='inductor' raised:\n\n  frames...\nAssertionError: the cause")
+    assert error_text(wrapped) == "RuntimeError: backend='inductor' raised: ... AssertionError: the cause"
+    assert error_text(ValueError("one line")) == "ValueError: one line"

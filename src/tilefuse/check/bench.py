@@ -97,3 +97,12 @@ def copy_ceiling_gbs(numel: int, dtype: torch.dtype, rounds: int = 7) -> float:
     dst = torch.empty_like(src)
     t = interleaved({"copy": lambda: dst.copy_(src)}, rounds=rounds)["copy"]
     return 2 * numel * src.element_size() / (t.median_ms * 1e-3) / 1e9
+
+
+def error_text(exc: Exception, limit: int = 300) -> str:
+    """A failed provider's exception for the report: its type, first line and, when the
+    message has more, its last line (wrapped errors such as torch.compile's put the cause
+    there)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))
+    return f"{type(exc).__name__}: {text}"[:limit]

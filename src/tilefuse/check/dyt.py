@@ -175,7 +175,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     if provider == "tilefuse":
                         row["config"] = config["fwd"] if pass_name == "fwd" else f"{config['fwd']} / {config['bwd']}"
                     if isinstance(t, Exception):
-                        row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+                        row.update(status="failed", error=bench.error_text(t))
                     else:
                         gbs = nbytes * numel * x.element_size() / (t.median_ms * 1e-3) / 1e9
                         row.update(status="ok", ms=t.median_ms, spread=t.spread, gbs=gbs,

@@ -186,7 +186,10 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         def unfused_fwd():
             return grouped_glu_mlp_unfused(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32)
 
-        compiled_fwd = torch.compile(unfused_fwd)
+        # dynamic=False: each shape compiles its own static graph. With the default, the second
+        # shape recompiled with dynamic sizes and inductor failed on _grouped_mm (torch 2.11,
+        # H200 run of 2026-11-29).
+        compiled_fwd = torch.compile(unfused_fwd, dynamic=False)
 
         def loop_fwd():
             return grouped_glu_mlp_reference(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32,
@@ -225,7 +228,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
                    "host_p50_us_fwd": host.get(name)}
             if isinstance(t, Exception):
-                row.update(status="failed", error=f"{type(t).__name__}: {str(t).splitlines()[0][:160]}")
+                row.update(status="failed", error=bench.error_text(t))
             else:
                 row.update(status="ok", ms=t.median_ms, spread=t.spread, tflops=flops / (t.median_ms * 1e-3) / 1e12)
                 bf16 = timings.get("tilefuse fused")
