@@ -38,7 +38,7 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
             return GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
         return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=8, num_stages=3)
     if recipe is None and itemsize <= 2:
-        # Measured on the H200 (benchmarks/results/2026-11-29-h200/grouped_profile.txt): for the
+        # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the
         # wgrads 128x128x64 on 8 warps, 3 stages, ran 1.4-1.7x faster than 64x64x32 on 4 warps
         # at the spec's three shapes (442 / 318 / 247 TFLOP/s); the other roles' best in the
         # sweeps was 128x128x64, 8 warps, 4 stages, one program per SM.
