@@ -43,6 +43,7 @@ from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
 from tilefuse.quant import quantize_nvfp4
+from tilefuse.utils import capture_cuda_graph
 
 ON_GPU = torch.cuda.is_available()
 U32 = 2.0 ** -24
@@ -302,11 +303,12 @@ def test_recipe_has_no_double_backward(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("recipe", recipes.RECIPES)
-def test_recipe_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
-    """The whole recipe step (quantizers, GEMMs, backward) replays from a CUDA graph with the
-    eager results: no host sync and no pageable host-to-device copy anywhere in it (the nvfp4
-    recipe once built a scalar constant by such a copy and failed capture on the H200)."""
+@pytest.mark.parametrize("recipe", (None, *recipes.RECIPES))
+def test_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
+    """The whole step (quantizers with a recipe, GEMMs, backward) replays from a CUDA graph
+    with the eager results: no host sync and no pageable host-to-device copy anywhere in it
+    (the nvfp4 recipe once built a scalar constant by such a copy and failed capture on the
+    H200). Without a recipe: the bf16 kernels, ragged counts with an empty expert."""
     i = make([300, 0, 211, 17], 128, 128, torch.bfloat16, False, device)
 
     def step():
@@ -317,14 +319,7 @@ def test_recipe_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
         return (y, *grads[:4])
 
     eager = step()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
+    graph, captured = capture_cuda_graph(step)
     graph.replay()
     torch.cuda.synchronize()
     for a, b in zip(eager, captured):

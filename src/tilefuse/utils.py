@@ -1,4 +1,4 @@
-"""Small integer helpers (kept free of a Triton import so the package imports without it)."""
+"""Small helpers (kept free of a Triton import so the package imports without it)."""
 
 
 def cdiv(a: int, b: int) -> int:
@@ -7,3 +7,21 @@ def cdiv(a: int, b: int) -> int:
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def capture_cuda_graph(fn, pool=None):
+    """(graph, outputs): ``fn`` run once on a side stream (allocator pools, lazy init: capture
+    needs that warm-up there), then captured in a CUDA graph (in memory pool ``pool`` if
+    given). ``outputs`` are what the captured call returned: its tensors are rewritten by
+    every ``graph.replay()``."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        outputs = fn()
+    return graph, outputs
+

@@ -8,6 +8,8 @@ from typing import Callable
 
 import torch
 
+from ..utils import capture_cuda_graph
+
 
 @dataclasses.dataclass
 class Timing:
@@ -36,15 +38,7 @@ def as_graph(fn: Callable[[], object], pool=None) -> Callable[[], object]:
     """Capture ``fn`` (already warmed up) in a CUDA graph; returns its replay. Graph replay
     times the device work alone, without the host's per-call Python and launch costs.
     ``pool``: a memory pool shared with other graphs that are never replayed concurrently."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up on the capture stream (allocator pools, lazy init)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        fn()
-    return graph.replay
+    return capture_cuda_graph(fn, pool)[0].replay
 
 
 def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7,

@@ -12,6 +12,8 @@ from typing import Callable, Protocol
 
 import torch
 
+from ..utils import capture_cuda_graph
+
 Call = Callable[[int], object]   # run the choice on input set i
 
 
@@ -71,15 +73,7 @@ class CudaTimer:
             per_call = self._seconds(eager, 1) / n_buffers
             step = eager
             if per_call < self.graph_below_s:
-                # Capture needs its warm-up on a side stream (allocator and lazy init).
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    eager()
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    eager()
+                graph, _ = capture_cuda_graph(eager)
                 graph.replay()
                 step = graph.replay
             reps = max(1, math.ceil(self.min_sample_s / max(per_call * n_buffers, 1e-9)))
