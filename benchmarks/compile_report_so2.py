@@ -37,8 +37,9 @@ def so2_relay_gemm(block_m, block_n, block_k, warps):
                           ["a_ptr", "w_ptr", "res_ptr", "out_ptr", "ROW"], 90, warps)
 
 
-def grouped_glu(block_m, block_n, block_k, warps, recipe=0):
-    """fc1 + GLU; recipe 0: bf16 operands, 1: fp8_block (uint8 E4M3 bits, float32 scales)."""
+def grouped_glu(block_m, block_n, block_k, warps, recipe=0, epilogue=1):
+    """The grouped GEMM with an epilogue (1: fc1 + GLU, 2: fc2 dgrad + dGLU, 0: store); recipe
+    0: bf16 operands, 1: fp8_block (uint8 E4M3 bits, float32 scales)."""
     operand = "*u8" if recipe else "*bf16"
     sig = {"a_ptr": operand, "b_ptr": operand, "c_ptr": "*bf16", "counts_ptr": "*i32", "probs_ptr": "*fp32",
            "bias_ptr": "*bf16", "z_ptr": "*bf16", "part_ptr": "*fp32", "a_scale_ptr": "*fp32",
@@ -50,7 +51,7 @@ def grouped_glu(block_m, block_n, block_k, warps, recipe=0):
            "EPILOGUE": "constexpr", "ACT": "constexpr", "INTERLEAVE": "constexpr", "HAS_BIAS": "constexpr",
            "IEEE": "constexpr", "RECIPE": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
            "BLOCK_K": "constexpr"}
-    return compile_kernel(G.grouped_gemm_kernel, sig, {"EPILOGUE": 1, "ACT": 0, "INTERLEAVE": 32, "HAS_BIAS": False,
+    return compile_kernel(G.grouped_gemm_kernel, sig, {"EPILOGUE": epilogue, "ACT": 0, "INTERLEAVE": 32, "HAS_BIAS": False,
                                                        "IEEE": False, "RECIPE": recipe, "BLOCK_M": block_m,
                                                        "BLOCK_N": block_n, "BLOCK_K": block_k},
                           ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "K", "N", "F", "lda", "b_e_stride", "b_n_stride",
@@ -70,6 +71,10 @@ def main():
     print("grouped GEMM fc1 + GLU (bf16):")
     for bm, bn, bk, w in ((64, 64, 64, 4), (128, 64, 64, 8), (128, 128, 64, 8)):
         print(f"  M{bm} N{bn} K{bk} w{w}: {summarize(grouped_glu(bm, bn, bk, w))}", flush=True)
+    for name, epi in (("fc2 dgrad + dGLU", 2), ("store (fc2, fc1 dgrad)", 0)):
+        print(f"grouped GEMM {name} (bf16):")
+        for bm, bn, bk, w in ((128, 64, 64, 8), (128, 128, 64, 8)):
+            print(f"  M{bm} N{bn} K{bk} w{w}: {summarize(grouped_glu(bm, bn, bk, w, epilogue=epi))}", flush=True)
     print("grouped GEMM fc1 + GLU (fp8_block):")
     for bm, bn, bk, w in ((128, 64, 128, 8), (128, 128, 128, 8), (64, 64, 128, 4)):
         print(f"  M{bm} N{bn} K{bk} w{w}: {summarize(grouped_glu(bm, bn, bk, w, recipe=1))}", flush=True)

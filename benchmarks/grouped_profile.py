@@ -7,7 +7,7 @@ import torch
 import triton
 
 from tilefuse.ops.grouped_glu_mlp import launch
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
 
 torch.manual_seed(0)
@@ -35,7 +35,7 @@ for E, T, H, F in [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536,
     y = torch.empty(T, H, device=dev, dtype=torch.bfloat16)
     dz = torch.empty_like(z)
     dx = torch.empty_like(x)
-    part = torch.empty(T, triton.cdiv(F, MAIN.block_n), device=dev)
+    part = torch.empty(T, triton.cdiv(F, dglu_config(MAIN).block_n), device=dev)   # the larger of the two
     dw1 = torch.empty_like(w1)
     dw2 = torch.empty_like(w2)
     gf = lambda m, n, k: 2 * m * n * k / 1e12   # noqa: E731
@@ -49,11 +49,15 @@ for E, T, H, F in [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536,
         "dgrad2+dGLU": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, MAIN, K=H, N=F, b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
                                              ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0, interleave=32),
                         lambda: torch._grouped_mm(dy, w2, offs=offs), gf(T, F, H)),
+        "dgrad2+dGLU*": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu_config(MAIN), K=H, N=F,
+                                              b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0),
+                                              F=F, probs=probs, z=z, part=part, act=0, interleave=32),
+                         lambda: torch._grouped_mm(dy, w2, offs=offs), gf(T, F, H)),
         "dgrad1": (lambda: launch._gemm(EPI_STORE, dz, w1, dx, counts, MAIN, K=2 * F, N=H, b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)),
                                         ldc=dx.stride(0)),
                    lambda: torch._grouped_mm(dz, w1, offs=offs), gf(T, H, 2 * F)),
     }
-    print(f"\nE {E} T {T} H {H} F {F} (config {MAIN.name}; balanced counts)")
+    print(f"\nE {E} T {T} H {H} F {F} (config {MAIN.name}; *: dGLU with {dglu_config(MAIN).name}; balanced counts)")
     for name, (ours, theirs, tf) in rows.items():
         t_o, t_t = bench(ours), bench(theirs)
         print(f"  {name:12s} tilefuse {t_o:7.3f} ms {tf / t_o * 1e3:5.0f} TFLOP/s | _grouped_mm {t_t:7.3f} ms {tf / t_t * 1e3:5.0f}")

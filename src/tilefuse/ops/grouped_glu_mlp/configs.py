@@ -51,3 +51,18 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     if role == "wgrad":
         return GemmConfig(block_m=64, block_n=64, block_k=32, num_warps=4, num_stages=3)
     return GemmConfig(block_m=64, block_n=64, block_k=block_k, num_warps=4, num_stages=3)
+
+
+# The fc2-dgrad + dGLU epilogue holds dh, z's gate and up tiles and their gradients at once. On
+# sm_90 (benchmarks/compile_report_so2.py, triton 3.8) its 128x128 tile on 8 warps spilled 504
+# bytes, 128x64 none (239 registers); the H200 profile measured that GEMM at 346 TFLOP/s against
+# 557 for the fc2 GEMM of the same config (results/2026-11-29-h200-b/run3). The cap below has
+# not been timed on the H200 yet.
+DGLU_MAX_BLOCK_N = 64
+
+
+def dglu_config(cfg: GemmConfig) -> GemmConfig:
+    """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
+    DGLU_MAX_BLOCK_N."""
+    return cfg if cfg.block_n <= DGLU_MAX_BLOCK_N else dataclasses.replace(cfg, block_n=DGLU_MAX_BLOCK_N)
+

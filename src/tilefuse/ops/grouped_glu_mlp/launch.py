@@ -14,7 +14,7 @@ from ... import launches
 from ...device import num_sms
 from ...utils import cdiv
 from . import recipes
-from .configs import GemmConfig, heuristic
+from .configs import GemmConfig, dglu_config, heuristic
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
 
@@ -141,14 +141,15 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dy = dy.contiguous()
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
-    n_col_tiles = cdiv(F, cfg.block_n)
+    dcfg = dglu_config(cfg)
+    n_col_tiles = cdiv(F, dcfg.block_n)
     part = torch.empty((T, n_col_tiles), dtype=torch.float32, device=x.device)
     quantized = recipe is not None and T > 0
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
         dgrad2_a, dgrad2_b = recipes.quantize_rows(recipe, dy), recipes.quantize_weight(recipe, w2, transpose=True)
     # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
-    _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, cfg, K=H, N=F,
+    _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
           b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
           act=act, interleave=inter, recipe=recipe)
     dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
