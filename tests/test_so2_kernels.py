@@ -192,6 +192,7 @@ def test_double_backward_matches_reference(device):
 def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True), So2Config(32, 64, 32, 4, 2, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[1].name), rounds=2,
                               device="cpu")
@@ -210,9 +211,48 @@ def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(tuning_table,
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_tuning_sweep_of_relay_tiles_and_dispatch_everywhere(tuning_table, monkeypatch):
+    """A relay tile winner (a tile change: 1% margin, bitwise equal to the heuristic relay) is
+    used at level 2 for every backward of its key, weight gradients included; a bf16 key is its
+    own; level 1 keeps the heuristic."""
+    tile = So2Config(64, 32, 32, 4, 2)
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [tile])
+    problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
+    assert so2_tune.FAMILY.change(tile) == tuning.TILE
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(tile.name, 0.98), rounds=2,
+                              device="cpu")
+    assert [c.status for c in result.candidates] == [TIMED] and result.winner == tile
+    d = So2Dims(1, 32)
+    with tilefuse.level(2):
+        assert op.backward_config(d, torch.float32, 37, 1, NL, True) == tile
+        assert op.backward_config(d, torch.bfloat16, 37, 1, NL, False) == configs.heuristic(1, 32)
+    with tilefuse.level(1):
+        assert op.backward_config(d, torch.float32, 37, 1, NL, False) == configs.heuristic(1, 32)
+    _, inputs = make(1, 1, 32, 37, "cpu")
+    with tilefuse.level(2), launches.counting() as launched:
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=1, focus_dim=32)
+        grads = torch.autograd.grad(x, inputs, torch.ones_like(x))
+    assert launched["so2_bwd_relay_layer"] == NL - 1
+    _, ref_grads = reference_grads(inputs, 1, 32, True, torch.ones_like(x))
+    for got, want in zip(grads, ref_grads):
+        assert rel(got, want) < REL_TOL
+
+
+def test_relay_candidates_keep_block_k_and_leave_out_the_heuristic():
+    for lmax, cf in ((3, 32), (2, 64), (6, 96)):
+        base = configs.heuristic(lmax, cf)
+        cands = configs.relay_candidates(lmax, cf)
+        assert cands and base not in cands
+        assert all(not c.fused and c.block_k == base.block_k for c in cands)
+        assert all(so2_tune.FAMILY.is_valid(so2_tune.key_of(so2_tune.So2Problem(lmax, cf, 4)), c) for c in cands)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
     real = launch.backward
 
     def ignores_fused(*args, config=None, **kw):
@@ -248,6 +288,7 @@ def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     from tilefuse.nn import SO2MixingStack
     one = [So2Config(16, 64, 32, 4, 1, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(one))
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
     model = SO2MixingStack(1, 32, 1, 3).requires_grad_(False)
     u0 = torch.randn(1, 9, model.w0_all.shape[-1] + model.w1_all.shape[-1], requires_grad=True)
     alpha = torch.rand(9, 1) + 0.2

@@ -71,6 +71,21 @@ def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
             if not (block_m == 16 and num_warps == 8)]
 
 
+# Relay tiles worth timing against the heuristic's 32x64 on 4 warps (BLOCK_K stays the
+# heuristic's): the relay GEMM is bound by Triton's FMA dots (IEEE fp32), whose throughput grows
+# with the outputs each thread accumulates; on the H200 the untuned relay layer ran at about
+# 9 TFLOP/s against ~44 for a plain tiled Triton GEMM at this shape (specs/so2_mixing_stack.md;
+# benchmarks/results/2026-11-29-h200-b/run5).
+RELAY_TILES = ((64, 64, 4, 2), (32, 128, 4, 2), (64, 128, 8, 2), (128, 64, 8, 2), (128, 128, 8, 2))
+
+
+def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
+    """Relay configs (tile changes) worth timing against the heuristic relay."""
+    base = heuristic(lmax, focus_dim)
+    return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages)
+            for block_m, block_n, num_warps, num_stages in RELAY_TILES]
+
+
 def cf_padded(focus_dim: int) -> int:
     """focus_dim rounded up to a power of two, at least 16 (tl.dot's smallest tile)."""
     return max(16, next_power_of_2(focus_dim))

@@ -18,17 +18,22 @@ from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_
 
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
                     weight_grads: bool) -> configs.So2Config:
-    """The backward route and tiles. Fused only when every guard holds: level >= 2, the tuning
-    table holds a fused winner for (lmax, focus_dim, dtype) on this GPU, fp32, focus_dim a
-    power of two in [16, 64], and no weight gradients (they need gz/gq in memory). Double
-    backward never gets here (see So2StackFunction.backward). Everything else: the relay."""
+    """The backward route and tiles. At level >= 2 the tuning table's winner for (lmax,
+    focus_dim, dtype) on this GPU: relay tiles apply everywhere; a fused winner only when every
+    guard holds (fp32, focus_dim a power of two in [16, 64], no weight gradients: they need
+    gz/gq in memory), else the heuristic relay. Double backward never gets here (see
+    So2StackFunction.backward). No entry, or level < 2: the heuristic relay."""
     relay = configs.heuristic(d.lmax, d.focus_dim)
-    if (weight_grads or policy.get_level() < 2
-            or not configs.fused_supported(d.focus_dim, dtype == torch.float32)):
+    if policy.get_level() < 2:
         return relay
     from .tune import So2Problem
-    tuned = lookup_config("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, n_edges, n_focus, n_layers))
-    return tuned if tuned is not None and tuned.fused else relay
+    tuned = lookup_config("so2_mixing_stack",
+                          So2Problem(d.lmax, d.focus_dim, dtype.itemsize, n_edges, n_focus, n_layers))
+    if tuned is None:
+        return relay
+    if tuned.fused and (weight_grads or not configs.fused_supported(d.focus_dim, dtype == torch.float32)):
+        return relay
+    return tuned
 
 
 def _reference_grads(ctx, inputs, grad_out, d, apply_alpha):

@@ -1,11 +1,12 @@
 """so2_mixing_stack's tuning family: the backward route per (lmax, focus_dim, dtype).
 
-The baseline is the relay (three kernels per gated layer, heuristic tiles). Candidates are fused
-configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim). Adopting one is a route change
-(3% margin). A candidate must be bitwise equal to the relay (the fused kernel's contract) and
-must launch the fused kernel; a sweep where a guard or the policy routed it to the relay fails.
-The table decides only where the guards allow fusion (fp32, focus_dim a power of two in
-[16, 64]); other keys have no candidates, so their sweep records the relay.
+The baseline is the relay (three kernels per gated layer, heuristic tiles). Candidates are
+other relay tiles (a tile change, 1% margin; BLOCK_K unchanged) and, where the guards allow
+fusion (fp32, focus_dim a power of two in [16, 64]), fused configs (BLOCK_M, BLOCK_N, warps,
+stages; BLOCK_K = focus_dim; a route change, 3% margin). Every candidate must be bitwise equal
+to the heuristic relay (the fused kernel's contract; for relay tiles the same K order) and must
+launch its route's kernels; a sweep where a guard or the policy routed a fused candidate to
+the relay fails.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from ...tuning.family import ROUTE, TuningFamily
+from ...tuning.family import ROUTE, TILE, TuningFamily
 from . import configs, launch
-from .configs import So2Config, fused_candidates, fused_supported
+from .configs import So2Config, fused_candidates, fused_supported, relay_candidates
 from .reference import So2Dims
 
 _HERE = Path(__file__).resolve().parent
@@ -98,12 +99,13 @@ class So2Family(TuningFamily):
         return configs.heuristic(problem.lmax, problem.focus_dim)
 
     def candidates(self, problem: So2Problem) -> list[So2Config]:
-        if not fused_supported(problem.focus_dim, problem.itemsize == 4):
-            return []
-        return fused_candidates(problem.lmax, problem.focus_dim)
+        out = relay_candidates(problem.lmax, problem.focus_dim)
+        if fused_supported(problem.focus_dim, problem.itemsize == 4):
+            out += fused_candidates(problem.lmax, problem.focus_dim)
+        return out
 
     def change(self, config: So2Config) -> str:
-        return ROUTE
+        return ROUTE if config.fused else TILE
 
     def complexity(self, config: So2Config) -> tuple:
         return (config.fused, config.num_warps, config.num_stages, config.block_m * config.block_n)
