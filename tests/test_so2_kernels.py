@@ -124,7 +124,7 @@ def test_fused_is_bitwise_equal_to_relay_and_engages(tuning_table, lmax, n_focus
     with tilefuse.level(2), launches.counting() as relay_launches:
         relay = _force_grads(inputs, lmax, focus_dim, apply_alpha)
     assert relay_launches["so2_bwd_fused_layer"] == 0
-    _register_fused(lmax, focus_dim, So2Config(16, 128, focus_dim, 4, 1, fused=True))
+    _register_fused(lmax, focus_dim, So2Config(16, 64, focus_dim, 4, 1, fused=True))
     with tilefuse.level(2), launches.counting() as fused_launches:
         fused = _force_grads(inputs, lmax, focus_dim, apply_alpha)
     assert fused_launches["so2_bwd_fused_layer"] == NL - 1 and fused_launches["so2_bwd_relay_layer"] == 0
