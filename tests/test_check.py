@@ -39,7 +39,7 @@ def test_report_renders_every_benchmark_section(tmp_path):
                  "error": "RuntimeError: boom"}]},
             "grouped_glu_mlp": {"rows": [
                 {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "provider": "tilefuse", **ok,
-                 "tflops": 500.0, "host_p50_us_fwd": 40.0},
+                 "tflops": 500.0, "host_p50_us_fwd": 40.0, "host_p50_us_fwd_bwd": 95.0},
                 {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "provider": "loop", "status": "failed",
                  "error": "OOM"}]},
         },
@@ -49,7 +49,7 @@ def test_report_renders_every_benchmark_section(tmp_path):
     md = path.read_text()
     assert "| layer | 3 | 32 | 1000 | fused layer X | 1.000 | 1.0% | 2.00 | 75% |" in md
     assert "| backward | 3 | 32 | 1000 | torch.compile | failed |" in md and "RuntimeError: boom" in md
-    assert "| 8 | 64 | 32 | 16 | tilefuse | 2.000 | 1.0% | 500 | 40 |" in md
+    assert "| 8 | 64 | 32 | 16 | tilefuse | 2.000 | 1.0% | 500 | 40 | 95 |" in md
 
 
 def test_check_ops_selects_sections(tmp_path):

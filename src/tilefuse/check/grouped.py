@@ -208,25 +208,30 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         # The per-expert loop reads the counts on the host: not graph-capturable, timed eagerly.
         timings.update(bench.interleaved({"per-expert loop": lambda: torch.autograd.grad(loop_fwd(), leaves, dy)},
                                          rounds=3))
-        # Host time per forward call through the public API (validation, dispatch, autograd
-        # Function) with the fused kernels engaged by a runtime table entry at level 2, against
-        # the composition called directly; inputs detached (a forward for inference).
+        # Host time per call through the public API (validation, dispatch, autograd Function)
+        # with the fused kernels engaged by a runtime table entry at level 2, against the
+        # composition called directly: a forward on detached inputs (inference), and a forward
+        # plus backward (autograd.grad of every input).
         xd, pd, w1d, w2d = (t.detach() for t in leaves)
         problem = problem_for(xd, w2d, "swiglu", 32, False)
         tuning.register("grouped_glu_mlp", {problem: configs.heuristic("fwd", 2)})
         try:
             with policy.level(2), launches.counting() as launched:
-                host_fused = _host_p50_us(lambda: grouped_glu_mlp(xd, i["counts"], pd, w1d, w2d))
+                host_fused = (_host_p50_us(lambda: grouped_glu_mlp(xd, i["counts"], pd, w1d, w2d)),
+                              _host_p50_us(lambda: torch.autograd.grad(
+                                  grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"]), leaves, dy)))
         finally:
             tuning.unregister("grouped_glu_mlp")
-        if launched["grouped_mlp_fwd"] == 0:
+        if launched["grouped_mlp_fwd"] == 0 or launched["grouped_mlp_bwd"] == 0:
             raise RuntimeError("grouped_glu_mlp host timing: the fused kernels did not run")
         host = {"tilefuse fused": host_fused,
-                "torch._grouped_mm": _host_p50_us(lambda: grouped_glu_mlp_unfused(xd, i["counts"], pd, w1d, w2d,
-                                                                                  glu_interleave=32))}
+                "torch._grouped_mm": (_host_p50_us(lambda: grouped_glu_mlp_unfused(xd, i["counts"], pd, w1d, w2d,
+                                                                                   glu_interleave=32)),
+                                      _host_p50_us(lambda: torch.autograd.grad(unfused_fwd(), leaves, dy)))}
         for name, t in timings.items():
+            fwd_us, fwd_bwd_us = host.get(name, (None, None))
             row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
-                   "host_p50_us_fwd": host.get(name)}
+                   "host_p50_us_fwd": fwd_us, "host_p50_us_fwd_bwd": fwd_bwd_us}
             if isinstance(t, Exception):
                 row.update(status="failed", error=bench.error_text(t))
             else:

@@ -42,13 +42,15 @@ def write_markdown(path: Path, report: dict) -> None:
         if op == "grouped_glu_mlp":
             lines += ["bf16 forward+backward (3x forward FLOPs), CUDA-graph replay interleaved (the per-expert loop "
                       "eagerly: it reads the counts on the host); host p50 per forward call (synchronised, "
-                      "submission only, 300 calls).", "",
-                      "| experts | tokens | H | F | provider | ms | spread | TFLOP/s | host p50 fwd (us) |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+                      "submission only, 300 calls) and per forward+backward call.", "",
+                      "| experts | tokens | H | F | provider | ms | spread | TFLOP/s | host p50 fwd (us) "
+                      "| host p50 fwd+bwd (us) |",
+                      "|---|---|---|---|---|---|---|---|---|---|"]
             for r in b["rows"]:
                 t = (f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.0f}" if r["status"] == "ok"
                      else f"failed | | {r['error']}")
-                host = "" if r.get("host_p50_us_fwd") is None else f"{r['host_p50_us_fwd']:.0f}"
+                host = " | ".join("" if r.get(k) is None else f"{r[k]:.0f}"
+                                  for k in ("host_p50_us_fwd", "host_p50_us_fwd_bwd"))
                 lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['provider']} | "
                              f"{t} | {host} |")
             continue
