@@ -15,13 +15,17 @@ def _use_interpreter_without_cuda(argv) -> None:
     import warnings
 
     import torch
-    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+    if torch.cuda.is_available():
+        return
+    # numpy's warnings inside the interpreter (inf * 0 in masked-out lanes, the divisions by
+    # zero whose inf a kernel clamps or discards) are not the user's business. Set in every
+    # interpreted process, the re-executed one included.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
+    if os.environ.get("TRITON_INTERPRET") == "1":
         return
     os.environ["TRITON_INTERPRET"] = "1"
     if "triton.language" in sys.modules:
         os.execv(sys.executable, [sys.executable, "-m", "tilefuse.cli", *argv])
-    # numpy's warnings about inf * 0 inside the interpreter concern masked-out lanes.
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
 
 
 def _check(args) -> int:

@@ -50,13 +50,6 @@ def _min_nan(v, hi):
 
 
 @triton.jit
-def _nonzero(d):
-    """d with zeros replaced by 1: a divisor whose quotient the caller discards where d == 0
-    (the interpreter would otherwise warn about the division by zero it evaluates anyway)."""
-    return tl.where(d == 0.0, 1.0, d)
-
-
-@triton.jit
 def _clamp_nan(v, lo, hi):
     return tl.where(v != v, v, tl.minimum(tl.maximum(v, lo), hi))
 
@@ -269,7 +262,7 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128)
     enc = tl.where(amax == 0.0, 1.0,
-                   _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), _nonzero(amax)), _FP32_MAX))
+                   _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))
     if POW2:
         pow2 = (enc.to(tl.uint32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
         enc = tl.where(enc != enc, enc, pow2)
@@ -355,7 +348,7 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
         x = rht16(x, BLOCK_M, BLOCK_K)
     amax = tl.load(amax_ptr + tl.arange(0, 1))     # shape (1,): broadcasts like a scalar
     s_enc = tl.where(amax == 0.0, 1.0,
-                     _min_nan(tl.math.div_rn(tl.full((1,), _NVFP4_GLOBAL, tl.float32), _nonzero(amax)), _FP32_MAX))
+                     _min_nan(tl.math.div_rn(tl.full((1,), _NVFP4_GLOBAL, tl.float32), amax), _FP32_MAX))
     s_dec = tl.math.div_rn(tl.full((1,), 1.0, tl.float32), s_enc)
     blk = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 16)
     s_bits = e4m3_bits(_clamp_nan(blk * (s_enc * _ONE_SIXTH), -_E4M3_MAX, _E4M3_MAX))

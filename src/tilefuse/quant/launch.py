@@ -16,9 +16,6 @@ writes every real entry.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import torch
 
 from .. import launches
@@ -50,17 +47,6 @@ FP8_128x128_TILE = (128, 128, 16)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
-
-
-def _interpreted_division_by_zero_intended():
-    """NVFP4's encode scale is min(1 / (s_blk * S_dec), fp32max) and an all-zero block has
-    s_blk = 0: the division by zero is the spec's formula (its +inf becomes fp32max). Compiled,
-    it is silent; Triton's interpreter evaluates it with numpy, which warns. Silence that
-    warning, and only that, around the interpreted launch."""
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("1", "true", "True"):
-        return contextlib.nullcontext()
-    import numpy
-    return numpy.errstate(divide="ignore")
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
@@ -153,12 +139,11 @@ def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
     rand = data if stochastic_bits is None else stochastic_bits.view(torch.int32)
     rand_strides = (0, 0) if stochastic_bits is None else rand.stride()
     from .kernels import nvfp4_kernel
-    with _interpreted_division_by_zero_intended():
-        nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
-            x, amax, rand, data, scales.view(torch.uint8), rows, cols, x.stride(0), x.stride(1),
-            rand_strides[0], rand_strides[1], padded_cols,
-            BLOCK_ROWS=NVFP4_BLOCK if block_2d else 1, RHT=rht, STOCHASTIC=stochastic_bits is not None,
-            SWIZZLE=swizzle, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
-        )
+    nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+        x, amax, rand, data, scales.view(torch.uint8), rows, cols, x.stride(0), x.stride(1),
+        rand_strides[0], rand_strides[1], padded_cols,
+        BLOCK_ROWS=NVFP4_BLOCK if block_2d else 1, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,
+        BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
+    )
     launches.record("quant_nvfp4")
     return data, scales, amax
