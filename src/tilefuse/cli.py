@@ -28,12 +28,20 @@ def _use_interpreter_without_cuda(argv) -> None:
         os.execv(sys.executable, [sys.executable, "-m", "tilefuse.cli", *argv])
 
 
-def _check(args) -> int:
-    from .check import parse_ops, run_check, summary
+def _ops(args, command: str) -> tuple[str, ...] | None:
+    """The ``--ops`` selection, or None after printing why it is invalid."""
+    from .check import parse_ops
     try:
-        ops = parse_ops(args.ops)
+        return parse_ops(args.ops)
     except ValueError as exc:
-        print(f"tilefuse check: {exc}", file=sys.stderr)
+        print(f"tilefuse {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def _check(args) -> int:
+    from .check import run_check, summary
+    ops = _ops(args, "check")
+    if ops is None:
         return 2
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress,
                        ops=ops)
@@ -49,11 +57,9 @@ def _info(args) -> int:
 
 def _bench(args) -> int:
     import torch
-    from .check import parse_ops, run_check
-    try:
-        ops = parse_ops(args.ops)
-    except ValueError as exc:
-        print(f"tilefuse bench: {exc}", file=sys.stderr)
+    from .check import run_check
+    ops = _ops(args, "bench")
+    if ops is None:
         return 2
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)

@@ -36,11 +36,17 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
     return tuned
 
 
-def _reference_grads(ctx, inputs, grad_out, d, apply_alpha):
-    """create_graph: differentiate the reference, so second derivatives are exact; no kernel runs."""
+def _reference_grads(ctx, grad_out):
+    """create_graph (a higher-order graph is being built): the gradients of all eight forward
+    arguments by differentiating the reference, so second derivatives are exact; no kernel
+    runs. None otherwise."""
+    if not torch.is_grad_enabled():
+        return None
+    d, apply_alpha = ctx.dims, ctx.apply_alpha
+
     def forward(*args):
         return so2_stack_reference(*args, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
-    return create_graph_grads(ctx, forward, inputs, grad_out)
+    return (*create_graph_grads(ctx, forward, ctx.saved_tensors[:5], grad_out), None, None, None)
 
 
 class So2StackFunction(torch.autograd.Function):
@@ -60,11 +66,11 @@ class So2StackFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        grads = _reference_grads(ctx, grad_out)
+        if grads is not None:
+            return grads
         u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
         d, apply_alpha = ctx.dims, ctx.apply_alpha
-        if torch.is_grad_enabled():
-            return (*_reference_grads(ctx, (u0, alpha, w0_all, w1_all, gw_all), grad_out, d, apply_alpha),
-                    None, None, None)
         weight_grads = any(ctx.needs_input_grad[2:5])
         grad_u0, grad_alpha, dws = launch.backward(
             grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads,
@@ -134,11 +140,11 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad_out, _grad_z, _grad_u):
+    grads = _reference_grads(ctx, grad_out)
+    if grads is not None:
+        return grads
     u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
     d, apply_alpha = ctx.dims, ctx.apply_alpha
-    if torch.is_grad_enabled():
-        return (*_reference_grads(ctx, (u0, alpha, w0_all, w1_all, gw_all), grad_out, d, apply_alpha),
-                None, None, None)
     weight_grads = any(ctx.needs_input_grad[2:5])
     grad_u0, grad_alpha, dw0, dw1, dgw = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all,
                                                           w1_all, gw_all, d.lmax, d.focus_dim, apply_alpha,
