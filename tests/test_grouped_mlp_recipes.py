@@ -307,8 +307,8 @@ def test_recipe_has_no_double_backward(device):
 def test_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
     """The whole step (quantizers with a recipe, GEMMs, backward) replays from a CUDA graph
     with the eager results: no host sync and no pageable host-to-device copy anywhere in it
-    (the nvfp4 recipe once built a scalar constant by such a copy and failed capture on the
-    H200). Without a recipe: the bf16 kernels, ragged counts with an empty expert."""
+    (such a copy of a scalar constant makes capture fail). Without a recipe: the bf16 kernels,
+    ragged counts with an empty expert."""
     i = make([300, 0, 211, 17], 128, 128, torch.bfloat16, False, device)
 
     def step():

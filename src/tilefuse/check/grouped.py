@@ -186,9 +186,9 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         def unfused_fwd():
             return grouped_glu_mlp_unfused(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32)
 
-        # dynamic=False: each shape compiles its own static graph. With the default, the second
-        # shape recompiled with dynamic sizes and inductor failed on _grouped_mm (torch 2.11,
-        # H200 run of 2026-11-29).
+        # dynamic=False: each shape compiles its own static graph. With automatic dynamic
+        # shapes the second shape recompiles with symbolic sizes, where inductor fails on
+        # _grouped_mm (torch 2.11).
         compiled_fwd = torch.compile(unfused_fwd, dynamic=False)
 
         def loop_fwd():

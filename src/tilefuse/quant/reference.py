@@ -183,8 +183,7 @@ def ieee_div(num, den) -> torch.Tensor:
     denominator is applied as a multiplication by its reciprocal."""
     like = num if isinstance(num, torch.Tensor) else den
     # A Python number becomes a tensor by a fill on the device, not a host-to-device copy:
-    # the recipes call this inside CUDA-graph capture, which refuses pageable copies (the
-    # H200 run of the nvfp4 recipe failed there).
+    # the recipes call this inside CUDA-graph capture, which refuses pageable copies.
     num = num.to(torch.float32) if isinstance(num, torch.Tensor) else torch.full_like(like, num, dtype=torch.float32)
     den = den.to(torch.float32) if isinstance(den, torch.Tensor) else torch.full_like(like, den, dtype=torch.float32)
     num, den = torch.broadcast_tensors(num, den)

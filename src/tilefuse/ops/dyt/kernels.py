@@ -27,7 +27,7 @@ from ..triton_common import to_output
 # reweighted least squares against float64 tanh; max error 0.91 ulp in float32 Horner (FMA)
 # evaluation. The switch to the exp form sits at 1, not lower, because there the exp form's
 # error from the approximate ex2/rcp instructions is scaled down by tanh's sensitivity to
-# exp(2u), 2e/(e+1)^2 = 0.21 (0.37 at 0.55, where an earlier 5-term fit switched).
+# exp(2u), 2e/(e+1)^2 = 0.21 (0.37 at 0.55).
 _TANH_SMALL = tl.constexpr(1.0)
 _TWO_LOG2E = tl.constexpr(2.8853900817779268)
 _P0 = tl.constexpr(-0.3333331346511841)
@@ -64,7 +64,7 @@ def tanh_f32(u):
 
     |u| >= 1 uses sign(u) (1 - 2 / (exp(2|u|) + 1)); exp(2|u|) -> inf gives +-1 exactly. The
     form on |u| matters: for u <= -1 the quotient 2 / (exp(2u) + 1) is close to 2 and carries
-    twice the reciprocal's error into a result near -1 (the H200 measured 3.6 ulp there); on
+    twice the reciprocal's error into a result near -1 (3.6 ulp measured on the H200); on
     |u| the quotient is <= 0.24 and its error shrinks relative to the result (<= 2.2 ulp with
     ex2 within 2 ulp and rcp within 1, as PTX documents them).
     Below 1 that form loses accuracy, so an odd polynomial takes over. exp2 and the reciprocal
