@@ -70,3 +70,10 @@ def test_failed_provider_error_keeps_the_cause():
     wrapped = RuntimeError("backend='inductor' raised:\n\n  frames...\nAssertionError: the cause")
     assert error_text(wrapped) == "RuntimeError: backend='inductor' raised: ... AssertionError: the cause"
     assert error_text(ValueError("one line")) == "ValueError: one line"
+
+
+def test_timing_fields_of_a_row():
+    from tilefuse.check.bench import Timing, timing_fields
+    t = Timing(2.0, 1.5, 2.5, 5)
+    assert timing_fields(t) == {"status": "ok", "ms": 2.0, "spread": t.spread} and t.spread == 0.5
+    assert timing_fields(ValueError("bad")) == {"status": "failed", "error": "ValueError: bad"}

@@ -100,3 +100,12 @@ def error_text(exc: Exception, limit: int = 300) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:]))
     return f"{type(exc).__name__}: {text}"[:limit]
+
+
+def timing_fields(t: "Timing | Exception") -> dict:
+    """A benchmark row's status fields: ``status`` "ok" with the median ``ms`` and its
+    ``spread``, or "failed" with the ``error``."""
+    if isinstance(t, Exception):
+        return {"status": "failed", "error": error_text(t)}
+    return {"status": "ok", "ms": t.median_ms, "spread": t.spread}
+

@@ -174,12 +174,10 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                            "provider": provider, "mode": mode}
                     if provider == "tilefuse":
                         row["config"] = config["fwd"] if pass_name == "fwd" else f"{config['fwd']} / {config['bwd']}"
-                    if isinstance(t, Exception):
-                        row.update(status="failed", error=bench.error_text(t))
-                    else:
+                    row.update(bench.timing_fields(t))
+                    if row["status"] == "ok":
                         gbs = nbytes * numel * x.element_size() / (t.median_ms * 1e-3) / 1e9
-                        row.update(status="ok", ms=t.median_ms, spread=t.spread, gbs=gbs,
-                                   fraction_of_copy=gbs / ceilings[dname])
+                        row.update(gbs=gbs, fraction_of_copy=gbs / ceilings[dname])
                         if isinstance(ours, bench.Timing):
                             row["tilefuse_speedup"] = t.median_ms / ours.median_ms
                     rows.append(row)

@@ -232,10 +232,9 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             fwd_us, fwd_bwd_us = host.get(name, (None, None))
             row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
                    "host_p50_us_fwd": fwd_us, "host_p50_us_fwd_bwd": fwd_bwd_us}
-            if isinstance(t, Exception):
-                row.update(status="failed", error=bench.error_text(t))
-            else:
-                row.update(status="ok", ms=t.median_ms, spread=t.spread, tflops=flops / (t.median_ms * 1e-3) / 1e12)
+            row.update(bench.timing_fields(t))
+            if row["status"] == "ok":
+                row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
                 bf16 = timings.get("tilefuse fused")
                 if name.startswith("tilefuse ") and name != "tilefuse fused" and isinstance(bf16, bench.Timing):
                     row["speedup_vs_tilefuse_bf16"] = bf16.median_ms / t.median_ms   # fp8_block target: >= 1.4

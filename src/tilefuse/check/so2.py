@@ -149,12 +149,8 @@ def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[
 
 
 def _bench_row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
-    row = {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, **extra}
-    if isinstance(t, Exception):
-        row.update(status="failed", error=bench.error_text(t))
-    else:
-        row.update(status="ok", ms=t.median_ms, spread=t.spread)
-    return row
+    return {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, **extra,
+            **bench.timing_fields(t)}
 
 
 def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> list[dict]:

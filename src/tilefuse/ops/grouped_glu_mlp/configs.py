@@ -7,6 +7,7 @@ GEMM's tiles; the op uses one per kernel role (fc1, fc2, dgrad, wgrad).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,7 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
 DGLU_MAX_BLOCK_N = 64
 
 
+@functools.lru_cache(maxsize=64)
 def dglu_config(cfg: GemmConfig) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N."""
