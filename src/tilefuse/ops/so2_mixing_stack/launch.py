@@ -85,10 +85,9 @@ def _gemm_t(a, w0, w1, res, out, d, cfg):
     _gemm(BWD, a, w1, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, transpose_w=True)
 
 
-def relay_layer(g_cur, z, gw, sigma, gz, gq, d: So2Dims, cfg: So2Config):
-    """Relay steps 1-2 of one gated layer: sigma (F, E, LG) recomputed from z, then gz
-    (F, E, ROW) and, when ``gq`` is given, gq (F, E, LG). Step 3, the transposed-weight GEMM
-    with the residual, is ``_gemm_t(gz, ...)``."""
+def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
+    """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
+    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T]."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -101,6 +100,7 @@ def relay_layer(g_cur, z, gw, sigma, gz, gq, d: So2Dims, cfg: So2Config):
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
+    _gemm_t(gz, w0, w1, g_cur, out, d, cfg)
 
 
 def fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config):
@@ -160,14 +160,13 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             fused_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, d, cfg)
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], sigma, gz, gq, d, cfg)
+        relay_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gw_all[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
             dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
             dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
             u_next = u_l
-        _gemm_t(gz, w0c[layer], w1c[layer], g_cur, g_next, d, cfg)
         launches.record("so2_bwd_relay_layer")
         g_cur = g_next
     return g_cur, grad_alpha, dws
