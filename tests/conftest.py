@@ -59,9 +59,13 @@ def one_intra_op_thread():
 
 @pytest.fixture
 def tuning_table(tmp_path, monkeypatch):
-    """An empty tuning cache of the test's own; runtime registrations are dropped afterwards."""
+    """An empty tuning table of the test's own: its own cache folder and no built-in tables (on
+    an H200 the shipped table would otherwise cover some of the tests' keys); runtime
+    registrations are dropped afterwards."""
     from tilefuse import tuning
+    from tilefuse.tuning import store
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(store, "builtin_dir", lambda: tmp_path / "no-builtin")
     tuning.reload()
     yield
     for name in tuning.family_names():

@@ -122,9 +122,18 @@ def test_grouped_gemm_equals_float64_gemm_of_dequantized_operands(recipe, transp
         start += m
 
 
+WGRAD_COUNTS = {
+    "T135": [45, 0, 83, 7],             # not a multiple of any block
+    # fp8_block's 128-token blocks: an expert ending inside block 0, one with a partial head
+    # block, two whole blocks and a partial tail, one inside a single shared block, and one
+    # from inside block 3 to the end.
+    "T588": [100, 300, 0, 60, 128],
+}
+
+
+@pytest.mark.parametrize("counts", WGRAD_COUNTS.values(), ids=WGRAD_COUNTS.keys())
 @pytest.mark.parametrize("recipe", recipes.RECIPES)
-def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, device):
-    counts = [45, 0, 83, 7]                           # T = 135: not a multiple of any block
+def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, device):
     E, T, N, M = len(counts), sum(counts), 32, 48
     g = torch.Generator().manual_seed(2)
     a = (torch.randn(T, N, generator=g) * torch.logspace(-1, 1, T)[:, None]).to(device)
@@ -195,6 +204,26 @@ def test_recipe_matches_its_float64_rendering(recipe, counts, activation, interl
         if m == 0:
             assert torch.count_nonzero(grads["dfc1_weight"][e]) == 0
             assert torch.count_nonzero(grads["dfc2_weight"][e]) == 0
+
+
+def test_fp8_glu_tiles_whose_columns_straddle_scale_blocks(device):
+    """fp8_block's FC1 + GLU tile reads one weight-scale block for all its gate columns and one
+    for its up columns when the layout allows (launch.glu_scale_uniform); interleave 48 with
+    32-column tiles puts some tiles' up columns in two 128-wide blocks, which takes the
+    per-column scale path. Both layouts against the recipe's float64 rendering."""
+    H, F = 128, 384
+    assert not launch.glu_scale_uniform(F, 48, SMALL["fp8_block"].block_n)
+    assert launch.glu_scale_uniform(F, 32, SMALL["fp8_block"].block_n)
+    for interleave in (48, 32):
+        i = make([37, 0, 50], H, F, torch.bfloat16, True, device, seed=7)
+        y, z, h, grads = run_kernels(i, "swiglu", interleave, "fp8_block")
+        kw = dict(activation="swiglu", glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"],
+                  recipe="fp8_block")
+        y_ref, z_ref, h_ref = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
+        ref = recipes.recipe_backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z_ref, h_ref, **kw)
+        tol = recipe_tol(torch.bfloat16, H, F, 87)
+        for name, got, want in (("y", y, y_ref), ("z", z, z_ref), ("h", h, h_ref), ("dx", grads["dx"], ref["dx"])):
+            assert rel(got, want) <= tol, f"interleave {interleave} {name}: {rel(got, want):.2e} > {tol:.2e}"
 
 
 # Quantized operands on each output's path (module docstring).

@@ -166,6 +166,17 @@ def test_fp8_block_kernel(rows, cols, block, pow2, dtype):
     assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 
 
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)], ids=["1x128", "128x128"])
+def test_fp8_block_kernel_on_a_batch_of_transposed_matrices(block):
+    """A (B, R, K) batch read through transposed strides (grouped_glu_mlp's dgrad weights)
+    quantizes exactly as the contiguous (B * R, K) matrix of its rows."""
+    w = mixed(3 * 256, 128, 128, seed=11, dtype=torch.bfloat16, nonfinite=True).reshape(3, 256, 128)
+    x = w.transpose(1, 2)        # (3, 128, 256), rows of 256 with stride 128
+    data, scales = launch.fp8_block(_to_dev(x), block, False)
+    rdata, rscales = reference.quantize_fp8_block(x.reshape(3 * 128, 256), block, False)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+
+
 def test_fp8_block_kernel_ties():
     x = blocks_with_amax(e4m3_tie_points() * 2.0 ** -7, 128, 448 * 2.0 ** -7)
     for pow2 in (False, True):
@@ -298,7 +309,7 @@ def build(name, fn, sig, constexprs, warps):
     out[name] = {"regs": int(regs), "stack": int(stack), "fma": len(re.findall(r"\bfma\.", ptx)),
                  "approx_div": len(re.findall(r"div\.(approx|full)", ptx))}
 
-fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32"}
+fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32"}
 for br, pow2 in itertools.product((1, 128), (False, True)):
     bm, bk, w = L.FP8_128x128_TILE if br == 128 else L.FP8_1x128_TILE
     build(f"fp8-{br}x128-pow2{pow2}", K.fp8_block_kernel, fp8,

@@ -247,19 +247,25 @@ def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, BLOCK_M: tl.constexpr, BL
 
 
 @triton.jit
-def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c,
+def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
                      BLOCK_ROWS: tl.constexpr, POW2: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x 128.
 
-    x_ptr: (n_rows, n_cols) float32/bfloat16/float16, strides (x_stride_r, x_stride_c).
+    x_ptr: (n_rows, n_cols) float32/bfloat16/float16: row r is row r % batch_rows of matrix
+    r // batch_rows, at x_ptr + (r // batch_rows) * x_stride_b (a batch of matrices, e.g. the
+    transposed experts of a weight; batch_rows = n_rows for one matrix); element strides
+    (x_stride_r, x_stride_c). batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
     data_ptr: (n_rows, n_cols) uint8 (float8_e4m3fn bits), contiguous.
     scale_ptr: (cdiv(n_rows, BLOCK_ROWS), n_cols // 128) float32, contiguous.
     Program (i, j) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns [j*BLOCK_K, +BLOCK_K).
     """
     row0 = tl.program_id(0) * BLOCK_M
     col0 = tl.program_id(1) * BLOCK_K
-    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    batch = row0 // batch_rows
+    x_base = x_ptr + batch.to(tl.int64) * x_stride_b
+    x = load_tile(x_base, row0 - batch * batch_rows, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows),
+                  n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128)
     enc = tl.where(amax == 0.0, 1.0,
                    _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))

@@ -54,18 +54,28 @@ def _block_k(n_cols: int, widest: int, group: int) -> int:
 
 
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool):
-    """-> (data (rows, K) float8_e4m3fn, scales (cdiv(rows, br), K / 128) float32)."""
-    rows, cols = x.shape
+    """-> (data (rows, K) float8_e4m3fn, scales (cdiv(rows, br), K / 128) float32).
+
+    x may also be a batch (B, R, K) of matrices, any strides, R a multiple of 128: quantized
+    as the (B * R, K) matrix of their rows (grouped_glu_mlp's weights read transposed, without
+    a transposing copy)."""
     br, bc = block
+    block_m, widest, warps = FP8_128x128_TILE if br == 128 else FP8_1x128_TILE
+    if x.dim() == 3:
+        n_batch, batch_rows, cols = x.shape
+        assert batch_rows % block_m == 0 and batch_rows % br == 0, "batch rows must be a multiple of the tile"
+        rows, stride_b, stride_r, stride_c = n_batch * batch_rows, x.stride(0), x.stride(1), x.stride(2)
+    else:
+        rows, cols = x.shape
+        batch_rows, stride_b, stride_r, stride_c = max(rows, 1), 0, x.stride(0), x.stride(1)
     data = _new(rows, cols, dtype=torch.float8_e4m3fn, device=x.device)
     scales = _new(cdiv(rows, br), cols // bc, dtype=torch.float32, device=x.device)
     if data.numel() == 0:
         return data, scales
-    block_m, widest, warps = FP8_128x128_TILE if br == 128 else FP8_1x128_TILE
     block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
     fp8_block_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
-        x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1),
+        x, data.view(torch.uint8), scales, rows, cols, stride_r, stride_c, batch_rows, stride_b,
         BLOCK_ROWS=br, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )

@@ -148,7 +148,8 @@ def e2m1_value(code):
 @triton.jit
 def load_fp8(data_ptr, offs, mask):
     """float8_e4m3fn tile from uint8 bits (masked elements 0), as tl.dot takes it."""
-    return tl.load(data_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True)
+    ptr = data_ptr.to(tl.pointer_type(tl.float8e4nv), bitcast=True)
+    return tl.load(ptr + offs, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -193,15 +194,32 @@ def load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld
 
 
 @triton.jit
-def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, kmask, nmask,
+def fp8_b_scale(scale_row, n_stride, first_col, n, nmask, UNIFORM: tl.constexpr, BLOCK_N: tl.constexpr):
+    """fp8_block: the 128x128 block scale of each B column n for one K chunk (scale_row: that
+    chunk's row of the expert's block scales; column block c at c * n_stride).
+
+    UNIFORM: all of the tile's columns are in the block of first_col (true for BLOCK_N <= 128,
+    tiles being BLOCK_N-aligned, and for the GLU's gate and up columns where launch.py's
+    glu_scale_uniform says so): one scalar load instead of a gather per column, whose
+    pointers held in registers made the fp8 GLU kernel spill."""
+    if UNIFORM:
+        scale = tl.full((BLOCK_N,), 1.0, tl.float32) * tl.load(scale_row + (first_col // 128) * n_stride)
+    else:
+        scale = tl.load(scale_row + (n // 128) * n_stride, mask=nmask, other=0.0)
+    return scale   # one return: a return inside the branches kept Triton from inlining the caller
+
+
+@triton.jit
+def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, first_n, kmask, nmask,
                b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols,
-               IEEE: tl.constexpr, RECIPE: tl.constexpr):
+               IEEE: tl.constexpr, RECIPE: tl.constexpr, UNIFORM_SCALE: tl.constexpr, BLOCK_N: tl.constexpr):
     """acc + a @ B[k, n] (one K step), B of one expert at b_base.
 
     RECIPE_NONE: element (k, n) at b_base + k*b_k_stride + n*b_n_stride.
-    fp8_block: the same for the float8 bits; b_scale_ptr is the expert's 128x128 block-scale
-    array, scale of (k0, n) at (k0 // 128) * b_scale_k_stride + (n // 128) * b_scale_n_stride;
-    adds dot(a8, b8) * (a_scale * b_scale) for this 128-wide chunk.
+    fp8_block: the same for the float8 bits (K-contiguous); b_scale_ptr is the expert's 128x128
+    block-scale array, scale of (k0, n) at (k0 // 128) * b_scale_k_stride + (n // 128) *
+    b_scale_n_stride (one load when UNIFORM_SCALE: fp8_b_scale, first_n the tile's first
+    column); adds dot(a8, b8) * (a_scale * b_scale) for this 128-wide chunk.
     mxfp8 / nvfp4: B is stored K-contiguous (b_k_stride 1; n * b_n_stride is the byte offset
     of weight row n), its scales at swizzled rows b_scale_row0 + n of b_scale_cols columns."""
     mask = kmask[:, None] & nmask[None, :]
@@ -210,8 +228,8 @@ def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, kma
         acc = dot_f32acc(a, b, acc, IEEE)
     elif RECIPE == RECIPE_FP8_BLOCK:
         b = load_fp8(b_base, k[:, None] * b_k_stride + n[None, :] * b_n_stride, mask)
-        b_scale = tl.load(b_scale_ptr + (k0 // 128) * b_scale_k_stride + (n // 128) * b_scale_n_stride,
-                          mask=nmask, other=0.0)
+        b_scale = fp8_b_scale(b_scale_ptr + (k0 // 128) * b_scale_k_stride, b_scale_n_stride, first_n, n, nmask,
+                              UNIFORM_SCALE, BLOCK_N)
         acc += tl.dot(a, b) * (a_scale[:, None] * b_scale[None, :])
     else:
         n64 = n.to(tl.int64)
@@ -229,7 +247,7 @@ def grouped_gemm_kernel(
     lda, b_e_stride, b_k_stride, b_n_stride, ldc, ldz, bias_e_stride, n_part_cols,
     a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols,
     EPILOGUE: tl.constexpr, ACT: tl.constexpr, INTERLEAVE: tl.constexpr, HAS_BIAS: tl.constexpr,
-    IEEE: tl.constexpr, RECIPE: tl.constexpr,
+    IEEE: tl.constexpr, RECIPE: tl.constexpr, GLU_UNIFORM_SCALE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Grouped GEMM C[rows of e] = A[rows of e] @ B_e with an epilogue, persistent.
@@ -249,6 +267,8 @@ def grouped_gemm_kernel(
       a_scale_ld; b_ptr E4M3 bits with the strides above, b_scale_ptr float32 128x128 block
       scales, expert e's block (k // 128, n // 128) at e*b_scale_e_stride +
       (k//128)*b_scale_k_stride + (n//128)*b_scale_n_stride. BLOCK_K == 128, K % 128 == 0.
+      GLU_UNIFORM_SCALE: each tile's gate columns share a scale block, and its up columns
+      (launch.glu_scale_uniform; fp8_b_scale).
     - mxfp8 / nvfp4: a_ptr (T, K) E4M3 bytes or (T, K/2) packed E2M1 (row stride lda bytes),
       a_scale_ptr the flat swizzled scales of its (T, K/block) matrix (a_scale_ld padded
       columns); b_ptr the weight K-contiguous: expert e's row n at e*b_e_stride + n*b_n_stride
@@ -276,22 +296,27 @@ def grouped_gemm_kernel(
             b_scale_row0 = expert64 * b_scale_rows
             if EPILOGUE == EPI_GLU:
                 gate_n, up_n = glu_cols(n, F, INTERLEAVE)
+                gate0, up0 = glu_cols(col_tile * BLOCK_N, F, INTERLEAVE)
+                uniform = GLU_UNIFORM_SCALE
             else:
                 gate_n = n
                 up_n = n
+                gate0 = col_tile * BLOCK_N
+                up0 = gate0
+                uniform = BLOCK_N <= 128
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for k0 in range(0, K, BLOCK_K):
                 k = k0 + tl.arange(0, BLOCK_K)
                 kmask = k < K
                 a, a_scale = load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld, RECIPE)
-                acc = mma_b_tile(acc, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, gate_n, kmask, nmask,
-                                 b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols, IEEE,
-                                 RECIPE)
+                acc = mma_b_tile(acc, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, gate_n, gate0, kmask,
+                                 nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols,
+                                 IEEE, RECIPE, uniform, BLOCK_N)
                 if EPILOGUE == EPI_GLU:
-                    acc_up = mma_b_tile(acc_up, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, up_n, kmask,
-                                        nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride,
-                                        b_scale_cols, IEEE, RECIPE)
+                    acc_up = mma_b_tile(acc_up, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, up_n, up0,
+                                        kmask, nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride,
+                                        b_scale_cols, IEEE, RECIPE, uniform, BLOCK_N)
             if RECIPE == RECIPE_NVFP4:
                 decode_scale = tl.load(gscale_ptr + expert64)
                 acc = acc * decode_scale
@@ -343,6 +368,26 @@ def _expert_rows(counts_ptr, expert, E):
 
 
 @triton.jit
+def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, t0, start, count,
+                   lda, ldb, a_scale_ld, b_scale_ld, MASKED: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc + the fp8_block wgrad product of the 128-token block at t0 (grouped_wgrad_kernel).
+    MASKED: the block holds rows outside [start, start + count), which are masked out."""
+    t = t0 + tl.arange(0, BLOCK_K)
+    if MASKED:
+        tmask = (t >= start) & (t < start + count)
+        amask = nmask[:, None] & tmask[None, :]
+        bmask = tmask[:, None] & mmask[None, :]
+    else:
+        amask = nmask[:, None]
+        bmask = mmask[None, :]
+    at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
+    b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
+    a_scale = tl.load(a_scale_ptr + n64 * a_scale_ld + t0 // 128, mask=nmask, other=0.0)
+    b_scale = tl.load(b_scale_ptr + m64 * b_scale_ld + t0 // 128, mask=mmask, other=0.0)
+    return acc + tl.dot(at, b) * (a_scale[:, None] * b_scale[None, :])
+
+
+@triton.jit
 def grouped_wgrad_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr,
     T, N, M, E, lda, ldb, a_scale_ld, b_scale_ld,
@@ -381,6 +426,25 @@ def grouped_wgrad_kernel(
                          other=0.0)
             b = tl.load(b_ptr + rows64[:, None] * ldb + m[None, :], mask=rmask[:, None] & mmask[None, :], other=0.0)
             acc = dot_f32acc(at, b, acc, IEEE)
+    elif RECIPE == RECIPE_FP8_BLOCK:
+        # K tiles are the aligned 128-token blocks the copies were quantized in. Blocks inside
+        # the expert's rows load unmasked: a mask varying along t, the contiguous axis, would
+        # cut the copies to single bytes and keep the loop from pipelining. The (at most two)
+        # blocks the expert shares with its neighbours load masked.
+        n64 = n.to(tl.int64)
+        m64 = m.to(tl.int64)
+        first_full = tl.cdiv(start, BLOCK_K)
+        end_full = (start + count) // BLOCK_K
+        for i in range(first_full, end_full):
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, i * BLOCK_K,
+                                 start, count, lda, ldb, a_scale_ld, b_scale_ld, False, BLOCK_K)
+        head = start // BLOCK_K
+        if (count > 0) & (head < first_full):
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head * BLOCK_K,
+                                 start, count, lda, ldb, a_scale_ld, b_scale_ld, True, BLOCK_K)
+        if (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full):
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
+                                 end_full * BLOCK_K, start, count, lda, ldb, a_scale_ld, b_scale_ld, True, BLOCK_K)
     else:
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)
@@ -389,18 +453,11 @@ def grouped_wgrad_kernel(
             tmask = (t >= start) & (t < start + count) & (t < T)
             amask = nmask[:, None] & tmask[None, :]
             bmask = tmask[:, None] & mmask[None, :]
-            if RECIPE == RECIPE_FP8_BLOCK:
-                at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
-                b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
-                a_scale = tl.load(a_scale_ptr + n64 * a_scale_ld + t0 // 128, mask=nmask, other=0.0)
-                b_scale = tl.load(b_scale_ptr + m64 * b_scale_ld + t0 // 128, mask=mmask, other=0.0)
-                acc += tl.dot(at, b) * (a_scale[:, None] * b_scale[None, :])
-            else:
-                at = load_decoded(a_ptr, a_scale_ptr, n64[:, None] * lda, t[None, :], n64[:, None], amask,
-                                  a_scale_ld, RECIPE)
-                b = load_decoded(b_ptr, b_scale_ptr, m64[None, :] * ldb, t[:, None], m64[None, :], bmask,
-                                 b_scale_ld, RECIPE)
-                acc = dot_f32acc(at, b, acc, False)
+            at = load_decoded(a_ptr, a_scale_ptr, n64[:, None] * lda, t[None, :], n64[:, None], amask,
+                              a_scale_ld, RECIPE)
+            b = load_decoded(b_ptr, b_scale_ptr, m64[None, :] * ldb, t[:, None], m64[None, :], bmask,
+                             b_scale_ld, RECIPE)
+            acc = dot_f32acc(at, b, acc, False)
         if RECIPE == RECIPE_NVFP4:
             acc = acc * tl.load(gscale_ptr)
     out = c_ptr + expert.to(tl.int64) * N * M + n[:, None] * M + m[None, :]

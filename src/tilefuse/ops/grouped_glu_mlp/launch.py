@@ -8,6 +8,8 @@ and T may change between calls.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ... import launches
@@ -15,6 +17,7 @@ from ...device import num_sms
 from ...utils import cdiv
 from . import recipes
 from .configs import GemmConfig, dglu_config, heuristic
+from .reference import glu_index
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
 
@@ -27,6 +30,19 @@ def check_split(counts: torch.Tensor, n_tokens: int) -> None:
     """Device-side assert that tokens_per_expert sums to T (no host sync on CUDA; a failure
     raises a device-side assertion at the next synchronisation)."""
     torch._assert_async(counts.sum() == n_tokens, "grouped_glu_mlp: tokens_per_expert must sum to T = x.shape[0]")
+
+
+@functools.lru_cache(maxsize=256)
+def glu_scale_uniform(ffn: int, interleave: int, block_n: int) -> bool:
+    """Whether every BLOCK_N tile of activation columns has its gate columns in one 128-wide
+    block of FC1 columns and its up columns in one (kernels.fp8_b_scales). True for the halves
+    layout (F a multiple of 128) and for interleaves dividing BLOCK_N <= 64."""
+    for cols in glu_index(ffn, interleave or None):
+        blocks = (cols // 128).tolist()
+        for j0 in range(0, ffn, block_n):
+            if len(set(blocks[j0:j0 + block_n])) > 1:
+                return False
+    return True
 
 
 def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F=1, probs=None, bias=None,
@@ -52,12 +68,11 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         a_data, a_scales, a_scale_ld = a.data, a.scales, a.scale_ld
         b_data, b_scales = b.data, b.scales
         rows, cols = b.data.shape[1], b.data.shape[2]
+        b_strides = (rows * cols, 1, cols)   # quantized weights are K-contiguous
         if recipe == "fp8_block":
             blocks = b.scales.stride()
-            b_strides = (rows * cols, cols, 1) if b.transposed else (rows * cols, 1, cols)
-            b_scale_strides = (blocks[0], blocks[1], blocks[2]) if b.transposed else (blocks[0], blocks[2], blocks[1])
+            b_scale_strides = (blocks[0], blocks[2], blocks[1])
         else:
-            b_strides = (rows * cols, 1, cols)
             b_scale_rows, b_scale_cols = b.scale_rows, b.scale_cols
         if recipe == "nvfp4":
             gscale = (a.decode * b.decode).contiguous()
@@ -69,7 +84,9 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
         a_scale_ld, *b_scale_strides, b_scale_rows, b_scale_cols,
         EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
-        RECIPE=recipes.RECIPE_IDS[recipe], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        RECIPE=recipes.RECIPE_IDS[recipe],
+        GLU_UNIFORM_SCALE=recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 

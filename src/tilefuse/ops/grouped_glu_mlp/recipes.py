@@ -22,8 +22,9 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   expert's rows alone). The wgrad kernel steps through the same aligned blocks and masks the
   rows of other experts, so each expert's gradient reads only its own rows' values.
 - Q_w: per expert. fp8_block: 128x128 blocks (2F, H and F multiples of 128, so blocks never
-  straddle experts); the same quantized weight serves both usages (its transpose is a 128x128
-  blocking of W^T). mxfp8: 1x32 along the usage's K, so the dgrad usage is a second copy
+  straddle experts); both usages have the same blocks, so the dgrad usage's copy (W_e^T
+  quantized, read through transposed strides) holds the forward's codes and scales transposed,
+  K-contiguous as Hopper's FP8 tensor-core dot wants its B operand. mxfp8: 1x32 along the usage's K, so the dgrad usage is a second copy
   quantized along the other axis. nvfp4: 16x16 2-D blocks with a per-expert amax; the dgrad
   usage quantizes W_e^T, which gives exactly the transposed codes and scales (2-D blocks and the
   amax are symmetric).
@@ -45,6 +46,8 @@ import dataclasses
 
 import torch
 
+from ... import policy
+from ...quant import launch as quant_launch
 from ...quant import quantize_fp8_block, quantize_mxfp8, quantize_nvfp4
 from ...quant import reference as qref
 from ...quant.swizzle import padded_shape
@@ -83,15 +86,12 @@ class QuantWeight:
     scales: fp8_block (E, R/128, C/128) float32 block scales; mxfp8 / nvfp4 flat swizzled
     bytes, expert e's row r at scale row e * scale_rows + r of scale_cols padded columns.
     decode: nvfp4 (E,) float32 S_dec per expert, else None.
-    transposed: fp8_block only: the GEMM's K is R, the data's row axis (the dgrad usage of the
-    forward's 128x128 quantization).
     """
     data: torch.Tensor
     scales: torch.Tensor
     scale_rows: int
     scale_cols: int
     decode: torch.Tensor | None
-    transposed: bool = False
 
 
 def _nvfp4_decode(amax: torch.Tensor) -> torch.Tensor:
@@ -135,13 +135,16 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
     """Q_w of an (E, R, C) weight along C, or with ``transpose`` along R (the weight's other
     GEMM usage). Launches one quantizer for fp8_block and mxfp8, one per expert for nvfp4
     (each expert has its own amax)."""
-    n_experts, rows, cols = w.shape
-    if recipe == "fp8_block":
-        q = quantize_fp8_block(w.reshape(n_experts * rows, cols), block=(128, 128))
-        return QuantWeight(q.data.view(torch.uint8).view(n_experts, rows, cols),
-                           q.scales.view(n_experts, rows // 128, cols // 128), 0, 0, None, transposed=transpose)
+    n_experts = w.shape[0]
     src = w.transpose(1, 2) if transpose else w
     n_rows, n_cols = src.shape[1], src.shape[2]
+    if recipe == "fp8_block":
+        if policy.kernels_enabled(w.device):
+            data, scales = quant_launch.fp8_block(src, (128, 128), False)   # reads W^T in place
+        else:
+            data, scales = qref.quantize_fp8_block(src.reshape(n_experts * n_rows, n_cols), (128, 128), False)
+        return QuantWeight(data.view(torch.uint8).view(n_experts, n_rows, n_cols),
+                           scales.view(n_experts, n_rows // 128, n_cols // 128), 0, 0, None)
     if recipe == "mxfp8":
         q = quantize_mxfp8(src.reshape(n_experts * n_rows, n_cols), swizzle=True)
         return QuantWeight(q.data.view(torch.uint8).view(n_experts, n_rows, n_cols), q.scales, n_rows,

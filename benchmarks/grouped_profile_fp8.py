@@ -1,0 +1,143 @@
+"""H200: where grouped_glu_mlp's fp8_block forward+backward time goes: each quantizer call and
+each GEMM role under several tilings, the whole step, and the dense FP8 / bf16 matmul ceilings
+measured in the same run (cuBLAS through torch._scaled_mm / matmul).
+
+    PYTHONPATH=src python3 benchmarks/grouped_profile_fp8.py [--shapes 1,2]
+
+Works against any tilefuse tree with ``recipes.quantize_rows / quantize_cols /
+quantize_weight`` and ``launch._gemm / _wgrad`` (run it on two trees to compare them).
+Balanced counts; do_bench medians.
+"""
+import argparse
+
+import torch
+import triton
+
+from tilefuse.ops.grouped_glu_mlp import launch, recipes
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
+
+SHAPES = {1: (8, 16384, 4096, 3584), 2: (64, 32768, 2048, 1408), 3: (128, 65536, 2048, 768)}
+GEMM_CONFIGS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1),
+                GemmConfig(128, 128, 128, 8, 3, 1), GemmConfig(64, 128, 128, 4, 3, 2), GemmConfig(64, 64, 128, 4, 4, 2),
+                GemmConfig(128, 64, 128, 4, 3, 2)]
+WGRAD_CONFIGS = [GemmConfig(64, 64, 128, 4, 3), GemmConfig(128, 64, 128, 8, 3), GemmConfig(64, 128, 128, 8, 3),
+                 GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3)]
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=10, rep=50)
+
+
+def tflops(flop, ms):
+    return flop / ms / 1e9
+
+
+def attempt(label, fn, flop=None):
+    try:
+        ms = bench(fn)
+    except Exception as exc:   # noqa: BLE001 (a tiling that does not fit is reported, not fatal)
+        print(f"  {label}: {type(exc).__name__}: {str(exc).splitlines()[0][:90]}", flush=True)
+        return None
+    rate = f" {tflops(flop, ms):6.0f} TFLOP/s" if flop else ""
+    print(f"  {label}: {ms:8.3f} ms{rate}", flush=True)
+    return ms
+
+
+def ceilings():
+    a = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(7168, 4096, device="cuda", dtype=torch.bfloat16)
+    flop = 2 * 16384 * 4096 * 7168
+    attempt("dense bf16 matmul 16384x4096x7168 (cuBLAS)", lambda: a @ b.t(), flop)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    attempt("dense fp8 _scaled_mm 16384x4096x7168 (cuBLAS, per-tensor scales)",
+            lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), flop)
+
+
+def profile(E, T, H, F):
+    dev = "cuda"
+    counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
+    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    probs = torch.rand(T, device=dev)
+    w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
+    w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
+    dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    z = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
+    h = torch.randn(T, F, device=dev, dtype=torch.bfloat16)
+    dz = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    hout, dzout = torch.empty_like(h), torch.empty_like(dz)
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    part = torch.empty(T, F // 16 + 1, device=dev)
+    r = "fp8_block"
+    print(f"\nE {E} T {T} H {H} F {F} (fp8_block, balanced counts)")
+    print(" quantizers:")
+    quant = {
+        "rows x": lambda: recipes.quantize_rows(r, x), "rows h": lambda: recipes.quantize_rows(r, h),
+        "rows dy": lambda: recipes.quantize_rows(r, dy), "rows dz": lambda: recipes.quantize_rows(r, dz),
+        "W1": lambda: recipes.quantize_weight(r, w1), "W2": lambda: recipes.quantize_weight(r, w2),
+        "W1 dgrad": lambda: recipes.quantize_weight(r, w1, transpose=True),
+        "W2 dgrad": lambda: recipes.quantize_weight(r, w2, transpose=True),
+        "cols x": lambda: recipes.quantize_cols(r, x), "cols h": lambda: recipes.quantize_cols(r, h),
+        "cols dy": lambda: recipes.quantize_cols(r, dy), "cols dz": lambda: recipes.quantize_cols(r, dz),
+    }
+    total_q = sum(filter(None, (attempt(f"{name:9s}", fn) for name, fn in quant.items())))
+    print(f"  all quantizers: {total_q:.3f} ms")
+    xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
+    w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
+    w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
+    cols = {name: recipes.quantize_cols(r, t) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
+    gf = lambda m, n, k: 2 * m * n * k   # noqa: E731
+    roles = {
+        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, xq, w1q, hout, counts, c, K=H, N=F, b_strides=None,
+                                           ldc=hout.stride(0), F=F, probs=probs, z=z, act=0, interleave=32,
+                                           recipe=r), gf(T, 2 * F, H)),
+        "fc2": (lambda c: launch._gemm(EPI_STORE, hq, w2q, y, counts, c, K=F, N=H, b_strides=None, ldc=y.stride(0),
+                                       probs=probs, recipe=r), gf(T, H, F)),
+        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dyq, w2t, dzout, counts, c, K=H, N=F, b_strides=None,
+                                               ldc=dzout.stride(0), F=F, probs=probs, z=z, part=part, act=0,
+                                               interleave=32, recipe=r), gf(T, F, H)),
+        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dzq, w1t, dx, counts, c, K=2 * F, N=H, b_strides=None,
+                                          ldc=dx.stride(0), recipe=r), gf(T, H, 2 * F)),
+    }
+    for name, (fn, flop) in roles.items():
+        print(f" {name}:")
+        for c in GEMM_CONFIGS:
+            if name == "dgrad2+dGLU" and c.block_n > 64:
+                continue
+            attempt(f"{c.name:24s}", lambda: fn(c), flop)
+    print(" wgrads (dW1 + dW2):")
+    flop_w = gf(T, 2 * F, H) + gf(T, H, F)
+    for c in WGRAD_CONFIGS:
+        attempt(f"{c.name:24s}", lambda: (launch._wgrad(cols["dz"], cols["x"], dw1, counts, T, c, r),
+                                          launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)), flop_w)
+    print(" whole step (launch.forward + backward, 3x forward FLOPs):")
+    flop_step = 3 * (gf(T, 2 * F, H) + gf(T, H, F))
+    for c, wc in ((None, None), (GEMM_CONFIGS[2], WGRAD_CONFIGS[1]), (GEMM_CONFIGS[0], WGRAD_CONFIGS[2])):
+        def step(c=c, wc=wc):
+            yy, zz, hh = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=c, recipe=r)
+            launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32, config=c,
+                            wgrad_config=wc, recipe=r)
+        label = "heuristic" if c is None else f"{c.name} / wgrad {wc.name}"
+        attempt(f"fp8_block {label}", step, flop_step)
+
+    def step_bf16():
+        yy, zz, hh = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32)
+        launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32)
+    attempt("bf16 heuristic", step_bf16, flop_step)
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="1,2")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
+    ceilings()
+    for s in args.shapes.split(","):
+        profile(*SHAPES[int(s)])
+
+
+if __name__ == "__main__":
+    main()
