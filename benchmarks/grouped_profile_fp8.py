@@ -2,7 +2,7 @@
 each GEMM role under several tilings, the whole step, and the dense FP8 / bf16 matmul ceilings
 measured in the same run (cuBLAS through torch._scaled_mm / matmul).
 
-    PYTHONPATH=src python3 benchmarks/grouped_profile_fp8.py [--shapes 1,2]
+    PYTHONPATH=src python3 benchmarks/grouped_profile_fp8.py [--shapes 1,2] [--steps-only]
 
 Works against any tilefuse tree with ``recipes.quantize_rows / quantize_cols /
 quantize_weight`` and ``launch._gemm / _wgrad`` (run it on two trees to compare them).
@@ -129,14 +129,44 @@ def profile(E, T, H, F):
     torch.cuda.empty_cache()
 
 
+def steps(E, T, H, F, rounds=3):
+    """The whole forward + backward (launch.forward + backward, heuristic tiles) of bf16 and of
+    every recipe, the providers alternating for ``rounds`` rounds; the median per provider."""
+    dev = "cuda"
+    counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
+    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    probs = torch.rand(T, device=dev)
+    w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
+    w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
+    dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    flop = 3 * 2 * T * 3 * H * F
+
+    def step(recipe):
+        y, z, h = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe)
+        launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, recipe=recipe)
+
+    providers = (None, "fp8_block", "mxfp8", "nvfp4")
+    times = {p: [] for p in providers}
+    for _ in range(rounds):
+        for p in providers:
+            times[p].append(bench(lambda p=p: step(p)))
+    print(f"\nE {E} T {T} H {H} F {F}: whole step, heuristic tiles, median of {rounds} alternating rounds")
+    base = sorted(times[None])[rounds // 2]
+    for p in providers:
+        ms = sorted(times[p])[rounds // 2]
+        print(f"  {p or 'bf16':10s} {ms:8.3f} ms {tflops(flop, ms):6.0f} TFLOP/s  {base / ms:5.2f}x bf16", flush=True)
+    torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="1,2")
+    ap.add_argument("--steps-only", action="store_true", help="only the whole steps of bf16 and every recipe")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     ceilings()
     for s in args.shapes.split(","):
-        profile(*SHAPES[int(s)])
+        (steps if args.steps_only else profile)(*SHAPES[int(s)])
 
 
 if __name__ == "__main__":

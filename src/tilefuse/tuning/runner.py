@@ -31,8 +31,9 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
                 errors.append(exc)
                 tqdm.write(f"aborted: {exc}")
             else:
-                # One line per key as it finishes: a long sweep that is stopped keeps its evidence.
+                # Lines per key as it finishes: a long sweep that is stopped keeps its evidence.
                 tqdm.write("swept: " + "  ".join(_result_row(results[-1])))
+                tqdm.write("timed:" + _timed_line(results[-1]))
     return results, errors
 
 
@@ -94,6 +95,14 @@ def _result_row(r: SweepResult) -> tuple[str, ...]:
     return (r.family, r.key, winner, speed, counts, f"{r.wall_s:.1f}")
 
 
+def _timed_line(r: SweepResult) -> str:
+    """The baseline's median and every timed candidate's, fastest first."""
+    line = [f"  {r.family} {r.key}: baseline {r.baseline.name} {r.baseline.median_s * 1e6:.1f} us"]
+    line += [f"{c.name} {c.median_s * 1e6:.1f} us {_ratio(c.speedup, c.spread)}"
+             for c in sorted(r.with_status(TIMED), key=lambda c: -c.speedup)]
+    return "; ".join(line)
+
+
 def format_results(results: list[SweepResult], errors: list[SweepError] = ()) -> str:
     """The end-of-sweep table: per key the winner, its speedup over the baseline with the
     interquartile range over rounds, the candidates timed/rejected/skipped, the wall time;
@@ -104,12 +113,7 @@ def format_results(results: list[SweepResult], errors: list[SweepError] = ()) ->
         notes += [f"  {r.family} {r.key}: {c.status} {c.name}: {c.reason}"
                   for c in r.candidates if c.status in (REJECTED, SKIPPED)]
     out = _grid(("family", "key", "winner", "speedup [IQR]", "timed/rejected/skipped", "wall s"), rows)
-    timed = []
-    for r in results:
-        line = [f"  {r.family} {r.key}: baseline {r.baseline.name} {r.baseline.median_s * 1e6:.1f} us"]
-        line += [f"{c.name} {c.median_s * 1e6:.1f} us {_ratio(c.speedup, c.spread)}"
-                 for c in sorted(r.with_status(TIMED), key=lambda c: -c.speedup)]
-        timed.append("; ".join(line))
+    timed = [_timed_line(r) for r in results]
     if timed:
         out += "\n\nevery timed candidate (median per call, speedup over the baseline [IQR]), fastest first:\n"
         out += "\n".join(timed)

@@ -68,33 +68,37 @@ class DyTConfig:
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)
 
 
+# The heuristic's (tile elements, warps, programs per SM) per (pass, 16-bit x?) and power-of-two
+# row width, fitted to the H200 sweeps of the spec's grid at 2**26 elements (benchmarks/results/
+# 2026-11-29-h200: the 16 / 1024 / 8192 widths; 2026-11-29-h200-c/run1: the others): each entry
+# is the measured winner's tile, warps and programs. No simple rule fits the winners (e.g. bf16
+# forward: 8192-element tiles on 4 warps won by 27% and 12% at 128 and 512 columns, 4096 on 2
+# warps stayed best at 256 and 1024), so the fit is this table. Widths not swept (bf16 2048
+# and 4096 backward, 4096 forward) keep the earlier rule's entry. fp32 forward: 1024 on 4 warps
+# was within 1% of the best at every width.
+_FITTED = {
+    ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
+                 512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
+                 8192: (2048, 4, 4)},
+    ("fwd", 2): {16: (2048, 4, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
+                 512: (8192, 4, 4), 1024: (4096, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 4, 4),
+                 8192: (2048, 4, 4)},
+    ("bwd", 2): {16: (4096, 8, 2), 32: (8192, 16, 1), 64: (4096, 8, 2), 128: (2048, 8, 4), 256: (4096, 8, 2),
+                 512: (2048, 4, 4), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (8192, 16, 1),
+                 8192: (8192, 16, 1)},
+}
+
+
 @functools.lru_cache(maxsize=4096)
 def heuristic(p: DyTProblem) -> DyTConfig:
-    """The safe default for a problem (level 1, and level 2 for keys never swept).
-
-    Fitted to H200 measurements at 2**26 elements (benchmarks/results/2026-11-29-h200:
-    dyt_configs.txt, tune-sweeps.txt):
-    - fwd fp32: 1024-element tiles on 4 warps (8 per thread) were within 0.3% of the best at
-      every width 16-8192.
-    - fwd bf16: 32-64 elements per thread win: 4096-element tiles on 2 warps for 64-1024
-      columns (5-9% faster than 2048 on 4 warps at 64-1024), 2048 on 4 warps elsewhere.
-    - bwd: the winners keep 16 elements per thread and 16 warps per SM (8 warps x 2 programs,
-      4 x 4 or 16 x 1). fp32: 4096 on 8 warps below 2048 columns, single-row 2048 tiles on
-      4 warps x 4 programs from 2048 up. bf16: 4096 on 8 warps x 2 up to 256 columns (the
-      sweeps' baseline winner there), 8192 on 16 warps x 1 program from 512 up.
-    """
-    wide = p.n_cols >= 2048
-    if p.pass_ == "fwd":
-        if p.x_itemsize >= 4:
-            tile, num_warps, pps = 1024, 4, 4
-        elif 64 <= p.n_cols <= 1024:
-            tile, num_warps, pps = 4096, 2, 4
-        else:
-            tile, num_warps, pps = 2048, 4, 4
-    elif p.x_itemsize >= 4:
-        tile, num_warps, pps = (2048, 4, 4) if wide else (4096, 8, 2)
+    """The safe default for a problem (level 1, and level 2 for keys never swept): the fitted
+    tile, warps and programs of the row width's power of two (_FITTED; widths past 8192 take
+    8192's, below 16 take 16's), the tile's rows capped by the problem's rows."""
+    width = min(max(next_power_of_2(max(p.n_cols, 1)), 16), 8192)
+    if p.pass_ == "fwd" and p.x_itemsize >= 4:
+        tile, num_warps, pps = 1024, 4, 4
     else:
-        tile, num_warps, pps = (8192, 16, 1) if p.n_cols >= 512 else (4096, 8, 2)
+        tile, num_warps, pps = _FITTED[(p.pass_, 2 if p.x_itemsize <= 2 else 4)][width]
     block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))

@@ -29,15 +29,18 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     """Defaults per kernel role (16-bit without a recipe: measured, below). tl.dot needs tiles >= 16; 16-bit
     operands take larger K tiles for the same bytes.
 
-    fp8_block: BLOCK_K is the 128-wide scaling block. Each K step holds a fresh float32 dot
-    result per accumulator besides the accumulator itself, and the fc1 + GLU epilogue has two
-    accumulators (gate, up): a 128x64 tile on 8 warps keeps that at 4 x 32 float32 registers
-    per thread (128x128 would need 256, past the 255-register cap). mxfp8 / nvfp4 decode into
+    fp8_block: BLOCK_K is the 128-wide scaling block. Measured on the H200
+    (benchmarks/results/2026-11-29-h200-c/run3/fp8-new.txt, two of the spec's shapes): 128x128
+    tiles on 8 warps, 3 stages, ran the store GEMMs (fc2, fc1 dgrad) at 805-815 TFLOP/s at the
+    first shape (64x128 on 4 warps was within 4%, and 5-9% ahead at the second); the fc1 + GLU
+    and dGLU epilogues take BLOCK_N 64 (glu_config, dglu_config); the wgrads ran fastest with
+    64x128 tiles (BLOCK_M 64 of the weight's columns, BLOCK_N 128 of its rows) on 4 warps,
+    3 stages: 347 / 224 TFLOP/s against 305 / 188 for 64x64. mxfp8 / nvfp4 decode into
     bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
-            return GemmConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
-        return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=8, num_stages=3)
+            return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3)
+        return GemmConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3)
     if recipe is None and itemsize <= 2:
         # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the
         # wgrads 128x128x64 on 8 warps, 3 stages, ran 1.4-1.7x faster than 64x64x32 on 4 warps
@@ -60,6 +63,22 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
 # 557 for the fc2 GEMM of the same config (results/2026-11-29-h200-b/run3). The cap below has
 # not been timed on the H200 yet.
 DGLU_MAX_BLOCK_N = 64
+
+
+# fp8_block's fc1 + GLU tile holds the gate and up accumulators and each K chunk's fresh dot
+# result: at BLOCK_N 128 on 8 warps it spills (sm_90 compile report) and ran at 91 TFLOP/s
+# against 652 for BLOCK_N 64 at (8, 16384, 4096, 3584) on the H200 (results/2026-11-29-h200-c/
+# run3). The 16-bit GLU keeps its tile (593 TFLOP/s at 128x128, the same run).
+FP8_GLU_MAX_BLOCK_N = 64
+
+
+@functools.lru_cache(maxsize=64)
+def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
+    """The config the fc1 + GLU launch uses: ``cfg``, with BLOCK_N at most FP8_GLU_MAX_BLOCK_N
+    for fp8_block."""
+    if recipe != "fp8_block" or cfg.block_n <= FP8_GLU_MAX_BLOCK_N:
+        return cfg
+    return dataclasses.replace(cfg, block_n=FP8_GLU_MAX_BLOCK_N)
 
 
 @functools.lru_cache(maxsize=64)

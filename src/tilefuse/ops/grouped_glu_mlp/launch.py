@@ -16,7 +16,7 @@ from ... import launches
 from ...device import num_sms
 from ...utils import cdiv
 from . import recipes
-from .configs import GemmConfig, dglu_config, heuristic
+from .configs import GemmConfig, dglu_config, glu_config, heuristic
 from .reference import glu_index
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
@@ -131,7 +131,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     if recipe is not None and T > 0:
         fc1_a, fc1_b = recipes.quantize_rows(recipe, x), recipes.quantize_weight(recipe, w1)
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
-    _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, cfg, K=H, N=F, b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
+    _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
+          b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
           ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe)
     fc2_a, fc2_b = h, w2
     if recipe is not None and T > 0:
