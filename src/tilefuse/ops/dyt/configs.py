@@ -68,14 +68,15 @@ class DyTConfig:
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)
 
 
-# The heuristic's (tile elements, warps, programs per SM) per (pass, 16-bit x?) and power-of-two
+# The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
 # row width, fitted to the H200 sweeps of the spec's grid at 2**26 elements (benchmarks/results/
-# 2026-11-29-h200: the 16 / 1024 / 8192 widths; 2026-11-29-h200-c/run1: the others): each entry
-# is the measured winner's tile, warps and programs. No simple rule fits the winners (e.g. bf16
-# forward: 8192-element tiles on 4 warps won by 27% and 12% at 128 and 512 columns, 4096 on 2
-# warps stayed best at 256 and 1024), so the fit is this table. Widths not swept (bf16 2048
-# and 4096 backward, 4096 forward) keep the earlier rule's entry. fp32 forward: 1024 on 4 warps
-# was within 1% of the best at every width.
+# 2026-11-29-h200: widths 16 / 1024 / 8192; 2026-11-29-h200-c/run1: the others; run4: the
+# changed entries re-swept with this table as the baseline): each entry is the measured
+# winner's tile, warps and programs. No simple rule fits the winners (bf16 forward: 8192-element
+# tiles on 4 warps won by 27% and 12% at 128 and 512 columns, 4096 on 2 warps stayed best at 256
+# and 1024), so the fit is this table. bf16 backward at 32 and 128 columns: run 1's winners had
+# spreads of 20-70% and lost to the 4096 / 8-warp tile by 13-14% in run 4, which is the entry.
+# fp32 forward: 1024 on 4 warps was within 1% of the best at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
@@ -83,8 +84,8 @@ _FITTED = {
     ("fwd", 2): {16: (2048, 4, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
                  512: (8192, 4, 4), 1024: (4096, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 4, 4),
                  8192: (2048, 4, 4)},
-    ("bwd", 2): {16: (4096, 8, 2), 32: (8192, 16, 1), 64: (4096, 8, 2), 128: (2048, 8, 4), 256: (4096, 8, 2),
-                 512: (2048, 4, 4), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (8192, 16, 1),
+    ("bwd", 2): {16: (4096, 8, 2), 32: (4096, 8, 2), 64: (4096, 8, 2), 128: (4096, 8, 2), 256: (4096, 8, 2),
+                 512: (2048, 4, 4), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (2048, 16, 2),
                  8192: (8192, 16, 1)},
 }
 
