@@ -6,6 +6,7 @@ doing the same GEMMs, plus the dense bf16 matmul ceiling measured in the same ru
 import torch
 import triton
 
+from grouped_profile_fp8 import problem   # benchmarks/ is on the path when this file runs
 from tilefuse.ops.grouped_glu_mlp import launch
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
@@ -23,13 +24,8 @@ MAIN = GemmConfig(128, 128, 64, 8, 4, 1)
 WGRADS = [GemmConfig(64, 64, 32, 4, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4),
           GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 32, 8, 4), GemmConfig(64, 128, 64, 4, 4)]
 for E, T, H, F in [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768)]:
-    counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
+    counts, x, probs, w1, w2, dy = problem(E, T, H, F, dev)
     offs = counts.cumsum(0).to(torch.int32)
-    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-    probs = torch.rand(T, device=dev)
-    w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
-    w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
-    dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
     z = torch.empty(T, 2 * F, device=dev, dtype=torch.bfloat16)
     h = torch.empty(T, F, device=dev, dtype=torch.bfloat16)
     y = torch.empty(T, H, device=dev, dtype=torch.bfloat16)

@@ -55,14 +55,21 @@ def ceilings():
             lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), flop)
 
 
-def profile(E, T, H, F):
-    dev = "cuda"
+def problem(E, T, H, F, dev="cuda"):
+    """(counts, x, probs, w1, w2, dy) of one shape: bf16, balanced counts (also used by
+    grouped_profile.py)."""
     counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
     x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
     probs = torch.rand(T, device=dev)
     w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
     w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
     dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    return counts, x, probs, w1, w2, dy
+
+
+def profile(E, T, H, F):
+    dev = "cuda"
+    counts, x, probs, w1, w2, dy = problem(E, T, H, F, dev)
     z = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
     h = torch.randn(T, F, device=dev, dtype=torch.bfloat16)
     dz = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
@@ -132,13 +139,7 @@ def profile(E, T, H, F):
 def steps(E, T, H, F, rounds=3):
     """The whole forward + backward (launch.forward + backward, heuristic tiles) of bf16 and of
     every recipe, the providers alternating for ``rounds`` rounds; the median per provider."""
-    dev = "cuda"
-    counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
-    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-    probs = torch.rand(T, device=dev)
-    w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
-    w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
-    dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    counts, x, probs, w1, w2, dy = problem(E, T, H, F)
     flop = 3 * 2 * T * 3 * H * F
 
     def step(recipe):
