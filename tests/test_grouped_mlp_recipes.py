@@ -38,7 +38,7 @@ import tilefuse
 from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, glu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
@@ -152,6 +152,25 @@ def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, de
         if m == 0:
             assert torch.count_nonzero(out[e]) == 0
         start += m
+
+
+def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
+    """fp8_block's dgrad usage quantizes W_e^T (read through transposed strides, written
+    K-contiguous): 128x128 blocks are symmetric, so its codes and scales are exactly the
+    forward's, transposed."""
+    g = torch.Generator().manual_seed(8)
+    w = (torch.randn(3, 256, 384, generator=g) * torch.logspace(-2, 2, 384)).to(torch.bfloat16).to(device)
+    fwd = recipes.quantize_weight("fp8_block", w)
+    dgrad = recipes.quantize_weight("fp8_block", w, transpose=True)
+    assert dgrad.data.shape == (3, 384, 256) and dgrad.data.is_contiguous()
+    assert torch.equal(dgrad.data, fwd.data.transpose(1, 2))
+    assert torch.equal(dgrad.scales, fwd.scales.transpose(1, 2))
+
+
+def test_fp8_glu_tile_is_capped_and_16_bit_tiles_are_not():
+    cfg = GemmConfig(128, 128, 128, 8, 3, 1)
+    assert glu_config(cfg, "fp8_block") == GemmConfig(128, 64, 128, 8, 3, 1)
+    assert glu_config(cfg, None) is cfg and glu_config(cfg, "mxfp8") is cfg
 
 
 def test_nvfp4_dgrad_copy_is_the_transposed_quantization(device):

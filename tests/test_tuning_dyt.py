@@ -122,6 +122,20 @@ def test_cli_sweep_without_a_gpu_fails_loudly_and_records_nothing(capsys):
     assert not tuning.is_covered("dyt", "fwd-M64-N32-x4")
 
 
+def test_each_key_prints_its_result_and_every_timed_candidate_as_it_finishes(capsys):
+    """A sweep stopped by a timeout keeps the evidence of the keys it finished."""
+    problem = DyTProblem("bwd", 32, 16, 4, False)
+    results, errors = runner.sweep_each([("dyt", problem)], device="cpu", timer=FakeTimer("M32-N16-w2-p1", 0.8),
+                                        rounds=2, record=False, progress=False)
+    assert not errors and len(results) == 1
+    lines = capsys.readouterr().out.splitlines()
+    swept = [line for line in lines if line.startswith("swept: dyt  bwd-M32-N16-x4  M32-N16-w2-p1  1.250x")]
+    timed = [line for line in lines if line.startswith("timed:  dyt bwd-M32-N16-x4: baseline ")]
+    assert len(swept) == 1 and len(timed) == 1
+    n_timed = len(results[0].with_status(TIMED))
+    assert timed[0].count(" us") == 1 + n_timed and "M32-N16-w2-p1 800000.0 us 1.250x" in timed[0]
+
+
 def test_parallel_sweep_one_process_per_device_merges_into_one_table():
     items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
     results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], timer=FakeTimer("M32-N16-w2-p1", 0.8),
