@@ -16,6 +16,7 @@ from tilefuse.quant.kernels import (e2m1_codes, e2m1_codes_stochastic, e4m3_bits
                                     e8m0_bits, e8m0_reciprocal, rht16)
 
 from quant_helpers import (blocks_with_amax, e2m1_tie_points, e4m3_tie_points, mixed, same_bits)
+from sm90_helpers import nvidia_compiler_available, run_compile_script
 
 U32 = 2 ** 32
 
@@ -333,30 +334,11 @@ print(json.dumps(out))
 '''
 
 
-def _nvidia_compiler_available():
-    import importlib.util
-    import pathlib
-    if importlib.util.find_spec("triton.backends.nvidia.compiler") is None:
-        return False
-    return (pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
-
-
-@pytest.mark.skipif(not _nvidia_compiler_available(), reason="Triton's NVIDIA backend (ptxas) is not installed")
+@pytest.mark.skipif(not nvidia_compiler_available(), reason="Triton's NVIDIA backend (ptxas) is not installed")
 def test_kernels_compile_for_sm90():
     """Every kernel builds for sm_90 (the interpreter does not catch compile-only errors, e.g. a
     NaN constexpr global), with no register spills (stack 0), no FMA contraction and no
     approximate division."""
-    import json
-    import os
-    import subprocess
-    import sys
-    import tilefuse
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    src = os.path.dirname(os.path.dirname(tilefuse.__file__))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-c", _SM90_COMPILE], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_compile_script(_SM90_COMPILE, timeout=600)
     for name, r in report.items():
         assert r["stack"] == 0 and r["fma"] == 0 and r["approx_div"] == 0, (name, r)

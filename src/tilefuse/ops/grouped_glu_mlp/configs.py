@@ -35,8 +35,9 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     first shape (64x128 on 4 warps was within 4%, and 5-9% ahead at the second); the fc1 + GLU
     and dGLU epilogues take BLOCK_N 64 (glu_config, dglu_config); the wgrads ran fastest with
     64x128 tiles (BLOCK_M 64 of the weight's columns, BLOCK_N 128 of its rows) on 4 warps,
-    3 stages: 347 / 224 TFLOP/s against 305 / 188 for 64x64. mxfp8 / nvfp4 decode into
-    bfloat16 in the loaders and use the 16-bit tiles."""
+    3 stages: 347 / 224 TFLOP/s against 305 / 188 for 64x64, although that tile spills (a
+    200-byte stack in the sm_90 compile under triton 3.8). mxfp8 / nvfp4 decode into bfloat16
+    in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
             return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3)
