@@ -16,6 +16,7 @@ import triton
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 
 SHAPES = {1: (8, 16384, 4096, 3584), 2: (64, 32768, 2048, 1408), 3: (128, 65536, 2048, 768)}
 GEMM_CONFIGS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1),
@@ -58,13 +59,8 @@ def ceilings():
 def problem(E, T, H, F, dev="cuda"):
     """(counts, x, probs, w1, w2, dy) of one shape: bf16, balanced counts (also used by
     grouped_profile.py)."""
-    counts = torch.full((E,), T // E, device=dev, dtype=torch.int32)
-    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-    probs = torch.rand(T, device=dev)
-    w1 = torch.randn(E, 2 * F, H, device=dev, dtype=torch.bfloat16) * H ** -0.5
-    w2 = torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * F ** -0.5
-    dy = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-    return counts, x, probs, w1, w2, dy
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=dev)
+    return i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"]
 
 
 def profile(E, T, H, F):

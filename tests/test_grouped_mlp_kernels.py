@@ -20,7 +20,7 @@ from tilefuse.ops.grouped_glu_mlp import launch
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
-from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
+from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
 from tilefuse.tuning.sweep import TIMED
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
@@ -28,18 +28,11 @@ SMALL = GemmConfig(32, 32, 32, 4, 2, 2)   # small tiles: several row and column 
 
 
 def make(counts, H, F, dtype, bias, device, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    E, T = len(counts), sum(counts)
-
-    def randn(*s, sc=1.0):
-        return (torch.randn(s, generator=g) * sc).to(dtype).to(device).requires_grad_(True)
-
-    x = randn(T, H)
-    probs = torch.rand(T, generator=g).to(device).requires_grad_(True)
-    w1, w2 = randn(E, 2 * F, H, sc=H ** -0.5), randn(E, H, F, sc=F ** -0.5)
-    b1 = randn(E, 2 * F, sc=0.1) if bias else None
-    b2 = randn(E, H, sc=0.1) if bias else None
-    return x, torch.tensor(counts, dtype=torch.int32, device=device), probs, w1, w2, b1, b2
+    """(x, counts, probs, w1, w2, b1, b2), the floating ones requiring grad."""
+    i = random_inputs(counts, H, F, dtype, bias=bias, device=device, generator=torch.Generator().manual_seed(seed))
+    leaf = lambda t: None if t is None else t.requires_grad_(True)   # noqa: E731
+    return (leaf(i["x"]), i["counts"], leaf(i["probs"]), leaf(i["w1"]), leaf(i["w2"]), leaf(i["b1"]),
+            leaf(i["b2"]))
 
 
 def rel(a, b):

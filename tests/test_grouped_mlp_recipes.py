@@ -40,7 +40,7 @@ from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, glu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
-from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference
+from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
 from tilefuse.quant import quantize_nvfp4
 from tilefuse.utils import capture_cuda_graph
@@ -55,16 +55,7 @@ GRAD_NAMES = ("dx", "dprobs", "dfc1_weight", "dfc2_weight", "dfc1_bias", "dfc2_b
 
 
 def make(counts, H, F, dtype, bias, device, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    E, T = len(counts), sum(counts)
-
-    def randn(*s, sc=1.0):
-        return (torch.randn(s, generator=g) * sc).to(dtype).to(device)
-
-    return dict(x=randn(T, H), counts=torch.tensor(counts, dtype=torch.int32, device=device),
-                probs=torch.rand(T, generator=g).to(device), w1=randn(E, 2 * F, H, sc=H ** -0.5),
-                w2=randn(E, H, F, sc=F ** -0.5), b1=randn(E, 2 * F, sc=0.1) if bias else None,
-                b2=randn(E, H, sc=0.1) if bias else None, dy=randn(T, H))
+    return random_inputs(counts, H, F, dtype, bias=bias, device=device, generator=torch.Generator().manual_seed(seed))
 
 
 def rel(a, b):

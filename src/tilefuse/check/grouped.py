@@ -18,7 +18,7 @@ from .. import launches, policy, tuning
 from ..ops.grouped_glu_mlp import configs, launch, recipes
 from ..ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from ..ops.grouped_glu_mlp.configs import GemmConfig
-from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused
+from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused, random_inputs
 from . import bench
 
 # Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
@@ -28,15 +28,13 @@ SMALL = GemmConfig(32, 32, 32, 4, 2, 2)
 
 
 def _inputs(counts, H, F, dtype, bias, device, grad=True):
-    E, T = len(counts), sum(counts)
-
-    def randn(*s, sc=1.0):
-        return (torch.randn(s, device=device) * sc).to(dtype).requires_grad_(grad)
-
-    return dict(x=randn(T, H), counts=torch.tensor(counts, dtype=torch.int32, device=device),
-                probs=torch.rand(T, device=device).requires_grad_(grad), w1=randn(E, 2 * F, H, sc=H ** -0.5),
-                w2=randn(E, H, F, sc=F ** -0.5), b1=randn(E, 2 * F, sc=0.1) if bias else None,
-                b2=randn(E, H, sc=0.1) if bias else None)
+    """reference.random_inputs, the differentiable inputs requiring grad with ``grad``."""
+    i = random_inputs(counts, H, F, dtype, bias=bias, device=device)
+    if grad:
+        for name in ("x", "probs", "w1", "w2", "b1", "b2"):
+            if i[name] is not None:
+                i[name].requires_grad_(True)
+    return i
 
 
 def _rel(a, b) -> float:
@@ -63,7 +61,7 @@ def _autograd(fn, i, activation, interleave, dy, **kw):
 
 def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> list[dict]:
     i = _inputs(counts, H, F, dtype, bias, device)
-    dy = torch.randn(sum(counts), H, device=device).to(dtype)
+    dy = i["dy"]
     with launches.counting() as launched:
         fused = _fused(i, activation, interleave, cfg, dy)
     ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
@@ -94,9 +92,8 @@ SMALL_RECIPE = {"fp8_block": GemmConfig(32, 32, 128, 4, 2, 2), "mxfp8": SMALL, "
 
 
 def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg) -> dict:
-    i = {k: (v.detach() if isinstance(v, torch.Tensor) else v)
-         for k, v in _inputs(counts, H, F, torch.bfloat16, bias, device, grad=False).items()}
-    dy = torch.randn(sum(counts), H, device=device).to(torch.bfloat16)
+    i = _inputs(counts, H, F, torch.bfloat16, bias, device, grad=False)
+    dy = i["dy"]
     with launches.counting() as launched:
         got = _fused(i, activation, interleave, cfg, dy, recipe=recipe, wgrad_cfg=cfg)
     kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
@@ -144,10 +141,10 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
 SHAPES = [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768)]   # (E, T, H, F)
 
 
-def _balanced_counts(E, T, device):
+def _balanced_counts(E, T):
     base = torch.full((E,), T // E, dtype=torch.int32)
     base[: T % E] += 1
-    return base.to(device)
+    return base
 
 
 def _host_p50_us(fn, n=300) -> float:
@@ -172,11 +169,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
     CUDA-graph replay interleaved; host p50 per forward call."""
     rows = []
     for E, T, H, F in progress(SHAPES[1:2] if quick else SHAPES, desc="grouped bench"):
-        i = _inputs([0] * E, H, F, torch.bfloat16, False, "cuda")  # shapes only; replaced below
-        i["x"] = torch.randn(T, H, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
-        i["probs"] = torch.rand(T, device="cuda").requires_grad_(True)
-        i["counts"] = _balanced_counts(E, T, "cuda")
-        dy = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        i = _inputs(_balanced_counts(E, T), H, F, torch.bfloat16, False, "cuda")
+        dy = i["dy"]
         flops = 3 * (2 * T * H * 2 * F + 2 * T * F * H)
         leaves = (i["x"], i["probs"], i["w1"], i["w2"])
 

@@ -75,8 +75,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
              glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
-        found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0],
-                                     x.element_size(), activation, glu_interleave or 0, has_bias, recipe or "")
+        found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2],
+                                     fc2_weight.shape[0], x.element_size(), activation, glu_interleave or 0, has_bias,
+                                     recipe or "")
         cfg = None if found is None else GemmConfig(*found)
     else:
         cfg = fused_config(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)

@@ -157,6 +157,32 @@ def expert_rows(tokens_per_expert: torch.Tensor, n_tokens: int) -> list[tuple[in
 
 
 # ---------------------------------------------------------------------------------------------
+# Random problems (tests, `tilefuse check`, tuning sweeps, benchmarks)
+def random_inputs(counts, hidden: int, ffn: int, dtype: torch.dtype, *, bias: bool, device,
+                  generator: torch.Generator | None = None) -> dict:
+    """A random problem: ``x`` (T, H), ``counts`` (int32 on ``device``), ``probs`` U(0, 1)
+    float32, ``w1`` (E, 2F, H) and ``w2`` (E, H, F) scaled by fan-in^-1/2, ``b1`` / ``b2`` (0.1
+    scale; None without ``bias``), ``dy`` (T, H); floating tensors in ``dtype`` but probs.
+
+    counts: a list of ints or an int tensor (E,). Values are drawn in that order from
+    ``generator`` on its own device and moved to ``device``, or from the default generator on
+    ``device``."""
+    counts = torch.as_tensor(counts, dtype=torch.int32)
+    n_experts, n_tokens = counts.shape[0], int(counts.sum())
+    draw = generator.device if generator is not None else torch.device(device)
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(shape, generator=generator, device=draw) * scale).to(dtype).to(device)
+
+    x = randn(n_tokens, hidden)
+    probs = torch.rand(n_tokens, generator=generator, device=draw).to(device)
+    w1, w2 = randn(n_experts, 2 * ffn, hidden, scale=hidden ** -0.5), randn(n_experts, hidden, ffn, scale=ffn ** -0.5)
+    b1 = randn(n_experts, 2 * ffn, scale=0.1) if bias else None
+    b2 = randn(n_experts, hidden, scale=0.1) if bias else None
+    return dict(x=x, counts=counts.to(device), probs=probs, w1=w1, w2=w2, b1=b1, b2=b2, dy=randn(n_tokens, hidden))
+
+
+# ---------------------------------------------------------------------------------------------
 # The oracle: forward and explicit backward
 def grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, *, activation="swiglu",
                               glu_interleave=32, fc1_bias=None, fc2_bias=None, compute_dtype=torch.float32):

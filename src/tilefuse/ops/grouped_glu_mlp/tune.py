@@ -23,6 +23,7 @@ from ... import launches
 from ...tuning.family import ROUTE, TuningFamily
 from ...utils import next_power_of_2
 from .configs import GemmConfig, heuristic
+from .reference import random_inputs
 
 _HERE = Path(__file__).resolve().parent
 _KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bias)?(?:-(fp8_block|mxfp8|nvfp4))?")
@@ -143,11 +144,7 @@ class GroupedFamily(TuningFamily):
         weights = torch.rand(E, generator=gen, device=device)
         weights[E // 2] = 0
         counts = torch.bincount(torch.multinomial(weights, T, replacement=True, generator=gen), minlength=E)
-        randn = lambda *s, sc=1.0: (torch.randn(s, generator=gen, device=device) * sc).to(dtype)  # noqa: E731
-        return dict(x=randn(T, H), counts=counts.to(torch.int32), probs=torch.rand(T, generator=gen, device=device),
-                    w1=randn(E, 2 * F, H, sc=H ** -0.5), w2=randn(E, H, F, sc=F ** -0.5),
-                    b1=randn(E, 2 * F, sc=0.1) if p.has_bias else None, b2=randn(E, H, sc=0.1) if p.has_bias else None,
-                    dy=randn(T, H))
+        return random_inputs(counts, H, F, dtype, bias=p.has_bias, device=device, generator=gen)
 
     def input_bytes(self, p: GroupedProblem) -> int:
         return p.n_tokens * p.hidden * p.itemsize * 2 + p.n_experts * 3 * p.hidden * p.ffn * p.itemsize
