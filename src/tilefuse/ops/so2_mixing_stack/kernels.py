@@ -13,7 +13,7 @@ accumulated in float32 whatever the input dtype. Offsets are int64.
 import triton
 import triton.language as tl
 
-from ..triton_common import to_output
+from ..triton_common import dot_f32acc, to_output
 
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
@@ -78,10 +78,7 @@ def so2_fwd_gate_kernel(
                     other=0.0).to(tl.float32)
         w = tl.load(w0_ptr + w_base + k[:, None] * M0 + cols[None, :],
                     mask=(k < M0)[:, None] & cmask[None, :], other=0.0).to(tl.float32)
-        if IEEE:
-            acc = tl.dot(a, w, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, w, acc)
+        acc = dot_f32acc(a, w, acc, IEEE)
     mask = emask[:, None] & cmask[None, :]
     offs = row_base[:, None] + cols[None, :]
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
@@ -124,10 +121,7 @@ def so2_gemm_kernel(
                     other=0.0).to(tl.float32)
         w = tl.load(w_base + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n,
                     mask=kmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)
-        if IEEE:
-            acc = tl.dot(a, w, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, w, acc)
+        acc = dot_f32acc(a, w, acc, IEEE)
     mask = emask[:, None] & nmask[None, :]
     offs = row_base[:, None] + n[None, :]
     res = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
@@ -265,10 +259,7 @@ def so2_bwd_pointwise_kernel(
         tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
         if WRITE_GQ:
             tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
-        if IEEE:
-            acc = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc)
+        acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
     tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 
