@@ -10,6 +10,7 @@ nothing about any op. Families are registered by module path and imported on fir
 from __future__ import annotations
 
 import abc
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import Any, Mapping
@@ -63,13 +64,24 @@ class TuningFamily(abc.ABC):
         Raises ValueError when ``key`` is not a key of this family."""
 
     # --- configs ----------------------------------------------------------------------
-    @abc.abstractmethod
-    def config_from_dict(self, d: Mapping[str, Any]):
-        """Parse a stored config; ValueError on unknown or missing fields or bad values."""
+    #: The family's config dataclass, stored field by field by the two methods below
+    #: (a family whose configs are not such a dataclass overrides them).
+    config_class: type | None = None
 
-    @abc.abstractmethod
+    def config_from_dict(self, d: Mapping[str, Any]):
+        """Parse a stored config; ValueError on unknown or missing fields or bad values (those
+        the dataclass rejects when constructed)."""
+        cls = self.config_class
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(d, Mapping) or set(d) != fields:
+            raise ValueError(f"a {cls.__name__} has the fields {sorted(fields)}, got {d!r}")
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
     def config_to_dict(self, config) -> dict:
-        ...
+        return dataclasses.asdict(config)
 
     @abc.abstractmethod
     def is_valid(self, key: str, config) -> bool:

@@ -56,13 +56,6 @@ class DyTConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "DyTConfig":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        if set(d) != fields:
-            raise ValueError(f"DyTConfig fields {sorted(fields)}, got {sorted(d)}")
-        return cls(**d)
-
     def complexity(self) -> tuple:
         """Ordering for ties: fewer warps, one row per program, fewer programs are simpler."""
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)

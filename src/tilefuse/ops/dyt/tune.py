@@ -84,6 +84,7 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, tol: torch.Tenso
 
 class DyTFamily(TuningFamily):
     name = "dyt"
+    config_class = DyTConfig
     source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
 
     def key(self, problem: DyTProblem) -> str:
@@ -99,17 +100,6 @@ class DyTFamily(TuningFamily):
             raise ValueError(f"not a dyt key: {key!r} (rows bucket a power of two, cols >= 1, "
                              f"itemsize 2 or 4)")
         return DyTProblem(pass_, rows, cols, itemsize, cf is not None)
-
-    def config_from_dict(self, d) -> DyTConfig:
-        if not isinstance(d, dict):
-            raise ValueError(f"a DyTConfig is an object, got {d!r}")
-        try:
-            return DyTConfig.from_dict(d)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-
-    def config_to_dict(self, config: DyTConfig) -> dict:
-        return config.to_dict()
 
     def is_valid(self, key: str, config) -> bool:
         return config in _allowed(key)

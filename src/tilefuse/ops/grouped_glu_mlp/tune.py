@@ -94,6 +94,7 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
 
 class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
+    config_class = GemmConfig
     source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
 
     def key(self, p: GroupedProblem) -> str:
@@ -106,14 +107,6 @@ class GroupedFamily(TuningFamily):
             raise ValueError(f"not a grouped_glu_mlp key: {key!r} (e.g. 'H2048-F1408-E64-x2-T32768-swiglu-s32')")
         return GroupedProblem(int(m[5]), int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[6], int(m[7]),
                               m[8] is not None, m[9] or "")
-
-    def config_from_dict(self, d) -> GemmConfig:
-        if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(GemmConfig)}:
-            raise ValueError(f"not a GemmConfig: {d!r}")
-        return GemmConfig(**d)
-
-    def config_to_dict(self, config: GemmConfig) -> dict:
-        return dataclasses.asdict(config)
 
     def is_valid(self, key: str, config) -> bool:
         problem = self.problem_for_key(key)

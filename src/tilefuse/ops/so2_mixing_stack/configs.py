@@ -29,21 +29,6 @@ class So2Config:
         route = "fused" if self.fused else "relay"
         return f"{route}-M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d) -> "So2Config":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        if set(d) != fields:
-            raise ValueError(f"So2Config fields {sorted(fields)}, got {sorted(d)}")
-        cfg = cls(**d)
-        for name in ("block_m", "block_n", "block_k", "num_warps"):
-            v = getattr(cfg, name)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                raise ValueError(f"So2Config.{name} must be a positive power of two, got {v!r}")
-        return cfg
-
 
 # The fused kernel forms gate dots in registers: above this focus_dim the per-program gate
 # tiles spill (the seed project's cuBLAS gate path started at 96).

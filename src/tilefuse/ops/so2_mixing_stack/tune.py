@@ -70,6 +70,7 @@ class So2Inputs:
 
 class So2Family(TuningFamily):
     name = "so2_mixing_stack"
+    config_class = So2Config
     source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
 
     def key(self, problem: So2Problem) -> str:
@@ -80,17 +81,6 @@ class So2Family(TuningFamily):
         if m is None or int(m[1]) < 1 or int(m[2]) < 1 or int(m[3]) not in _SWEEP_DTYPE:
             raise ValueError(f"not a so2_mixing_stack key: {key!r} (expected e.g. 'L3-C32-x4')")
         return So2Problem(int(m[1]), int(m[2]), int(m[3]))
-
-    def config_from_dict(self, d) -> So2Config:
-        if not isinstance(d, dict):
-            raise ValueError(f"a So2Config is an object, got {d!r}")
-        try:
-            return So2Config.from_dict(d)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-
-    def config_to_dict(self, config: So2Config) -> dict:
-        return config.to_dict()
 
     def is_valid(self, key: str, config) -> bool:
         return config in self.candidates(self.problem_for_key(key))
