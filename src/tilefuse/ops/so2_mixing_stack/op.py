@@ -7,6 +7,8 @@ derivatives are exact; no kernel runs there.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ... import policy
@@ -49,6 +51,21 @@ def _reference_grads(ctx, grad_out):
     return (*create_graph_grads(ctx, forward, ctx.saved_tensors[:5], grad_out), None, None, None)
 
 
+def _kernel_grads(ctx, grad_out, run_backward):
+    """The eight forward arguments' gradients from a saved forward: the reference's under
+    create_graph, else ``run_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
+    gw_all, dims, apply_alpha, weight_grads) -> (grad_u0, grad_alpha, weight grads)``."""
+    grads = _reference_grads(ctx, grad_out)
+    if grads is not None:
+        return grads
+    u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
+    weight_grads = any(ctx.needs_input_grad[2:5])
+    grad_u0, grad_alpha, dws = run_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all,
+                                            ctx.dims, ctx.apply_alpha, weight_grads)
+    dw0, dw1, dgw = dws if weight_grads else (None, None, None)
+    return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
+
+
 class So2StackFunction(torch.autograd.Function):
     """The eager entry point (plain autograd.Function: no torch.library dispatch cost); traced
     calls take the custom ops below. Both run launch.forward / launch.backward."""
@@ -66,17 +83,7 @@ class So2StackFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        grads = _reference_grads(ctx, grad_out)
-        if grads is not None:
-            return grads
-        u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
-        d, apply_alpha = ctx.dims, ctx.apply_alpha
-        weight_grads = any(ctx.needs_input_grad[2:5])
-        grad_u0, grad_alpha, dws = launch.backward(
-            grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads,
-            config=ctx.config)
-        dw0, dw1, dgw = dws if dws is not None else (None, None, None)
-        return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
+        return _kernel_grads(ctx, grad_out, functools.partial(launch.backward, config=ctx.config))
 
 
 # --- custom ops: what torch.compile sees (opaque, with fake impls) ---------------------------
@@ -139,19 +146,14 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(z_all, u_final)
 
 
+def _backward_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads):
+    grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all,
+                                                 d.lmax, d.focus_dim, apply_alpha, weight_grads)
+    return grad_u0, grad_alpha, dws
+
+
 def _backward(ctx, grad_out, _grad_z, _grad_u):
-    grads = _reference_grads(ctx, grad_out)
-    if grads is not None:
-        return grads
-    u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
-    d, apply_alpha = ctx.dims, ctx.apply_alpha
-    weight_grads = any(ctx.needs_input_grad[2:5])
-    grad_u0, grad_alpha, dw0, dw1, dgw = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all,
-                                                          w1_all, gw_all, d.lmax, d.focus_dim, apply_alpha,
-                                                          weight_grads)
-    if not weight_grads:
-        dw0 = dw1 = dgw = None
-    return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
+    return _kernel_grads(ctx, grad_out, _backward_op)
 
 
 torch.library.register_autograd("tilefuse::so2_stack_fwd", _backward, setup_context=_setup_context)
