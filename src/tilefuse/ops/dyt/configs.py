@@ -62,14 +62,13 @@ class DyTConfig:
 
 
 # The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
-# row width, fitted to the H200 sweeps of the spec's grid at 2**26 elements (benchmarks/results/
-# 2026-11-29-h200: widths 16 / 1024 / 8192; 2026-11-29-h200-c/run1: the others; run4: the
-# changed entries re-swept with this table as the baseline): each entry is the measured
-# winner's tile, warps and programs. No simple rule fits the winners (bf16 forward: 8192-element
-# tiles on 4 warps won by 27% and 12% at 128 and 512 columns, 4096 on 2 warps stayed best at 256
-# and 1024), so the fit is this table. bf16 backward at 32 and 128 columns: run 1's winners had
-# spreads of 20-70% and lost to the 4096 / 8-warp tile by 13-14% in run 4, which is the entry.
-# fp32 forward: 1024 on 4 warps was within 1% of the best at every width.
+# row width: the tiles that won the H200 sweeps of the spec's grid at 2**26 elements
+# (benchmarks/results/2026-11-29-h200 and 2026-11-29-h200-c, whose run 4 re-swept every entry
+# with this table as the baseline). No simple rule fits the winners (bf16 forward: 8192-element
+# tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256
+# and 1024). bf16 backward at 32 and 128 columns: three sweeps crowned three different tiles,
+# 13-27% apart with spreads up to 48%; the entry is run 4's winner. fp32 forward: 1024 on
+# 4 warps is within 1% of the best at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),

@@ -35,7 +35,7 @@ def check_split(counts: torch.Tensor, n_tokens: int) -> None:
 @functools.lru_cache(maxsize=256)
 def glu_scale_uniform(ffn: int, interleave: int, block_n: int) -> bool:
     """Whether every BLOCK_N tile of activation columns has its gate columns in one 128-wide
-    block of FC1 columns and its up columns in one (kernels.fp8_b_scales). True for the halves
+    block of FC1 columns and its up columns in one (kernels.fp8_b_scale). True for the halves
     layout (F a multiple of 128) and for interleaves dividing BLOCK_N <= 64."""
     for cols in glu_index(ffn, interleave or None):
         blocks = (cols // 128).tolist()

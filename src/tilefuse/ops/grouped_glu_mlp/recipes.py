@@ -25,9 +25,9 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   straddle experts); both usages have the same blocks, so the dgrad usage's copy (W_e^T
   quantized, read through transposed strides) holds the forward's codes and scales transposed,
   K-contiguous as Hopper's FP8 tensor-core dot wants its B operand. mxfp8: 1x32 along the
-  usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16 2-D blocks with a per-expert amax; the dgrad
-  usage quantizes W_e^T, which gives exactly the transposed codes and scales (2-D blocks and the
-  amax are symmetric).
+  usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16
+  2-D blocks with a per-expert amax; the dgrad usage quantizes W_e^T, which gives exactly the
+  transposed codes and scales (2-D blocks and the amax are symmetric).
 - nvfp4 per-tensor scales: weights use one amax per expert. Activations and gradients use one
   amax per tensor (all experts' rows): a per-expert amax would need each expert's row range on
   the host. Optional RHT / stochastic rounding of the quantizers are not used by the op.
