@@ -154,30 +154,16 @@ def test_opcheck_and_compile_fullgraph(tuning_table, device):
 # The heuristic tilings compiled for sm_90 in a subprocess without the interpreter: TTGIR after
 # inlining, the K loop's async copies (the software pipeline), and the spill stack.
 _SM90_COMPILE = r'''
-import json, re, subprocess, tempfile
-from pathlib import Path
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+import json, re
+from sm90_helpers import compile_sm90
 from tilefuse.ops.grouped_glu_mlp import configs, kernels as G
 
-CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-
 def build(fn, sig, constexprs, divisible, cfg):
-    names = fn.arg_names
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
-    src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in constexprs}}, constexprs=constexprs,
-                    attrs=attrs)
-    c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(c.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(CUOBJDUMP), "--dump-resource-usage", f.name], capture_output=True,
-                               text=True).stdout
+    c, usage = compile_sm90(fn, sig, constexprs, divisible=divisible, num_warps=cfg.num_warps,
+                            num_stages=cfg.num_stages)
     ir = c.asm["ttgir"]
     return {"calls": len(re.findall(r"tt\.call", ir)), "async": len(re.findall("async_copy_global_to_local", ir)),
-            "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
+            "stack": usage["stack"]}
 
 out = {}
 for recipe, itemsize in ((1, 1), (0, 2)):

@@ -285,29 +285,17 @@ def test_deterministic():
 # Compiled for sm_90 (no GPU needed)
 
 _SM90_COMPILE = r'''
-import itertools, json, re, subprocess, sys, tempfile
-from pathlib import Path
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+import itertools, json, re
+from sm90_helpers import compile_sm90
 from tilefuse.quant import kernels as K, launch as L
 
-CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 X = {"x_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32", "x_stride_r": "i32", "x_stride_c": "i32"}
 out = {}
 
 def build(name, fn, sig, constexprs, warps):
-    src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in constexprs}}, constexprs=constexprs)
-    c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": warps, **L._COMPILE})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(c.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(CUOBJDUMP), "--dump-resource-usage", f.name],
-                               capture_output=True, text=True).stdout
-    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+    c, usage = compile_sm90(fn, sig, constexprs, num_warps=warps, **L._COMPILE)
     ptx = c.asm["ptx"]
-    out[name] = {"regs": int(regs), "stack": int(stack), "fma": len(re.findall(r"\bfma\.", ptx)),
+    out[name] = {**usage, "fma": len(re.findall(r"\bfma\.", ptx)),
                  "approx_div": len(re.findall(r"div\.(approx|full)", ptx))}
 
 fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32"}
