@@ -77,6 +77,7 @@ def main(argv=None) -> int:
         # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
         from .tuning.command import main as tune_main
         return tune_main(argv[1:])
+    from .check.sections import OPS
     parser = argparse.ArgumentParser(prog="tilefuse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="verify every path on this machine, benchmark on a GPU, write a report")
@@ -84,14 +85,14 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
     p.add_argument("--no-bench", action="store_true", help="verification only")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--ops", help="comma-separated ops to check (default: all): dyt, so2_mixing_stack, grouped_glu_mlp")
+    p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
     p.set_defaults(func=_check)
     sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
     p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
     p.add_argument("--out", default="tilefuse-report")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--ops", help="comma-separated ops to benchmark (default: all)")
+    p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
     p.set_defaults(func=_bench)
     p = sub.add_parser("info", help="print the environment")
     p.set_defaults(func=_info)

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .env import environment
+from .sections import OPS, section
 
 
 def _progress(enabled: bool):
@@ -23,9 +24,6 @@ def _progress(enabled: bool):
             return items
         return tqdm(items, desc=desc, disable=not enabled, leave=False)
     return wrap
-
-
-OPS = ("dyt", "so2_mixing_stack", "grouped_glu_mlp")
 
 
 def parse_ops(text: str | None) -> tuple[str, ...]:
@@ -42,9 +40,7 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
               verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS) -> dict:
     """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it."""
-    from . import dyt, grouped, so2, report as rep
-
-    sections = {"dyt": dyt, "so2_mixing_stack": so2, "grouped_glu_mlp": grouped}
+    from . import report as rep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     progress = _progress(show_progress)
@@ -53,12 +49,12 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     result = {"environment": environment(), "ops": list(ops), "verification": [], "benchmarks": {}, "plots": []}
     if verify:
         for op in ops:
-            result["verification"] += sections[op].verify(quick, device, progress)
+            result["verification"] += section(op).verify(quick, device, progress)
     for op in ops:
         if device == "cuda" and bench:
-            result["benchmarks"][op] = sections[op].benchmark(quick, progress)
-            if op == "dyt" and rep.plot_dyt(out / "dyt_bandwidth.png", result["benchmarks"]["dyt"]):
-                result["plots"].append("dyt_bandwidth.png")
+            result["benchmarks"][op] = b = section(op).benchmark(quick, progress)
+            if hasattr(section(op), "plots"):
+                result["plots"] += section(op).plots(out, b)
         else:
             reason = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
                 if device == "cpu" else "benchmarks disabled (--no-bench)"
@@ -80,25 +76,7 @@ def summary(result: dict, out_dir) -> str:
     for op, b in result["benchmarks"].items():
         if "skipped" in b:
             lines.append(f"{op} benchmark: no timing taken ({b['skipped']})")
-            continue
-        if op == "grouped_glu_mlp":
-            for r in b["rows"]:
-                if r["status"] == "ok":
-                    lines.append(f"grouped E{r['experts']} T{r['tokens']} {r['provider']}: {r['tflops']:.0f} TFLOP/s")
-            continue
-        if op == "so2_mixing_stack":
-            for r in b["rows"]:
-                if r["status"] == "ok":
-                    lines.append(f"so2 L{r['lmax']} C{r['focus_dim']} {r['provider']}: {r['ms']:.3f} ms "
-                                 f"(table picks {r['table_picks']})")
-            continue
-        ours = [r for r in b["rows"] if r["provider"] == "tilefuse" and r["status"] == "ok"
-                and r.get("mode") == "graph"]
-        for pass_ in ("fwd", "fwd+bwd"):
-            for dtype in ("fp32", "bf16"):
-                fr = [r["fraction_of_copy"] for r in ours if r["pass"] == pass_ and r["dtype"] == dtype]
-                if fr:
-                    lines.append(f"{op} {pass_} {dtype}: {min(fr):.0%}-{max(fr):.0%} of the copy ceiling "
-                                 "(graph replay)")
+        else:
+            lines += section(op).benchmark_summary(b)
     lines.append(f"report: {Path(out_dir) / 'report.md'} ({result['wall_seconds']} s)")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ a GPU the benchmark against eager PyTorch, torch.compile and Liger-Kernel."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -183,3 +184,73 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     rows.append(row)
             del x, a, w, b, dy
     return {"numel": numel, "copy_ceiling_gbs": ceilings, "rows": rows}
+
+
+def benchmark_markdown(b: dict) -> list[str]:
+    ceil = ", ".join(f"{k} {v:.0f} GB/s" for k, v in b["copy_ceiling_gbs"].items())
+    lines = [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "
+             "Mode 'graph': CUDA-graph replay (device time); 'eager loop': per-call Python calls "
+             "(adds host overhead). Time is the median over interleaved rounds (spread = (max-min)/median); "
+             "'vs tilefuse' is the provider's time over tilefuse's (> 1: tilefuse is faster). The config "
+             "column names the tilefuse config that ran (fwd / bwd); '(untuned)' marks a shape the tuning "
+             "table does not cover, where the heuristic default ran.", "",
+             "| dtype | width | pass | provider | mode | ms | spread | GB/s | of copy | vs tilefuse | config / error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in b["rows"]:
+        head = f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | {r.get('mode', '')} | "
+        if r["status"] != "ok":
+            lines.append(head + f"failed | | | | | {r['error']} |")
+            continue
+        lines.append(head + f"{r['ms']:.4f} | {r['spread']:.1%} | {r['gbs']:.0f} | {r['fraction_of_copy']:.1%} | "
+                     f"{r.get('tilefuse_speedup', float('nan')):.2f} | {r.get('config', '')} |")
+    return lines
+
+
+def benchmark_summary(b: dict) -> list[str]:
+    ours = [r for r in b["rows"] if r["provider"] == "tilefuse" and r["status"] == "ok" and r.get("mode") == "graph"]
+    lines = []
+    for pass_ in ("fwd", "fwd+bwd"):
+        for dtype in ("fp32", "bf16"):
+            fr = [r["fraction_of_copy"] for r in ours if r["pass"] == pass_ and r["dtype"] == dtype]
+            if fr:
+                lines.append(f"dyt {pass_} {dtype}: {min(fr):.0%}-{max(fr):.0%} of the copy ceiling (graph replay)")
+    return lines
+
+
+def plots(out_dir, b: dict) -> list[str]:
+    """The bandwidth plot's file name, written into out_dir (none without matplotlib)."""
+    name = "dyt_bandwidth.png"
+    return [name] if plot_bandwidth(Path(out_dir) / name, b) else []
+
+
+def plot_bandwidth(path: Path, bench: dict) -> bool:
+    """Fraction of the copy ceiling against width, one line per provider, one panel per
+    (dtype, pass). Returns False when matplotlib is unavailable."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = [r for r in bench["rows"] if r["status"] == "ok"]
+    panels = [(d, p) for d in ("fp32", "bf16") for p in ("fwd", "fwd+bwd")]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True, sharey=True)
+    for ax, (dtype, pass_) in zip(axes.flat, panels):
+        for provider in sorted({r["provider"] for r in bench["rows"]}):
+            for mode in ("graph", "eager loop"):
+                pts = sorted((r["width"], r["fraction_of_copy"]) for r in rows if r["dtype"] == dtype
+                             and r["pass"] == pass_ and r["provider"] == provider and r.get("mode") == mode)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                            ls="-" if mode == "graph" else ":", label=f"{provider} ({mode})")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"dyt {pass_}, x {dtype}, fp32 params")
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("width (columns)")
+        ax.set_ylabel("fraction of copy ceiling")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -234,3 +234,25 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     row["speedup_vs_tilefuse_bf16"] = bf16.median_ms / t.median_ms   # fp8_block target: >= 1.4
             rows.append(row)
     return {"rows": rows}
+
+
+def benchmark_markdown(b: dict) -> list[str]:
+    lines = ["bf16 forward+backward (3x forward FLOPs), CUDA-graph replay interleaved (the per-expert loop "
+             "eagerly: it reads the counts on the host); host p50 per forward call (synchronised, "
+             "submission only, 300 calls) and per forward+backward call.", "",
+             "| experts | tokens | H | F | provider | ms | spread | TFLOP/s | host p50 fwd (us) "
+             "| host p50 fwd+bwd (us) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in b["rows"]:
+        t = (f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.0f}" if r["status"] == "ok"
+             else f"failed | | {r['error']}")
+        host = " | ".join("" if r.get(k) is None else f"{r[k]:.0f}"
+                          for k in ("host_p50_us_fwd", "host_p50_us_fwd_bwd"))
+        lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['provider']} | "
+                     f"{t} | {host} |")
+    return lines
+
+
+def benchmark_summary(b: dict) -> list[str]:
+    return [f"grouped E{r['experts']} T{r['tokens']} {r['provider']}: {r['tflops']:.0f} TFLOP/s"
+            for r in b["rows"] if r["status"] == "ok"]

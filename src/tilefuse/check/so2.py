@@ -231,3 +231,32 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         gc.collect()
         torch.cuda.empty_cache()
     return {"rows": rows, "copy_ceiling_gbs": copy_gbs}
+
+
+def benchmark_markdown(b: dict) -> list[str]:
+    lines = ["fp32, F 2, CUDA-graph replay, interleaved. 'layer': one gated layer's backward (relay: "
+             "sigma + pointwise + transposed GEMM; fused: both column passes); 'backward': the whole "
+             "force backward (grad of u0 and alpha, three layers). 'vs relay' is the relay's time over "
+             "the row's at the same scope (> 1: faster than the relay). 'floor/copy': the fused floor's "
+             f"bytes (read g, z; write g_next) at the row's time, as a fraction of the copy ceiling "
+             f"measured in this run ({b['copy_ceiling_gbs']:.0f} GB/s).", "",
+             "| scope | lmax | Cf | edges | provider | ms | spread | vs relay | floor/copy | table picks |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    relay_ms = {(r["scope"], r["lmax"], r["focus_dim"]): r["ms"] for r in b["rows"]
+                if r["status"] == "ok" and r["provider"] in ("relay", "relay layer")}
+    for r in b["rows"]:
+        head = f"| {r['scope']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
+        if r["status"] != "ok":
+            lines.append(head + f"failed | | | | {r['error']} |")
+            continue
+        base = relay_ms.get((r["scope"], r["lmax"], r["focus_dim"]))
+        vs = f"{base / r['ms']:.2f}" if base else ""
+        floor = r.get("fused_floor_fraction_of_copy")
+        lines.append(head + f"{r['ms']:.3f} | {r['spread']:.1%} | {vs} | "
+                     f"{'' if floor is None else f'{floor:.0%}'} | {r['table_picks']} |")
+    return lines
+
+
+def benchmark_summary(b: dict) -> list[str]:
+    return [f"so2 L{r['lmax']} C{r['focus_dim']} {r['provider']}: {r['ms']:.3f} ms (table picks {r['table_picks']})"
+            for r in b["rows"] if r["status"] == "ok"]

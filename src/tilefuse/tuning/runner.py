@@ -96,7 +96,8 @@ def _result_row(r: SweepResult) -> tuple[str, ...]:
 
 
 def _timed_line(r: SweepResult) -> str:
-    """The baseline's median and every timed candidate's, fastest first."""
+    """The baseline's median and every timed candidate's (median per call, speedup over the
+    baseline [IQR]), fastest first."""
     line = [f"  {r.family} {r.key}: baseline {r.baseline.name} {r.baseline.median_s * 1e6:.1f} us"]
     line += [f"{c.name} {c.median_s * 1e6:.1f} us {_ratio(c.speedup, c.spread)}"
              for c in sorted(r.with_status(TIMED), key=lambda c: -c.speedup)]
@@ -106,17 +107,14 @@ def _timed_line(r: SweepResult) -> str:
 def format_results(results: list[SweepResult], errors: list[SweepError] = ()) -> str:
     """The end-of-sweep table: per key the winner, its speedup over the baseline with the
     interquartile range over rounds, the candidates timed/rejected/skipped, the wall time;
-    then why candidates were rejected or skipped, and the keys that aborted."""
+    then why candidates were rejected or skipped, and the keys that aborted. (Every timed
+    candidate's time was printed with its key as the sweep went: sweep_each.)"""
     rows, notes = [], []
     for r in results:
         rows.append(_result_row(r))
         notes += [f"  {r.family} {r.key}: {c.status} {c.name}: {c.reason}"
                   for c in r.candidates if c.status in (REJECTED, SKIPPED)]
     out = _grid(("family", "key", "winner", "speedup [IQR]", "timed/rejected/skipped", "wall s"), rows)
-    timed = [_timed_line(r) for r in results]
-    if timed:
-        out += "\n\nevery timed candidate (median per call, speedup over the baseline [IQR]), fastest first:\n"
-        out += "\n".join(timed)
     if notes:
         out += "\n\nrejected or skipped candidates:\n" + "\n".join(notes)
     if errors:

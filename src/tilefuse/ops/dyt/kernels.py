@@ -25,9 +25,8 @@ from ..triton_common import to_output
 
 # Odd polynomial for tanh on |u| < 1: tanh(u) ~ u + u^3 * P(u^2). Fitted by iteratively
 # reweighted least squares against float64 tanh; max error 0.91 ulp in float32 Horner (FMA)
-# evaluation. The switch to the exp form sits at 1, not lower, because there the exp form's
-# error from the approximate ex2/rcp instructions is scaled down by tanh's sensitivity to
-# exp(2u), 2e/(e+1)^2 = 0.21 (0.37 at 0.55).
+# evaluation. The exp form takes over at |u| = 1, where its error from the approximate ex2/rcp
+# instructions is scaled down by tanh's sensitivity to exp(2u), 2e/(e+1)^2 <= 0.21 for |u| >= 1.
 _TANH_SMALL = tl.constexpr(1.0)
 _TWO_LOG2E = tl.constexpr(2.8853900817779268)
 _P0 = tl.constexpr(-0.3333331346511841)
