@@ -10,11 +10,11 @@ from .configs import GemmConfig
 from .op import fused_apply, fused_config
 from .recipes import RecipeReferenceFunction
 from .reference import grouped_glu_mlp_unfused
+from .tune import GroupedProblem
 from .validate import validate
 
 
 def problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe=None):
-    from .tune import GroupedProblem
     return GroupedProblem.of(x.shape[0], x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0], x.element_size(),
                              activation, glu_interleave or 0, has_bias, recipe=recipe or "")
 
@@ -24,7 +24,6 @@ def _traced_fused_config(device_type: str, n_tokens: int, hidden: int, ffn: int,
                          activation: str, interleave: int, has_bias: bool, recipe: str):
     """fused_config for torch.compile: evaluated once while tracing (the table lookup is plain
     Python state, not traceable), its result baked into the graph as a constant tuple."""
-    from .tune import GroupedProblem
     cfg = fused_config(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave,
                                          has_bias, recipe=recipe), torch.device(device_type))
     return None if cfg is None else dataclasses.astuple(cfg)

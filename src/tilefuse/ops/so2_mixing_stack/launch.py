@@ -149,9 +149,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
     _gemm_t(g, w0c[ng], w1c[ng], g, g_cur, d, cfg)
-    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
-    gz = torch.empty_like(g)
-    gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
+    if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
+        sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
+        gz = torch.empty_like(g)
+        gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
     u_next = u_final
     for layer in range(ng - 1, -1, -1):
         z = z_all[layer]

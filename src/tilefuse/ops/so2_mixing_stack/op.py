@@ -13,9 +13,11 @@ import torch
 
 from ... import policy
 from ...tuning import lookup_config
+from ...utils import next_power_of_2
 from ..autograd_common import create_graph_grads
 from . import configs, launch
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
+from .tune import So2Problem
 
 
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
@@ -28,9 +30,10 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
     relay = configs.heuristic(d.lmax, d.focus_dim)
     if policy.get_level() < 2:
         return relay
-    from .tune import So2Problem
+    # The edge count varies per call: bucketed (the key ignores it; the problem sizes a sweep's
+    # inputs), so the lookup memo holds one entry per power of two, not one per edge count.
     tuned = lookup_config("so2_mixing_stack",
-                          So2Problem(d.lmax, d.focus_dim, dtype.itemsize, n_edges, n_focus, n_layers))
+                          So2Problem(d.lmax, d.focus_dim, dtype.itemsize, next_power_of_2(n_edges), n_focus, n_layers))
     if tuned is None:
         return relay
     if tuned.fused and (weight_grads or not configs.fused_supported(d.focus_dim, dtype == torch.float32)):
