@@ -9,12 +9,17 @@ helpers here give CPU tests the GPU's results. Each difference is a named workar
 Compiled kernels take the plain paths.
 """
 
-import os
-
 import triton
 import triton.language as tl
 
-INTERPRETER = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "True"))
+from ..policy import interpreter_enabled
+
+INTERPRETER = tl.constexpr(interpreter_enabled())
+
+
+@triton.jit
+def sigmoid_f32(x):
+    return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit

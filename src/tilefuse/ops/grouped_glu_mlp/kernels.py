@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from ...quant.kernels import e4m3_value
-from ..triton_common import dot_f32acc, to_output
+from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 
 EPI_STORE = tl.constexpr(0)   # C = A @ B (+ probs * bias)
 EPI_GLU = tl.constexpr(1)     # z = A @ B (gate and up), h = p * act(z)
@@ -50,11 +50,6 @@ NVFP4_BLOCK = tl.constexpr(16)
 
 
 @triton.jit
-def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp(-x))
-
-
-@triton.jit
 def glu_cols(j, F, INTERLEAVE: tl.constexpr):
     """FC1 output columns (gate, up) of activation columns j."""
     if INTERLEAVE == 0:
@@ -70,11 +65,11 @@ def glu_cols(j, F, INTERLEAVE: tl.constexpr):
 def glu_act(zg, zu, ACT: tl.constexpr):
     """a = silu(zg) * zu (SWIGLU) or the clamped quick-gelu GEGLU of the spec, float32."""
     if ACT == SWIGLU:
-        return zg * _sigmoid(zg) * zu
+        return zg * sigmoid_f32(zg) * zu
     else:
         g = tl.minimum(zg, GEGLU_LIMIT)
         u = tl.minimum(tl.maximum(zu, -GEGLU_LIMIT), GEGLU_LIMIT)
-        return (u + 1.0) * (g * _sigmoid(1.702 * g))
+        return (u + 1.0) * (g * sigmoid_f32(1.702 * g))
 
 
 @triton.jit
@@ -82,13 +77,13 @@ def glu_act_grad(zg, zu, da, ACT: tl.constexpr):
     """(dzg, dzu) given da = dL/da, float32. At the clamp bounds the gradient passes, as
     torch.clamp's backward (and the reference) has it."""
     if ACT == SWIGLU:
-        sg = _sigmoid(zg)
+        sg = sigmoid_f32(zg)
         dzu = da * zg * sg
         dzg = da * zu * sg * (1.0 + zg * (1.0 - sg))
     else:
         g = tl.minimum(zg, GEGLU_LIMIT)
         u = tl.minimum(tl.maximum(zu, -GEGLU_LIMIT), GEGLU_LIMIT)
-        sg = _sigmoid(1.702 * g)
+        sg = sigmoid_f32(1.702 * g)
         dzu = tl.where((zu >= -GEGLU_LIMIT) & (zu <= GEGLU_LIMIT), da * g * sg, 0.0)
         dg = da * (u + 1.0) * sg * (1.0 + 1.702 * g * (1.0 - sg))
         dzg = tl.where(zg <= GEGLU_LIMIT, dg, 0.0)

@@ -13,16 +13,11 @@ accumulated in float32 whatever the input dtype. Offsets are int64.
 import triton
 import triton.language as tl
 
-from ..triton_common import dot_f32acc, to_output
+from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
 BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (W^T through swapped strides)
-
-
-@triton.jit
-def sigmoid_f32(x):
-    return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
@@ -46,11 +41,7 @@ def gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P: tl.constexpr, IEEE: tl.
     mask = (k < CF)[:, None] & (j < CF)[None, :]
     w = tl.load(gw_ptr + focus.to(tl.int64) * CF * LG + k[:, None] * LG + (g0 + j)[None, :],
                 mask=mask, other=0.0).to(tl.float32)
-    if IEEE:
-        acc = tl.dot(s, w, input_precision="ieee")
-    else:
-        acc = tl.dot(s, w)
-    return sigmoid_f32(acc)
+    return sigmoid_f32(dot_f32acc(s, w, tl.zeros((s.shape[0], w.shape[1]), tl.float32), IEEE))
 
 
 @triton.jit
