@@ -18,6 +18,7 @@ from .. import launches, policy, tuning
 from ..ops.grouped_glu_mlp import configs, launch, recipes
 from ..ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from ..ops.grouped_glu_mlp.configs import GemmConfig
+from ..ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
 from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused, random_inputs
 from . import bench
 
@@ -138,9 +139,6 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
 
 # --------------------------------------------------------------------------- benchmark
 
-SHAPES = [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768)]   # (E, T, H, F)
-
-
 def _balanced_counts(E, T):
     base = torch.full((E,), T // E, dtype=torch.int32)
     base[: T % E] += 1
@@ -168,7 +166,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
     (torch._grouped_mm + separate activation), its torch.compile and the per-expert loop, by
     CUDA-graph replay interleaved; host p50 per forward call."""
     rows = []
-    for E, T, H, F in progress(SHAPES[1:2] if quick else SHAPES, desc="grouped bench"):
+    for E, T, H, F in progress(DEFAULT_SHAPES[1:2] if quick else DEFAULT_SHAPES, desc="grouped bench"):
         i = _inputs(_balanced_counts(E, T), H, F, torch.bfloat16, False, "cuda")
         dy = i["dy"]
         flops = 3 * (2 * T * H * 2 * F + 2 * T * F * H)

@@ -217,6 +217,14 @@ def rht16(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def swizzled_offset(r, c, padded_cols):
+    """Byte offset of scale (r, c) in a flat 128x4-swizzled buffer of padded_cols columns
+    (swizzle.py)."""
+    return (((r // 128) * (padded_cols // 4) + c // 4) * 512
+            + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4))
+
+
+@triton.jit
 def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, padded_cols,
                  SR: tl.constexpr, SC: tl.constexpr, SWIZZLE: tl.constexpr):
     """Store an (SR, SC) block of the (n_srows, n_scols) scale matrix at (srow0, scol0):
@@ -227,8 +235,7 @@ def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, padded_cols,
     r = r[:, None]
     c = c[None, :]
     if SWIZZLE:
-        off = (((r // 128) * (padded_cols // 4) + c // 4) * 512
-               + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4))
+        off = swizzled_offset(r, c, padded_cols)
     else:
         off = r * n_scols + c
     tl.store(scale_ptr + off, vals, mask=mask)

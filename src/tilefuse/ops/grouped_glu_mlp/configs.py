@@ -1,6 +1,6 @@
 """grouped_glu_mlp GEMM tile configs as data.
 
-Keys (tuning, later): H, F, E, dtype and a power-of-two bucket of T. ``GemmConfig`` is one
+Tuning keys (tune.py): H, F, E, dtype and a power-of-two bucket of T. ``GemmConfig`` is one
 GEMM's tiles; the op uses one per kernel role (fc1, fc2, dgrad, wgrad).
 """
 

@@ -8,7 +8,7 @@ and there are at most cdiv(T, BLOCK_M) + E of them, a bound known on the host wi
 the counts. Programs are persistent: program p handles tiles p, p + P, ... of the
 (row tile x column tile) space and skips tile numbers beyond the last expert's tiles.
 Rows at or beyond T are masked, so a bad split cannot read or write out of bounds (launch.py
-also asserts sum(m_e) == T on the device).
+also asserts m_e >= 0 and sum(m_e) == T on the device).
 
 GLU column order (specs/grouped_glu_mlp.md): activation column j reads FC1 output columns
 gate g(j) = 2s floor(j/s) + j mod s and up u(j) = g(j) + s for interleave s; halves (gate j,
@@ -30,7 +30,7 @@ Quantized recipes (RECIPE constexpr; recipes.py says which tensors are quantized
 import triton
 import triton.language as tl
 
-from ...quant.kernels import e4m3_value
+from ...quant.kernels import e4m3_value, swizzled_offset
 from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 
 EPI_STORE = tl.constexpr(0)   # C = A @ B (+ probs * bias)
@@ -116,14 +116,6 @@ def find_tile(tile, counts_ptr, E, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def swizzled_offset(r, c, padded_cols):
-    """Byte offset of scale (r, c) in a flat 128x4-swizzled buffer of padded_cols columns
-    (quant/swizzle.py)."""
-    return (((r // 128) * (padded_cols // 4) + c // 4) * 512
-            + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4))
-
-
-@triton.jit
 def e8m0_value(e):
     """Biased E8M0 exponent (uint32) -> float32 2^(e - 127) (2^-127 subnormal); 0xFF -> NaN."""
     bits = tl.where(e >= 1, e << 23, 0x00400000)
@@ -195,13 +187,13 @@ def fp8_b_scale(scale_row, n_stride, first_col, n, nmask, UNIFORM: tl.constexpr,
 
     UNIFORM: all of the tile's columns are in the block of first_col (true for BLOCK_N <= 128,
     tiles being BLOCK_N-aligned, and for the GLU's gate and up columns where launch.py's
-    glu_scale_uniform says so): one scalar load instead of a gather per column, whose
-    pointers held in registers made the fp8 GLU kernel spill."""
+    glu_scale_uniform says so): one scalar load. A gather per column holds its pointers in
+    registers, which spills the fp8 GLU kernel."""
     if UNIFORM:
         scale = tl.full((BLOCK_N,), 1.0, tl.float32) * tl.load(scale_row + (first_col // 128) * n_stride)
     else:
         scale = tl.load(scale_row + (n // 128) * n_stride, mask=nmask, other=0.0)
-    return scale   # one return: a return inside the branches kept Triton from inlining the caller
+    return scale   # a single return: Triton does not inline a helper that returns inside a branch
 
 
 @triton.jit

@@ -56,6 +56,20 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
     return create_graph_grads(ctx, forward, inputs, dy)
 
 
+def _kernel_grads(ctx, dy, run_backward, n_trailing):
+    """Gradients of (x, counts, probs, w1, w2, b1, b2) and ``n_trailing`` non-tensor arguments:
+    the unfused composition's under create_graph, else ``run_backward(dy, saved tensors) ->
+    (dx, dprobs, dw1, dw2, db1, db2)``."""
+    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        _no_double_backward(ctx.recipe)
+        return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
+                                ctx.interleave or None), *(None,) * n_trailing)
+    dx, dprobs, dw1, dw2, db1, db2 = run_backward(dy, x, counts, probs, w1, w2, b1, b2, z, h)
+    return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
+            *(None,) * n_trailing)
+
+
 class GroupedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config, recipe):
@@ -67,15 +81,9 @@ class GroupedMLPFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            _no_double_backward(ctx.recipe)
-            return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave),
-                    None, None, None, None)
-        dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h,
-                                                         ctx.activation, ctx.interleave, config=ctx.config,
-                                                         recipe=ctx.recipe)
-        return dx, None, dprobs, dw1, dw2, db1, db2, None, None, None, None
+        def run(*tensors):
+            return launch.backward(*tensors, ctx.activation, ctx.interleave, config=ctx.config, recipe=ctx.recipe)
+        return _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
 
 
 # --- custom ops (torch.compile) -------------------------------------------------------------
@@ -126,21 +134,14 @@ def _setup_context(ctx, inputs, output):
     y, z, h = output
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
-    ctx.recipe = cfg[6] if len(cfg) > 6 else ""
+    ctx.recipe = cfg[-1]   # the config fields, then the recipe
     ctx.mark_non_differentiable(z, h)
 
 
 def _backward(ctx, dy, _dz, _dh):
-    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
-    n_args = 2 + len(ctx.cfg)   # activation, interleave, the config fields (and the recipe)
-    if torch.is_grad_enabled():
-        _no_double_backward(ctx.recipe)
-        return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
-                                ctx.interleave or None), *(None,) * n_args)
-    dx, dprobs, dw1, dw2, db1, db2 = grouped_mlp_bwd_op(dy, x, counts, probs, w1, w2, b1, b2, z, h, ctx.activation,
-                                                        ctx.interleave, *ctx.cfg)
-    return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
-            *(None,) * n_args)
+    def run(*tensors):
+        return grouped_mlp_bwd_op(*tensors, ctx.activation, ctx.interleave, *ctx.cfg)
+    return _kernel_grads(ctx, dy, run, 2 + len(ctx.cfg))   # activation, interleave, config fields, recipe
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
