@@ -41,6 +41,12 @@ def fused_supported(focus_dim: int, dtype_is_fp32: bool) -> bool:
     return dtype_is_fp32 and 16 <= focus_dim <= FUSED_MAX_FOCUS_DIM and cf_padded(focus_dim) == focus_dim
 
 
+def fused_applies(cfg: So2Config, focus_dim: int, dtype_is_fp32: bool, weight_grads: bool) -> bool:
+    """Whether a fused ``cfg`` may run this backward: the guards of fused_supported, BLOCK_K =
+    focus_dim, and no weight gradients (they need gz and gq in memory: relay only)."""
+    return (not weight_grads and cfg.block_k == focus_dim and fused_supported(focus_dim, dtype_is_fp32))
+
+
 def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     """Fused configs worth timing against the relay (BLOCK_K is always focus_dim). One stage:
     the fused kernel's K loop walks sub-tiles whose loads are few and latency is hidden by

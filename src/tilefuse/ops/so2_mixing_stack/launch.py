@@ -14,7 +14,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv
-from .configs import So2Config, cf_padded, fused_supported, heuristic
+from .configs import So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -42,10 +42,10 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     )
 
 
-def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, config: So2Config | None = None):
-    """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW))."""
-    from .kernels import BWD, FINAL, FWD_GATED, so2_fwd_gate_kernel  # noqa: F401
-    cfg = config or heuristic(d.lmax, d.focus_dim)
+def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
+    """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)), heuristic tiles."""
+    from .kernels import FINAL, FWD_GATED, so2_fwd_gate_kernel
+    cfg = heuristic(d.lmax, d.focus_dim)
     F, E, _ = u0.shape
     ng = gw_all.shape[0]
     u = u0.contiguous()
@@ -127,8 +127,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     """
     from .kernels import so2_bwd_head_kernel
     cfg = config or heuristic(d.lmax, d.focus_dim)
-    if cfg.fused and (weight_grads or cfg.block_k != d.focus_dim
-                      or not fused_supported(d.focus_dim, grad_out.dtype == torch.float32)):
+    if cfg.fused and not fused_applies(cfg, d.focus_dim, grad_out.dtype == torch.float32, weight_grads):
         raise ValueError(f"so2_mixing_stack: fused backward config {cfg.name} does not apply here "
                          f"(focus_dim {d.focus_dim}, {grad_out.dtype}, weight_grads={weight_grads})")
     E, F, _ = grad_out.shape

@@ -36,7 +36,7 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
                           So2Problem(d.lmax, d.focus_dim, dtype.itemsize, next_power_of_2(n_edges), n_focus, n_layers))
     if tuned is None:
         return relay
-    if tuned.fused and (weight_grads or not configs.fused_supported(d.focus_dim, dtype == torch.float32)):
+    if tuned.fused and not configs.fused_applies(tuned, d.focus_dim, dtype == torch.float32, weight_grads):
         return relay
     return tuned
 

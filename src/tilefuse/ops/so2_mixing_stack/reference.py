@@ -62,37 +62,36 @@ def layer_gemm_t(g: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, d: So2Dims
     return torch.cat([g[..., :d.m0] @ w0.transpose(-1, -2), g[..., d.m0:] @ w1.transpose(-1, -2)], -1)
 
 
+def _stack_forward(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha, save_z):
+    """(x_local (E, F, ROW), the gated layers' z (a list, empty without ``save_z``), u_final)."""
+    d = So2Dims(lmax, focus_dim)
+    u, zs = u0, []
+    for layer in range(gw_all.shape[0]):
+        z = layer_gemm(u, w0_all[layer], w1_all[layer], d)
+        if save_z:
+            zs.append(z)
+        u = u + gate_act(z, gw_all[layer], d)[0]
+    y = u + layer_gemm(u, w0_all[-1], w1_all[-1], d)
+    if apply_alpha:
+        y = y * alpha.transpose(0, 1).unsqueeze(-1)
+    return y.transpose(0, 1), zs, u
+
+
 def so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, *, lmax, focus_dim, apply_alpha=True):
     """Differentiable forward (autograd gives every gradient, to any order).
 
     u0 (F, E, ROW); alpha (E, F); w0_all (NL, F, M0, M0); w1_all (NL, F, M1, M1);
     gw_all (NL-1, F, Cf, LG). Returns x_local (E, F, ROW).
     """
-    d = So2Dims(lmax, focus_dim)
-    u = u0
-    for layer in range(gw_all.shape[0]):
-        z = layer_gemm(u, w0_all[layer], w1_all[layer], d)
-        u = u + gate_act(z, gw_all[layer], d)[0]
-    y = u + layer_gemm(u, w0_all[-1], w1_all[-1], d)
-    if apply_alpha:
-        y = y * alpha.transpose(0, 1).unsqueeze(-1)
-    return y.transpose(0, 1)
+    return _stack_forward(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha, False)[0]
 
 
 def so2_stack_forward_saving(u0, alpha, w0_all, w1_all, gw_all, *, lmax, focus_dim, apply_alpha=True):
     """Forward that also returns what the relay backward needs: (x_local, z_all (NG, F, E, ROW),
     u_final (F, E, ROW))."""
-    d = So2Dims(lmax, focus_dim)
-    u, zs = u0, []
-    for layer in range(gw_all.shape[0]):
-        z = layer_gemm(u, w0_all[layer], w1_all[layer], d)
-        zs.append(z)
-        u = u + gate_act(z, gw_all[layer], d)[0]
-    y = u + layer_gemm(u, w0_all[-1], w1_all[-1], d)
-    if apply_alpha:
-        y = y * alpha.transpose(0, 1).unsqueeze(-1)
+    x_local, zs, u = _stack_forward(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha, True)
     z_all = torch.stack(zs) if zs else u0.new_empty((0,) + tuple(u0.shape))
-    return y.transpose(0, 1), z_all, u
+    return x_local, z_all, u
 
 
 def pointwise_backward(g: torch.Tensor, z: torch.Tensor, gw: torch.Tensor, d: So2Dims):
