@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ...tuning.family import TILE, TuningFamily
+from ...tuning.family import TILE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2
 from . import configs, launch, reference
 from .configs import DyTConfig, DyTProblem
@@ -27,8 +27,6 @@ _HERE = Path(__file__).resolve().parent
 DEFAULT_WIDTHS = tuple(2 ** k for k in range(4, 14))   # 16 .. 8192
 DEFAULT_ELEMENTS = 2 ** 26
 
-_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 # An itemsize stands for every x dtype of that size: the configs move the same bytes.
 _SWEEP_DTYPE = {4: torch.float32, 2: torch.bfloat16}
 
@@ -217,12 +215,9 @@ class DyTFamily(TuningFamily):
         if m is None or 0 in (int(m[1]), int(m[2])):
             raise ValueError(f"dyt: --shape is ROWSxCOLS of a channels-last x, e.g. 65536x1024; "
                              f"got {shape!r}")
-        name = dtype or "fp32"
-        if name not in _DTYPES:
-            raise ValueError(f"dyt: --dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        itemsize = cli_itemsize("dyt", dtype or "fp32")
         if pass_ not in (None, "fwd", "bwd"):
             raise ValueError(f"dyt: --pass must be fwd or bwd, got {pass_!r}")
-        itemsize = torch.empty(0, dtype=_DTYPES[name]).element_size()
         return [DyTProblem(p, int(m[1]), int(m[2]), itemsize, False)
                 for p in ((pass_,) if pass_ else ("fwd", "bwd"))]
 

@@ -20,14 +20,13 @@ from pathlib import Path
 import torch
 
 from ... import launches
-from ...tuning.family import ROUTE, TuningFamily
+from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
 
 _HERE = Path(__file__).resolve().parent
 _KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bias)?(?:-(fp8_block|mxfp8|nvfp4))?")
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Recipe-relative spacing of the quantized data (one step of E4M3's 3-bit or E2M1's 1-bit
 # mantissa, relative to the value), for ``compare``.
 _QUANT_STEP = {"fp8_block": 2.0 ** -3, "mxfp8": 2.0 ** -3, "nvfp4": 2.0 ** -1}
@@ -203,11 +202,8 @@ class GroupedFamily(TuningFamily):
         recipe = ""
         if name in _QUANT_STEP:        # a recipe: bf16 inputs quantized by it
             name, recipe = "bf16", name
-        if name not in _DTYPES:
-            raise ValueError(f"grouped_glu_mlp: --dtype must be one of {', '.join((*_DTYPES, *_QUANT_STEP))} "
-                             f"(a recipe name means bf16 inputs with that recipe)")
+        itemsize = cli_itemsize("grouped_glu_mlp", name, also=tuple(_QUANT_STEP))
         e, t, h, f = (int(v) for v in m.groups())
-        itemsize = torch.empty(0, dtype=_DTYPES[name]).element_size()
         return [GroupedProblem.of(t, h, f, e, itemsize, "swiglu", 32, False, recipe)]
 
 

@@ -18,15 +18,13 @@ from pathlib import Path
 
 import torch
 
-from ...tuning.family import ROUTE, TILE, TuningFamily
+from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
 from . import configs, launch
 from .configs import So2Config, fused_candidates, fused_supported, relay_candidates
 from .reference import So2Dims
 
 _HERE = Path(__file__).resolve().parent
 _KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)")
-_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 _SWEEP_DTYPE = {4: torch.float32, 2: torch.bfloat16}
 
 # `tilefuse tune --all-defaults`: the spec's shapes, F 2, three layers, 2**19 edges (about the
@@ -150,12 +148,9 @@ class So2Family(TuningFamily):
         if m is None or int(m[1]) < 1 or int(m[2]) < 1:
             raise ValueError("so2_mixing_stack: --shape is LMAXxFOCUS_DIM[xEDGES[xFOCUS]], e.g. 3x32x647000x2; "
                              f"got {shape!r}")
-        name = dtype or "fp32"
-        if name not in _DTYPES:
-            raise ValueError(f"so2_mixing_stack: --dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        itemsize = cli_itemsize("so2_mixing_stack", dtype or "fp32")
         if pass_ not in (None, "bwd"):
             raise ValueError("so2_mixing_stack: only the backward is tuned (--pass bwd)")
-        itemsize = torch.empty(0, dtype=_DTYPES[name]).element_size()
         edges = int(m[3]) if m[3] else DEFAULT_EDGES
         focus = int(m[4]) if m[4] else DEFAULT_FOCUS
         return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus)]
