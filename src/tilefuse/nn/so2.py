@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..ops.so2_mixing_stack import so2_mixing_stack
+from ..ops.so2_mixing_stack.reference import So2Dims
 
 
 class SO2MixingStack(nn.Module):
@@ -63,16 +64,16 @@ class SO2MixingStack(nn.Module):
             raise TypeError(f"SO2MixingStack: apply_alpha must be a bool, got {type(apply_alpha).__name__}")
         self.lmax, self.focus_dim, self.n_focus, self.n_layers = lmax, focus_dim, n_focus, n_layers
         self.apply_alpha = apply_alpha
-        m0, m1, lg = (lmax + 1) * focus_dim, 2 * lmax * focus_dim, lmax * focus_dim
+        d = So2Dims(lmax, focus_dim)
         factory = {"device": device, "dtype": dtype}
-        self.w0_all = nn.Parameter(torch.empty(n_layers, n_focus, m0, m0, **factory))
-        self.w1_all = nn.Parameter(torch.empty(n_layers, n_focus, m1, m1, **factory))
-        self.gw_all = nn.Parameter(torch.empty(n_layers - 1, n_focus, focus_dim, lg, **factory))
+        self.w0_all = nn.Parameter(torch.empty(n_layers, n_focus, d.m0, d.m0, **factory))
+        self.w1_all = nn.Parameter(torch.empty(n_layers, n_focus, d.m1, d.m1, **factory))
+        self.gw_all = nn.Parameter(torch.empty(n_layers - 1, n_focus, focus_dim, d.lg, **factory))
         self.reset_parameters()
 
     @property
     def row(self) -> int:
-        return (3 * self.lmax + 1) * self.focus_dim
+        return So2Dims(self.lmax, self.focus_dim).row
 
     def reset_parameters(self) -> None:
         m0, m1, lg = self.w0_all.shape[-1], self.w1_all.shape[-1], self.gw_all.shape[-1]

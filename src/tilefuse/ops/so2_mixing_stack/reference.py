@@ -23,12 +23,8 @@ class So2Dims:
     focus_dim: int
 
     @property
-    def sub_tiles(self) -> int:   # RED
-        return 3 * self.lmax + 1
-
-    @property
     def row(self) -> int:
-        return self.sub_tiles * self.focus_dim
+        return (3 * self.lmax + 1) * self.focus_dim
 
     @property
     def m0(self) -> int:

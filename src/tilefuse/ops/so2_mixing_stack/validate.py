@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from .reference import So2Dims
+
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 _DTYPE_NAMES = "float32, bfloat16, float16 or float64"
 _OP = "so2_mixing_stack"
@@ -65,7 +67,8 @@ def validate(u0, alpha, w0_all, w1_all, gw_all, *, lmax, focus_dim, apply_alpha)
         raise TypeError(f"{_OP}: apply_alpha must be a bool, got {type(apply_alpha).__name__}")
 
     # u0 first: it fixes F and E, and the others are checked against it.
-    row, m0, m1, lg = (3 * lmax + 1) * focus_dim, (lmax + 1) * focus_dim, 2 * lmax * focus_dim, lmax * focus_dim
+    d = So2Dims(lmax, focus_dim)
+    row, m0, m1, lg = d.row, d.m0, d.m1, d.lg
     _check_float("u0", u0)
     if u0.dim() != 3:
         raise ValueError(f"{_OP}: u0 must be 3-D (F, E, ROW), got shape {tuple(u0.shape)}")
