@@ -16,6 +16,13 @@ print(f"copy bf16 clone: {copy_gbs:.0f} GB/s ({copy_ms*1e3:.0f} us)")
 cases = {
     "fp8_block 1x128": (lambda: launch.fp8_block(x, (1, 128), False), 3 * n + n // 32),
     "fp8_block 128x128": (lambda: launch.fp8_block(x, (128, 128), False), 3 * n),
+    "fp8_block 1x128 scales transposed": (lambda: launch.fp8_block(x, (1, 128), False, scales_transposed=True),
+                                          3 * n + n // 32),
+    "fp8_block 128x1 written transposed": (lambda: launch.fp8_block(x, (128, 1), False, transpose=True),
+                                           3 * n + n // 32),
+    "fp8_block 128x128 written transposed": (lambda: launch.fp8_block(x, (128, 128), False, transpose=True),
+                                             3 * n),
+    "fp8_block 1x128 of x^T (strided read)": (lambda: launch.fp8_block(x.t(), (1, 128), False), 3 * n + n // 32),
     "mxfp8 compact": (lambda: launch.mxfp8(x, False), 3 * n + n // 32),
     "mxfp8 swizzled": (lambda: launch.mxfp8(x, True), 3 * n + n // 32),
     "nvfp4 amax given": (lambda: launch.nvfp4(x, amax, False, False, None, False), 2.5 * n + n // 16),

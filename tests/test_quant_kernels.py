@@ -5,6 +5,8 @@ odd row counts and scale columns that need the swizzle padding; every output poi
 the launch; determinism.
 """
 
+import itertools
+
 import pytest
 import torch
 import triton
@@ -175,7 +177,52 @@ def test_fp8_block_kernel_on_a_batch_of_transposed_matrices(block):
     x = w.transpose(1, 2)        # (3, 128, 256), rows of 256 with stride 128
     data, scales = launch.fp8_block(_to_dev(x), block, False)
     rdata, rscales = reference.quantize_fp8_block(x.reshape(3 * 128, 256), block, False)
-    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+    assert data.shape == (3, 128, 256) and scales.shape == (3, 128 // block[0], 2)
+    assert same_bits(data.cpu().reshape(rdata.shape), rdata) and same_bits(scales.cpu().reshape(rscales.shape), rscales)
+
+
+LAYOUT_CASES = [((1, 128), 130, 256), ((128, 128), 256, 128), ((128, 1), 130, 256), ((128, 1), 256, 64),
+                ((128, 1), 1, 128)]
+
+
+@pytest.mark.parametrize("pad", [False, True], ids=["exact", "pad"])
+@pytest.mark.parametrize("block,rows,cols", LAYOUT_CASES,
+                         ids=[f"{c[0][0]}x{c[0][1]}-R{c[1]}-K{c[2]}" for c in LAYOUT_CASES])
+def test_fp8_block_kernel_output_layouts(block, rows, cols, pad):
+    """Transposed data, transposed scales and zero padding of the rows (the GEMM operand
+    layouts of grouped_glu_mlp) hold exactly the codes and scales of the reference on the
+    zero-padded x: blocks of 128 x 1 as the reference's 1 x 128 blocks of x^T. Outputs are
+    poisoned first, so an entry left unwritten (padding included) fails."""
+    br, bc = block
+    x = mixed(rows, cols, min(cols, 128), seed=rows * 7 + cols, dtype=torch.bfloat16, nonfinite=rows > 1)
+    padded = -(-rows // br) * br if pad else rows
+    xp = torch.cat((x, x.new_zeros(padded - rows, cols)))
+    if block == (128, 1):   # the reference takes whole blocks along K: pad, then trim
+        full = -(-rows // br) * br
+        xt = torch.cat((x, x.new_zeros(full - rows, cols))).t().contiguous()
+        rdata_t, rscales_t = reference.quantize_fp8_block(xt, (1, 128), False)
+        rdata, rscales = rdata_t.t()[:padded], rscales_t.t()
+    else:
+        rdata, rscales = reference.quantize_fp8_block(xp, block, False)
+    for transpose, scales_t in itertools.product((False, True), (False, True)):
+        data, scales = launch.fp8_block(_to_dev(x), block, False, transpose=transpose, scales_transposed=scales_t,
+                                        pad_rows=pad)
+        data, scales = data.cpu(), scales.cpu()
+        assert data.shape == ((cols, padded) if transpose else (padded, cols))
+        assert same_bits(data.t() if transpose else data, rdata)
+        assert same_bits(scales.t() if scales_t else scales, rscales)
+
+
+def test_fp8_block_kernel_batch_written_transposed():
+    """A (B, R, C) batch quantized in 128x128 blocks and written transposed, (B, C, R) data
+    and (B, C/128, R/128) scales, equals the reference on each transposed matrix (the dgrad
+    weight copy of grouped_glu_mlp, from a coalesced read of W)."""
+    w = mixed(3 * 256, 128, 128, seed=5, dtype=torch.bfloat16, nonfinite=True).reshape(3, 256, 128)
+    data, scales = launch.fp8_block(_to_dev(w), (128, 128), False, transpose=True, scales_transposed=True)
+    rdata, rscales = reference.quantize_fp8_block(w.transpose(1, 2).reshape(3 * 128, 256), (128, 128), False)
+    assert data.shape == (3, 128, 256) and scales.shape == (3, 1, 2)
+    assert same_bits(data.cpu().reshape(3 * 128, 256), rdata)
+    assert same_bits(scales.cpu().reshape(3, 2), rscales)
 
 
 def test_fp8_block_kernel_ties():
@@ -298,11 +345,12 @@ def build(name, fn, sig, constexprs, warps):
     out[name] = {**usage, "fma": len(re.findall(r"\bfma\.", ptx)),
                  "approx_div": len(re.findall(r"div\.(approx|full)", ptx))}
 
-fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32"}
-for br, pow2 in itertools.product((1, 128), (False, True)):
-    bm, bk, w = L.FP8_128x128_TILE if br == 128 else L.FP8_1x128_TILE
-    build(f"fp8-{br}x128-pow2{pow2}", K.fp8_block_kernel, fp8,
-          {"BLOCK_ROWS": br, "POW2": pow2, "BLOCK_M": bm, "BLOCK_K": bk}, w)
+fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
+       **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"}}
+for (br, bc), pow2 in itertools.product(((1, 128), (128, 128), (128, 1)), (False, True)):
+    bm, bk, w = L._FP8_TILES[(br, bc)]
+    build(f"fp8-{br}x{bc}-pow2{pow2}", K.fp8_block_kernel, fp8,
+          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "BLOCK_M": bm, "BLOCK_K": bk}, w)
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},
       {"SWIZZLE": True, "BLOCK_M": bm, "BLOCK_K": bk}, w)

@@ -225,10 +225,11 @@ def swizzled_offset(r, c, padded_cols):
 
 
 @triton.jit
-def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, padded_cols,
+def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, stride_r, stride_c, padded_cols,
                  SR: tl.constexpr, SC: tl.constexpr, SWIZZLE: tl.constexpr):
     """Store an (SR, SC) block of the (n_srows, n_scols) scale matrix at (srow0, scol0):
-    row-major, or at the 128x4 swizzled offsets (padded_cols: the padded column count)."""
+    entry (r, c) at r * stride_r + c * stride_c, or with SWIZZLE at the 128x4 swizzled offsets
+    (padded_cols: the padded column count)."""
     r = (srow0 + tl.arange(0, SR)).to(tl.int64)
     c = (scol0 + tl.arange(0, SC)).to(tl.int64)
     mask = (r < n_srows)[:, None] & (c < n_scols)[None, :]
@@ -237,16 +238,19 @@ def store_scales(scale_ptr, vals, srow0, scol0, n_srows, n_scols, padded_cols,
     if SWIZZLE:
         off = swizzled_offset(r, c, padded_cols)
     else:
-        off = r * n_scols + c
+        off = r * stride_r + c * stride_c
     tl.store(scale_ptr + off, vals, mask=mask)
 
 
 @triton.jit
-def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, stride_r, stride_c,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Store the tile at (row0, col0) of an (n_rows, n_cols) matrix, element (r, c) at
+    r * stride_r + c * stride_c."""
     rows = (row0 + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = (col0 + tl.arange(0, BLOCK_N)).to(tl.int64)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    tl.store(ptr + rows[:, None] * n_cols + cols[None, :], vals, mask=mask)
+    tl.store(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, vals, mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,25 +259,32 @@ def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, BLOCK_M: tl.constexpr, BL
 
 @triton.jit
 def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
-                     BLOCK_ROWS: tl.constexpr, POW2: tl.constexpr,
+                     out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
+                     BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """FP8 block scaling, blocks of BLOCK_ROWS x 128.
+    """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
+    the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
     x_ptr: (n_rows, n_cols) float32/bfloat16/float16: row r is row r % batch_rows of matrix
-    r // batch_rows, at x_ptr + (r // batch_rows) * x_stride_b (a batch of matrices, e.g. the
-    transposed experts of a weight; batch_rows = n_rows for one matrix); element strides
-    (x_stride_r, x_stride_c). batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
-    data_ptr: (n_rows, n_cols) uint8 (float8_e4m3fn bits), contiguous.
-    scale_ptr: (cdiv(n_rows, BLOCK_ROWS), n_cols // 128) float32, contiguous.
+    b = r // batch_rows, at x_ptr + b * x_stride_b (a batch of matrices, e.g. the experts of
+    a weight; batch_rows = n_rows for one matrix); element strides (x_stride_r, x_stride_c).
+    batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
+    data_ptr: uint8 (float8_e4m3fn bits), element (r, c) of matrix b at b * d_stride_b +
+    r * d_stride_r + c * d_stride_c (d_stride_r 1 writes the transpose).
+    scale_ptr: float32, block (i, j) of matrix b at b * s_stride_b + i * s_stride_r +
+    j * s_stride_c.
+    out_rows >= n_rows: rows [n_rows, out_rows) of one matrix are stored as zeros (padding to
+    the block; batch_rows = out_rows then); a batch has out_rows = n_rows.
     Program (i, j) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns [j*BLOCK_K, +BLOCK_K).
     """
     row0 = tl.program_id(0) * BLOCK_M
     col0 = tl.program_id(1) * BLOCK_K
     batch = row0 // batch_rows
+    local0 = row0 - batch * batch_rows
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b
-    x = load_tile(x_base, row0 - batch * batch_rows, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows),
-                  n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
-    amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128)
+    x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
+                  x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     enc = tl.where(amax == 0.0, 1.0,
                    _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))
     if POW2:
@@ -281,11 +292,13 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
         enc = tl.where(enc != enc, enc, pow2)
     scale = tl.math.div_rn(tl.full(enc.shape, 1.0, tl.float32), enc)
     scale = _nan_where(scale != scale, scale)
-    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, 128), -_E4M3_MAX, _E4M3_MAX)
-    _store_tile(data_ptr, e4m3_data_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, BLOCK_M, BLOCK_K)
-    store_scales(scale_ptr, scale, row0 // BLOCK_ROWS, col0 // 128,
-                 (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 128, 0,
-                 BLOCK_M // BLOCK_ROWS, BLOCK_K // 128, False)
+    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS), -_E4M3_MAX, _E4M3_MAX)
+    rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
+    _store_tile(data_ptr + batch.to(tl.int64) * d_stride_b, e4m3_data_bits(v).to(tl.uint8), local0, col0,
+                rows_out, n_cols, d_stride_r, d_stride_c, BLOCK_M, BLOCK_K)
+    store_scales(scale_ptr + batch.to(tl.int64) * s_stride_b, scale, local0 // BLOCK_ROWS, col0 // BLOCK_COLS,
+                 (rows_out + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // BLOCK_COLS, s_stride_r, s_stride_c, 0,
+                 BLOCK_M // BLOCK_ROWS, BLOCK_K // BLOCK_COLS, False)
 
 
 @triton.jit
@@ -304,8 +317,8 @@ def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_strid
     amax = block_amax(x, BLOCK_M, BLOCK_K, 1, 32)
     e = e8m0_bits(tl.math.div_rn(amax, tl.full(amax.shape, _E4M3_MAX, tl.float32)))
     v = x * expand_blocks(e8m0_reciprocal(e), BLOCK_M, BLOCK_K, 1, 32)
-    _store_tile(data_ptr, e4m3_data_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, BLOCK_M, BLOCK_K)
-    store_scales(scale_ptr, e.to(tl.uint8), row0, col0 // 32, n_rows, n_cols // 32, padded_cols,
+    _store_tile(data_ptr, e4m3_data_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, n_cols, 1, BLOCK_M, BLOCK_K)
+    store_scales(scale_ptr, e.to(tl.uint8), row0, col0 // 32, n_rows, n_cols // 32, n_cols // 32, 1, padded_cols,
                  BLOCK_M, BLOCK_K // 32, SWIZZLE)
 
 
@@ -378,14 +391,14 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
     else:
         codes = e2m1_codes(v, x)
     lo, hi = tl.split(tl.reshape(codes, (BLOCK_M, BLOCK_K // 2, 2)))
-    _store_tile(data_ptr, (lo | (hi << 4)).to(tl.uint8), row0, col0 // 2, n_rows, n_cols // 2,
+    _store_tile(data_ptr, (lo | (hi << 4)).to(tl.uint8), row0, col0 // 2, n_rows, n_cols // 2, n_cols // 2, 1,
                 BLOCK_M, BLOCK_K // 2)
     if BLOCK_ROWS > 1 and SWIZZLE:
         per_row = tl.reshape(tl.broadcast_to(s_bits[:, None, :], (BLOCK_M // 16, 16, BLOCK_K // 16)),
                              (BLOCK_M, BLOCK_K // 16))
-        store_scales(scale_ptr, per_row.to(tl.uint8), row0, col0 // 16, n_rows, n_cols // 16,
+        store_scales(scale_ptr, per_row.to(tl.uint8), row0, col0 // 16, n_rows, n_cols // 16, n_cols // 16, 1,
                      padded_cols, BLOCK_M, BLOCK_K // 16, True)
     else:
         store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BLOCK_ROWS, col0 // 16,
-                     (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 16, padded_cols,
+                     (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 16, n_cols // 16, 1, padded_cols,
                      BLOCK_M // BLOCK_ROWS, BLOCK_K // 16, SWIZZLE)

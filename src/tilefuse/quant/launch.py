@@ -44,39 +44,61 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 # (BLOCK_M, widest BLOCK_K, num_warps) per kernel
 FP8_1x128_TILE = (16, 128, 4)
 FP8_128x128_TILE = (128, 128, 16)
+FP8_128x1_TILE = (128, 64, 8)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
+_FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
     return max(group, min(widest, next_power_of_2(n_cols)))
 
 
-def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool):
-    """-> (data (rows, K) float8_e4m3fn, scales (cdiv(rows, br), K / 128) float32).
+def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
+              scales_transposed: bool = False, pad_rows: bool = False):
+    """-> (data float8_e4m3fn, scales float32): x (rows, K) quantized in ``block``s, (1, 128),
+    (128, 128) or (128, 1) (blocks along the rows: the column-wise copies of grouped_glu_mlp).
 
-    x may also be a batch (B, R, K) of matrices, any strides, R a multiple of 128: quantized
-    as the (B * R, K) matrix of their rows (grouped_glu_mlp's weights read transposed, without
-    a transposing copy)."""
+    Default layout (the public one): data (rows, K), scales (cdiv(rows, br), K / bc), both
+    row-major. ``transpose``: data is written as the (K, rows) transpose (what quantizing x^T
+    along the other axis gives, read without a transposing copy of x). ``scales_transposed``:
+    scales are written as the (K / bc, cdiv(rows, br)) transpose (the GEMMs read one K block's
+    row scales as a contiguous vector). ``pad_rows``: rows are padded with zeros to a multiple
+    of br in the outputs (a zero changes no block amax).
+
+    x may also be a batch (B, R, K) of matrices, any strides, R a multiple of 128 (not with
+    ``pad_rows``): each matrix quantized alone, outputs (B, ., .) in the chosen layout."""
     br, bc = block
-    block_m, widest, warps = FP8_128x128_TILE if br == 128 else FP8_1x128_TILE
+    block_m, widest, warps = _FP8_TILES[block]
     if x.dim() == 3:
+        assert not pad_rows, "pad_rows applies to one matrix"
         n_batch, batch_rows, cols = x.shape
         assert batch_rows % block_m == 0 and batch_rows % br == 0, "batch rows must be a multiple of the tile"
         rows, stride_b, stride_r, stride_c = n_batch * batch_rows, x.stride(0), x.stride(1), x.stride(2)
+        out_rows = batch_rows
     else:
         rows, cols = x.shape
-        batch_rows, stride_b, stride_r, stride_c = max(rows, 1), 0, x.stride(0), x.stride(1)
-    data = _new(rows, cols, dtype=torch.float8_e4m3fn, device=x.device)
-    scales = _new(cdiv(rows, br), cols // bc, dtype=torch.float32, device=x.device)
+        n_batch, stride_b, stride_r, stride_c = 1, 0, x.stride(0), x.stride(1)
+        out_rows = cdiv(rows, br) * br if pad_rows else rows
+        batch_rows = max(out_rows, 1)
+    s_rows, s_cols = cdiv(out_rows, br), cols // bc
+    data_shape = (cols, out_rows) if transpose else (out_rows, cols)
+    scale_shape = (s_cols, s_rows) if scales_transposed else (s_rows, s_cols)
+    data = _new(n_batch, *data_shape, dtype=torch.float8_e4m3fn, device=x.device)
+    scales = _new(n_batch, *scale_shape, dtype=torch.float32, device=x.device)
+    if x.dim() == 2:
+        data, scales = data[0], scales[0]
     if data.numel() == 0:
         return data, scales
+    d_b, d_r, d_c = out_rows * cols, *((1, out_rows) if transpose else (cols, 1))
+    s_b, s_r, s_c = s_rows * s_cols, *((1, s_rows) if scales_transposed else (s_cols, 1))
     block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
-    fp8_block_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+    fp8_block_kernel[(cdiv(n_batch * out_rows, block_m), cdiv(cols, block_k))](
         x, data.view(torch.uint8), scales, rows, cols, stride_r, stride_c, batch_rows, stride_b,
-        BLOCK_ROWS=br, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
+        n_batch * out_rows, d_b, d_r, d_c, s_b, s_r, s_c,
+        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )
     launches.record("quant_fp8_block")
