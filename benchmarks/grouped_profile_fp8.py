@@ -22,8 +22,9 @@ SHAPES = {1: (8, 16384, 4096, 3584), 2: (64, 32768, 2048, 1408), 3: (128, 65536,
 GEMM_CONFIGS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1),
                 GemmConfig(128, 128, 128, 8, 3, 1), GemmConfig(64, 128, 128, 4, 3, 2), GemmConfig(64, 64, 128, 4, 4, 2),
                 GemmConfig(128, 64, 128, 4, 3, 2)]
-WGRAD_CONFIGS = [GemmConfig(64, 64, 128, 4, 3), GemmConfig(128, 64, 128, 8, 3), GemmConfig(64, 128, 128, 8, 3),
-                 GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3)]
+WGRAD_CONFIGS = [GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3), GemmConfig(128, 128, 128, 8, 4),
+                 GemmConfig(64, 64, 128, 4, 3), GemmConfig(128, 64, 128, 4, 3), GemmConfig(128, 64, 128, 8, 3),
+                 GemmConfig(256, 128, 128, 8, 3)]
 
 
 def bench(fn):
@@ -117,12 +118,12 @@ def profile(E, T, H, F):
                                           launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)), flop_w)
     print(" whole step (launch.forward + backward, 3x forward FLOPs):")
     flop_step = 3 * (gf(T, 2 * F, H) + gf(T, H, F))
-    for c, wc in ((None, None), (GEMM_CONFIGS[2], WGRAD_CONFIGS[1]), (GEMM_CONFIGS[0], WGRAD_CONFIGS[2])):
+    for c, wc in ((None, None), (None, WGRAD_CONFIGS[1]), (None, WGRAD_CONFIGS[2])):
         def step(c=c, wc=wc):
             yy, zz, hh = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=c, recipe=r)
             launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32, config=c,
                             wgrad_config=wc, recipe=r)
-        label = "heuristic" if c is None else f"{c.name} / wgrad {wc.name}"
+        label = f"{c.name if c else 'heuristic'} / wgrad {wc.name if wc else 'heuristic'}"
         attempt(f"fp8_block {label}", step, flop_step)
 
     def step_bf16():

@@ -122,10 +122,14 @@ WGRAD_COUNTS = {
 }
 
 
+@pytest.mark.parametrize("group", [8, 2], ids=["group8", "group2"])
 @pytest.mark.parametrize("counts", WGRAD_COUNTS.values(), ids=WGRAD_COUNTS.keys())
 @pytest.mark.parametrize("recipe", recipes.RECIPES)
-def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, device):
-    E, T, N, M = len(counts), sum(counts), 32, 48
+def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, group, device, monkeypatch):
+    """Each expert's gradient from its own rows; three row tiles (the last partial) and two
+    column tiles per expert, in one group of row tiles or in groups of 2 (the last partial)."""
+    monkeypatch.setattr(launch, "WGRAD_GROUP_N", group)
+    E, T, N, M = len(counts), sum(counts), 80, 48
     g = torch.Generator().manual_seed(2)
     a = (torch.randn(T, N, generator=g) * torch.logspace(-1, 1, T)[:, None]).to(device)
     b = torch.randn(T, M, generator=g).to(device)

@@ -163,21 +163,25 @@ def load_decoded(data_ptr, scale_ptr, row_offs, k, scale_rows, mask, scale_cols,
 
 
 @triton.jit
-def load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld, RECIPE: tl.constexpr):
-    """(tile, row scales) of A (T, K) for rows x k, as the dot takes it: x.dtype values
-    (RECIPE_NONE), float8 with one float32 scale per row for chunk k0 (fp8_block), or decoded
-    bfloat16 (mxfp8 / nvfp4). The row scales are a placeholder except for fp8_block."""
+def load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE: tl.constexpr):
+    """A (T, K) for rows x k, as the dot takes it: x.dtype values (RECIPE_NONE), float8
+    (fp8_block: its scales come from fp8_row_scales), or decoded bfloat16 (mxfp8 / nvfp4)."""
     mask = rmask[:, None] & kmask[None, :]
-    scale = rmask.to(tl.float32)
     if RECIPE == RECIPE_NONE:
         a = tl.load(a_ptr + rows64[:, None] * lda + k[None, :], mask=mask, other=0.0)
     elif RECIPE == RECIPE_FP8_BLOCK:
         a = load_fp8(a_ptr, rows64[:, None] * lda + k[None, :], mask)
-        scale = tl.load(a_scale_ptr + rows64 * a_scale_ld + k0 // 128, mask=rmask, other=0.0)
     else:
         a = load_decoded(a_ptr, a_scale_ptr, rows64[:, None] * lda, k[None, :], rows64[:, None], mask, a_scale_ld,
                          RECIPE)
-    return a, scale
+    return a
+
+
+@triton.jit
+def fp8_row_scales(scale_ptr, rows64, k0, scale_ld, rmask):
+    """fp8_block: the float32 scales of ``rows`` for the K chunk at k0, from scales stored
+    (K/128, rows) with row stride scale_ld: one contiguous vector per chunk."""
+    return tl.load(scale_ptr + (k0 // 128) * scale_ld + rows64, mask=rmask, other=0.0)
 
 
 @triton.jit
@@ -197,16 +201,13 @@ def fp8_b_scale(scale_row, n_stride, first_col, n, nmask, UNIFORM: tl.constexpr,
 
 
 @triton.jit
-def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, first_n, kmask, nmask,
-               b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols,
-               IEEE: tl.constexpr, RECIPE: tl.constexpr, UNIFORM_SCALE: tl.constexpr, BLOCK_N: tl.constexpr):
+def mma_b_tile(acc, a, a_scale, b_scale, b_base, b_scale_ptr, b_scale_row0, k, n, kmask, nmask,
+               b_k_stride, b_n_stride, b_scale_cols, IEEE: tl.constexpr, RECIPE: tl.constexpr):
     """acc + a @ B[k, n] (one K step), B of one expert at b_base.
 
     RECIPE_NONE: element (k, n) at b_base + k*b_k_stride + n*b_n_stride.
-    fp8_block: the same for the float8 bits (K-contiguous); b_scale_ptr is the expert's 128x128
-    block-scale array, scale of (k0, n) at (k0 // 128) * b_scale_k_stride + (n // 128) *
-    b_scale_n_stride (one load when UNIFORM_SCALE: fp8_b_scale, first_n the tile's first
-    column); adds dot(a8, b8) * (a_scale * b_scale) for this 128-wide chunk.
+    fp8_block: the same for the float8 bits (K-contiguous); adds dot(a8, b8) * (a_scale *
+    b_scale) for this 128-wide chunk (the row scales of A and the column scales of B).
     mxfp8 / nvfp4: B is stored K-contiguous (b_k_stride 1; n * b_n_stride is the byte offset
     of weight row n), its scales at swizzled rows b_scale_row0 + n of b_scale_cols columns."""
     mask = kmask[:, None] & nmask[None, :]
@@ -215,8 +216,6 @@ def mma_b_tile(acc, a, a_scale, b_base, b_scale_ptr, b_scale_row0, k, k0, n, fir
         acc = dot_f32acc(a, b, acc, IEEE)
     elif RECIPE == RECIPE_FP8_BLOCK:
         b = load_fp8(b_base, k[:, None] * b_k_stride + n[None, :] * b_n_stride, mask)
-        b_scale = fp8_b_scale(b_scale_ptr + (k0 // 128) * b_scale_k_stride, b_scale_n_stride, first_n, n, nmask,
-                              UNIFORM_SCALE, BLOCK_N)
         acc += tl.dot(a, b) * (a_scale[:, None] * b_scale[None, :])
     else:
         n64 = n.to(tl.int64)
@@ -250,10 +249,11 @@ def grouped_gemm_kernel(
       tile (the dprob partials, each written once: no atomics).
 
     Quantized operands (RECIPE != RECIPE_NONE; the module docstring has the arithmetic):
-    - fp8_block: a_ptr (T, K) uint8 E4M3 bits, a_scale_ptr (T, K/128) float32 row stride
-      a_scale_ld; b_ptr E4M3 bits with the strides above, b_scale_ptr float32 128x128 block
-      scales, expert e's block (k // 128, n // 128) at e*b_scale_e_stride +
-      (k//128)*b_scale_k_stride + (n//128)*b_scale_n_stride. BLOCK_K == 128, K % 128 == 0.
+    - fp8_block: a_ptr (T, K) uint8 E4M3 bits, a_scale_ptr (K/128, T) float32 row stride
+      a_scale_ld (each K chunk's row scales contiguous); b_ptr E4M3 bits with the strides
+      above, b_scale_ptr float32 128x128 block scales, expert e's block (k // 128, n // 128)
+      at e*b_scale_e_stride + (k//128)*b_scale_k_stride + (n//128)*b_scale_n_stride.
+      BLOCK_K == 128, K % 128 == 0.
       GLU_UNIFORM_SCALE: each tile's gate columns share a scale block, and its up columns
       (launch.glu_scale_uniform; fp8_b_scale).
     - mxfp8 / nvfp4: a_ptr (T, K) E4M3 bytes or (T, K/2) packed E2M1 (row stride lda bytes),
@@ -293,17 +293,35 @@ def grouped_gemm_kernel(
                 uniform = BLOCK_N <= 128
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            # fp8_block: each chunk's scales are loaded one chunk ahead, so their latency
+            # overlaps the previous chunk's dot (a load feeding only the epilogue math is not
+            # software-pipelined by the compiler). Placeholders for the other recipes.
+            a_scale_next = rmask.to(tl.float32)
+            gate_scale_next = tl.full((BLOCK_N,), 1.0, tl.float32)
+            up_scale_next = gate_scale_next
+            if RECIPE == RECIPE_FP8_BLOCK:
+                a_scale_next = fp8_row_scales(a_scale_ptr, rows64, 0, a_scale_ld, rmask)
+                gate_scale_next = fp8_b_scale(b_scale_base, b_scale_n_stride, gate0, gate_n, nmask, uniform, BLOCK_N)
+                up_scale_next = fp8_b_scale(b_scale_base, b_scale_n_stride, up0, up_n, nmask, uniform, BLOCK_N)
             for k0 in range(0, K, BLOCK_K):
                 k = k0 + tl.arange(0, BLOCK_K)
                 kmask = k < K
-                a, a_scale = load_a_tile(a_ptr, a_scale_ptr, rows64, k, k0, rmask, kmask, lda, a_scale_ld, RECIPE)
-                acc = mma_b_tile(acc, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, gate_n, gate0, kmask,
-                                 nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride, b_scale_cols,
-                                 IEEE, RECIPE, uniform, BLOCK_N)
+                a_scale = a_scale_next
+                gate_scale = gate_scale_next
+                up_scale = up_scale_next
+                if RECIPE == RECIPE_FP8_BLOCK:
+                    k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)   # the last chunk reloads itself
+                    a_scale_next = fp8_row_scales(a_scale_ptr, rows64, k_next, a_scale_ld, rmask)
+                    scale_row = b_scale_base + (k_next // 128) * b_scale_k_stride
+                    gate_scale_next = fp8_b_scale(scale_row, b_scale_n_stride, gate0, gate_n, nmask, uniform, BLOCK_N)
+                    if EPILOGUE == EPI_GLU:
+                        up_scale_next = fp8_b_scale(scale_row, b_scale_n_stride, up0, up_n, nmask, uniform, BLOCK_N)
+                a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
+                acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n, kmask,
+                                 nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
                 if EPILOGUE == EPI_GLU:
-                    acc_up = mma_b_tile(acc_up, a, a_scale, b_base, b_scale_base, b_scale_row0, k, k0, up_n, up0,
-                                        kmask, nmask, b_k_stride, b_n_stride, b_scale_k_stride, b_scale_n_stride,
-                                        b_scale_cols, IEEE, RECIPE, uniform, BLOCK_N)
+                    acc_up = mma_b_tile(acc_up, a, a_scale, up_scale, b_base, b_scale_base, b_scale_row0, k, up_n,
+                                        kmask, nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
             if RECIPE == RECIPE_NVFP4:
                 decode_scale = tl.load(gscale_ptr + expert64)
                 acc = acc * decode_scale
@@ -355,10 +373,38 @@ def _expert_rows(counts_ptr, expert, E):
 
 
 @triton.jit
-def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, t0, start, count,
-                   lda, ldb, a_scale_ld, b_scale_ld, MASKED: tl.constexpr, BLOCK_K: tl.constexpr):
-    """acc + the fp8_block wgrad product of the 128-token block at t0 (grouped_wgrad_kernel).
-    MASKED: the block holds rows outside [start, start + count), which are masked out."""
+def wgrad_tile(pid, N, M, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, GROUP_N: tl.constexpr):
+    """(expert, row tile, column tile) of wgrad program ``pid``: experts in order; within one,
+    column tiles sweep a group of GROUP_N row tiles before the next group (the GEMM tutorials'
+    grouped order). Programs running together then share both operands' tiles: row-major
+    order re-reads an expert's whole A rows from memory for every column tile."""
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    m_tiles = tl.cdiv(M, BLOCK_M)
+    per_expert = n_tiles * m_tiles
+    expert = pid // per_expert
+    local = pid % per_expert
+    first_n = (local // (GROUP_N * m_tiles)) * GROUP_N
+    group_rows = tl.minimum(n_tiles - first_n, GROUP_N)
+    tile_n = first_n + local % group_rows
+    tile_m = (local % (GROUP_N * m_tiles)) // group_rows
+    return expert, tile_n, tile_m
+
+
+@triton.jit
+def wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, block, a_scale_ld, b_scale_ld):
+    """fp8_block wgrad: the scales of the 128-token block number ``block`` for columns n of A
+    and m of B (copies' scales stored (Tp/128, columns): two contiguous vectors)."""
+    a_scale = tl.load(a_scale_ptr + block * a_scale_ld + n64, mask=nmask, other=0.0)
+    b_scale = tl.load(b_scale_ptr + block * b_scale_ld + m64, mask=mmask, other=0.0)
+    return a_scale, b_scale
+
+
+@triton.jit
+def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, t0, start, count, lda, ldb,
+                   MASKED: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc + the fp8_block wgrad product of the 128-token block at t0 with its scales
+    (grouped_wgrad_kernel). MASKED: the block holds rows outside [start, start + count), which
+    are masked out."""
     t = t0 + tl.arange(0, BLOCK_K)
     if MASKED:
         tmask = (t >= start) & (t < start + count)
@@ -369,8 +415,6 @@ def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask,
         bmask = mmask[None, :]
     at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
     b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
-    a_scale = tl.load(a_scale_ptr + n64 * a_scale_ld + t0 // 128, mask=nmask, other=0.0)
-    b_scale = tl.load(b_scale_ptr + m64 * b_scale_ld + t0 // 128, mask=mmask, other=0.0)
     return acc + tl.dot(at, b) * (a_scale[:, None] * b_scale[None, :])
 
 
@@ -379,27 +423,26 @@ def grouped_wgrad_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr,
     T, N, M, E, lda, ldb, a_scale_ld, b_scale_ld,
     IEEE: tl.constexpr, RECIPE: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_N: tl.constexpr,
 ):
     """Ragged-K weight gradients: C[e] (N, M) = A[rows of e]^T @ B[rows of e].
 
     a_ptr: (T, N) row stride lda (dz for dW1, dy for dW2); b_ptr: (T, M) row stride ldb (x, h).
     c_ptr: (E, N, M) contiguous, written in full (zeros for experts without tokens).
-    Grid: (E * cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)); K walks the expert's rows in BLOCK_K steps.
+    Grid: E * cdiv(N, BLOCK_N) * cdiv(M, BLOCK_M) programs, one output tile each, in the order
+    of wgrad_tile; K walks the expert's rows in BLOCK_K steps.
 
     Quantized (RECIPE != RECIPE_NONE): the column-wise copies A^T (N, Tp) and B^T (M, Tp),
     quantized along the token axis (Tp: T padded to the block), row strides lda, ldb (bytes;
     nvfp4 rows hold Tp / 2). K steps are aligned to multiples of BLOCK_K of the global token
     index, the blocks the copies were quantized in, and mask the rows outside the expert.
-    fp8_block: a_scale_ptr (N, Tp/128), b_scale_ptr (M, Tp/128) float32, row strides
+    fp8_block: a_scale_ptr (Tp/128, N), b_scale_ptr (Tp/128, M) float32, row strides
     a_scale_ld, b_scale_ld; BLOCK_K == 128. mxfp8 / nvfp4: flat swizzled scales with
     a_scale_ld, b_scale_ld padded columns. nvfp4: gscale_ptr[0] multiplies the result.
     """
-    pid = tl.program_id(0)
-    n_n_tiles = tl.cdiv(N, BLOCK_N)
-    expert = pid // n_n_tiles
-    n = (pid % n_n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
-    m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
+    n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     nmask = n < N
     mmask = m < M
     start, count = _expert_rows(counts_ptr, expert, E)
@@ -422,16 +465,28 @@ def grouped_wgrad_kernel(
         m64 = m.to(tl.int64)
         first_full = tl.cdiv(start, BLOCK_K)
         end_full = (start + count) // BLOCK_K
+        # Scales one block ahead (their latency overlaps the previous block's dot); the index
+        # stays inside the copies' blocks even when the loop does not run.
+        a_next, b_next = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
+                                          tl.maximum(tl.minimum(first_full, end_full - 1), 0), a_scale_ld, b_scale_ld)
         for i in range(first_full, end_full):
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, i * BLOCK_K,
-                                 start, count, lda, ldb, a_scale_ld, b_scale_ld, False, BLOCK_K)
+            a_scale = a_next
+            b_scale = b_next
+            a_next, b_next = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
+                                              tl.minimum(i + 1, end_full - 1), a_scale_ld, b_scale_ld)
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, i * BLOCK_K, start,
+                                 count, lda, ldb, False, BLOCK_K)
         head = start // BLOCK_K
         if (count > 0) & (head < first_full):
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head * BLOCK_K,
-                                 start, count, lda, ldb, a_scale_ld, b_scale_ld, True, BLOCK_K)
+            a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head, a_scale_ld,
+                                                b_scale_ld)
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, head * BLOCK_K, start,
+                                 count, lda, ldb, True, BLOCK_K)
         if (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full):
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
-                                 end_full * BLOCK_K, start, count, lda, ldb, a_scale_ld, b_scale_ld, True, BLOCK_K)
+            a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, end_full,
+                                                a_scale_ld, b_scale_ld)
+            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, end_full * BLOCK_K,
+                                 start, count, lda, ldb, True, BLOCK_K)
     else:
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)

@@ -85,6 +85,10 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     )
 
 
+# Row tiles per group of the wgrad's program order (kernels.wgrad_tile).
+WGRAD_GROUP_N = 8
+
+
 def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     """c[e] (N, M) = a[rows of e]^T @ b[rows of e]: a (T, N), b (T, M) tensors, or with a recipe
     their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp))."""
@@ -98,11 +102,11 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
         a_data, b_data, a_scales, b_scales, a_ld, b_ld = a.data, b.data, a.scales, b.scales, a.scale_ld, b.scale_ld
         if recipe == "nvfp4":
             gscale = (a.decode * b.decode).reshape(1)
-    grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n), cdiv(m_dim, wcfg.block_m))](
+    grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),)](
         a_data, b_data, c, counts, a_scales, b_scales, gscale, T, n_dim, m_dim, E, a_data.stride(0),
         b_data.stride(0), a_ld, b_ld,
         IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
-        BLOCK_K=wcfg.block_k, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
+        BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None):

@@ -68,9 +68,10 @@ class QuantRows:
     """A (rows, K) operand quantized along K (Q_rows, or a Q_cols copy of a transposed tensor).
 
     data: fp8_block / mxfp8 (rows, K) uint8 E4M3 bits; nvfp4 (rows, K/2) uint8 packed E2M1.
-    scales: fp8_block (rows, K/128) float32; mxfp8 / nvfp4 the flat swizzled scale bytes
-    (uint8) of the (rows, K/block) matrix. scale_ld: fp8_block the scales' row stride, else
-    the swizzle's padded column count. decode: nvfp4 float32 scalar S_dec, else None.
+    scales: fp8_block float32 (K/128, rows), one K chunk's row scales contiguous (the GEMMs
+    read them as one vector per K step); mxfp8 / nvfp4 the flat swizzled scale bytes (uint8)
+    of the (rows, K/block) matrix. scale_ld: fp8_block the stride between K chunks (rows),
+    else the swizzle's padded column count. decode: nvfp4 float32 scalar S_dec, else None.
     """
     data: torch.Tensor
     scales: torch.Tensor
@@ -98,12 +99,32 @@ def _nvfp4_decode(amax: torch.Tensor) -> torch.Tensor:
     return qref.nvfp4_global_scales(amax)[1]
 
 
+def _fp8_operand(t: torch.Tensor, block: tuple[int, int], *, transpose: bool, scales_transposed: bool,
+                 pad_rows: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8_block quantization of t (rows, K) or of a batch (E, R, K) in ``block``s, in a GEMM
+    operand layout: (data uint8, scales float32) as quant.launch.fp8_block writes them with
+    ``transpose`` / ``scales_transposed`` (relative to t and its grid of blocks). The quantizer
+    kernel, or where kernels cannot run the reference in the same layout."""
+    if policy.kernels_enabled(t.device):
+        data, scales = quant_launch.fp8_block(t, block, False, transpose=transpose,
+                                              scales_transposed=scales_transposed, pad_rows=pad_rows)
+        return data.view(torch.uint8), scales
+    batch = _pad_rows(t, block[0])[None] if pad_rows else (t if t.dim() == 3 else t[None])
+    if transpose:   # t's blocks are the blocks of t^T with the block shape swapped
+        batch, block = batch.transpose(1, 2), block[::-1]
+    parts = [qref.quantize_fp8_block(m, block, False) for m in batch]
+    data = torch.stack([d for d, _ in parts]).view(torch.uint8)
+    # The reference's scales are on the grid of the matrix it quantized (t's, or t^T's).
+    scales = torch.stack([sc.t() if transpose != scales_transposed else sc for _, sc in parts]).contiguous()
+    return (data, scales) if t.dim() == 3 else (data[0], scales[0])
+
+
 def quantize_rows(recipe: str, t: torch.Tensor) -> QuantRows:
     """Q_rows of a (rows, K) activation or gradient (K a multiple of BLOCK[recipe])."""
     rows, cols = t.shape
     if recipe == "fp8_block":
-        q = quantize_fp8_block(t, block=(1, 128))
-        return QuantRows(q.data.view(torch.uint8), q.scales, cols // 128, None)
+        data, scales = _fp8_operand(t, (1, 128), transpose=False, scales_transposed=True)
+        return QuantRows(data, scales, rows, None)
     if recipe == "mxfp8":
         q = quantize_mxfp8(t, swizzle=True)
         return QuantRows(q.data.view(torch.uint8), q.scales, padded_shape(rows, cols // 32)[1], None)
@@ -121,7 +142,12 @@ def _pad_rows(t: torch.Tensor, multiple: int) -> torch.Tensor:
 
 def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
     """Q_cols: the (N, Tp) copy of a (T, N) tensor quantized along the token axis, T
-    zero-padded to Tp, a multiple of BLOCK[recipe] (zeros change no block amax)."""
+    zero-padded to Tp, a multiple of BLOCK[recipe] (zeros change no block amax). fp8_block
+    quantizes 128x1 blocks of t and writes them transposed (a coalesced read of t, no padded
+    copy); the emulated recipes quantize the transposed view of the padded t."""
+    if recipe == "fp8_block":
+        data, scales = _fp8_operand(t, (128, 1), transpose=True, scales_transposed=False, pad_rows=True)
+        return QuantRows(data, scales, t.shape[1], None)
     return quantize_rows(recipe, _pad_rows(t, BLOCK[recipe]).t())
 
 
@@ -139,12 +165,10 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
     src = w.transpose(1, 2) if transpose else w
     n_rows, n_cols = src.shape[1], src.shape[2]
     if recipe == "fp8_block":
-        if policy.kernels_enabled(w.device):
-            data, scales = quant_launch.fp8_block(src, (128, 128), False)   # reads W^T in place
-        else:
-            data, scales = qref.quantize_fp8_block(src.reshape(n_experts * n_rows, n_cols), (128, 128), False)
-        return QuantWeight(data.view(torch.uint8).view(n_experts, n_rows, n_cols),
-                           scales.view(n_experts, n_rows // 128, n_cols // 128), 0, 0, None)
+        # 128x128 blocks: the dgrad usage holds the forward's codes transposed, written
+        # transposed from a coalesced read of W.
+        data, scales = _fp8_operand(w, (128, 128), transpose=transpose, scales_transposed=transpose)
+        return QuantWeight(data, scales, 0, 0, None)
     if recipe == "mxfp8":
         q = quantize_mxfp8(src.reshape(n_experts * n_rows, n_cols), swizzle=True)
         return QuantWeight(q.data.view(torch.uint8).view(n_experts, n_rows, n_cols), q.scales, n_rows,
