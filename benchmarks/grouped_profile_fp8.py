@@ -133,7 +133,7 @@ def profile(E, T, H, F):
     torch.cuda.empty_cache()
 
 
-def steps(E, T, H, F, rounds=3):
+def steps(E, T, H, F, rounds=3, providers=(None, "fp8_block", "mxfp8", "nvfp4")):
     """The whole forward + backward (launch.forward + backward, heuristic tiles) of bf16 and of
     every recipe, the providers alternating for ``rounds`` rounds; the median per provider."""
     counts, x, probs, w1, w2, dy = problem(E, T, H, F)
@@ -143,7 +143,6 @@ def steps(E, T, H, F, rounds=3):
         y, z, h = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe)
         launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, recipe=recipe)
 
-    providers = (None, "fp8_block", "mxfp8", "nvfp4")
     times = {p: [] for p in providers}
     for _ in range(rounds):
         for p in providers:
@@ -160,11 +159,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="1,2")
     ap.add_argument("--steps-only", action="store_true", help="only the whole steps of bf16 and every recipe")
+    ap.add_argument("--providers", default="bf16,fp8_block,mxfp8,nvfp4", help="--steps-only: which to time")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     ceilings()
+    providers = tuple(None if p == "bf16" else p for p in args.providers.split(","))
     for s in args.shapes.split(","):
-        (steps if args.steps_only else profile)(*SHAPES[int(s)])
+        if args.steps_only:
+            steps(*SHAPES[int(s)], providers=providers)
+        else:
+            profile(*SHAPES[int(s)])
 
 
 if __name__ == "__main__":

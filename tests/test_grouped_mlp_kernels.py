@@ -197,10 +197,11 @@ print(json.dumps(out))
 def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop cost the fp8 GEMMs their pipelining), async copies in the
-    K loop, and no spills except in the fp8 wgrad, whose heuristic tile spills and was still
-    the fastest measured (configs.heuristic)."""
+    K loop, and no spills except in the fp8 wgrad and fp8 fc1 + GLU tiles, which spill a few
+    dozen bytes under this Triton and were still the fastest measured on the H200
+    (configs.heuristic, configs.glu_config)."""
     report = run_compile_script(_SM90_COMPILE)
     assert len(report) == 8
     for name, r in report.items():
         assert r["calls"] == 0 and r["async"] > 0, (name, r)
-        assert r["stack"] == 0 or name == "fp8-wgrad", (name, r)
+        assert r["stack"] == 0 or (name in ("fp8-wgrad", "fp8-glu") and r["stack"] <= 64), (name, r)

@@ -38,7 +38,7 @@ import tilefuse
 from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, glu_config
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
@@ -164,8 +164,10 @@ def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
 
 def test_fp8_glu_tile_is_capped_and_16_bit_tiles_are_not():
     cfg = GemmConfig(128, 128, 128, 8, 3, 1)
-    assert glu_config(cfg, "fp8_block") == GemmConfig(128, 64, 128, 8, 3, 1)
+    assert glu_config(cfg, "fp8_block") == GemmConfig(128, 64, 128, 4, 3, 2)   # the threads follow the tile
     assert glu_config(cfg, None) is cfg and glu_config(cfg, "mxfp8") is cfg
+    assert dglu_config(cfg) == GemmConfig(128, 64, 128, 8, 3, 1)
+    assert glu_config(GemmConfig(64, 128, 128, 4, 3, 2), "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2)
 
 
 def test_nvfp4_dgrad_copy_is_the_transposed_quantization(device):

@@ -61,8 +61,7 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
 # The fc2-dgrad + dGLU epilogue holds dh, z's gate and up tiles and their gradients at once. On
 # sm_90 (benchmarks/compile_report_so2.py, triton 3.8) its 128x128 tile on 8 warps spilled 504
 # bytes, 128x64 none (239 registers); the H200 profile measured that GEMM at 346 TFLOP/s against
-# 557 for the fc2 GEMM of the same config (results/2026-11-29-h200-b/run3). The cap below has
-# not been timed on the H200 yet.
+# 557 for the fc2 GEMM of the same config (results/2026-11-29-h200-b/run3).
 DGLU_MAX_BLOCK_N = 64
 
 
@@ -73,18 +72,36 @@ DGLU_MAX_BLOCK_N = 64
 FP8_GLU_MAX_BLOCK_N = 64
 
 
+def _cap_block_n(cfg: GemmConfig, cap: int, keep_threads: bool) -> GemmConfig:
+    """cfg with BLOCK_N at most ``cap``; with ``keep_threads`` the warps shrink with the tile
+    (the same elements per thread) and the programs per SM grow by the same factor."""
+    if cfg.block_n <= cap:
+        return cfg
+    if not keep_threads:
+        return dataclasses.replace(cfg, block_n=cap)
+    factor = min(cfg.block_n // cap, cfg.num_warps // 4) or 1
+    return dataclasses.replace(cfg, block_n=cap, num_warps=cfg.num_warps // factor,
+                               programs_per_sm=cfg.programs_per_sm * factor)
+
+
+# fp8_block's capped GLU tile keeps the elements per thread: 128x64 on 4 warps, two programs per
+# SM, against 8 warps and one program, ran the fc1 + GLU at 838 against 700 TFLOP/s at
+# (8, 16384, 4096, 3584) (results/2026-11-29-h200-d/run1), with a 40-byte stack in the sm_90
+# compile under triton 3.8. The dGLU's 128x64 tile on 4 warps was within 4% of 8 warps there
+# but spills 528 bytes under triton 3.8, so the dGLU keeps its warps.
+
+
 @functools.lru_cache(maxsize=64)
 def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
     """The config the fc1 + GLU launch uses: ``cfg``, with BLOCK_N at most FP8_GLU_MAX_BLOCK_N
-    for fp8_block."""
-    if recipe != "fp8_block" or cfg.block_n <= FP8_GLU_MAX_BLOCK_N:
+    for fp8_block (warps and programs per SM scaled with the tile)."""
+    if recipe != "fp8_block":
         return cfg
-    return dataclasses.replace(cfg, block_n=FP8_GLU_MAX_BLOCK_N)
+    return _cap_block_n(cfg, FP8_GLU_MAX_BLOCK_N, keep_threads=True)
 
 
 @functools.lru_cache(maxsize=64)
 def dglu_config(cfg: GemmConfig) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N."""
-    return cfg if cfg.block_n <= DGLU_MAX_BLOCK_N else dataclasses.replace(cfg, block_n=DGLU_MAX_BLOCK_N)
-
+    return _cap_block_n(cfg, DGLU_MAX_BLOCK_N, keep_threads=False)

@@ -1,0 +1,75 @@
+"""H200: variants of grouped_glu_mlp's fp8_block pieces that the heuristics choose between:
+the fp8 quantizer's tile per operand layout, and the wgrad's program order (GROUP_N) and tiles.
+Bandwidth against a device copy measured in the same run; do_bench medians.
+
+    PYTHONPATH=src python3 benchmarks/grouped_fp8_variants.py
+"""
+import torch
+import triton
+
+from tilefuse.ops.grouped_glu_mlp import launch, recipes
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+from tilefuse.quant import launch as qlaunch
+
+from grouped_profile_fp8 import SHAPES, problem
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=10, rep=100)
+
+
+def quantizer_tiles():
+    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8, 7168, 4096, device="cuda", dtype=torch.bfloat16)
+    copy_ms = bench(lambda: x.clone())
+    copy_gbs = 4 * x.numel() / copy_ms / 1e6
+    print(f"copy bf16 16384x4096: {copy_gbs:.0f} GB/s")
+    cases = {   # name: (block, kwargs, tiles, tensor)
+        "rows 1x128, scales transposed": ((1, 128), dict(scales_transposed=True),
+                                          [(16, 128, 4), (32, 128, 4), (64, 128, 8), (32, 256, 8), (8, 128, 2)], x),
+        "cols 128x1, written transposed": ((128, 1), dict(transpose=True, pad_rows=True),
+                                           [(128, 64, 8), (128, 32, 4), (128, 16, 4), (128, 128, 16), (256, 32, 8),
+                                            (128, 64, 4)], x),
+        "W 128x128": ((128, 128), {}, [(128, 128, 16), (128, 128, 8), (128, 256, 16)], w),
+        "W 128x128 written transposed": ((128, 128), dict(transpose=True, scales_transposed=True),
+                                         [(128, 128, 16), (128, 128, 8), (128, 64, 8)], w),
+    }
+    default = dict(qlaunch._FP8_TILES)
+    for name, (block, kw, tiles, t) in cases.items():
+        nbytes = 3 * t.numel()
+        for tile in tiles:
+            qlaunch._FP8_TILES[block] = tile
+            try:
+                ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
+                gbs = nbytes / ms / 1e6
+                print(f"  {name:32s} tile {tile}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy",
+                      flush=True)
+            except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
+                print(f"  {name:32s} tile {tile}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
+        qlaunch._FP8_TILES[block] = default[block]
+
+
+def wgrad_order(shape):
+    E, T, H, F = SHAPES[shape]
+    counts, x, probs, w1, w2, dy = problem(E, T, H, F)
+    h = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+    dz = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16)
+    cols = {n: recipes.quantize_cols("fp8_block", t) for n, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    flop = 2 * T * 2 * F * H + 2 * T * H * F
+    print(f"\nwgrads (dW1 + dW2), E {E} T {T} H {H} F {F}")
+    default = launch.WGRAD_GROUP_N
+    for cfg in (GemmConfig(64, 128, 128, 4, 3), GemmConfig(64, 128, 128, 4, 4), GemmConfig(128, 128, 128, 8, 3)):
+        for group in (1, 4, 8, 16, 64):
+            launch.WGRAD_GROUP_N = group
+            ms = bench(lambda: (launch._wgrad(cols["dz"], cols["x"], dw1, counts, T, cfg, "fp8_block"),
+                                launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, cfg, "fp8_block")))
+            print(f"  {cfg.name:24s} GROUP_N {group:3d}: {ms:7.3f} ms {flop / ms / 1e9:6.0f} TFLOP/s", flush=True)
+    launch.WGRAD_GROUP_N = default
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
+    quantizer_tiles()
+    for s in (1, 2):
+        wgrad_order(s)
