@@ -3,12 +3,11 @@
 x is (rows, K), any strides (the kernels read them); outputs are contiguous. Arguments are
 assumed validated (api.py). Nothing here reads a device value on the host.
 
-Tiles are heuristic, not tuned (no GPU timing yet): a tile holds whole scaling blocks, BLOCK_K
-is a power of two no wider than K needs, and the programs of one launch are independent (no
-atomics), so results do not depend on the tile. The sizes keep 16 elements per thread, where an
-sm_90 compile (done on the CPU, tests/test_quant_kernels.py) shows 80-130 registers and no
-stack; 64 per thread (32x256 tiles, or 128x128 on 8 warps) hit the 255-register cap, and mxfp8
-spilled.
+Tiles are fixed per kernel, not tuned per shape: a tile holds whole scaling blocks, BLOCK_K is
+a power of two no wider than K needs, and the programs of one launch are independent (no
+atomics), so results do not depend on the tile. The fp8 tiles were chosen on the H200 (below);
+the others keep 16 elements per thread, where an sm_90 compile (tests/test_quant_kernels.py)
+shows no stack; 64 per thread (32x256 tiles) hit the 255-register cap, and mxfp8 spilled.
 
 A swizzled scale buffer is zero-filled first (its padding entries must be 0), then the kernel
 writes every real entry.
@@ -42,9 +41,13 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 
 
 # (BLOCK_M, widest BLOCK_K, num_warps) per kernel
-FP8_1x128_TILE = (16, 128, 4)
-FP8_128x128_TILE = (128, 128, 16)
-FP8_128x1_TILE = (128, 64, 8)
+# fp8 tiles measured on the H200 against the alternatives in benchmarks/grouped_fp8_variants.py
+# (results/2026-11-29-h200-d/run2), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps
+# 67% (16x128: 64%); 128x128 on 8 warps 79-81% (16 warps: 75-76%); 128x1 written transposed
+# 128x64 on 4 warps 49% (8 warps: 39%).
+FP8_1x128_TILE = (32, 128, 4)
+FP8_128x128_TILE = (128, 128, 8)
+FP8_128x1_TILE = (128, 64, 4)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
