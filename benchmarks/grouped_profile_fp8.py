@@ -4,8 +4,8 @@ measured in the same run (cuBLAS through torch._scaled_mm / matmul).
 
     PYTHONPATH=src python3 benchmarks/grouped_profile_fp8.py [--shapes 1,2] [--steps-only]
 
-Works against any tilefuse tree with ``recipes.quantize_rows / quantize_cols /
-quantize_weight`` and ``launch._gemm / _wgrad`` (run it on two trees to compare them).
+Needs a tree with ``recipes.quantize_weight_pair`` and ``launch.forward(keep_dgrad_weights=)``
+(from 2026-11-29-h200-d on; run 2 there used the version before them for the older tree).
 Balanced counts; do_bench medians.
 """
 import argparse
@@ -83,11 +83,14 @@ def profile(E, T, H, F):
         "W1": lambda: recipes.quantize_weight(r, w1), "W2": lambda: recipes.quantize_weight(r, w2),
         "W1 dgrad": lambda: recipes.quantize_weight(r, w1, transpose=True),
         "W2 dgrad": lambda: recipes.quantize_weight(r, w2, transpose=True),
+        "W1 pair": lambda: recipes.quantize_weight_pair(r, w1),
+        "W2 pair": lambda: recipes.quantize_weight_pair(r, w2),
         "cols x": lambda: recipes.quantize_cols(r, x), "cols h": lambda: recipes.quantize_cols(r, h),
         "cols dy": lambda: recipes.quantize_cols(r, dy), "cols dz": lambda: recipes.quantize_cols(r, dz),
     }
-    total_q = sum(filter(None, (attempt(f"{name:9s}", fn) for name, fn in quant.items())))
-    print(f"  all quantizers: {total_q:.3f} ms")
+    times_q = {name: attempt(f"{name:9s}", fn) for name, fn in quant.items()}
+    used = [n for n in times_q if n not in ("W1", "W2", "W1 dgrad", "W2 dgrad")]   # what a step runs
+    print(f"  a step's quantizers (weight pairs): {sum(times_q[n] or 0 for n in used):.3f} ms")
     xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
     w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
     w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
@@ -120,9 +123,10 @@ def profile(E, T, H, F):
     flop_step = 3 * (gf(T, 2 * F, H) + gf(T, H, F))
     for c, wc in ((None, None), (None, WGRAD_CONFIGS[1]), (None, WGRAD_CONFIGS[2])):
         def step(c=c, wc=wc):
-            yy, zz, hh = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=c, recipe=r)
+            yy, zz, hh, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=c, recipe=r,
+                                              keep_dgrad_weights=True)
             launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32, config=c,
-                            wgrad_config=wc, recipe=r)
+                            wgrad_config=wc, recipe=r, dgrad_weights=kept)
         label = f"{c.name if c else 'heuristic'} / wgrad {wc.name if wc else 'heuristic'}"
         attempt(f"fp8_block {label}", step, flop_step)
 
@@ -139,9 +143,11 @@ def steps(E, T, H, F, rounds=3, providers=(None, "fp8_block", "mxfp8", "nvfp4"))
     counts, x, probs, w1, w2, dy = problem(E, T, H, F)
     flop = 3 * 2 * T * 3 * H * F
 
-    def step(recipe):
-        y, z, h = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe)
-        launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, recipe=recipe)
+    def step(recipe):   # as the op runs it: the forward keeps fp8_block's dgrad weight copies
+        y, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe,
+                                       keep_dgrad_weights=True)
+        launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, recipe=recipe,
+                        dgrad_weights=kept)
 
     times = {p: [] for p in providers}
     for _ in range(rounds):

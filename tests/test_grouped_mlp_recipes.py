@@ -38,7 +38,7 @@ import tilefuse
 from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
@@ -293,6 +293,37 @@ def test_public_api_runs_recipe_kernels_at_level_1_and_the_rendering_at_level_0(
     tol = recipe_tol(torch.float32, 48, 32, 51)
     for a, b in zip(out[1], out[0]):
         assert rel(a, b) <= tol
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, device):
+    """The op's forward writes W1's and W2's dgrad copies with their forward copies (one
+    quantizer launch each) and its backward reads them: 10 fp8 quantizer launches per step
+    instead of 12, and gradients bitwise those of a backward that quantizes the weights itself.
+    Through the autograd.Function and through the custom ops (torch.compile)."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, True, device, seed=9)
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    leaves = [i[k].clone().requires_grad_(True) for k in names]
+
+    def f(x, p, w1, w2, b1, b2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, fc1_bias=b1, fc2_bias=b2,
+                               recipe="fp8_block")
+    if compiled:
+        f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    with tilefuse.level(1), launches.counting() as launched:
+        y = f(*leaves)
+        got = torch.autograd.grad(y, leaves, i["dy"])
+    assert launched["quant_fp8_block"] == 10 and launched["grouped_mlp_bwd"] == 1
+    cfg = heuristic("fwd", 2, "fp8_block")
+    args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+    with launches.counting() as alone:
+        y_want, z, h = launch.forward(*args, "swiglu", 32, config=cfg, recipe="fp8_block")
+        want = launch.backward(i["dy"], *args, z, h, "swiglu", 32, config=cfg, recipe="fp8_block")
+    assert alone["quant_fp8_block"] == 12
+    assert torch.equal(y, y_want)
+    for name, a, b in zip(names, got, (want[0], want[1], want[2], want[3], want[4], want[5])):
+        assert torch.equal(a, b), name
 
 
 def test_module_with_recipe(device):

@@ -260,7 +260,8 @@ def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, stride_r, stride_c,
 @triton.jit
 def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
-                     BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr,
+                     data2_ptr, scale2_ptr, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                     BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
@@ -275,6 +276,9 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     j * s_stride_c.
     out_rows >= n_rows: rows [n_rows, out_rows) of one matrix are stored as zeros (padding to
     the block; batch_rows = out_rows then); a batch has out_rows = n_rows.
+    SECOND: the same codes and scales are also stored at data2_ptr / scale2_ptr with the
+    strides d2_* / s2_* (matrix strides d_stride_b / s_stride_b): grouped_glu_mlp writes a
+    weight's forward copy and its transposed dgrad copy from one read.
     Program (i, j) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns [j*BLOCK_K, +BLOCK_K).
     """
     row0 = tl.program_id(0) * BLOCK_M
@@ -294,11 +298,19 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     scale = _nan_where(scale != scale, scale)
     v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS), -_E4M3_MAX, _E4M3_MAX)
     rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
-    _store_tile(data_ptr + batch.to(tl.int64) * d_stride_b, e4m3_data_bits(v).to(tl.uint8), local0, col0,
-                rows_out, n_cols, d_stride_r, d_stride_c, BLOCK_M, BLOCK_K)
+    codes = e4m3_data_bits(v).to(tl.uint8)
+    n_srows = (rows_out + BLOCK_ROWS - 1) // BLOCK_ROWS
+    _store_tile(data_ptr + batch.to(tl.int64) * d_stride_b, codes, local0, col0, rows_out, n_cols, d_stride_r,
+                d_stride_c, BLOCK_M, BLOCK_K)
     store_scales(scale_ptr + batch.to(tl.int64) * s_stride_b, scale, local0 // BLOCK_ROWS, col0 // BLOCK_COLS,
-                 (rows_out + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // BLOCK_COLS, s_stride_r, s_stride_c, 0,
-                 BLOCK_M // BLOCK_ROWS, BLOCK_K // BLOCK_COLS, False)
+                 n_srows, n_cols // BLOCK_COLS, s_stride_r, s_stride_c, 0, BLOCK_M // BLOCK_ROWS,
+                 BLOCK_K // BLOCK_COLS, False)
+    if SECOND:
+        _store_tile(data2_ptr + batch.to(tl.int64) * d_stride_b, codes, local0, col0, rows_out, n_cols, d2_stride_r,
+                    d2_stride_c, BLOCK_M, BLOCK_K)
+        store_scales(scale2_ptr + batch.to(tl.int64) * s_stride_b, scale, local0 // BLOCK_ROWS, col0 // BLOCK_COLS,
+                     n_srows, n_cols // BLOCK_COLS, s2_stride_r, s2_stride_c, 0, BLOCK_M // BLOCK_ROWS,
+                     BLOCK_K // BLOCK_COLS, False)
 
 
 @triton.jit

@@ -58,8 +58,26 @@ def _block_k(n_cols: int, widest: int, group: int) -> int:
     return max(group, min(widest, next_power_of_2(n_cols)))
 
 
+def _fp8_layout(n_batch, rows, cols, block, transpose, scales_transposed, device):
+    """Empty (data, scales, data strides (r, c), scale strides (r, c)) of one fp8 output layout
+    (fp8_block), batch-leading."""
+    br, bc = block
+    s_rows, s_cols = cdiv(rows, br), cols // bc
+    data = _new(n_batch, *((cols, rows) if transpose else (rows, cols)), dtype=torch.float8_e4m3fn, device=device)
+    scales = _new(n_batch, *((s_cols, s_rows) if scales_transposed else (s_rows, s_cols)), dtype=torch.float32,
+                  device=device)
+    return data, scales, (1, rows) if transpose else (cols, 1), (1, s_rows) if scales_transposed else (s_cols, 1)
+
+
+def fp8_tile(block: tuple[int, int], with_transposed: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, widest BLOCK_K, num_warps) of fp8_block; a second, transposed store doubles
+    the warps (it holds a second layout of the tile)."""
+    block_m, widest, warps = _FP8_TILES[block]
+    return block_m, widest, warps * 2 if with_transposed else warps
+
+
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
-              scales_transposed: bool = False, pad_rows: bool = False):
+              scales_transposed: bool = False, pad_rows: bool = False, with_transposed: bool = False):
     """-> (data float8_e4m3fn, scales float32): x (rows, K) quantized in ``block``s, (1, 128),
     (128, 128) or (128, 1) (blocks along the rows: the column-wise copies of grouped_glu_mlp).
 
@@ -71,9 +89,13 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     of br in the outputs (a zero changes no block amax).
 
     x may also be a batch (B, R, K) of matrices, any strides, R a multiple of 128 (not with
-    ``pad_rows``): each matrix quantized alone, outputs (B, ., .) in the chosen layout."""
+    ``pad_rows``): each matrix quantized alone, outputs (B, ., .) in the chosen layout.
+
+    ``with_transposed``: returns ((data, scales), (data^T, scales^T)), the second pair the
+    layout with ``transpose`` and ``scales_transposed`` flipped, written by the same launch
+    (one read of x for grouped_glu_mlp's forward and dgrad weight copies)."""
     br, bc = block
-    block_m, widest, warps = _FP8_TILES[block]
+    block_m, widest, warps = fp8_tile(block, with_transposed)
     if x.dim() == 3:
         assert not pad_rows, "pad_rows applies to one matrix"
         n_batch, batch_rows, cols = x.shape
@@ -85,27 +107,26 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
         n_batch, stride_b, stride_r, stride_c = 1, 0, x.stride(0), x.stride(1)
         out_rows = cdiv(rows, br) * br if pad_rows else rows
         batch_rows = max(out_rows, 1)
-    s_rows, s_cols = cdiv(out_rows, br), cols // bc
-    data_shape = (cols, out_rows) if transpose else (out_rows, cols)
-    scale_shape = (s_cols, s_rows) if scales_transposed else (s_rows, s_cols)
-    data = _new(n_batch, *data_shape, dtype=torch.float8_e4m3fn, device=x.device)
-    scales = _new(n_batch, *scale_shape, dtype=torch.float32, device=x.device)
+    first = _fp8_layout(n_batch, out_rows, cols, block, transpose, scales_transposed, x.device)
+    second = _fp8_layout(n_batch, out_rows, cols, block, not transpose, not scales_transposed,
+                         x.device) if with_transposed else first
+    outs = [first[:2], second[:2]] if with_transposed else [first[:2]]
     if x.dim() == 2:
-        data, scales = data[0], scales[0]
-    if data.numel() == 0:
-        return data, scales
-    d_b, d_r, d_c = out_rows * cols, *((1, out_rows) if transpose else (cols, 1))
-    s_b, s_r, s_c = s_rows * s_cols, *((1, s_rows) if scales_transposed else (s_cols, 1))
+        outs = [(d[0], s[0]) for d, s in outs]
+    result = tuple(outs) if with_transposed else outs[0]
+    if first[0].numel() == 0:
+        return result
     block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
     fp8_block_kernel[(cdiv(n_batch * out_rows, block_m), cdiv(cols, block_k))](
-        x, data.view(torch.uint8), scales, rows, cols, stride_r, stride_c, batch_rows, stride_b,
-        n_batch * out_rows, d_b, d_r, d_c, s_b, s_r, s_c,
-        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, BLOCK_M=block_m, BLOCK_K=block_k,
+        x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
+        n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
+        second[0].view(torch.uint8), second[1], *second[2], *second[3],
+        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )
     launches.record("quant_fp8_block")
-    return data, scales
+    return result
 
 
 def _scale_buffer(rows: int, cols: int, swizzle: bool, dtype, device):

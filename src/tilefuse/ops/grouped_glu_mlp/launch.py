@@ -109,12 +109,17 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
         BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
 
 
-def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None):
+def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None,
+            keep_dgrad_weights: bool = False):
     """Returns (y (T, H), z (T, 2F), h (T, F)); z and h in x.dtype, saved for the backward.
 
     recipe (recipes.py): x and W1 are quantized before FC1, h after it (by the quantizer
     kernels, quant/launch.py: a 1x128 block of h spans more activation columns than the GLU
-    epilogue's tile holds, so h is not quantized in that epilogue), W2 before FC2."""
+    epilogue's tile holds, so h is not quantized in that epilogue), W2 before FC2.
+
+    keep_dgrad_weights: returns (y, z, h, dgrad_weights), dgrad_weights the (W1, W2) dgrad
+    copies (recipes.QuantWeight) for ``backward``, written by the forward's weight quantizers
+    (fp8_block), or None (other recipes, or T == 0: the backward quantizes)."""
     from .kernels import EPI_GLU, EPI_STORE
     cfg = config or heuristic("fwd", x.element_size(), recipe)
     T, H = x.shape
@@ -126,29 +131,37 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     assert_counts_on_device(counts, counts.sum(0, keepdim=True), T)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     fc1_a, fc1_b = x, w1
+    w1_dgrad = w2_dgrad = None
     if recipe is not None and T > 0:
-        fc1_a, fc1_b = recipes.quantize_rows(recipe, x), recipes.quantize_weight(recipe, w1)
+        fc1_a = recipes.quantize_rows(recipe, x)
+        fc1_b, w1_dgrad = (recipes.quantize_weight_pair(recipe, w1) if keep_dgrad_weights
+                           else (recipes.quantize_weight(recipe, w1), None))
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
     _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
           ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe)
     fc2_a, fc2_b = h, w2
     if recipe is not None and T > 0:
-        fc2_a, fc2_b = recipes.quantize_rows(recipe, h), recipes.quantize_weight(recipe, w2)
+        fc2_a = recipes.quantize_rows(recipe, h)
+        fc2_b, w2_dgrad = (recipes.quantize_weight_pair(recipe, w2) if keep_dgrad_weights
+                           else (recipes.quantize_weight(recipe, w2), None))
     # FC2 (+ p * b2): B_e(k, n) = W2[e, n, k].
     _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
           ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)
     launches.record("grouped_mlp_fwd")
+    if keep_dgrad_weights:
+        return y, z, h, (w1_dgrad, w2_dgrad) if w1_dgrad is not None else None
     return y, z, h
 
 
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
-             wgrad_config=None, recipe=None):
+             wgrad_config=None, recipe=None, dgrad_weights=None):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
 
     recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs, the weights
-    along their dgrad K (re-quantized here, bitwise as in the forward), and dy, h, dz, x
-    column-wise for the weight gradients; all by the quantizer kernels."""
+    along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
+    quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
+    all by the quantizer kernels."""
     from .kernels import EPI_DGLU, EPI_STORE, grouped_colsum_kernel
     cfg = config or heuristic("bwd", x.element_size(), recipe)
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
@@ -163,7 +176,8 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     quantized = recipe is not None and T > 0
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
-        dgrad2_a, dgrad2_b = recipes.quantize_rows(recipe, dy), recipes.quantize_weight(recipe, w2, transpose=True)
+        dgrad2_a = recipes.quantize_rows(recipe, dy)
+        dgrad2_b = dgrad_weights[1] if dgrad_weights else recipes.quantize_weight(recipe, w2, transpose=True)
     # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
     _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
           b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
@@ -174,7 +188,8 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
     dgrad1_a, dgrad1_b = dz, w1
     if quantized:
-        dgrad1_a, dgrad1_b = recipes.quantize_rows(recipe, dz), recipes.quantize_weight(recipe, w1, transpose=True)
+        dgrad1_a = recipes.quantize_rows(recipe, dz)
+        dgrad1_b = dgrad_weights[0] if dgrad_weights else recipes.quantize_weight(recipe, w1, transpose=True)
     # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
     dx = torch.empty_like(x)
     _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,

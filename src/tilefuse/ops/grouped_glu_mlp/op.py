@@ -16,7 +16,7 @@ import torch
 from ... import policy
 from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
-from . import configs, launch
+from . import configs, launch, recipes
 from .reference import grouped_glu_mlp_unfused
 
 
@@ -59,8 +59,9 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
 def _kernel_grads(ctx, dy, run_backward, n_trailing):
     """Gradients of (x, counts, probs, w1, w2, b1, b2) and ``n_trailing`` non-tensor arguments:
     the unfused composition's under create_graph, else ``run_backward(dy, saved tensors) ->
-    (dx, dprobs, dw1, dw2, db1, db2)``."""
-    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
+    (dx, dprobs, dw1, dw2, db1, db2)`` (the saved (x, ..., z, h); more saved tensors are the
+    caller's)."""
+    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors[:9]
     if torch.is_grad_enabled():
         _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
@@ -73,17 +74,23 @@ def _kernel_grads(ctx, dy, run_backward, n_trailing):
 class GroupedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config, recipe):
-        y, z, h = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config,
-                                 recipe=recipe)
+        # fp8_block: the forward's weight quantizers also write the backward's dgrad copies,
+        # kept on ctx (intermediates, not inputs or outputs) when a gradient will be asked for.
+        y, z, h, *kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config,
+                                        recipe=recipe, keep_dgrad_weights=any(ctx.needs_input_grad))
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
         ctx.activation, ctx.interleave, ctx.config, ctx.recipe = activation, interleave, config, recipe
+        ctx.dgrad_weights = kept[0] if kept else None
         return y
 
     @staticmethod
     def backward(ctx, dy):
         def run(*tensors):
-            return launch.backward(*tensors, ctx.activation, ctx.interleave, config=ctx.config, recipe=ctx.recipe)
-        return _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
+            return launch.backward(*tensors, ctx.activation, ctx.interleave, config=ctx.config, recipe=ctx.recipe,
+                                   dgrad_weights=ctx.dgrad_weights)
+        grads = _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
+        ctx.dgrad_weights = None
+        return grads
 
 
 # --- custom ops (torch.compile) -------------------------------------------------------------
@@ -92,38 +99,71 @@ def _interleave_arg(glu_interleave):
     return 0 if glu_interleave is None else int(glu_interleave)
 
 
+# fp8_block's dgrad weight copies travel from the forward op to the backward op as four extra
+# outputs (W1 and W2 dgrad data and scales; recipes.QuantWeight); empty for the other recipes.
+_NO_COPY = (0,)
+
+
+def _dgrad_copy_shapes(w1, w2, recipe: str):
+    """[(shape, dtype)] of the four dgrad-copy tensors the forward op returns."""
+    if recipe != "fp8_block":
+        return [(_NO_COPY, torch.uint8), (_NO_COPY, torch.float32)] * 2
+    E, two_f, H = w1.shape
+    F = w2.shape[2]
+    return [((E, H, two_f), torch.uint8), ((E, H // 128, two_f // 128), torch.float32),
+            ((E, F, H), torch.uint8), ((E, F // 128, H // 128), torch.float32)]
+
+
 @torch.library.custom_op("tilefuse::grouped_mlp_fwd", mutates_args=())
 def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, recipe: str = "") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       programs_per_sm: int, recipe: str = ""
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                  torch.Tensor]:
+    """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales)."""
     cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
-    return launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
-                          recipe=recipe or None)
+    y, z, h, kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
+                                   recipe=recipe or None, keep_dgrad_weights=True)
+    if kept is not None:
+        copies = [kept[0].data, kept[0].scales, kept[1].data, kept[1].scales]
+    else:   # another recipe (empty), or fp8_block at T == 0 (never read: nothing is quantized)
+        copies = [torch.zeros(shape, dtype=dtype, device=x.device)
+                  for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
+    return y, z, h, *copies
 
 
 @grouped_mlp_fwd_op.register_fake
 def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
     T, F = x.shape[0], w2.shape[2]
-    return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F))
+    recipe = cfg[6] if len(cfg) > 6 else ""
+    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
+    return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_bwd", mutates_args=())
 def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
                        w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
-                       z: torch.Tensor, h: torch.Tensor, activation: str, interleave: int, block_m: int,
-                       block_n: int, block_k: int, num_warps: int, num_stages: int, programs_per_sm: int,
-                       recipe: str = ""
+                       z: torch.Tensor, h: torch.Tensor, w1_data: torch.Tensor, w1_scales: torch.Tensor,
+                       w2_data: torch.Tensor, w2_scales: torch.Tensor, activation: str, interleave: int,
+                       block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+                       programs_per_sm: int, recipe: str = ""
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor."""
+    """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor. The
+    dgrad copies are the forward op's (empty: quantized here)."""
     cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
+    kept = None
+    if w1_data.dim() == 3:
+        kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
+                recipes.QuantWeight(w2_data, w2_scales, 0, 0, None))
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
-                                                     interleave or None, config=cfg, recipe=recipe or None)
+                                                     interleave or None, config=cfg, recipe=recipe or None,
+                                                     dgrad_weights=kept)
     return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
 
 
 @grouped_mlp_bwd_op.register_fake
-def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation, interleave, *cfg):
+def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, *rest):
     return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
             x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
             x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
@@ -131,16 +171,18 @@ def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation, interleave
 
 def _setup_context(ctx, inputs, output):
     x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg = inputs
-    y, z, h = output
-    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
+    y, z, h, *copies = output
+    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, *copies)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
     ctx.recipe = cfg[-1]   # the config fields, then the recipe
-    ctx.mark_non_differentiable(z, h)
+    ctx.mark_non_differentiable(z, h, *copies)
 
 
-def _backward(ctx, dy, _dz, _dh):
+def _backward(ctx, dy, *_unused):
+    copies = ctx.saved_tensors[9:]
+
     def run(*tensors):
-        return grouped_mlp_bwd_op(*tensors, ctx.activation, ctx.interleave, *ctx.cfg)
+        return grouped_mlp_bwd_op(*tensors, *copies, ctx.activation, ctx.interleave, *ctx.cfg)
     return _kernel_grads(ctx, dy, run, 2 + len(ctx.cfg))   # activation, interleave, config fields, recipe
 
 

@@ -180,6 +180,17 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
                        scale_rows, scale_cols, _nvfp4_decode(amax))
 
 
+def quantize_weight_pair(recipe: str, w: torch.Tensor) -> tuple[QuantWeight, QuantWeight | None]:
+    """(Q_w of w along C, its dgrad usage or None). fp8_block on the kernels writes both from
+    one read of w (the dgrad copy holds the same codes and scales transposed), for the forward
+    to keep for the backward; the other recipes return None (the backward quantizes)."""
+    if recipe != "fp8_block" or not policy.kernels_enabled(w.device):
+        return quantize_weight(recipe, w), None
+    (data, scales), (data_t, scales_t) = quant_launch.fp8_block(w, (128, 128), False, with_transposed=True)
+    return (QuantWeight(data.view(torch.uint8), scales, 0, 0, None),
+            QuantWeight(data_t.view(torch.uint8), scales_t, 0, 0, None))
+
+
 # ---------------------------------------------------------------------------------------------
 # Plain-PyTorch rendering: dequantized operands (float32 values, exactly what the kernels decode)
 def dequant_rows(recipe: str, t: torch.Tensor) -> torch.Tensor:
