@@ -187,8 +187,8 @@ for recipe, itemsize in ((1, 1), (0, 2)):
               gscale_ptr="*fp32")
     out[f"{'fp8' if recipe else 'bf16'}-wgrad"] = build(
         G.grouped_wgrad_kernel, wg, dict(IEEE=False, RECIPE=recipe, BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
-                                         BLOCK_K=wcfg.block_k, GROUP_N=8), ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"],
-        wcfg)
+                                         BLOCK_K=wcfg.block_k, GROUP_N=8),
+        ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"], wcfg)
 print(json.dumps(out))
 '''
 

@@ -150,9 +150,9 @@ def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, gr
 
 
 def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
-    """fp8_block's dgrad usage quantizes W_e^T (read through transposed strides, written
-    K-contiguous): 128x128 blocks are symmetric, so its codes and scales are exactly the
-    forward's, transposed."""
+    """fp8_block's dgrad usage (W quantized and written transposed, K-contiguous; alone and as
+    the second copy of quantize_weight_pair): 128x128 blocks are symmetric, so its codes and
+    scales are exactly the forward's, transposed."""
     g = torch.Generator().manual_seed(8)
     w = (torch.randn(3, 256, 384, generator=g) * torch.logspace(-2, 2, 384)).to(torch.bfloat16).to(device)
     fwd = recipes.quantize_weight("fp8_block", w)
@@ -160,6 +160,9 @@ def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
     assert dgrad.data.shape == (3, 384, 256) and dgrad.data.is_contiguous()
     assert torch.equal(dgrad.data, fwd.data.transpose(1, 2))
     assert torch.equal(dgrad.scales, fwd.scales.transpose(1, 2))
+    pair_fwd, pair_dgrad = recipes.quantize_weight_pair("fp8_block", w)
+    for a, b in ((pair_fwd, fwd), (pair_dgrad, dgrad)):
+        assert torch.equal(a.data, b.data) and torch.equal(a.scales, b.scales)
 
 
 def test_fp8_glu_tile_is_capped_and_16_bit_tiles_are_not():

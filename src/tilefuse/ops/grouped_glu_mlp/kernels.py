@@ -376,8 +376,8 @@ def _expert_rows(counts_ptr, expert, E):
 def wgrad_tile(pid, N, M, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, GROUP_N: tl.constexpr):
     """(expert, row tile, column tile) of wgrad program ``pid``: experts in order; within one,
     column tiles sweep a group of GROUP_N row tiles before the next group (the GEMM tutorials'
-    grouped order). Programs running together then share both operands' tiles: row-major
-    order re-reads an expert's whole A rows from memory for every column tile."""
+    grouped order), so programs running together share both operands' tiles (launch.py:
+    on the H200 the group size made no measurable difference)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
     m_tiles = tl.cdiv(M, BLOCK_M)
     per_expert = n_tiles * m_tiles

@@ -22,9 +22,10 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   expert's rows alone). The wgrad kernel steps through the same aligned blocks and masks the
   rows of other experts, so each expert's gradient reads only its own rows' values.
 - Q_w: per expert. fp8_block: 128x128 blocks (2F, H and F multiples of 128, so blocks never
-  straddle experts); both usages have the same blocks, so the dgrad usage's copy (W_e^T
-  quantized, read through transposed strides) holds the forward's codes and scales transposed,
-  K-contiguous as Hopper's FP8 tensor-core dot wants its B operand. mxfp8: 1x32 along the
+  straddle experts); both usages have the same blocks, so the dgrad usage's copy holds the
+  forward's codes and scales transposed, K-contiguous as Hopper's FP8 tensor-core dot wants
+  its B operand. The forward's quantizer writes both copies from one read of W
+  (quantize_weight_pair) and the op keeps the dgrad copy for its backward. mxfp8: 1x32 along the
   usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16
   2-D blocks with a per-expert amax; the dgrad usage quantizes W_e^T, which gives exactly the
   transposed codes and scales (2-D blocks and the amax are symmetric).
@@ -48,7 +49,7 @@ import torch
 
 from ... import policy
 from ...quant import launch as quant_launch
-from ...quant import quantize_fp8_block, quantize_mxfp8, quantize_nvfp4
+from ...quant import quantize_mxfp8, quantize_nvfp4
 from ...quant import reference as qref
 from ...quant.swizzle import padded_shape
 from ...utils import cdiv
