@@ -45,11 +45,13 @@ def _rel(a, b) -> float:
 
 
 def _fused(i, activation, interleave, cfg, dy, recipe=None, wgrad_cfg=None):
-    y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], activation,
-                             interleave, config=cfg, recipe=recipe)
+    """The kernels' forward + backward as the op runs them (the forward keeps fp8_block's dgrad
+    weight copies for the backward)."""
+    y, z, h, kept = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], activation,
+                                   interleave, config=cfg, recipe=recipe, keep_dgrad_weights=True)
     dx, dp, dw1, dw2, db1, db2 = launch.backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"],
                                                  i["b2"], z, h, activation, interleave, config=cfg,
-                                                 wgrad_config=wgrad_cfg, recipe=recipe)
+                                                 wgrad_config=wgrad_cfg, recipe=recipe, dgrad_weights=kept)
     return [y, dx, dp, dw1, dw2] + ([db1, db2] if i["b1"] is not None else [])
 
 
