@@ -329,6 +329,25 @@ def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, 
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_fp8_op_with_no_tokens(compiled, device):
+    """T == 0 through the op (nothing quantized, no dgrad copies kept; the custom op returns
+    placeholders of the copies' shapes): empty outputs, zero weight gradients."""
+    H, F = SHAPE["fp8_block"]
+    i = make([0, 0], H, F, torch.bfloat16, False, device)
+    leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+
+    def f(x, p, w1, w2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, recipe="fp8_block")
+    if compiled:
+        f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    with tilefuse.level(1), launches.counting() as launched:
+        y = f(*leaves)
+        dx, dp, dw1, dw2 = torch.autograd.grad(y.sum(), leaves)
+    assert launched["quant_fp8_block"] == 0 and y.shape == (0, H) and dx.shape == (0, H) and dp.shape == (0,)
+    assert torch.count_nonzero(dw1) == 0 and torch.count_nonzero(dw2) == 0
+
+
 def test_module_with_recipe(device):
     m = tilefuse.nn.GroupedGLUMLP(2, 64, 32, recipe="mxfp8", bias=True).to(device)
     x = torch.randn(40, 64, device=device, requires_grad=True)
