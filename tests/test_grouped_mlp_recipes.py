@@ -183,6 +183,22 @@ def test_nvfp4_dgrad_copy_is_the_transposed_quantization(device):
     assert torch.equal(dgrad.t(), fwd)
 
 
+@pytest.mark.parametrize("transpose", [False, True], ids=["fwd", "dgrad"])
+def test_nvfp4_weight_copies_are_one_launch_equal_to_per_expert_quantization(transpose, device):
+    """The op's nvfp4 weight copy: one quantizer launch for all experts (each with its own
+    amax), bitwise the per-expert public quantizer's data and swizzled scales."""
+    g = torch.Generator().manual_seed(4)
+    w = (torch.randn(3, 48, 80, generator=g) * torch.logspace(-3, 1, 80)).to(torch.bfloat16).to(device)
+    with launches.counting() as launched:
+        q = recipes.quantize_weight("nvfp4", w, transpose=transpose)
+    assert launched["quant_nvfp4"] == 1
+    src = w.transpose(1, 2) if transpose else w
+    amax = w.float().abs().amax(dim=(1, 2))
+    parts = [quantize_nvfp4(src[e], amax=amax[e], block_2d=True, swizzle=True) for e in range(3)]
+    assert torch.equal(q.data, torch.stack([p.data for p in parts]))
+    assert torch.equal(q.scales, torch.cat([p.scales.view(torch.uint8) for p in parts]))
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole recipe
 CASES = [

@@ -334,6 +334,22 @@ def test_strided_input():
     assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 
 
+@pytest.mark.parametrize("block_2d", [True, False], ids=["2d", "1d"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["rows", "transposed-view"])
+def test_nvfp4_kernel_on_a_batch_with_one_amax_per_matrix(block_2d, transposed):
+    """One launch over a (B, R, K) batch (grouped_glu_mlp's nvfp4 weights; R = 48 pads each
+    matrix's swizzled scales to 128 rows) equals B separate swizzled calls, data stacked and
+    scales concatenated; also read through a transposed view."""
+    w = mixed(3 * 48, 64, 16, seed=12, log2_range=12).reshape(3, 48, 64)
+    x = _to_dev(w.transpose(1, 2).contiguous().transpose(1, 2) if transposed else w)
+    amax = x.abs().amax(dim=(1, 2)).float()
+    data, scales, _ = launch.nvfp4(x, amax, block_2d, False, None, True)
+    parts = [launch.nvfp4(x[b], amax[b], block_2d, False, None, True) for b in range(3)]
+    assert data.shape == (3, 48, 32)
+    assert same_bits(data, torch.stack([p[0] for p in parts]))
+    assert same_bits(scales, torch.cat([p[1] for p in parts]))
+
+
 def test_deterministic():
     x = _to_dev(mixed(70, 128, 16, seed=8, log2_range=12))
     runs = [launch.nvfp4(x, None, False, True, None, True) for _ in range(2)]
@@ -375,7 +391,8 @@ build("amax-rht", K.amax_partial_kernel, {**X, "partial_ptr": "*fp32"},
 build("amax-final", K.amax_finalize_kernel, {"partial_ptr": "*fp32", "amax_ptr": "*fp32",
       "n_partials": "i32"}, {"BLOCK": 1024}, 4)
 nv = {**X, "amax_ptr": "*fp32", "rand_ptr": "*i32", "data_ptr": "*u8", "scale_ptr": "*u8",
-      "rand_stride_r": "i32", "rand_stride_c": "i32", "padded_cols": "i32"}
+      "rand_stride_r": "i32", "rand_stride_c": "i32", "padded_cols": "i32", "batch_rows": "i32", "x_stride_b": "i32",
+      "batch_scale_rows": "i32"}
 bm, bk, w = L.NVFP4_TILE
 for br, rht, sr, swz in ((1, False, False, False), (1, False, True, True), (16, True, True, True),
                          (16, False, False, False)):

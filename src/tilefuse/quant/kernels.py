@@ -364,6 +364,7 @@ def amax_finalize_kernel(partial_ptr, amax_ptr, n_partials, BLOCK: tl.constexpr)
 @triton.jit
 def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
                  x_stride_r, x_stride_c, rand_stride_r, rand_stride_c, padded_cols,
+                 batch_rows, x_stride_b, batch_scale_rows,
                  BLOCK_ROWS: tl.constexpr, RHT: tl.constexpr, STOCHASTIC: tl.constexpr,
                  SWIZZLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """NVFP4: packed E2M1 data, E4M3 scales per BLOCK_ROWS x 16 elements (BLOCK_ROWS 1, or 16
@@ -378,13 +379,23 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
         with SWIZZLE the flat 128x4 layout of the
         (n_rows, n_cols // 16) matrix (a 2-D block's scale repeated on its 16 rows), padded to
         padded_cols columns (zeros pre-filled).
+    A batch of matrices (grouped_glu_mlp's nvfp4 weights, one amax per expert): row r is row
+    r % batch_rows of matrix b = r // batch_rows at x_ptr + b * x_stride_b, with amax
+    amax_ptr[b]; data rows stay the flattened rows; with SWIZZLE matrix b's scale rows start at
+    row b * batch_scale_rows of the swizzled buffer (its rows padded to a multiple of 128).
+    batch_rows is a multiple of BLOCK_M and of BLOCK_ROWS. One matrix: batch_rows >= n_rows,
+    x_stride_b and batch_scale_rows 0.
     """
     row0 = tl.program_id(0) * BLOCK_M
     col0 = tl.program_id(1) * BLOCK_K
-    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    batch = row0 // batch_rows
+    local0 = row0 - batch * batch_rows
+    batch_n_rows = tl.minimum(n_rows - batch * batch_rows, batch_rows)
+    x = load_tile(x_ptr + batch.to(tl.int64) * x_stride_b, local0, col0, batch_n_rows, n_cols, x_stride_r,
+                  x_stride_c, BLOCK_M, BLOCK_K)
     if RHT:
         x = rht16(x, BLOCK_M, BLOCK_K)
-    amax = tl.load(amax_ptr + tl.arange(0, 1))     # shape (1,): broadcasts like a scalar
+    amax = tl.load(amax_ptr + batch + tl.arange(0, 1))     # shape (1,): broadcasts like a scalar
     s_enc = tl.where(amax == 0.0, 1.0,
                      _min_nan(tl.math.div_rn(tl.full((1,), _NVFP4_GLOBAL, tl.float32), amax), _FP32_MAX))
     s_dec = tl.math.div_rn(tl.full((1,), 1.0, tl.float32), s_enc)
@@ -405,10 +416,15 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
     lo, hi = tl.split(tl.reshape(codes, (BLOCK_M, BLOCK_K // 2, 2)))
     _store_tile(data_ptr, (lo | (hi << 4)).to(tl.uint8), row0, col0 // 2, n_rows, n_cols // 2, n_cols // 2, 1,
                 BLOCK_M, BLOCK_K // 2)
+    srow0 = batch * batch_scale_rows + local0            # swizzled scale rows: one per data row
+    srow_end = batch * batch_scale_rows + batch_n_rows
     if BLOCK_ROWS > 1 and SWIZZLE:
         per_row = tl.reshape(tl.broadcast_to(s_bits[:, None, :], (BLOCK_M // 16, 16, BLOCK_K // 16)),
                              (BLOCK_M, BLOCK_K // 16))
-        store_scales(scale_ptr, per_row.to(tl.uint8), row0, col0 // 16, n_rows, n_cols // 16, n_cols // 16, 1,
+        store_scales(scale_ptr, per_row.to(tl.uint8), srow0, col0 // 16, srow_end, n_cols // 16, n_cols // 16, 1,
+                     padded_cols, BLOCK_M, BLOCK_K // 16, True)
+    elif SWIZZLE:
+        store_scales(scale_ptr, s_bits.to(tl.uint8), srow0, col0 // 16, srow_end, n_cols // 16, n_cols // 16, 1,
                      padded_cols, BLOCK_M, BLOCK_K // 16, True)
     else:
         store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BLOCK_ROWS, col0 // 16,

@@ -180,24 +180,43 @@ def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
     """-> (data (rows, K/2) uint8, scales float8_e4m3fn (compact or flat swizzled), amax).
 
     ``amax``: None (computed, a float32 scalar) or a float32 scalar tensor on x's device.
-    """
-    rows, cols = x.shape
-    if amax is None:
-        amax = tensor_amax(x, rht)
+
+    x may also be a batch (B, R, K) of matrices, any strides, R a multiple of 16, with ``amax``
+    the (B,) float32 per-matrix amax and ``swizzle`` (no stochastic bits): one launch, data
+    (B, R, K/2), and the flat swizzled scales of the B matrices one after another, each
+    padded to its own 128-row multiple (what B separate calls concatenated give)."""
+    batched = x.dim() == 3
+    if batched:
+        assert amax is not None and amax.shape == (x.shape[0],) and swizzle and stochastic_bits is None, \
+            "a batch takes one amax per matrix, swizzled scales and no stochastic bits"
+        n_batch, batch_rows, cols = x.shape
+        amax = amax.contiguous()
+        rows, stride_b = n_batch * batch_rows, x.stride(0)
+        stride_r, stride_c = x.stride(1), x.stride(2)
+        batch_scale_rows, padded_cols = _swizzle.padded_shape(batch_rows, cols // NVFP4_BLOCK)
+        scales = torch.zeros(n_batch * batch_scale_rows * padded_cols, dtype=torch.float8_e4m3fn, device=x.device)
+    else:
+        rows, cols = x.shape
+        n_batch, batch_rows, stride_b, batch_scale_rows = 1, max(rows, 1), 0, 0
+        stride_r, stride_c = x.stride(0), x.stride(1)
+        if amax is None:
+            amax = tensor_amax(x, rht)
+        scale_rows = cdiv(rows, NVFP4_BLOCK) if (block_2d and not swizzle) else rows
+        scales, padded_cols = _scale_buffer(scale_rows, cols // NVFP4_BLOCK, swizzle, torch.float8_e4m3fn, x.device)
     data = _new(rows, cols // 2, dtype=torch.uint8, device=x.device)
-    scale_rows = cdiv(rows, NVFP4_BLOCK) if (block_2d and not swizzle) else rows
-    scales, padded_cols = _scale_buffer(scale_rows, cols // NVFP4_BLOCK, swizzle,
-                                        torch.float8_e4m3fn, x.device)
+    if batched:
+        data = data.view(n_batch, batch_rows, cols // 2)
     if x.numel() == 0:
         return data, scales, amax
     block_m, widest, warps = NVFP4_TILE
+    assert batch_rows % block_m == 0 or not batched, "batch rows must be a multiple of the tile"
     block_k = _block_k(cols, widest, NVFP4_BLOCK)
     rand = data if stochastic_bits is None else stochastic_bits.view(torch.int32)
     rand_strides = (0, 0) if stochastic_bits is None else rand.stride()
     from .kernels import nvfp4_kernel
     nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
-        x, amax, rand, data, scales.view(torch.uint8), rows, cols, x.stride(0), x.stride(1),
-        rand_strides[0], rand_strides[1], padded_cols,
+        x, amax, rand, data, scales.view(torch.uint8), rows, cols, stride_r, stride_c,
+        rand_strides[0], rand_strides[1], padded_cols, batch_rows, stride_b, batch_scale_rows,
         BLOCK_ROWS=NVFP4_BLOCK if block_2d else 1, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,
         BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
     )

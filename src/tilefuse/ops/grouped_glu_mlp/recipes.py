@@ -160,8 +160,8 @@ def _per_expert_amax(w: torch.Tensor) -> torch.Tensor:
 
 def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> QuantWeight:
     """Q_w of an (E, R, C) weight along C, or with ``transpose`` along R (the weight's other
-    GEMM usage). Launches one quantizer for fp8_block and mxfp8, one per expert for nvfp4
-    (each expert has its own amax)."""
+    GEMM usage). One quantizer launch (nvfp4: one amax per expert, read by the batched
+    launch; without kernels one reference call per expert)."""
     n_experts = w.shape[0]
     src = w.transpose(1, 2) if transpose else w
     n_rows, n_cols = src.shape[1], src.shape[2]
@@ -175,8 +175,11 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
         return QuantWeight(q.data.view(torch.uint8).view(n_experts, n_rows, n_cols), q.scales, n_rows,
                            padded_shape(n_experts * n_rows, n_cols // 32)[1], None)
     amax = _per_expert_amax(w)
-    parts = [quantize_nvfp4(src[e], amax=amax[e], block_2d=True, swizzle=True) for e in range(n_experts)]
     scale_rows, scale_cols = padded_shape(n_rows, n_cols // 16)
+    if policy.kernels_enabled(w.device):   # one launch, one amax per expert
+        data, scales, _ = quant_launch.nvfp4(src, amax, True, False, None, True)
+        return QuantWeight(data, scales.view(torch.uint8), scale_rows, scale_cols, _nvfp4_decode(amax))
+    parts = [quantize_nvfp4(src[e], amax=amax[e], block_2d=True, swizzle=True) for e in range(n_experts)]
     return QuantWeight(torch.stack([p.data for p in parts]), torch.cat([p.scales.view(torch.uint8) for p in parts]),
                        scale_rows, scale_cols, _nvfp4_decode(amax))
 
