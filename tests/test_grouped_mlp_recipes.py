@@ -165,6 +165,30 @@ def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
         assert torch.equal(a.data, b.data) and torch.equal(a.scales, b.scales)
 
 
+@pytest.mark.parametrize("recipe", recipes.RECIPES)
+def test_operand_copies_without_kernels_equal_the_kernels(recipe, monkeypatch):
+    """Where kernels cannot run, the GEMM operand copies (rows, cols, both weight usages and
+    the fp8 weight pair) come from the reference quantizers in the same layouts: bitwise the
+    kernels' copies (run here in the interpreter)."""
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(130, 256, generator=g).to(torch.bfloat16)
+    w = (torch.randn(2, 256, 128, generator=g) * torch.logspace(-2, 2, 128)).to(torch.bfloat16)
+
+    def copies():
+        out = [recipes.quantize_rows(recipe, t), recipes.quantize_cols(recipe, t), recipes.quantize_weight(recipe, w),
+               recipes.quantize_weight(recipe, w, transpose=True)]
+        if recipe == "fp8_block":
+            pair = recipes.quantize_weight_pair(recipe, w)
+            out += [pair[0], pair[1] or recipes.quantize_weight(recipe, w, transpose=True)]
+        return out
+    kernels = copies()
+    monkeypatch.setattr(recipes.policy, "kernels_enabled", lambda device: False)
+    reference = copies()
+    for k, r in zip(kernels, reference):
+        assert torch.equal(k.data, r.data) and torch.equal(k.scales.view(torch.uint8), r.scales.view(torch.uint8))
+        assert k.scales.shape == r.scales.shape
+
+
 def test_fp8_glu_tile_is_capped_and_16_bit_tiles_are_not():
     cfg = GemmConfig(128, 128, 128, 8, 3, 1)
     assert glu_config(cfg, "fp8_block") == GemmConfig(128, 64, 128, 4, 3, 2)   # the threads follow the tile
