@@ -253,6 +253,17 @@ def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, stride_r, stride_c,
     tl.store(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, vals, mask=mask)
 
 
+@triton.jit
+def fp8_store(data_ptr, scale_ptr, codes, scale, row0, col0, rows_out, n_cols, d_stride_r, d_stride_c,
+              s_stride_r, s_stride_c, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr,
+              BC: tl.constexpr):
+    """Store an fp8 tile's codes and its BR x BC block scales at (row0, col0) of a
+    (rows_out, n_cols) matrix through strides."""
+    _store_tile(data_ptr, codes, row0, col0, rows_out, n_cols, d_stride_r, d_stride_c, BLOCK_M, BLOCK_K)
+    store_scales(scale_ptr, scale, row0 // BR, col0 // BC, (rows_out + BR - 1) // BR, n_cols // BC, s_stride_r,
+                 s_stride_c, 0, BLOCK_M // BR, BLOCK_K // BC, False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
@@ -299,18 +310,13 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS), -_E4M3_MAX, _E4M3_MAX)
     rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
     codes = e4m3_data_bits(v).to(tl.uint8)
-    n_srows = (rows_out + BLOCK_ROWS - 1) // BLOCK_ROWS
-    _store_tile(data_ptr + batch.to(tl.int64) * d_stride_b, codes, local0, col0, rows_out, n_cols, d_stride_r,
-                d_stride_c, BLOCK_M, BLOCK_K)
-    store_scales(scale_ptr + batch.to(tl.int64) * s_stride_b, scale, local0 // BLOCK_ROWS, col0 // BLOCK_COLS,
-                 n_srows, n_cols // BLOCK_COLS, s_stride_r, s_stride_c, 0, BLOCK_M // BLOCK_ROWS,
-                 BLOCK_K // BLOCK_COLS, False)
+    fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
+              local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
+              BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     if SECOND:
-        _store_tile(data2_ptr + batch.to(tl.int64) * d_stride_b, codes, local0, col0, rows_out, n_cols, d2_stride_r,
-                    d2_stride_c, BLOCK_M, BLOCK_K)
-        store_scales(scale2_ptr + batch.to(tl.int64) * s_stride_b, scale, local0 // BLOCK_ROWS, col0 // BLOCK_COLS,
-                     n_srows, n_cols // BLOCK_COLS, s2_stride_r, s2_stride_c, 0, BLOCK_M // BLOCK_ROWS,
-                     BLOCK_K // BLOCK_COLS, False)
+        fp8_store(data2_ptr + batch.to(tl.int64) * d_stride_b, scale2_ptr + batch.to(tl.int64) * s_stride_b, codes,
+                  scale, local0, col0, rows_out, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                  BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
 
 
 @triton.jit

@@ -29,15 +29,15 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     """Defaults per kernel role (16-bit without a recipe: measured, below). tl.dot needs tiles >= 16; 16-bit
     operands take larger K tiles for the same bytes.
 
-    fp8_block: BLOCK_K is the 128-wide scaling block. Measured on the H200
-    (benchmarks/results/2026-11-29-h200-c/run3/fp8-new.txt, two of the spec's shapes): 128x128
-    tiles on 8 warps, 3 stages, ran the store GEMMs (fc2, fc1 dgrad) at 805-815 TFLOP/s at the
-    first shape (64x128 on 4 warps was within 4%, and 5-9% ahead at the second); the fc1 + GLU
-    and dGLU epilogues take BLOCK_N 64 (glu_config, dglu_config); the wgrads ran fastest with
-    64x128 tiles (BLOCK_M 64 of the weight's columns, BLOCK_N 128 of its rows) on 4 warps,
-    3 stages: 347 / 224 TFLOP/s against 305 / 188 for 64x64, although that tile spills (a
-    200-byte stack in the sm_90 compile under triton 3.8). mxfp8 / nvfp4 decode into bfloat16
-    in the loaders and use the 16-bit tiles."""
+    fp8_block: BLOCK_K is the 128-wide scaling block. Measured on the H200 at the spec's first
+    two shapes (benchmarks/results/2026-11-29-h200-d/run1 and run2): 128x128 tiles on 8 warps,
+    3 stages, ran the store GEMMs (fc2, fc1 dgrad) at 783-798 / 514-642 TFLOP/s (64x128 on
+    4 warps within 3%, up to 9% ahead at the second shape); the fc1 + GLU and dGLU epilogues
+    take BLOCK_N 64 (glu_config, dglu_config); the wgrads ran fastest with 64x128 tiles
+    (BLOCK_M 64 of the weight's columns, BLOCK_N 128 of its rows) on 4 warps, 3 stages: 593 /
+    316 TFLOP/s against 537 / 296 for 128x128 on 8 warps, with a 48-byte stack in the sm_90
+    compile under triton 3.8. mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the
+    16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
             return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3)

@@ -201,6 +201,21 @@ def fp8_b_scale(scale_row, n_stride, first_col, n, nmask, UNIFORM: tl.constexpr,
 
 
 @triton.jit
+def fp8_chunk_scales(a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride, k0,
+                     gate0, gate_n, up0, up_n, nmask, UNIFORM: tl.constexpr, GLU: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """fp8_block: (A row scales, B gate-column scales, B up-column scales) of the K chunk at
+    k0 (the up scales are the gate scales unless GLU)."""
+    a_scale = fp8_row_scales(a_scale_ptr, rows64, k0, a_scale_ld, rmask)
+    scale_row = b_scale_base + (k0 // 128) * b_scale_k_stride
+    gate_scale = fp8_b_scale(scale_row, b_scale_n_stride, gate0, gate_n, nmask, UNIFORM, BLOCK_N)
+    up_scale = gate_scale
+    if GLU:
+        up_scale = fp8_b_scale(scale_row, b_scale_n_stride, up0, up_n, nmask, UNIFORM, BLOCK_N)
+    return a_scale, gate_scale, up_scale
+
+
+@triton.jit
 def mma_b_tile(acc, a, a_scale, b_scale, b_base, b_scale_ptr, b_scale_row0, k, n, kmask, nmask,
                b_k_stride, b_n_stride, b_scale_cols, IEEE: tl.constexpr, RECIPE: tl.constexpr):
     """acc + a @ B[k, n] (one K step), B of one expert at b_base.
@@ -300,9 +315,9 @@ def grouped_gemm_kernel(
             gate_scale_next = tl.full((BLOCK_N,), 1.0, tl.float32)
             up_scale_next = gate_scale_next
             if RECIPE == RECIPE_FP8_BLOCK:
-                a_scale_next = fp8_row_scales(a_scale_ptr, rows64, 0, a_scale_ld, rmask)
-                gate_scale_next = fp8_b_scale(b_scale_base, b_scale_n_stride, gate0, gate_n, nmask, uniform, BLOCK_N)
-                up_scale_next = fp8_b_scale(b_scale_base, b_scale_n_stride, up0, up_n, nmask, uniform, BLOCK_N)
+                a_scale_next, gate_scale_next, up_scale_next = fp8_chunk_scales(
+                    a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride, 0,
+                    gate0, gate_n, up0, up_n, nmask, uniform, EPILOGUE == EPI_GLU, BLOCK_N)
             for k0 in range(0, K, BLOCK_K):
                 k = k0 + tl.arange(0, BLOCK_K)
                 kmask = k < K
@@ -310,12 +325,10 @@ def grouped_gemm_kernel(
                 gate_scale = gate_scale_next
                 up_scale = up_scale_next
                 if RECIPE == RECIPE_FP8_BLOCK:
-                    k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)   # the last chunk reloads itself
-                    a_scale_next = fp8_row_scales(a_scale_ptr, rows64, k_next, a_scale_ld, rmask)
-                    scale_row = b_scale_base + (k_next // 128) * b_scale_k_stride
-                    gate_scale_next = fp8_b_scale(scale_row, b_scale_n_stride, gate0, gate_n, nmask, uniform, BLOCK_N)
-                    if EPILOGUE == EPI_GLU:
-                        up_scale_next = fp8_b_scale(scale_row, b_scale_n_stride, up0, up_n, nmask, uniform, BLOCK_N)
+                    a_scale_next, gate_scale_next, up_scale_next = fp8_chunk_scales(
+                        a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride,
+                        tl.minimum(k0 + BLOCK_K, K - BLOCK_K),   # the last chunk reloads itself
+                        gate0, gate_n, up0, up_n, nmask, uniform, EPILOGUE == EPI_GLU, BLOCK_N)
                 a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
                 acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n, kmask,
                                  nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)

@@ -137,8 +137,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     w1_dgrad = w2_dgrad = None
     if recipe is not None and T > 0:
         fc1_a = recipes.quantize_rows(recipe, x)
-        fc1_b, w1_dgrad = (recipes.quantize_weight_pair(recipe, w1) if keep_dgrad_weights
-                           else (recipes.quantize_weight(recipe, w1), None))
+        fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
     _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
@@ -146,8 +145,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     fc2_a, fc2_b = h, w2
     if recipe is not None and T > 0:
         fc2_a = recipes.quantize_rows(recipe, h)
-        fc2_b, w2_dgrad = (recipes.quantize_weight_pair(recipe, w2) if keep_dgrad_weights
-                           else (recipes.quantize_weight(recipe, w2), None))
+        fc2_b, w2_dgrad = recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights)
     # FC2 (+ p * b2): B_e(k, n) = W2[e, n, k].
     _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
           ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)

@@ -184,11 +184,13 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
                        scale_rows, scale_cols, _nvfp4_decode(amax))
 
 
-def quantize_weight_pair(recipe: str, w: torch.Tensor) -> tuple[QuantWeight, QuantWeight | None]:
-    """(Q_w of w along C, its dgrad usage or None). fp8_block on the kernels writes both from
-    one read of w (the dgrad copy holds the same codes and scales transposed), for the forward
-    to keep for the backward; the other recipes return None (the backward quantizes)."""
-    if recipe != "fp8_block" or not policy.kernels_enabled(w.device):
+def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
+                         ) -> tuple[QuantWeight, QuantWeight | None]:
+    """(Q_w of w along C, its dgrad usage or None). With ``dgrad``, fp8_block on the kernels
+    writes both from one read of w (the dgrad copy holds the same codes and scales
+    transposed), for the forward to keep for the backward; otherwise, and for the other
+    recipes, the second is None (the backward quantizes)."""
+    if not dgrad or recipe != "fp8_block" or not policy.kernels_enabled(w.device):
         return quantize_weight(recipe, w), None
     (data, scales), (data_t, scales_t) = quant_launch.fp8_block(w, (128, 128), False, with_transposed=True)
     return (QuantWeight(data.view(torch.uint8), scales, 0, 0, None),
