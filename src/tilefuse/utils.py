@@ -25,3 +25,11 @@ def capture_cuda_graph(fn, pool=None):
         outputs = fn()
     return graph, outputs
 
+
+
+def normwise_rel_error(got, want) -> float:
+    """||got - want|| / ||want|| (Frobenius norms, float64 on the host); max |got| where want is
+    all zeros."""
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    denom = float(want.norm())
+    return float((got - want).norm()) / denom if denom else float(got.abs().max())

@@ -20,6 +20,7 @@ from ..ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from ..ops.grouped_glu_mlp.configs import GemmConfig
 from ..ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
 from ..ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused, random_inputs
+from ..utils import normwise_rel_error
 from . import bench
 
 # Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
@@ -36,12 +37,6 @@ def _inputs(counts, H, F, dtype, bias, device, grad=True):
             if i[name] is not None:
                 i[name].requires_grad_(True)
     return i
-
-
-def _rel(a, b) -> float:
-    a, b = a.detach().double().cpu(), b.detach().double().cpu()
-    d = float(b.norm())
-    return float((a - b).norm()) / d if d else float(a.abs().max())
 
 
 def _fused(i, activation, interleave, cfg, dy, recipe=None, wgrad_cfg=None):
@@ -78,7 +73,7 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
             f"-{str(dtype).split('.')[-1]}")
     rows = []
     for path, other in (("fused vs float64 reference", ref), ("fused vs unfused composition", unfused)):
-        errors = {n: _rel(a, b) for n, a, b in zip(names, fused, other)}
+        errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, fused, other)}
         tol = TOL[dtype] * (2 if other is unfused else 1)   # the composition carries its own roundings
         ok = engaged and all(e <= tol for e in errors.values())
         rows.append({"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
@@ -105,7 +100,7 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
     want = [y, g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"]] + (
         [g["dfc1_bias"], g["dfc2_bias"]] if bias else [])
     names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
-    errors = {n: _rel(a, b) for n, a, b in zip(names, got, want)}
+    errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, got, want)}
     engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
     ok = engaged and all(e <= RECIPE_TOL for e in errors.values())
     case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
@@ -215,13 +210,14 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                               _host_p50_us(lambda: torch.autograd.grad(
                                   grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"]), leaves, dy)))
         finally:
-            tuning.unregister("grouped_glu_mlp")
+            tuning.unregister("grouped_glu_mlp", [problem])
         if launched["grouped_mlp_fwd"] == 0 or launched["grouped_mlp_bwd"] == 0:
             raise RuntimeError("grouped_glu_mlp host timing: the fused kernels did not run")
         host = {"tilefuse fused": host_fused,
                 "torch._grouped_mm": (_host_p50_us(lambda: grouped_glu_mlp_unfused(xd, i["counts"], pd, w1d, w2d,
                                                                                    glu_interleave=32)),
                                       _host_p50_us(lambda: torch.autograd.grad(unfused_fwd(), leaves, dy)))}
+        bf16 = timings.get("tilefuse fused")
         for name, t in timings.items():
             fwd_us, fwd_bwd_us = host.get(name, (None, None))
             row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
@@ -229,7 +225,6 @@ def benchmark(quick: bool, progress: Callable) -> dict:
             row.update(bench.timing_fields(t))
             if row["status"] == "ok":
                 row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
-                bf16 = timings.get("tilefuse fused")
                 if name.startswith("tilefuse ") and name != "tilefuse fused" and isinstance(bf16, bench.Timing):
                     row["speedup_vs_tilefuse_bf16"] = bf16.median_ms / t.median_ms   # fp8_block target: >= 1.4
             rows.append(row)

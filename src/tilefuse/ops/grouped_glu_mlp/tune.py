@@ -21,7 +21,7 @@ import torch
 
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
-from ...utils import next_power_of_2
+from ...utils import next_power_of_2, normwise_rel_error
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
 
@@ -184,9 +184,7 @@ class GroupedFamily(TuningFamily):
             tol += 2 * _QUANT_STEP[p.recipe]
         out = []
         for name in ("y", "dx", "dprobs", "dw1", "dw2"):
-            a, b = got[name].double(), want[name].double()
-            denom = float(b.norm())
-            err = float((a - b).norm()) / denom if denom else float(a.abs().max())
+            err = normwise_rel_error(got[name], want[name])
             if not err <= tol:
                 out.append(f"{name}: normwise relative difference {err:.2e} > {tol:.2e}")
         return out
