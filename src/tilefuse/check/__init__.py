@@ -50,15 +50,16 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     if verify:
         for op in ops:
             result["verification"] += section(op).verify(quick, device, progress)
+    skipped = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
+        if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
+        mod = section(op)
         if device == "cuda" and bench:
-            result["benchmarks"][op] = b = section(op).benchmark(quick, progress)
-            if hasattr(section(op), "plots"):
-                result["plots"] += section(op).plots(out, b)
+            result["benchmarks"][op] = b = mod.benchmark(quick, progress)
+            if hasattr(mod, "plots"):
+                result["plots"] += mod.plots(out, b)
         else:
-            reason = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
-                if device == "cpu" else "benchmarks disabled (--no-bench)"
-            result["benchmarks"][op] = {"skipped": reason}
+            result["benchmarks"][op] = {"skipped": skipped}
     result["wall_seconds"] = round(time.time() - t0, 1)
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)

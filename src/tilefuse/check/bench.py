@@ -56,8 +56,9 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7,
     out: dict[str, Timing | Exception] = {}
     iters: dict[str, int] = {}
     # One memory pool for all the graphs of this call: they replay one at a time and their
-    # outputs are discarded, so each provider's temporaries need not stay reserved apart (per
-    # provider pools held 100 GiB at the so2 benchmark's lmax-6 shape).
+    # outputs are discarded, so each provider's temporaries need not stay reserved apart (a
+    # pool per provider holds them all at once: about 100 GiB at the so2 benchmark's lmax-6
+    # shape).
     pool = torch.cuda.graph_pool_handle() if graphs else None
     for name, fn in providers.items():
         try:

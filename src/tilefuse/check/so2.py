@@ -195,14 +195,15 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
         return so2_stack_backward_reference(grad_out, x, z_all, u_final, alpha, w0, w1, gw, lmax=lmax,
                                             focus_dim=focus_dim)
 
-    providers = {"relay": run(relay_cfg), "table pick": run(chosen)}
-    for cfg in fused_cfgs:
+    providers = {"relay": run(relay_cfg)}
+    for cfg in fused_cfgs:   # the table's pick among them when it is fused
         providers["fused " + cfg.name] = run(cfg)
+    if chosen != relay_cfg and chosen not in fused_cfgs:   # a tuned relay tiling
+        providers["table pick"] = run(chosen)
     for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
         rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name, t, common))
-    # The eager explicit backward and torch.compile of it without CUDA graphs: at these
-    # sizes their graphs' private memory pools ran the H200 out of memory (100 GiB at
-    # lmax 6), and their calls are long enough (tens of ms) for host time not to matter.
+    # The eager explicit backward and torch.compile of it without CUDA graphs: their calls
+    # are long enough (tens of ms) for host time not to matter.
     # torch.compile at the production shape only: compiling costs about a minute a shape.
     peers = {"eager": eager}
     if (lmax, focus_dim) == SHAPES[0]:

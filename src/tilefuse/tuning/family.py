@@ -25,6 +25,7 @@ BASELINE = "baseline"
 # versions than a tile change within one kernel, so it needs the larger margin.
 TILE = "tile"
 ROUTE = "route"
+MARGINS = {TILE: 0.01, ROUTE: 0.03}
 
 # The x dtypes `tilefuse tune --dtype` names; a family keys on the itemsize.
 CLI_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
@@ -37,7 +38,7 @@ def cli_itemsize(op: str, name: str, also: tuple[str, ...] = ()) -> int:
     if name not in CLI_DTYPES:
         raise ValueError(f"{op}: --dtype must be one of {', '.join((*CLI_DTYPES, *also))}, got {name!r}")
     return CLI_DTYPES[name].itemsize
-MARGINS = {TILE: 0.01, ROUTE: 0.03}
+
 
 # Families shipped with tilefuse: name -> module holding ``FAMILY``. Their kernel sources make
 # up the table fingerprint (store.py), so a kernel edit starts a fresh table.
