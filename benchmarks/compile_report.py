@@ -41,8 +41,9 @@ def summarize(c):
     widths = {w: len(re.findall(rf"ld\.global(\.\w+)*\.{w}\b", ptx)) for w in ("v4", "v2")}
     scalar = len(re.findall(r"ld\.global(\.\w+)*\.b(16|32)\b", ptx))
     stores = {w: len(re.findall(rf"st\.global(\.\w+)*\.{w}\b", ptx)) for w in ("v4", "v2")}
-    # Calls left after inlining (a helper with a return inside a branch can stay a call, which
-    # cost the fp8 GEMM loop its pipelining) and the async copies of a pipelined loop.
+    # Calls left after inlining (a helper with a return inside a branch stays a call, and a
+    # call in a K loop keeps it from being software-pipelined) and the async copies of a
+    # pipelined loop.
     calls = len(re.findall(r"tt\.call", c.asm["ttgir"]))
     copies = len(re.findall("async_copy_global_to_local", c.asm["ttgir"]))
     return (f"regs {m.group(1)} stack {m.group(2)} smem {m.group(3)} local {m.group(4)} | "

@@ -9,17 +9,17 @@ sm_90 with this Triton's bundled toolchain:
    specialization, which would put loads, MMAs and the promotion in separate warp groups);
 2. a lagged loop that issues chunk k's dot before promoting chunk k-1's result.
 It prints, per variant, the warp-specialized regions, the MMA waits' ``pendings`` (0: each MMA
-is waited on before anything else runs) and registers / spill stack.
+is waited on before anything else runs) and compile_report's summary (registers, stack, ...).
 """
-import pathlib
 import re
-import subprocess
-import tempfile
+import sys
+from pathlib import Path
 
 import triton
 import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_report import compile_kernel, summarize  # noqa: E402
 
 
 @triton.jit
@@ -65,20 +65,10 @@ def fp8_lagged(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, BM: tl.co
 
 
 def report(name, fn, sig, constexprs, divisible, warps):
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in divisible}
-    src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in constexprs}}, constexprs=constexprs,
-                    attrs=attrs)
-    c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
-    ir = c.asm["ttgir"]
-    cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(c.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-    regions = len(re.findall("ttg.warp_specialize", ir))
-    pendings = re.findall(r"warp_group_dot_wait[^\n]*pendings = (\d+)", ir)
-    resources = re.search(r"REG:\d+ STACK:\d+", usage).group(0)
-    print(f"{name:36s} warp_specialize regions {regions}, MMA waits pendings {pendings}, {resources}")
+    c = compile_kernel(fn, {**sig, **{k: "constexpr" for k in constexprs}}, constexprs, divisible, 90, warps)
+    regions = len(re.findall("ttg.warp_specialize", c.asm["ttgir"]))
+    pendings = re.findall(r"warp_group_dot_wait[^\n]*pendings = (\d+)", c.asm["ttgir"])
+    print(f"{name:36s} warp_specialize regions {regions}, MMA waits pendings {pendings} | {summarize(c)}")
 
 
 def main():

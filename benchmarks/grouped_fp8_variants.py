@@ -4,6 +4,8 @@ Bandwidth against a device copy measured in the same run; do_bench medians.
 
     PYTHONPATH=src python3 benchmarks/grouped_fp8_variants.py
 """
+import functools
+
 import torch
 import triton
 
@@ -11,11 +13,9 @@ from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
 from tilefuse.quant import launch as qlaunch
 
-from grouped_profile_fp8 import SHAPES, problem
+from grouped_profile_fp8 import SHAPES, bench, problem
 
-
-def bench(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=100)
+bench = functools.partial(bench, rep=100)
 
 
 def quantizer_tiles():

@@ -3,17 +3,19 @@ doing the same GEMMs, plus the dense bf16 matmul ceiling measured in the same ru
 
     PYTHONPATH=src python3 benchmarks/grouped_profile.py
 """
+import functools
+
 import torch
 import triton
 
-from grouped_profile_fp8 import problem   # benchmarks/ is on the path when this file runs
+from grouped_profile_fp8 import bench, problem   # benchmarks/ is on the path when this file runs
 from tilefuse.ops.grouped_glu_mlp import launch
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
 
 torch.manual_seed(0)
 dev = "cuda"
-bench = lambda fn: triton.testing.do_bench(fn, warmup=10, rep=60)   # noqa: E731
+bench = functools.partial(bench, rep=60)
 
 a = torch.randn(16384, 4096, device=dev, dtype=torch.bfloat16)
 b = torch.randn(4096, 7168, device=dev, dtype=torch.bfloat16)

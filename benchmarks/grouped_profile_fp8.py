@@ -4,8 +4,7 @@ measured in the same run (cuBLAS through torch._scaled_mm / matmul).
 
     PYTHONPATH=src python3 benchmarks/grouped_profile_fp8.py [--shapes 1,2] [--steps-only]
 
-Needs a tree with ``recipes.quantize_weight_pair`` and ``launch.forward(keep_dgrad_weights=)``
-(from 2026-11-29-h200-d on; run 2 there used the version before them for the older tree).
+Needs a tree with ``recipes.quantize_weight_pair`` and ``launch.forward(keep_dgrad_weights=)``.
 Balanced counts; do_bench medians.
 """
 import argparse
@@ -27,8 +26,8 @@ WGRAD_CONFIGS = [GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3)
                  GemmConfig(256, 128, 128, 8, 3)]
 
 
-def bench(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=50)
+def bench(fn, rep=50):
+    return triton.testing.do_bench(fn, warmup=10, rep=rep)
 
 
 def tflops(flop, ms):
@@ -64,9 +63,19 @@ def problem(E, T, H, F, dev="cuda"):
     return i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"]
 
 
+def step(counts, x, probs, w1, w2, dy, recipe=None, wgrad_config=None):
+    """One forward + backward (heuristic tiles) as the op runs it: the forward keeps fp8_block's
+    dgrad weight copies for the backward."""
+    _, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe,
+                                   keep_dgrad_weights=True)
+    launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, wgrad_config=wgrad_config,
+                    recipe=recipe, dgrad_weights=kept)
+
+
 def profile(E, T, H, F):
     dev = "cuda"
-    counts, x, probs, w1, w2, dy = problem(E, T, H, F, dev)
+    inputs = problem(E, T, H, F, dev)
+    counts, x, probs, w1, w2, dy = inputs
     z = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
     h = torch.randn(T, F, device=dev, dtype=torch.bfloat16)
     dz = torch.randn(T, 2 * F, device=dev, dtype=torch.bfloat16)
@@ -121,38 +130,22 @@ def profile(E, T, H, F):
                                           launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)), flop_w)
     print(" whole step (launch.forward + backward, 3x forward FLOPs):")
     flop_step = 3 * (gf(T, 2 * F, H) + gf(T, H, F))
-    for c, wc in ((None, None), (None, WGRAD_CONFIGS[1]), (None, WGRAD_CONFIGS[2])):
-        def step(c=c, wc=wc):
-            yy, zz, hh, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=c, recipe=r,
-                                              keep_dgrad_weights=True)
-            launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32, config=c,
-                            wgrad_config=wc, recipe=r, dgrad_weights=kept)
-        label = f"{c.name if c else 'heuristic'} / wgrad {wc.name if wc else 'heuristic'}"
-        attempt(f"fp8_block {label}", step, flop_step)
-
-    def step_bf16():
-        yy, zz, hh = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32)
-        launch.backward(dy, x, counts, probs, w1, w2, None, None, zz, hh, "swiglu", 32)
-    attempt("bf16 heuristic", step_bf16, flop_step)
+    for wc in (None, WGRAD_CONFIGS[1], WGRAD_CONFIGS[2]):
+        attempt(f"fp8_block heuristic / wgrad {wc.name if wc else 'heuristic'}",
+                lambda wc=wc: step(*inputs, recipe=r, wgrad_config=wc), flop_step)
+    attempt("bf16 heuristic", lambda: step(*inputs), flop_step)
     torch.cuda.empty_cache()
 
 
 def steps(E, T, H, F, rounds=3, providers=(None, "fp8_block", "mxfp8", "nvfp4")):
     """The whole forward + backward (launch.forward + backward, heuristic tiles) of bf16 and of
     every recipe, the providers alternating for ``rounds`` rounds; the median per provider."""
-    counts, x, probs, w1, w2, dy = problem(E, T, H, F)
+    inputs = problem(E, T, H, F)
     flop = 3 * 2 * T * 3 * H * F
-
-    def step(recipe):   # as the op runs it: the forward keeps fp8_block's dgrad weight copies
-        y, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe,
-                                       keep_dgrad_weights=True)
-        launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, recipe=recipe,
-                        dgrad_weights=kept)
-
     times = {p: [] for p in providers}
     for _ in range(rounds):
         for p in providers:
-            times[p].append(bench(lambda p=p: step(p)))
+            times[p].append(bench(lambda p=p: step(*inputs, recipe=p)))
     print(f"\nE {E} T {T} H {H} F {F}: whole step, heuristic tiles, median of {rounds} alternating rounds")
     base = sorted(times[None])[rounds // 2]
     for p in providers:

@@ -5,9 +5,8 @@ edge counts and fused configs, how many elements of grad_u0 / grad_alpha differ.
 """
 import tilefuse
 from tilefuse import tuning
-from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import So2Config
-from test_so2_kernels import _force_grads, make
+from test_so2_kernels import _force_grads, _register_fused, make
 
 for lmax, nf, cf in [(2, 1, 16), (2, 1, 32), (3, 2, 32)]:
     for E in (1, 2, 5, 16, 17, 37):
@@ -18,7 +17,7 @@ for lmax, nf, cf in [(2, 1, 16), (2, 1, 32), (3, 2, 32)]:
         line = []
         for cfg in [So2Config(16, 128, cf, 8, 1, True), So2Config(32, 64, cf, 4, 1, True),
                     So2Config(16, 64, cf, 4, 1, True), So2Config(64, 64, cf, 8, 1, True)]:
-            tuning.register("so2_mixing_stack", {so2_tune.So2Problem(lmax, cf, 4): cfg})
+            _register_fused(lmax, cf, cfg)
             with tilefuse.level(2):
                 fused = _force_grads(inputs, lmax, cf, False)
             tuning.unregister("so2_mixing_stack")
