@@ -59,10 +59,16 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
 
 
 # The fc2-dgrad + dGLU epilogue holds dh, z's gate and up tiles and their gradients at once. On
-# sm_90 (benchmarks/compile_report_so2.py, triton 3.8) its 128x128 tile on 8 warps spilled 504
-# bytes, 128x64 none (239 registers); the H200 profile measured that GEMM at 346 TFLOP/s against
-# 557 for the fc2 GEMM of the same config (results/2026-11-29-h200-b/run3).
+# sm_90 (benchmarks/compile_report_so2.py, triton 3.8) a 128x128 dh tile on 8 warps spilled 504
+# bytes, 128x64 none (239 registers). So the dGLU's BLOCK_N is at most 64 and a program computes
+# two such halves side by side (dglu_tile_n), sharing the A tile, and runs the epilogue on one
+# half at a time (kernels.dglu_store).
 DGLU_MAX_BLOCK_N = 64
+
+
+def dglu_tile_n(cfg: GemmConfig) -> int:
+    """dh columns per program of the dGLU launch with ``cfg`` (its two BLOCK_N halves)."""
+    return 2 * cfg.block_n
 
 
 # fp8_block's fc1 + GLU tile holds the gate and up accumulators and each K chunk's fresh dot

@@ -202,16 +202,16 @@ def fp8_b_scale(scale_row, n_stride, first_col, n, nmask, UNIFORM: tl.constexpr,
 
 @triton.jit
 def fp8_chunk_scales(a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride, k0,
-                     gate0, gate_n, up0, up_n, nmask, UNIFORM: tl.constexpr, GLU: tl.constexpr,
+                     gate0, gate_n, up0, up_n, nmask, up_mask, UNIFORM: tl.constexpr, TWO_DOTS: tl.constexpr,
                      BLOCK_N: tl.constexpr):
-    """fp8_block: (A row scales, B gate-column scales, B up-column scales) of the K chunk at
-    k0 (the up scales are the gate scales unless GLU)."""
+    """fp8_block: (A row scales, B scales of the first dot's columns, of the second's) for the
+    K chunk at k0 (the second are the first unless TWO_DOTS)."""
     a_scale = fp8_row_scales(a_scale_ptr, rows64, k0, a_scale_ld, rmask)
     scale_row = b_scale_base + (k0 // 128) * b_scale_k_stride
     gate_scale = fp8_b_scale(scale_row, b_scale_n_stride, gate0, gate_n, nmask, UNIFORM, BLOCK_N)
     up_scale = gate_scale
-    if GLU:
-        up_scale = fp8_b_scale(scale_row, b_scale_n_stride, up0, up_n, nmask, UNIFORM, BLOCK_N)
+    if TWO_DOTS:
+        up_scale = fp8_b_scale(scale_row, b_scale_n_stride, up0, up_n, up_mask, UNIFORM, BLOCK_N)
     return a_scale, gate_scale, up_scale
 
 
@@ -241,6 +241,23 @@ def mma_b_tile(acc, a, a_scale, b_scale, b_base, b_scale_ptr, b_scale_row0, k, n
 
 
 @triton.jit
+def dglu_store(dh, n, mask, rows64, rmask, probs_ptr, z_ptr, dz_ptr, part_ptr, ldz, ldz_out, F, n_part_cols,
+               part_col, INTERLEAVE: tl.constexpr, ACT: tl.constexpr):
+    """The dGLU epilogue of dh's activation columns n (float32 tile): dz at their gate and up
+    columns from the saved z and p, and the dprob partial sum_n dh * act(z) of each row into
+    column part_col of part (masked elements contribute 0)."""
+    gate_j, up_j = glu_cols(n, F, INTERLEAVE)
+    zg = tl.load(z_ptr + rows64[:, None] * ldz + gate_j[None, :], mask=mask, other=0.0).to(tl.float32)
+    zu = tl.load(z_ptr + rows64[:, None] * ldz + up_j[None, :], mask=mask, other=0.0).to(tl.float32)
+    p = tl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(tl.float32)
+    partial = tl.sum(tl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
+    tl.store(part_ptr + rows64 * n_part_cols + part_col, partial, mask=rmask)
+    dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
+    tl.store(dz_ptr + rows64[:, None] * ldz_out + gate_j[None, :], to_output(dzg, dz_ptr), mask=mask)
+    tl.store(dz_ptr + rows64[:, None] * ldz_out + up_j[None, :], to_output(dzu, dz_ptr), mask=mask)
+
+
+@triton.jit
 def grouped_gemm_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr,
     a_scale_ptr, b_scale_ptr, gscale_ptr,
@@ -260,8 +277,12 @@ def grouped_gemm_kernel(
     - EPI_GLU: B's columns gate g(j) and up u(j) are two dots; z_ptr (T, 2F) row stride ldz
       receives z at g(j), u(j) (+ fc1 bias[e, .] with HAS_BIAS); c (T, F) = h = p * act(z).
     - EPI_DGLU: acc = dh (A = dy, B = W2_e); z_ptr holds the saved z; c_ptr (T, 2F) receives
-      dz at g(j), u(j); part_ptr (T, n_part_cols) float32 receives sum_j dh * act(z) per column
-      tile (the dprob partials, each written once: no atomics).
+      dz at g(j), u(j); part_ptr (T, n_part_cols) float32 receives sum_j dh * act(z) per
+      BLOCK_N columns (the dprob partials, each written once: no atomics; n_part_cols is
+      2 * cdiv(N, 2 * BLOCK_N), a wholly masked half writes 0). A program's tile is 2 * BLOCK_N
+      columns of dh as two BLOCK_N-wide dots sharing the A tile, as the GLU's gate and up
+      dots do, so the MMA is as wide as the GLU's while the epilogue, which holds dh, z's
+      gate and up and their gradients at once, runs on one BLOCK_N-wide half at a time.
 
     Quantized operands (RECIPE != RECIPE_NONE; the module docstring has the arithmetic):
     - fp8_block: a_ptr (T, K) uint8 E4M3 bits, a_scale_ptr (K/128, T) float32 row stride
@@ -281,7 +302,9 @@ def grouped_gemm_kernel(
     """
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
-    n_col_tiles = tl.cdiv(N, BLOCK_N)
+    TWO_DOTS: tl.constexpr = EPILOGUE != EPI_STORE
+    TILE_N: tl.constexpr = 2 * BLOCK_N if EPILOGUE == EPI_DGLU else BLOCK_N
+    n_col_tiles = tl.cdiv(N, TILE_N)
     for tile in range(pid, n_row_tiles_bound * n_col_tiles, n_programs):
         row_tile = tile // n_col_tiles
         col_tile = tile % n_col_tiles
@@ -290,21 +313,25 @@ def grouped_gemm_kernel(
             rows = row_start + tl.arange(0, BLOCK_M)
             rmask = (rows < row_end) & (rows < T)
             rows64 = rows.to(tl.int64)
-            n = col_tile * BLOCK_N + tl.arange(0, BLOCK_N)
+            n = col_tile * TILE_N + tl.arange(0, BLOCK_N)
             nmask = n < N
             expert64 = expert.to(tl.int64)
             b_base = b_ptr + expert64 * b_e_stride
             b_scale_base = b_scale_ptr + expert64 * b_scale_e_stride
             b_scale_row0 = expert64 * b_scale_rows
+            # The columns of B the two dots read: the GLU's gate and up columns, the dGLU's two
+            # halves (gate_n the first, up_n the second), or one dot (EPI_STORE).
+            up_mask = nmask
             if EPILOGUE == EPI_GLU:
                 gate_n, up_n = glu_cols(n, F, INTERLEAVE)
                 gate0, up0 = glu_cols(col_tile * BLOCK_N, F, INTERLEAVE)
                 uniform = GLU_UNIFORM_SCALE
             else:
                 gate_n = n
-                up_n = n
-                gate0 = col_tile * BLOCK_N
-                up0 = gate0
+                up_n = n + BLOCK_N
+                up_mask = up_n < N
+                gate0 = col_tile * TILE_N
+                up0 = gate0 + BLOCK_N
                 uniform = BLOCK_N <= 128
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -317,7 +344,7 @@ def grouped_gemm_kernel(
             if RECIPE == RECIPE_FP8_BLOCK:
                 a_scale_next, gate_scale_next, up_scale_next = fp8_chunk_scales(
                     a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride, 0,
-                    gate0, gate_n, up0, up_n, nmask, uniform, EPILOGUE == EPI_GLU, BLOCK_N)
+                    gate0, gate_n, up0, up_n, nmask, up_mask, uniform, TWO_DOTS, BLOCK_N)
             for k0 in range(0, K, BLOCK_K):
                 k = k0 + tl.arange(0, BLOCK_K)
                 kmask = k < K
@@ -328,13 +355,13 @@ def grouped_gemm_kernel(
                     a_scale_next, gate_scale_next, up_scale_next = fp8_chunk_scales(
                         a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride,
                         tl.minimum(k0 + BLOCK_K, K - BLOCK_K),   # the last chunk reloads itself
-                        gate0, gate_n, up0, up_n, nmask, uniform, EPILOGUE == EPI_GLU, BLOCK_N)
+                        gate0, gate_n, up0, up_n, nmask, up_mask, uniform, TWO_DOTS, BLOCK_N)
                 a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
                 acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n, kmask,
                                  nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
-                if EPILOGUE == EPI_GLU:
+                if TWO_DOTS:
                     acc_up = mma_b_tile(acc_up, a, a_scale, up_scale, b_base, b_scale_base, b_scale_row0, k, up_n,
-                                        kmask, nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
+                                        kmask, up_mask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
             if RECIPE == RECIPE_NVFP4:
                 decode_scale = tl.load(gscale_ptr + expert64)
                 acc = acc * decode_scale
@@ -361,16 +388,10 @@ def grouped_gemm_kernel(
                 h = p[:, None] * glu_act(zg.to(tl.float32), zu.to(tl.float32), ACT)
                 tl.store(c_ptr + rows64[:, None] * ldc + n[None, :], to_output(h, c_ptr), mask=mask)
             else:
-                gate_j, up_j = glu_cols(n, F, INTERLEAVE)
-                zg = tl.load(z_ptr + rows64[:, None] * ldz + gate_j[None, :], mask=mask, other=0.0).to(tl.float32)
-                zu = tl.load(z_ptr + rows64[:, None] * ldz + up_j[None, :], mask=mask, other=0.0).to(tl.float32)
-                p = tl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(tl.float32)
-                a_val = glu_act(zg, zu, ACT)
-                partial = tl.sum(tl.where(mask, acc * a_val, 0.0), axis=1)
-                tl.store(part_ptr + rows64 * n_part_cols + col_tile, partial, mask=rmask)
-                dzg, dzu = glu_act_grad(zg, zu, acc * p[:, None], ACT)
-                tl.store(c_ptr + rows64[:, None] * ldc + gate_j[None, :], to_output(dzg, c_ptr), mask=mask)
-                tl.store(c_ptr + rows64[:, None] * ldc + up_j[None, :], to_output(dzu, c_ptr), mask=mask)
+                dglu_store(acc, gate_n, mask, rows64, rmask, probs_ptr, z_ptr, c_ptr, part_ptr, ldz, ldc, F,
+                           n_part_cols, 2 * col_tile, INTERLEAVE, ACT)
+                dglu_store(acc_up, up_n, rmask[:, None] & up_mask[None, :], rows64, rmask, probs_ptr, z_ptr, c_ptr,
+                           part_ptr, ldz, ldc, F, n_part_cols, 2 * col_tile + 1, INTERLEAVE, ACT)
 
 
 @triton.jit

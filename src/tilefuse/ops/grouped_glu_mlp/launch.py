@@ -16,7 +16,7 @@ from ... import launches
 from ...device import num_sms
 from ...utils import cdiv
 from . import recipes
-from .configs import GemmConfig, dglu_config, glu_config, heuristic
+from .configs import GemmConfig, dglu_config, dglu_tile_n, glu_config, heuristic
 from .reference import assert_counts_on_device, glu_index
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
@@ -44,13 +44,13 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     """One grouped_gemm_kernel launch. a: (T, K) tensor, or a recipes.QuantRows with recipe;
     b: the (E, ., .) weight with b_strides (e, k, n) giving element (k, n) of B_e, or a
     recipes.QuantWeight with recipe (strides then follow from its layout)."""
-    from .kernels import grouped_gemm_kernel
+    from .kernels import EPI_DGLU, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
     if T == 0 or N == 0:
         return
     bound = cdiv(T, cfg.block_m) + E
-    total = bound * cdiv(N, cfg.block_n)
+    total = bound * cdiv(N, dglu_tile_n(cfg) if epilogue == EPI_DGLU else cfg.block_n)
     programs = max(1, min(total, cfg.programs_per_sm * num_sms(c.device)))
     dummy = c
     a_data, a_scales, a_scale_ld, gscale = a, dummy, 0, dummy
@@ -172,8 +172,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     dcfg = dglu_config(cfg)
-    n_col_tiles = cdiv(F, dcfg.block_n)
-    part = torch.empty((T, n_col_tiles), dtype=torch.float32, device=x.device)
+    part = torch.empty((T, 2 * cdiv(F, dglu_tile_n(dcfg))), dtype=torch.float32, device=x.device)
     quantized = recipe is not None and T > 0
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
