@@ -334,6 +334,25 @@ def test_strided_input():
     assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 
 
+def test_batch_amax_is_each_matrix_amax():
+    """launch.batch_amax: one amax per matrix, bitwise the reference's; a matrix holding a NaN
+    or an inf gets NaN, an all-zero one 0; a matrix larger than one tile (several partials
+    per matrix, the last partial), and a batch that is not contiguous."""
+    n = launch.BATCH_AMAX_BLOCK + 8 * 40   # 1.04 tiles per matrix
+    x = mixed(5 * 8, n // 8, 8, seed=11, log2_range=12).reshape(5, 8, n // 8)
+    x[1] = 0.0
+    x[2, 3, 7] = float("nan")
+    x[3, 0, n // 8 - 1] = -float("inf")
+    x[4, 7, n // 8 - 1] = -1e30          # the largest magnitude in the last partial tile
+    want = torch.stack([reference.tensor_amax(m) for m in x])
+    for batch in (x, x.transpose(1, 2)):
+        with launches.counting() as launched:
+            got = launch.batch_amax(_to_dev(batch))
+        assert launched["quant_amax"] == 1
+        assert same_bits(got.cpu(), want)
+    assert launch.batch_amax(_to_dev(torch.zeros(3, 0, 16))).tolist() == [0.0, 0.0, 0.0]
+
+
 @pytest.mark.parametrize("block_2d", [True, False], ids=["2d", "1d"])
 @pytest.mark.parametrize("transposed", [False, True], ids=["rows", "transposed-view"])
 def test_nvfp4_kernel_on_a_batch_with_one_amax_per_matrix(block_2d, transposed):

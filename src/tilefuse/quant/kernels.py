@@ -358,13 +358,16 @@ def amax_partial_kernel(x_ptr, partial_ptr, n_rows, n_cols, x_stride_r, x_stride
 
 @triton.jit
 def amax_finalize_kernel(partial_ptr, amax_ptr, n_partials, BLOCK: tl.constexpr):
-    """amax_ptr[0] = max(partial_ptr[:n_partials]), NaN if that is +inf (one program)."""
+    """amax_ptr[b] = max(partial_ptr[b * n_partials:][:n_partials]), NaN if that is +inf;
+    program b of a grid of one program per amax."""
+    b = tl.program_id(0)
+    segment = partial_ptr + b.to(tl.int64) * n_partials
     m = tl.zeros((BLOCK,), tl.float32)
     for start in range(0, n_partials, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        m = tl.maximum(m, tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0))
+        m = tl.maximum(m, tl.load(segment + offs, mask=offs < n_partials, other=0.0))
     total = tl.max(m, axis=0, keep_dims=True)
-    tl.store(amax_ptr + tl.arange(0, 1), _nan_where(total == _INF, total))
+    tl.store(amax_ptr + b + tl.arange(0, 1), _nan_where(total == _INF, total))
 
 
 @triton.jit

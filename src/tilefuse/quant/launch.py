@@ -175,6 +175,28 @@ def tensor_amax(x: torch.Tensor, rht: bool) -> torch.Tensor:
     return amax
 
 
+# batch_amax reads each matrix as one flat row: tiles of 1 x BATCH_AMAX_BLOCK elements.
+BATCH_AMAX_BLOCK = 8192
+
+
+def batch_amax(x: torch.Tensor) -> torch.Tensor:
+    """(B,) float32 amax(|x[b]|) of a (B, R, C) batch, NaN for a matrix holding a NaN or
+    +-inf, 0 for an empty one (tensor_amax per matrix, without RHT). Two launches."""
+    n_batch = x.shape[0]
+    flat = x.reshape(n_batch, -1)   # a copy only for a batch that is not contiguous per matrix
+    amax = torch.zeros(n_batch, dtype=torch.float32, device=x.device)
+    if flat.numel() == 0:
+        return amax
+    grid = (n_batch, cdiv(flat.shape[1], BATCH_AMAX_BLOCK))
+    partials = _new(grid[0] * grid[1], dtype=torch.float32, device=x.device)
+    from .kernels import amax_finalize_kernel, amax_partial_kernel
+    amax_partial_kernel[grid](flat, partials, n_batch, flat.shape[1], flat.stride(0), flat.stride(1),
+                              RHT=False, BLOCK_M=1, BLOCK_K=BATCH_AMAX_BLOCK, num_warps=8, **_COMPILE)
+    amax_finalize_kernel[(n_batch,)](partials, amax, grid[1], BLOCK=1024, num_warps=4)
+    launches.record("quant_amax")
+    return amax
+
+
 def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
           stochastic_bits: torch.Tensor | None, swizzle: bool):
     """-> (data (rows, K/2) uint8, scales float8_e4m3fn (compact or flat swizzled), amax).

@@ -154,7 +154,10 @@ def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
 
 def _per_expert_amax(w: torch.Tensor) -> torch.Tensor:
     """(E,) float32 amax(|W_e|), NaN for an expert holding a NaN or +-inf (the quantizers'
-    rule); device ops only."""
+    rule); no host sync. The amax kernels where kernels run (two launches), else the
+    reference."""
+    if policy.kernels_enabled(w.device):
+        return quant_launch.batch_amax(w)
     return qref.block_amax(w.reshape(w.shape[0], -1), 1, w[0].numel()).reshape(-1)
 
 
