@@ -43,7 +43,8 @@ def grouped_glu(block_m, block_n, block_k, warps, recipe=0, epilogue=1):
     launches' weights; Triton specialises the stride 1)."""
     operand = "*u8" if recipe else "*bf16"
     sig = {"a_ptr": operand, "b_ptr": operand, "c_ptr": "*bf16", "counts_ptr": "*i32", "probs_ptr": "*fp32",
-           "bias_ptr": "*bf16", "z_ptr": "*bf16", "part_ptr": "*fp32", "a_scale_ptr": "*fp32",
+           "bias_ptr": "*bf16", "z_ptr": "*bf16", "part_ptr": "*fp32", "q_ptr": "*u8", "q_scale_ptr": "*fp32",
+           "a_scale_ptr": "*fp32",
            "b_scale_ptr": "*fp32", "gscale_ptr": "*fp32", "T": "i32", "K": "i32", "N": "i32", "E": "i32",
            "F": "i32", "n_row_tiles_bound": "i32", "lda": "i32", "b_e_stride": "i32", "b_k_stride": "constexpr",
            "b_n_stride": "i32", "ldc": "i32", "ldz": "i32", "bias_e_stride": "i32", "n_part_cols": "i32",
@@ -51,13 +52,14 @@ def grouped_glu(block_m, block_n, block_k, warps, recipe=0, epilogue=1):
            "b_scale_rows": "i32", "b_scale_cols": "i32",
            "EPILOGUE": "constexpr", "ACT": "constexpr", "INTERLEAVE": "constexpr", "HAS_BIAS": "constexpr",
            "IEEE": "constexpr", "RECIPE": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-           "BLOCK_K": "constexpr", "GLU_UNIFORM_SCALE": "constexpr"}
+           "BLOCK_K": "constexpr", "GLU_UNIFORM_SCALE": "constexpr", "QUANT_DZ": "constexpr"}
     return compile_kernel(G.grouped_gemm_kernel, sig, {"EPILOGUE": epilogue, "ACT": 0, "INTERLEAVE": 32,
                                                        "HAS_BIAS": False, "IEEE": False, "RECIPE": recipe,
                                                        "GLU_UNIFORM_SCALE": bool(recipe), "BLOCK_M": block_m,
+                                                       "QUANT_DZ": bool(recipe) and epilogue == 2,
                                                        "b_k_stride": 1,   # K-contiguous B, as launched
                                                        "BLOCK_N": block_n, "BLOCK_K": block_k},
-                          ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "K", "N", "F", "lda", "b_e_stride", "b_n_stride",
+                          ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda", "b_e_stride", "b_n_stride",
                            "ldc", "ldz"], 90, warps)
 
 

@@ -169,13 +169,14 @@ for recipe in (1, 0):
                                "ldz", "bias_e_stride", "n_part_cols", "a_scale_ld", "b_scale_e_stride",
                                "b_scale_k_stride", "b_scale_n_stride", "b_scale_rows", "b_scale_cols")}
     gemm.update(a_ptr=op, b_ptr=op, c_ptr="*bf16", counts_ptr="*i32", probs_ptr="*fp32", bias_ptr="*bf16",
-                z_ptr="*bf16", part_ptr="*fp32", a_scale_ptr="*fp32", b_scale_ptr="*fp32", gscale_ptr="*fp32")
+                z_ptr="*bf16", part_ptr="*fp32", q_ptr="*u8", q_scale_ptr="*fp32", a_scale_ptr="*fp32",
+                b_scale_ptr="*fp32", gscale_ptr="*fp32")
     for name, epi, cfg in (("glu", 1, configs.glu_config(fwd, recipe_name)), ("store", 0, fwd),
                            ("dglu", 2, configs.dglu_config(fwd))):
         ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=recipe,
-                  GLU_UNIFORM_SCALE=bool(recipe), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+                  GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         out[f"{'fp8' if recipe else 'bf16'}-{name}"] = build(
-            G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "K", "N", "F", "lda", "b_e_stride",
+            G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda", "b_e_stride",
                                               "b_n_stride", "ldc", "ldz"], cfg)
     wcfg = configs.heuristic("wgrad", 2, recipe_name)
     wg = {n: "i32" for n in ("T", "N", "M", "E", "lda", "ldb", "a_scale_ld", "b_scale_ld")}

@@ -39,7 +39,7 @@ from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
-from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
 from tilefuse.quant import quantize_nvfp4
@@ -284,6 +284,54 @@ def test_fp8_glu_tiles_whose_columns_straddle_scale_blocks(device):
 FP8_OPERANDS = {"y": 4, "dx": 6, "dprobs": 4, "dfc1_weight": 6, "dfc2_weight": 4}
 
 
+# fp8_block's dGLU epilogue writes dz's row-wise copy when each 64-wide half of its tile holds
+# whole 1x128 blocks of dz (interleave dividing 64); the tile of GemmConfig(32, 64, ...) has
+# such halves, SMALL's do not.
+DZ_FUSED = GemmConfig(32, 64, 128, 4, 2, 2)
+
+
+@pytest.mark.parametrize("interleave", [32, 64, 4, 1])
+def test_dglu_epilogue_writes_dz_rows_copy_bitwise(interleave, device):
+    """The dGLU epilogue's fp8 copy of dz equals the quantizer kernel's copy of the dz it stored,
+    bit for bit (codes and scales, outputs poisoned): blocks with a non-finite element (a row of
+    dy with an inf), all-zero blocks (a zero row of dy), an expert without tokens, partial
+    row tiles, and two column tiles."""
+    counts, H, F = [45, 0, 83, 1], 128, 256
+    i = make(counts, H, F, torch.bfloat16, False, device, seed=5)
+    i["dy"][5] = float("inf")
+    i["dy"][50] = 0.0
+    T, c = sum(counts), i["counts"]
+    dcfg = dglu_config(DZ_FUSED)
+    assert launch.dglu_quantizes_dz("fp8_block", interleave, dcfg)
+    assert not launch.dglu_quantizes_dz("fp8_block", 0, dcfg) and not launch.dglu_quantizes_dz(None, 32, dcfg)
+    _, z, _ = launch.forward(i["x"], c, i["probs"], i["w1"], i["w2"], None, None, "swiglu", interleave,
+                             config=DZ_FUSED, recipe="fp8_block")
+    dz = torch.full((T, 2 * F), float("nan"), dtype=torch.bfloat16, device=device)
+    part = torch.full((T, 2 * F // 64), float("nan"), device=device)
+    rows = recipes.QuantRows(torch.full((T, 2 * F), 0x5A, dtype=torch.uint8, device=device),
+                             torch.full((2 * F // 128, T), -1.0, device=device), T, None)
+    launch._gemm(EPI_DGLU, recipes.quantize_rows("fp8_block", i["dy"]),
+                 recipes.quantize_weight("fp8_block", i["w2"], transpose=True), dz, c, dcfg, K=H, N=F,
+                 b_strides=None, ldc=dz.stride(0), F=F, probs=i["probs"], z=z, part=part, act=0,
+                 interleave=interleave, recipe="fp8_block", dz_rows=rows)
+    want = recipes.quantize_rows("fp8_block", dz)
+    assert bool(dz[5].isnan().any()) and bool((dz[50] == 0).all())
+    assert torch.equal(rows.data, want.data)
+    assert torch.equal(rows.scales.view(torch.int32), want.scales.view(torch.int32))
+
+
+@pytest.mark.parametrize("interleave", [32, None])
+def test_backward_with_the_epilogue_dz_copy_is_bitwise_the_quantizer_path(interleave, device, monkeypatch):
+    """launch.backward gives the same bits whether the dGLU epilogue or the quantizer kernel
+    copies dz (and the halves layout, which the epilogue does not copy, runs)."""
+    i = make([45, 0, 83, 1], 128, 256, torch.bfloat16, True, device, seed=6)
+    fused = run_kernels(i, "swiglu", interleave, "fp8_block", cfg=DZ_FUSED)[3]
+    monkeypatch.setattr(launch, "dglu_quantizes_dz", lambda *args: False)
+    separate = run_kernels(i, "swiglu", interleave, "fp8_block", cfg=DZ_FUSED)[3]
+    for name in GRAD_NAMES:
+        assert torch.equal(fused[name], separate[name]), name
+
+
 @pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
 def test_fp8_recipes_are_within_quantization_error_of_the_unquantized_op(recipe, device):
     H, F = SHAPE[recipe]
@@ -336,9 +384,10 @@ def test_public_api_runs_recipe_kernels_at_level_1_and_the_rendering_at_level_0(
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, device):
     """The op's forward writes W1's and W2's dgrad copies with their forward copies (one
-    quantizer launch each) and its backward reads them: 10 fp8 quantizer launches per step
-    instead of 12, and gradients bitwise those of a backward that quantizes the weights itself.
-    Through the autograd.Function and through the custom ops (torch.compile)."""
+    quantizer launch each) and its backward reads them: 9 fp8 quantizer launches per step
+    instead of 11 (the dGLU epilogue copies dz at interleave 32), and gradients bitwise those of
+    a backward that quantizes the weights itself. Through the autograd.Function and through the
+    custom ops (torch.compile)."""
     H, F = SHAPE["fp8_block"]
     i = make([40, 0, 25], H, F, torch.bfloat16, True, device, seed=9)
     names = ("x", "probs", "w1", "w2", "b1", "b2")
@@ -352,13 +401,13 @@ def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, 
     with tilefuse.level(1), launches.counting() as launched:
         y = f(*leaves)
         got = torch.autograd.grad(y, leaves, i["dy"])
-    assert launched["quant_fp8_block"] == 10 and launched["grouped_mlp_bwd"] == 1
+    assert launched["quant_fp8_block"] == 9 and launched["grouped_mlp_bwd"] == 1
     cfg = heuristic("fwd", 2, "fp8_block")
     args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
     with launches.counting() as alone:
         y_want, z, h = launch.forward(*args, "swiglu", 32, config=cfg, recipe="fp8_block")
         want = launch.backward(i["dy"], *args, z, h, "swiglu", 32, config=cfg, recipe="fp8_block")
-    assert alone["quant_fp8_block"] == 12
+    assert alone["quant_fp8_block"] == 11
     assert torch.equal(y, y_want)
     for name, a, b in zip(names, got, want):
         assert torch.equal(a, b), name

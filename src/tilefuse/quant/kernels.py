@@ -39,7 +39,7 @@ _INF = tl.constexpr(float("inf"))
 
 
 @triton.jit
-def _nan_where(cond, v):
+def nan_where(cond, v):
     """v, with the canonical float32 NaN (0x7FC00000) where cond."""
     return tl.where(cond, tl.full(v.shape, _NAN_BITS, tl.uint32).to(tl.float32, bitcast=True), v)
 
@@ -102,7 +102,7 @@ def e4m3_value(b):
     normal = (((exp + 120) << 23) | (man << 20)).to(tl.float32, bitcast=True)
     val = tl.where(exp == 0, man.to(tl.float32) * 0.001953125, normal)   # subnormal: man * 2^-9
     val = tl.where((b & 0x80) != 0, -val, val)
-    return _nan_where(mag == 0x7F, val)
+    return nan_where(mag == 0x7F, val)
 
 
 @triton.jit
@@ -123,7 +123,7 @@ def e8m0_reciprocal(e):
     """Biased E8M0 exponent (uint32) -> float32 2^(127 - e); NaN for 0xFF."""
     bits = tl.where(e <= 253, (254 - e) << 23, 0x00400000)
     val = bits.to(tl.float32, bitcast=True)
-    return _nan_where(e == 0xFF, val)
+    return nan_where(e == 0xFF, val)
 
 
 @triton.jit
@@ -183,7 +183,7 @@ def block_amax(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     a = tl.where(a <= _FP32_MAX, a, _INF)
     a = tl.reshape(a, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
     m = tl.max(tl.max(a, axis=3), axis=1)
-    return _nan_where(m == _INF, m)
+    return nan_where(m == _INF, m)
 
 
 @triton.jit
@@ -254,6 +254,34 @@ def _store_tile(ptr, vals, row0, col0, n_rows, n_cols, stride_r, stride_c,
 
 
 @triton.jit
+def fp8_block_scales(amax, POW2: tl.constexpr):
+    """(enc, scale) per block from its amax: enc = 448 / amax (1 for amax 0, at most FP32_MAX,
+    with POW2 rounded down to a power of two), scale = 1 / enc (the stored dequantization
+    scale); NaN amax -> NaN enc and scale (reference.py's fp8 block scaling)."""
+    enc = tl.where(amax == 0.0, 1.0,
+                   _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))
+    if POW2:
+        pow2 = (enc.to(tl.uint32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
+        enc = tl.where(enc != enc, enc, pow2)
+    scale = tl.math.div_rn(tl.full(enc.shape, 1.0, tl.float32), enc)
+    return enc, nan_where(scale != scale, scale)
+
+
+@triton.jit
+def fp8_codes(x, enc):
+    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated."""
+    return e4m3_data_bits(_clamp_nan(x * enc, -_E4M3_MAX, _E4M3_MAX)).to(tl.uint8)
+
+
+@triton.jit
+def fp8_encode(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+               POW2: tl.constexpr):
+    """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile."""
+    enc, scale = fp8_block_scales(block_amax(x, BLOCK_M, BLOCK_K, BR, BC), POW2)
+    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC)), scale
+
+
+@triton.jit
 def fp8_store(data_ptr, scale_ptr, codes, scale, row0, col0, rows_out, n_cols, d_stride_r, d_stride_c,
               s_stride_r, s_stride_c, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr,
               BC: tl.constexpr):
@@ -299,17 +327,8 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b
     x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
                   x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
-    amax = block_amax(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
-    enc = tl.where(amax == 0.0, 1.0,
-                   _min_nan(tl.math.div_rn(tl.full(amax.shape, _E4M3_MAX, tl.float32), amax), _FP32_MAX))
-    if POW2:
-        pow2 = (enc.to(tl.uint32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)
-        enc = tl.where(enc != enc, enc, pow2)
-    scale = tl.math.div_rn(tl.full(enc.shape, 1.0, tl.float32), enc)
-    scale = _nan_where(scale != scale, scale)
-    v = _clamp_nan(x * expand_blocks(enc, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS), -_E4M3_MAX, _E4M3_MAX)
+    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2)
     rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
-    codes = e4m3_data_bits(v).to(tl.uint8)
     fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
               local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
               BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
@@ -367,7 +386,7 @@ def amax_finalize_kernel(partial_ptr, amax_ptr, n_partials, BLOCK: tl.constexpr)
         offs = start + tl.arange(0, BLOCK)
         m = tl.maximum(m, tl.load(segment + offs, mask=offs < n_partials, other=0.0))
     total = tl.max(m, axis=0, keep_dims=True)
-    tl.store(amax_ptr + b + tl.arange(0, 1), _nan_where(total == _INF, total))
+    tl.store(amax_ptr + b + tl.arange(0, 1), nan_where(total == _INF, total))
 
 
 @triton.jit

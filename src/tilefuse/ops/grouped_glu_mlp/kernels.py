@@ -30,7 +30,7 @@ Quantized recipes (RECIPE constexpr; recipes.py says which tensors are quantized
 import triton
 import triton.language as tl
 
-from ...quant.kernels import e4m3_value, swizzled_offset
+from ...quant.kernels import block_amax, e4m3_value, fp8_block_scales, fp8_codes, nan_where, swizzled_offset
 from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 
 EPI_STORE = tl.constexpr(0)   # C = A @ B (+ probs * bias)
@@ -258,14 +258,38 @@ def dglu_store(dh, n, mask, rows64, rmask, probs_ptr, z_ptr, dz_ptr, part_ptr, l
 
 
 @triton.jit
+def dglu_quantize_dz(dz_ptr, q_ptr, q_scale_ptr, n, n0, mask, rows64, rmask, T, ldz_out, F,
+                     INTERLEAVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dz's fp8_block row-wise copy for the 64 activation columns n = n0 + arange(64)
+    (INTERLEAVE dividing 64): their gate and up columns are exactly dz's columns
+    [2 n0, 2 n0 + 128), one 1x128 block. Reads back the dz this program stored (L2 / L1), so
+    the codes come from the rounded values, and writes E4M3 bits at q_ptr (T, 2F) and the
+    block scales at q_scale_ptr (2F / 128, T): bitwise what the quantizer kernel writes from
+    dz (quant.kernels.fp8_encode). Reading back, rather than quantizing the tiles still in
+    registers, keeps the epilogue from spilling (sm_90, triton 3.8: 352 bytes at 128x64 on 8
+    warps when dz's tiles stay live)."""
+    gate_j, up_j = glu_cols(n, F, INTERLEAVE)
+    dzg = tl.load(dz_ptr + rows64[:, None] * ldz_out + gate_j[None, :], mask=mask, other=0.0).to(tl.float32)
+    dzu = tl.load(dz_ptr + rows64[:, None] * ldz_out + up_j[None, :], mask=mask, other=0.0).to(tl.float32)
+    # The block's amax over both column sets (block_amax: NaN for a NaN or +-inf element).
+    amax_g = tl.reshape(block_amax(dzg, BLOCK_M, BLOCK_N, 1, BLOCK_N), (BLOCK_M,))
+    amax_u = tl.reshape(block_amax(dzu, BLOCK_M, BLOCK_N, 1, BLOCK_N), (BLOCK_M,))
+    amax = nan_where((amax_g != amax_g) | (amax_u != amax_u), tl.maximum(amax_g, amax_u))
+    enc, scale = fp8_block_scales(amax, False)
+    tl.store(q_ptr + rows64[:, None] * ldz_out + gate_j[None, :], fp8_codes(dzg, enc[:, None]), mask=mask)
+    tl.store(q_ptr + rows64[:, None] * ldz_out + up_j[None, :], fp8_codes(dzu, enc[:, None]), mask=mask)
+    tl.store(q_scale_ptr + (n0 // 64).to(tl.int64) * T + rows64, scale, mask=rmask & (n0 < F))
+
+
+@triton.jit
 def grouped_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr,
+    a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr,
     a_scale_ptr, b_scale_ptr, gscale_ptr,
     T, K, N, E, F, n_row_tiles_bound,
     lda, b_e_stride, b_k_stride, b_n_stride, ldc, ldz, bias_e_stride, n_part_cols,
     a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols,
     EPILOGUE: tl.constexpr, ACT: tl.constexpr, INTERLEAVE: tl.constexpr, HAS_BIAS: tl.constexpr,
-    IEEE: tl.constexpr, RECIPE: tl.constexpr, GLU_UNIFORM_SCALE: tl.constexpr,
+    IEEE: tl.constexpr, RECIPE: tl.constexpr, GLU_UNIFORM_SCALE: tl.constexpr, QUANT_DZ: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Grouped GEMM C[rows of e] = A[rows of e] @ B_e with an epilogue, persistent.
@@ -283,6 +307,8 @@ def grouped_gemm_kernel(
       columns of dh as two BLOCK_N-wide dots sharing the A tile, as the GLU's gate and up
       dots do, so the MMA is as wide as the GLU's while the epilogue, which holds dh, z's
       gate and up and their gradients at once, runs on one BLOCK_N-wide half at a time.
+      QUANT_DZ: also writes dz's fp8_block row-wise copy to q_ptr / q_scale_ptr
+      (dglu_quantize_dz).
 
     Quantized operands (RECIPE != RECIPE_NONE; the module docstring has the arithmetic):
     - fp8_block: a_ptr (T, K) uint8 E4M3 bits, a_scale_ptr (K/128, T) float32 row stride
@@ -388,10 +414,17 @@ def grouped_gemm_kernel(
                 h = p[:, None] * glu_act(zg.to(tl.float32), zu.to(tl.float32), ACT)
                 tl.store(c_ptr + rows64[:, None] * ldc + n[None, :], to_output(h, c_ptr), mask=mask)
             else:
+                up_tile_mask = rmask[:, None] & up_mask[None, :]
                 dglu_store(acc, gate_n, mask, rows64, rmask, probs_ptr, z_ptr, c_ptr, part_ptr, ldz, ldc, F,
                            n_part_cols, 2 * col_tile, INTERLEAVE, ACT)
-                dglu_store(acc_up, up_n, rmask[:, None] & up_mask[None, :], rows64, rmask, probs_ptr, z_ptr, c_ptr,
-                           part_ptr, ldz, ldc, F, n_part_cols, 2 * col_tile + 1, INTERLEAVE, ACT)
+                dglu_store(acc_up, up_n, up_tile_mask, rows64, rmask, probs_ptr, z_ptr, c_ptr, part_ptr, ldz, ldc,
+                           F, n_part_cols, 2 * col_tile + 1, INTERLEAVE, ACT)
+                if QUANT_DZ:
+                    tl.debug_barrier()   # the dz stores above are visible to every thread of the program
+                    dglu_quantize_dz(c_ptr, q_ptr, q_scale_ptr, gate_n, gate0, mask, rows64, rmask, T, ldc, F,
+                                     INTERLEAVE, BLOCK_M, BLOCK_N)
+                    dglu_quantize_dz(c_ptr, q_ptr, q_scale_ptr, up_n, up0, up_tile_mask, rows64, rmask, T, ldc, F,
+                                     INTERLEAVE, BLOCK_M, BLOCK_N)
 
 
 @triton.jit

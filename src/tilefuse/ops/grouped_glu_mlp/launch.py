@@ -40,10 +40,12 @@ def glu_scale_uniform(ffn: int, interleave: int, block_n: int) -> bool:
 
 
 def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F=1, probs=None, bias=None,
-          z=None, part=None, act=0, interleave=0, recipe=None):
+          z=None, part=None, act=0, interleave=0, recipe=None, dz_rows=None):
     """One grouped_gemm_kernel launch. a: (T, K) tensor, or a recipes.QuantRows with recipe;
     b: the (E, ., .) weight with b_strides (e, k, n) giving element (k, n) of B_e, or a
-    recipes.QuantWeight with recipe (strides then follow from its layout)."""
+    recipes.QuantWeight with recipe (strides then follow from its layout). dz_rows (EPI_DGLU,
+    where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
+    row-wise copy."""
     from .kernels import EPI_DGLU, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
@@ -72,7 +74,9 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
             gscale = (a.decode * b.decode).contiguous()
     grouped_gemm_kernel[(programs,)](
         a_data, b_data, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
-        z if z is not None else dummy, part if part is not None else dummy, a_scales, b_scales, gscale,
+        z if z is not None else dummy, part if part is not None else dummy,
+        dz_rows.data if dz_rows is not None else dummy, dz_rows.scales if dz_rows is not None else dummy,
+        a_scales, b_scales, gscale,
         T, K, N, E, F, bound,
         a_data.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
@@ -80,9 +84,17 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
         RECIPE=recipes.RECIPE_IDS[recipe],
         GLU_UNIFORM_SCALE=recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
+        QUANT_DZ=dz_rows is not None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
+
+
+def dglu_quantizes_dz(recipe, interleave: int, dcfg: GemmConfig) -> bool:
+    """Whether the dGLU epilogue writes dz's fp8_block row-wise copy (kernels.dglu_store): each
+    64-wide half's gate and up columns are then one 1x128 block of dz (interleave dividing 64).
+    Otherwise (the halves layout, other tiles) the quantizer kernel copies dz."""
+    return recipe == "fp8_block" and dcfg.block_n == 64 and interleave > 0 and 64 % interleave == 0
 
 
 # Row tiles per group of the wgrad's program order (kernels.wgrad_tile). On the H200 the fp8
@@ -117,8 +129,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     """Returns (y (T, H), z (T, 2F), h (T, F)); z and h in x.dtype, saved for the backward.
 
     recipe (recipes.py): x and W1 are quantized before FC1, h after it (by the quantizer
-    kernels, quant/launch.py: a 1x128 block of h spans more activation columns than the GLU
-    epilogue's tile holds, so h is not quantized in that epilogue), W2 before FC2.
+    kernels, quant/launch.py: a 1x128 block of h spans two of fp8_block's 64-wide GLU tiles,
+    and a 128-wide one spills, so h is not quantized in that epilogue), W2 before FC2.
 
     keep_dgrad_weights: returns (y, z, h, dgrad_weights), dgrad_weights the (W1, W2) dgrad
     copies (recipes.QuantWeight) for ``backward``, written by the forward's weight quantizers
@@ -159,7 +171,8 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
              wgrad_config=None, recipe=None, dgrad_weights=None):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
 
-    recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs, the weights
+    recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs (dz by the dGLU
+    epilogue where dglu_quantizes_dz, bitwise the quantizer kernel's copy), the weights
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
     all by the quantizer kernels."""
@@ -174,6 +187,10 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dcfg = dglu_config(cfg)
     part = torch.empty((T, 2 * cdiv(F, dglu_tile_n(dcfg))), dtype=torch.float32, device=x.device)
     quantized = recipe is not None and T > 0
+    dz_rows = None
+    if quantized and dglu_quantizes_dz(recipe, inter, dcfg):
+        dz_rows = recipes.QuantRows(torch.empty((T, 2 * F), dtype=torch.uint8, device=x.device),
+                                    torch.empty((2 * F // 128, T), dtype=torch.float32, device=x.device), T, None)
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
         dgrad2_a = recipes.quantize_rows(recipe, dy)
@@ -181,14 +198,14 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
     _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
           b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
-          act=act, interleave=inter, recipe=recipe)
+          act=act, interleave=inter, recipe=recipe, dz_rows=dz_rows)
     dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
     if b2 is not None:
         expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
         dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
     dgrad1_a, dgrad1_b = dz, w1
     if quantized:
-        dgrad1_a = recipes.quantize_rows(recipe, dz)
+        dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)
         dgrad1_b = dgrad_weights[0] if dgrad_weights else recipes.quantize_weight(recipe, w1, transpose=True)
     # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
     dx = torch.empty_like(x)
