@@ -10,7 +10,7 @@ import triton
 
 from grouped_profile_fp8 import bench, problem   # benchmarks/ is on the path when this file runs
 from tilefuse.ops.grouped_glu_mlp import launch
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
 
 torch.manual_seed(0)
@@ -33,7 +33,7 @@ for E, T, H, F in [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536,
     y = torch.empty(T, H, device=dev, dtype=torch.bfloat16)
     dz = torch.empty_like(z)
     dx = torch.empty_like(x)
-    part = torch.empty(T, triton.cdiv(F, dglu_config(MAIN).block_n), device=dev)   # the larger of the two
+    part = torch.empty(T, 2 * triton.cdiv(F, dglu_tile_n(dglu_config(MAIN))), device=dev)   # the larger of the two
     dw1 = torch.empty_like(w1)
     dw2 = torch.empty_like(w2)
     gf = lambda m, n, k: 2 * m * n * k / 1e12   # noqa: E731

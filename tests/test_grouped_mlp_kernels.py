@@ -172,7 +172,7 @@ for recipe in (1, 0):
                 z_ptr="*bf16", part_ptr="*fp32", q_ptr="*u8", q_scale_ptr="*fp32", a_scale_ptr="*fp32",
                 b_scale_ptr="*fp32", gscale_ptr="*fp32")
     for name, epi, cfg in (("glu", 1, configs.glu_config(fwd, recipe_name)), ("store", 0, fwd),
-                           ("dglu", 2, configs.dglu_config(fwd))):
+                           ("dglu", 2, configs.dglu_config(fwd, recipe_name))):
         ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=recipe,
                   GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         out[f"{'fp8' if recipe else 'bf16'}-{name}"] = build(

@@ -184,7 +184,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dy = dy.contiguous()
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
-    dcfg = dglu_config(cfg)
+    dcfg = dglu_config(cfg, recipe)
     part = torch.empty((T, 2 * cdiv(F, dglu_tile_n(dcfg))), dtype=torch.float32, device=x.device)
     quantized = recipe is not None and T > 0
     dz_rows = None
