@@ -19,34 +19,37 @@ bench = functools.partial(bench, rep=100)
 
 
 def quantizer_tiles():
+    """Each fp8 quantizer layout of a step at its tiles and both program orders (quant.launch
+    FP8_COLS_FASTEST): the 1x128 rows copy, the 128x1 column copy written transposed, and the
+    weights' 128x128 pair (forward and transposed dgrad copies from one read)."""
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8, 7168, 4096, device="cuda", dtype=torch.bfloat16)
     copy_ms = bench(lambda: x.clone())
     copy_gbs = 4 * x.numel() / copy_ms / 1e6
     print(f"copy bf16 16384x4096: {copy_gbs:.0f} GB/s")
-    cases = {   # name: (block, kwargs, tiles, tensor)
+    cases = {   # name: (block, kwargs, tiles (the kernel's warps before a second copy doubles them), tensor, bytes/elt)
         "rows 1x128, scales transposed": ((1, 128), dict(scales_transposed=True),
-                                          [(16, 128, 4), (32, 128, 4), (64, 128, 8), (32, 256, 8), (8, 128, 2)], x),
+                                          [(32, 128, 4), (64, 128, 4), (64, 128, 8), (128, 128, 8), (32, 256, 4),
+                                           (16, 512, 4)], x, 3),
         "cols 128x1, written transposed": ((128, 1), dict(transpose=True, pad_rows=True),
-                                           [(128, 64, 8), (128, 32, 4), (128, 16, 4), (128, 128, 16), (256, 32, 8),
-                                            (128, 64, 4)], x),
-        "W 128x128": ((128, 128), {}, [(128, 128, 16), (128, 128, 8), (128, 256, 16)], w),
-        "W 128x128 written transposed": ((128, 128), dict(transpose=True, scales_transposed=True),
-                                         [(128, 128, 16), (128, 128, 8), (128, 64, 8)], w),
+                                           [(128, 64, 4), (128, 128, 8), (128, 32, 4), (256, 64, 8)], x, 3),
+        "W 128x128 pair": ((128, 128), dict(with_transposed=True), [(128, 128, 8), (128, 128, 4)], w, 4),
     }
-    default = dict(qlaunch._FP8_TILES)
-    for name, (block, kw, tiles, t) in cases.items():
-        nbytes = 3 * t.numel()
+    tiles0, order0 = dict(qlaunch._FP8_TILES), dict(qlaunch.FP8_COLS_FASTEST)
+    for name, (block, kw, tiles, t, per_elt) in cases.items():
+        nbytes = per_elt * t.numel()
         for tile in tiles:
-            qlaunch._FP8_TILES[block] = tile
-            try:
-                ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
-                gbs = nbytes / ms / 1e6
-                print(f"  {name:32s} tile {tile}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy",
-                      flush=True)
-            except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
-                print(f"  {name:32s} tile {tile}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
-        qlaunch._FP8_TILES[block] = default[block]
+            for cols_fastest in (True, False):
+                qlaunch._FP8_TILES[block] = tile
+                qlaunch.FP8_COLS_FASTEST[block] = cols_fastest
+                label = f"{name:32s} tile {str(tile):15s} {'cols' if cols_fastest else 'rows'} fastest"
+                try:
+                    ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
+                    gbs = nbytes / ms / 1e6
+                    print(f"  {label}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy", flush=True)
+                except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
+                    print(f"  {label}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
+        qlaunch._FP8_TILES[block], qlaunch.FP8_COLS_FASTEST[block] = tiles0[block], order0[block]
 
 
 def wgrad_order(shape):
@@ -69,7 +72,9 @@ def wgrad_order(shape):
 
 
 if __name__ == "__main__":
+    import sys
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     quantizer_tiles()
-    for s in (1, 2):
-        wgrad_order(s)
+    if "--quantizers-only" not in sys.argv:
+        for s in (1, 2):
+            wgrad_order(s)

@@ -185,14 +185,17 @@ LAYOUT_CASES = [((1, 128), 130, 256), ((128, 128), 256, 128), ((128, 1), 130, 25
                 ((128, 1), 1, 128)]
 
 
+@pytest.mark.parametrize("cols_fastest", [True, False], ids=["cols-fastest", "rows-fastest"])
 @pytest.mark.parametrize("pad", [False, True], ids=["exact", "pad"])
 @pytest.mark.parametrize("block,rows,cols", LAYOUT_CASES,
                          ids=[f"{c[0][0]}x{c[0][1]}-R{c[1]}-K{c[2]}" for c in LAYOUT_CASES])
-def test_fp8_block_kernel_output_layouts(block, rows, cols, pad):
+def test_fp8_block_kernel_output_layouts(block, rows, cols, pad, cols_fastest, monkeypatch):
     """Transposed data, transposed scales and zero padding of the rows (the GEMM operand
     layouts of grouped_glu_mlp) hold exactly the codes and scales of the reference on the
     zero-padded x: blocks of 128 x 1 as the reference's 1 x 128 blocks of x^T. Outputs are
-    poisoned first, so an entry left unwritten (padding included) fails."""
+    poisoned first, so an entry left unwritten (padding included) fails. Both program orders
+    (several row and column tiles at K 256)."""
+    monkeypatch.setitem(launch.FP8_COLS_FASTEST, block, cols_fastest)
     br, bc = block
     x = mixed(rows, cols, min(cols, 128), seed=rows * 7 + cols, dtype=torch.bfloat16, nonfinite=rows > 1)
     padded = -(-rows // br) * br if pad else rows
@@ -400,7 +403,8 @@ fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_str
 for (br, bc), pow2, second in itertools.product(((1, 128), (128, 128), (128, 1)), (False, True), (False, True)):
     bm, bk, w = L.fp8_tile((br, bc), second)
     build(f"fp8-{br}x{bc}-pow2{pow2}-second{second}", K.fp8_block_kernel, fp8,
-          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "BLOCK_M": bm, "BLOCK_K": bk}, w)
+          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "COLS_FASTEST": True, "BLOCK_M": bm,
+           "BLOCK_K": bk}, w)
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},
       {"SWIZZLE": True, "BLOCK_M": bm, "BLOCK_K": bk}, w)

@@ -301,7 +301,7 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
                      data2_ptr, scale2_ptr, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     COLS_FASTEST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
@@ -318,10 +318,21 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     SECOND: the same codes and scales are also stored at data2_ptr / scale2_ptr with the
     strides d2_* / s2_* (matrix strides d_stride_b / s_stride_b): grouped_glu_mlp writes a
     weight's forward copy and its transposed dgrad copy from one read.
-    Program (i, j) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns [j*BLOCK_K, +BLOCK_K).
+    A 1-D grid of one program per (row tile i, column tile j): rows [i*BLOCK_M, +BLOCK_M) x
+    columns [j*BLOCK_K, +BLOCK_K). COLS_FASTEST: consecutive programs take consecutive column
+    tiles of the same rows (x read in long contiguous runs); else consecutive row tiles.
     """
-    row0 = tl.program_id(0) * BLOCK_M
-    col0 = tl.program_id(1) * BLOCK_K
+    pid = tl.program_id(0)
+    n_col_tiles = tl.cdiv(n_cols, BLOCK_K)
+    if COLS_FASTEST:
+        tile_m = pid // n_col_tiles
+        tile_k = pid % n_col_tiles
+    else:
+        n_row_tiles = tl.num_programs(0) // n_col_tiles
+        tile_m = pid % n_row_tiles
+        tile_k = pid // n_row_tiles
+    row0 = tile_m * BLOCK_M
+    col0 = tile_k * BLOCK_K
     batch = row0 // batch_rows
     local0 = row0 - batch * batch_rows
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b

@@ -52,6 +52,9 @@ MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
 _FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
+# fp8_block program order per block shape: True, consecutive programs take consecutive column
+# tiles of the same rows (kernels.fp8_block_kernel's COLS_FASTEST); False, consecutive row tiles.
+FP8_COLS_FASTEST = {(1, 128): True, (128, 128): True, (128, 1): True}
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
@@ -118,11 +121,12 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
         return result
     block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
-    fp8_block_kernel[(cdiv(n_batch * out_rows, block_m), cdiv(cols, block_k))](
+    fp8_block_kernel[(cdiv(n_batch * out_rows, block_m) * cdiv(cols, block_k),)](
         x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
         n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
         second[0].view(torch.uint8), second[1], *second[2], *second[3],
-        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, BLOCK_M=block_m, BLOCK_K=block_k,
+        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, COLS_FASTEST=FP8_COLS_FASTEST[block],
+        BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )
     launches.record("quant_fp8_block")
