@@ -42,9 +42,10 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 
 # (BLOCK_M, widest BLOCK_K, num_warps) per kernel
 # fp8 tiles measured on the H200 against the alternatives in benchmarks/grouped_fp8_variants.py
-# (results/2026-11-29-h200-d/run2), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps
-# 67% (16x128: 64%); 128x128 on 8 warps 79-81% (16 warps: 75-76%); 128x1 written transposed
-# 128x64 on 4 warps 49% (8 warps: 39%).
+# (results/2026-11-29-h200-d/run2 and 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth:
+# 1x128 32x128 on 4 warps 63-67% (16x128: 64%; 64x128, 32x256, 16x512 within 2%); 128x128 on
+# 8 warps 79-81% (16 warps: 75-76%), and the weight pair (with_transposed) 83% on 8 warps (72%
+# on 16); 128x1 written transposed 128x64 on 4 warps 49% (8 warps: 39%; 128x128 on 8: 33%).
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 8)
 FP8_128x1_TILE = (128, 64, 4)
@@ -54,6 +55,7 @@ AMAX_TILE = (32, 256, 4)
 _FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
 # fp8_block program order per block shape: True, consecutive programs take consecutive column
 # tiles of the same rows (kernels.fp8_block_kernel's COLS_FASTEST); False, consecutive row tiles.
+# Columns first ran 1-5% faster for every layout and tile on the H200 (2026-11-30-h200-e/run4).
 FP8_COLS_FASTEST = {(1, 128): True, (128, 128): True, (128, 1): True}
 
 
@@ -72,11 +74,9 @@ def _fp8_layout(n_batch, rows, cols, block, transpose, scales_transposed, device
     return data, scales, (1, rows) if transpose else (cols, 1), (1, s_rows) if scales_transposed else (s_cols, 1)
 
 
-def fp8_tile(block: tuple[int, int], with_transposed: bool) -> tuple[int, int, int]:
-    """(BLOCK_M, widest BLOCK_K, num_warps) of fp8_block; a second, transposed store doubles
-    the warps (it holds a second layout of the tile)."""
-    block_m, widest, warps = _FP8_TILES[block]
-    return block_m, widest, warps * 2 if with_transposed else warps
+def fp8_tile(block: tuple[int, int]) -> tuple[int, int, int]:
+    """(BLOCK_M, widest BLOCK_K, num_warps) of fp8_block, with or without the second copy."""
+    return _FP8_TILES[block]
 
 
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
@@ -98,7 +98,7 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     layout with ``transpose`` and ``scales_transposed`` flipped, written by the same launch
     (one read of x for grouped_glu_mlp's forward and dgrad weight copies)."""
     br, bc = block
-    block_m, widest, warps = fp8_tile(block, with_transposed)
+    block_m, widest, warps = fp8_tile(block)
     if x.dim() == 3:
         assert not pad_rows, "pad_rows applies to one matrix"
         n_batch, batch_rows, cols = x.shape
