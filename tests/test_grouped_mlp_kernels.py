@@ -194,11 +194,12 @@ print(json.dumps(out))
 def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop keeps it from being pipelined), async copies in the
-    K loop, and no spills except in the fp8 wgrad and fp8 fc1 + GLU tiles, which spill a few
-    dozen bytes under this Triton and were still the fastest measured on the H200
-    (configs.heuristic, configs.glu_config)."""
+    K loop, and no spills except in the fp8 wgrad, fp8 fc1 + GLU and fp8 dGLU tiles, which
+    spill a few dozen bytes under some Triton versions (the dGLU with the epilogue's dz copy:
+    80 bytes under triton 3.6, none under 3.8) and were still the fastest measured on the H200
+    (configs.heuristic, configs.glu_config, configs.dglu_config)."""
     report = run_compile_script(_SM90_COMPILE)
     assert len(report) == 8
     for name, r in report.items():
         assert r["calls"] == 0 and r["async"] > 0, (name, r)
-        assert r["stack"] == 0 or (name in ("fp8-wgrad", "fp8-glu") and r["stack"] <= 64), (name, r)
+        assert r["stack"] <= {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96}.get(name, 0), (name, r)

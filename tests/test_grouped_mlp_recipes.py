@@ -40,7 +40,8 @@ from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_STORE
-from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
+from tilefuse.ops.grouped_glu_mlp.reference import (expert_rows, glu_activation, glu_index,
+                                                      grouped_glu_mlp_reference, random_inputs)
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
 from tilefuse.quant import quantize_nvfp4
 from tilefuse.utils import capture_cuda_graph
@@ -323,15 +324,38 @@ def test_dglu_epilogue_writes_dz_rows_copy_bitwise(interleave, device):
 
 
 @pytest.mark.parametrize("interleave", [32, None])
-def test_backward_with_the_epilogue_dz_copy_is_bitwise_the_quantizer_path(interleave, device, monkeypatch):
-    """launch.backward gives the same bits whether the dGLU epilogue or the quantizer kernel
-    copies dz (and the halves layout, which the epilogue does not copy, runs)."""
-    i = make([45, 0, 83, 1], 128, 256, torch.bfloat16, True, device, seed=6)
-    fused = run_kernels(i, "swiglu", interleave, "fp8_block", cfg=DZ_FUSED)[3]
+def test_backward_with_the_epilogue_dz_copy_matches_the_quantizer_path(interleave, device, monkeypatch):
+    """launch.backward with the dGLU epilogue's dz copy against the quantizer kernel's copy (and
+    the halves layout, which the epilogue does not copy): dx and every weight and bias gradient
+    bitwise equal (they read dz or its copy, equal bit for bit).
+
+    dprobs sums the dGLU epilogue's per-row partials sum_j dh_j act(z_j). The two launches are
+    different compiled kernels, and the compiler may order each 64-term float32 partial sum
+    differently (on the H200 under triton 3.6 it did; in the interpreter the bits agree). Bound
+    per row: both sums are within gamma_n * S of the exact one, S = sum_j |dh_j act(z_j)| (float64
+    from the dequantized operands; dh and act in float32 add a few units of u), n = 64 terms
+    per partial plus the partial columns and the dy . b2 term, and one rounding to dprobs'
+    dtype each."""
+    counts, H, F = [45, 0, 83, 1], 128, 256
+    i = make(counts, H, F, torch.bfloat16, True, device, seed=6)
+    y, z, h, fused = run_kernels(i, "swiglu", interleave, "fp8_block", cfg=DZ_FUSED)
     monkeypatch.setattr(launch, "dglu_quantizes_dz", lambda *args: False)
     separate = run_kernels(i, "swiglu", interleave, "fp8_block", cfg=DZ_FUSED)[3]
     for name in GRAD_NAMES:
-        assert torch.equal(fused[name], separate[name]), name
+        if name != "dprobs":
+            assert torch.equal(fused[name], separate[name]), name
+    dy = recipes.dequant_rows("fp8_block", i["dy"]).double()
+    w2 = recipes.dequant_weight("fp8_block", i["w2"], transpose=True).double()
+    gate, up = glu_index(F, interleave)
+    act = glu_activation(z[:, gate].double(), z[:, up].double(), "swiglu")
+    s = torch.zeros(sum(counts), dtype=torch.float64, device=z.device)
+    for e, start, stop in expert_rows(i["counts"], sum(counts)):
+        s[start:stop] = ((dy[start:stop] @ w2[e]) * act[start:stop]).abs().sum(dim=1)
+    n = 64 + 2 * F // 64 + 1 + 8
+    ulp = torch.finfo(fused["dprobs"].dtype).eps * fused["dprobs"].double().abs()
+    bound = 2 * n * U32 * s + ulp
+    diff = (fused["dprobs"].double() - separate["dprobs"].double()).abs()
+    assert bool((diff <= bound).all()), f"max diff/bound {float((diff / bound).max()):.3g}"
 
 
 @pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
