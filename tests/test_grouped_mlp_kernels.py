@@ -194,12 +194,13 @@ print(json.dumps(out))
 def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop keeps it from being pipelined), async copies in the
-    K loop, and no spills except in the fp8 wgrad, fp8 fc1 + GLU and fp8 dGLU tiles, which
-    spill a few dozen bytes under some Triton versions (the dGLU with the epilogue's dz copy:
-    80 bytes under triton 3.6, none under 3.8) and were still the fastest measured on the H200
-    (configs.heuristic, configs.glu_config, configs.dglu_config)."""
+    K loop, and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
+    spill a few dozen bytes under some Triton versions (triton 3.6 on the H200 image: fp8 wgrad
+    56, fp8 GLU 40, fp8 dGLU with the epilogue's dz copy 80, bf16 dGLU 32; triton 3.8: only the
+    fp8 wgrad and GLU) and were still the fastest measured on the H200 (configs.heuristic,
+    configs.glu_config, configs.dglu_config)."""
     report = run_compile_script(_SM90_COMPILE)
     assert len(report) == 8
     for name, r in report.items():
         assert r["calls"] == 0 and r["async"] > 0, (name, r)
-        assert r["stack"] <= {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96}.get(name, 0), (name, r)
+        assert r["stack"] <= {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96, "bf16-dglu": 48}.get(name, 0), (name, r)
