@@ -108,9 +108,10 @@ def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
 
 # fp8_block's dGLU ran 8-12% faster with 64-row tiles on 4 warps, two programs per SM, than
 # with 128-row tiles on 8 warps, at the spec's three shapes (0.97 / 0.58 / 0.70 against
-# 1.05 / 0.65 / 0.79 ms, results/2026-11-30-h200-e run 3); no spills in the sm_90 compile under
-# triton 3.8. The 16-bit dGLU keeps 128 rows on 8 warps (1.32 against 1.51 ms at the first
-# shape, within 4% at the other two).
+# 1.05 / 0.65 / 0.79 ms, results/2026-11-30-h200-e run 3) with the epilogue's dz copy, whose
+# sm_90 compile spills 80 bytes under triton 3.6 (the image measured) and none under 3.8. The
+# 16-bit dGLU keeps 128 rows on 8 warps (1.32 against 1.51 ms at the first shape, within 4% at
+# the other two; 32 bytes of spills under triton 3.6, none under 3.8).
 FP8_DGLU_MAX_BLOCK_M = 64
 
 
