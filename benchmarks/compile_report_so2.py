@@ -59,8 +59,8 @@ def grouped_glu(block_m, block_n, block_k, warps, recipe=0, epilogue=1):
                                                        "QUANT_DZ": bool(recipe) and epilogue == 2,
                                                        "b_k_stride": 1,   # K-contiguous B, as launched
                                                        "BLOCK_N": block_n, "BLOCK_K": block_k},
-                          ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda", "b_e_stride", "b_n_stride",
-                           "ldc", "ldz"], 90, warps)
+                          ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda", "b_e_stride",
+                           "b_n_stride", "ldc", "ldz"], 90, warps)
 
 
 def main():

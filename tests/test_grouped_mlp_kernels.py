@@ -174,10 +174,11 @@ for recipe in (1, 0):
     for name, epi, cfg in (("glu", 1, configs.glu_config(fwd, recipe_name)), ("store", 0, fwd),
                            ("dglu", 2, configs.dglu_config(fwd, recipe_name))):
         ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=recipe,
-                  GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+                  GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, BLOCK_M=cfg.block_m,
+                  BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         out[f"{'fp8' if recipe else 'bf16'}-{name}"] = build(
-            G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda", "b_e_stride",
-                                              "b_n_stride", "ldc", "ldz"], cfg)
+            G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda",
+                                              "b_e_stride", "b_n_stride", "ldc", "ldz"], cfg)
     wcfg = configs.heuristic("wgrad", 2, recipe_name)
     wg = {n: "i32" for n in ("T", "N", "M", "E", "lda", "ldb", "a_scale_ld", "b_scale_ld")}
     wg.update(a_ptr=op, b_ptr=op, c_ptr="*bf16", counts_ptr="*i32", a_scale_ptr="*fp32", b_scale_ptr="*fp32",
