@@ -23,11 +23,11 @@ CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuob
 PTR = {"fp32": "*fp32", "bf16": "*bf16"}
 
 
-def compile_kernel(fn, sig, constexprs, divisible, arch, num_warps):
+def compile_kernel(fn, sig, constexprs, divisible, arch, num_warps, **options):
     names = fn.arg_names
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
     src = ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, **options})
 
 
 def summarize(c):
