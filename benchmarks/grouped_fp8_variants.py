@@ -27,21 +27,21 @@ def quantizer_tiles():
     copy_ms = bench(lambda: x.clone())
     copy_gbs = 4 * x.numel() / copy_ms / 1e6
     print(f"copy bf16 16384x4096: {copy_gbs:.0f} GB/s")
-    cases = {   # name: (block, kwargs, tiles (the kernel's warps before a second copy doubles them), tensor, bytes/elt)
+    cases = {   # name: (block, kwargs, tiles (BLOCK_M, widest BLOCK_K, warps), tensor, bytes per element)
         "rows 1x128, scales transposed": ((1, 128), dict(scales_transposed=True),
                                           [(32, 128, 4), (64, 128, 4), (64, 128, 8), (128, 128, 8), (32, 256, 4),
                                            (16, 512, 4)], x, 3),
         "cols 128x1, written transposed": ((128, 1), dict(transpose=True, pad_rows=True),
                                            [(128, 64, 4), (128, 128, 8), (128, 32, 4), (256, 64, 8)], x, 3),
-        "W 128x128 pair": ((128, 128), dict(with_transposed=True), [(128, 128, 8), (128, 128, 4)], w, 4),
+        "W 128x128 pair": ((128, 128), dict(with_transposed=True), [(128, 128, 8), (128, 128, 16)], w, 4),
     }
-    tiles0, order0 = dict(qlaunch._FP8_TILES), dict(qlaunch.FP8_COLS_FASTEST)
+    tiles0, order0 = dict(qlaunch.FP8_TILES), qlaunch.FP8_COLS_FASTEST
     for name, (block, kw, tiles, t, per_elt) in cases.items():
         nbytes = per_elt * t.numel()
         for tile in tiles:
             for cols_fastest in (True, False):
-                qlaunch._FP8_TILES[block] = tile
-                qlaunch.FP8_COLS_FASTEST[block] = cols_fastest
+                qlaunch.FP8_TILES[block] = tile
+                qlaunch.FP8_COLS_FASTEST = cols_fastest
                 label = f"{name:32s} tile {str(tile):15s} {'cols' if cols_fastest else 'rows'} fastest"
                 try:
                     ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
@@ -49,7 +49,8 @@ def quantizer_tiles():
                     print(f"  {label}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy", flush=True)
                 except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
                     print(f"  {label}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
-        qlaunch._FP8_TILES[block], qlaunch.FP8_COLS_FASTEST[block] = tiles0[block], order0[block]
+        qlaunch.FP8_TILES[block] = tiles0[block]
+    qlaunch.FP8_COLS_FASTEST = order0
 
 
 def wgrad_order(shape):

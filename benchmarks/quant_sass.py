@@ -30,7 +30,7 @@ LAYOUTS = {   # name: (block, second copy, unit strides of the layout grouped_gl
 
 def main():
     for name, (block, second, unit) in LAYOUTS.items():
-        bm, bk, warps = L.fp8_tile(block)
+        bm, bk, warps = L.FP8_TILES[block]
         ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second, "COLS_FASTEST": True,
               "BLOCK_M": bm, "BLOCK_K": bk, **unit}
         sig = {**{k: v for k, v in FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}

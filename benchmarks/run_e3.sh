@@ -4,10 +4,5 @@
 # per shape; the dGLU launch at several tilings with and without the epilogue's dz copy.
 export PYTHONUNBUFFERED=1 TILEFUSE_CACHE_DIR=$PWD/.tfcache
 NEW=$PWD/src OLD=$PWD/.snap/old/src
-for s in 1 2 3; do
-  for t in OLD NEW; do
-    echo "== tree $t" | tee -a $OUT/steps.txt
-    PYTHONPATH=${!t} timeout 60 python3 benchmarks/grouped_profile_fp8.py --steps-only --shapes $s --providers bf16,fp8_block 2>&1 | grep -v "^torch" | tee -a $OUT/steps.txt
-  done
-done
+bash benchmarks/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW
 PYTHONPATH=$NEW:$PWD/benchmarks timeout 150 python3 benchmarks/grouped_dglu_configs.py 2>&1 | tee $OUT/dglu-configs.txt

@@ -195,7 +195,7 @@ def test_fp8_block_kernel_output_layouts(block, rows, cols, pad, cols_fastest, m
     zero-padded x: blocks of 128 x 1 as the reference's 1 x 128 blocks of x^T. Outputs are
     poisoned first, so an entry left unwritten (padding included) fails. Both program orders
     (several row and column tiles at K 256)."""
-    monkeypatch.setitem(launch.FP8_COLS_FASTEST, block, cols_fastest)
+    monkeypatch.setattr(launch, "FP8_COLS_FASTEST", cols_fastest)
     br, bc = block
     x = mixed(rows, cols, min(cols, 128), seed=rows * 7 + cols, dtype=torch.bfloat16, nonfinite=rows > 1)
     padded = -(-rows // br) * br if pad else rows
@@ -407,7 +407,7 @@ unit = {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1, "d2_stride_r": 1, "s2
 aligned = ["x_ptr", "data_ptr", "scale_ptr", "data2_ptr", "scale2_ptr", "n_cols", "x_stride_r", "x_stride_b",
            "batch_rows", "out_rows", "d_stride_b", "d_stride_r", "d2_stride_c"]
 for (br, bc), pow2, second in itertools.product(((1, 128), (128, 128), (128, 1)), (False, True), (False, True)):
-    bm, bk, w = L.fp8_tile((br, bc))
+    bm, bk, w = L.FP8_TILES[(br, bc)]
     build(f"fp8-{br}x{bc}-pow2{pow2}-second{second}", K.fp8_block_kernel, fp8,
           {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "COLS_FASTEST": True, "BLOCK_M": bm,
            "BLOCK_K": bk, **unit}, w, aligned)

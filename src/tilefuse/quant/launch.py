@@ -52,11 +52,12 @@ FP8_128x1_TILE = (128, 64, 4)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
-_FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
-# fp8_block program order per block shape: True, consecutive programs take consecutive column
-# tiles of the same rows (kernels.fp8_block_kernel's COLS_FASTEST); False, consecutive row tiles.
-# Columns first ran 1-5% faster for every layout and tile on the H200 (2026-11-30-h200-e/run4).
-FP8_COLS_FASTEST = {(1, 128): True, (128, 128): True, (128, 1): True}
+# fp8_block's tile per block shape, with or without the second (transposed) copy.
+FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
+# fp8_block program order: True, consecutive programs take consecutive column tiles of the same
+# rows (kernels.fp8_block_kernel's COLS_FASTEST); False, consecutive row tiles. Columns first
+# ran 1-5% faster for every layout and tile on the H200 (2026-11-30-h200-e/run4).
+FP8_COLS_FASTEST = True
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
@@ -72,11 +73,6 @@ def _fp8_layout(n_batch, rows, cols, block, transpose, scales_transposed, device
     scales = _new(n_batch, *((s_cols, s_rows) if scales_transposed else (s_rows, s_cols)), dtype=torch.float32,
                   device=device)
     return data, scales, (1, rows) if transpose else (cols, 1), (1, s_rows) if scales_transposed else (s_cols, 1)
-
-
-def fp8_tile(block: tuple[int, int]) -> tuple[int, int, int]:
-    """(BLOCK_M, widest BLOCK_K, num_warps) of fp8_block, with or without the second copy."""
-    return _FP8_TILES[block]
 
 
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
@@ -98,7 +94,7 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     layout with ``transpose`` and ``scales_transposed`` flipped, written by the same launch
     (one read of x for grouped_glu_mlp's forward and dgrad weight copies)."""
     br, bc = block
-    block_m, widest, warps = fp8_tile(block)
+    block_m, widest, warps = FP8_TILES[block]
     if x.dim() == 3:
         assert not pad_rows, "pad_rows applies to one matrix"
         n_batch, batch_rows, cols = x.shape
@@ -125,7 +121,7 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
         x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
         n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
         second[0].view(torch.uint8), second[1], *second[2], *second[3],
-        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, COLS_FASTEST=FP8_COLS_FASTEST[block],
+        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, COLS_FASTEST=FP8_COLS_FASTEST,
         BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )

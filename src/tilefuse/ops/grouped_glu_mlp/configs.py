@@ -78,23 +78,24 @@ def dglu_tile_n(cfg: GemmConfig) -> int:
 FP8_GLU_MAX_BLOCK_N = 64
 
 
-def _cap_block_n(cfg: GemmConfig, cap: int, keep_threads: bool) -> GemmConfig:
-    """cfg with BLOCK_N at most ``cap``; with ``keep_threads`` the warps shrink with the tile
-    (the same elements per thread) and the programs per SM grow by the same factor."""
-    if cfg.block_n <= cap:
+def _cap(cfg: GemmConfig, field: str, cap: int, keep_threads: bool) -> GemmConfig:
+    """cfg with its ``field`` tile size (block_m or block_n) at most ``cap``; with
+    ``keep_threads`` the warps shrink with the tile (the same elements per thread, 4 warps at
+    least) and the programs per SM grow by the same factor."""
+    size = getattr(cfg, field)
+    if size <= cap:
         return cfg
     if not keep_threads:
-        return dataclasses.replace(cfg, block_n=cap)
-    factor = min(cfg.block_n // cap, cfg.num_warps // 4) or 1
-    return dataclasses.replace(cfg, block_n=cap, num_warps=cfg.num_warps // factor,
+        return dataclasses.replace(cfg, **{field: cap})
+    factor = min(size // cap, cfg.num_warps // 4) or 1
+    return dataclasses.replace(cfg, **{field: cap}, num_warps=cfg.num_warps // factor,
                                programs_per_sm=cfg.programs_per_sm * factor)
 
 
 # fp8_block's capped GLU tile keeps the elements per thread: 128x64 on 4 warps, two programs per
 # SM, against 8 warps and one program, ran the fc1 + GLU at 838 against 700 TFLOP/s at
 # (8, 16384, 4096, 3584) (results/2026-11-29-h200-d/run1), with a 40-byte stack in the sm_90
-# compile under triton 3.8. The dGLU's 128x64 tile on 4 warps was within 4% of 8 warps there
-# but spills 528 bytes under triton 3.8, so the dGLU keeps its warps.
+# compile under triton 3.8.
 
 
 @functools.lru_cache(maxsize=64)
@@ -103,7 +104,7 @@ def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
     for fp8_block (warps and programs per SM scaled with the tile)."""
     if recipe != "fp8_block":
         return cfg
-    return _cap_block_n(cfg, FP8_GLU_MAX_BLOCK_N, keep_threads=True)
+    return _cap(cfg, "block_n", FP8_GLU_MAX_BLOCK_N, keep_threads=True)
 
 
 # fp8_block's dGLU ran 8-12% faster with 64-row tiles on 4 warps, two programs per SM, than
@@ -120,9 +121,7 @@ def dglu_config(cfg: GemmConfig, recipe: str | None = None) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N, and for fp8_block BLOCK_M at most FP8_DGLU_MAX_BLOCK_M (warps shrinking
     with the tile, to 4 at least, and programs per SM growing by the same factor)."""
-    capped = _cap_block_n(cfg, DGLU_MAX_BLOCK_N, keep_threads=False)
-    if recipe != "fp8_block" or capped.block_m <= FP8_DGLU_MAX_BLOCK_M:
+    capped = _cap(cfg, "block_n", DGLU_MAX_BLOCK_N, keep_threads=False)
+    if recipe != "fp8_block":
         return capped
-    factor = min(capped.block_m // FP8_DGLU_MAX_BLOCK_M, capped.num_warps // 4) or 1
-    return dataclasses.replace(capped, block_m=FP8_DGLU_MAX_BLOCK_M, num_warps=capped.num_warps // factor,
-                               programs_per_sm=capped.programs_per_sm * factor)
+    return _cap(capped, "block_m", FP8_DGLU_MAX_BLOCK_M, keep_threads=True)

@@ -91,7 +91,7 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
 
 
 def dglu_quantizes_dz(recipe, interleave: int, dcfg: GemmConfig) -> bool:
-    """Whether the dGLU epilogue writes dz's fp8_block row-wise copy (kernels.dglu_store): each
+    """Whether the dGLU epilogue writes dz's fp8_block row-wise copy (kernels.dglu_quantize_dz): each
     64-wide half's gate and up columns are then one 1x128 block of dz (interleave dividing 64).
     Otherwise (the halves layout, other tiles) the quantizer kernel copies dz."""
     return recipe == "fp8_block" and dcfg.block_n == 64 and interleave > 0 and 64 % interleave == 0
@@ -189,8 +189,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     quantized = recipe is not None and T > 0
     dz_rows = None
     if quantized and dglu_quantizes_dz(recipe, inter, dcfg):
-        dz_rows = recipes.QuantRows(torch.empty((T, 2 * F), dtype=torch.uint8, device=x.device),
-                                    torch.empty((2 * F // 128, T), dtype=torch.float32, device=x.device), T, None)
+        dz_rows = recipes.empty_fp8_rows(T, 2 * F, x.device)
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
         dgrad2_a = recipes.quantize_rows(recipe, dy)

@@ -133,6 +133,13 @@ def quantize_rows(recipe: str, t: torch.Tensor) -> QuantRows:
     return QuantRows(q.data, q.scales.view(torch.uint8), padded_shape(rows, cols // 16)[1], _nvfp4_decode(q.amax))
 
 
+def empty_fp8_rows(rows: int, cols: int, device) -> QuantRows:
+    """An unfilled fp8_block Q_rows operand of a (rows, cols) tensor, in quantize_rows' layout
+    (for a kernel epilogue to write)."""
+    return QuantRows(torch.empty((rows, cols), dtype=torch.uint8, device=device),
+                     torch.empty((cols // 128, rows), dtype=torch.float32, device=device), rows, None)
+
+
 def _pad_rows(t: torch.Tensor, multiple: int) -> torch.Tensor:
     rows = t.shape[0]
     padded = cdiv(rows, multiple) * multiple
