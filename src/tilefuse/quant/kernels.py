@@ -178,12 +178,16 @@ def load_tile(x_ptr, row0, col0, n_rows, n_cols, stride_r, stride_c,
 def block_amax(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                BR: tl.constexpr, BC: tl.constexpr):
     """(BLOCK_M // BR, BLOCK_K // BC) amax(|x|) per BR x BC block; NaN for a block holding a
-    NaN or +-inf (max is exact, so the reduction order does not matter)."""
-    a = tl.abs(x)
-    a = tl.where(a <= _FP32_MAX, a, _INF)
-    a = tl.reshape(a, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
-    m = tl.max(tl.max(a, axis=3), axis=1)
-    return nan_where(m == _INF, m)
+    NaN or +-inf (max is exact, so the reduction order does not matter).
+
+    The max runs on the magnitudes' bits as unsigned integers (one AND and one integer max per
+    element): for non-negative floats they order as the values, and every NaN's bits lie above
+    +inf's (0x7F800000), so a block's maximum is at least 0x7F800000 exactly when it holds a
+    NaN or an inf."""
+    bits = x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF
+    bits = tl.reshape(bits, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
+    m = tl.max(tl.max(bits, axis=3), axis=1)
+    return nan_where(m >= 0x7F800000, m.to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -269,8 +273,10 @@ def fp8_block_scales(amax, POW2: tl.constexpr):
 
 @triton.jit
 def fp8_codes(x, enc):
-    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated."""
-    return e4m3_data_bits(_clamp_nan(x * enc, -_E4M3_MAX, _E4M3_MAX)).to(tl.uint8)
+    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated to
+    +-448 by the conversion itself (e4m3_data_bits: the hardware's satfinite, or e4m3_bits),
+    as reference.py's clamp before its cast does."""
+    return e4m3_data_bits(x * enc).to(tl.uint8)
 
 
 @triton.jit
