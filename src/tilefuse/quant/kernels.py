@@ -94,6 +94,18 @@ def e4m3_data_bits(v):
 
 
 @triton.jit
+def e4m3_block_codes(v, nan):
+    """E4M3 codes (uint8) of v where v is NaN exactly where ``nan`` is set (a scaled value of
+    an fp8 block is NaN only in a block whose amax is NaN, and there every value is): as
+    e4m3_data_bits, with the NaN test made per block by the caller instead of per element."""
+    if _INTERPRETER:
+        codes = e4m3_bits(v).to(tl.uint8)
+    else:
+        codes = tl.where(nan, tl.full(v.shape, 0x7F, tl.uint8), v.to(tl.float8e4nv).to(tl.uint8, bitcast=True))
+    return codes
+
+
+@triton.jit
 def e4m3_value(b):
     """float8_e4m3fn bits (uint32) -> float32 (exact; 0x7F / 0xFF -> NaN)."""
     mag = b & 0x7F
@@ -272,11 +284,11 @@ def fp8_block_scales(amax, POW2: tl.constexpr):
 
 
 @triton.jit
-def fp8_codes(x, enc):
-    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated to
-    +-448 by the conversion itself (e4m3_data_bits: the hardware's satfinite, or e4m3_bits),
-    as reference.py's clamp before its cast does."""
-    return e4m3_data_bits(x * enc).to(tl.uint8)
+def fp8_codes(x, enc, nan):
+    """E4M3 codes (uint8) of the float32 x times its block's enc, both broadcast to x with
+    ``nan`` = (enc != enc), saturated to +-448 by the conversion itself (the hardware's
+    satfinite, or e4m3_bits), as reference.py's clamp before its cast does."""
+    return e4m3_block_codes(x * enc, nan)
 
 
 @triton.jit
@@ -284,7 +296,8 @@ def fp8_encode(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr
                POW2: tl.constexpr):
     """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile."""
     enc, scale = fp8_block_scales(block_amax(x, BLOCK_M, BLOCK_K, BR, BC), POW2)
-    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC)), scale
+    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC),
+                     expand_blocks(enc != enc, BLOCK_M, BLOCK_K, BR, BC)), scale
 
 
 @triton.jit
