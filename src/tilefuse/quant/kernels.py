@@ -9,9 +9,9 @@ for bit those of reference.py.
 Conversions are integer bit manipulation, the same code compiled and interpreted, because
 Triton's interpreter converts float32 -> float8e4nv wrongly (ties round up, not to even; below
 2^-6 it truncates; 470 becomes 0x7F = NaN, 500 and inf 0x78, NaN 0x7C) and decodes 0x7F as 480.
-Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which agrees with torch's cast up to 448
-only (torch changed its own overflow rule between versions; 2.13 saturates), so every cast here
-follows a clamp to +-448 anyway. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
+Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which saturates to +-448 as reference.py's
+clamp before its cast does (torch's own cast changed its overflow rule between versions; 2.13
+saturates), so the data path (e4m3_codes) needs no clamp. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
 compiles to an approximate division on NVIDIA GPUs.
 """
 
@@ -79,29 +79,21 @@ def e4m3_bits(v):
 
 
 @triton.jit
-def e4m3_data_bits(v):
-    """e4m3_bits for the data path, where it runs once per element: compiled, the hardware's
-    cvt.rn.satfinite (one instruction per two elements instead of about fifteen integer
-    operations each; same results: round to nearest even including subnormals, saturation to
-    +-448 for finite and infinite inputs), with NaN mapped to 0x7F as e4m3_bits does (the
-    hardware keeps a NaN's sign). The interpreter's conversion is wrong (module docstring), so
-    it runs e4m3_bits itself. Parity with reference.py is tested bitwise on the GPU."""
-    if _INTERPRETER:
-        return e4m3_bits(v)
-    else:
-        bits = v.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.uint32)
-        return tl.where(v != v, 0x7F, bits)
-
-
-@triton.jit
-def e4m3_block_codes(v, nan):
-    """E4M3 codes (uint8) of v where v is NaN exactly where ``nan`` is set (a scaled value of
-    an fp8 block is NaN only in a block whose amax is NaN, and there every value is): as
-    e4m3_data_bits, with the NaN test made per block by the caller instead of per element."""
+def e4m3_codes(v):
+    """E4M3 codes (uint8) of v, the float32 result of an arithmetic operation (x times its
+    block's scale factor), as e4m3_bits gives them, for the data path, where it runs once per
+    element. Compiled, the hardware's cvt.rn.satfinite alone (one instruction per two elements
+    instead of about fifteen integer operations each; same results: round to nearest even
+    including subnormals, saturation to +-448 for finite and infinite inputs). The conversion
+    keeps a NaN's sign, but a NaN that arithmetic produced is the GPU's one float32 NaN,
+    0x7FFFFFFF, whatever the NaN operands' signs (NVIDIA GPUs carry no NaN payload or sign
+    through arithmetic), so it converts to 0x7F as e4m3_bits does. The interpreter's conversion
+    is wrong (module docstring), so it runs e4m3_bits itself. Parity with reference.py, NaN and
+    negative NaN inputs included, is tested bitwise on the GPU."""
     if _INTERPRETER:
         codes = e4m3_bits(v).to(tl.uint8)
     else:
-        codes = tl.where(nan, tl.full(v.shape, 0x7F, tl.uint8), v.to(tl.float8e4nv).to(tl.uint8, bitcast=True))
+        codes = v.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     return codes
 
 
@@ -284,11 +276,11 @@ def fp8_block_scales(amax, POW2: tl.constexpr):
 
 
 @triton.jit
-def fp8_codes(x, enc, nan):
-    """E4M3 codes (uint8) of the float32 x times its block's enc, both broadcast to x with
-    ``nan`` = (enc != enc), saturated to +-448 by the conversion itself (the hardware's
-    satfinite, or e4m3_bits), as reference.py's clamp before its cast does."""
-    return e4m3_block_codes(x * enc, nan)
+def fp8_codes(x, enc):
+    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated to
+    +-448 by the conversion itself (the hardware's satfinite, or e4m3_bits), as reference.py's
+    clamp before its cast does."""
+    return e4m3_codes(x * enc)
 
 
 @triton.jit
@@ -296,8 +288,7 @@ def fp8_encode(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr
                POW2: tl.constexpr):
     """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile."""
     enc, scale = fp8_block_scales(block_amax(x, BLOCK_M, BLOCK_K, BR, BC), POW2)
-    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC),
-                     expand_blocks(enc != enc, BLOCK_M, BLOCK_K, BR, BC)), scale
+    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC)), scale
 
 
 @triton.jit
@@ -384,7 +375,7 @@ def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_strid
     amax = block_amax(x, BLOCK_M, BLOCK_K, 1, 32)
     e = e8m0_bits(tl.math.div_rn(amax, tl.full(amax.shape, _E4M3_MAX, tl.float32)))
     v = x * expand_blocks(e8m0_reciprocal(e), BLOCK_M, BLOCK_K, 1, 32)
-    _store_tile(data_ptr, e4m3_data_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, n_cols, 1, BLOCK_M, BLOCK_K)
+    _store_tile(data_ptr, e4m3_codes(v), row0, col0, n_rows, n_cols, n_cols, 1, BLOCK_M, BLOCK_K)
     store_scales(scale_ptr, e.to(tl.uint8), row0, col0 // 32, n_rows, n_cols // 32, n_cols // 32, 1, padded_cols,
                  BLOCK_M, BLOCK_K // 32, SWIZZLE)
 

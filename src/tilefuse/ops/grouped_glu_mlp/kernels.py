@@ -276,9 +276,8 @@ def dglu_quantize_dz(dz_ptr, q_ptr, q_scale_ptr, n, n0, mask, rows64, rmask, T, 
     amax_u = tl.reshape(block_amax(dzu, BLOCK_M, BLOCK_N, 1, BLOCK_N), (BLOCK_M,))
     amax = nan_where((amax_g != amax_g) | (amax_u != amax_u), tl.maximum(amax_g, amax_u))
     enc, scale = fp8_block_scales(amax, False)
-    nan = (enc != enc)[:, None]
-    tl.store(q_ptr + rows64[:, None] * ldz_out + gate_j[None, :], fp8_codes(dzg, enc[:, None], nan), mask=mask)
-    tl.store(q_ptr + rows64[:, None] * ldz_out + up_j[None, :], fp8_codes(dzu, enc[:, None], nan), mask=mask)
+    tl.store(q_ptr + rows64[:, None] * ldz_out + gate_j[None, :], fp8_codes(dzg, enc[:, None]), mask=mask)
+    tl.store(q_ptr + rows64[:, None] * ldz_out + up_j[None, :], fp8_codes(dzu, enc[:, None]), mask=mask)
     tl.store(q_scale_ptr + (n0 // 64).to(tl.int64) * T + rows64, scale, mask=rmask & (n0 < F))
 
 
