@@ -32,7 +32,7 @@ LAYOUTS = {   # name: (block, second copy, unit strides of the layout grouped_gl
 def main():
     for name, (block, second, unit) in LAYOUTS.items():
         bm, bk, warps = L.FP8_TILES[block]
-        ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second, "COLS_FASTEST": True,
+        ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second, "BATCHED": second,
               "BLOCK_M": bm, "BLOCK_K": bk, **unit}
         sig = {**{k: v for k, v in FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}
         c = compile_kernel(K.fp8_block_kernel, sig, ce, [n for n in ALIGNED if n not in ce], 90, warps,

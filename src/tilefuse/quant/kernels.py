@@ -311,14 +311,14 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
                      data2_ptr, scale2_ptr, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
-                     COLS_FASTEST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BATCHED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
     x_ptr: (n_rows, n_cols) float32/bfloat16/float16: row r is row r % batch_rows of matrix
     b = r // batch_rows, at x_ptr + b * x_stride_b (a batch of matrices, e.g. the experts of
-    a weight; batch_rows = n_rows for one matrix); element strides (x_stride_r, x_stride_c).
-    batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
+    a weight; BATCHED; else batch_rows = out_rows and x_stride_b 0); element strides
+    (x_stride_r, x_stride_c). batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
     data_ptr: uint8 (float8_e4m3fn bits), element (r, c) of matrix b at b * d_stride_b +
     r * d_stride_r + c * d_stride_c (d_stride_r 1 writes the transpose).
     scale_ptr: float32, block (i, j) of matrix b at b * s_stride_b + i * s_stride_r +
@@ -328,22 +328,20 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     SECOND: the same codes and scales are also stored at data2_ptr / scale2_ptr with the
     strides d2_* / s2_* (matrix strides d_stride_b / s_stride_b): grouped_glu_mlp writes a
     weight's forward copy and its transposed dgrad copy from one read.
-    A 1-D grid of one program per (row tile i, column tile j): rows [i*BLOCK_M, +BLOCK_M) x
-    columns [j*BLOCK_K, +BLOCK_K). COLS_FASTEST: consecutive programs take consecutive column
-    tiles of the same rows (x read in long contiguous runs); else consecutive row tiles.
+    Grid (column tiles, Y, Z): program (j, y, z) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns
+    [j*BLOCK_K, +BLOCK_K), i = z * Y + y (Y at most 65535, CUDA's limit; a row tile i past the
+    end is all masked out). Consecutive programs take consecutive column tiles of the same rows,
+    so x is read in long contiguous runs (1-5% faster than row tiles first on the H200), and no
+    program divides its id.
     """
-    pid = tl.program_id(0)
-    n_col_tiles = tl.cdiv(n_cols, BLOCK_K)
-    if COLS_FASTEST:
-        tile_m = pid // n_col_tiles
-        tile_k = pid % n_col_tiles
-    else:
-        n_row_tiles = tl.num_programs(0) // n_col_tiles
-        tile_m = pid % n_row_tiles
-        tile_k = pid // n_row_tiles
+    tile_k = tl.program_id(0)
+    tile_m = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
     row0 = tile_m * BLOCK_M
     col0 = tile_k * BLOCK_K
-    batch = row0 // batch_rows
+    if BATCHED:
+        batch = row0 // batch_rows
+    else:
+        batch = row0 * 0
     local0 = row0 - batch * batch_rows
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b
     x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
