@@ -79,7 +79,7 @@ def e4m3_bits(v):
 
 
 @triton.jit
-def e4m3_codes(v):
+def e4m3_codes(v, BYTEWISE: tl.constexpr = False):
     """E4M3 codes (uint8) of v, the float32 result of an arithmetic operation (x times its
     block's scale factor), as e4m3_bits gives them, for the data path, where it runs once per
     element. Compiled, the hardware's cvt.rn.satfinite alone (one instruction per two elements
@@ -89,11 +89,20 @@ def e4m3_codes(v):
     0x7FFFFFFF, whatever the NaN operands' signs (NVIDIA GPUs carry no NaN payload or sign
     through arithmetic), so it converts to 0x7F as e4m3_bits does. The interpreter's conversion
     is wrong (module docstring), so it runs e4m3_bits itself. Parity with reference.py, NaN and
-    negative NaN inputs included, is tested bitwise on the GPU."""
+    negative NaN inputs included, is tested bitwise on the GPU.
+
+    BYTEWISE: each code is taken out of the conversion's packed pair as a uint32 and tested
+    for NaN before any use (the code before 2026-11-30, a few instructions more per element).
+    fp8_block_kernel's weight pair needs it: it stores the packed pairs in one layout and
+    moves single codes through shared memory for the other, and there, under triton 3.6 on
+    the H200, many high bytes of the pairs came out 0x00 in the second copy (2026-11-30-h200-f
+    runs 2 and 3; the PTX extracts them right; the cause was not found)."""
     if _INTERPRETER:
         codes = e4m3_bits(v).to(tl.uint8)
     else:
         codes = v.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+        if BYTEWISE:
+            codes = tl.where(v != v, 0x7F, codes.to(tl.uint32)).to(tl.uint8)
     return codes
 
 
@@ -276,19 +285,20 @@ def fp8_block_scales(amax, POW2: tl.constexpr):
 
 
 @triton.jit
-def fp8_codes(x, enc):
+def fp8_codes(x, enc, BYTEWISE: tl.constexpr = False):
     """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated to
     +-448 by the conversion itself (the hardware's satfinite, or e4m3_bits), as reference.py's
     clamp before its cast does."""
-    return e4m3_codes(x * enc)
+    return e4m3_codes(x * enc, BYTEWISE)
 
 
 @triton.jit
 def fp8_encode(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-               POW2: tl.constexpr):
-    """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile."""
+               POW2: tl.constexpr, BYTEWISE: tl.constexpr = False):
+    """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile (BYTEWISE:
+    e4m3_codes)."""
     enc, scale = fp8_block_scales(block_amax(x, BLOCK_M, BLOCK_K, BR, BC), POW2)
-    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC)), scale
+    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC), BYTEWISE), scale
 
 
 @triton.jit
@@ -346,18 +356,12 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b
     x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
                   x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
-    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2)
+    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2, SECOND)
     rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
     fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
               local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
               BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     if SECOND:
-        # The NaN code set again, per element, in the second copy: its codes go through shared
-        # memory (a layout conversion) after the conversion's packed pairs are stored, and under
-        # triton 3.6 on the H200 (ptxas of CUDA 13.0) many of a NaN block's codes came out 0x00
-        # in it, the first copy's 0x7F (2026-11-30-h200-f run 2; the cause was not found).
-        nan = expand_blocks(scale != scale, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
-        codes = tl.where(nan, tl.full(codes.shape, 0x7F, tl.uint8), codes)
         fp8_store(data2_ptr + batch.to(tl.int64) * d_stride_b, scale2_ptr + batch.to(tl.int64) * s_stride_b, codes,
                   scale, local0, col0, rows_out, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                   BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
