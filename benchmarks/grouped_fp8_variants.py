@@ -2,7 +2,7 @@
 the fp8 quantizer's tile per operand layout, and the wgrad's program order (GROUP_N) and tiles.
 Bandwidth against a device copy measured in the same run; do_bench medians.
 
-    PYTHONPATH=src python3 benchmarks/grouped_fp8_variants.py
+    PYTHONPATH=src python3 benchmarks/grouped_fp8_variants.py [--quantizers-only] [--default-tiles]
 """
 import functools
 
@@ -18,10 +18,10 @@ from grouped_profile_fp8 import SHAPES, bench, problem
 bench = functools.partial(bench, rep=100)
 
 
-def quantizer_tiles():
-    """Each fp8 quantizer layout of a step at its tiles and both program orders (quant.launch
-    FP8_COLS_FASTEST): the 1x128 rows copy, the 128x1 column copy written transposed, and the
-    weights' 128x128 pair (forward and transposed dgrad copies from one read)."""
+def quantizer_tiles(default_only=False):
+    """Each fp8 quantizer layout of a step at its tiles: the 1x128 rows copy, the 128x1 column
+    copy written transposed, and the weights' 128x128 pair (forward and transposed dgrad copies
+    from one read). default_only: the tiles quant.launch.FP8_TILES holds."""
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8, 7168, 4096, device="cuda", dtype=torch.bfloat16)
     copy_ms = bench(lambda: x.clone())
@@ -35,22 +35,19 @@ def quantizer_tiles():
                                            [(128, 64, 4), (128, 128, 8), (128, 32, 4), (256, 64, 8)], x, 3),
         "W 128x128 pair": ((128, 128), dict(with_transposed=True), [(128, 128, 8), (128, 128, 16)], w, 4),
     }
-    tiles0, order0 = dict(qlaunch.FP8_TILES), qlaunch.FP8_COLS_FASTEST
+    tiles0 = dict(qlaunch.FP8_TILES)
     for name, (block, kw, tiles, t, per_elt) in cases.items():
         nbytes = per_elt * t.numel()
-        for tile in tiles:
-            for cols_fastest in (True, False):
-                qlaunch.FP8_TILES[block] = tile
-                qlaunch.FP8_COLS_FASTEST = cols_fastest
-                label = f"{name:32s} tile {str(tile):15s} {'cols' if cols_fastest else 'rows'} fastest"
-                try:
-                    ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
-                    gbs = nbytes / ms / 1e6
-                    print(f"  {label}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy", flush=True)
-                except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
-                    print(f"  {label}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
+        for tile in [tiles0[block]] if default_only else tiles:
+            qlaunch.FP8_TILES[block] = tile
+            label = f"{name:32s} tile {str(tile):15s}"
+            try:
+                ms = bench(lambda: qlaunch.fp8_block(t, block, False, **kw))
+                gbs = nbytes / ms / 1e6
+                print(f"  {label}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s = {gbs / copy_gbs:4.0%} of copy", flush=True)
+            except Exception as exc:   # noqa: BLE001 (a tile that does not fit is reported)
+                print(f"  {label}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}")
         qlaunch.FP8_TILES[block] = tiles0[block]
-    qlaunch.FP8_COLS_FASTEST = order0
 
 
 def wgrad_order(shape):
@@ -75,7 +72,7 @@ def wgrad_order(shape):
 if __name__ == "__main__":
     import sys
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
-    quantizer_tiles()
+    quantizer_tiles(default_only="--default-tiles" in sys.argv)
     if "--quantizers-only" not in sys.argv:
         for s in (1, 2):
             wgrad_order(s)

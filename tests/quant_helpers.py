@@ -90,8 +90,8 @@ def blocks_with_amax(values: torch.Tensor, block: int, amax: float) -> torch.Ten
 def mixed(rows: int, cols: int, block_cols: int, seed: int, dtype=torch.float32,
           nonfinite: bool = False, log2_range: int = 40) -> torch.Tensor:
     """Random (rows, cols) data reaching every case: per-(row, block) magnitudes 2^U(-r, r),
-    zero elements, an all-zero block, fp32-subnormal elements, and with ``nonfinite`` a NaN,
-    a +inf and a -inf in three different blocks."""
+    zero elements, an all-zero block, fp32-subnormal elements, and with ``nonfinite`` a NaN
+    next to a NaN whose sign bit is set, a +inf and a -inf in three different blocks."""
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.float16:
         log2_range = min(log2_range, 10)
@@ -104,6 +104,7 @@ def mixed(rows: int, cols: int, block_cols: int, seed: int, dtype=torch.float32,
         x[min(1, rows - 1), block_cols:block_cols + 4] = torch.tensor(F32_SUBNORMALS)
     if nonfinite:
         x[rows // 2, 0] = float("nan")
+        x[rows // 2, min(1, cols - 1)] = -float("nan")
         x[rows - 1, cols - 1] = float("inf")
         x[0, cols - 1 - block_cols] = -float("inf")
     return x.to(dtype)

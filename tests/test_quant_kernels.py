@@ -169,10 +169,15 @@ def test_fp8_block_kernel(rows, cols, block, pow2, dtype):
     assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
 
 
+@pytest.mark.parametrize("max_grid", [None, 5], ids=["grid-y", "grid-yz"])
 @pytest.mark.parametrize("block", [(1, 128), (128, 128)], ids=["1x128", "128x128"])
-def test_fp8_block_kernel_on_a_batch_of_transposed_matrices(block):
+def test_fp8_block_kernel_on_a_batch_of_transposed_matrices(block, max_grid, monkeypatch):
     """A (B, R, K) batch read through transposed strides (grouped_glu_mlp's dgrad weights)
-    quantizes exactly as the contiguous (B * R, K) matrix of its rows."""
+    quantizes exactly as the contiguous (B * R, K) matrix of its rows. With the grid's y size
+    capped at 5 (CUDA's is 65535), the row tiles are split over y and z and the last z slice
+    holds tiles past the last matrix, which must write nothing (outputs poisoned)."""
+    if max_grid:
+        monkeypatch.setattr(launch, "MAX_GRID_YZ", max_grid)
     w = mixed(3 * 256, 128, 128, seed=11, dtype=torch.bfloat16, nonfinite=True).reshape(3, 256, 128)
     x = w.transpose(1, 2)        # (3, 128, 256), rows of 256 with stride 128
     data, scales = launch.fp8_block(_to_dev(x), block, False)
@@ -185,17 +190,19 @@ LAYOUT_CASES = [((1, 128), 130, 256), ((128, 128), 256, 128), ((128, 1), 130, 25
                 ((128, 1), 1, 128)]
 
 
-@pytest.mark.parametrize("cols_fastest", [True, False], ids=["cols-fastest", "rows-fastest"])
+@pytest.mark.parametrize("max_grid", [None, 3], ids=["grid-y", "grid-yz"])
 @pytest.mark.parametrize("pad", [False, True], ids=["exact", "pad"])
 @pytest.mark.parametrize("block,rows,cols", LAYOUT_CASES,
                          ids=[f"{c[0][0]}x{c[0][1]}-R{c[1]}-K{c[2]}" for c in LAYOUT_CASES])
-def test_fp8_block_kernel_output_layouts(block, rows, cols, pad, cols_fastest, monkeypatch):
+def test_fp8_block_kernel_output_layouts(block, rows, cols, pad, max_grid, monkeypatch):
     """Transposed data, transposed scales and zero padding of the rows (the GEMM operand
     layouts of grouped_glu_mlp) hold exactly the codes and scales of the reference on the
     zero-padded x: blocks of 128 x 1 as the reference's 1 x 128 blocks of x^T. Outputs are
-    poisoned first, so an entry left unwritten (padding included) fails. Both program orders
-    (several row and column tiles at K 256)."""
-    monkeypatch.setattr(launch, "FP8_COLS_FASTEST", cols_fastest)
+    poisoned first, so an entry left unwritten (padding included) fails. Several row and column
+    tiles at K 256; with the grid's y size capped at 3, row tiles split over y and z (at 130
+    rows of 1x128 blocks: 5 tiles in a 3 x 2 grid, one past the end)."""
+    if max_grid:
+        monkeypatch.setattr(launch, "MAX_GRID_YZ", max_grid)
     br, bc = block
     x = mixed(rows, cols, min(cols, 128), seed=rows * 7 + cols, dtype=torch.bfloat16, nonfinite=rows > 1)
     padded = -(-rows // br) * br if pad else rows
@@ -409,7 +416,7 @@ aligned = ["x_ptr", "data_ptr", "scale_ptr", "data2_ptr", "scale2_ptr", "n_cols"
 for (br, bc), pow2, second in itertools.product(((1, 128), (128, 128), (128, 1)), (False, True), (False, True)):
     bm, bk, w = L.FP8_TILES[(br, bc)]
     build(f"fp8-{br}x{bc}-pow2{pow2}-second{second}", K.fp8_block_kernel, fp8,
-          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "COLS_FASTEST": True, "BLOCK_M": bm,
+          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "BATCHED": second, "BLOCK_M": bm,
            "BLOCK_K": bk, **unit}, w, aligned)
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},

@@ -9,9 +9,9 @@ for bit those of reference.py.
 Conversions are integer bit manipulation, the same code compiled and interpreted, because
 Triton's interpreter converts float32 -> float8e4nv wrongly (ties round up, not to even; below
 2^-6 it truncates; 470 becomes 0x7F = NaN, 500 and inf 0x78, NaN 0x7C) and decodes 0x7F as 480.
-Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which agrees with torch's cast up to 448
-only (torch changed its own overflow rule between versions; 2.13 saturates), so every cast here
-follows a clamp to +-448 anyway. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
+Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which saturates to +-448 as reference.py's
+clamp before its cast does (torch's own cast changed its overflow rule between versions; 2.13
+saturates), so the data path (e4m3_codes) needs no clamp. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
 compiles to an approximate division on NVIDIA GPUs.
 """
 
@@ -79,18 +79,31 @@ def e4m3_bits(v):
 
 
 @triton.jit
-def e4m3_data_bits(v):
-    """e4m3_bits for the data path, where it runs once per element: compiled, the hardware's
-    cvt.rn.satfinite (one instruction per two elements instead of about fifteen integer
-    operations each; same results: round to nearest even including subnormals, saturation to
-    +-448 for finite and infinite inputs), with NaN mapped to 0x7F as e4m3_bits does (the
-    hardware keeps a NaN's sign). The interpreter's conversion is wrong (module docstring), so
-    it runs e4m3_bits itself. Parity with reference.py is tested bitwise on the GPU."""
+def e4m3_codes(v, BYTEWISE: tl.constexpr = False):
+    """E4M3 codes (uint8) of v, the float32 result of an arithmetic operation (x times its
+    block's scale factor), as e4m3_bits gives them, for the data path, where it runs once per
+    element. Compiled, the hardware's cvt.rn.satfinite alone (one instruction per two elements
+    instead of about fifteen integer operations each; same results: round to nearest even
+    including subnormals, saturation to +-448 for finite and infinite inputs). The conversion
+    keeps a NaN's sign, but a NaN that arithmetic produced is the GPU's one float32 NaN,
+    0x7FFFFFFF, whatever the NaN operands' signs (NVIDIA GPUs carry no NaN payload or sign
+    through arithmetic), so it converts to 0x7F as e4m3_bits does. The interpreter's conversion
+    is wrong (module docstring), so it runs e4m3_bits itself. Parity with reference.py, NaN and
+    negative NaN inputs included, is tested bitwise on the GPU.
+
+    BYTEWISE: each code is taken out of the conversion's packed pair as a uint32 and tested
+    for NaN before any use (the code before 2026-11-30, a few instructions more per element).
+    fp8_block_kernel's weight pair needs it: it stores the packed pairs in one layout and
+    moves single codes through shared memory for the other, and there, under triton 3.6 on
+    the H200, many high bytes of the pairs came out 0x00 in the second copy (2026-11-30-h200-f
+    runs 2 and 3; the PTX extracts them right; the cause was not found)."""
     if _INTERPRETER:
-        return e4m3_bits(v)
+        codes = e4m3_bits(v).to(tl.uint8)
     else:
-        bits = v.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.uint32)
-        return tl.where(v != v, 0x7F, bits)
+        codes = v.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+        if BYTEWISE:
+            codes = tl.where(v != v, 0x7F, codes.to(tl.uint32)).to(tl.uint8)
+    return codes
 
 
 @triton.jit
@@ -178,12 +191,16 @@ def load_tile(x_ptr, row0, col0, n_rows, n_cols, stride_r, stride_c,
 def block_amax(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                BR: tl.constexpr, BC: tl.constexpr):
     """(BLOCK_M // BR, BLOCK_K // BC) amax(|x|) per BR x BC block; NaN for a block holding a
-    NaN or +-inf (max is exact, so the reduction order does not matter)."""
-    a = tl.abs(x)
-    a = tl.where(a <= _FP32_MAX, a, _INF)
-    a = tl.reshape(a, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
-    m = tl.max(tl.max(a, axis=3), axis=1)
-    return nan_where(m == _INF, m)
+    NaN or +-inf (max is exact, so the reduction order does not matter).
+
+    The max runs on the magnitudes' bits as unsigned integers (one AND and one integer max per
+    element): for non-negative floats they order as the values, and every NaN's bits lie above
+    +inf's (0x7F800000), so a block's maximum is at least 0x7F800000 exactly when it holds a
+    NaN or an inf."""
+    bits = x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF
+    bits = tl.reshape(bits, (BLOCK_M // BR, BR, BLOCK_K // BC, BC))
+    m = tl.max(tl.max(bits, axis=3), axis=1)
+    return nan_where(m >= 0x7F800000, m.to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -268,17 +285,20 @@ def fp8_block_scales(amax, POW2: tl.constexpr):
 
 
 @triton.jit
-def fp8_codes(x, enc):
-    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated."""
-    return e4m3_data_bits(_clamp_nan(x * enc, -_E4M3_MAX, _E4M3_MAX)).to(tl.uint8)
+def fp8_codes(x, enc, BYTEWISE: tl.constexpr = False):
+    """E4M3 codes (uint8) of the float32 x times its block's enc (broadcast to x), saturated to
+    +-448 by the conversion itself (the hardware's satfinite, or e4m3_bits), as reference.py's
+    clamp before its cast does."""
+    return e4m3_codes(x * enc, BYTEWISE)
 
 
 @triton.jit
 def fp8_encode(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-               POW2: tl.constexpr):
-    """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile."""
+               POW2: tl.constexpr, BYTEWISE: tl.constexpr = False):
+    """(E4M3 codes uint8, float32 scales per BR x BC block) of a float32 tile (BYTEWISE:
+    e4m3_codes)."""
     enc, scale = fp8_block_scales(block_amax(x, BLOCK_M, BLOCK_K, BR, BC), POW2)
-    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC)), scale
+    return fp8_codes(x, expand_blocks(enc, BLOCK_M, BLOCK_K, BR, BC), BYTEWISE), scale
 
 
 @triton.jit
@@ -301,14 +321,14 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
                      data2_ptr, scale2_ptr, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
-                     COLS_FASTEST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BATCHED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
     x_ptr: (n_rows, n_cols) float32/bfloat16/float16: row r is row r % batch_rows of matrix
     b = r // batch_rows, at x_ptr + b * x_stride_b (a batch of matrices, e.g. the experts of
-    a weight; batch_rows = n_rows for one matrix); element strides (x_stride_r, x_stride_c).
-    batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
+    a weight; BATCHED; else batch_rows = out_rows and x_stride_b 0); element strides
+    (x_stride_r, x_stride_c). batch_rows is a multiple of BLOCK_M, so a tile is in one matrix.
     data_ptr: uint8 (float8_e4m3fn bits), element (r, c) of matrix b at b * d_stride_b +
     r * d_stride_r + c * d_stride_c (d_stride_r 1 writes the transpose).
     scale_ptr: float32, block (i, j) of matrix b at b * s_stride_b + i * s_stride_r +
@@ -318,27 +338,25 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     SECOND: the same codes and scales are also stored at data2_ptr / scale2_ptr with the
     strides d2_* / s2_* (matrix strides d_stride_b / s_stride_b): grouped_glu_mlp writes a
     weight's forward copy and its transposed dgrad copy from one read.
-    A 1-D grid of one program per (row tile i, column tile j): rows [i*BLOCK_M, +BLOCK_M) x
-    columns [j*BLOCK_K, +BLOCK_K). COLS_FASTEST: consecutive programs take consecutive column
-    tiles of the same rows (x read in long contiguous runs); else consecutive row tiles.
+    Grid (column tiles, Y, Z): program (j, y, z) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns
+    [j*BLOCK_K, +BLOCK_K), i = z * Y + y (Y at most 65535, CUDA's limit; a row tile i past the
+    end is all masked out). Consecutive programs take consecutive column tiles of the same rows,
+    so x is read in long contiguous runs (1-5% faster than row tiles first on the H200), and no
+    program divides its id.
     """
-    pid = tl.program_id(0)
-    n_col_tiles = tl.cdiv(n_cols, BLOCK_K)
-    if COLS_FASTEST:
-        tile_m = pid // n_col_tiles
-        tile_k = pid % n_col_tiles
-    else:
-        n_row_tiles = tl.num_programs(0) // n_col_tiles
-        tile_m = pid % n_row_tiles
-        tile_k = pid // n_row_tiles
+    tile_k = tl.program_id(0)
+    tile_m = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
     row0 = tile_m * BLOCK_M
     col0 = tile_k * BLOCK_K
-    batch = row0 // batch_rows
+    if BATCHED:
+        batch = row0 // batch_rows
+    else:
+        batch = row0 * 0
     local0 = row0 - batch * batch_rows
     x_base = x_ptr + batch.to(tl.int64) * x_stride_b
     x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
                   x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
-    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2)
+    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2, SECOND)
     rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
     fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
               local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
@@ -365,7 +383,7 @@ def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_strid
     amax = block_amax(x, BLOCK_M, BLOCK_K, 1, 32)
     e = e8m0_bits(tl.math.div_rn(amax, tl.full(amax.shape, _E4M3_MAX, tl.float32)))
     v = x * expand_blocks(e8m0_reciprocal(e), BLOCK_M, BLOCK_K, 1, 32)
-    _store_tile(data_ptr, e4m3_data_bits(v).to(tl.uint8), row0, col0, n_rows, n_cols, n_cols, 1, BLOCK_M, BLOCK_K)
+    _store_tile(data_ptr, e4m3_codes(v), row0, col0, n_rows, n_cols, n_cols, 1, BLOCK_M, BLOCK_K)
     store_scales(scale_ptr, e.to(tl.uint8), row0, col0 // 32, n_rows, n_cols // 32, n_cols // 32, 1, padded_cols,
                  BLOCK_M, BLOCK_K // 32, SWIZZLE)
 

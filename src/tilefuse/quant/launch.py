@@ -54,10 +54,8 @@ NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
 # fp8_block's tile per block shape, with or without the second (transposed) copy.
 FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
-# fp8_block program order: True, consecutive programs take consecutive column tiles of the same
-# rows (kernels.fp8_block_kernel's COLS_FASTEST); False, consecutive row tiles. Columns first
-# ran 1-5% faster for every layout and tile on the H200 (2026-11-30-h200-e/run4).
-FP8_COLS_FASTEST = True
+# CUDA's limit on a grid's y and z sizes (fp8_block splits its row tiles over both).
+MAX_GRID_YZ = 65535
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
@@ -117,11 +115,13 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
         return result
     block_k = _block_k(cols, widest, bc)
     from .kernels import fp8_block_kernel
-    fp8_block_kernel[(cdiv(n_batch * out_rows, block_m) * cdiv(cols, block_k),)](
+    row_tiles = cdiv(n_batch * out_rows, block_m)
+    grid_y = min(row_tiles, MAX_GRID_YZ)
+    fp8_block_kernel[(cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y))](
         x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
         n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
         second[0].view(torch.uint8), second[1], *second[2], *second[3],
-        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, COLS_FASTEST=FP8_COLS_FASTEST,
+        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, BATCHED=x.dim() == 3,
         BLOCK_M=block_m, BLOCK_K=block_k,
         num_warps=warps, **_COMPILE,
     )
