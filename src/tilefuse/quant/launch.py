@@ -42,10 +42,13 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 
 # (BLOCK_M, widest BLOCK_K, num_warps) per kernel
 # fp8 tiles measured on the H200 against the alternatives in benchmarks/grouped_fp8_variants.py
-# (results/2026-11-29-h200-d/run2 and 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth:
-# 1x128 32x128 on 4 warps 63-67% (16x128: 64%; 64x128, 32x256, 16x512 within 2%); 128x128 on
-# 8 warps 79-81% (16 warps: 75-76%), and the weight pair (with_transposed) 83% on 8 warps (72%
-# on 16); 128x1 written transposed 128x64 on 4 warps 49% (8 warps: 39%; 128x128 on 8: 33%).
+# (results/2026-11-30-h200-f runs 2 and 4; earlier kernels: 2026-11-29-h200-d/run2 and
+# 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps 90-96%
+# (64x128 on 4 or 8 warps, 32x256 and 16x512 within 1%, 128x128 on 8: 91-92%); 128x1 written
+# transposed 128x64 on 4 warps 75% (128x32 on 4: 65%, 128x128 on 8: 60%, 256x64 on 8: 52%);
+# the weight pair (with_transposed, bytewise codes) 86-87% on 8 warps. Not re-measured since
+# the earlier kernels: 128x128 alone on 8 warps (79-81%, 16 warps 75-76%) and the pair on 16
+# warps (72%).
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 8)
 FP8_128x1_TILE = (128, 64, 4)
