@@ -11,8 +11,8 @@ Triton's interpreter converts float32 -> float8e4nv wrongly (ties round up, not 
 2^-6 it truncates; 470 becomes 0x7F = NaN, 500 and inf 0x78, NaN 0x7C) and decodes 0x7F as 480.
 Compiled, ``.to(tl.float8e4nv)`` is cvt.rn.satfinite, which saturates to +-448 as reference.py's
 clamp before its cast does (torch's own cast changed its overflow rule between versions; 2.13
-saturates), so the data path (e4m3_codes) needs no clamp. Every fp32 division is ``tl.math.div_rn`` (IEEE): plain ``/``
-compiles to an approximate division on NVIDIA GPUs.
+saturates), so the data path (e4m3_codes) needs no clamp. Every fp32 division is
+``tl.math.div_rn`` (IEEE): plain ``/`` compiles to an approximate division on NVIDIA GPUs.
 """
 
 import triton
