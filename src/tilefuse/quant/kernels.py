@@ -92,11 +92,11 @@ def e4m3_codes(v, BYTEWISE: tl.constexpr = False):
     negative NaN inputs included, is tested bitwise on the GPU.
 
     BYTEWISE: each code is taken out of the conversion's packed pair as a uint32 and tested
-    for NaN before any use (the code before 2026-11-30, a few instructions more per element).
-    fp8_block_kernel's weight pair needs it: it stores the packed pairs in one layout and
-    moves single codes through shared memory for the other, and there, under triton 3.6 on
-    the H200, many high bytes of the pairs came out 0x00 in the second copy (2026-11-30-h200-f
-    runs 2 and 3; the PTX extracts them right; the cause was not found)."""
+    for NaN before any use (a few instructions more per element). fp8_block_kernel's weight
+    pair needs it: it stores the packed pairs in one layout and moves single codes through
+    shared memory for the other, and without it, under triton 3.6 on the H200, many high bytes
+    of the pairs come out 0x00 in the second copy (results/2026-11-30-h200-f runs 2 and 3; the
+    PTX extracts them right; the cause was not found)."""
     if _INTERPRETER:
         codes = e4m3_bits(v).to(tl.uint8)
     else:
@@ -475,15 +475,11 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
                 BLOCK_M, BLOCK_K // 2)
     srow0 = batch * batch_scale_rows + local0            # swizzled scale rows: one per data row
     srow_end = batch * batch_scale_rows + batch_n_rows
-    if BLOCK_ROWS > 1 and SWIZZLE:
-        per_row = tl.reshape(tl.broadcast_to(s_bits[:, None, :], (BLOCK_M // 16, 16, BLOCK_K // 16)),
-                             (BLOCK_M, BLOCK_K // 16))
+    if SWIZZLE:   # one scale row per data row: a 16x16 block's scale repeated on its 16 rows
+        per_row = expand_blocks(s_bits, BLOCK_M, BLOCK_K // 16, BLOCK_ROWS, 1)
         store_scales(scale_ptr, per_row.to(tl.uint8), srow0, col0 // 16, srow_end, n_cols // 16, n_cols // 16, 1,
-                     padded_cols, BLOCK_M, BLOCK_K // 16, True)
-    elif SWIZZLE:
-        store_scales(scale_ptr, s_bits.to(tl.uint8), srow0, col0 // 16, srow_end, n_cols // 16, n_cols // 16, 1,
                      padded_cols, BLOCK_M, BLOCK_K // 16, True)
     else:
         store_scales(scale_ptr, s_bits.to(tl.uint8), row0 // BLOCK_ROWS, col0 // 16,
                      (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS, n_cols // 16, n_cols // 16, 1, padded_cols,
-                     BLOCK_M // BLOCK_ROWS, BLOCK_K // 16, SWIZZLE)
+                     BLOCK_M // BLOCK_ROWS, BLOCK_K // 16, False)
