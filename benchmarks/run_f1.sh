@@ -9,12 +9,7 @@ PYTHONPATH=$NEW timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs tests/
   tests/test_quant_api.py tests/test_grouped_mlp_recipes.py 2>&1 | tail -15 | tee $OUT/pytest-quant.txt
 PYTHONPATH=$NEW timeout 120 python3 -m pytest -q -p no:cacheprovider -rfs tests/test_grouped_mlp_kernels.py \
   -k sm90 2>&1 | tail -5 | tee $OUT/pytest-sm90.txt
-for round in 1 2; do
-  for tree in OLD NEW; do
-    echo "== round $round tree $tree" | tee -a $OUT/quant.txt
-    PYTHONPATH=${!tree}:benchmarks timeout 60 python3 benchmarks/grouped_fp8_variants.py --quantizers-only \
-      --default-tiles 2>&1 | tee -a $OUT/quant.txt
-  done
-done
+bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
+cat $OUT/quant.txt
 PYTHONPATH=$NEW:benchmarks timeout 120 python3 benchmarks/grouped_fp8_variants.py --quantizers-only 2>&1 \
   | tee $OUT/quant-tiles.txt

@@ -15,11 +15,5 @@ run quant-so2 tests/test_quant_kernels.py tests/test_quant_api.py tests/test_qua
 run dyt-check-tuning tests/test_dyt.py tests/test_dyt_api.py tests/test_check.py tests/test_tuning_dyt.py tests/test_tuning_gpu.py tests/test_tuning_sweep.py tests/test_tuning_table.py &
 wait
 for f in $OUT/pytest-*.txt; do echo "== $f"; grep -E "^(FAILED|ERROR)" $f | head -20; tail -2 $f; done
-for round in 1 2; do
-  for tree in OLD NEW; do
-    echo "== round $round tree $tree" >> $OUT/quant.txt
-    PYTHONPATH=${!tree}:benchmarks timeout 60 python3 benchmarks/grouped_fp8_variants.py --quantizers-only \
-      --default-tiles >> $OUT/quant.txt 2>&1
-  done
-done
+bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
 cat $OUT/quant.txt

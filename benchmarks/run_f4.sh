@@ -11,13 +11,7 @@ PYTHONPATH=$NEW timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs tests/
 wait
 for f in $OUT/pytest-*.txt; do echo "== $f"; grep -E "^(FAILED|ERROR)" $f | head; tail -1 $f; done
 PYTHONPATH=$NEW:tests timeout 60 python3 benchmarks/quant_second_probe.py /tmp 2>&1 | grep -c " 0 of" | sed 's/^/probe comparisons with no difference (of 24): /'
-for round in 1 2; do
-  for tree in OLD NEW; do
-    echo "== round $round tree $tree" >> $OUT/quant.txt
-    PYTHONPATH=${!tree}:benchmarks timeout 45 python3 benchmarks/grouped_fp8_variants.py --quantizers-only \
-      --default-tiles >> $OUT/quant.txt 2>&1
-  done
-done
+bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
 grep -v "^torch" $OUT/quant.txt
 bash benchmarks/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW > /dev/null
 grep -E "^== tree|^E |fp8_block|^  bf16" $OUT/steps.txt

@@ -1,0 +1,13 @@
+#!/bin/bash
+# The fp8 quantizers at their default tiles (grouped_fp8_variants.py --quantizers-only
+# --default-tiles) of several source trees, the trees alternating for two rounds, appended to
+# a file:
+#   bash benchmarks/quant_by_tree.sh OUTFILE NAME=SRC_DIR [NAME=SRC_DIR ...]
+out=$1; shift
+for round in 1 2; do
+  for tree in "$@"; do
+    echo "== round $round tree ${tree%%=*}" >> "$out"
+    PYTHONPATH=${tree#*=}:benchmarks timeout 60 python3 benchmarks/grouped_fp8_variants.py --quantizers-only \
+      --default-tiles >> "$out" 2>&1
+  done
+done
