@@ -5,7 +5,9 @@ helpers here give CPU tests the GPU's results. Each difference is a named workar
 - the interpreter converts float32 -> bfloat16 by truncation where the GPU rounds to nearest
   even, so to_output rounds explicitly under the interpreter;
 - the interpreter computes tl.dot on bfloat16 operands wrongly (it reinterprets their bits),
-  so dot_f32acc upcasts them to float32 there (bf16 x bf16 products are exact in float32).
+  so dot_f32acc upcasts them to float32 there (bf16 x bf16 products are exact in float32);
+- the interpreter's float tl.dot sums in an order that depends on numpy's BLAS and the CPU, so
+  importing this module under the interpreter installs interpreter_dot's fixed-order dot.
 Compiled kernels take the plain paths.
 """
 
@@ -13,8 +15,11 @@ import triton
 import triton.language as tl
 
 from ..policy import interpreter_enabled
+from . import interpreter_dot
 
 INTERPRETER = tl.constexpr(interpreter_enabled())
+if INTERPRETER:
+    interpreter_dot.install()
 
 
 @triton.jit

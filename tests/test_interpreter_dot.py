@@ -1,0 +1,91 @@
+"""The interpreter's tl.dot is fixed-order (ops/interpreter_dot.py): an output element is the
+same whatever the tile around it, the tiling of K, the CPU or numpy's BLAS. The bitwise tests of
+the CPU suite (so2 relay == fused, the tuner's tile sweeps) rely on it."""
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tilefuse import policy
+from tilefuse.ops import interpreter_dot, triton_common  # noqa: F401  (importing installs it)
+
+pytestmark = pytest.mark.skipif(not policy.interpreter_enabled(), reason="checks Triton's CPU interpreter")
+
+
+@triton.jit
+def _tiled_matmul(a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in tl.static_range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :], mask=rows[:, None] < M, other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * N + cols[None, :], mask=cols[None, :] < N, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def _run(a, b, block_m, block_n, block_k):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.full((M, N), float("nan"))
+    _tiled_matmul[(triton.cdiv(M, block_m), triton.cdiv(N, block_n))](a, b, c, M, N, K, block_m, block_n, block_k)
+    return c
+
+
+def test_installed_under_the_interpreter():
+    assert interpreter_dot.installed()
+
+
+def test_dot_is_independent_of_the_tiling_of_rows_columns_and_k():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 64, generator=g)
+    b = torch.randn(64, 48, generator=g)
+    ref = _run(a, b, 64, 16, 64)
+    assert not ref.isnan().any()
+    # Taller / shorter row tiles, other column tiles, K in chunks with acc chained through the
+    # dots: numpy's matmul + acc gives different last bits for the K chunks on every CPU, and
+    # for the row tiles on some (AVX2 OpenBLAS kernels).
+    for bm, bn, bk in [(16, 16, 64), (32, 32, 64), (64, 16, 16), (16, 32, 32), (32, 16, 16)]:
+        assert torch.equal(_run(a, b, bm, bn, bk), ref), (bm, bn, bk)
+    exact = (a.double() @ b.double()).float()
+    torch.testing.assert_close(ref, exact, rtol=0, atol=64 * 2**-23 * (a.abs() @ b.abs()).max().item())
+
+
+def test_fixed_order_dot_is_sequential_fma_from_the_accumulator():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    b = rng.standard_normal((2, 7, 3)).astype(np.float32)
+    acc = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    got = interpreter_dot.fixed_order_dot(a.astype(np.float64), b.astype(np.float64), acc)
+    assert got.dtype == np.float32
+    want = acc.copy()
+    for k in range(7):     # one rounding per step, from the exact product: an FMA chain
+        want = (want.astype(np.float64) + a[:, :, k, None].astype(np.float64) * b[:, None, k, :]).astype(np.float32)
+    assert np.array_equal(got, want)
+    assert np.array_equal(acc, acc.copy())    # acc is not written
+
+
+@triton.jit
+def _bf16_dot(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    a = tl.load(a_ptr + i[:, None] * N + i[None, :])
+    b = tl.load(b_ptr + i[:, None] * N + i[None, :])
+    acc = tl.dot(a, b, tl.zeros((N, N), dtype=tl.float32))
+    tl.store(c_ptr + i[:, None] * N + i[None, :], acc)
+
+
+def test_bfloat16_and_float16_operands_are_decoded():
+    g = torch.Generator().manual_seed(2)
+    for dtype in (torch.bfloat16, torch.float16):
+        a = torch.randn(16, 16, generator=g).to(dtype)
+        b = torch.randn(16, 16, generator=g).to(dtype)
+        c = torch.full((16, 16), float("nan"))
+        _bf16_dot[(1,)](a, b, c, 16)
+        exact = a.double() @ b.double()
+        torch.testing.assert_close(c.double(), exact, rtol=0, atol=16 * 2**-23 * (a.double().abs() @ b.double().abs()).max().item())
