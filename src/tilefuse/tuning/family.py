@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import importlib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -82,12 +85,15 @@ class TuningFamily(abc.ABC):
     config_class: type | None = None
 
     def config_from_dict(self, d: Mapping[str, Any]):
-        """Parse a stored config; ValueError on unknown or missing fields or bad values (those
-        the dataclass rejects when constructed)."""
+        """Parse a stored config: ValueError on unknown or missing fields, TypeError naming
+        the field whose value does not have the field's declared type (``check_config_fields``:
+        an ``int`` field takes an int, never a float or a bool), ValueError for values the
+        dataclass rejects when constructed (ranges, powers of two)."""
         cls = self.config_class
         fields = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(d, Mapping) or set(d) != fields:
             raise ValueError(f"a {cls.__name__} has the fields {sorted(fields)}, got {d!r}")
+        check_config_fields(cls, d)
         try:
             return cls(**d)
         except TypeError as exc:
@@ -157,30 +163,150 @@ class TuningFamily(abc.ABC):
         with a usage hint on a malformed shape or an unknown dtype/pass."""
 
 
+def argument_error(exc: Exception, prefix: str) -> Exception:
+    """``exc`` (a TypeError or ValueError) with ``prefix`` before its message, same kind."""
+    return (TypeError if isinstance(exc, TypeError) else ValueError)(f"{prefix}: {exc}")
+
+
+def resolve_key(family: TuningFamily, key_or_problem, what: str) -> tuple[str, Any]:
+    """(key, problem) for ``key_or_problem``, a table key of ``family`` (validated; the problem
+    is its representative) or one of its problems. ValueError for a string that is not a key
+    of the family, TypeError for anything that is neither; both name ``what``, the argument."""
+    if isinstance(key_or_problem, str):
+        try:
+            return key_or_problem, family.problem_for_key(key_or_problem)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{what}: {exc}") from None
+    try:
+        key = family.key(key_or_problem)
+    except Exception as exc:
+        raise TypeError(f"{what} must be a {family.name} key (str) or a {family.name} problem, got "
+                        f"{key_or_problem!r} ({type(key_or_problem).__name__}): "
+                        f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(key, str):
+        raise TypeError(f"{what}: family {family.name!r} made the key {key!r} of {key_or_problem!r}, "
+                        f"not a str")
+    return key, key_or_problem
+
+
+# --- config field types ------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(field name, declared type) of dataclass ``cls``; a field whose annotation cannot be
+    resolved is left out (not checked)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:   # an annotation naming something not importable here: check the rest
+        hints = {}
+    out = []
+    for f in dataclasses.fields(cls):
+        declared = hints.get(f.name, f.type)
+        if not isinstance(declared, str):
+            out.append((f.name, declared))
+    return tuple(out)
+
+
+def _has_type(value, declared) -> bool:
+    """Whether ``value`` is of the declared field type, strictly: an ``int`` field takes an
+    int and not a bool (``True == 1`` would pass the config-space check) nor a float (``64.0 ==
+    64`` too, and then fails at launch); a ``float`` field takes an int or a float, not a bool.
+    Unions (``X | None``, ``Optional``), ``Literal`` and classes are understood; for a
+    parameterized generic (``tuple[int, ...]``) only the container class is checked."""
+    if declared is Any:
+        return True
+    if declared is None or declared is type(None):
+        return value is None
+    origin = typing.get_origin(declared)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_has_type(value, arg) for arg in typing.get_args(declared))
+    if origin is typing.Literal:
+        return any(value == arg and type(value) is type(arg) for arg in typing.get_args(declared))
+    if origin is not None:
+        return isinstance(origin, type) and isinstance(value, origin)
+    if declared is bool:
+        return isinstance(value, bool)
+    if declared is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if declared is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(declared, type):
+        return isinstance(value, declared)
+    return True   # an annotation that is not a type (a TypeVar, a string): nothing to check
+
+
+def _type_name(declared) -> str:
+    return declared.__name__ if isinstance(declared, type) else str(declared).replace("typing.", "")
+
+
+def check_config_fields(cls: type, values) -> None:
+    """TypeError naming the first field of config dataclass ``cls`` whose value in ``values``
+    (a mapping of field name -> value, or a ``cls`` instance) is not of the field's declared
+    type. The one type check of the tuning mechanism: it runs on every config read from a
+    table file or registered at runtime, driven by the dataclass's annotations, so an op's
+    config class states its field types once and needs no check of its own (ranges and
+    powers of two stay the class's ``__post_init__`` and the family's ``is_valid``)."""
+    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name)
+    for name, declared in _field_types(cls):
+        value = get(name)
+        if not _has_type(value, declared):
+            raise TypeError(f"{cls.__name__}.{name} must be {_type_name(declared)}, "
+                            f"got {value!r} ({type(value).__name__})")
+
+
+# --- the registry ----------------------------------------------------------------------
+
 def register_family(family: TuningFamily) -> None:
     """Make ``family`` known to the table (for families outside tilefuse, and tests).
 
     Families shipped with tilefuse are listed in ``BUILTIN_FAMILIES`` and load on demand.
+    The table files are read again on the next lookup, so entries of ``family`` already in
+    them (written by another process that knew it) become visible.
     """
     if not isinstance(family, TuningFamily):
-        raise TypeError(f"register_family needs a TuningFamily, got {type(family).__name__}")
-    existing = _families.get(family.name)
+        raise TypeError(f"register_family: family must be a TuningFamily, got {type(family).__name__}")
+    name = getattr(family, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_family: family.name must be a non-empty str, got {name!r}")
+    existing = _families.get(name)
     if existing is not None and existing is not family:
-        raise ValueError(f"a tuning family named {family.name!r} is already registered")
-    _families[family.name] = family
+        raise ValueError(f"register_family: a tuning family named {name!r} is already registered")
+    _families[name] = family
+    if existing is None:
+        from . import table   # table imports this module: imported on use
+        table.reload()
 
 
 def unregister_family(name: str) -> None:
     """Forget a family registered with ``register_family`` (built-ins reload on demand)."""
+    _check_name(name, "unregister_family: name")
     _families.pop(name, None)
 
 
+def _check_name(name, what: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a tuning family name (str), got {name!r} "
+                        f"({type(name).__name__}); known: {', '.join(family_names())}")
+
+
+def family_argument(name, caller: str) -> TuningFamily:
+    """``get_family(name)`` for public entry point ``caller``: its errors name the caller and
+    the ``family`` argument."""
+    _check_name(name, f"{caller}: family")
+    try:
+        return get_family(name)
+    except ValueError as exc:
+        raise ValueError(f"{caller}: {exc}") from None
+
+
 def get_family(name: str) -> TuningFamily:
-    """The family called ``name``; ValueError naming the known families otherwise."""
+    """The family called ``name``; TypeError if ``name`` is not a str, ValueError naming the
+    known families if there is no such family."""
+    _check_name(name, "family")
     family = _families.get(name)
     if family is not None:
         return family
-    module = BUILTIN_FAMILIES.get(name) if isinstance(name, str) else None
+    module = BUILTIN_FAMILIES.get(name)
     if module is None:
         raise ValueError(f"unknown tuning family {name!r}; known: {', '.join(family_names())}")
     family = importlib.import_module(module).FAMILY

@@ -10,11 +10,17 @@ tilefuse, and a hash of the tuned families' kernel sources) in ``$TILEFUSE_CACHE
                                                    "measured": {"speedup": 1.04, ...}},
                           "bwd-M1048576-N64-x2": {"winner": "baseline", "measured": {...}}}}}
 
-Nothing read from a file is trusted: a file that does not parse, has another schema or another
-fingerprint is reported once and ignored, and so is any entry whose family, key or config does
-not validate against the running code (a config must lie in the family's pruned space for its
-key). Writers hold a file lock, merge with what is on disk and replace the file atomically, so
-concurrent sweeps never tear the file and never drop each other's entries.
+Nothing read from a file is trusted: a file that is not a regular file (a FIFO, a directory:
+never opened in a way that could block), cannot be read, is larger than ``MAX_FILE_BYTES``, is
+not UTF-8, does not parse, nests deeper than ``MAX_DEPTH``, has another schema or another
+fingerprint is reported once and ignored, and so is any entry whose key or config does not
+validate against the running code (a config's fields must have their declared types and it
+must lie in the family's pruned space for its key). A ``measured`` field that is not what the
+sweep writes is reported and dropped, the entry kept (it is for display only). Entries of a
+family this process does not know (another program registered it) are reported, not used, and
+kept in the file as they are by every write. Writers hold a file lock, merge with what is on
+disk and replace the file atomically, so concurrent sweeps never tear the file and never drop
+each other's entries.
 
 Built-in tables (``tuning/builtin/<gpu>-<capability>.json``, same format) are matched by GPU
 and capability only: their entries were measured with some other build, but a stale entry still
@@ -32,6 +38,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 import warnings
@@ -41,11 +48,17 @@ from typing import Any
 
 import torch
 
-from .family import BASELINE, BUILTIN_FAMILIES, get_family
+from .family import (BASELINE, BUILTIN_FAMILIES, argument_error, check_config_fields, family_names,
+                     get_family)
 
 SCHEMA = 1
 LOCK_TIMEOUT_S = 120.0
 _ENTRY_FIELDS = {"winner", "measured"}
+# A table is a few levels deep (document, families, family, entry, measured, spread) and a few
+# hundred entries; far larger or deeper files are not tables. The depth bound also keeps every
+# document this process accepts writable again (json's encoder recurses).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 32
 
 
 class TableWarning(UserWarning):
@@ -138,23 +151,88 @@ def cache_path(fp: dict) -> Path:
 
 # --- validation ------------------------------------------------------------------------
 
-def parse_entry(family_name: str, key: str, raw) -> Entry:
-    """Validate one stored entry against the running code; ValueError says why not."""
+def _brief(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# What a sweep writes in ``measured`` (SweepResult.entry; "source" from register), as
+# (check, description). Other fields are kept as they are and not displayed.
+MEASURED_FIELDS = {
+    "speedup": (_number, "a number"),
+    "spread": (lambda v: isinstance(v, list) and len(v) == 2 and all(map(_number, v)),
+               "a list of two numbers"),
+    "baseline": (lambda v: isinstance(v, str), "a string"),
+    "baseline_us": (_number, "a number"),
+    "best": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "best_speedup": (lambda v: v is None or _number(v), "a number or null"),
+    "timed": (_count, "a count"),
+    "rejected": (_count, "a count"),
+    "skipped": (_count, "a count"),
+    "rounds": (_count, "a count"),
+    "wall_s": (_number, "a number"),
+    "source": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _check_measured(measured) -> tuple[dict, list[str]]:
+    """(``measured`` without its ill-typed fields, one message per field dropped)."""
+    if not isinstance(measured, dict):
+        return {}, [f"'measured' must be an object, got {_brief(measured)}"]
+    clean, problems = {}, []
+    for name, value in measured.items():
+        check = MEASURED_FIELDS.get(name)
+        if check is not None and not check[0](value):
+            problems.append(f"measured field {name!r} must be {check[1]}, got {_brief(value)}")
+        else:
+            clean[name] = value
+    return clean, problems
+
+
+def _check_config(config) -> None:
+    """The generic field-type check on a parsed config (whatever built it: a family may
+    override ``config_from_dict``)."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        check_config_fields(type(config), config)
+
+
+def parse_entry(family_name: str, key: str, raw, where: str | None = None) -> Entry:
+    """Validate one entry against the running code: ValueError (or TypeError for a config
+    field of the wrong type) says why it is unusable.
+
+    A ``measured`` that is not what sweeps write is an error too, unless ``where`` (the file
+    the entry was read from) is given: then each bad field is reported and dropped, and the
+    entry, whose winner is what runs, is kept.
+    """
     family = get_family(family_name)
+    if not isinstance(key, str):
+        raise TypeError(f"a key is a str, got {_brief(key)} ({type(key).__name__})")
     family.problem_for_key(key)   # ValueError for a key this family cannot produce
     if not isinstance(raw, dict) or not set(raw) <= _ENTRY_FIELDS or "winner" not in raw:
-        raise ValueError(f"an entry is an object with 'winner' and optional 'measured', got {raw!r}")
-    measured = raw.get("measured", {})
-    if not isinstance(measured, dict):
-        raise ValueError(f"'measured' must be an object, got {measured!r}")
+        raise ValueError(f"an entry is an object with 'winner' and optional 'measured', got {_brief(raw)}")
+    measured, problems = _check_measured(raw.get("measured", {}))
+    if problems and where is None:
+        raise ValueError("; ".join(problems))
     winner = raw["winner"]
-    if winner == BASELINE:
-        return Entry(BASELINE, measured)
-    if not isinstance(winner, dict):
-        raise ValueError(f"'winner' must be {BASELINE!r} or a config object, got {winner!r}")
-    config = family.config_from_dict(winner)
-    if not family.is_valid(key, config):
-        raise ValueError(f"config {family.describe(config)} is not in the config space of {key}")
+    if isinstance(winner, str) and winner == BASELINE:
+        config = BASELINE
+    elif not isinstance(winner, dict):
+        raise ValueError(f"'winner' must be {BASELINE!r} or a config object, got {_brief(winner)}")
+    else:
+        config = family.config_from_dict(winner)
+        _check_config(config)
+        if not family.is_valid(key, config):
+            raise ValueError(f"config {family.describe(config)} is not in the config space of {key}")
+    for problem in problems:   # the entry is used: say what of it is not
+        report(f"tilefuse tuning table {where}: entry {family_name}/{key}: ignoring {problem}")
     return Entry(config, measured)
 
 
@@ -164,15 +242,25 @@ def raw_entry(family_name: str, entry: Entry) -> dict:
     return {"winner": winner, "measured": entry.measured}
 
 
+def _known(family_name: str) -> bool:
+    """Whether this process knows the family (built in, or registered)."""
+    try:
+        get_family(family_name)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _families_of(doc, expect) -> dict:
     """The raw ``families`` mapping of a table document; ValueError if the document is not
     a table of this schema whose fingerprint satisfies ``expect``."""
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
-    if doc.get("schema") != SCHEMA:
-        raise ValueError(f"schema {doc.get('schema')!r}, this tilefuse reads schema {SCHEMA}")
+    schema = doc.get("schema")
+    if type(schema) is not int or schema != SCHEMA:   # not true, not 1.0
+        raise ValueError(f"schema {_brief(schema)}, this tilefuse reads schema {SCHEMA}")
     if not expect(doc.get("fingerprint")):
-        raise ValueError(f"fingerprint {doc.get('fingerprint')!r} is not this machine's")
+        raise ValueError(f"fingerprint {_brief(doc.get('fingerprint'), 400)} is not this machine's")
     families = doc.get("families")
     if not isinstance(families, dict) or not all(isinstance(v, dict) for v in families.values()):
         raise ValueError("'families' must map family names to objects of entries")
@@ -180,29 +268,95 @@ def _families_of(doc, expect) -> dict:
 
 
 def _valid_entries(families: dict, where: str) -> Entries:
-    """The entries of ``families`` that validate; each invalid one is reported."""
+    """The entries of ``families`` that validate; each invalid one is reported, and so is
+    (once) each family this process does not know, whose entries are not used."""
     out: Entries = {}
     for family_name, entries in families.items():
+        if not _known(family_name):
+            n = len(entries)
+            report(f"tilefuse tuning table {where}: the {n} entr{'y' if n == 1 else 'ies'} of tuning "
+                   f"family {family_name!r} {'is' if n == 1 else 'are'} not used (no such family in this process: "
+                   f"known: {', '.join(family_names())}); writes keep them in the file")
+            continue
         for key, raw in entries.items():
             try:
-                out.setdefault(family_name, {})[key] = parse_entry(family_name, key, raw)
-            except ValueError as exc:
-                report(f"tilefuse tuning table {where}: ignoring entry {family_name}/{key}: {exc}")
+                out.setdefault(family_name, {})[key] = parse_entry(family_name, key, raw, where)
+            except Exception as exc:   # a file is never trusted, whatever the family's code raises
+                why = str(exc) if isinstance(exc, (TypeError, ValueError)) else f"{type(exc).__name__}: {exc}"
+                report(f"tilefuse tuning table {where}: ignoring entry {family_name}/{key}: {why}")
     return out
 
 
-def _read_document(path: Path):
-    """The parsed JSON of ``path``, None when it does not exist; ValueError if unreadable."""
+def _check_depth(doc) -> None:
+    """ValueError if ``doc`` nests lists and objects deeper than MAX_DEPTH (iterative)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} levels: not a tuning table")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+
+
+def _parse_json(data: bytes):
+    """The JSON document in ``data``; ValueError saying why it is not one we accept."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested too deeply to parse (more than {MAX_DEPTH} levels): "
+                         f"not a tuning table") from None
+    except ValueError as exc:   # JSONDecodeError, and an integer literal beyond int's str limit
+        raise ValueError(f"not valid JSON (corrupt or truncated): {exc}") from None
+    _check_depth(doc)
+    return doc
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """The content of the regular file ``path``, None when nothing is there; ValueError
+    otherwise. Opened non-blocking and checked with fstat before any read, so a FIFO or a
+    device at the path is reported instead of waiting for a writer."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"unreadable: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot be opened: {exc.strerror or exc}") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON (corrupt or truncated): {exc}") from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise ValueError(f"{kind}, not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes: not a tuning table")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _read_document(path: Path):
+    """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable."""
+    data = _read_bytes(path)
+    return None if data is None else _parse_json(data)
 
 
 def _same_print(fp: dict):
@@ -238,11 +392,19 @@ def load_builtin(fp: dict) -> Entries:
     resource = builtin_dir().joinpath(name)
     where = f"built-in {name}"
     try:
-        if not resource.is_file():
-            return {}
-        doc = json.loads(resource.read_text(encoding="utf-8"))
+        if isinstance(resource, Path):
+            doc = _read_document(resource)      # an installed package: a plain folder
+            if doc is None:
+                return {}
+        else:                                   # a zipped package: a resource, not a path
+            if not resource.is_file():
+                return {}
+            data = resource.read_bytes()
+            if len(data) > MAX_FILE_BYTES:
+                raise ValueError(f"larger than {MAX_FILE_BYTES} bytes: not a tuning table")
+            doc = _parse_json(data)
         families = _families_of(doc, _same_gpu(fp))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         report(f"tilefuse tuning table {where} ignored: {exc}")
         return {}
     return _valid_entries(families, where)
@@ -274,28 +436,39 @@ def save(path: Path, fp: dict, updates: dict[str, dict[str, dict]]) -> Entries:
     the merged valid entries.
 
     Under the file lock: read what is on disk (other processes may have written since this
-    one loaded it), keep its valid entries, apply ``updates`` (they win on equal keys), write
-    atomically. A file that cannot be used is moved aside to ``<name>.invalid-<time>`` so it
-    can be inspected, and reported.
+    one loaded it), keep its valid entries, and the entries of families this process does not
+    know exactly as they are (another program wrote them; it may read them again), apply
+    ``updates`` (they win on equal keys), write atomically. A file that cannot be used is
+    moved aside to ``<name>.invalid-<time>`` so it can be inspected, and reported.
     """
     from filelock import FileLock
 
+    if not isinstance(updates, dict):
+        raise TypeError(f"updates must be a dict of family -> {{key: entry}}, got {_brief(updates)}")
     for family_name, entries in updates.items():
+        get_family(family_name)
+        if not isinstance(entries, dict):
+            raise TypeError(f"the updates of family {family_name!r} must be a dict of key -> entry, "
+                            f"got {_brief(entries)}")
         for key, raw in entries.items():
-            parse_entry(family_name, key, raw)   # never write what could not be read back
+            try:   # never write what could not be read back
+                parse_entry(family_name, key, raw)
+            except (TypeError, ValueError) as exc:
+                raise argument_error(exc, f"cannot record {family_name}/{_brief(key)}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
         try:
             doc = _read_document(path)
-            current = {} if doc is None else _valid_entries(
-                _families_of(doc, _same_print(fp)), str(path))
+            on_disk = {} if doc is None else _families_of(doc, _same_print(fp))
         except ValueError as exc:
             aside = path.with_name(f"{path.name}.invalid-{time.strftime('%Y%m%d-%H%M%S')}")
             os.replace(path, aside)
             report(f"tilefuse tuning table {path} was unusable ({exc}); moved to {aside}")
-            current = {}
-        merged = {name: {key: raw_entry(name, e) for key, e in entries.items()}
-                  for name, entries in current.items()}
+            on_disk = {}
+        current = _valid_entries(on_disk, str(path))
+        merged = {name: dict(entries) for name, entries in on_disk.items() if not _known(name)}
+        merged.update({name: {key: raw_entry(name, e) for key, e in entries.items()}
+                       for name, entries in current.items()})
         for family_name, entries in updates.items():
             merged.setdefault(family_name, {}).update(entries)
         write_document(path, fp, merged)

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from .. import launches, policy
 from . import table
-from .family import BASELINE, MARGINS, TuningFamily, get_family
+from .family import BASELINE, MARGINS, TuningFamily, family_argument, get_family, resolve_key
 from .timing import CudaTimer, Timer
 
 ROUNDS = 10
@@ -324,8 +324,8 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     records nothing) when the key cannot be swept honestly: kernels cannot run on the device,
     a choice did not engage, the baseline failed, or a candidate raised a non-resource error.
     """
-    fam = get_family(family)
-    problem = fam.problem_for_key(key_or_problem) if isinstance(key_or_problem, str) else key_or_problem
+    fam = family_argument(family, "sweep_key")
+    problem = resolve_key(fam, key_or_problem, "sweep_key: key_or_problem")[1]
     device = default_device() if device is None else torch.device(device)
     with policy.level(max(policy.get_level(), 2)):
         if not policy.kernels_enabled(device):

@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import functools
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 
 from . import store
-from .family import BASELINE, get_family
+from .family import BASELINE, argument_error, family_argument, resolve_key
 from .store import Entries, Entry
 
 
@@ -71,17 +71,30 @@ _memo: dict = {}
 _MISS = object()
 
 
-def _table(device_index: int | None = None) -> _DeviceTable:
+def _table(device_index: int | None = None, where: str = "device_index") -> _DeviceTable:
     index = _device_index() if device_index is None else device_index
-    table = _tables.get(index)
+    table = _tables.get(index) if type(index) is int else None
     if table is None:
+        _check_device_index(index, where)
         table = _tables[index] = _DeviceTable(index)
     return table
 
 
-def _key(family_name: str, key_or_problem) -> str:
-    family = get_family(family_name)
-    return key_or_problem if isinstance(key_or_problem, str) else family.key(key_or_problem)
+def _check_device_index(index, where: str) -> None:
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise TypeError(f"{where} must be an int (a CUDA device index, -1 for no CUDA device) or "
+                        f"None, got {index!r} ({type(index).__name__})")
+    count = torch.cuda.device_count() if _has_cuda() else 0
+    if not -1 <= index < count:
+        raise ValueError(f"{where} must be -1 (no CUDA device) or a CUDA device index below "
+                         f"{count}, got {index}")
+
+
+def _key(family_name: str, key_or_problem, caller: str, arg: str = "key_or_problem") -> str:
+    """The validated table key of ``key_or_problem`` (a key or a problem of the family);
+    TypeError / ValueError naming ``caller`` and the argument."""
+    fam = family_argument(family_name, caller)
+    return resolve_key(fam, key_or_problem, f"{caller}: {arg}")[0]
 
 
 # --- lookup (hot path) -----------------------------------------------------------------
@@ -95,11 +108,22 @@ def lookup_config(family: str, problem):
     """
     device = _device_index()
     if not _collectors:
-        hit = _memo.get((device, family, problem), _MISS)
+        try:
+            hit = _memo.get((device, family, problem), _MISS)
+        except TypeError:   # unhashable: named below
+            hit = _MISS
         if hit is not _MISS:
             return hit
-    fam = get_family(family)
-    key = fam.key(problem)
+    fam = family_argument(family, "lookup_config")
+    if isinstance(problem, str):
+        raise TypeError(f"lookup_config: problem must be a {family} problem, got the str {problem!r} "
+                        f"(get_entry and is_covered take keys)")
+    key = resolve_key(fam, problem, "lookup_config: problem")[0]
+    try:
+        hash(problem)
+    except TypeError:
+        raise TypeError(f"lookup_config: problem must be hashable (a frozen dataclass), got "
+                        f"{problem!r} ({type(problem).__name__})") from None
     if _collectors:
         _collectors[-1].setdefault((family, key), problem)
     winner = _table(device).resolve().get((family, key))
@@ -123,20 +147,24 @@ def collecting() -> Iterator[dict]:
 # --- inspection ------------------------------------------------------------------------
 
 def get_entry(family: str, key_or_problem):
-    """The three-valued entry: a config, ``BASELINE``, or None when absent."""
-    return _table().resolve().get((family, _key(family, key_or_problem)))
+    """The three-valued entry: a config, ``BASELINE``, or None when absent. TypeError or
+    ValueError naming the argument for a family that is not one, or a key or problem that is
+    not one of the family's."""
+    key = _key(family, key_or_problem, "get_entry")
+    return _table().resolve().get((family, key))
 
 
 def is_covered(family: str, key_or_problem) -> bool:
     """Whether the key was swept (or registered): its entry is a config or ``BASELINE``.
     Only keys that are not covered get swept."""
-    return get_entry(family, key_or_problem) is not None
+    key = _key(family, key_or_problem, "is_covered")
+    return _table().resolve().get((family, key)) is not None
 
 
 def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]]:
     """Every visible entry as (family, key, source, entry), source being "runtime",
     "cache" or "builtin"; lower layers' entries hidden by a higher layer are left out."""
-    table = _table(device_index)
+    table = _table(device_index, "entries: device_index")
     out, seen = [], set()
     for source, layer in (("runtime", _runtime), ("cache", table.cached), ("builtin", table.builtin)):
         for family_name, layer_entries in layer.items():
@@ -149,7 +177,7 @@ def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]
 
 def table_location(device_index: int | None = None) -> tuple[dict, Path]:
     """(fingerprint, cache file path) of the table that lookups use."""
-    table = _table(device_index)
+    table = _table(device_index, "table_location: device_index")
     return table.fingerprint, table.path
 
 
@@ -161,31 +189,57 @@ def _invalidate() -> None:
         table.resolved = None
 
 
-def register(family: str, mapping: dict) -> None:
+def register(family: str, mapping: Mapping) -> None:
     """Install entries for this process only, above the cache file and built-ins.
 
     ``mapping``: key (or problem) -> config object, config dict, or ``BASELINE``. Nothing is
-    written to disk. ValueError for an unknown family, a bad key, or a config outside the
-    family's pruned space for that key.
+    written to disk, and nothing is installed unless every entry is valid: ValueError for an
+    unknown family, a bad key, a config outside the family's pruned space for that key, or
+    a value the config class rejects; TypeError for arguments of the wrong type (a family
+    name that is not a str, a key that is neither a str nor a problem, a config field of the
+    wrong type: ``block_m=64.0``). Each message names the argument or field.
     """
-    fam = get_family(family)
+    fam = family_argument(family, "register")
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"register: mapping must be a dict of key (or problem) -> config, config "
+                        f"dict or {BASELINE!r}, got {mapping!r} ({type(mapping).__name__})")
+    cls = fam.config_class
     parsed = {}
     for key_or_problem, value in mapping.items():
-        key = _key(family, key_or_problem)
-        if value == BASELINE or isinstance(value, dict):
-            winner = value
+        where = f"register({family!r}): key {key_or_problem!r}"
+        key = resolve_key(fam, key_or_problem, where)[0]
+        if isinstance(value, str):
+            if value != BASELINE:
+                raise ValueError(f"{where}: the value must be {BASELINE!r}, a config or a config "
+                                 f"dict, got the str {value!r}")
+            winner = BASELINE
+        elif isinstance(value, Mapping):
+            winner = dict(value)
+        elif cls is not None and not isinstance(value, cls):
+            raise TypeError(f"{where}: the value must be {BASELINE!r}, a {cls.__name__} or a dict of "
+                            f"its fields, got {value!r} ({type(value).__name__})")
         else:
-            winner = fam.config_to_dict(value)
-        parsed[key] = store.parse_entry(family, key, {"winner": winner, "measured": {"source": "register"}})
+            try:
+                winner = fam.config_to_dict(value)
+            except Exception as exc:
+                raise TypeError(f"{where}: the value {value!r} ({type(value).__name__}) is not a "
+                                f"{fam.name} config: {exc}") from None
+        try:
+            parsed[key] = store.parse_entry(family, key, {"winner": winner, "measured": {"source": "register"}})
+        except (TypeError, ValueError) as exc:
+            raise argument_error(exc, where) from None
     _runtime.setdefault(family, {}).update(parsed)
     _invalidate()
 
 
 def unregister(family: str, keys=None) -> None:
     """Drop runtime registrations of ``family`` (the given keys or problems, or all)."""
-    get_family(family)
+    family_argument(family, "unregister")
+    if isinstance(keys, (str, bytes, Mapping)) or (keys is not None and not hasattr(keys, "__iter__")):
+        raise TypeError(f"unregister: keys must be None or a list of keys or problems, got "
+                        f"{keys!r} ({type(keys).__name__})")
     layer = _runtime.get(family, {})
-    for key in list(layer) if keys is None else [_key(family, k) for k in keys]:
+    for key in list(layer) if keys is None else [_key(family, k, "unregister", "keys") for k in keys]:
         layer.pop(key, None)
     _invalidate()
 
@@ -193,8 +247,15 @@ def unregister(family: str, keys=None) -> None:
 def record(family: str, updates: dict[str, dict], device_index: int | None = None) -> None:
     """Persist sweep results (key -> raw entry) in the cache file of the device's
     fingerprint and make them visible to lookups in this process at once."""
-    table = _table(device_index)
-    table.cached = store.save(table.path, table.fingerprint, {family: updates})
+    family_argument(family, "record")
+    if not isinstance(updates, dict):
+        raise TypeError(f"record: updates must be a dict of key -> raw entry, got {updates!r} "
+                        f"({type(updates).__name__})")
+    table = _table(device_index, "record: device_index")
+    try:
+        table.cached = store.save(table.path, table.fingerprint, {family: updates})
+    except (TypeError, ValueError) as exc:
+        raise argument_error(exc, "record: updates") from None
     _invalidate()
 
 
@@ -202,7 +263,7 @@ def export_builtin(dest_dir, device_index: int | None = None) -> Path:
     """Write the entries this machine measured (its cache file) as the built-in table for
     its GPU, ``<dest_dir>/<gpu>-<capability>.json``; returns the path. Copy the file into
     ``tilefuse/tuning/builtin/`` to ship it."""
-    table = _table(device_index)
+    table = _table(device_index, "export_builtin: device_index")
     raw = {family: {key: store.raw_entry(family, entry) for key, entry in layer.items()}
            for family, layer in table.cached.items()}
     path = Path(dest_dir) / store.builtin_name(table.fingerprint)

@@ -1,0 +1,482 @@
+"""The tuning table against hostile or foreign files and bad arguments: whatever lies at the
+cache path is reported and ignored (never a crash, never a hang), configs are type-checked
+from files and at registration, writes keep the entries of families the writer does not know,
+`tilefuse tune --show` survives hand-edited entries, and every public entry point names the
+argument it rejects."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import cli, tuning
+from tilefuse.ops.dyt import configs as dyt_configs
+from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+from tilefuse.ops.grouped_glu_mlp import tune as grouped_tune
+from tilefuse.ops.so2_mixing_stack.configs import So2Config
+from tilefuse.tuning import BASELINE, TILE, TableWarning, TuningFamily, store, table
+
+pytestmark = pytest.mark.usefixtures("tuning_table")
+
+PROBLEM = DyTProblem("fwd", 50, 32, 4, False)          # key fwd-M64-N32-x4
+KEY = "fwd-M64-N32-x4"
+A = DyTConfig(16, 32, 2, 4)
+B = DyTConfig(32, 32, 2, 4)
+SO2_KEY = "L3-C32-x4"
+SO2_RELAY = So2Config(64, 64, 32, 4, 2)                 # a relay candidate of L3-C32-x4
+SO2_FUSED = So2Config(16, 64, 32, 4, 1, True)           # a fused candidate of L3-C32-x4
+
+
+@pytest.fixture(autouse=True)
+def _fresh_reports():
+    """Reports are once per message per process: each test sees its own."""
+    store._reported.clear()
+    yield
+    store._reported.clear()
+
+
+def fingerprint():
+    return tuning.table_location()[0]
+
+
+def cache_file():
+    return tuning.table_location()[1]
+
+
+def raw(winner, measured=None):
+    return {"winner": winner if winner == BASELINE else dataclasses.asdict(winner),
+            "measured": {} if measured is None else measured}
+
+
+def document(families, **override):
+    doc = {"schema": store.SCHEMA, "fingerprint": fingerprint(), "families": families}
+    doc.update(override)
+    return doc
+
+
+def write_cache(content) -> None:
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, dict):
+        content = json.dumps(content)
+    if isinstance(content, str):
+        content = content.encode()
+    path.write_bytes(content)
+    tuning.reload()
+
+
+def on_disk():
+    return json.loads(cache_file().read_text())["families"]
+
+
+def run_dyt_at_level_2():
+    """A real op call at level 2 (Triton's interpreter on the CPU): it consults the table."""
+    x = torch.randn(50, 32)
+    alpha, w, b = torch.tensor([0.7]), torch.randn(32), torch.randn(32)
+    with tilefuse.level(2):
+        return tilefuse.dyt(x, alpha, w, b)
+
+
+def nested(depth):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# --- 1. unusable files: reported (naming the file and why) and ignored ------------------
+
+UNUSABLE = {
+    # name: (file content, what the report says)
+    "deeply-nested": ("[" * 100000, "nested"),
+    "deeply-nested-object": ('{"a":' * 100000, "nested"),
+    "too-deep-inside-a-table": (lambda: document({"dyt": {KEY: raw(A, {"note": nested(200)})}}), "nested deeper"),
+    "not-utf8": (b'{"schema": 1, "x": "\xff\xfe"}', "UTF-8"),
+    "bad-json": ("{not json", "not valid JSON"),
+    "huge-integer": ('{"schema": 1' + "0" * 5000 + "}", "not valid JSON"),
+    "schema-a-string": (lambda: document({"dyt": {KEY: raw(A)}}, schema=str(store.SCHEMA)), "schema"),
+    "families-a-list": (lambda: document([["dyt", {KEY: raw(A)}]]), "'families'"),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNUSABLE))
+def test_an_unusable_cache_file_is_reported_and_ignored_by_op_calls_and_show(kind, capsys):
+    content, why = UNUSABLE[kind]
+    write_cache(content() if callable(content) else content)
+    with pytest.warns(TableWarning, match="ignored") as caught:
+        y = run_dyt_at_level_2()
+    assert torch.isfinite(y).all()
+    assert any(str(cache_file()) in str(w.message) and why in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    assert tuning.get_entry("dyt", KEY) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_dyt_at_level_2()                                     # reported once, then quiet
+
+    tuning.reload()
+    assert cli.main(["tune", "--show"]) == 0
+    assert "no entries" in capsys.readouterr().out
+
+    with pytest.warns(TableWarning, match="moved to"):
+        table.record("dyt", {KEY: raw(B)})                       # the next write starts afresh
+    assert tuning.lookup_config("dyt", PROBLEM) == B
+    assert on_disk()["dyt"][KEY]["winner"] == dataclasses.asdict(B)
+
+
+def test_a_directory_at_the_cache_path_is_reported_and_ignored():
+    cache_file().mkdir(parents=True)
+    tuning.reload()
+    with pytest.warns(TableWarning, match="a directory, not a regular file"):
+        run_dyt_at_level_2()
+    assert tuning.entries() == []
+
+
+def test_an_unreadable_cache_file_is_reported_and_ignored(monkeypatch):
+    write_cache(document({"dyt": {KEY: raw(A)}}))
+    path = cache_file()
+    with monkeypatch.context() as patch:
+        if os.geteuid() != 0:
+            path.chmod(0)
+        else:   # root reads files whatever their permissions: refuse the open as the kernel would
+            real_open = os.open
+
+            def refusing_open(file, flags, *args, **kwargs):
+                if os.fspath(file) == str(path):
+                    raise PermissionError(13, "Permission denied", str(path))
+                return real_open(file, flags, *args, **kwargs)
+            patch.setattr(os, "open", refusing_open)
+        try:
+            tuning.reload()
+            with pytest.warns(TableWarning, match="cannot be opened: Permission denied"):
+                assert tuning.lookup_config("dyt", PROBLEM) is None
+        finally:
+            path.chmod(0o600)
+
+
+def _unblock_if_stuck(path, done: threading.Event, after_s: float):
+    """If the test is still blocked in an open() of FIFO ``path`` after ``after_s``, open the
+    writing end (and close it): the blocked reader sees end-of-file and the test fails instead
+    of hanging."""
+    def run():
+        if not done.wait(after_s):
+            fd = os.open(path, os.O_WRONLY)
+            os.close(fd)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_fifo_at_the_cache_path_neither_hangs_nor_is_read():
+    path = cache_file()
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    os.mkfifo(str(path) + ".lock")                   # the lock path too: must not hang either
+    tuning.reload()
+    done = threading.Event()
+    thread = _unblock_if_stuck(path, done, after_s=5.0)
+    start = time.monotonic()
+    try:
+        with pytest.warns(TableWarning, match="FIFO") as caught:
+            assert tuning.lookup_config("dyt", PROBLEM) is None
+        with pytest.warns(TableWarning, match="moved to"):
+            table.record("dyt", {KEY: raw(A)})
+    finally:
+        done.set()
+        thread.join()
+    assert time.monotonic() - start < 5.0, "blocked on the FIFO"
+    assert any(str(path) in str(w.message) for w in caught)
+    assert on_disk()["dyt"][KEY]["winner"] == dataclasses.asdict(A)
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+
+
+def test_a_builtin_table_that_is_not_a_regular_file_is_reported(tmp_path, monkeypatch):
+    folder = tmp_path / "fifo-builtin"
+    folder.mkdir()
+    monkeypatch.setattr(store, "builtin_dir", lambda: folder)
+    fifo = folder / store.builtin_name(fingerprint())
+    os.mkfifo(fifo)
+    tuning.reload()
+    done = threading.Event()
+    thread = _unblock_if_stuck(fifo, done, after_s=5.0)
+    try:
+        with pytest.warns(TableWarning, match="FIFO"):
+            assert tuning.lookup_config("dyt", PROBLEM) is None
+    finally:
+        done.set()
+        thread.join()
+
+
+# --- 2. configs are type-checked: from files and at registration ---------------------------
+
+def test_ill_typed_config_fields_in_a_file_are_reported_and_only_that_entry_ignored():
+    n512 = "fwd-M64-N512-x4"
+    dyt_entries = {
+        KEY: raw(A),                                                              # kept
+        n512: {"winner": {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4}},
+        "fwd-M128-N32-x4": {"winner": {**dataclasses.asdict(A), "block_m": 16.0}},
+    }
+    so2_entries = {
+        SO2_KEY: {"winner": {**dataclasses.asdict(SO2_RELAY), "block_m": 64.0}},
+        "L2-C32-x4": {"winner": {**dataclasses.asdict(SO2_FUSED), "fused": 1}},
+        "L1-C32-x4": raw(So2Config(64, 64, 32, 4, 2)),                           # kept
+    }
+    assert DyTConfig(1, 512, 2, 4) in dyt_configs.candidates(DyTProblem("fwd", 64, 512, 4, False))
+    write_cache(document({"dyt": dyt_entries, "so2_mixing_stack": so2_entries}))
+    with pytest.warns(TableWarning) as caught:
+        assert tuning.get_entry("dyt", KEY) == A
+    messages = " | ".join(str(w.message) for w in caught)
+    for field in ("DyTConfig.block_m must be int, got True (bool)",
+                  "DyTConfig.block_m must be int, got 16.0 (float)",
+                  "So2Config.block_m must be int, got 64.0 (float)",
+                  "So2Config.fused must be bool, got 1 (int)"):
+        assert field in messages, messages
+    assert len(caught) == 4
+    assert tuning.get_entry("dyt", n512) is None and tuning.get_entry("so2_mixing_stack", SO2_KEY) is None
+    assert tuning.get_entry("so2_mixing_stack", "L2-C32-x4") is None
+    assert tuning.get_entry("so2_mixing_stack", "L1-C32-x4") == So2Config(64, 64, 32, 4, 2)
+
+
+def test_ill_typed_configs_are_rejected_at_registration_naming_the_field():
+    cases = [
+        ("so2_mixing_stack", SO2_KEY, dataclasses.replace(SO2_RELAY, block_m=64.0), "So2Config.block_m"),
+        ("so2_mixing_stack", SO2_KEY, {**dataclasses.asdict(SO2_FUSED), "fused": 1}, "So2Config.fused"),
+        ("dyt", "fwd-M64-N512-x4", {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4},
+         "DyTConfig.block_m"),
+        ("dyt", KEY, {**dataclasses.asdict(A), "num_warps": 2.0}, "DyTConfig.num_warps"),
+    ]
+    grouped_key = "H2048-F1408-E64-x2-T32768-swiglu-s32"
+    fused = grouped_tune.FAMILY.candidates(grouped_tune.FAMILY.problem_for_key(grouped_key))[0]
+    cases.append(("grouped_glu_mlp", grouped_key,
+                  dataclasses.replace(fused, block_k=float(fused.block_k)), "GemmConfig.block_k"))
+    for family, key, value, field in cases:
+        with pytest.raises(TypeError, match=field):
+            tuning.register(family, {key: value})
+        assert tuning.get_entry(family, key) is None
+    tuning.register("so2_mixing_stack", {SO2_KEY: SO2_RELAY})                 # well typed: fine
+    assert tuning.get_entry("so2_mixing_stack", SO2_KEY) == SO2_RELAY
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeProblem:
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeConfig:
+    tile: int
+    scale: float = 1.0
+    mode: str | None = None
+    fused: bool = False
+
+    @property
+    def name(self):
+        return f"t{self.tile}"
+
+
+class FakeFamily(TuningFamily):
+    """A family the tests register (and other processes do not know); nothing runs."""
+
+    name = "robustness_fake"
+    source_files = ()
+    config_class = FakeConfig
+
+    def key(self, problem):
+        return f"n{problem.n}"
+
+    def problem_for_key(self, key):
+        if not (isinstance(key, str) and key.startswith("n") and key[1:].isdigit()):
+            raise ValueError(f"not a robustness_fake key: {key!r}")
+        return FakeProblem(int(key[1:]))
+
+    def is_valid(self, key, config):
+        return True
+
+    def baseline(self, problem):
+        return FakeConfig(64)
+
+    def candidates(self, problem):
+        return [FakeConfig(32)]
+
+    def change(self, config):
+        return TILE
+
+    def complexity(self, config):
+        return (config.tile,)
+
+    def make_inputs(self, problem, device, seed):
+        raise NotImplementedError
+
+    def input_bytes(self, problem):
+        return 0
+
+    def run(self, problem, choice, inputs):
+        raise NotImplementedError
+
+    def expected_launches(self, problem, choice):
+        return ()
+
+    def compare(self, problem, inputs, got, want):
+        return []
+
+    def default_problems(self):
+        return []
+
+    def problems_from_cli(self, shape, dtype, pass_):
+        return []
+
+
+@pytest.fixture
+def fake_family():
+    tuning.register_family(FakeFamily())
+    yield "robustness_fake"
+    tuning.unregister("robustness_fake")
+    tuning.unregister_family("robustness_fake")
+    tuning.reload()
+
+
+def test_the_generic_type_check_follows_the_dataclass_annotations(fake_family):
+    good = {"tile": 32, "scale": 2, "mode": None, "fused": False}      # an int is a float
+    tuning.register(fake_family, {"n1": good, "n2": {**good, "scale": 0.5, "mode": "x"}})
+    assert tuning.get_entry(fake_family, "n1") == FakeConfig(32, 2, None, False)
+    for field, bad in (("tile", 32.0), ("tile", True), ("tile", "32"), ("scale", True),
+                       ("scale", "1"), ("mode", 3), ("fused", 0), ("fused", None)):
+        with pytest.raises(TypeError, match=f"FakeConfig.{field} must be"):
+            tuning.register(fake_family, {"n3": {**good, field: bad}})
+    assert tuning.get_entry(fake_family, "n3") is None
+
+
+# --- 3. writes keep the entries of families the writer does not know ----------------------
+
+_WRITER_B = """
+import json, sys
+from tilefuse.tuning import family, table
+assert "robustness_fake" not in family.family_names()
+table.record("dyt", {sys.argv[1]: json.loads(sys.argv[2])})
+"""
+
+
+def test_a_writer_that_does_not_know_a_family_keeps_its_entries(fake_family):
+    # Process A (this one) knows the family and records an entry of it.
+    foreign = {"winner": {"tile": 32, "scale": 1.0, "mode": None, "fused": False},
+               "measured": {"speedup": 1.2, "spread": [1.1, 1.3], "note": "kept as is"}}
+    table.record(fake_family, {"n8": foreign})
+    # Process B never registered it: it records a dyt entry into the same file.
+    env = dict(os.environ, TILEFUSE_CACHE_DIR=os.environ["TILEFUSE_CACHE_DIR"])
+    out = subprocess.run([sys.executable, "-c", _WRITER_B, KEY, json.dumps(raw(A))], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "robustness_fake" in out.stderr and "not used" in out.stderr     # B reported, kept
+    families = on_disk()
+    assert families["robustness_fake"] == {"n8": foreign}                   # untouched
+    assert families["dyt"][KEY] == raw(A)
+    tuning.reload()
+    assert tuning.get_entry(fake_family, "n8") == FakeConfig(32)
+    assert tuning.get_entry("dyt", KEY) == A
+
+
+def test_a_family_unknown_in_this_process_round_trips_through_every_write(fake_family):
+    table.record(fake_family, {"n8": raw(FakeConfig(32)), "n9": raw(BASELINE)})
+    kept = on_disk()[fake_family]
+    # This process forgets the family (as a process that never registered it), reloads, writes.
+    tuning.unregister_family(fake_family)
+    tuning.reload()
+    with pytest.warns(TableWarning, match="robustness_fake"):
+        table.record("dyt", {KEY: raw(A)})
+    table.record("dyt", {"fwd-M128-N32-x4": raw(BASELINE)})
+    assert on_disk()[fake_family] == kept
+    assert set(on_disk()["dyt"]) == {KEY, "fwd-M128-N32-x4"}
+    # Registering the family again makes the file's entries visible (the files are re-read).
+    tuning.register_family(FakeFamily())
+    assert tuning.get_entry(fake_family, "n8") == FakeConfig(32)
+    assert tuning.get_entry(fake_family, "n9") == BASELINE
+
+
+# --- 4. `tilefuse tune --show` with hand-edited `measured` fields -----------------------
+
+def test_show_reports_bad_measured_fields_and_shows_the_rest(capsys):
+    write_cache(document({"dyt": {
+        KEY: raw(A, {"speedup": "fast", "spread": {"lo": 1}, "wall_s": 2.5}),
+        "fwd-M128-N32-x4": raw(B, "quick"),
+        "fwd-M256-N32-x4": raw(BASELINE, {"speedup": 1.05, "spread": [1.01, 1.2], "wall_s": 3.5,
+                                          "timed": True}),
+    }}))
+    with pytest.warns(TableWarning) as caught:
+        assert cli.main(["tune", "--show"]) == 0
+    out = capsys.readouterr().out
+    messages = " | ".join(str(w.message) for w in caught)
+    for bad in ("'speedup' must be a number, got 'fast'", "'spread' must be a list of two numbers",
+                "'measured' must be an object, got 'quick'", "'timed' must be a count, got True"):
+        assert bad in messages, messages
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("dyt ")}
+    assert set(rows) == {KEY, "fwd-M128-N32-x4", "fwd-M256-N32-x4"}, out
+    assert A.name in rows[KEY] and "2.5" in rows[KEY]                       # the good fields stay
+    assert B.name in rows["fwd-M128-N32-x4"]
+    assert "1.050x [1.010-1.200]" in rows["fwd-M256-N32-x4"] and "3.5" in rows["fwd-M256-N32-x4"]
+    assert tuning.lookup_config("dyt", PROBLEM) == A                         # the winners are used
+
+
+def test_measured_fields_are_checked_when_recording():
+    with pytest.raises(ValueError, match="record: updates.*'speedup' must be a number"):
+        table.record("dyt", {KEY: raw(A, {"speedup": "fast"})})
+    assert not cache_file().exists()
+
+
+# --- 6. every public entry point names the bad argument ----------------------------------
+
+def test_register_names_a_bad_key_or_value():
+    with pytest.raises(TypeError, match=r"register\('dyt'\): key 123 must be a dyt key \(str\) or a dyt problem"):
+        tuning.register("dyt", {123: BASELINE})
+    with pytest.raises(ValueError, match=r"register\('dyt'\): key 'fwd-M100-N32-x4'.*not a dyt key"):
+        tuning.register("dyt", {"fwd-M100-N32-x4": BASELINE})
+    with pytest.raises(ValueError, match=r"key 'fwd-M64-N32-x4': the value must be 'baseline'.*'fused'"):
+        tuning.register("dyt", {KEY: "fused"})
+    with pytest.raises(TypeError, match=r"key 'fwd-M64-N32-x4': the value must be .*DyTConfig.*So2Config"):
+        tuning.register("dyt", {KEY: SO2_RELAY})
+    with pytest.raises(TypeError, match=r"key 'fwd-M64-N32-x4': the value must be .*got 7 \(int\)"):
+        tuning.register("dyt", {KEY: 7})
+    with pytest.raises(TypeError, match="register: family must be a tuning family name"):
+        tuning.register({123: BASELINE}, {})
+    with pytest.raises(TypeError, match="register: mapping must be a dict"):
+        tuning.register("dyt", [(KEY, BASELINE)])
+    assert tuning.entries() == []                      # nothing half-installed
+
+
+def test_every_entry_point_names_a_bad_family_key_or_problem():
+    problem_error = "must be a dyt key \\(str\\) or a dyt problem, got 123 \\(int\\)"
+    cases = [
+        (lambda: tuning.get_entry("dyt", 123), TypeError, "get_entry: key_or_problem " + problem_error),
+        (lambda: tuning.get_entry("dyt", "nope"), ValueError, "get_entry: key_or_problem: not a dyt key"),
+        (lambda: tuning.get_entry(["dyt"], KEY), TypeError, "get_entry: family must be a tuning family name"),
+        (lambda: tuning.is_covered("dyt", 123), TypeError, "is_covered: key_or_problem " + problem_error),
+        (lambda: tuning.is_covered(7, KEY), TypeError, "is_covered: family must be a tuning family name"),
+        (lambda: tuning.lookup_config("dyt", 123), TypeError, "lookup_config: problem " + problem_error),
+        (lambda: tuning.lookup_config("dyt", KEY), TypeError, "lookup_config: problem must be a dyt problem"),
+        (lambda: tuning.lookup_config("dyt", [1]), TypeError, "lookup_config: problem"),
+        (lambda: tuning.lookup_config({"dyt"}, PROBLEM), TypeError, "lookup_config: family must be"),
+        (lambda: tuning.unregister("dyt", KEY), TypeError, "unregister: keys must be None or a list"),
+        (lambda: tuning.unregister("dyt", [123]), TypeError, "unregister: keys " + problem_error),
+        (lambda: tuning.unregister(None), TypeError, "unregister: family must be"),
+        (lambda: tuning.sweep_key("dyt", 123), TypeError, "sweep_key: key_or_problem " + problem_error),
+        (lambda: tuning.sweep_key("dyt", "nope"), ValueError, "sweep_key: key_or_problem: not a dyt key"),
+        (lambda: tuning.sweep_key(3, KEY), TypeError, "sweep_key: family must be"),
+        (lambda: tuning.entries("0"), TypeError, "entries: device_index must be an int"),
+        (lambda: tuning.table_location(True), TypeError, "table_location: device_index must be an int"),
+        (lambda: tuning.table_location(99), ValueError, "table_location: device_index must be -1"),
+        (lambda: table.record("dyt", {123: raw(A)}), TypeError, "record: updates: cannot record dyt/123"),
+        (lambda: table.record("dyt", [KEY]), TypeError, "record: updates must be a dict"),
+        (lambda: tuning.get_family(123), TypeError, "family must be a tuning family name"),
+        (lambda: tuning.unregister_family(123), TypeError, "unregister_family: name must be"),
+        (lambda: tuning.register_family("dyt"), TypeError, "register_family: family must be a TuningFamily"),
+    ]
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            call()
+    assert tuning.get_entry("dyt", PROBLEM) is None and tuning.get_entry("dyt", KEY) is None
