@@ -21,6 +21,10 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         w1_all: (NL, F, M1, M1) |m|=1 weights, M1 = 2 lmax focus_dim.
         gw_all: (NL - 1, F, focus_dim, lmax focus_dim) gate projections.
 
+    Every tensor may have any strides (views, expanded weights, the expanded gradient of
+    ``out.sum().backward()``): the launchers copy what the kernels cannot read as it is, and
+    nothing when it is already contiguous. The output and the gradients are contiguous.
+
     Returns:
         x_local (E, F, ROW), differentiable in every tensor argument (to any order: a
         ``create_graph`` backward runs the differentiable reference). Without ``apply_alpha``

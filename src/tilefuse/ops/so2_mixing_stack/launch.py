@@ -133,11 +133,22 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     E, F, _ = grad_out.shape
     ng = gw_all.shape[0]
     dt, dev = grad_out.dtype, grad_out.device
-    grad_alpha = torch.zeros_like(alpha)
-    dws = (torch.zeros_like(w0_all), torch.zeros_like(w1_all), torch.zeros_like(gw_all)) if weight_grads else None
+    # Gradients are allocated contiguous, whatever the strides of the tensors they belong to:
+    # the head kernel writes grad_alpha as a contiguous (E, F) matrix (a zeros_like of a
+    # transposed alpha would keep its strides and get the wrong elements), and contiguous is
+    # what the custom op's fake promises. With E > 0 every element is written below (the head
+    # kernel writes all of grad_alpha when it applies alpha; each weight-gradient layer slot is
+    # assigned), so only what stays zero is zero-filled.
+    grad_alpha = (torch.empty if apply_alpha and E else torch.zeros)(alpha.shape, dtype=alpha.dtype, device=dev)
+    new_dw = torch.empty if E else torch.zeros
+    dws = tuple(new_dw(w.shape, dtype=w.dtype, device=dev) for w in (w0_all, w1_all, gw_all)) \
+        if weight_grads else None
     if E == 0:
         return torch.zeros((F, 0, d.row), dtype=dt, device=dev), grad_alpha, dws
+    # The kernels read every tensor as contiguous: a copy only where it is not (e.g. the
+    # expanded stride-0 grad_out of ``out.sum().backward()``); a no-op on the hot path.
     w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
+    z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
     so2_bwd_head_kernel[rows](grad_out.contiguous(), x_local.contiguous(), alpha.contiguous(), g, grad_alpha,
@@ -162,7 +173,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             continue
         relay_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
-            u_l = u_next - gate_act(z, gw_all[layer], d)[0]
+            u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
             dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
             dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))

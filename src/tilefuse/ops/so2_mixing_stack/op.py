@@ -100,9 +100,9 @@ def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     if policy.kernels_enabled(u0.device):
         x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, So2Dims(lmax, focus_dim),
                                                  apply_alpha)
-    else:
-        x_local, z_all, u_final = so2_stack_forward_saving(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax,
-                                                           focus_dim=focus_dim, apply_alpha=apply_alpha)
+    else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
+        x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
+            u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))
     return x_local, z_all, u_final.clone() if u_final is u0 else u_final
 
 
@@ -128,6 +128,9 @@ def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch
         grad_u0, grad_alpha, dws = so2_stack_backward_reference(
             grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
             apply_alpha=apply_alpha, weight_grads=weight_grads)
+        # contiguous, as the fake promises (the reference's follow its inputs' strides)
+        grad_u0, grad_alpha = grad_u0.contiguous(), grad_alpha.contiguous()
+        dws = None if dws is None else tuple(w.contiguous() for w in dws)
     if dws is None:
         dws = tuple(w.new_empty(0) for w in (w0_all, w1_all, gw_all))
     return grad_u0, grad_alpha, *dws

@@ -121,12 +121,12 @@ def so2_stack_backward_reference(grad_out, x_local, z_all, u_final, alpha, w0_al
         grad_alpha = (grad_out * x_local).sum(-1) / alpha
         g = (grad_out * alpha.unsqueeze(-1)).transpose(0, 1)
     else:
-        grad_alpha = torch.zeros_like(alpha)
+        grad_alpha = torch.zeros(alpha.shape, dtype=alpha.dtype, device=alpha.device)
         g = grad_out.transpose(0, 1)
     dws = None
     if weight_grads:
         ng = gw_all.shape[0]
-        dw0, dw1, dgw = torch.zeros_like(w0_all), torch.zeros_like(w1_all), torch.zeros_like(gw_all)
+        dw0, dw1, dgw = (torch.zeros(w.shape, dtype=w.dtype, device=w.device) for w in (w0_all, w1_all, gw_all))
         dw0[ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dw1[ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
         dws = (dw0, dw1, dgw)
