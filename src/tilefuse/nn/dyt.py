@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import nn
 
 from ..ops.dyt import dyt
+from ..ops.dyt.api import FLOAT_DTYPES
 
 # Liger-Kernel's LigerDyT names its parameters gamma/beta; the official DyT code uses
 # weight/bias. State dicts with either naming load.
@@ -34,8 +38,7 @@ class DyT(nn.Module):
     def __init__(self, num_features: int, *, alpha_init: float = 0.5, bias: bool = True,
                  channels_last: bool = True, device=None, dtype=None):
         super().__init__()
-        if not isinstance(num_features, int) or num_features < 1:
-            raise ValueError(f"DyT: num_features must be a positive int, got {num_features!r}")
+        _check_args(num_features, alpha_init, bias, channels_last, dtype)
         factory = {"device": device, "dtype": dtype}
         self.num_features = num_features
         self.channels_last = channels_last
@@ -71,6 +74,32 @@ class DyT(nn.Module):
                 f"channels_last={self.channels_last}")
 
 
+def _check_alpha_init(where: str, alpha_init) -> None:
+    # bool is an int subclass (alpha_init=True is a mistake, not 1.0); strings and tensors are
+    # not numbers here (float("0.5") would accept the first, float(t) syncs on the second).
+    if isinstance(alpha_init, bool) or not isinstance(alpha_init, numbers.Real):
+        raise TypeError(f"{where}: alpha_init must be a real number, got {type(alpha_init).__name__}")
+    if not math.isfinite(alpha_init):
+        raise ValueError(f"{where}: alpha_init must be finite, got {alpha_init!r}")
+
+
+def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
+    """DyT's constructor arguments: TypeError (wrong kind) / ValueError (wrong value) naming
+    the argument."""
+    # bool is an int subclass: DyT(True) is a mistake, not DyT(1).
+    if isinstance(num_features, bool) or not isinstance(num_features, int):
+        raise TypeError(f"DyT: num_features must be an int, got {type(num_features).__name__}")
+    if num_features < 1:
+        raise ValueError(f"DyT: num_features must be >= 1, got {num_features}")
+    _check_alpha_init("DyT", alpha_init)
+    for name, value in (("bias", bias), ("channels_last", channels_last)):
+        if not isinstance(value, bool):
+            raise TypeError(f"DyT: {name} must be a bool, got {type(value).__name__}")
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES):
+        raise TypeError(f"DyT: dtype must be None, torch.float32, torch.bfloat16 or torch.float16 "
+                        f"(what tilefuse.dyt takes), got {dtype!r}")
+
+
 def _channels_first_layernorm(module: nn.Module) -> bool | None:
     """True/False for LayerNorm variants we recognise (channels-first or not), None otherwise.
 
@@ -95,6 +124,9 @@ def _make_dyt(module: nn.Module, channels_first: bool, alpha_init: float, name: 
                          "DyT has one parameter per channel of a single dimension")
     ref = getattr(module, "weight", None)
     factory = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
+    if ref is not None and ref.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
+                        "float32, bfloat16 or float16 (convert the model's dtype first)")
     has_bias = getattr(module, "bias", None) is not None
     return DyT(shape[0], alpha_init=alpha_init, bias=has_bias,
                channels_last=not channels_first, **factory)
@@ -108,17 +140,40 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: float = 0.5) -> n
     DyT gets a bias when the LayerNorm had one, and the LayerNorm's device and dtype. Returns
     ``module`` (or the new DyT when ``module`` itself is a LayerNorm).
 
+    A LayerNorm registered in several places (one module shared by several parents, or used
+    twice in one ``nn.Sequential``) becomes one DyT registered in all of them, so its
+    parameters stay shared as the LayerNorm's were. A shared submodule is converted once.
+
     Example:
         >>> block = nn.TransformerEncoderLayer(64, 4, batch_first=True)
         >>> block = convert_layernorm_to_dyt(block, alpha_init=0.5)
     """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"convert_layernorm_to_dyt: module must be a torch.nn.Module, got {type(module).__name__}")
+    _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
+    return _convert(module, alpha_init, "", {}, {})
+
+
+def _convert(module: nn.Module, alpha_init: float, name: str, replaced: dict, visited: dict) -> nn.Module:
+    """``module`` converted: its DyT when it is a LayerNorm (one per LayerNorm object, from
+    ``replaced``), else ``module`` with its children converted (once per module object:
+    ``visited``). The children are walked through ``_modules``, not ``named_children()``,
+    which yields a module registered under several names only once and so would leave its
+    other registrations unconverted."""
+    # Keyed by id (a module class may define __eq__/__hash__); the values keep the modules
+    # alive, so an id is never reused during the walk.
     kind = _channels_first_layernorm(module)
     if kind is not None:
-        return _make_dyt(module, kind, alpha_init, "")
-    for name, child in list(module.named_children()):
-        kind = _channels_first_layernorm(child)
-        if kind is not None:
-            setattr(module, name, _make_dyt(child, kind, alpha_init, name))
-        else:
-            convert_layernorm_to_dyt(child, alpha_init=alpha_init)
+        if id(module) not in replaced:
+            replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name))
+        return replaced[id(module)][1]
+    if id(module) in visited:
+        return module
+    visited[id(module)] = module
+    for child_name, child in list(module._modules.items()):
+        if child is None:
+            continue
+        new = _convert(child, alpha_init, f"{name}.{child_name}" if name else child_name, replaced, visited)
+        if new is not child:
+            setattr(module, child_name, new)
     return module
