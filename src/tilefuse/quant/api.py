@@ -9,6 +9,8 @@ element makes the whole tensor NaN.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .. import policy
@@ -36,6 +38,19 @@ def _check_x(fn: str, x, block_cols: int) -> None:
         raise ValueError(f"{fn}: x's K = {x.shape[1]} must be a multiple of {block_cols}")
 
 
+def _check_block(fn: str, block) -> tuple[int, int]:
+    """``block`` as a tuple of two ints, one of FP8_BLOCKS. bool is an int subclass and
+    128.0 == 128, so a membership test alone would let (True, 128) and (1, 128.0) through to
+    the kernels; the element types are checked first."""
+    if not isinstance(block, (tuple, list)) or len(block) != 2 \
+            or any(isinstance(b, bool) or not isinstance(b, numbers.Integral) for b in block):
+        raise TypeError(f"{fn}: block must be a tuple of two ints, one of {FP8_BLOCKS}, got {block!r}")
+    block = tuple(int(b) for b in block)
+    if block not in FP8_BLOCKS:
+        raise ValueError(f"{fn}: block must be one of {FP8_BLOCKS}, got {block!r}")
+    return block
+
+
 def _use_kernels(x: torch.Tensor) -> bool:
     return policy.kernels_enabled(x.device)
 
@@ -60,9 +75,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = F
         torch.Size([2, 4])
     """
     fn = "quantize_fp8_block"
-    if not isinstance(block, (tuple, list)) or tuple(block) not in FP8_BLOCKS:
-        raise ValueError(f"{fn}: block must be one of {FP8_BLOCKS}, got {block!r}")
-    block = tuple(block)
+    block = _check_block(fn, block)
     _check_x(fn, x, block[1])
     _check_bool(fn, "pow2_scales", pow2_scales)
     x = x.detach()

@@ -61,8 +61,10 @@ def unswizzle_scales(flat: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """Flat swizzled buffer -> compact (rows, cols) scales (a new contiguous tensor)."""
     _check_2d("unswizzle_scales: flat", flat)
     for name, v in (("rows", rows), ("cols", cols)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"unswizzle_scales: {name} must be a non-negative int, got {v!r}")
+        if v < 0:
+            raise ValueError(f"unswizzle_scales: {name} must be a non-negative int, got {v!r}")
     big_r, big_c = padded_shape(rows, cols)
     if flat.dim() != 1 or flat.numel() != big_r * big_c:
         raise ValueError(f"unswizzle_scales: flat must be 1-D with {big_r * big_c} elements "

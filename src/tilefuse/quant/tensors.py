@@ -11,6 +11,11 @@ from .formats import MXFP8_BLOCK, NVFP4_BLOCK
 from .swizzle import unswizzle_scales
 
 
+def _check_dtype(cls: str, dtype) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{cls}.dequantize: dtype must be a floating-point torch.dtype, got {dtype!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class FP8BlockQuantized:
     """E4M3 data with one float32 scale per block: x ~= data * scale.
@@ -24,6 +29,7 @@ class FP8BlockQuantized:
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(rows, K) ``data * scale`` in float32, then cast to ``dtype``."""
+        _check_dtype("FP8BlockQuantized", dtype)
         return reference.dequantize_fp8_block(self.data, self.scales, self.block).to(dtype)
 
 
@@ -46,6 +52,7 @@ class MXFP8Quantized:
         return unswizzle_scales(self.scales, rows, cols // MXFP8_BLOCK)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        _check_dtype("MXFP8Quantized", dtype)
         return reference.dequantize_mxfp8(self.data, self.scales_2d()).to(dtype)
 
 
@@ -78,5 +85,8 @@ class NVFP4Quantized:
     def dequantize(self, dtype: torch.dtype = torch.float32, *, undo_rht: bool = True) -> torch.Tensor:
         """(rows, K) approximation of x; with ``rht``, of x itself (the inverse transform is
         applied) unless ``undo_rht=False``, which returns the transformed values."""
+        _check_dtype("NVFP4Quantized", dtype)
+        if not isinstance(undo_rht, bool):
+            raise TypeError(f"NVFP4Quantized.dequantize: undo_rht must be a bool, got {type(undo_rht).__name__}")
         return reference.dequantize_nvfp4(self.data, self.scales_2d(), self.amax, self.block_2d,
                                           self.rht, undo_rht).to(dtype)
