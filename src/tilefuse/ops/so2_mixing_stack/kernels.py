@@ -17,7 +17,7 @@ from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
-BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (W^T through swapped strides)
+BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (the launcher passes a contiguous W^T)
 
 
 @triton.jit
@@ -93,7 +93,9 @@ def so2_gemm_kernel(
     [N_START, N_START + N_LEN), acc = a[:, K_START:K_START + K_LEN] @ W[:, n - K_START].
 
     a_ptr, res_ptr: (F, E, ROW). W of focus f at w_ptr + f * w_focus_stride, element (k, j)
-    at k * w_stride_k + j * w_stride_n (swapped strides give W^T). Epilogues:
+    at k * w_stride_k + j * w_stride_n; w_stride_n is 1 for every launch (launch.py passes the
+    backward a contiguous copy of W^T: through W's swapped strides the tile's inner index walked
+    W's slow axis, 4.5x slower on the H200). Epilogues:
     - FWD_GATED: z_ptr[n] = acc; out = res + acc * sigma[(n - CF) % LG] (sigma (F, E, LG) fp32).
     - FINAL: out (E, F, ROW) edge-major = (res + acc) * alpha[e, f] (alpha (E, F) if APPLY_ALPHA).
     - BWD: out = res + acc.
@@ -271,8 +273,8 @@ def so2_bwd_fused_kernel(
     K tiles are accumulated in the same order with the same tl.dot shapes.
     SEGMENT_M0: output and K columns [0, M0) (K tile 0 is gz_s, which needs every group's gq:
     the heavy pass); else [M0, ROW) (gz = g * sigma only).
-    g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (W^T by
-    strides). Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)).
+    g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (a contiguous
+    W^T). Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)).
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)

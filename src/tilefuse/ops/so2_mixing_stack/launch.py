@@ -6,6 +6,15 @@ epilogue); then the final layer GEMM, stored edge-major with alpha.
 Backward relay, per gated layer in reverse: sigma recompute -> pointwise (gz, gq) -> transposed-
 weight GEMM with the residual. Weight gradients use batched GEMMs (torch) over the materialised
 gz/gq and the inputs recovered backwards, u_l = u_{l+1} - act(z_l).
+
+Weight layout of the GEMMs: every GEMM kernel reads its weight tile (k, n) at
+k * w_stride_k + n * w_stride_n and is fast when n, the tile's inner (fastest-varying) index,
+has unit stride. The forward reads W (F, K, N) contiguous, so it does. The backward needs W^T;
+reading it through W's swapped strides (n along W's slow axis) made each backward GEMM launch
+4.5x slower than a forward one on the H200 (issue 15), so ``backward`` makes contiguous copies
+W^T = W.transpose(-1, -2).contiguous() of all layers once per call (~1 MB) and every
+backward GEMM reads them with the forward's stride convention: the same products, read from
+another address, accumulated in the same order, so the results are bitwise unchanged.
 """
 
 from __future__ import annotations
@@ -23,13 +32,16 @@ def _ieee(t: torch.Tensor) -> bool:
 
 
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
-          transpose_w=False, z=None, sigma=None, alpha=None, apply_alpha=False):
-    """One column segment of a layer GEMM (see kernels.so2_gemm_kernel)."""
+          z=None, sigma=None, alpha=None, apply_alpha=False):
+    """One column segment of a layer GEMM (see kernels.so2_gemm_kernel): acc = a_seg @ w with
+    w (F, K, N) read at its own strides, element (k, n) at w[f, k, n]. Callers pass w with unit
+    stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
+    backward (module docstring)."""
     from .kernels import so2_gemm_kernel
     F, E = a.shape[0], a.shape[1]
     if n_len <= 0 or E == 0:
         return
-    stride_k, stride_n = (w.stride(2), w.stride(1)) if transpose_w else (w.stride(1), w.stride(2))
+    stride_k, stride_n = w.stride(1), w.stride(2)
     grid = (F * cdiv(E, cfg.block_m), cdiv(n_len, cfg.block_n))
     so2_gemm_kernel[grid](
         a, w, res, out, z if z is not None else out, sigma if sigma is not None else out,
@@ -78,16 +90,29 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
     return x_local, z_all, u
 
 
-def _gemm_t(a, w0, w1, res, out, d, cfg):
-    """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments)."""
+def transposed(w: torch.Tensor) -> torch.Tensor:
+    """W^T over the last two dims, contiguous: what the backward GEMMs read (module docstring).
+    A copy unless ``w`` already stores W^T contiguously (then the view itself)."""
+    return w.transpose(-1, -2).contiguous()
+
+
+def _gemm_t(a, w0t, w1t, res, out, d, cfg):
+    """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
+    (F, M, M) with unit stride along the last dim (``transposed``)."""
     from .kernels import BWD
-    _gemm(BWD, a, w0, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, transpose_w=True)
-    _gemm(BWD, a, w1, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, transpose_w=True)
+    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
+    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1)
 
 
-def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
+def _weights_t(w0, w1, w0t, w1t):
+    return (transposed(w0) if w0t is None else w0t), (transposed(w1) if w1t is None else w1t)
+
+
+def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Config, *, w0t=None, w1t=None):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
-    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T]."""
+    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T].
+    w0, w1: the layer's weights W (F, M, M), any strides; ``w0t``/``w1t``: their W^T copies made
+    once by the caller (``transposed``; then w0, w1 are not read), else made here."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -100,18 +125,20 @@ def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Co
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _gemm_t(gz, w0, w1, g_cur, out, d, cfg)
+    _gemm_t(gz, *_weights_t(w0, w1, w0t, w1t), g_cur, out, d, cfg)
 
 
-def fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config):
+def fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config, *, w0t=None, w1t=None):
     """out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T] by the fused kernel: two passes over
-    disjoint column segments (the m = 0 pass carries the scalar chain)."""
+    disjoint column segments (the m = 0 pass carries the scalar chain). The kernel reads W^T
+    (``w0t``/``w1t`` as in relay_layer) with unit stride along its tile's inner index."""
     from .kernels import so2_bwd_fused_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
-    for w, start, length, seg_m0 in ((w0, 0, d.m0, True), (w1, d.m0, d.m1, False)):
+    w0t, w1t = _weights_t(w0, w1, w0t, w1t)
+    for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
         so2_bwd_fused_kernel[(F * cdiv(E, cfg.block_m), cdiv(length, cfg.block_n))](
-            g_cur, z, gw, w, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
-            w.stride(0), w.stride(2), w.stride(1),
+            g_cur, z, gw, wt, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
+            wt.stride(0), wt.stride(1), wt.stride(2),
             SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF_P=d.focus_dim,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
@@ -146,8 +173,12 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     if E == 0:
         return torch.zeros((F, 0, d.row), dtype=dt, device=dev), grad_alpha, dws
     # The kernels read every tensor as contiguous: a copy only where it is not (e.g. the
-    # expanded stride-0 grad_out of ``out.sum().backward()``); a no-op on the hot path.
-    w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
+    # expanded stride-0 grad_out of ``out.sum().backward()``); a no-op on the hot path. The
+    # weights are read transposed: W^T copies of all layers at once, a real copy each call (of
+    # NL * F * (M0^2 + M1^2) elements: 1.3 MB fp32 at lmax 3, Cf 32, F 2, NL 3) unless the
+    # caller stores W^T (module docstring). Past here w0_all/w1_all serve only for their shapes
+    # and dtypes (weight gradients) and relay_layer/fused_layer's documented signature.
+    w0t, w1t, gwc = transposed(w0_all), transposed(w1_all), gw_all.contiguous()
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
@@ -158,7 +189,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _gemm_t(g, w0c[ng], w1c[ng], g, g_cur, d, cfg)
+    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg)
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -168,10 +199,12 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         z = z_all[layer]
         g_next = torch.empty_like(g_cur)
         if cfg.fused:
-            fused_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, d, cfg)
+            fused_layer(g_cur, z, gwc[layer], w0_all[layer], w1_all[layer], g_next, d, cfg,
+                        w0t=w0t[layer], w1t=w1t[layer])
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], w0c[layer], w1c[layer], g_next, sigma, gz, gq, d, cfg)
+        relay_layer(g_cur, z, gwc[layer], w0_all[layer], w1_all[layer], g_next, sigma, gz, gq, d, cfg,
+                    w0t=w0t[layer], w1t=w1t[layer])
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
