@@ -69,9 +69,19 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     The fused path asserts sum(tokens_per_expert) == T on the device (no host sync; a
     violation surfaces as a device-side assertion). Under torch.compile the path is chosen
     when tracing.
+
+    Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
+    each path copies only what it cannot read as laid out, and results do not depend on the
+    layout. y and the gradients are returned contiguous. Meta tensors give meta results (and
+    gradients) of the right shapes and dtypes, on every recipe, without running anything.
     """
     validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
              glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+    if x.device.type == "meta":
+        # Shapes and dtypes only (no kernel runs, no count is read): the unfused composition
+        # on meta tensors, differentiable; a recipe changes no shape or dtype.
+        return grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                                       glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
         found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2],

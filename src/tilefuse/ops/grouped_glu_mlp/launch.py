@@ -4,6 +4,10 @@ tokens_per_expert is only ever read by kernels (and by one device-side assert th
 non-negative and sums to T). The row-tile schedule is found in-kernel from the counts; grids
 are sized by the static bound cdiv(T, BLOCK_M) + E and a persistent program count, so a call
 is CUDA-graph capturable and T may change between calls.
+
+Inputs may have any strides: each launcher copies what its kernels cannot read as laid out
+(kernel_layouts, summed_rows), a no-op for contiguous inputs; outputs and gradients are
+allocated contiguous.
 """
 
 from __future__ import annotations
@@ -20,6 +24,36 @@ from .configs import GemmConfig, dglu_config, dglu_tile_n, glu_config, heuristic
 from .reference import assert_counts_on_device, glu_index
 
 ACTIVATIONS = {"swiglu": 0, "geglu": 1}
+
+
+def unit_rows(t: torch.Tensor | None) -> torch.Tensor | None:
+    """t, or a contiguous copy where its last dimension is not unit-stride: the kernels read a
+    (rows, cols) operand at ``ptr + row * stride(0) + col``, any row stride (0 included: an
+    expanded row, or an expert-broadcast bias), and write their outputs row-major."""
+    if t is None or t.shape[-1] <= 1 or t.stride(-1) == 1:
+        return t
+    return t.contiguous()
+
+
+def summed_rows(t: torch.Tensor) -> torch.Tensor:
+    """t, or a contiguous copy unless it is contiguous and 16-byte aligned: for an operand a
+    kernel reduces with tl.sum (dy, in the bias-gradient column sums). On a GPU a launch is
+    specialized on its pointers' 16-byte alignment and its strides' divisibility by 16, and
+    the load layout compiled from that decides how a tl.sum's terms are split between
+    threads: another order of additions, other roundings (H200: db2 from a dy one element
+    into a wider buffer differed in the last bit). So laid out, it compiles as the
+    contiguous call does. (Dots and elementwise epilogues do not depend on the load layout.)"""
+    if t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def kernel_layouts(x, counts, probs, b1, b2):
+    """(x, counts, probs, b1, b2) as the kernels read them, each a copy only where it is not
+    already so laid out: tokens_per_expert and probs are read at ``ptr + i`` (contiguous), x
+    and the biases through their row stride (``unit_rows``). The weights need nothing: their
+    three strides are kernel arguments (recipe None), or the quantizers read any strides."""
+    return unit_rows(x), counts.contiguous(), probs.contiguous(), unit_rows(b1), unit_rows(b2)
 
 
 def _ieee(t: torch.Tensor) -> bool:
@@ -139,7 +173,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     cfg = config or heuristic("fwd", x.element_size(), recipe)
     T, H = x.shape
     F = w2.shape[2]
-    x = x.contiguous()
+    x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
     z = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
     y = torch.empty((T, H), dtype=x.dtype, device=x.device)
@@ -181,7 +215,9 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
-    dy = dy.contiguous()
+    x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    # dy of any layout (y.sum().backward() gives an expanded (0, 0) one); z and h as saved.
+    dy, z, h = summed_rows(dy), unit_rows(z), unit_rows(h)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     dcfg = dglu_config(cfg, recipe)
@@ -207,7 +243,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)
         dgrad1_b = dgrad_weights[0] if dgrad_weights else recipes.quantize_weight(recipe, w1, transpose=True)
     # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
-    dx = torch.empty_like(x)
+    dx = torch.empty((T, H), dtype=x.dtype, device=x.device)   # row-major, whatever x's strides
     _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,
           b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0), recipe=recipe)
     # Ragged-K weight gradients, written in full (zeros for experts without tokens).

@@ -191,6 +191,11 @@ torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_co
 
 def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config: configs.GemmConfig,
                 recipe: str | None = None):
+    """y of the kernels' path for inputs of any strides. Inputs the kernels cannot read as they
+    are laid out are copied here, once, before the forward (a differentiable copy: gradients
+    flow back to the view), so the backward reads the saved copies without copying again;
+    the launchers bring them to that layout themselves too, for their other callers."""
+    x, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
                                   config.block_m, config.block_n, config.block_k, config.num_warps,

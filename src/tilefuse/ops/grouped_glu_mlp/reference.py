@@ -40,6 +40,7 @@ import itertools
 
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import is_fake
 
 ACTIVATIONS = ("swiglu", "geglu")
 GEGLU_LIMIT = 7.0     # L of the clamped GeGLU
@@ -300,12 +301,68 @@ def uses_grouped_mm(x: torch.Tensor, ffn: int) -> bool:
     return x.shape[-1] % per_row == 0 and ffn % per_row == 0
 
 
-def _contiguous_grad(t: torch.Tensor) -> torch.Tensor:
-    """``torch._grouped_mm``'s backward runs ``_grouped_mm`` on the incoming gradient, which must
-    be row- or column-major: an expanded gradient (``y.sum().backward()`` gives one with strides
-    (0, 0)) fails with "Invalid strides/sizes" (torch 2.13). Make it contiguous on the way in."""
+def _aligned16(t: torch.Tensor) -> bool:
+    """Whether t's first element is 16-byte aligned: its address; for a fake tensor (no
+    address) its storage offset, allocators aligning storage to 64 bytes or more. Under
+    torch.compile taken as true (Dynamo traces neither; Inductor copies misaligned graph
+    inputs itself)."""
+    if torch.compiler.is_compiling():
+        return True
+    if is_fake(t):
+        return t.storage_offset() * t.element_size() % 16 == 0
+    return t.data_ptr() % 16 == 0
+
+
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    """t (rows, cols), or a contiguous copy of it: ``torch._grouped_mm``'s 2-D operands here (x,
+    h, the incoming gradients).
+
+    Taken as they are: row-major (strides (s, 1), s >= cols), s a multiple of 16 bytes, the
+    first element 16-byte aligned; a row slice or a column block of a wider tensor qualifies.
+    Everything else is copied:
+    - ``torch._grouped_mm`` refuses it ("strides should be multiple of 16 bytes", "Invalid
+      strides/sizes": a transposed, expanded or column-strided x; on CUDA "expected data_ptr
+      to be aligned to 16 bytes"), or
+    - it takes it (column-major) but the backward's ``_grouped_mm(x^T, dz, offs)`` over the
+      ragged token dimension then has x^T row-major, for which the CUTLASS kernel (CUDA,
+      bf16) asserts on the device that every group is non-empty and a multiple of 16 bytes
+      long (GroupMMCommon.cuh); and a column-major or misaligned operand runs other kernels
+      with other roundings (CPU, measured), so results would depend on the layout.
+    ``clone``, not ``contiguous``: a tensor that ``is_contiguous`` may still have strides
+    _grouped_mm refuses (T == 0 with strides (0, 0); a single row whose row stride is 1)."""
+    per_row = 16 // t.element_size()
+    row_stride, col_stride = t.stride()
+    if col_stride == 1 and row_stride >= max(1, t.shape[1]) and row_stride % per_row == 0 and _aligned16(t):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _grouped_weight(w: torch.Tensor) -> torch.Tensor:
+    """w (E, N, K), or a contiguous copy of it, for ``torch._grouped_mm(., w.transpose(-2, -1))``:
+    each expert's matrix row-major as ``_row_major`` takes x (a column-major w would be taken
+    too, by another kernel with other roundings), the expert stride a multiple of 16 bytes
+    (CUTLASS addresses expert e at w + e * stride(0); 0, an expanded weight, qualifies)."""
+    per_row = 16 // w.element_size()
+    e_stride, n_stride, k_stride = w.stride()
+    if (k_stride == 1 and n_stride >= max(1, w.shape[2]) and n_stride % per_row == 0 and e_stride % per_row == 0
+            and _aligned16(w)):
+        return w
+    return w.clone(memory_format=torch.contiguous_format)
+
+
+def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
+    """t, its gradient brought to ``layout`` (a function of the gradient) on the way in.
+
+    ``torch._grouped_mm``'s backward runs ``_grouped_mm`` on the incoming gradient, which must
+    be ``_row_major``: an expanded gradient (``y.sum().backward()`` gives one with strides
+    (0, 0), also at T == 0, where ``contiguous`` returns it unchanged) fails with "Invalid
+    strides/sizes" (torch 2.13). On the output it also keeps the layout of a caller's
+    gradient out of the results (the fc2 bias term of dprobs reduces it along H).
+
+    Under torch.compile ``contiguous`` (Dynamo refuses hooks that branch on strides; AOT
+    autograd makes the incoming gradients contiguous itself)."""
     if t.requires_grad:
-        t.register_hook(lambda grad: grad.contiguous())
+        t.register_hook(torch.Tensor.contiguous if torch.compiler.is_compiling() else layout)
     return t
 
 
@@ -322,9 +379,16 @@ def assert_counts_on_device(tokens_per_expert: torch.Tensor, ends: torch.Tensor,
 
 def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> torch.Tensor:
     """out[rows of e] = inp[rows of e] @ weight[e]^T, in inp's dtype: ``torch._grouped_mm`` with
-    int32 end offsets on the device when ``rows`` is None, else a loop over the host ranges."""
+    int32 end offsets on the device when ``rows`` is None, else a loop over the host ranges.
+    Meta tensors (neither): an output of the right shape and dtype, differentiable in both
+    (there are no values, so which expert's weight shapes it does not matter)."""
+    if inp.device.type == "meta":
+        return inp @ weight[0].t()
     if rows is None:
-        return _contiguous_grad(torch._grouped_mm(inp, weight.transpose(-2, -1), offs=offsets))
+        return _grad_layout(torch._grouped_mm(_row_major(inp), _grouped_weight(weight).transpose(-2, -1),
+                                              offs=offsets), _row_major)
+    # Contiguous operands: matmul's kernels (and roundings) depend on the layout.
+    inp, weight = inp.contiguous(), weight.contiguous()
     return torch.cat([inp[start:stop] @ weight[e].t() for e, start, stop in rows])
 
 
@@ -351,6 +415,10 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     and raises ValueError when the counts are negative or do not sum to T.
 
     Layout: the gate and up columns are strided views of z (``split_glu``), not gathers.
+    Inputs of any strides: ``torch._grouped_mm``'s operands (x, h, the weights, the incoming
+    gradients) are copied to a layout it takes only where they are not in one (``_row_major``,
+    ``_grouped_weight``); the other inputs are read by strided torch ops. Meta tensors give
+    meta results (and gradients) of the right shapes and dtypes; nothing is read.
     Biases: rows pick their expert's bias by ``bias[expert_of_row]`` (expert ids from
     ``searchsorted`` on the device). Its backward is ``index_put_(accumulate=True)``, which
     sorts the indices on CUDA (deterministic); on CPU it is deterministic for small tensors or
@@ -362,7 +430,9 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     ffn = two_ffn // 2
     act_dtype = torch.promote_types(x.dtype, torch.float32)
 
-    if uses_grouped_mm(x, ffn):
+    if x.device.type == "meta":   # shapes and dtypes only: no count can be read
+        offsets, rows = None, None
+    elif uses_grouped_mm(x, ffn):
         offsets = torch.cumsum(tokens_per_expert, 0, dtype=torch.int32)
         assert_counts_on_device(tokens_per_expert, offsets, n_tokens)
         rows = None
@@ -385,4 +455,6 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     y = _grouped_linear(h, fc2_weight, offsets, rows)
     if fc2_bias is not None:
         y = (y.to(act_dtype) + p * fc2_bias.to(act_dtype)[expert_of_row]).to(x.dtype)
+    if x.device.type != "meta":
+        y = _grad_layout(y, _row_major if rows is None else torch.Tensor.contiguous)
     return y

@@ -21,7 +21,9 @@ Decisions:
 - tokens_per_expert is int32 or int64 (what ``bincount``/``histc().int()``/``cumsum`` give;
   the kernels build int32/int64 offsets from it), 1-D with E = fc1_weight.shape[0] entries.
 - E >= 1, H >= 1, F >= 1: model dimensions, not batch sizes. T may be 0 (empty result).
-- Strides are not checked: the launchers own the layouts they read.
+- Strides are not checked: every layout is accepted (views: transposed, sliced, expanded).
+  Each path copies what it cannot read as laid out, and only that (launch.kernel_layouts
+  for the kernels, reference._row_major / _grouped_weight for torch._grouped_mm).
 - recipe: None, "fp8_block", "mxfp8" or "nvfp4" (recipes.py). A recipe quantizes along H and
   F in blocks of 128 (fp8_block), 32 (mxfp8) or 16 (nvfp4), so H and F must be multiples of
   that block (no partial scaling blocks). Any of the three input dtypes may be quantized.
