@@ -6,7 +6,8 @@ offset, padded rows), strided (every other element of each dim) or expanded (str
 dim). Each example checks, for the forward and every gradient:
 
 - the call on the views gives bitwise the results of the same call on contiguous copies (the
-  op makes the copies it needs, or reads the strides; never the wrong elements);
+  op makes the copies it needs, or reads the strides; never the wrong elements); dyt's
+  parameter gradients, reductions whose order follows the layout read, are held to the bound;
 - those results are within the op's float64-derived bound of the float64 reference;
 - no input was written.
 
@@ -146,8 +147,14 @@ def test_dyt_any_layout(rows, channels, spatial, channels_last, has_bias, alpha_
     got = run(leaves_v)
     want = run([None if v is None else v.clone() for v in vals])
     assert_unchanged(leaves_v, before)
-    for name, g, w in zip(("y", "dx", "dalpha", "dweight", "dbias"), got, want):
+    # y and dx are elementwise: bitwise the contiguous call's. The parameter gradients are
+    # reductions whose order follows the layout the kernel reads (a channels-first x laid out
+    # channels-last is read as such, without a copy: on the H200 dalpha then differs from the
+    # contiguous call's in the last bit), so they are held to the float64 bound below.
+    for name, g, w in zip(("y", "dx"), got, want):
         assert_same(g, w, name)
+    for name, g, w in zip(("dalpha", "dweight", "dbias"), got[2:], want[2:]):
+        assert g.shape == w.shape and g.dtype == w.dtype, name
     x, alpha, w, b, dy = vals
     outs = got + [None] * (5 - len(got))
     failures = [c for c in dyt_verify.compare_to_reference(x, alpha, w, b, dy, channels_last, outs) if not c.ok]

@@ -353,6 +353,25 @@ def _read_bytes(path: Path) -> bytes | None:
         os.close(fd)
 
 
+def _move_aside(path: Path, why: str) -> None:
+    aside = path.with_name(f"{path.name}.invalid-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.replace(path, aside)
+    report(f"tilefuse tuning table {path} was unusable ({why}); moved to {aside}")
+
+
+def _usable_lock_path(lock: Path) -> str:
+    """The lock file's path, after moving aside whatever non-regular file lies there (a FIFO or
+    a directory: filelock versions differ on them, from working to EINVAL or blocking)."""
+    try:
+        mode = os.lstat(lock).st_mode
+    except FileNotFoundError:
+        return str(lock)
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        _move_aside(lock, f"{kind} at the lock path")
+    return str(lock)
+
+
 def _read_document(path: Path):
     """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable."""
     data = _read_bytes(path)
@@ -456,14 +475,12 @@ def save(path: Path, fp: dict, updates: dict[str, dict[str, dict]]) -> Entries:
             except (TypeError, ValueError) as exc:
                 raise argument_error(exc, f"cannot record {family_name}/{_brief(key)}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+    with FileLock(_usable_lock_path(Path(str(path) + ".lock")), timeout=LOCK_TIMEOUT_S):
         try:
             doc = _read_document(path)
             on_disk = {} if doc is None else _families_of(doc, _same_print(fp))
         except ValueError as exc:
-            aside = path.with_name(f"{path.name}.invalid-{time.strftime('%Y%m%d-%H%M%S')}")
-            os.replace(path, aside)
-            report(f"tilefuse tuning table {path} was unusable ({exc}); moved to {aside}")
+            _move_aside(path, str(exc))
             on_disk = {}
         current = _valid_entries(on_disk, str(path))
         merged = {name: dict(entries) for name, entries in on_disk.items() if not _known(name)}
