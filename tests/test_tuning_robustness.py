@@ -441,8 +441,11 @@ def test_measured_fields_are_checked_when_recording():
 # --- 6. every public entry point names the bad argument ----------------------------------
 
 def test_register_names_a_bad_key_or_value():
-    with pytest.raises(TypeError, match=r"register\('dyt'\): key 123 must be a dyt key \(str\) or a dyt problem"):
+    with pytest.raises(TypeError, match=r"register\('dyt'\): key 123 must be a dyt key \(str\) or a dyt problem, "
+                                        r"got 123 \(int\)$"):   # no AttributeError of the family's key()
         tuning.register("dyt", {123: BASELINE})
+    with pytest.raises(TypeError, match=r"register\(family, mapping\): mapping is missing \(the family name comes first\)"):
+        tuning.register({123: BASELINE})                # the call: one argument, a dict
     with pytest.raises(ValueError, match=r"register\('dyt'\): key 'fwd-M100-N32-x4'.*not a dyt key"):
         tuning.register("dyt", {"fwd-M100-N32-x4": BASELINE})
     with pytest.raises(ValueError, match=r"key 'fwd-M64-N32-x4': the value must be 'baseline'.*'fused'"):

@@ -180,9 +180,11 @@ def resolve_key(family: TuningFamily, key_or_problem, what: str) -> tuple[str, A
     try:
         key = family.key(key_or_problem)
     except Exception as exc:
+        # why the family's key() failed helps only for a problem-like object (a dataclass of
+        # another family, say), not for an int or a list
+        why = f": {type(exc).__name__}: {exc}" if dataclasses.is_dataclass(key_or_problem) else ""
         raise TypeError(f"{what} must be a {family.name} key (str) or a {family.name} problem, got "
-                        f"{key_or_problem!r} ({type(key_or_problem).__name__}): "
-                        f"{type(exc).__name__}: {exc}") from None
+                        f"{key_or_problem!r} ({type(key_or_problem).__name__}){why}") from None
     if not isinstance(key, str):
         raise TypeError(f"{what}: family {family.name!r} made the key {key!r} of {key_or_problem!r}, "
                         f"not a str")

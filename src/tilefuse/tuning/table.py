@@ -189,7 +189,7 @@ def _invalidate() -> None:
         table.resolved = None
 
 
-def register(family: str, mapping: Mapping) -> None:
+def register(family: str, mapping: Mapping | None = None) -> None:
     """Install entries for this process only, above the cache file and built-ins.
 
     ``mapping``: key (or problem) -> config object, config dict, or ``BASELINE``. Nothing is
@@ -199,6 +199,10 @@ def register(family: str, mapping: Mapping) -> None:
     name that is not a str, a key that is neither a str nor a problem, a config field of the
     wrong type: ``block_m=64.0``). Each message names the argument or field.
     """
+    if mapping is None:
+        hint = " (the family name comes first)" if isinstance(family, Mapping) else ""
+        raise TypeError(f"register(family, mapping): mapping is missing{hint}; e.g. "
+                        f"register('dyt', {{key: config}}), got family={family!r}")
     fam = family_argument(family, "register")
     if not isinstance(mapping, Mapping):
         raise TypeError(f"register: mapping must be a dict of key (or problem) -> config, config "
