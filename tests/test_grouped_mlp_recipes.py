@@ -44,8 +44,9 @@ from tilefuse.ops.grouped_glu_mlp.reference import (expert_rows, glu_activation,
                                                       grouped_glu_mlp_reference, random_inputs)
 from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
 from tilefuse.quant import quantize_nvfp4
-from tilefuse.utils import capture_cuda_graph
 from tilefuse.utils import normwise_rel_error as rel
+
+from gpu_helpers import assert_graph_replay_matches_eager
 
 ON_GPU = torch.cuda.is_available()
 U32 = 2.0 ** -24
@@ -526,9 +527,4 @@ def test_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
                                 "swiglu", 32, recipe=recipe)
         return (y, *grads[:4])
 
-    eager = step()
-    graph, captured = capture_cuda_graph(step)
-    graph.replay()
-    torch.cuda.synchronize()
-    for a, b in zip(eager, captured):
-        assert torch.equal(a, b)
+    assert_graph_replay_matches_eager(step)

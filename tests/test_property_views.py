@@ -110,6 +110,17 @@ def assert_same(got, want, what):
                                    f"(max |diff| {(got.double() - want.double()).abs().max().item():.3e})"
 
 
+def on_views_and_copies(run, views, values):
+    """(``run`` on the views, ``run`` on contiguous copies of ``values``), checking that the
+    call on the views wrote none of them."""
+    leaves = [None if t is None else t.detach() for t in views]
+    before = snapshot(leaves)
+    got = run(leaves)
+    want = run([None if v is None else v.clone() for v in values])
+    assert_unchanged(leaves, before)
+    return got, want
+
+
 def snapshot(ts):
     return [None if t is None else t.detach().clone() for t in ts]
 
@@ -142,11 +153,7 @@ def test_dyt_any_layout(rows, channels, spatial, channels_last, has_bias, alpha_
         y = tilefuse.dyt(*ins, channels_last=channels_last)
         return [y] + grads(y, ins, dy)
 
-    leaves_v = [None if t is None else t.detach() for t in views]
-    before = snapshot(leaves_v)
-    got = run(leaves_v)
-    want = run([None if v is None else v.clone() for v in vals])
-    assert_unchanged(leaves_v, before)
+    got, want = on_views_and_copies(run, views, vals)
     # y and dx are elementwise: bitwise the contiguous call's. The parameter gradients are
     # reductions whose order follows the layout the kernel reads (a channels-first x laid out
     # channels-last is read as such, without a copy: on the H200 dalpha then differs from the
@@ -191,11 +198,7 @@ def test_so2_mixing_stack_any_layout(lmax, focus_dim, n_focus, n_edges, n_layers
         out = fn(u0, alpha, w0, w1, gw, **kw)
         return [out] + grads(out, diff, gout)
 
-    leaves_v = [t.detach() for t in views]
-    before = snapshot(leaves_v)
-    got = run(leaves_v)
-    want = run([v.clone() for v in vals])
-    assert_unchanged(leaves_v, before)
+    got, want = on_views_and_copies(run, views, vals)
     for i, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, f"so2 output/grad {i}")
     ref = run([v.double() for v in vals], fn=so2_stack_reference)
@@ -248,11 +251,7 @@ def test_grouped_glu_mlp_any_layout(problem, has_bias, lay, seed):
         y = tilefuse.grouped_glu_mlp(x, cnt, p, w1, w2, fc1_bias=b1, fc2_bias=b2, **kw)
         return [y] + grads(y, diff, dy)
 
-    leaves_v = [None if t is None else t.detach() for t in views]
-    before = snapshot(leaves_v)
-    got = run(leaves_v)
-    want = run([None if v is None else v.clone() for v in vals])
-    assert_unchanged(leaves_v, before)
+    got, want = on_views_and_copies(run, views, vals)
     names = ["y", "dx", "dprobs", "dw1", "dw2"] + (["db1", "db2"] if has_bias else [])
     for name, g, w in zip(names, got, want):
         assert_same(g, w, name)

@@ -234,7 +234,7 @@ def test_weights_stored_as_their_transpose_match_contiguous(route, one_intra_op_
 def test_backward_captures_in_a_cuda_graph(cfg):
     """The W^T copies are device copies: the backward (head, W^T copies, GEMMs) replays from a
     CUDA graph with the eager results, on weights stored any way."""
-    from tilefuse.utils import capture_cuda_graph
+    from gpu_helpers import assert_graph_replay_matches_eager
     ins = _inputs(seed=2)
     w0_all, w1_all = sliced(ins["w0_all"]), ins["w1_all"]
     x, z_all, u_final = launch.forward(ins["u0"], ins["alpha"], w0_all, w1_all, ins["gw_all"], D, True)
@@ -244,9 +244,4 @@ def test_backward_captures_in_a_cuda_graph(cfg):
                                       ins["gw_all"], D, True, False, config=cfg)
         return g_u, g_a
 
-    eager = step()
-    graph, captured = capture_cuda_graph(step)
-    graph.replay()
-    torch.cuda.synchronize()
-    for a, b in zip(eager, captured):
-        assert torch.equal(a, b)
+    assert_graph_replay_matches_eager(step)
