@@ -239,8 +239,8 @@ def test_module_initialisation_is_linear_like():
 def test_module_state_dict_round_trip(bias):
     src = GroupedGLUMLP(3, 8, 4, glu_interleave=2, bias=bias)
     state = src.state_dict()
-    expected = {"fc1_weight", "fc2_weight"} | ({"fc1_bias", "fc2_bias"} if bias else set())
-    assert set(state) == expected
+    expected = {"fc1_weight", "fc2_weight", "glu_layout"} | ({"fc1_bias", "fc2_bias"} if bias else set())
+    assert set(state) == expected and int(state["glu_layout"]) == 2   # the GLU layout's record
     dst = GroupedGLUMLP(3, 8, 4, glu_interleave=2, bias=bias)
     dst.load_state_dict(state)
     for name, p in src.named_parameters():

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
+import warnings
+from typing import Callable, Union
 
 import torch
 from torch import nn
 
 from ..ops.dyt import dyt
-from ..ops.dyt.api import FLOAT_DTYPES
+from ..ops.dyt.api import ACCEPTED_DTYPES
+
+logger = logging.getLogger("tilefuse.nn")
 
 # Liger-Kernel's LigerDyT names its parameters gamma/beta; the official DyT code uses
 # weight/bias. State dicts with either naming load.
@@ -28,7 +33,13 @@ class DyT(nn.Module):
 
     Parameters: ``alpha`` (1,), ``weight`` (C,) initialised to ones, ``bias`` (C,) to zeros.
     The execution path (reference or Triton kernels, and which config) is decided on every
-    call by the policy level in force (``tilefuse.level``), not at construction.
+    call by the policy level in force (``tilefuse.level``), not at construction. float64
+    parameters or inputs (``.double()``, ``torch.autograd.gradcheck``) run the float64
+    reference at every level.
+
+    DyT has no ``eps``: code that reads ``norm.eps`` to run LayerNorm math of its own (torch's
+    ``nn.TransformerEncoderLayer`` inference fast path) gets an AttributeError saying so;
+    ``convert_layernorm_to_dyt`` switches that fast path off on the layers it converts.
 
     Example:
         >>> m = DyT(768, alpha_init=0.5)
@@ -69,6 +80,16 @@ class DyT(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
+    def __getattr__(self, name: str):
+        # Not a property: an AttributeError raised by a property falls back to
+        # nn.Module.__getattr__, which would replace this message with its bare one.
+        if name == "eps":
+            raise AttributeError(
+                "DyT has no eps: it is not a LayerNorm. Code that reads norm.eps runs LayerNorm math of its "
+                "own (torch's TransformerEncoderLayer / TransformerEncoder inference fast path); convert such "
+                "layers with tilefuse.nn.convert_layernorm_to_dyt, which switches that fast path off on them")
+        return super().__getattr__(name)
+
     def extra_repr(self) -> str:
         return (f"{self.num_features}, alpha_init={self.alpha_init}, bias={self.bias is not None}, "
                 f"channels_last={self.channels_last}")
@@ -95,74 +116,171 @@ def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
     for name, value in (("bias", bias), ("channels_last", channels_last)):
         if not isinstance(value, bool):
             raise TypeError(f"DyT: {name} must be a bool, got {type(value).__name__}")
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES):
-        raise TypeError(f"DyT: dtype must be None, torch.float32, torch.bfloat16 or torch.float16 "
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in ACCEPTED_DTYPES):
+        raise TypeError(f"DyT: dtype must be None, torch.float32, torch.bfloat16, torch.float16 or torch.float64 "
                         f"(what tilefuse.dyt takes), got {dtype!r}")
 
 
-def _channels_first_layernorm(module: nn.Module) -> bool | None:
-    """True/False for LayerNorm variants we recognise (channels-first or not), None otherwise.
+AlphaInit = Union[float, Callable[[str], float]]
 
-    Recognised: ``nn.LayerNorm`` (channels-last); subclasses named ``LayerNorm2d`` (timm,
-    detectron2 style: normalises dim 1 of NCHW); modules with ``data_format ==
-    "channels_first"`` and a ``normalized_shape`` (the ConvNeXt reference LayerNorm).
+# The kinds of norm the converter recognises (_norm_kind): LayerNorm2d becomes a channels-first
+# DyT, RMSNorm-style a DyT without bias (rmsnorm=True only).
+_LAYERNORM, _LAYERNORM_2D, _RMSNORM = "LayerNorm", "LayerNorm2d", "RMSNorm-style"
+
+
+def _norm_kind(module: nn.Module) -> str | None:
+    """The kind of norm ``module`` is (one of the three above), None when not one we recognise.
+
+    LayerNorm: ``nn.LayerNorm`` (channels-last). LayerNorm2d: subclasses of ``nn.LayerNorm``
+    named ``...2d``, modules named ``LayerNorm2d`` (timm, detectron2 style: normalise dim 1 of
+    NCHW), and modules with ``data_format == "channels_first"`` and a ``normalized_shape`` (the
+    ConvNeXt reference LayerNorm). RMSNorm-style: ``nn.RMSNorm`` and modules whose class name
+    ends with ``RMSNorm`` (Hugging Face's ``LlamaRMSNorm``, ``Qwen3MoeRMSNorm``, ...).
     """
     if getattr(module, "data_format", None) == "channels_first" and hasattr(module, "normalized_shape"):
-        return True
+        return _LAYERNORM_2D
     if isinstance(module, nn.LayerNorm):
-        return type(module).__name__.lower().endswith("2d")
+        return _LAYERNORM_2D if type(module).__name__.lower().endswith("2d") else _LAYERNORM
     if type(module).__name__ == "LayerNorm2d":
-        return True
+        return _LAYERNORM_2D
+    if isinstance(module, getattr(nn, "RMSNorm", ())) or type(module).__name__.endswith("RMSNorm"):
+        return _RMSNORM
     return None
 
 
-def _make_dyt(module: nn.Module, channels_first: bool, alpha_init: float, name: str) -> DyT:
-    shape = module.normalized_shape
+def _norm_width(module: nn.Module, name: str) -> int:
+    """C, from ``normalized_shape`` (torch's norms) or the weight's shape (Hugging Face's
+    RMSNorms, which keep no normalized_shape)."""
+    shape = getattr(module, "normalized_shape", None)
+    if shape is None:
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor):
+            raise ValueError(f"convert_layernorm_to_dyt: {name or 'module'} ({type(module).__name__}) has neither "
+                             "normalized_shape nor a weight: its width is unknown")
+        shape = tuple(weight.shape)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if len(shape) != 1:
         raise ValueError(f"convert_layernorm_to_dyt: {name or 'module'} normalizes over {shape}; "
                          "DyT has one parameter per channel of a single dimension")
+    return shape[0]
+
+
+def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str) -> DyT:
+    width = _norm_width(module, name)
+    if callable(alpha_init):
+        alpha_init = alpha_init(name)
+        _check_alpha_init(f"convert_layernorm_to_dyt: alpha_init({name!r})", alpha_init)
     ref = getattr(module, "weight", None)
     factory = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
-    if ref is not None and ref.dtype not in FLOAT_DTYPES:
+    if ref is not None and ref.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
-                        "float32, bfloat16 or float16 (convert the model's dtype first)")
-    has_bias = getattr(module, "bias", None) is not None
-    return DyT(shape[0], alpha_init=alpha_init, bias=has_bias,
-               channels_last=not channels_first, **factory)
+                        "float32, bfloat16, float16 or float64 (convert the model's dtype first)")
+    has_bias = kind != _RMSNORM and getattr(module, "bias", None) is not None
+    return DyT(width, alpha_init=alpha_init, bias=has_bias, channels_last=kind != _LAYERNORM_2D, **factory)
 
 
-def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: float = 0.5) -> nn.Module:
+def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, rmsnorm: bool = False) -> nn.Module:
     """Replace every LayerNorm in ``module`` (in place) with a freshly initialised ``DyT``.
+
+    Args:
+        module: the model (or a single norm).
+        alpha_init: DyT's initial ``alpha``: a number, or a function of the norm's qualified
+            name (``"layers.0.input_layernorm"``; ``""`` for ``module`` itself) returning one,
+            for recipes with one value per kind of norm.
+        rmsnorm: also replace RMSNorm-style modules (``nn.RMSNorm``, classes named
+            ``...RMSNorm`` such as Hugging Face's ``LlamaRMSNorm``) with ``DyT(C, bias=False)``.
+            That is the DyT paper's LLaMA recipe (Zhu et al., "Transformers without
+            Normalization", 2025): DyT without bias, alpha_init per norm, e.g. 7B: attention
+            0.8, FFN 0.2, final 0.2 (70B: 0.2 / 0.05 / 0.05). Every RMSNorm-style module is
+            replaced, per-head ones (q_norm / k_norm) included. Off by default: an RMSNorm
+            model is converted only when asked.
 
     Channels-last ``nn.LayerNorm`` becomes ``DyT(C)``; recognised channels-first variants
     (``LayerNorm2d``, ``data_format="channels_first"``) become ``DyT(C, channels_last=False)``.
-    DyT gets a bias when the LayerNorm had one, and the LayerNorm's device and dtype. Returns
-    ``module`` (or the new DyT when ``module`` itself is a LayerNorm).
+    DyT gets a bias when the LayerNorm had one, and the norm's device and dtype. The norm's
+    own weights are not copied (DyT starts from its own initialisation). Returns ``module``
+    (or the new DyT when ``module`` itself is a norm).
+
+    Reports: the number of modules converted is logged (logger ``tilefuse.nn``, INFO); when
+    none was, a ``UserWarning`` says so, and names the RMSNorm-style modules it left when
+    ``rmsnorm`` is False.
 
     A LayerNorm registered in several places (one module shared by several parents, or used
     twice in one ``nn.Sequential``) becomes one DyT registered in all of them, so its
     parameters stay shared as the LayerNorm's were. A shared submodule is converted once.
 
+    torch's Transformer layers: ``nn.TransformerEncoderLayer`` and ``nn.TransformerEncoder``
+    have an inference fast path (eval mode, or no_grad) that runs torch's native LayerNorm
+    math on ``norm.weight`` / ``norm.eps`` instead of calling the norm modules. On every
+    ``nn.TransformerEncoderLayer`` whose ``norm1`` or ``norm2`` is a DyT after conversion the
+    converter sets ``activation_relu_or_gelu = 0`` (a flag read only by that fast path's
+    checks, before the norms; the layer's activation still comes from ``layer.activation``),
+    and on every ``nn.TransformerEncoder`` holding such a layer ``use_nested_tensor = False``
+    (its nested-tensor path). The converted layers then always run their Python path, which
+    calls DyT: the same result in train and eval, with and without no_grad.
+
     Example:
         >>> block = nn.TransformerEncoderLayer(64, 4, batch_first=True)
         >>> block = convert_layernorm_to_dyt(block, alpha_init=0.5)
+        >>> y = block.eval()(torch.randn(2, 10, 64))    # DyT's result, no fast path
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"convert_layernorm_to_dyt: module must be a torch.nn.Module, got {type(module).__name__}")
-    _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
-    return _convert(module, alpha_init, "", {}, {})
+    if not callable(alpha_init):
+        _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
+    if not isinstance(rmsnorm, bool):
+        raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type(rmsnorm).__name__}")
+    replaced, left = {}, {}
+    out = _convert(module, alpha_init, rmsnorm, "", replaced, {}, left)
+    _report(module, replaced, left)
+    return out
 
 
-def _convert(module: nn.Module, alpha_init: float, name: str, replaced: dict, visited: dict) -> nn.Module:
-    """``module`` converted: its DyT when it is a LayerNorm (one per LayerNorm object, from
+def _report(module: nn.Module, replaced: dict, left: dict) -> None:
+    kinds: dict[str, int] = {}
+    for norm, _ in replaced.values():
+        kind = _norm_kind(norm)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    left_names = sorted({type(m).__name__ for m in left.values()})
+    if replaced:
+        logger.info("convert_layernorm_to_dyt: converted %d module(s) to DyT: %s%s", len(replaced),
+                    ", ".join(f"{n} {k}" for k, n in kinds.items()),
+                    f"; left {len(left)} RMSNorm-style module(s) (rmsnorm=False)" if left else "")
+        return
+    message = f"convert_layernorm_to_dyt: converted no module: {type(module).__name__} holds no LayerNorm"
+    if left:
+        message += (f" but {len(left)} RMSNorm-style module(s) ({', '.join(left_names)}); pass rmsnorm=True to "
+                    "replace them (the DyT paper's LLaMA recipe: DyT without bias, alpha_init per norm)")
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _holds_dyt(layer: nn.Module) -> bool:
+    return isinstance(getattr(layer, "norm1", None), DyT) or isinstance(getattr(layer, "norm2", None), DyT)
+
+
+def _keep_off_native_fast_path(module: nn.Module) -> None:
+    """Keep torch's Transformer inference fast path (native LayerNorm math) off a module whose
+    norms are DyTs (convert_layernorm_to_dyt's docstring)."""
+    if isinstance(module, nn.TransformerEncoderLayer) and _holds_dyt(module):
+        module.activation_relu_or_gelu = 0
+    elif isinstance(module, nn.TransformerEncoder) and any(_holds_dyt(layer) for layer in module.layers):
+        module.use_nested_tensor = False
+
+
+def _convert(module: nn.Module, alpha_init, rmsnorm: bool, name: str, replaced: dict, visited: dict,
+             left: dict) -> nn.Module:
+    """``module`` converted: its DyT when it is a norm to convert (one per norm object, from
     ``replaced``), else ``module`` with its children converted (once per module object:
-    ``visited``). The children are walked through ``_modules``, not ``named_children()``,
-    which yields a module registered under several names only once and so would leave its
-    other registrations unconverted."""
+    ``visited``; RMSNorm-style modules not converted are collected in ``left``). The children
+    are walked through ``_modules``, not ``named_children()``, which yields a module
+    registered under several names only once and so would leave its other registrations
+    unconverted."""
     # Keyed by id (a module class may define __eq__/__hash__); the values keep the modules
     # alive, so an id is never reused during the walk.
-    kind = _channels_first_layernorm(module)
+    kind = _norm_kind(module)
+    if kind == _RMSNORM and not rmsnorm:
+        left[id(module)] = module
+        return module
     if kind is not None:
         if id(module) not in replaced:
             replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name))
@@ -173,7 +291,9 @@ def _convert(module: nn.Module, alpha_init: float, name: str, replaced: dict, vi
     for child_name, child in list(module._modules.items()):
         if child is None:
             continue
-        new = _convert(child, alpha_init, f"{name}.{child_name}" if name else child_name, replaced, visited)
+        new = _convert(child, alpha_init, rmsnorm, f"{name}.{child_name}" if name else child_name, replaced,
+                       visited, left)
         if new is not child:
             setattr(module, child_name, new)
+    _keep_off_native_fast_path(module)
     return module

@@ -3,11 +3,48 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import nn
 
 from ..ops.grouped_glu_mlp.validate import check_activation, check_glu_interleave, check_recipe, check_recipe_shapes
+
+GLU_LAYOUTS = ("interleaved", "halves")
+DEFAULT_GLU_INTERLEAVE = 32
+# The state-dict key recording the layout fc1's rows were saved in: a 0-d int64 tensor holding
+# the interleave block s, or 0 for halves (a tensor, so safetensors and torch.distributed
+# checkpoints carry it like the weights).
+GLU_LAYOUT_KEY = "glu_layout"
+
+
+def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tuple[str, int | None]:
+    """(layout name, glu_interleave for the op) from a module's ``glu_layout`` and
+    ``glu_interleave`` arguments; TypeError / ValueError naming the argument.
+
+    ``glu_layout=None`` takes the layout from ``glu_interleave`` (an int: "interleaved", None:
+    "halves"). "halves" needs ``glu_interleave`` None or left at its default (32, which is
+    then unused); "interleaved" needs an int block size dividing F."""
+    if glu_layout is None:
+        glu_layout = "halves" if glu_interleave is None else "interleaved"
+    elif not isinstance(glu_layout, str):
+        raise TypeError(f"{where}: glu_layout must be None or one of {GLU_LAYOUTS}, got {type(glu_layout).__name__}")
+    elif glu_layout not in GLU_LAYOUTS:
+        raise ValueError(f"{where}: glu_layout must be None or one of {GLU_LAYOUTS}, got {glu_layout!r}")
+    if glu_layout == "halves":
+        if glu_interleave not in (None, DEFAULT_GLU_INTERLEAVE) or isinstance(glu_interleave, bool):
+            raise ValueError(f"{where}: glu_interleave={glu_interleave!r} is the block size of the interleaved "
+                             "layout; leave it unset (or None) with glu_layout='halves'")
+        return "halves", None
+    if glu_interleave is None:
+        raise ValueError(f"{where}: glu_layout='interleaved' needs glu_interleave, the block size s (an int "
+                         f"dividing F = {ffn}), got None")
+    check_glu_interleave(glu_interleave, ffn)
+    return "interleaved", glu_interleave
+
+
+def describe_glu_layout(glu_interleave: int | None) -> str:
+    return "halves" if not glu_interleave else f"interleaved in blocks of {glu_interleave}"
 
 
 class GroupedGLUMLP(nn.Module):
@@ -19,9 +56,17 @@ class GroupedGLUMLP(nn.Module):
         hidden_size: H >= 1, the model width (FC1 in, FC2 out).
         ffn_hidden_size: F >= 1, the expert FFN width (FC1 produces 2F: gate and up).
         activation: "swiglu" (silu(gate) * up) or "geglu" (the clamped quick-gelu form, L = 7).
-        glu_interleave: s, FC1's output columns come in blocks of s gate then s up columns
-            (must divide F); None for halves (gate = first F columns). 32 is the default of the
-            spec: any 64-aligned tile then holds whole (gate, up) pairs.
+        glu_layout: how FC1's 2F output rows (``fc1_weight[e]``'s rows) hold the gate and up
+            halves of the GLU:
+            "interleaved": blocks of s gate rows then s up rows, s = ``glu_interleave``
+            (the spec's default, s = 32: any 64-aligned tile then holds whole (gate, up)
+            pairs); ``glu_interleave=1`` is the alternating [g0, u0, g1, u1, ...] layout.
+            "halves": the first F rows are the gate, the last F the up projection (Hugging
+            Face's ``gate_up_proj``, split by ``chunk(2, dim=-1)``).
+            None (default): "interleaved" when ``glu_interleave`` is an int, "halves" when it
+            is None.
+        glu_interleave: s for the interleaved layout (must divide F; default 32); None (or
+            unset) with ``glu_layout="halves"``.
         bias: learn ``fc1_bias`` (E, 2F) and ``fc2_bias`` (E, H). The FC2 bias is scaled by the
             row's router probability like the rest of the expert's output.
         recipe: None (GEMMs in the parameters' dtype), or "fp8_block", "mxfp8", "nvfp4": every
@@ -45,6 +90,21 @@ class GroupedGLUMLP(nn.Module):
         forward(x (T, H), tokens_per_expert (E,) int32/int64 on x's device summing to T,
         probs (T,) float32 or x's dtype) -> y (T, H) in x's dtype.
 
+    State dict: the parameters, and ``glu_layout``, a 0-d int64 tensor recording the layout
+    fc1's rows are in (s, or 0 for halves). Loading checks it: a state dict recorded with
+    another layout raises (rows in one layout read as the other give a wrong result without
+    any error), and one without the record (written by hand or converted from
+    another library) warns, and reports ``glu_layout`` as a missing key (so
+    ``strict=True``, the default, raises; ``strict=False`` loads it unchecked): the layout
+    cannot be told from the values. Add it to declare the layout of such weights:
+    ``state["glu_layout"] = torch.tensor(0)`` for halves (``torch.tensor(s)`` for blocks of
+    s), after making sure it is the module's (``tilefuse.nn.HFGroupedGLUExperts`` takes
+    Hugging Face's experts as they are).
+
+    torch.compile(fullgraph=True): traced on every path and dtype with recipe None
+    (``tilefuse.grouped_glu_mlp``: fp32 / fp16 run the unfused composition as an opaque custom
+    op, which reads the counts on the host when the graph runs).
+
     ``tokens_per_expert`` is never read on the host by the kernels' path. The execution path
     (unfused composition or Triton kernels, and which config) is decided on every call by the
     policy level in force (``tilefuse.level``) and the tuning table, not at construction.
@@ -56,8 +116,8 @@ class GroupedGLUMLP(nn.Module):
     """
 
     def __init__(self, num_experts: int, hidden_size: int, ffn_hidden_size: int, *, activation: str = "swiglu",
-                 glu_interleave: int | None = 32, bias: bool = False, recipe: str | None = None, device=None,
-                 dtype=None):
+                 glu_layout: str | None = None, glu_interleave: int | None = DEFAULT_GLU_INTERLEAVE,
+                 bias: bool = False, recipe: str | None = None, device=None, dtype=None):
         super().__init__()
         for name, value in (("num_experts", num_experts), ("hidden_size", hidden_size),
                             ("ffn_hidden_size", ffn_hidden_size)):
@@ -66,11 +126,12 @@ class GroupedGLUMLP(nn.Module):
         if not isinstance(bias, bool):
             raise TypeError(f"GroupedGLUMLP: bias must be a bool, got {type(bias).__name__}")
         check_activation(activation)
-        check_glu_interleave(glu_interleave, ffn_hidden_size)
+        glu_layout, glu_interleave = resolve_glu_layout("GroupedGLUMLP", glu_layout, glu_interleave, ffn_hidden_size)
         check_recipe(recipe)
         check_recipe_shapes(recipe, hidden_size, ffn_hidden_size)
         self.num_experts, self.hidden_size, self.ffn_hidden_size = num_experts, hidden_size, ffn_hidden_size
-        self.activation, self.glu_interleave, self.recipe = activation, glu_interleave, recipe
+        self.activation, self.glu_layout, self.glu_interleave, self.recipe = (activation, glu_layout, glu_interleave,
+                                                                             recipe)
         factory = {"device": device, "dtype": dtype}
         e, h, f = num_experts, hidden_size, ffn_hidden_size
         self.fc1_weight = nn.Parameter(torch.empty(e, 2 * f, h, **factory))
@@ -100,7 +161,44 @@ class GroupedGLUMLP(nn.Module):
                                activation=self.activation, glu_interleave=self.glu_interleave,
                                fc1_bias=self.fc1_bias, fc2_bias=self.fc2_bias, recipe=self.recipe)
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + GLU_LAYOUT_KEY] = torch.tensor(self.glu_interleave or 0, dtype=torch.int64)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        key = prefix + GLU_LAYOUT_KEY
+        ours = describe_glu_layout(self.glu_interleave)
+        saved = state_dict.pop(key, None)
+        if saved is None:
+            # torch passes strict=True to every module and decides at the top: a missing key
+            # raises under strict=True and is returned under strict=False. The warning says why.
+            missing_keys.append(key)
+            warnings.warn(f"GroupedGLUMLP: the state dict has no {key!r}, the record of the GLU layout of "
+                          f"{prefix}fc1_weight's rows, so it cannot be checked; this module reads them {ours} "
+                          f"(glu_layout={self.glu_layout!r}, glu_interleave={self.glu_interleave}). Rows in another "
+                          f"layout give wrong results without an error: construct the module with the weights' "
+                          f"layout, and add state[{key!r}] = torch.tensor({self.glu_interleave or 0}) to declare it",
+                          UserWarning, stacklevel=4)
+        else:
+            if (not isinstance(saved, torch.Tensor) or saved.numel() != 1 or saved.is_floating_point()
+                    or saved.device.type == "meta"):
+                error_msgs.append(f"GroupedGLUMLP: {key!r} must be a one-element integer tensor (s, or 0 for "
+                                  f"halves), got {saved!r}")
+                return
+            recorded = int(saved)
+            if recorded != (self.glu_interleave or 0):
+                error_msgs.append(f"GroupedGLUMLP: {prefix}fc1_weight was saved with its GLU rows "
+                                  f"{describe_glu_layout(recorded)} ({key} = {recorded}), but this module reads "
+                                  f"them {ours}; construct it with "
+                                  + ("glu_layout='halves'" if recorded == 0 else
+                                     f"glu_layout='interleaved', glu_interleave={recorded}"))
+                return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def extra_repr(self) -> str:
         return (f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
                 f"ffn_hidden_size={self.ffn_hidden_size}, activation={self.activation!r}, "
-                f"glu_interleave={self.glu_interleave}, bias={self.fc1_bias is not None}, recipe={self.recipe!r}")
+                f"glu_layout={self.glu_layout!r}, glu_interleave={self.glu_interleave}, "
+                f"bias={self.fc1_bias is not None}, recipe={self.recipe!r}")

@@ -1,5 +1,5 @@
-"""The public functional API of DyT: argument checks, then the custom op (or, at level 0,
-the plain-PyTorch reference with ordinary autograd)."""
+"""The public functional API of DyT: argument checks, then the custom op (or, at level 0 and
+for float64 tensors, the plain-PyTorch reference with ordinary autograd)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from ... import policy
 from . import reference
 from .op import DyTFunction, dyt_op
 
-FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # what the kernels take
+# float64 runs the reference in float64 (gradcheck, .double() models), never a kernel.
+ACCEPTED_DTYPES = FLOAT_DTYPES + (torch.float64,)
 
 
 def _check_float(name: str, t) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"dyt: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"dyt: {name} must be float32, bfloat16 or float16, got {t.dtype}")
+    if t.dtype not in ACCEPTED_DTYPES:
+        raise TypeError(f"dyt: {name} must be float32, bfloat16, float16 or float64, got {t.dtype}")
 
 
 def validate(x, alpha, weight, bias, channels_last: bool) -> None:
@@ -55,9 +57,9 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
     """Dynamic Tanh: ``y = weight * tanh(alpha * x) + bias``.
 
     Args:
-        x: (..., C) with ``channels_last=True``; (N, C, *spatial) otherwise. float32, bfloat16
-            or float16. Any row count; any strides (other than the layouts the kernels read
-            directly, a contiguous copy is made).
+        x: (..., C) with ``channels_last=True``; (N, C, *spatial) otherwise. float32, bfloat16,
+            float16 or float64. Any row count; any strides (other than the layouts the kernels
+            read directly, a contiguous copy is made).
         alpha: one element (shape (1,) or ()), any float dtype.
         weight: (C,); bias: (C,) or None. Any float dtypes, independent of x's.
 
@@ -65,11 +67,24 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         y with x's shape and dtype. Gradients: dx in x.dtype; dalpha, dweight, dbias each in
         its parameter's dtype, accumulated in float32.
 
+    Paths: level 0 runs the float32 reference with ordinary autograd; a float64 tensor among
+    the arguments runs the float64 reference at every level (the kernels take 16/32-bit
+    floats), so ``torch.autograd.gradcheck`` and ``.double()`` models work. Otherwise the
+    kernels (or, where they cannot run, the reference formulas) run inside an
+    ``autograd.Function`` with ``setup_context``, so ``torch.func.grad`` / ``vjp`` / ``vmap``
+    (and compositions such as ``jacrev``) work; under ``vmap`` the reference formulas run
+    (the kernels take plain tensors). Double backward (``create_graph=True``) works: that
+    backward evaluates the backward formulas in differentiable PyTorch ops (float32)
+    instead of the kernel. Forward-mode AD (``jvp``) is not implemented.
+
     Example:
         >>> x = torch.randn(8, 16)
         >>> y = tilefuse.dyt(x, torch.tensor([0.5]), torch.ones(16), torch.zeros(16))
     """
     validate(x, alpha, weight, bias, channels_last)
+    if any(t is not None and t.dtype == torch.float64 for t in (x, alpha, weight, bias)):
+        return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
+                                       compute_dtype=torch.float64)
     if policy.get_level() == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
     if torch.compiler.is_compiling():

@@ -4,7 +4,12 @@ code, and an autograd.Function for eager calls; both run the same implementation
 The custom ops are opaque to torch.compile (fake impls give the output metadata), so
 ``torch.compile(fullgraph=True)`` traces through them without graph breaks. Which path runs is
 decided when the op executes (policy.kernels_enabled): the Triton launchers, or the float32
-reference formulas on devices where kernels cannot run.
+reference formulas on devices where kernels cannot run (and under ``torch.vmap``, whose
+batched tensors the kernels cannot take).
+
+Double backward (``create_graph=True``): the backward then evaluates
+``reference.dyt_backward_reference`` (differentiable PyTorch ops on the saved inputs, float32)
+instead of the kernel, so second derivatives are exact.
 """
 
 from __future__ import annotations
@@ -17,9 +22,17 @@ from ... import policy
 from . import launch, reference
 
 
+def _batched(*tensors) -> bool:
+    """Whether any tensor is a torch.vmap BatchedTensor (DyTFunction's generated vmap rule runs
+    forward and backward on those; the kernels take plain tensors)."""
+    return any(t is not None and torch._C._functorch.is_batchedtensor(t) for t in tensors)
+
+
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     """The forward both entry points run: the Triton launcher where kernels may run, else
     the float32 reference formulas."""
+    if _batched(x, alpha, weight, bias):
+        return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
     if policy.kernels_enabled(x.device):
         return launch.forward(x, alpha, weight, bias, channels_last)
     y = launch.new_output(x, channels_last)
@@ -28,7 +41,10 @@ def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
 
 
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
-    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas."""
+    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas (these
+    too under vmap)."""
+    if _batched(dy, x, alpha, weight, bias):
+        return reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=channels_last)
     if policy.kernels_enabled(x.device):
         return launch.backward(dy, x, alpha, weight, bias, channels_last)
     dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
@@ -42,17 +58,30 @@ class DyTFunction(torch.autograd.Function):
     """The eager entry point. torch.library's dispatch around a custom op costs tens of
     microseconds of host time per call (measured on the H200 host: benchmarks/results/), more
     than the kernel at small sizes, so eager calls take this plain autograd.Function; traced
-    calls take the custom ops below. Both run forward_impl / backward_impl."""
+    calls take the custom ops below. Both run forward_impl / backward_impl.
+
+    New-style (forward without ctx, ``setup_context``), so torch.func transforms accept it;
+    ``generate_vmap_rule``: vmap runs forward and backward on batched tensors, which take the
+    reference formulas (``_batched``)."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x, alpha, weight, bias, channels_last):
+    def forward(x, alpha, weight, bias, channels_last):
+        return forward_impl(x, alpha, weight, bias, channels_last)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, alpha, weight, bias, channels_last = inputs
         ctx.save_for_backward(x, alpha, weight, bias)
         ctx.channels_last = channels_last
-        return forward_impl(x, alpha, weight, bias, channels_last)
 
     @staticmethod
     def backward(ctx, dy):
         x, alpha, weight, bias = ctx.saved_tensors
+        if torch.is_grad_enabled():   # create_graph=True: the formulas, differentiably
+            return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last),
+                    None)
         dx, dalpha, dweight, dbias = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)
         return dx, dalpha, dweight, dbias, None
 
@@ -94,6 +123,9 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dy):
     x, alpha, weight, bias = ctx.saved_tensors
+    if torch.is_grad_enabled():   # create_graph=True: the formulas, differentiably
+        return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last),
+                None)
     dx, dalpha, dweight, dbias = dyt_backward_op(dy, x, alpha, weight, bias, ctx.channels_last)
     return dx, dalpha, dweight, (dbias if bias is not None else None), None
 

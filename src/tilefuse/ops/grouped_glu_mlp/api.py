@@ -7,9 +7,9 @@ import dataclasses
 import torch
 
 from .configs import GemmConfig
-from .op import fused_apply, fused_config
+from .op import fused_apply, fused_config, traced_unfused
 from .recipes import RecipeReferenceFunction
-from .reference import grouped_glu_mlp_unfused
+from .reference import grouped_glu_mlp_unfused, uses_grouped_mm
 from .tune import GroupedProblem
 from .validate import validate
 
@@ -68,7 +68,12 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     float32 GEMMs of the dequantized operands; it reads tokens_per_expert on the host).
     The fused path asserts sum(tokens_per_expert) == T on the device (no host sync; a
     violation surfaces as a device-side assertion). Under torch.compile the path is chosen
-    when tracing.
+    when tracing; with recipe None ``fullgraph=True`` works on every path: the unfused composition is traced
+    as it is with bf16 inputs whose rows are 16-byte multiples (``torch._grouped_mm``);
+    with fp32 / fp16 (which ``torch._grouped_mm`` does not trace) or other row sizes it
+    reads the counts on the host, so it runs as the opaque custom op
+    ``tilefuse::grouped_mlp_unfused`` (a host synchronization on CUDA when the graph runs;
+    its backward evaluates the explicit backward formulas in float32).
 
     Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
     each path copies only what it cannot read as laid out, and results do not depend on the
@@ -96,5 +101,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     if recipe is not None:
         return RecipeReferenceFunction.apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias,
                                              activation, glu_interleave, recipe)
+    if torch.compiler.is_compiling() and not uses_grouped_mm(x, fc2_weight.shape[2]):
+        return traced_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
+                              glu_interleave)
     return grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                    glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)

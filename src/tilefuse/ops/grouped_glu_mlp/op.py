@@ -4,6 +4,12 @@ torch.library custom ops for traced ones, both running launch.forward / launch.b
 Double backward (create_graph) differentiates the unfused composition on the saved inputs
 (recipe None only: a quantized recipe's backward is not differentiable, as quantization is not).
 
+Under torch.compile the unfused composition is traced as it is where it runs
+``torch._grouped_mm`` (bf16 with 16-byte rows); elsewhere (fp32 / fp16, whose
+``torch._grouped_mm`` has no meta kernel, or rows off 16 bytes) it reads the counts on the
+host, which Dynamo cannot trace, and runs as the opaque custom op ``tilefuse::grouped_mlp_unfused``
+(``traced_unfused``).
+
 ``recipe`` travels as a str through the custom ops ("" for None).
 """
 
@@ -17,7 +23,7 @@ from ... import policy
 from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
 from . import configs, launch, recipes
-from .reference import grouped_glu_mlp_unfused
+from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
 
 
 def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
@@ -201,3 +207,70 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
                                   config.block_m, config.block_n, config.block_k, config.num_warps,
                                   config.num_stages, config.programs_per_sm, recipe or "")[0]
     return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config, recipe)
+
+
+# --- the unfused composition as an opaque op (torch.compile, where it reads counts on the host) --
+
+@torch.library.custom_op("tilefuse::grouped_mlp_unfused", mutates_args=())
+def grouped_mlp_unfused_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
+                           w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
+                           interleave: int) -> torch.Tensor:
+    """y of ``grouped_glu_mlp_unfused``, run eagerly when the graph runs: its per-expert loop or
+    ``torch._grouped_mm`` fallback reads the counts on the host there (a synchronization on
+    CUDA), which tracing cannot."""
+    return grouped_glu_mlp_unfused(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave or None,
+                                   fc1_bias=b1, fc2_bias=b2).contiguous()
+
+
+@grouped_mlp_unfused_op.register_fake
+def _unfused_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave):
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("tilefuse::grouped_mlp_unfused_bwd", mutates_args=())
+def grouped_mlp_unfused_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
+                               w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
+                               b2: Optional[torch.Tensor], activation: str, interleave: int
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                          torch.Tensor]:
+    """(dx, dprobs, dw1, dw2, db1, db2) by the spec's explicit backward formulas, per expert in
+    float32 (reference.grouped_glu_mlp_backward_reference: z recomputed, counts read on the
+    host); a missing bias's gradient is an empty tensor."""
+    g = grouped_glu_mlp_backward_reference(dy, x, counts, probs, w1, w2, activation=activation,
+                                           glu_interleave=interleave or None, fc1_bias=b1, fc2_bias=b2)
+    return (g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"],
+            x.new_empty(0) if g["dfc1_bias"] is None else g["dfc1_bias"],
+            x.new_empty(0) if g["dfc2_bias"] is None else g["dfc2_bias"])
+
+
+@grouped_mlp_unfused_bwd_op.register_fake
+def _unfused_bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, activation, interleave):
+    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
+            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
+            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+
+
+def _unfused_setup_context(ctx, inputs, output):
+    x, counts, probs, w1, w2, b1, b2, activation, interleave = inputs
+    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2)
+    ctx.activation, ctx.interleave = activation, interleave
+
+
+def _unfused_backward(ctx, dy):
+    x, counts, probs, w1, w2, b1, b2 = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
+                None, None)
+    dx, dprobs, dw1, dw2, db1, db2 = grouped_mlp_unfused_bwd_op(dy, x, counts, probs, w1, w2, b1, b2, ctx.activation,
+                                                                ctx.interleave)
+    return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
+            None, None)
+
+
+torch.library.register_autograd("tilefuse::grouped_mlp_unfused", _unfused_backward,
+                                setup_context=_unfused_setup_context)
+
+
+def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave):
+    """The unfused composition for torch.compile where it cannot be traced (module docstring)."""
+    return grouped_mlp_unfused_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave))

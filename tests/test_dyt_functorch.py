@@ -1,0 +1,111 @@
+"""DyT with float64 (the reference path: .double(), gradcheck), under torch.func (grad, vmap,
+jacrev: a new-style autograd.Function), and double backward through the kernels' path."""
+
+import pytest
+import torch
+from torch import nn
+
+import tilefuse
+from tilefuse import launches
+from tilefuse.nn import DyT, convert_layernorm_to_dyt
+from tilefuse.ops.dyt.reference import dyt_reference
+
+C = 6
+
+
+def _params(dtype=torch.float32, bias=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    alpha = (torch.rand(1, generator=g) + 0.5).to(dtype)
+    weight = torch.randn(C, generator=g).to(dtype)
+    b = torch.randn(C, generator=g).to(dtype) if bias else None
+    return alpha, weight, b
+
+
+@pytest.mark.parametrize("level", [0, 2], ids=["level0", "level2"])
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_float64_runs_the_reference_and_gradchecks(level, channels_last, one_intra_op_thread):
+    alpha, weight, bias = (p.requires_grad_(True) for p in _params(torch.float64))
+    shape = (3, C) if channels_last else (2, C, 3)
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    with tilefuse.level(level), launches.counting() as launched:
+        y = tilefuse.dyt(x, alpha, weight, bias, channels_last=channels_last)
+        assert y.dtype == torch.float64
+        torch.testing.assert_close(y, dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
+                                                    compute_dtype=torch.float64), rtol=0, atol=0)
+        assert torch.autograd.gradcheck(
+            lambda *t: tilefuse.dyt(*t, channels_last=channels_last), (x, alpha, weight, bias))
+        assert torch.autograd.gradgradcheck(
+            lambda *t: tilefuse.dyt(*t, channels_last=channels_last), (x, alpha, weight, bias))
+    assert sum(launched.values()) == 0    # float64 never reaches a kernel
+
+
+def test_mixed_float64_parameters_and_double_module():
+    """A float64 parameter with a float32 x: the float64 reference, y in x's dtype."""
+    alpha, weight, bias = _params(torch.float64)
+    x = torch.randn(4, C)
+    y = tilefuse.dyt(x, alpha, weight, bias)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, dyt_reference(x, alpha, weight, bias, compute_dtype=torch.float64))
+    m = DyT(C).double()
+    x64 = torch.randn(2, 3, C, dtype=torch.float64, requires_grad=True)
+    m(x64).sum().backward()
+    assert m.weight.grad.dtype == torch.float64 and x64.grad.dtype == torch.float64
+    assert DyT(C, dtype=torch.float64).weight.dtype == torch.float64
+    model = convert_layernorm_to_dyt(nn.Sequential(nn.LayerNorm(C).double()))
+    assert model[0].weight.dtype == torch.float64
+    assert torch.autograd.gradcheck(model, (x64,))
+
+
+def test_func_grad_matches_autograd():
+    """torch.func.grad over the kernels' path: the forward launches the kernel."""
+    alpha, weight, bias = _params()
+    x = torch.randn(5, C)
+
+    def loss(x_, a_, w_, b_):
+        return (tilefuse.dyt(x_, a_, w_, b_) ** 2).sum()
+    with launches.counting() as launched:
+        got = torch.func.grad(loss, argnums=(0, 1, 2, 3))(x, alpha, weight, bias)
+    assert launched["dyt_fwd"] >= 1
+    leaves = [t.clone().requires_grad_(True) for t in (x, alpha, weight, bias)]
+    want = torch.autograd.grad(loss(*leaves), leaves)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batched", ["x", "params"])
+def test_vmap_and_jacrev(batched):
+    alpha, weight, bias = _params()
+    B = 3
+    if batched == "x":
+        xs = torch.randn(B, 4, C)
+        got = torch.vmap(lambda x_: tilefuse.dyt(x_, alpha, weight, bias))(xs)
+        want = torch.stack([dyt_reference(x_, alpha, weight, bias) for x_ in xs])
+    else:   # per-member parameters (model ensembling): every argument batched
+        x = torch.randn(4, C)
+        alphas, weights, biases = torch.rand(B, 1) + 0.5, torch.randn(B, C), torch.randn(B, C)
+        got = torch.vmap(lambda a_, w_, b_: tilefuse.dyt(x, a_, w_, b_))(alphas, weights, biases)
+        want = torch.stack([dyt_reference(x, a_, w_, b_) for a_, w_, b_ in zip(alphas, weights, biases)])
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # jacrev: vmap over the backward
+    x = torch.randn(2, C)
+    jac = torch.func.jacrev(lambda x_: tilefuse.dyt(x_, alpha, weight, bias))(x)
+    want_jac = torch.autograd.functional.jacobian(lambda x_: dyt_reference(x_, alpha, weight, bias), x)
+    torch.testing.assert_close(jac, want_jac, rtol=1e-5, atol=1e-6)
+
+
+def test_double_backward_through_the_kernels_path():
+    """create_graph=True through DyTFunction (the forward launches the kernel): second
+    derivatives equal the reference's."""
+    alpha, weight, bias = (p.requires_grad_(True) for p in _params())
+    x = torch.randn(5, C, requires_grad=True)
+    with launches.counting() as launched:
+        y = tilefuse.dyt(x, alpha, weight, bias)
+    assert launched["dyt_fwd"] == 1
+    dx, = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+    second = torch.autograd.grad(dx.sum(), (x, alpha, weight, bias))
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, alpha, weight, bias)]
+    y64 = dyt_reference(*leaves, compute_dtype=torch.float64)
+    dx64, = torch.autograd.grad(y64.square().sum(), leaves[0], create_graph=True)
+    want = torch.autograd.grad(dx64.sum(), leaves)
+    for g, w in zip(second, want):
+        torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,149 @@
+"""GroupedGLUMLP: torch.compile(fullgraph=True) on every dtype (fp32 / fp16 trace the unfused
+composition as an opaque custom op instead of failing on its host-side per-expert loop), and the
+named GLU layout (glu_layout) with its state-dict record, checked on load."""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse.nn import GroupedGLUMLP
+from tilefuse.ops.grouped_glu_mlp.op import grouped_mlp_unfused_bwd_op, grouped_mlp_unfused_op
+from tilefuse.ops.grouped_glu_mlp.reference import glu_index, grouped_glu_mlp_reference
+
+E, H = 3, 16
+COUNTS = [4, 0, 5]
+
+
+def _inputs(dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(sum(COUNTS), H, generator=g).to(dtype).requires_grad_(True)
+    probs = torch.rand(sum(COUNTS), generator=g).requires_grad_(True)
+    return x, torch.tensor(COUNTS), probs
+
+
+# fp16 F = 4: rows of 8 bytes, off torch._grouped_mm's 16 (its per-expert loop even in eager).
+@pytest.mark.parametrize("dtype,ffn,bias", [(torch.float32, 8, False), (torch.float32, 8, True),
+                                            (torch.float16, 8, False), (torch.float16, 4, True),
+                                            (torch.bfloat16, 4, False)],
+                         ids=["fp32", "fp32-bias", "fp16", "fp16-F4-bias", "bf16-F4"])
+def test_compile_fullgraph_matches_eager(dtype, ffn, bias):
+    torch.compiler.reset()   # one module per case: each would be a recompile of forward
+    torch.manual_seed(0)
+    m = GroupedGLUMLP(E, H, ffn, glu_interleave=None if ffn == 4 else 4, bias=bias, dtype=dtype)
+    x, counts, probs = _inputs(dtype)
+
+    def loss(mod, x_, p_):
+        return mod(x_, counts, p_).float().square().sum()
+    compiled = torch.compile(m, fullgraph=True, backend="aot_eager")
+    got = torch.autograd.grad(loss(compiled, x, probs), (x, probs, *m.parameters()))
+    want = torch.autograd.grad(loss(m, x, probs), (x, probs, *m.parameters()))
+    # The opaque op's backward evaluates the explicit formulas in float32 where eager rounds z
+    # and h to the input dtype: equal to fp32 roundoff, to a few half-precision ulps else.
+    k = 1e-5 if dtype == torch.float32 else 2e-2
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.float(), w.float(), rtol=k, atol=k * float(w.abs().max()))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, counts, probs), m(x, counts, probs), rtol=0, atol=0)
+
+
+def test_unfused_custom_ops_opcheck():
+    torch.manual_seed(1)
+    m = GroupedGLUMLP(E, H, 8, glu_interleave=4, bias=True)
+    x, counts, probs = _inputs(torch.float32)
+    args = (x.detach(), counts, probs.detach(), *(p.detach() for p in m.parameters()), "swiglu", 4)
+    torch.library.opcheck(grouped_mlp_unfused_op, args)
+    dy = torch.randn(sum(COUNTS), H)
+    torch.library.opcheck(grouped_mlp_unfused_bwd_op, (dy, *args), test_utils=("test_schema", "test_faketensor"))
+
+
+def test_compiled_double_backward_of_the_opaque_op_matches_reference():
+    """create_graph through the opaque op's autograd (called directly, as traced graphs do):
+    differentiates the unfused composition."""
+    torch.manual_seed(2)
+    m = GroupedGLUMLP(E, H, 8, glu_interleave=4)
+    x, counts, probs = _inputs(torch.float32)
+    y = grouped_mlp_unfused_op(x, counts, probs, m.fc1_weight, m.fc2_weight, None, None, "swiglu", 4)
+    dx, = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+    r = torch.randn_like(dx)    # a dense gradient: torch._grouped_mm's double backward refuses an expanded one
+    second = torch.autograd.grad((dx * r).sum(), probs)[0]
+    x64 = x.detach().double().requires_grad_(True)
+    p64 = probs.detach().double().requires_grad_(True)
+    y64 = grouped_glu_mlp_reference(x64, counts, p64, m.fc1_weight.double(), m.fc2_weight.double(),
+                                    glu_interleave=4, compute_dtype=torch.float64)
+    dx64, = torch.autograd.grad(y64.square().sum(), x64, create_graph=True)
+    want = torch.autograd.grad((dx64 * r.double()).sum(), p64)[0]
+    torch.testing.assert_close(second.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
+# --- glu_layout ---------------------------------------------------------------------------------
+
+def test_glu_layout_names_the_layout():
+    assert (GroupedGLUMLP(2, 8, 64).glu_layout, GroupedGLUMLP(2, 8, 64).glu_interleave) == ("interleaved", 32)
+    m = GroupedGLUMLP(2, 8, 64, glu_layout="halves")
+    assert (m.glu_layout, m.glu_interleave) == ("halves", None) and "glu_layout='halves'" in repr(m)
+    assert GroupedGLUMLP(2, 8, 64, glu_interleave=None).glu_layout == "halves"
+    m = GroupedGLUMLP(2, 8, 64, glu_layout="interleaved", glu_interleave=1)
+    assert (m.glu_layout, m.glu_interleave) == ("interleaved", 1)
+
+
+@pytest.mark.parametrize("kwargs,exc,msg", [
+    ({"glu_layout": "concat"}, ValueError, "glu_layout must be None or one of"),
+    ({"glu_layout": 0}, TypeError, "glu_layout must be None or one of"),
+    ({"glu_layout": "halves", "glu_interleave": 4}, ValueError, "glu_interleave=4 is the block size"),
+    ({"glu_layout": "interleaved", "glu_interleave": None}, ValueError,
+     "glu_layout='interleaved' needs glu_interleave"),
+    ({"glu_layout": "interleaved", "glu_interleave": 48}, ValueError, "glu_interleave=48 must divide"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_glu_layout_bad_arguments_name_the_argument(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        GroupedGLUMLP(2, 8, 64, **kwargs)
+
+
+def test_halves_layout_module_equals_interleaved_with_permuted_rows():
+    """The same expert in both layouts: fc1 rows moved from halves to interleaved order give
+    the same result."""
+    torch.manual_seed(3)
+    halves = GroupedGLUMLP(E, H, 8, glu_layout="halves")
+    inter = GroupedGLUMLP(E, H, 8, glu_layout="interleaved", glu_interleave=4)
+    gate, up = glu_index(8, 4)
+    with torch.no_grad():
+        inter.fc1_weight[:, gate] = halves.fc1_weight[:, :8]
+        inter.fc1_weight[:, up] = halves.fc1_weight[:, 8:]
+        inter.fc2_weight.copy_(halves.fc2_weight)
+    x, counts, probs = _inputs(torch.float32)
+    with tilefuse.level(0):
+        torch.testing.assert_close(inter(x, counts, probs), halves(x, counts, probs), rtol=1e-5, atol=1e-5)
+
+
+def test_state_dict_records_and_checks_the_layout():
+    src = GroupedGLUMLP(E, H, 8, glu_interleave=4)
+    state = src.state_dict()
+    assert int(state["glu_layout"]) == 4
+    GroupedGLUMLP(E, H, 8, glu_interleave=4).load_state_dict(state)              # same layout
+    assert int(GroupedGLUMLP(E, H, 8, glu_layout="halves").state_dict()["glu_layout"]) == 0
+    with pytest.raises(RuntimeError, match=r"saved with its GLU rows interleaved in blocks of 4 .*"
+                                           r"reads them halves.*glu_interleave=4"):
+        GroupedGLUMLP(E, H, 8, glu_layout="halves").load_state_dict(state)
+    with pytest.raises(RuntimeError, match="interleaved in blocks of 2"):
+        GroupedGLUMLP(E, H, 8, glu_interleave=2).load_state_dict(state)
+    dst = GroupedGLUMLP(E, H, 8, glu_interleave=2)
+    before = dst.fc1_weight.detach().clone()
+    with pytest.raises(RuntimeError):
+        dst.load_state_dict(state, strict=False)        # a mismatch raises whatever strict says
+    assert torch.equal(dst.fc1_weight, before)          # and loads nothing
+    bare = {k: v for k, v in state.items() if k != "glu_layout"}
+    with pytest.warns(UserWarning, match=r"no 'glu_layout'.*torch.tensor\(4\)"), \
+            pytest.raises(RuntimeError, match='Missing key.*"glu_layout"'):
+        GroupedGLUMLP(E, H, 8, glu_interleave=4).load_state_dict(bare)
+    with pytest.warns(UserWarning, match="cannot be checked"):
+        dst = GroupedGLUMLP(E, H, 8, glu_interleave=4)
+        result = dst.load_state_dict(bare, strict=False)
+    assert result.missing_keys == ["glu_layout"] and torch.equal(dst.fc1_weight, src.fc1_weight)
+    with pytest.raises(RuntimeError, match="one-element integer tensor"):
+        GroupedGLUMLP(E, H, 8, glu_interleave=4).load_state_dict({**bare, "glu_layout": torch.tensor(4.0)})
+    # nested under a prefix
+    outer = torch.nn.ModuleDict({"mlp": GroupedGLUMLP(E, H, 8, glu_interleave=4)})
+    outer.load_state_dict({"mlp." + k: v for k, v in state.items()})
+    with pytest.raises(RuntimeError, match="mlp.fc1_weight was saved"):
+        torch.nn.ModuleDict({"mlp": GroupedGLUMLP(E, H, 8, glu_layout="halves")}).load_state_dict(
+            {"mlp." + k: v for k, v in state.items()})

@@ -1,0 +1,253 @@
+"""tilefuse.nn.HFGroupedGLUExperts / convert_hf_moe_experts: Hugging Face's experts modules
+(Qwen3-MoE, Mixtral) run through grouped_glu_mlp, against the HF module's own output and
+gradients. Tiny models are built from configs (no download); the tests that need transformers
+skip without it, and an HF-shaped stand-in (the same eager loop, copied from transformers 5.24)
+runs either way.
+
+Tolerance (fp32): both sides run fp32 GEMMs with K <= max(H, F) = 32 terms and sum K = 2 slots;
+HF scales the down projection's output by the routing weight, grouped_glu_mlp scales its input
+(equal in exact arithmetic): a few eps32 relative per entry. 1e-5 relative to the largest
+entry (~20x the expected error) plus 1e-5 rtol.
+"""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import tilefuse
+from tilefuse import launches, tuning
+from tilefuse.nn import GroupedGLUMLP, HFGroupedGLUExperts, convert_hf_moe_experts
+from tilefuse.ops.grouped_glu_mlp import tune as gtune
+from tilefuse.ops.grouped_glu_mlp.api import problem_for
+
+E, H, F, K, T = 4, 32, 32, 2, 7
+
+
+def close(got, want, k=1e-5):
+    torch.testing.assert_close(got, want, rtol=k, atol=k * float(want.detach().abs().max()))
+
+
+class StandInExperts(nn.Module):
+    """The shape of transformers' use_experts_implementation experts (its attributes, with the
+    decorator's defaults) and their eager forward, without transformers."""
+
+    def __init__(self, num_experts=E, hidden=H, ffn=F, act=None, **flags):
+        super().__init__()
+        self.num_experts = num_experts
+        self.gate_up_proj = nn.Parameter(torch.randn(num_experts, 2 * ffn, hidden) * hidden ** -0.5)
+        self.down_proj = nn.Parameter(torch.randn(num_experts, hidden, ffn) * ffn ** -0.5)
+        self.act_fn = act if act is not None else nn.SiLU()
+        self.has_gate, self.has_bias, self.is_transposed, self.is_concatenated = True, False, False, True
+        self.has_post_expert_norm, self._is_expert_parallel = False, False
+        for key, value in flags.items():
+            setattr(self, key, value)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        final = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for e in hit:
+            e = e[0]
+            if e == self.num_experts:
+                continue
+            pos, tok = torch.where(mask[e])
+            if self.is_concatenated:
+                gate, up = nn.functional.linear(hidden_states[tok], self.gate_up_proj[e]).chunk(2, dim=-1)
+            else:
+                z = nn.functional.linear(hidden_states[tok], self.gate_up_proj[e])
+                gate, up = z[..., ::2], z[..., 1::2]
+            h = nn.functional.linear(self.act_fn(gate) * up, self.down_proj[e])
+            final.index_add_(0, tok, (h * top_k_weights[tok, pos, None]).to(final.dtype))
+        return final
+
+
+def routing(n_tokens=T, n_experts=E, seed=0, dropped=False):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n_tokens, n_experts, generator=g)
+    weights, index = torch.softmax(logits, -1).topk(K, dim=-1)
+    if dropped:   # expert-parallel marker: slots owned by another rank
+        index[1, 0] = n_experts
+        index[4, 1] = n_experts
+    return torch.randn(n_tokens, H, generator=g), index, weights
+
+
+def check_against(hf_experts, adapter, hidden, index, weights):
+    """Forward and every gradient (hidden_states, top_k_weights, both weights) equal."""
+    hidden = hidden.clone().requires_grad_(True)
+    weights = weights.clone().requires_grad_(True)
+    params = [hf_experts.gate_up_proj, hf_experts.down_proj]
+    want = hf_experts(hidden, index, weights)
+    got = adapter(hidden, index, weights)
+    close(got, want)
+    dy = torch.randn_like(want)
+    grads_want = torch.autograd.grad(want, [hidden, weights] + params, dy)
+    grads_got = torch.autograd.grad(got, [hidden, weights] + params, dy)
+    for g, w in zip(grads_got, grads_want):
+        close(g, w)
+
+
+# --- the stand-in (runs without transformers) ---------------------------------------------------
+
+@pytest.mark.parametrize("dropped", [False, True], ids=["all-kept", "ep-dropped-slots"])
+@pytest.mark.parametrize("concatenated", [True, False], ids=["halves", "alternating"])
+def test_adapter_matches_stand_in(concatenated, dropped):
+    torch.manual_seed(0)
+    experts = StandInExperts(is_concatenated=concatenated)
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    assert adapter.gate_up_proj is experts.gate_up_proj and adapter.down_proj is experts.down_proj
+    assert adapter.glu_layout == ("halves" if concatenated else "interleaved")
+    check_against(experts, adapter, *routing(dropped=dropped))
+
+
+def test_adapter_fused_kernels_in_the_interpreter(tuning_table):
+    """With a tuning-table entry for the key, level 2 runs the fused Triton kernels (in the
+    interpreter on CPU): one forward and one backward launch, the stand-in's result."""
+    torch.manual_seed(1)
+    experts = StandInExperts()
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    hidden, index, weights = routing(seed=1)
+    problem = problem_for(hidden.new_empty(T * K, H), experts.down_proj, "swiglu", None, False)
+    tuning.register("grouped_glu_mlp", {problem: gtune.candidates_for(problem)[0]})
+    with tilefuse.level(2), launches.counting() as launched:
+        check_against(experts, adapter, hidden, index, weights)
+    assert launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
+
+
+def test_adapter_compiles_fullgraph_and_runs_empty():
+    torch.manual_seed(2)
+    experts = StandInExperts()
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    hidden, index, weights = routing(seed=2)
+    compiled = torch.compile(adapter, fullgraph=True, backend="aot_eager")
+    close(compiled(hidden, index, weights), experts(hidden, index, weights))
+    out = adapter(hidden[:0], index[:0], weights[:0])
+    assert out.shape == (0, H)
+
+
+@pytest.mark.parametrize("flags,match", [
+    ({"has_bias": True}, "has_bias=True"),
+    ({"is_transposed": True}, "is_transposed=True"),
+    ({"has_gate": False}, "has_gate=False"),
+    ({"has_post_expert_norm": True}, "has_post_expert_norm=True"),
+    ({"act": nn.GELU()}, "act_fn is GELU"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_unsupported_experts_are_refused_by_name(flags, match):
+    model = nn.ModuleDict({"mlp": nn.ModuleDict({"experts": StandInExperts(**flags)})})
+    with pytest.raises(ValueError, match=f"mlp.experts .*{match}"):
+        convert_hf_moe_experts(model)
+    assert isinstance(model["mlp"]["experts"], StandInExperts)   # nothing replaced
+
+
+def test_convert_refuses_a_model_without_experts_and_bad_routing():
+    with pytest.raises(ValueError, match="holds no Hugging Face experts module"):
+        convert_hf_moe_experts(nn.Sequential(nn.Linear(4, 4)))
+    adapter = HFGroupedGLUExperts.from_hf(StandInExperts())
+    hidden, index, weights = routing()
+    for args, exc, match in [((hidden[:, :8], index, weights), ValueError, "hidden_states must be"),
+                             ((hidden, index.float(), weights), TypeError, "top_k_index must be int"),
+                             ((hidden, index[:3], weights), ValueError, "top_k_index must be"),
+                             ((hidden, index, weights[:, :1]), ValueError, "top_k_weights must have")]:
+        with pytest.raises(exc, match=match):
+            adapter(*args)
+    with pytest.raises(RuntimeError, match="top_k_index must be >= 0"):
+        adapter(hidden, index - 1, weights)
+
+
+def test_tilefuse_import_does_not_import_transformers():
+    code = "import sys, tilefuse, tilefuse.nn.hf; assert 'transformers' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_hf_weights_into_grouped_glu_mlp_need_the_halves_layout():
+    """The issue's path: HF's gate_up_proj copied into GroupedGLUMLP. The default module reads
+    interleaved rows (a wrong result, max |diff| ~1, if loaded); loading now refuses without
+    the layout record, refuses a record of another layout, and glu_layout="halves" matches."""
+    torch.manual_seed(3)
+    experts = StandInExperts()
+    state = {"fc1_weight": experts.gate_up_proj.detach(), "fc2_weight": experts.down_proj.detach()}
+    with pytest.warns(UserWarning, match="no 'glu_layout'"), pytest.raises(RuntimeError, match="glu_layout"):
+        GroupedGLUMLP(E, H, F).load_state_dict(state)
+    with pytest.raises(RuntimeError, match="saved with its GLU rows halves .*glu_layout='halves'"):
+        GroupedGLUMLP(E, H, F).load_state_dict({**state, "glu_layout": torch.tensor(0)})
+    mlp = GroupedGLUMLP(E, H, F, glu_layout="halves")
+    mlp.load_state_dict({**state, "glu_layout": torch.tensor(0)})
+    hidden, index, weights = routing(seed=3)
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    # the adapter's permutation by hand, then the module
+    ids, order = torch.sort(index.reshape(-1), stable=True)
+    counts = torch.bincount(ids, minlength=E)
+    y = mlp(hidden[order // K], counts, weights.reshape(-1)[order])
+    out = torch.zeros_like(hidden).index_add_(0, order // K, y)
+    close(out, experts(hidden, index, weights))
+    close(adapter(hidden, index, weights), out)
+
+
+# --- transformers' own models -------------------------------------------------------------------
+
+def _tiny(family):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    common = dict(vocab_size=64, hidden_size=H, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                  num_experts_per_tok=K, max_position_embeddings=64)
+    if family == "qwen3_moe":
+        config = transformers.Qwen3MoeConfig(intermediate_size=64, moe_intermediate_size=F, num_experts=E,
+                                             decoder_sparse_step=1, norm_topk_prob=True, **common)
+        model = transformers.Qwen3MoeForCausalLM(config)
+    else:
+        config = transformers.MixtralConfig(intermediate_size=F, num_local_experts=E, **common)
+        model = transformers.MixtralForCausalLM(config)
+    with torch.no_grad():   # HF's init (std 0.02) makes tiny experts outputs: larger, and a router
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    return model.float().train()
+
+
+@pytest.mark.parametrize("implementation", ["eager", "grouped_mm"])
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_hf_experts_module_forward_and_gradients(family, implementation):
+    """Against HF's eager loop and its grouped_mm path (transformers 5.24's default)."""
+    model = _tiny(family)
+    moe = model.model.layers[0].mlp
+    moe.experts.config._experts_implementation = implementation
+    hidden = torch.randn(T, H)
+    _, weights, index = moe.gate(hidden)
+    index, weights = index.detach().clone(), weights.detach()
+    check_against(moe.experts, HFGroupedGLUExperts.from_hf(moe.experts), hidden, index, weights)
+    # An expert-parallel dropped slot (id E): HF skips it (its grouped_mm path only when the
+    # module is marked expert-parallel, as HF's EP sharding does).
+    index[2, 1] = E
+    moe.experts._is_expert_parallel = True
+    check_against(moe.experts, HFGroupedGLUExperts.from_hf(moe.experts), hidden, index, weights)
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_convert_hf_model_in_place(family, caplog):
+    model = _tiny(family)
+    converted = copy.deepcopy(model)
+    keys = list(converted.state_dict())
+    with caplog.at_level("INFO", logger="tilefuse.nn"):
+        assert convert_hf_moe_experts(converted) is converted
+    assert "replaced 2 experts module(s)" in caplog.text
+    assert all(isinstance(layer.mlp.experts, HFGroupedGLUExperts) for layer in converted.model.layers)
+    assert list(converted.state_dict()) == keys     # HF's keys: save_pretrained / load as before
+    ids = torch.randint(0, 64, (2, 5))
+    out_hf, out_tf = model(ids, labels=ids), converted(ids, labels=ids)
+    close(out_tf.logits, out_hf.logits)
+    out_hf.loss.backward()
+    out_tf.loss.backward()
+    for (name, p_hf), p_tf in zip(model.named_parameters(), converted.parameters()):
+        close(p_tf.grad, p_hf.grad, k=1e-4)
+
+
+def test_hf_activation_other_than_silu_is_refused():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Qwen3MoeConfig(vocab_size=64, hidden_size=H, intermediate_size=64, moe_intermediate_size=F,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                         num_experts=E, num_experts_per_tok=K, hidden_act="gelu")
+    with pytest.raises(ValueError, match="model.layers.0.mlp.experts .*act_fn is GELUActivation"):
+        convert_hf_moe_experts(transformers.Qwen3MoeForCausalLM(config))
