@@ -77,3 +77,39 @@ def test_timing_fields_of_a_row():
     t = Timing(2.0, 1.5, 2.5, 5)
     assert timing_fields(t) == {"status": "ok", "ms": 2.0, "spread": t.spread} and t.spread == 0.5
     assert timing_fields(ValueError("bad")) == {"status": "failed", "error": "ValueError: bad"}
+
+
+def test_environment_builds_on_collect_env_with_one_driver_source():
+    import inspect
+
+    from tilefuse import device
+    from tilefuse.check import env
+    from tilefuse.tuning import store
+    e = env.environment()
+    assert "collect_env_error" not in e, e.get("collect_env_error")
+    assert e["os"] and e["platform"] and e["python"] and e["torch"]
+    assert all("\n" not in str(v) for v in e.values())                # one line each in report.md
+    # The driver: one function (NVML / libcuda in-process) for the report and the fingerprint.
+    assert store.driver_version is device.driver_version
+    for module in (env, store):   # no second source: no nvidia-smi call, no other libcuda/NVML query
+        code = inspect.getsource(module).split('"""', 2)[-1]
+        assert '"nvidia-smi"' not in code and "cuDriverGetVersion" not in code and "nvmlSystem" not in code
+    v = device.driver_version()
+    assert v is None or isinstance(v, str)
+
+
+def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
+    from tilefuse.check import report as rep
+    row = {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "status": "ok", "ms": 1.0, "spread": 0.0,
+           "tflops": 10.0, "host_p50_us_fwd": None, "host_p50_us_fwd_bwd": None}
+    report = {"environment": {}, "verification": [], "benchmarks": {"grouped_glu_mlp": {
+        "rows": [{**row, "provider": "tilefuse fused"},
+                 {**row, "provider": "tilefuse fp8_block", "speedup_vs_tilefuse_bf16": 1.17}],
+        "dense_tflops": {"bf16 matmul": 790.0, "fp8 _scaled_mm": "RuntimeError: no fp8"},
+        "dense_shape": [16384, 4096, 7168]}}}
+    path = tmp_path / "report.md"
+    rep.write_markdown(path, report)
+    md = path.read_text()
+    assert "Dense cuBLAS ceilings measured in this run (16384x4096x7168): bf16 matmul 790 TFLOP/s, " \
+           "fp8 _scaled_mm failed (RuntimeError: no fp8)." in md
+    assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |" in md

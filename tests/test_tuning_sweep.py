@@ -271,3 +271,60 @@ def test_margins_tile_one_percent_route_three(route, time, wins):
     assert result.winner == (config if wins else BASELINE)
     assert tuning.is_covered("fake", "n16")          # a lost sweep records BASELINE
     assert tuning.lookup_config("fake", Problem(16)) == (config if wins else None)
+
+
+# --- the one timing harness (tuning.timing), which check and benchmarks/ use too ---------
+
+def test_sweep_and_check_share_one_timing_harness():
+    from tilefuse.check import bench
+    from tilefuse.tuning import sweep as sweep_module
+    from tilefuse.tuning import timing
+    assert sweep_module.interleave is timing.interleave and sweep_module.CudaTimer is timing.CudaTimer
+    assert bench.Timing is timing.Timing and not hasattr(bench, "_time_calls") and not hasattr(bench, "as_graph")
+
+
+def test_interleaved_rotates_reports_failures_and_keeps_per_round_samples():
+    from tilefuse.tuning import timing
+    timer = FakeTimer({"a": [1.0, 2.0, 3.0], "b": 0.5})
+    real_prepare = timer.prepare
+
+    def prepare(label, call, n_buffers):
+        if label == "broken":
+            raise RuntimeError("warm-up failed")
+        call(0)   # the provider itself runs (warm-up) with the buffer index dropped
+        return real_prepare(label, call, n_buffers)
+
+    timer.prepare = prepare
+    calls = []
+    out = timing.interleaved({"a": lambda: calls.append("a"), "broken": lambda: None, "b": lambda: calls.append("b")},
+                             rounds=3, timer=timer)
+    assert isinstance(out["broken"], RuntimeError) and calls == ["a", "b"]
+    assert timer.order == ["a", "b", "b", "a", "a", "b"]                  # rotated each round
+    a, b = out["a"], out["b"]
+    assert (a.median_ms, a.min_ms, a.max_ms, a.rounds) == (2000.0, 1000.0, 3000.0, 3)
+    assert a.samples_ms == (1000.0, 2000.0, 3000.0) and a.spread == 1.0
+    assert timing.ratio(a, b) == pytest.approx(4.0)                       # within rounds
+
+
+def test_ratio_is_taken_within_rounds():
+    from tilefuse.tuning.timing import Timing, ratio
+    drift = Timing(2.0, 1.0, 4.0, 3, (1.0, 2.0, 4.0))       # a clock drifting over the rounds
+    half = Timing(1.0, 0.5, 2.0, 3, (0.5, 1.0, 2.0))
+    assert ratio(drift, half) == 2.0
+    assert ratio(Timing(2.0, 2.0, 2.0, 1), Timing(4.0, 4.0, 4.0, 1)) == 0.5   # no samples: medians
+
+
+def test_wall_timer_runs_the_protocol_without_cuda():
+    from tilefuse.tuning import timing
+    n = []
+    out = timing.interleaved({"f": lambda: n.append(1)}, rounds=3, timer=timing.WallTimer())
+    assert len(n) == 4 and out["f"].rounds == 3 and out["f"].median_ms >= 0   # warm-up + one call a round
+
+
+def test_cuda_timer_options_without_a_gpu():
+    """What a CudaTimer is built with (the GPU half is tests/test_tuning_gpu.py)."""
+    import math
+    from tilefuse.tuning.timing import CudaTimer
+    t = CudaTimer(graph_below_s=math.inf, min_reps=3, max_reps=2000)
+    assert t.device is None and t.graph_below_s == math.inf and (t.min_reps, t.max_reps) == (3, 2000)
+    assert CudaTimer("cuda:1").device == torch.device("cuda", 1)

@@ -1,4 +1,13 @@
-"""The environment a report describes: device, driver, CUDA, versions, git commit."""
+"""The environment a report describes (`tilefuse info`, `tilefuse check`, benchmarks/): the
+one environment report of the project.
+
+PyTorch's own report (``torch.utils.collect_env``, what PyTorch bug reports carry) gives the
+OS, Python, torch and its CUDA / cuDNN build, the GPU models and the Python packages; tilefuse
+adds what that report lacks: its version and git commit, Triton, the execution level and the
+interpreter, the device's properties, and the driver version from ``tilefuse.device``
+(the same value the tuning table's fingerprint holds; collect_env's own comes from
+nvidia-smi and is not used).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,16 @@ from pathlib import Path
 import torch
 
 from .. import __version__, policy
+from ..device import driver_version
+
+# torch.utils.collect_env.SystemEnv fields -> report keys (fields a torch version lacks are
+# left out).
+_COLLECT_ENV = {"os": "os", "libc_version": "libc", "python_platform": "platform",
+                "cudnn_version": "cudnn",
+                "nvidia_gpu_models": "gpus", "pip_packages": "python_packages"}
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit (with '-dirty' for local changes), when run from a checkout."""
     here = Path(__file__).resolve().parent
     try:
@@ -30,13 +46,28 @@ def _git_commit() -> str | None:
         return None
 
 
-def _driver() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, IndexError):
+def _one_line(value) -> str | None:
+    """A multi-line collect_env value (package lists, GPU lists) as one line for report.md."""
+    if value is None:
         return None
+    lines = [line.strip() for line in str(value).splitlines() if line.strip()]
+    return "; ".join(lines) or None
+
+
+def _collect_env() -> dict:
+    """The fields of ``torch.utils.collect_env.get_env_info()`` this report keeps; an
+    ``collect_env_error`` where it failed (the rest of the report does not need it)."""
+    try:
+        from torch.utils import collect_env
+        info = collect_env.get_env_info()._asdict()
+    except Exception as exc:  # noqa: BLE001 - a broken subprocess or parser must not stop a check
+        return {"collect_env_error": f"{type(exc).__name__}: {exc}"[:200]}
+    out = {key: _one_line(info[field]) for field, key in _COLLECT_ENV.items() if field in info}
+    cpu = next((line.split(":", 1)[1].strip() for line in str(info.get("cpu_info") or "").splitlines()
+                if line.strip().startswith("Model name:")), None)
+    if cpu:
+        out["cpu"] = cpu
+    return out
 
 
 def environment() -> dict:
@@ -47,11 +78,10 @@ def environment() -> dict:
         triton_version = None
     env = {
         "tilefuse": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "torch": torch.__version__,
         "triton": triton_version,
         "python": platform.python_version(),
-        "platform": platform.platform(),
         "cuda_available": torch.cuda.is_available(),
         "triton_interpreter": policy.interpreter_enabled(),
         "level": policy.get_level(),
@@ -64,9 +94,10 @@ def environment() -> dict:
             "compute_capability": f"{props.major}.{props.minor}",
             "sms": props.multi_processor_count,
             "memory_gib": round(props.total_memory / 2**30, 1),
-            "driver": _driver(),
+            "driver": driver_version(),
         })
     else:
         env.update({"device": f"CPU ({platform.processor() or platform.machine()}, "
                               f"{os.cpu_count()} cores), Triton interpreter"})
+    env.update(_collect_env())
     return env

@@ -15,6 +15,7 @@ from ..ops.so2_mixing_stack import configs, launch, op
 from ..ops.so2_mixing_stack.api import so2_mixing_stack
 from ..ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_reference
 from ..ops.so2_mixing_stack.tune import So2Problem
+from ..tuning import timing
 from . import bench
 
 NL = 3
@@ -181,7 +182,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     for cfg in fused_cfgs:
         layer["fused layer " + cfg.name] = (
             lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
-    for name, t in bench.interleaved(layer, graphs=True, rounds=7).items():
+    for name, t in timing.interleaved(layer, graphs=True, rounds=7).items():
         row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
         if row["status"] == "ok":
             row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
@@ -200,7 +201,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
         providers["fused " + cfg.name] = run(cfg)
     if chosen != relay_cfg and chosen not in fused_cfgs:   # a tuned relay tiling
         providers["table pick"] = run(chosen)
-    for name, t in bench.interleaved(providers, graphs=True, rounds=5).items():
+    for name, t in timing.interleaved(providers, graphs=True, rounds=5).items():
         rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name, t, common))
     # The eager explicit backward and torch.compile of it without CUDA graphs: their calls
     # are long enough (tens of ms) for host time not to matter.
@@ -208,7 +209,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     peers = {"eager": eager}
     if (lmax, focus_dim) == SHAPES[0]:
         peers["torch.compile"] = torch.compile(eager)
-    for name, t in bench.interleaved(peers, rounds=3).items():
+    for name, t in timing.interleaved(peers, rounds=3).items():
         rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name + " (no graph)", t, common))
     return rows
 

@@ -1,6 +1,7 @@
 """Table files: fingerprint, JSON schema, validation, locked atomic writes, built-in tables.
 
-One JSON file per fingerprint (GPU name and compute capability, CUDA and driver, torch, triton,
+One JSON file per fingerprint (GPU name and compute capability, CUDA and driver
+(``device.driver_version``), torch, triton,
 tilefuse, and a hash of the tuned families' kernel sources) in ``$TILEFUSE_CACHE_DIR``
 (default ``~/.cache/tilefuse``)::
 
@@ -31,7 +32,6 @@ and a local sweep overrides it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import hashlib
@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 
+from ..device import driver_version
 from .family import (BASELINE, BUILTIN_FAMILIES, argument_error, check_config_fields, family_names,
                      get_family)
 
@@ -92,16 +93,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TILEFUSE_CACHE_DIR") or Path.home() / ".cache" / "tilefuse")
 
 
-def _driver_version() -> str | None:
-    try:
-        version = ctypes.c_int()
-        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
-            return None
-    except (OSError, AttributeError):
-        return None
-    return f"{version.value // 1000}.{version.value % 1000 // 10}"
-
-
 @functools.lru_cache(maxsize=None)
 def kernel_source_hash() -> str:
     """sha256 over the source files of every family shipped with tilefuse."""
@@ -126,7 +117,7 @@ def fingerprint(device_index: int) -> dict:
     if device_index >= 0:
         props = torch.cuda.get_device_properties(device_index)
         gpu, capability = props.name, f"sm{props.major}{props.minor}"
-        cuda, driver = torch.version.cuda, _driver_version()
+        cuda, driver = torch.version.cuda, driver_version()
     else:
         gpu, capability, cuda, driver = "cpu", "interpreter", None, None
     return {"gpu": gpu, "capability": capability, "cuda": cuda, "driver": driver,

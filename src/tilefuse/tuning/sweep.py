@@ -9,9 +9,11 @@ The rules (DESIGN.md, "The tuning mechanism"):
 - Engagement: every run must launch the kernels the family names for that choice, both when
   checked and when warmed up for timing. Otherwise a policy level or a guard sent it down
   another path, and the sweep raises instead of timing the same code twice.
-- Timing: baseline and candidates are sampled in a rotating order, one sample each per round;
-  a candidate's speedup is the median over rounds of baseline/candidate from the same round,
-  with the interquartile range as its spread.
+- Timing (``timing``, the harness `tilefuse check` and benchmarks/ use too): baseline and
+  candidates are sampled in a rotating order, one sample each per round, on rotating input
+  sets larger than the L2 cache, short calls replayed from CUDA graphs; a candidate's speedup
+  is the median over rounds of baseline/candidate from the same round, with the
+  interquartile range as its spread.
 - Choice: a candidate must beat the baseline by its margin (1% tile, 3% route); among those
   within 1% of the fastest, the simplest wins.
 - Failures: a resource error (out of shared memory/registers/resources, CUDA OOM) skips that
@@ -35,7 +37,7 @@ from tqdm.auto import tqdm
 from .. import launches, policy
 from . import table
 from .family import BASELINE, MARGINS, TuningFamily, family_argument, get_family, resolve_key
-from .timing import CudaTimer, Timer
+from .timing import CudaTimer, Timer, interleave
 
 ROUNDS = 10
 # Configs whose speedups are within this fraction of the best count as tied.
@@ -153,20 +155,6 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
         return values[0], values[0]
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return q1, q3
-
-
-def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
-               after_round: Callable[[], object] = lambda: None) -> dict[str, list[float]]:
-    """One sample per sampler per round, the order rotated by one each round, so drift in
-    clocks or temperature spreads over every choice instead of favouring a position."""
-    names = list(samplers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(samplers[name]())
-        after_round()
-    return samples
 
 
 def choose_winner(family: TuningFamily, timed: list[CandidateResult]):

@@ -1,13 +1,41 @@
-"""Timers for sweeps. The sweep owns the protocol (interleaving, rounds, statistics); a timer
-only turns "call this on input set i" into a sampler that returns seconds per call.
+"""The one timing harness: the tuner's sweeps, `tilefuse check` / `tilefuse bench` and the
+programs in benchmarks/ all time GPU work with it.
 
-``CudaTimer`` is the real one. Tests inject a fake with the same two methods, so everything
-but the GPU clock is exercised on the CPU.
+The protocol is DESIGN.md's tuning rules:
+
+- warm-up before any sample (compilation, autotuning, allocator pools);
+- CUDA graphs for short calls, so the host's launch costs stay out of the samples;
+- rotating input sets whose total is larger than twice the L2 cache (``Timer.buffers``), so
+  no sample reads inputs the previous call left in L2;
+- every choice sampled once per round, the order rotated by one each round (``interleave``),
+  so drift in clocks or temperature spreads over every choice instead of favouring a
+  position;
+- medians over rounds; a ratio between two choices taken within each round (``ratio``), then
+  its median.
+
+Layers:
+
+- ``Timer``: turns "call this on input set i" into a sampler that returns seconds per call.
+  ``CudaTimer`` is the real one (CUDA events); tests inject a fake with the same two methods,
+  so everything but the GPU clock runs on the CPU; ``WallTimer`` times the host's clock
+  (CPU smoke runs of benchmarks/ in Triton's interpreter).
+- ``interleave``: the rounds over samplers (the sweep computes its ratios from its result).
+- ``interleaved``: zero-argument providers -> ``Timing`` per provider (or the exception a
+  provider raised while warming up); what `tilefuse check` and benchmarks/ call.
+
+Why not ``triton.testing.do_bench_cudagraph`` or ``torch.utils.benchmark``: the first times
+one function at a time (a graph of n unrolled calls, replayed 10 times back to back, captured
+anew on every call), so it cannot interleave choices in rotating rounds, take ratios within a
+round or rotate input sets; the second times the host's wall clock around synchronised loops
+(no CUDA events, no graphs). Both would still need this module's protocol around them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
+import time
 from typing import Callable, Protocol
 
 import torch
@@ -29,30 +57,45 @@ class Timer(Protocol):
 class CudaTimer:
     """CUDA-event timing of launches on one device.
 
-    - Rotation: inputs cycle through enough sets that one pass touches more than twice the
-      L2 cache, so no sample reads inputs the previous launch left in L2.
-    - CUDA graphs: a call shorter than ``graph_below_s`` is captured (one graph replays one
-      call per input set) and replayed, so host launch overhead and the launchers' output
-      allocations, which the graph turns into fixed addresses, stay out of the samples.
-      Longer calls hide that overhead behind the GPU work and run eagerly.
-    - Each sample repeats the step until it lasts ``min_sample_s``, above the event
-      resolution (~1 us) and launch jitter.
+    - Warm-up: ``warmup`` eager passes over the input sets before anything is measured.
+    - Rotation: ``buffers`` asks for enough input sets that one pass touches more than twice
+      the L2 cache.
+    - CUDA graphs: a call shorter than ``graph_below_s`` (measured eagerly after warm-up) is
+      captured (one graph replays one call per input set) and replayed, so host launch
+      overhead and the launchers' output allocations, which the graph turns into fixed
+      addresses, stay out of the samples. Longer calls hide that overhead behind the GPU
+      work and run eagerly. ``graph_below_s=math.inf``: always capture; ``0``: never.
+      Every graph this timer captures shares one memory pool: its graphs replay one at a
+      time and their outputs are discarded, so their temporaries need not stay reserved
+      apart (a pool per graph held about 100 GiB at the so2 benchmark's lmax-6 shape).
+    - Each sample repeats the step until it lasts ``min_sample_s`` (above the event
+      resolution, ~1 us, and launch jitter), at least ``min_reps`` and at most ``max_reps``
+      times.
+
+    ``device``: the CUDA device (default: the current one when ``prepare`` runs).
     """
 
     MAX_BUFFERS = 64
 
-    def __init__(self, device: torch.device, *, min_sample_s: float = 1e-3,
-                 graph_below_s: float = 2e-4, warmup: int = 3):
-        self.device = torch.device(device)
+    def __init__(self, device: torch.device | str | None = None, *, min_sample_s: float = 1e-3,
+                 graph_below_s: float = 2e-4, warmup: int = 3, min_reps: int = 1,
+                 max_reps: int = 1_000_000):
+        self.device = None if device is None else torch.device(device)
         self.min_sample_s = min_sample_s
         self.graph_below_s = graph_below_s
         self.warmup = warmup
+        self.min_reps, self.max_reps = min_reps, max_reps
+        self._pool = None
+
+    def _device(self) -> torch.device:
+        return self.device if self.device is not None else torch.device("cuda", torch.cuda.current_device())
 
     def buffers(self, input_bytes: int) -> int:
-        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 64 << 20
+        l2 = getattr(torch.cuda.get_device_properties(self._device()), "L2_cache_size", 0) or 64 << 20
         return max(1, min(self.MAX_BUFFERS, math.ceil(2 * l2 / max(input_bytes, 1))))
 
-    def _seconds(self, step: Callable[[], object], reps: int) -> float:
+    @staticmethod
+    def _seconds(step: Callable[[], object], reps: int) -> float:
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
@@ -63,23 +106,135 @@ class CudaTimer:
         return start.elapsed_time(end) / 1e3
 
     def prepare(self, label: str, call: Call, n_buffers: int) -> Callable[[], float]:
-        with torch.cuda.device(self.device):
+        device = self._device()
+        with torch.cuda.device(device):
             def eager():
                 for i in range(n_buffers):
                     call(i)
 
             for _ in range(self.warmup):
                 eager()
-            per_call = self._seconds(eager, 1) / n_buffers
-            step = eager
-            if per_call < self.graph_below_s:
-                graph, _ = capture_cuda_graph(eager)
+            torch.cuda.synchronize()
+            step, per_pass = eager, None
+            if 0 < self.graph_below_s < math.inf:
+                per_pass = self._seconds(eager, 1)
+            if self.graph_below_s == math.inf or (per_pass is not None and per_pass / n_buffers < self.graph_below_s):
+                if self._pool is None:
+                    self._pool = torch.cuda.graph_pool_handle()
+                graph, _ = capture_cuda_graph(eager, self._pool)
                 graph.replay()
-                step = graph.replay
-            reps = max(1, math.ceil(self.min_sample_s / max(per_call * n_buffers, 1e-9)))
+                step, per_pass = graph.replay, None
+            if per_pass is None:      # the step that is sampled, measured as it will run
+                per_pass = self._seconds(step, 3) / 3
+            reps = min(self.max_reps, max(self.min_reps, math.ceil(self.min_sample_s / max(per_pass, 1e-9))))
 
         def sample() -> float:
-            with torch.cuda.device(self.device):
+            with torch.cuda.device(device):
                 return self._seconds(step, reps) / (reps * n_buffers)
 
         return sample
+
+
+class WallTimer:
+    """Host wall clock around each pass (``time.perf_counter``; CUDA synchronised before and
+    after where it is in use): the same protocol without CUDA events, for CPU smoke runs of
+    benchmarks/ under Triton's interpreter. Its numbers time the interpreter, not a GPU."""
+
+    def __init__(self, warmup: int = 1):
+        self.warmup = warmup
+
+    def buffers(self, input_bytes: int) -> int:
+        return 1
+
+    def prepare(self, label: str, call: Call, n_buffers: int) -> Callable[[], float]:
+        def run():
+            for i in range(n_buffers):
+                call(i)
+
+        for _ in range(self.warmup):
+            run()
+
+        def sample() -> float:
+            cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run()
+            if cuda:
+                torch.cuda.synchronize()
+            return (time.perf_counter() - t0) / n_buffers
+
+        return sample
+
+
+def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
+               after_round: Callable[[], object] = lambda: None) -> dict[str, list[float]]:
+    """One sample per sampler per round, the order rotated by one each round, so drift in
+    clocks or temperature spreads over every choice instead of favouring a position."""
+    names = list(samplers)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % max(len(names), 1)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(samplers[name]())
+        after_round()
+    return samples
+
+
+@dataclasses.dataclass
+class Timing:
+    """One provider's per-call milliseconds over the rounds of ``interleaved``."""
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    rounds: int
+    samples_ms: tuple[float, ...] = ()     # per round, in round order
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median over the rounds."""
+        return (self.max_ms - self.min_ms) / self.median_ms if self.median_ms else 0.0
+
+
+def ratio(base: Timing, other: Timing) -> float:
+    """base / other per call, as the median of the per-round ratios of two providers timed in
+    the same ``interleaved`` call (> 1: ``other`` is faster); medians' ratio where either
+    has no per-round samples."""
+    if base.samples_ms and len(base.samples_ms) == len(other.samples_ms):
+        return statistics.median(b / o for b, o in zip(base.samples_ms, other.samples_ms))
+    return base.median_ms / other.median_ms
+
+
+def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, target_ms: float = 25.0,
+                graphs: bool | None = False, timer: Timer | None = None) -> dict[str, Timing | Exception]:
+    """Time each provider (a zero-argument callable) on the current CUDA device.
+
+    Each provider is warmed up (compilation, autotuning) and must not raise there; one that
+    raises is returned as its exception. Then, over ``rounds`` rounds in rotating order
+    (``interleave``), every provider is timed for about ``target_ms`` (at least 3 calls,
+    at most 2000) with CUDA events. ``graphs``: True captures each provider in a CUDA graph
+    after warm-up and times its replays (device time only); False times eager calls (host
+    costs included); None captures the calls shorter than 0.2 ms, as the tuner does. The
+    graphs of one call share a memory pool. ``timer``: a ``Timer`` to use instead (tests).
+
+    Returns per provider a ``Timing`` (per-call median, min, max and the per-round samples:
+    ``ratio`` compares two providers within rounds) or the exception.
+    """
+    if timer is None:
+        below = {True: math.inf, False: 0.0, None: 2e-4}[graphs]
+        timer = CudaTimer(None, min_sample_s=target_ms * 1e-3, graph_below_s=below, warmup=1, min_reps=3,
+                          max_reps=2000)
+    out: dict[str, Timing | Exception] = {}
+    samplers: dict[str, Callable[[], float]] = {}
+    for name, fn in providers.items():
+        try:
+            samplers[name] = timer.prepare(name, lambda i, fn=fn: fn(), 1)
+        except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not dropped
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+            out[name] = exc
+    for name, seconds in interleave(samplers, rounds).items():
+        ms = tuple(s * 1e3 for s in seconds)
+        out[name] = Timing(statistics.median(ms), min(ms), max(ms), len(ms), ms)
+    return out
