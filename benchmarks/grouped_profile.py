@@ -1,71 +1,249 @@
-"""H200: where grouped_glu_mlp's fwd+bwd time goes, kernel by kernel, against torch._grouped_mm
-doing the same GEMMs, plus the dense bf16 matmul ceiling measured in the same run.
+"""Where does grouped_glu_mlp's forward + backward time go, GEMM role by role, and which tiling is fastest for each?
 
-    PYTHONPATH=src python3 benchmarks/grouped_profile.py
+Per shape, each kernel launch of a step alone, timed with the one harness
+(``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay, the providers of one
+table interleaved in rotating rounds, medians), balanced expert counts, bf16 inputs:
+
+- ``bf16`` (``--recipes``): each GEMM role (fc1 + GLU, fc2, fc2 dgrad + dGLU at the launch
+  tile and at ``dglu_config``'s, fc1 dgrad) at the 128x128x64 tile against
+  ``torch._grouped_mm`` doing the same GEMM, and the two weight gradients at several tilings
+  against ``_grouped_mm``'s;
+- ``fp8_block``: every quantizer call of a step (the row copies, the weights alone, as dgrad
+  copies and as pairs, the column copies) and their sum for what a step runs; each GEMM role
+  and the weight gradients at several tilings; the whole step (``launch.forward`` +
+  ``backward``, heuristic tiles, quantization inside) with the heuristic wgrad and two others,
+  beside the bf16 step;
+- the dense cuBLAS ceilings measured in the same run (bf16 matmul, fp8 ``_scaled_mm`` with
+  per-tensor scales, 16384 x 4096 x 7168).
+
+The whole op against its peers (the unfused composition, torch.compile, the per-expert loop,
+every recipe's step against bf16) is ``tilefuse bench --ops grouped_glu_mlp``; this program is
+the per-role breakdown behind it.
+
+    PYTHONPATH=src python3 benchmarks/grouped_profile.py [--recipes bf16,fp8_block] [--shapes 1,2,3] [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/grouped_profile.py --tiny     # CPU smoke test (interpreter, ~1 min)
+
+Shapes (E, T, H, F): 1 = (8, 16384, 4096, 3584), 2 = (64, 32768, 2048, 1408),
+3 = (128, 65536, 2048, 768) (the spec's, ``ops.grouped_glu_mlp.tune.DEFAULT_SHAPES``).
+Prints, per shape and recipe, one line per launch and tiling: ms and TFLOP/s (2 M N K per
+GEMM; the step counts 3x the forward FLOPs); a tiling that does not fit prints its error.
+Time on the H200: about 1 minute per shape for bf16 and 1.5 minutes for fp8_block (Triton
+compiles each tiling once; ~6 minutes for both recipes at all three shapes).
 """
-import functools
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
 
 import torch
-import triton
 
-from grouped_profile_fp8 import bench, problem   # benchmarks/ is on the path when this file runs
-from tilefuse.ops.grouped_glu_mlp import launch
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n
-from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
+TINY = "--tiny" in sys.argv
+if TINY and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")   # before tilefuse imports triton.language
 
-torch.manual_seed(0)
-dev = "cuda"
-bench = functools.partial(bench, rep=60)
+import triton  # noqa: E402
 
-a = torch.randn(16384, 4096, device=dev, dtype=torch.bfloat16)
-b = torch.randn(4096, 7168, device=dev, dtype=torch.bfloat16)
-ms = bench(lambda: a @ b)
-print(f"dense bf16 matmul 16384x4096x7168: {2 * 16384 * 4096 * 7168 / ms / 1e9:.0f} TFLOP/s")
+from tilefuse.check.bench import error_text  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp import launch, recipes  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
+from tilefuse.tuning import timing  # noqa: E402
 
-MAIN = GemmConfig(128, 128, 64, 8, 4, 1)
-WGRADS = [GemmConfig(64, 64, 32, 4, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4),
-          GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 32, 8, 4), GemmConfig(64, 128, 64, 4, 4)]
-for E, T, H, F in [(8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768)]:
-    counts, x, probs, w1, w2, dy = problem(E, T, H, F, dev)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SHAPES = dict(enumerate(DEFAULT_SHAPES, start=1))
+TINY_SHAPE = (2, 256, 256, 128)   # H and F multiples of fp8_block's 128
+
+BF16_MAIN = GemmConfig(128, 128, 64, 8, 4, 1)
+BF16_WGRADS = [GemmConfig(64, 64, 32, 4, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4),
+               GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 32, 8, 4), GemmConfig(64, 128, 64, 4, 4)]
+FP8_GEMMS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1), GemmConfig(128, 128, 128, 8, 3, 1),
+             GemmConfig(64, 128, 128, 4, 3, 2), GemmConfig(64, 64, 128, 4, 4, 2), GemmConfig(128, 64, 128, 4, 3, 2)]
+FP8_WGRADS = [GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3), GemmConfig(128, 128, 128, 8, 4),
+              GemmConfig(64, 64, 128, 4, 3), GemmConfig(128, 64, 128, 4, 3), GemmConfig(128, 64, 128, 8, 3),
+              GemmConfig(256, 128, 128, 8, 3)]
+
+ROUNDS = 5
+TIMER = None if DEVICE == "cuda" else timing.WallTimer()
+
+
+def gemm_flop(m, n, k):
+    return 2 * m * n * k
+
+
+def table(title: str, providers: dict, flop: dict | float | None = None, rounds: int = ROUNDS) -> dict:
+    """Time ``providers`` interleaved (graph replay) and print one line each; the timings."""
+    print(f" {title}:", flush=True)
+    t = timing.interleaved(providers, rounds=rounds, graphs=True, timer=TIMER)
+    for name, r in t.items():
+        if isinstance(r, Exception):
+            print(f"  {name:36s} {error_text(r, 110)}", flush=True)
+            continue
+        f = flop.get(name) if isinstance(flop, dict) else flop
+        rate = f" {f / (r.median_ms * 1e-3) / 1e12:6.0f} TFLOP/s" if f else ""
+        print(f"  {name:36s} {r.median_ms:8.3f} ms{rate}  (spread {r.spread:.0%})", flush=True)
+    return t
+
+
+def ceilings(rounds):
+    M, K, N = (512, 256, 256) if TINY else (16384, 4096, 7168)
+    a = torch.randn(M, K, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(N, K, device=DEVICE, dtype=torch.bfloat16)
+    providers = {"bf16 matmul (cuBLAS)": lambda: a @ b.t()}
+    if DEVICE == "cuda":
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+        one = torch.ones((), device=DEVICE)
+        providers["fp8 _scaled_mm (per-tensor scales)"] = lambda: torch._scaled_mm(
+            a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    table(f"dense ceilings {M}x{K}x{N}", providers, gemm_flop(M, N, K), rounds)
+
+
+def problem(E, T, H, F):
+    """(counts, x, probs, w1, w2, dy) of one shape: bf16, balanced counts."""
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE)
+    return i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"]
+
+
+def step(counts, x, probs, w1, w2, dy, recipe=None, wgrad_config=None):
+    """One forward + backward (heuristic tiles) as the op runs it: the forward keeps fp8_block's
+    dgrad weight copies for the backward."""
+    _, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe,
+                                   keep_dgrad_weights=True)
+    launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, wgrad_config=wgrad_config,
+                    recipe=recipe, dgrad_weights=kept)
+
+
+def profile_bf16(E, T, H, F, rounds):
+    counts, x, probs, w1, w2, dy = problem(E, T, H, F)
     offs = counts.cumsum(0).to(torch.int32)
-    z = torch.empty(T, 2 * F, device=dev, dtype=torch.bfloat16)
-    h = torch.empty(T, F, device=dev, dtype=torch.bfloat16)
-    y = torch.empty(T, H, device=dev, dtype=torch.bfloat16)
-    dz = torch.empty_like(z)
-    dx = torch.empty_like(x)
-    part = torch.empty(T, 2 * triton.cdiv(F, dglu_tile_n(dglu_config(MAIN))), device=dev)   # the larger of the two
-    dw1 = torch.empty_like(w1)
-    dw2 = torch.empty_like(w2)
-    gf = lambda m, n, k: 2 * m * n * k / 1e12   # noqa: E731
-    rows = {
-        "fc1+GLU": (lambda: launch._gemm(EPI_GLU, x, w1, h, counts, MAIN, K=H, N=F, b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-                                         ldc=h.stride(0), F=F, probs=probs, z=z, act=0, interleave=32),
-                    lambda: torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs), gf(T, 2 * F, H)),
-        "fc2": (lambda: launch._gemm(EPI_STORE, h, w2, y, counts, MAIN, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
-                                     ldc=y.stride(0), probs=probs),
-                lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs), gf(T, H, F)),
-        "dgrad2+dGLU": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, MAIN, K=H, N=F, b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
-                                             ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0, interleave=32),
-                        lambda: torch._grouped_mm(dy, w2, offs=offs), gf(T, F, H)),
-        "dgrad2+dGLU*": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu_config(MAIN), K=H, N=F,
-                                              b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0),
-                                              F=F, probs=probs, z=z, part=part, act=0, interleave=32),
-                         lambda: torch._grouped_mm(dy, w2, offs=offs), gf(T, F, H)),
-        "dgrad1": (lambda: launch._gemm(EPI_STORE, dz, w1, dx, counts, MAIN, K=2 * F, N=H, b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)),
-                                        ldc=dx.stride(0)),
-                   lambda: torch._grouped_mm(dz, w1, offs=offs), gf(T, H, 2 * F)),
+    z = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
+    h = torch.randn(T, F, device=DEVICE, dtype=torch.bfloat16)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    dz = torch.randn_like(z)
+    hout = torch.empty_like(h)
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    main, dglu = (GemmConfig(32, 32, 32, 4, 2, 2),) * 2 if TINY else (BF16_MAIN, dglu_config(BF16_MAIN))
+    part = torch.empty(T, 2 * triton.cdiv(F, min(dglu_tile_n(main), dglu_tile_n(dglu))), device=DEVICE)
+    print(f"\nE {E} T {T} H {H} F {F}: bf16 (tile {main.name}; dGLU* {dglu.name}; balanced counts)")
+    roles = {
+        "fc1+GLU": (lambda: launch._gemm(EPI_GLU, x, w1, hout, counts, main, K=H, N=F,
+                                         b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)), ldc=hout.stride(0),
+                                         F=F, probs=probs, z=z, act=0, interleave=32),
+                    lambda: torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs), gemm_flop(T, 2 * F, H)),
+        "fc2": (lambda: launch._gemm(EPI_STORE, h, w2, y, counts, main, K=F, N=H,
+                                     b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)), ldc=y.stride(0),
+                                     probs=probs),
+                lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs), gemm_flop(T, H, F)),
+        "dgrad2+dGLU": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, main, K=H, N=F,
+                                             b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0),
+                                             F=F, probs=probs, z=z, part=part, act=0, interleave=32),
+                        lambda: torch._grouped_mm(dy, w2, offs=offs), gemm_flop(T, F, H)),
+        "dgrad2+dGLU*": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu, K=H, N=F,
+                                              b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
+                                              ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0,
+                                              interleave=32),
+                         lambda: torch._grouped_mm(dy, w2, offs=offs), gemm_flop(T, F, H)),
+        "dgrad1": (lambda: launch._gemm(EPI_STORE, dz, w1, dx, counts, main, K=2 * F, N=H,
+                                        b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0)),
+                   lambda: torch._grouped_mm(dz, w1, offs=offs), gemm_flop(T, H, 2 * F)),
     }
-    print(f"\nE {E} T {T} H {H} F {F} (config {MAIN.name}; *: dGLU with {dglu_config(MAIN).name}; balanced counts)")
-    for name, (ours, theirs, tf) in rows.items():
-        t_o, t_t = bench(ours), bench(theirs)
-        print(f"  {name:12s} tilefuse {t_o:7.3f} ms {tf / t_o * 1e3:5.0f} TFLOP/s | _grouped_mm {t_t:7.3f} ms {tf / t_t * 1e3:5.0f}")
-    tf_w = gf(T, 2 * F, H) + gf(T, H, F)
-    t_t = bench(lambda: (torch._grouped_mm(dz.t(), x, offs=offs), torch._grouped_mm(dy.t(), h, offs=offs)))
-    print(f"  {'wgrads':12s} _grouped_mm {t_t:7.3f} ms {tf_w / t_t * 1e3:5.0f} TFLOP/s")
-    for wc in WGRADS:
-        try:
-            t_o = bench(lambda: (launch._wgrad(dz, x, dw1, counts, T, wc), launch._wgrad(dy, h, dw2, counts, T, wc)))
-            print(f"  {'wgrads':12s} tilefuse {wc.name} {t_o:7.3f} ms {tf_w / t_o * 1e3:5.0f} TFLOP/s")
-        except Exception as exc:   # noqa: BLE001
-            print(f"  wgrads {wc.name}: {type(exc).__name__}: {str(exc)[:100]}")
-    torch.cuda.empty_cache()
+    for name, (ours, theirs, flop) in roles.items():
+        providers = {"tilefuse": ours}
+        if DEVICE == "cuda":
+            providers["torch._grouped_mm"] = theirs
+        table(name, providers, flop, rounds)
+    providers = {}
+    if DEVICE == "cuda":
+        providers["torch._grouped_mm"] = lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
+                                                  torch._grouped_mm(dy.t(), h, offs=offs))
+    for wc in BF16_WGRADS[:1] if TINY else BF16_WGRADS:
+        providers[f"tilefuse {wc.name}"] = (lambda wc=wc: (launch._wgrad(dz, x, dw1, counts, T, wc),
+                                                           launch._wgrad(dy, h, dw2, counts, T, wc)))
+    table("wgrads (dW1 + dW2)", providers, gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F), rounds)
+
+
+def profile_fp8(E, T, H, F, rounds):
+    r = "fp8_block"
+    inputs = problem(E, T, H, F)
+    counts, x, probs, w1, w2, dy = inputs
+    z = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
+    h = torch.randn(T, F, device=DEVICE, dtype=torch.bfloat16)
+    dz = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    hout, dzout = torch.empty_like(h), torch.empty_like(dz)
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    part = torch.empty(T, F // 16 + 1, device=DEVICE)
+    print(f"\nE {E} T {T} H {H} F {F}: fp8_block (balanced counts)")
+    quant = {
+        "rows x": lambda: recipes.quantize_rows(r, x), "rows h": lambda: recipes.quantize_rows(r, h),
+        "rows dy": lambda: recipes.quantize_rows(r, dy), "rows dz": lambda: recipes.quantize_rows(r, dz),
+        "W1": lambda: recipes.quantize_weight(r, w1), "W2": lambda: recipes.quantize_weight(r, w2),
+        "W1 dgrad": lambda: recipes.quantize_weight(r, w1, transpose=True),
+        "W2 dgrad": lambda: recipes.quantize_weight(r, w2, transpose=True),
+        "W1 pair": lambda: recipes.quantize_weight_pair(r, w1),
+        "W2 pair": lambda: recipes.quantize_weight_pair(r, w2),
+        "cols x": lambda: recipes.quantize_cols(r, x), "cols h": lambda: recipes.quantize_cols(r, h),
+        "cols dy": lambda: recipes.quantize_cols(r, dy), "cols dz": lambda: recipes.quantize_cols(r, dz),
+    }
+    tq = table("quantizers", quant, None, rounds)
+    used = [n for n in quant if n not in ("W1", "W2", "W1 dgrad", "W2 dgrad")]   # what a step runs
+    total = sum(tq[n].median_ms for n in used if isinstance(tq[n], timing.Timing))
+    print(f"  a step's quantizers (rows, weight pairs, cols): {total:.3f} ms")
+    xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
+    w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
+    w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
+    cols = {name: recipes.quantize_cols(r, t) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
+    roles = {
+        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, xq, w1q, hout, counts, c, K=H, N=F, b_strides=None,
+                                           ldc=hout.stride(0), F=F, probs=probs, z=z, act=0, interleave=32,
+                                           recipe=r), gemm_flop(T, 2 * F, H)),
+        "fc2": (lambda c: launch._gemm(EPI_STORE, hq, w2q, y, counts, c, K=F, N=H, b_strides=None, ldc=y.stride(0),
+                                       probs=probs, recipe=r), gemm_flop(T, H, F)),
+        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dyq, w2t, dzout, counts, c, K=H, N=F, b_strides=None,
+                                               ldc=dzout.stride(0), F=F, probs=probs, z=z, part=part, act=0,
+                                               interleave=32, recipe=r), gemm_flop(T, F, H)),
+        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dzq, w1t, dx, counts, c, K=2 * F, N=H, b_strides=None,
+                                          ldc=dx.stride(0), recipe=r), gemm_flop(T, H, 2 * F)),
+    }
+    gemms = FP8_GEMMS[:1] if TINY else FP8_GEMMS
+    for name, (fn, flop) in roles.items():
+        table(name, {c.name: (lambda c=c, fn=fn: fn(c)) for c in gemms
+                     if not (name == "dgrad2+dGLU" and c.block_n > 64)}, flop, rounds)
+    table("wgrads (dW1 + dW2)",
+          {c.name: (lambda c=c: (launch._wgrad(cols["dz"], cols["x"], dw1, counts, T, c, r),
+                                 launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)))
+           for c in (FP8_WGRADS[:1] if TINY else FP8_WGRADS)},
+          gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F), rounds)
+    steps = {f"fp8_block wgrad {wc.name if wc else 'heuristic'}": (lambda wc=wc: step(*inputs, recipe=r,
+                                                                                       wgrad_config=wc))
+             for wc in ((None,) if TINY else (None, FP8_WGRADS[1], FP8_WGRADS[2]))}
+    steps["bf16"] = lambda: step(*inputs)
+    table("whole step (launch.forward + backward, heuristic tiles, 3x forward FLOPs)", steps,
+          3 * (gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F)), rounds)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recipes", default="bf16,fp8_block", help="bf16, fp8_block or both (default)")
+    ap.add_argument("--shapes", default="1,2,3", help="comma-separated 1, 2, 3 (default all)")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"interleaved rounds (default {ROUNDS})")
+    ap.add_argument("--tiny", action="store_true", help="one tiny shape; on a CPU, Triton's interpreter")
+    args = ap.parse_args()
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (Triton interpreter: numbers mean nothing)"
+    print(f"torch {torch.__version__}, triton {triton.__version__}, {gpu}")
+    torch.manual_seed(0)
+    rounds = 2 if TINY and DEVICE == "cpu" else args.rounds
+    ceilings(rounds)
+    shapes = [TINY_SHAPE] if TINY else [SHAPES[int(s)] for s in args.shapes.split(",")]
+    for shape in shapes:
+        for recipe in args.recipes.split(","):
+            {"bf16": profile_bf16, "fp8_block": profile_fp8}[recipe](*shape, rounds)
+            if DEVICE == "cuda":
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -11,8 +11,9 @@ forward's stride convention. This program measures where that leaves each launch
                                                                       # interpreter (~1 min)
 
 Shapes (E, lmax, Cf) = (647000, 3, 32), (300000, 6, 32), (400000, 2, 64) (the spec's; --tiny:
-(37, 1, 16)), F = 2, fp32, NL = 3. Every row is one ``triton.testing.do_bench`` median (L2
-flushed between runs) on fresh random inputs; GEMM tiles: the relay heuristic
+(37, 1, 16)), F = 2, fp32, NL = 3. Every row is one median of the project's timing harness
+(``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay, 5 rounds; every input
+surface is far larger than L2) on fresh random inputs; GEMM tiles: the relay heuristic
 (configs.heuristic), the same for forward and backward; fused: ``--fused-tiles`` (default
 32,64,4, one stage).
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -61,21 +61,17 @@ import torch  # noqa: E402
 from tilefuse.ops.so2_mixing_stack import kernels, launch  # noqa: E402
 from tilefuse.ops.so2_mixing_stack.configs import So2Config, heuristic  # noqa: E402
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims  # noqa: E402
+from tilefuse.tuning import timing  # noqa: E402
 from tilefuse.utils import cdiv  # noqa: E402
 
 
 def bench_ms(fn, device) -> float:
-    """Median milliseconds of ``fn``: triton's do_bench on a GPU, wall time in the interpreter."""
-    if device == "cuda":
-        import triton.testing
-        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-    fn()
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    """Median milliseconds of ``fn``: CUDA-graph replays on a GPU, wall time in the interpreter."""
+    t = timing.interleaved({"fn": fn}, rounds=5 if device == "cuda" else 3, graphs=device == "cuda",
+                           timer=None if device == "cuda" else timing.WallTimer())["fn"]
+    if isinstance(t, Exception):
+        raise t
+    return t.median_ms
 
 
 class Shape:

@@ -71,7 +71,7 @@ Checks before any timing, per shape (a peer that fails is reported and not timed
 
 Timing: each peer is one zero-argument callable (forward + ``torch.autograd.grad`` of
 (u0, alpha) with a fixed random cotangent), timed with CUDA events by
-``tilefuse.check.bench.interleaved``: warm-up, then ``--rounds`` rounds in rotating order,
+``tilefuse.tuning.timing.interleaved`` (the project's one harness): warm-up, then ``--rounds`` rounds in rotating order,
 about ``--target-ms`` per peer per round; median per peer (``--graphs``: CUDA-graph replays).
 Inputs are fresh random tensors per shape, freed (with every peer's state) between shapes.
 
@@ -139,9 +139,6 @@ import importlib
 import json
 import math
 import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 import types
@@ -153,10 +150,12 @@ import torch
 import tilefuse
 from tilefuse import launches, policy, tuning
 from tilefuse.check import bench
+from tilefuse.check.env import environment
 from tilefuse.ops.so2_mixing_stack import configs as tf_configs
 from tilefuse.ops.so2_mixing_stack import op as tf_op
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
 from tilefuse.ops.so2_mixing_stack.tune import So2Problem
+from tilefuse.tuning import timing
 
 F = 2
 NL = 3
@@ -563,28 +562,6 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
 
 # --------------------------------------------------------------------------- timing
 
-def interleaved_cpu(providers: dict[str, Callable], rounds: int) -> dict:
-    """bench.interleaved's rotation with perf_counter, one call per round (CPU smoke only)."""
-    out, live = {}, {}
-    for name, fn in providers.items():
-        try:
-            fn()
-            live[name] = fn
-        except Exception as exc:  # noqa: BLE001
-            out[name] = exc
-    samples = {n: [] for n in live}
-    names = list(live)
-    for r in range(rounds):
-        k = r % max(len(names), 1)
-        for name in names[k:] + names[:k]:
-            t0 = time.perf_counter()
-            live[name]()
-            samples[name].append((time.perf_counter() - t0) * 1e3)
-    for name, s in samples.items():
-        out[name] = bench.Timing(statistics.median(s), min(s), max(s), len(s))
-    return out
-
-
 def sync(device: str):
     if device == "cuda":
         torch.cuda.synchronize()
@@ -775,10 +752,10 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     if steps:
         say(f"  timing {len(steps)} peers: {args.rounds} rounds, rotating order, ~{args.target_ms:.0f} ms each a round"
             + (", CUDA-graph replay" if args.graphs else ""))
-        if device == "cuda":
-            timed = bench.interleaved(steps, rounds=args.rounds, target_ms=args.target_ms, graphs=args.graphs)
-        else:
-            timed = interleaved_cpu(steps, args.rounds)
+        # CPU smoke runs: the same rounds on the host's clock (one call per peer a round).
+        timed = timing.interleaved(steps, rounds=args.rounds, target_ms=args.target_ms,
+                                   graphs=args.graphs and device == "cuda",
+                                   timer=None if device == "cuda" else timing.WallTimer())
         for name, t in timed.items():
             row = rows[name]
             if isinstance(t, Exception):
@@ -830,22 +807,12 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def git_commit() -> str:
-    try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() + (" (modified tree)" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
-    except Exception:  # noqa: BLE001
-        return "?"
-
-
 def meta(device: str, dp: DeePMD | None, dp_how: str) -> dict:
-    import triton
-    m = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
-         "tilefuse": tilefuse.__version__, "commit": git_commit(), "device": device,
+    """The project's environment report (``tilefuse.check.env.environment``: versions, git
+    commit, GPU, driver, ...) with this program's own facts; "device" is cuda or cpu here,
+    the GPU's name is "gpu"."""
+    env = environment()
+    m = {**env, "device": device, "commit": env.get("git_commit") or "?",
          "deepmd": dp.version if dp else None, "deepmd_import": dp_how,
          "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
          "float32_matmul_precision": torch.get_float32_matmul_precision(),

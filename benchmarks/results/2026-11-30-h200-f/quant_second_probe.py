@@ -2,7 +2,9 @@
 and from reference.py (with_transposed, the weight pair), on data with and without NaN / inf,
 and the kernels' TTGIR from the Triton cache.
 
-    PYTHONPATH=src:tests python3 benchmarks/quant_second_probe.py OUTDIR
+    PYTHONPATH=src:tests python3 benchmarks/results/2026-11-30-h200-f/quant_second_probe.py OUTDIR
+
+(The one-off of runs 2b, 3b and 4, moved here from benchmarks/.)
 """
 import glob
 import os

@@ -1,4 +1,4 @@
-# H200 run 4 of 2026-11-29-h200-c (see h200_runbook.md), on two GPUs: the dyt keys whose
+# H200 run 4 of 2026-11-29-h200-c (see this folder's README.md), on two GPUs: the dyt keys whose
 # heuristic changed with the per-width fit (forced re-sweeps: the heuristic is each sweep's
 # baseline, so a winner within 5% of it meets issue 3's target) and the three grid keys not
 # swept before; then the grouped whole steps (GPU 0) beside the quantizer and dyt benchmarks

@@ -5,13 +5,13 @@
 # whole steps of main (.snap/main) and the branch, interleaved per shape.
 export PYTHONUNBUFFERED=1 TILEFUSE_CACHE_DIR=$PWD/.tfcache
 NEW=$PWD/src OLD=$PWD/.snap/main/src
-PYTHONPATH=$NEW:tests timeout 120 python3 benchmarks/quant_second_probe.py $OUT 2>&1 | tee $OUT/probe.txt
+PYTHONPATH=$NEW:tests timeout 120 python3 "$(dirname "$0")"/quant_second_probe.py $OUT 2>&1 | tee $OUT/probe.txt
 PYTHONPATH=$NEW timeout 120 python3 -m pytest -q -p no:cacheprovider -x tests/test_quant_kernels.py \
   -k second_transposed_copy 2>&1 | tail -60 > $OUT/pytest-second.txt
 for run in sweep default sweep; do
   flag=; [ $run = default ] && flag=--default-tiles
   echo "== $run" | tee -a $OUT/quant.txt
-  PYTHONPATH=$NEW:benchmarks timeout 90 python3 benchmarks/grouped_fp8_variants.py --quantizers-only $flag 2>&1 \
+  PYTHONPATH=$NEW:benchmarks timeout 90 python3 "$(dirname "$0")"/grouped_fp8_variants.py --quantizers-only $flag 2>&1 \
     | tee -a $OUT/quant.txt
 done
-bash benchmarks/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW
+bash "$(dirname "$0")"/../2026-11-30-h200-e/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW

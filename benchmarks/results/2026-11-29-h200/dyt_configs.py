@@ -1,7 +1,10 @@
 """Explore DyT launch configs on a GPU: per width and dtype, time a set of candidate configs
 (interleaved, CUDA events, medians) against the heuristic default and print the best.
 
-    PYTHONPATH=src python benchmarks/dyt_configs.py [--widths 16,128,1024,8192] [--numel-log2 26]
+    PYTHONPATH=src python benchmarks/results/2026-11-29-h200/dyt_configs.py [--widths 16,128,1024,8192] [--numel-log2 26]
+
+(The exploration behind dyt_configs.txt here, moved from benchmarks/; the standing way is
+``tilefuse tune --op dyt --shape ROWSxCOLS --dry-run``, which prints every timed candidate.)
 
 Used to set configs.heuristic from measurements; the tuner (tilefuse tune) does the same
 per key with correctness checks and margins.

@@ -1,7 +1,10 @@
 """Compile-only probe (no GPU): can Triton overlap an fp8 block-scaled GEMM's per-chunk fp32
 promotion (``acc += dot(a8, b8) * sa * sb``) with the next chunk's tensor-core MMA on sm_90?
 
-    python benchmarks/fp8_overlap_probe.py
+    python benchmarks/results/2026-11-29-h200-d/fp8_overlap_probe.py
+
+(Written as benchmarks/fp8_overlap_probe.py; moved here with the run that needed it. It
+imports ``compile_kernel`` and ``summarize`` from benchmarks/compile_report.py.)
 
 Two formulations of a 128x128x128 fp8 GEMM with per-K-chunk row and column scales, compiled for
 sm_90 with this Triton's bundled toolchain:
@@ -18,7 +21,7 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # benchmarks/
 from compile_report import compile_kernel, summarize  # noqa: E402
 
 

@@ -1,7 +1,9 @@
 """Diagnose fused-vs-relay bitwise differences of the so2 backward on a GPU: for a few shapes,
 edge counts and fused configs, how many elements of grad_u0 / grad_alpha differ.
 
-    PYTHONPATH=src:tests python3 benchmarks/so2_bitwise_diag.py
+    PYTHONPATH=src:tests python3 benchmarks/results/2026-11-29-h200-b/so2_bitwise_diag.py
+
+(A one-off of runs 2 and 3, moved here from benchmarks/; it imports tests/test_so2_kernels.py.)
 """
 import tilefuse
 from tilefuse import tuning

@@ -2,7 +2,12 @@
 the fp8 quantizer's tile per operand layout, and the wgrad's program order (GROUP_N) and tiles.
 Bandwidth against a device copy measured in the same run; do_bench medians.
 
-    PYTHONPATH=src python3 benchmarks/grouped_fp8_variants.py [--quantizers-only] [--default-tiles]
+    PYTHONPATH=src:benchmarks python3 benchmarks/results/2026-11-30-h200-f/grouped_fp8_variants.py [--quantizers-only] [--default-tiles]
+
+(As of 85c9125, the version runs 1-4 here ran, moved from benchmarks/: run it from the root
+of a tree whose benchmarks/ holds grouped_profile_fp8.py (9519587 to 19941c5). Earlier runs
+ran earlier versions: `git show <tree>:benchmarks/grouped_fp8_variants.py`. Its quantizer
+half is now benchmarks/quant_bandwidth.py --sections step [--tiles].)
 """
 import functools
 

@@ -15,5 +15,5 @@ run quant-so2 tests/test_quant_kernels.py tests/test_quant_api.py tests/test_qua
 run dyt-check-tuning tests/test_dyt.py tests/test_dyt_api.py tests/test_check.py tests/test_tuning_dyt.py tests/test_tuning_gpu.py tests/test_tuning_sweep.py tests/test_tuning_table.py &
 wait
 for f in $OUT/pytest-*.txt; do echo "== $f"; grep -E "^(FAILED|ERROR)" $f | head -20; tail -2 $f; done
-bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
+bash "$(dirname "$0")"/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
 cat $OUT/quant.txt

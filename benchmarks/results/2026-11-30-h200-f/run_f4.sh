@@ -10,8 +10,8 @@ PYTHONPATH=$NEW timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs tests/
   > $OUT/pytest-recipes.txt 2>&1 &
 wait
 for f in $OUT/pytest-*.txt; do echo "== $f"; grep -E "^(FAILED|ERROR)" $f | head; tail -1 $f; done
-PYTHONPATH=$NEW:tests timeout 60 python3 benchmarks/quant_second_probe.py /tmp 2>&1 | grep -c " 0 of" | sed 's/^/probe comparisons with no difference (of 24): /'
-bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
+PYTHONPATH=$NEW:tests timeout 60 python3 "$(dirname "$0")"/quant_second_probe.py /tmp 2>&1 | grep -c " 0 of" | sed 's/^/probe comparisons with no difference (of 24): /'
+bash "$(dirname "$0")"/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
 grep -v "^torch" $OUT/quant.txt
-bash benchmarks/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW > /dev/null
+bash "$(dirname "$0")"/../2026-11-30-h200-e/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW > /dev/null
 grep -E "^== tree|^E |fp8_block|^  bf16" $OUT/steps.txt

@@ -2,7 +2,9 @@
 Nsight Compute (the H200 run of 2026-11-30-h200-e, run 5):
 
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats -k regex:fp8_block_kernel \
-        --launch-skip 3 --launch-count 3 python3 benchmarks/ncu_quant.py
+        --launch-skip 3 --launch-count 3 python3 benchmarks/results/2026-11-30-h200-e/ncu_quant.py
+
+(Moved here from benchmarks/; runs 5 and 9 list the exact ncu sections.)
 """
 import torch
 

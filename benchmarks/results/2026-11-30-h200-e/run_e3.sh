@@ -4,5 +4,5 @@
 # per shape; the dGLU launch at several tilings with and without the epilogue's dz copy.
 export PYTHONUNBUFFERED=1 TILEFUSE_CACHE_DIR=$PWD/.tfcache
 NEW=$PWD/src OLD=$PWD/.snap/old/src
-bash benchmarks/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW
-PYTHONPATH=$NEW:$PWD/benchmarks timeout 150 python3 benchmarks/grouped_dglu_configs.py 2>&1 | tee $OUT/dglu-configs.txt
+bash "$(dirname "$0")"/steps_by_tree.sh $OUT/steps.txt OLD=$OLD NEW=$NEW
+PYTHONPATH=$NEW:$PWD/benchmarks timeout 150 python3 "$(dirname "$0")"/grouped_dglu_configs.py 2>&1 | tee $OUT/dglu-configs.txt

@@ -9,7 +9,7 @@ PYTHONPATH=$NEW timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs tests/
   tests/test_quant_api.py tests/test_grouped_mlp_recipes.py 2>&1 | tail -15 | tee $OUT/pytest-quant.txt
 PYTHONPATH=$NEW timeout 120 python3 -m pytest -q -p no:cacheprovider -rfs tests/test_grouped_mlp_kernels.py \
   -k sm90 2>&1 | tail -5 | tee $OUT/pytest-sm90.txt
-bash benchmarks/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
+bash "$(dirname "$0")"/quant_by_tree.sh $OUT/quant.txt OLD=$OLD NEW=$NEW
 cat $OUT/quant.txt
-PYTHONPATH=$NEW:benchmarks timeout 120 python3 benchmarks/grouped_fp8_variants.py --quantizers-only 2>&1 \
+PYTHONPATH=$NEW:benchmarks timeout 120 python3 "$(dirname "$0")"/grouped_fp8_variants.py --quantizers-only 2>&1 \
   | tee $OUT/quant-tiles.txt

@@ -1,4 +1,4 @@
-# H200 run 4 (see h200_runbook.md): grouped sweep with the measured defaults, then the
+# H200 run 4 (see this folder's README.md): grouped sweep with the measured defaults, then the
 # benchmark sections of `tilefuse check` one op at a time (each writes its own report).
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$PWD/.tfcache
 python3 -c "import torch,triton;print(torch.__version__,triton.__version__)"

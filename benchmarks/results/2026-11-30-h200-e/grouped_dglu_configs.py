@@ -2,7 +2,10 @@
 fp8_block with the epilogue's copy of dz against the launch without it plus the quantizer
 kernel's copy. Balanced counts, interleave 32; do_bench medians.
 
-    PYTHONPATH=src:benchmarks python3 benchmarks/grouped_dglu_configs.py [--shapes 1,2,3]
+    PYTHONPATH=src:benchmarks python3 benchmarks/results/2026-11-30-h200-e/grouped_dglu_configs.py [--shapes 1,2,3]
+
+(Run 3's one-off, moved here from benchmarks/: run it from the root of a tree whose
+benchmarks/ holds grouped_profile_fp8.py, e.g. 91e8131.)
 """
 import argparse
 
