@@ -41,7 +41,7 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 
 
 # (BLOCK_M, widest BLOCK_K, num_warps) per kernel
-# fp8 tiles measured on the H200 against the alternatives in benchmarks/grouped_fp8_variants.py
+# fp8 tiles measured on the H200 against the alternatives in benchmarks/results/2026-11-30-h200-f/grouped_fp8_variants.py
 # (results/2026-11-30-h200-f runs 2 and 4; earlier kernels: 2026-11-29-h200-d/run2 and
 # 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps 90-96%
 # (64x128 on 4 or 8 warps, 32x256 and 16x512 within 1%, 128x128 on 8: 91-92%); 128x1 written

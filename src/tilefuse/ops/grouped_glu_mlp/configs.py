@@ -59,7 +59,7 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
 
 
 # The fc2-dgrad + dGLU epilogue holds dh, z's gate and up tiles and their gradients at once. On
-# sm_90 (benchmarks/compile_report_so2.py, triton 3.8) a 128x128 dh tile on 8 warps spilled 504
+# sm_90 (benchmarks/compile_report.py --ops grouped, triton 3.8) a 128x128 dh tile on 8 warps spilled 504
 # bytes, 128x64 none (239 registers). So the dGLU's BLOCK_N is at most 64 and a program computes
 # two such halves side by side (dglu_tile_n), sharing the A tile, and runs the epilogue on one
 # half at a time (kernels.dglu_store).

@@ -54,8 +54,8 @@ def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
 
     No 16-row tiles on 8 warps: on the H200 (triton 3.6) the fused kernel with 16x128 tiles on
     8 warps differed from the relay in the last bit at focus_dim 16 (about 1 element in 6;
-    benchmarks/so2_bitwise_diag.py), where every other config measured was bitwise equal. The
-    sweep's bitwise check would reject it on the swept inputs, but the contract must hold at
+    benchmarks/results/2026-11-29-h200-b/so2_bitwise_diag.py), where every other config
+    measured was bitwise equal. The sweep's bitwise check would reject it on the swept inputs, but the contract must hold at
     every edge count, so the space leaves that layout out."""
     return [So2Config(block_m, block_n, focus_dim, num_warps, 1, fused=True)
             for block_m in (16, 32, 64) for block_n in (64, 128) for num_warps in (4, 8)
