@@ -56,10 +56,11 @@ def test_mixed_float64_parameters_and_double_module():
     assert torch.autograd.gradcheck(model, (x64,))
 
 
-def test_func_grad_matches_autograd():
-    """torch.func.grad over the kernels' path: the forward launches the kernel."""
-    alpha, weight, bias = _params()
-    x = torch.randn(5, C)
+def test_func_grad_matches_autograd(device):
+    """torch.func.grad over the kernels' path: the forward launches the kernel (on the GPU, or
+    in the interpreter on the CPU)."""
+    alpha, weight, bias = (p.to(device) for p in _params())
+    x = torch.randn(5, C, device=device)
 
     def loss(x_, a_, w_, b_):
         return (tilefuse.dyt(x_, a_, w_, b_) ** 2).sum()
@@ -93,11 +94,11 @@ def test_vmap_and_jacrev(batched):
     torch.testing.assert_close(jac, want_jac, rtol=1e-5, atol=1e-6)
 
 
-def test_double_backward_through_the_kernels_path():
+def test_double_backward_through_the_kernels_path(device):
     """create_graph=True through DyTFunction (the forward launches the kernel): second
     derivatives equal the reference's."""
-    alpha, weight, bias = (p.requires_grad_(True) for p in _params())
-    x = torch.randn(5, C, requires_grad=True)
+    alpha, weight, bias = (p.to(device).requires_grad_(True) for p in _params())
+    x = torch.randn(5, C, device=device, requires_grad=True)
     with launches.counting() as launched:
         y = tilefuse.dyt(x, alpha, weight, bias)
     assert launched["dyt_fwd"] == 1
