@@ -7,6 +7,11 @@ import json
 import os
 import sys
 
+# The description `tilefuse --help` prints (plain text, unlike the docstring).
+DESCRIPTION = ("tilefuse: fused Triton GPU kernels for PyTorch. Commands: check (verify and benchmark, "
+               "write a report), tune (sweep tuning keys), bench (benchmarks only, GPU), "
+               "info (print the environment).")
+
 
 def _use_interpreter_without_cuda(argv) -> None:
     """Without CUDA, run the kernels in Triton's interpreter. TRITON_INTERPRET must be set
@@ -38,12 +43,20 @@ def _ops(args, command: str) -> tuple[str, ...] | None:
         return None
 
 
+def _show_progress(args) -> bool:
+    """Progress bars unless --no-progress, and only on a terminal (not in logs or pipes)."""
+    return not args.no_progress and sys.stderr.isatty()
+
+
 def _check(args) -> int:
-    from .check import run_check, summary
+    from .check import run_check, summary, triton_missing
     ops = _ops(args, "check")
     if ops is None:
         return 2
-    result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=not args.no_progress,
+    if (why := triton_missing()) is not None:
+        print(f"tilefuse check: {why}", file=sys.stderr)
+        return 2
+    result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
                        ops=ops)
     print(summary(result, args.out))
     return 0 if all(r["ok"] for r in result["verification"]) else 1
@@ -64,41 +77,52 @@ def _bench(args) -> int:
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
         return 2
-    run_check(args.out, quick=args.quick, verify=False, show_progress=not args.no_progress, ops=ops)
+    run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=ops)
     print(open(os.path.join(args.out, "report.md")).read())
     return 0
 
 
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .check.sections import OPS
+    parser = argparse.ArgumentParser(prog="tilefuse", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"tilefuse {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="verify every path on this machine, benchmark on a GPU, write a report")
+    p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
+    p.add_argument("--no-bench", action="store_true", help="verification only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
+    p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
+    p.set_defaults(func=_check)
+    sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
+    p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
+    p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
+    p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
+    p.set_defaults(func=_bench)
+    p = sub.add_parser("info", help="print the environment")
+    p.set_defaults(func=_info)
+    return parser
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from . import policy
+    try:
+        policy.get_level()          # a bad TILEFUSE_LEVEL: one line, not a traceback later
+    except ValueError as exc:
+        print(f"tilefuse: {exc}", file=sys.stderr)
+        return 2
     if argv[:1] in (["check"], ["tune"], ["bench"]):
         _use_interpreter_without_cuda(argv)
     if argv[:1] == ["tune"]:
         # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
         from .tuning.command import main as tune_main
         return tune_main(argv[1:])
-    from .check.sections import OPS
-    parser = argparse.ArgumentParser(prog="tilefuse", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="verify every path on this machine, benchmark on a GPU, write a report")
-    p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
-    p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
-    p.add_argument("--no-bench", action="store_true", help="verification only")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
-    p.set_defaults(func=_check)
-    sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
-    p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
-    p.add_argument("--out", default="tilefuse-report")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
-    p.set_defaults(func=_bench)
-    p = sub.add_parser("info", help="print the environment")
-    p.set_defaults(func=_info)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     return args.func(args)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,7 +45,8 @@ def _env_level() -> int:
     try:
         return _check_level(int(raw))
     except ValueError:
-        raise ValueError(f"TILEFUSE_LEVEL must be one of {LEVELS}, got {raw!r}") from None
+        raise ValueError(f"TILEFUSE_LEVEL must be one of {', '.join(map(str, LEVELS))} "
+                         f"(unset: {DEFAULT_LEVEL}), got {raw!r}") from None
 
 
 _global_level: int | None = None

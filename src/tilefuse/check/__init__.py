@@ -26,6 +26,20 @@ def _progress(enabled: bool):
     return wrap
 
 
+def triton_missing() -> str | None:
+    """Why the kernels cannot run here, when Triton cannot be imported; None when it can.
+
+    Every op's verification launches Triton kernels (in the interpreter without a GPU), so
+    without Triton `tilefuse check` would only report that no kernel launched."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        return ("Triton is not installed, so no tilefuse kernel can run here "
+                f"({exc}). Install it with `pip install 'tilefuse[triton]'` "
+                "(or `pip install triton`), then run `tilefuse check` again.")
+    return None
+
+
 def parse_ops(text: str | None) -> tuple[str, ...]:
     """``--ops`` value (comma-separated op names) -> the ops in report order; None: all."""
     if text is None:

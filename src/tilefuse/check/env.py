@@ -86,6 +86,7 @@ def environment() -> dict:
         "triton_interpreter": policy.interpreter_enabled(),
         "level": policy.get_level(),
         "cuda_runtime": torch.version.cuda,
+        "driver": driver_version(),     # the one source (tilefuse.device), with or without CUDA
     }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -94,10 +95,12 @@ def environment() -> dict:
             "compute_capability": f"{props.major}.{props.minor}",
             "sms": props.multi_processor_count,
             "memory_gib": round(props.total_memory / 2**30, 1),
-            "driver": driver_version(),
         })
     else:
+        # The same interpreter fact as "triton_interpreter" above (`tilefuse info` does not
+        # switch it on; check, tune and bench do).
+        where = ", Triton interpreter" if env["triton_interpreter"] else ", no Triton interpreter"
         env.update({"device": f"CPU ({platform.processor() or platform.machine()}, "
-                              f"{os.cpu_count()} cores), Triton interpreter"})
+                              f"{os.cpu_count()} cores){where}"})
     env.update(_collect_env())
     return env

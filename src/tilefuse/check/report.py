@@ -14,8 +14,20 @@ def _fmt_err(v: float) -> str:
     return "inf" if v == math.inf else f"{v:.1e}"
 
 
+def _finite(value):
+    """``value`` with every non-finite float (a failed check's NaN or inf error) as the string
+    Python prints for it ("nan", "inf", "-inf"): bare NaN / Infinity are not JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def write_json(path: Path, report: dict) -> None:
-    path.write_text(json.dumps(report, indent=2, default=str, allow_nan=True))
+    path.write_text(json.dumps(_finite(report), indent=2, default=str, allow_nan=False))
 
 
 def write_markdown(path: Path, report: dict) -> None:

@@ -5,15 +5,19 @@
     tilefuse tune --show
     tilefuse tune --export-builtin DIR
 
-Keys already covered (swept, or in a built-in table) are skipped unless ``--force``. Sweeps
-print progress bars on stderr and a result table on stdout; the exit status is 1 if any key
-aborted (its message names the candidate), 0 otherwise.
+Sweeps need a CUDA device (without one the command refuses at once, exit status 2; ``--show``
+and ``--export-builtin`` work anywhere). Keys already covered (swept, or in a built-in table)
+are skipped unless ``--force``. Sweeps print progress bars on stderr (on a terminal) and a
+result table on stdout; the exit status is 1 if any key aborted (its message names the
+candidate), 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+import torch
 
 from . import table
 from .family import family_names, get_family
@@ -43,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="CUDA device indices to sweep on, one process each (default: the current device)")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
     p.add_argument("--dry-run", action="store_true", help="sweep and print, record nothing")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (off anyway when stderr is not a terminal)")
     return p
 
 
@@ -70,6 +75,30 @@ def _items(args, parser) -> list[tuple[str, object]]:
     return list(unique.values())
 
 
+def _devices(args, parser) -> list[str]:
+    """``--devices`` as device names ([] without it: the current device)."""
+    if not args.devices:
+        return []
+    try:
+        indices = [int(i) for i in args.devices.split(",")]
+    except ValueError:
+        parser.error(f"--devices is a comma-separated list of device indices, got {args.devices!r}")
+    return [f"cuda:{i}" for i in indices]
+
+
+def _gpu_missing(devices: list[str]) -> str | None:
+    """Why this machine cannot sweep ``devices`` (one line), or None. A sweep times kernels
+    on a CUDA device; without one it could only fail key by key."""
+    if not torch.cuda.is_available():
+        return ("no CUDA device; nothing swept (tuning times kernels on a GPU; "
+                "--show and --export-builtin work without one)")
+    count = torch.cuda.device_count()
+    bad = [d for d in devices if not 0 <= torch.device(d).index < count]
+    if bad:
+        return f"--devices {', '.join(bad)}: this machine has {count} CUDA device(s), indices 0..{count - 1}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -83,16 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
 
     items = _items(args, parser)
+    devices = _devices(args, parser)
+    missing = _gpu_missing(devices)
+    if missing:
+        print(f"tilefuse tune: {missing}", file=sys.stderr)
+        return 2
     todo = [(name, p) for name, p in items
             if args.force or not table.is_covered(name, get_family(name).key(p))]
     if len(todo) < len(items):
         print(f"{len(items) - len(todo)} of {len(items)} keys already covered (--force sweeps them again)")
-    try:
-        devices = [f"cuda:{int(i)}" for i in args.devices.split(",")] if args.devices else []
-    except ValueError:
-        parser.error(f"--devices is a comma-separated list of device indices, got {args.devices!r}")
     results, errors = sweep_parallel(todo, devices, rounds=args.rounds, record=not args.dry_run,
-                                     progress=not args.no_progress)
+                                     progress=not args.no_progress and sys.stderr.isatty())
     if results or errors:
         print(format_results(results, errors))
     return 1 if errors else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
@@ -22,7 +23,8 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
     the others still run (their results are recorded); the caller decides how to fail."""
     results, errors = [], []
     label = f"tilefuse tune {device}" if device is not None else "tilefuse tune"
-    with tqdm(items, desc=label, unit="key", position=position, disable=not progress) as bar:
+    # disable=None: tqdm shows the bar only on a terminal (not in logs or pipes).
+    with tqdm(items, desc=label, unit="key", position=position, disable=None if progress else True) as bar:
         for family, problem in bar:
             try:
                 results.append(sweep_key(family, problem, device=device, timer=timer, rounds=rounds,
@@ -125,7 +127,7 @@ def format_results(results: list[SweepResult], errors: list[SweepError] = ()) ->
 def format_table(device_index: int | None = None) -> str:
     """``tilefuse tune --show``: the fingerprint, the cache file, and every visible entry."""
     fingerprint, path = table.table_location(device_index)
-    head = [f"fingerprint: {fingerprint}", f"cache file:  {path}"]
+    head = [f"fingerprint: {json.dumps(fingerprint, sort_keys=True)}", f"cache file:  {path}"]
     rows = []
     for family, key, source, entry in table.entries(device_index):
         measured = entry.measured
