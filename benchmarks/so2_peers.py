@@ -4,7 +4,7 @@
 Forward + force backward (the gradients of u0 and alpha; the weights do not require grad),
 fp32, F (n_focus) = 2, NL = 3 mixing layers (2 gated + the final linear layer), at the
 spec's shapes (E, lmax, Cf) = (647000, 3, 32) "Neo", (300000, 6, 32), (400000, 2, 64)
-(shared/specs/so2_mixing_stack.md). Every peer runs the same mathematical problem on the
+(docs/specs/so2_mixing_stack.md). Every peer runs the same mathematical problem on the
 same tensors:
 
 - ``tilefuse``: ``tilefuse.so2_mixing_stack`` as users call it, at level 2 (the tuning

@@ -49,7 +49,7 @@ def describe_glu_layout(glu_interleave: int | None) -> str:
 
 class GroupedGLUMLP(nn.Module):
     """The E expert MLPs of an MoE layer: grouped GEMM, GLU with router-probability scaling,
-    grouped GEMM (specs/grouped_glu_mlp.md).
+    grouped GEMM (docs/specs/grouped_glu_mlp.md).
 
     Args:
         num_experts: E >= 1.

@@ -12,7 +12,7 @@ from ..ops.so2_mixing_stack.reference import So2Dims
 
 
 class SO2MixingStack(nn.Module):
-    """SO(2)-equivariant gated mixing stack (SeZM layout; specs/so2_mixing_stack.md).
+    """SO(2)-equivariant gated mixing stack (SeZM layout; docs/specs/so2_mixing_stack.md).
 
     ``n_layers - 1`` gated residual layers, then one linear residual layer, per focus stream;
     optionally each (edge, focus) row scaled by ``alpha``.

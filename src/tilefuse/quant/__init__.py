@@ -1,4 +1,4 @@
-"""Quantizers for the grouped MLP's recipes (specs/grouped_glu_mlp.md, "Quantization recipes"),
+"""Quantizers for the grouped MLP's recipes (docs/specs/grouped_glu_mlp.md, "Quantization recipes"),
 usable on their own: FP8 block scaling, MXFP8, NVFP4, and the 128x4 swizzled scale layout.
 
 Each quantizer runs a Triton kernel (CUDA, or the CPU interpreter with TRITON_INTERPRET=1) that

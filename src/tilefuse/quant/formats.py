@@ -1,4 +1,4 @@
-"""Constants of the quantized formats (specs/grouped_glu_mlp.md, "Quantization recipes").
+"""Constants of the quantized formats (docs/specs/grouped_glu_mlp.md, "Quantization recipes").
 
 Shared by the plain-PyTorch renderings (reference.py) and the Triton kernels (kernels.py), so
 both read the same numbers.

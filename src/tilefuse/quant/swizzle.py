@@ -5,7 +5,7 @@ C = 4 * cdiv(cols, 4) columns; scale (r, c) then lives at byte offset
 
     ((r // 128) * (C // 4) + c // 4) * 512 + (r % 32) * 16 + ((r // 32) % 4) * 4 + (c % 4)
 
-of a flat buffer of R * C elements (specs/grouped_glu_mlp.md, "Scale layout"). Both directions
+of a flat buffer of R * C elements (docs/specs/grouped_glu_mlp.md, "Scale layout"). Both directions
 are one permuting copy, done here with torch; the quantizer kernels write this layout directly
 when called with ``swizzle=True``.
 """

@@ -1,4 +1,4 @@
-"""The tuning mechanism shared by every op (DESIGN.md, "The tuning mechanism"; docs/tuning.md).
+"""The tuning mechanism shared by every op (docs/design.md, "The tuning mechanism"; docs/tuning.md).
 
 Lookup side (hot path, used by launchers at level >= 2)::
 

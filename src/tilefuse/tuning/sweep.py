@@ -1,7 +1,7 @@
 """Sweep one key: check each candidate, prove it engaged, time it against the baseline in
 interleaved rounds, choose a winner with a margin, record the result.
 
-The rules (DESIGN.md, "The tuning mechanism"):
+The rules (docs/design.md, "The tuning mechanism"):
 
 - Check before timing: each candidate runs on fresh random inputs, with every fresh allocation
   poisoned with NaN, next to the baseline on the same inputs; the family compares (bitwise or

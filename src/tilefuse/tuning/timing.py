@@ -1,7 +1,7 @@
 """The one timing harness: the tuner's sweeps, `tilefuse check` / `tilefuse bench` and the
 programs in benchmarks/ all time GPU work with it.
 
-The protocol is DESIGN.md's tuning rules:
+The protocol is the tuning rules of docs/design.md:
 
 - warm-up before any sample (compilation, autotuning, allocator pools);
 - CUDA graphs for short calls, so the host's launch costs stay out of the samples;

@@ -34,7 +34,7 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                     glu_interleave: int | None = 32, fc1_bias: torch.Tensor | None = None,
                     fc2_bias: torch.Tensor | None = None, recipe: str | None = None) -> torch.Tensor:
     """Mixture-of-experts expert MLP: per expert e (rows [o_e, o_e + m_e) of x),
-    ``y = (p * act(x W1_e^T + b1_e)) W2_e^T + p b2_e`` (specs/grouped_glu_mlp.md).
+    ``y = (p * act(x W1_e^T + b1_e)) W2_e^T + p b2_e`` (docs/specs/grouped_glu_mlp.md).
 
     Args:
         x: (T, H) tokens permuted by expert; float32, bfloat16 or float16.

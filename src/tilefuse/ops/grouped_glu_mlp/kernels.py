@@ -10,7 +10,7 @@ the counts. Programs are persistent: program p handles tiles p, p + P, ... of th
 Rows at or beyond T are masked, so a bad split cannot read or write out of bounds (launch.py
 also asserts m_e >= 0 and sum(m_e) == T on the device).
 
-GLU column order (specs/grouped_glu_mlp.md): activation column j reads FC1 output columns
+GLU column order (docs/specs/grouped_glu_mlp.md): activation column j reads FC1 output columns
 gate g(j) = 2s floor(j/s) + j mod s and up u(j) = g(j) + s for interleave s; halves (gate j,
 up F + j) when INTERLEAVE == 0.
 

@@ -1,5 +1,5 @@
 """Quantized recipes of grouped_glu_mlp: which tensors are quantized, how, and a plain-PyTorch
-rendering of the whole recipe (specs/grouped_glu_mlp.md, "Quantization recipes").
+rendering of the whole recipe (docs/specs/grouped_glu_mlp.md, "Quantization recipes").
 
 Every GEMM quantizes both of its operands along that GEMM's K dimension (Transformer Engine's
 and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:

@@ -1,4 +1,4 @@
-"""Plain-PyTorch grouped_glu_mlp: the semantics (specs/grouped_glu_mlp.md), and the unfused
+"""Plain-PyTorch grouped_glu_mlp: the semantics (docs/specs/grouped_glu_mlp.md), and the unfused
 composition the kernels are measured against.
 
 Rows are grouped by expert: expert e owns rows [o_e, o_e + m_e) of x, m_e = tokens_per_expert[e],

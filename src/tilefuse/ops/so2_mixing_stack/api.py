@@ -12,7 +12,7 @@ from .validate import validate
 
 def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
                      gw_all: torch.Tensor, *, lmax: int, focus_dim: int, apply_alpha: bool = True) -> torch.Tensor:
-    """SO(2) gated mixing stack (SeZM layout; specs/so2_mixing_stack.md).
+    """SO(2) gated mixing stack (SeZM layout; docs/specs/so2_mixing_stack.md).
 
     Args:
         u0: (F, E, ROW) focus-major activations, ROW = (3 lmax + 1) focus_dim.

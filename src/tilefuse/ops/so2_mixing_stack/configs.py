@@ -66,7 +66,7 @@ def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
 # heuristic's): the relay GEMM is bound by Triton's FMA dots (IEEE fp32), whose throughput grows
 # with the outputs each thread accumulates; on the H200 the untuned relay layer (its 138 GFLOP
 # GEMM plus the pointwise work) took 20.2 ms, about 7 TFLOP/s, against ~44 for a plain tiled
-# Triton GEMM at this shape (specs/so2_mixing_stack.md; benchmarks/results/2026-11-29-h200-b/run5).
+# Triton GEMM at this shape (docs/specs/so2_mixing_stack.md; benchmarks/results/2026-11-29-h200-b/run5).
 RELAY_TILES = ((64, 64, 4, 2), (32, 128, 4, 2), (64, 128, 8, 2), (128, 64, 8, 2), (128, 128, 8, 2))
 
 

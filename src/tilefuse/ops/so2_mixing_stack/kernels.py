@@ -1,7 +1,7 @@
 """Triton kernels for so2_mixing_stack. Only ``@triton.jit`` code; launch.py launches.
 
 Activations are focus-major (F, E, ROW) contiguous; a program owns one focus f and BLOCK_M
-consecutive edges. Column layout (specs/so2_mixing_stack.md): [0, CF) scalars s, [CF, M0) the
+consecutive edges. Column layout (docs/specs/so2_mixing_stack.md): [0, CF) scalars s, [CF, M0) the
 gated m = 0 sub-tiles, [M0, M0 + LG) the m = -1 stripe, [M0 + LG, ROW) the m = +1 stripe; gate
 column of an output column c >= CF is (c - CF) % LG. CF_P is CF rounded up to a power of two
 (>= 16, tl.dot's minimum); padded lanes are masked to zero.

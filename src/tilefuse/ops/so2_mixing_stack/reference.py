@@ -1,4 +1,4 @@
-"""Plain-PyTorch so2_mixing_stack: the semantics (specs/so2_mixing_stack.md).
+"""Plain-PyTorch so2_mixing_stack: the semantics (docs/specs/so2_mixing_stack.md).
 
 Used by tests and benchmarks, as the level-0 path, and as the differentiable path for double
 backward (force-loss training). Activations are focus-major (F, E, ROW); the output is
