@@ -190,10 +190,10 @@ def measure(s: Shape) -> tuple[list, list, dict]:
     gw = s.randn(F, d.focus_dim, d.lg, scale=d.focus_dim ** -0.5)
     fcfg = s.fused_cfg
     row(pairs, f"fused layer {fcfg.name}",
-        lambda: launch.fused_layer(g_cur, z_saved, gw, w0, w1, out, d, fcfg, w0t=w0t, w1t=w1t), ref)
+        lambda: launch.fused_layer(g_cur, z_saved, gw, w0t, w1t, out, d, fcfg), ref)
     row(pairs, "fused layer old swapped strides", lambda: old_fused_layer(g_cur, z_saved, gw, w0, w1, out, s), ref)
     new, old = torch.full_like(out, float("nan")), torch.full_like(out, float("nan"))
-    launch.fused_layer(g_cur, z_saved, gw, w0, w1, new, d, fcfg, w0t=w0t, w1t=w1t)
+    launch.fused_layer(g_cur, z_saved, gw, w0t, w1t, new, d, fcfg)
     old_fused_layer(g_cur, z_saved, gw, w0, w1, old, s)
     bitwise["fused new == old"] = bool(torch.equal(new, old))
     new.fill_(float("nan"))

@@ -189,7 +189,7 @@ def test_new_weight_reads_equal_the_old_swapped_stride_reads_bitwise(one_intra_o
     assert not new.isnan().any() and torch.equal(new, old)
 
     new, old = poisoned(), poisoned()
-    launch.fused_layer(g_cur, z, gw, w0, w1, new, D, FUSED)
+    launch.fused_layer(g_cur, z, gw, launch.transposed(w0), launch.transposed(w1), new, D, FUSED)
     _old_fused(g_cur, z, gw, w0, w1, old, FUSED)
     assert not new.isnan().any() and torch.equal(new, old)
 

@@ -174,14 +174,14 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     g_cur = torch.randn_like(u0)
     g_next = torch.empty_like(g_cur)
     z = z_all[0]
-    w0c, w1c, gwc = w0[0].contiguous(), w1[0].contiguous(), gw[0].contiguous()
+    w0t, w1t, gwc = launch.transposed(w0[0]), launch.transposed(w1[0]), gw[0].contiguous()
     sig = torch.empty((2, n_edges, d.lg), dtype=torch.float32, device="cuda")
     gz = torch.empty_like(g_cur)
 
-    layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0c, w1c, g_next, sig, gz, None, d, relay_cfg)}
+    layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0t, w1t, g_next, sig, gz, None, d, relay_cfg)}
     for cfg in fused_cfgs:
         layer["fused layer " + cfg.name] = (
-            lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0c, w1c, g_next, d, cfg))
+            lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0t, w1t, g_next, d, cfg))
     for name, t in timing.interleaved(layer, graphs=True, rounds=7).items():
         row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
         if row["status"] == "ok":

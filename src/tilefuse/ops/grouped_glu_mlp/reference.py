@@ -314,12 +314,14 @@ def _aligned16(t: torch.Tensor) -> bool:
 
 
 def _row_major(t: torch.Tensor) -> torch.Tensor:
-    """t (rows, cols), or a contiguous copy of it: ``torch._grouped_mm``'s 2-D operands here (x,
-    h, the incoming gradients).
+    """t (..., rows, cols), or a contiguous copy of it: ``torch._grouped_mm``'s operands here (x,
+    h and the incoming gradients (rows, cols); the weights (E, N, K), which CUTLASS addresses
+    at w + e * stride(0)).
 
-    Taken as they are: row-major (strides (s, 1), s >= cols), s a multiple of 16 bytes, the
-    first element 16-byte aligned; a row slice or a column block of a wider tensor qualifies.
-    Everything else is copied:
+    Taken as they are: each matrix row-major (strides (s, 1), s >= cols), s and the leading
+    strides multiples of 16 bytes (0 included: an expanded weight), the first element 16-byte
+    aligned; a row slice or a column block of a wider tensor qualifies. Everything else is
+    copied:
     - ``torch._grouped_mm`` refuses it ("strides should be multiple of 16 bytes", "Invalid
       strides/sizes": a transposed, expanded or column-strided x; on CUDA "expected data_ptr
       to be aligned to 16 bytes"), or
@@ -331,23 +333,11 @@ def _row_major(t: torch.Tensor) -> torch.Tensor:
     ``clone``, not ``contiguous``: a tensor that ``is_contiguous`` may still have strides
     _grouped_mm refuses (T == 0 with strides (0, 0); a single row whose row stride is 1)."""
     per_row = 16 // t.element_size()
-    row_stride, col_stride = t.stride()
-    if col_stride == 1 and row_stride >= max(1, t.shape[1]) and row_stride % per_row == 0 and _aligned16(t):
+    *outer, row_stride, col_stride = t.stride()
+    if (col_stride == 1 and row_stride >= max(1, t.shape[-1]) and all(s % per_row == 0 for s in (*outer, row_stride))
+            and _aligned16(t)):
         return t
     return t.clone(memory_format=torch.contiguous_format)
-
-
-def _grouped_weight(w: torch.Tensor) -> torch.Tensor:
-    """w (E, N, K), or a contiguous copy of it, for ``torch._grouped_mm(., w.transpose(-2, -1))``:
-    each expert's matrix row-major as ``_row_major`` takes x (a column-major w would be taken
-    too, by another kernel with other roundings), the expert stride a multiple of 16 bytes
-    (CUTLASS addresses expert e at w + e * stride(0); 0, an expanded weight, qualifies)."""
-    per_row = 16 // w.element_size()
-    e_stride, n_stride, k_stride = w.stride()
-    if (k_stride == 1 and n_stride >= max(1, w.shape[2]) and n_stride % per_row == 0 and e_stride % per_row == 0
-            and _aligned16(w)):
-        return w
-    return w.clone(memory_format=torch.contiguous_format)
 
 
 def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
@@ -385,7 +375,7 @@ def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> t
     if inp.device.type == "meta":
         return inp @ weight[0].t()
     if rows is None:
-        return _grad_layout(torch._grouped_mm(_row_major(inp), _grouped_weight(weight).transpose(-2, -1),
+        return _grad_layout(torch._grouped_mm(_row_major(inp), _row_major(weight).transpose(-2, -1),
                                               offs=offsets), _row_major)
     # Contiguous operands: matmul's kernels (and roundings) depend on the layout.
     inp, weight = inp.contiguous(), weight.contiguous()
@@ -416,8 +406,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
 
     Layout: the gate and up columns are strided views of z (``split_glu``), not gathers.
     Inputs of any strides: ``torch._grouped_mm``'s operands (x, h, the weights, the incoming
-    gradients) are copied to a layout it takes only where they are not in one (``_row_major``,
-    ``_grouped_weight``); the other inputs are read by strided torch ops. Meta tensors give
+    gradients) are copied to a layout it takes only where they are not in one (``_row_major``); the other inputs are read by strided torch ops. Meta tensors give
     meta results (and gradients) of the right shapes and dtypes; nothing is read.
     Biases: rows pick their expert's bias by ``bias[expert_of_row]`` (expert ids from
     ``searchsorted`` on the device). Its backward is ``index_put_(accumulate=True)``, which

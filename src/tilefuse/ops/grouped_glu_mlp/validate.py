@@ -23,7 +23,7 @@ Decisions:
 - E >= 1, H >= 1, F >= 1: model dimensions, not batch sizes. T may be 0 (empty result).
 - Strides are not checked: every layout is accepted (views: transposed, sliced, expanded).
   Each path copies what it cannot read as laid out, and only that (launch.kernel_layouts
-  for the kernels, reference._row_major / _grouped_weight for torch._grouped_mm).
+  for the kernels, reference._row_major for torch._grouped_mm).
 - recipe: None, "fp8_block", "mxfp8" or "nvfp4" (recipes.py). A recipe quantizes along H and
   F in blocks of 128 (fp8_block), 32 (mxfp8) or 16 (nvfp4), so H and F must be multiples of
   that block (no partial scaling blocks). Any of the three input dtypes may be quantized.

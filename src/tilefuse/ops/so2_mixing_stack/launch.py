@@ -10,8 +10,8 @@ gz/gq and the inputs recovered backwards, u_l = u_{l+1} - act(z_l).
 Weight layout of the GEMMs: every GEMM kernel reads its weight tile (k, n) at
 k * w_stride_k + n * w_stride_n and is fast when n, the tile's inner (fastest-varying) index,
 has unit stride. The forward reads W (F, K, N) contiguous, so it does. The backward needs W^T;
-reading it through W's swapped strides (n along W's slow axis) made each backward GEMM launch
-4.5x slower than a forward one on the H200 (issue 15), so ``backward`` makes contiguous copies
+reading it through W's swapped strides (n along W's slow axis) makes each backward GEMM launch
+4.5x slower than a forward one on the H200, so ``backward`` makes contiguous copies
 W^T = W.transpose(-1, -2).contiguous() of all layers once per call (~1 MB) and every
 backward GEMM reads them with the forward's stride convention: the same products, read from
 another address, accumulated in the same order, so the results are bitwise unchanged.
@@ -104,15 +104,10 @@ def _gemm_t(a, w0t, w1t, res, out, d, cfg):
     _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1)
 
 
-def _weights_t(w0, w1, w0t, w1t):
-    return (transposed(w0) if w0t is None else w0t), (transposed(w1) if w1t is None else w1t)
-
-
-def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Config, *, w0t=None, w1t=None):
+def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
-    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T].
-    w0, w1: the layer's weights W (F, M, M), any strides; ``w0t``/``w1t``: their W^T copies made
-    once by the caller (``transposed``; then w0, w1 are not read), else made here."""
+    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
+    layer's w0t = W0^T and w1t = W1^T (``transposed``)."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -125,16 +120,15 @@ def relay_layer(g_cur, z, gw, w0, w1, out, sigma, gz, gq, d: So2Dims, cfg: So2Co
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _gemm_t(gz, *_weights_t(w0, w1, w0t, w1t), g_cur, out, d, cfg)
+    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
-def fused_layer(g_cur, z, gw, w0, w1, out, d: So2Dims, cfg: So2Config, *, w0t=None, w1t=None):
+def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
     """out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T] by the fused kernel: two passes over
-    disjoint column segments (the m = 0 pass carries the scalar chain). The kernel reads W^T
-    (``w0t``/``w1t`` as in relay_layer) with unit stride along its tile's inner index."""
+    disjoint column segments (the m = 0 pass carries the scalar chain), given w0t = W0^T and
+    w1t = W1^T (``transposed``)."""
     from .kernels import so2_bwd_fused_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
-    w0t, w1t = _weights_t(w0, w1, w0t, w1t)
     for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
         so2_bwd_fused_kernel[(F * cdiv(E, cfg.block_m), cdiv(length, cfg.block_n))](
             g_cur, z, gw, wt, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
@@ -176,8 +170,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # expanded stride-0 grad_out of ``out.sum().backward()``); a no-op on the hot path. The
     # weights are read transposed: W^T copies of all layers at once, a real copy each call (of
     # NL * F * (M0^2 + M1^2) elements: 1.3 MB fp32 at lmax 3, Cf 32, F 2, NL 3) unless the
-    # caller stores W^T (module docstring). Past here w0_all/w1_all serve only for their shapes
-    # and dtypes (weight gradients) and relay_layer/fused_layer's documented signature.
+    # caller stores W^T (module docstring).
     w0t, w1t, gwc = transposed(w0_all), transposed(w1_all), gw_all.contiguous()
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
@@ -199,12 +192,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         z = z_all[layer]
         g_next = torch.empty_like(g_cur)
         if cfg.fused:
-            fused_layer(g_cur, z, gwc[layer], w0_all[layer], w1_all[layer], g_next, d, cfg,
-                        w0t=w0t[layer], w1t=w1t[layer])
+            fused_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, d, cfg)
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], w0_all[layer], w1_all[layer], g_next, sigma, gz, gq, d, cfg,
-                    w0t=w0t[layer], w1t=w1t[layer])
+        relay_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
