@@ -70,7 +70,10 @@ class DyT(nn.Module):
                 self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dyt(x, self.alpha, self.weight, self.bias, channels_last=self.channels_last)
+        # _parameters directly: self.alpha etc. would each miss the instance dict and go through
+        # __getattr__ (the eps message below) on every call
+        p = self._parameters
+        return dyt(x, p["alpha"], p["weight"], p["bias"], channels_last=self.channels_last)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):

@@ -32,7 +32,7 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tupl
     elif glu_layout not in GLU_LAYOUTS:
         raise ValueError(f"{where}: glu_layout must be None or one of {GLU_LAYOUTS}, got {glu_layout!r}")
     if glu_layout == "halves":
-        if glu_interleave not in (None, DEFAULT_GLU_INTERLEAVE) or isinstance(glu_interleave, bool):
+        if glu_interleave not in (None, DEFAULT_GLU_INTERLEAVE):   # True, False too (1, 0)
             raise ValueError(f"{where}: glu_interleave={glu_interleave!r} is the block size of the interleaved "
                              "layout; leave it unset (or None) with glu_layout='halves'")
         return "halves", None
@@ -41,6 +41,25 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tupl
                          f"dividing F = {ffn}), got None")
     check_glu_interleave(glu_interleave, ffn)
     return "interleaved", glu_interleave
+
+
+def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe) -> int | None:
+    """The constructor checks GroupedGLUMLP and HFGroupedGLUExperts share. ``sizes``: ((name,
+    value) of E, H, F): positive ints; then the activation, the GLU layout (returns the
+    op's glu_interleave: None for halves) and the recipe with its block rule on H and F."""
+    for name, value in sizes:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+    check_activation(activation)
+    glu_interleave = resolve_glu_layout(where, glu_layout, glu_interleave, sizes[2][1])[1]
+    check_recipe(recipe)
+    check_recipe_shapes(recipe, sizes[1][1], sizes[2][1])
+    return glu_interleave
+
+
+def glu_layout_of(module) -> str:
+    """A module's GLU layout name, from its glu_interleave (``glu_layout`` property)."""
+    return "halves" if module.glu_interleave is None else "interleaved"
 
 
 def describe_glu_layout(glu_interleave: int | None) -> str:
@@ -115,23 +134,19 @@ class GroupedGLUMLP(nn.Module):
         >>> y = mlp(torch.randn(260, 1024), counts, torch.rand(260))
     """
 
+    glu_layout = property(glu_layout_of)
+
     def __init__(self, num_experts: int, hidden_size: int, ffn_hidden_size: int, *, activation: str = "swiglu",
                  glu_layout: str | None = None, glu_interleave: int | None = DEFAULT_GLU_INTERLEAVE,
                  bias: bool = False, recipe: str | None = None, device=None, dtype=None):
         super().__init__()
-        for name, value in (("num_experts", num_experts), ("hidden_size", hidden_size),
-                            ("ffn_hidden_size", ffn_hidden_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GroupedGLUMLP: {name} must be a positive int, got {value!r}")
+        glu_interleave = check_expert_args(
+            "GroupedGLUMLP", (("num_experts", num_experts), ("hidden_size", hidden_size),
+                              ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave, recipe)
         if not isinstance(bias, bool):
             raise TypeError(f"GroupedGLUMLP: bias must be a bool, got {type(bias).__name__}")
-        check_activation(activation)
-        glu_layout, glu_interleave = resolve_glu_layout("GroupedGLUMLP", glu_layout, glu_interleave, ffn_hidden_size)
-        check_recipe(recipe)
-        check_recipe_shapes(recipe, hidden_size, ffn_hidden_size)
         self.num_experts, self.hidden_size, self.ffn_hidden_size = num_experts, hidden_size, ffn_hidden_size
-        self.activation, self.glu_layout, self.glu_interleave, self.recipe = (activation, glu_layout, glu_interleave,
-                                                                             recipe)
+        self.activation, self.glu_interleave, self.recipe = activation, glu_interleave, recipe
         factory = {"device": device, "dtype": dtype}
         e, h, f = num_experts, hidden_size, ffn_hidden_size
         self.fc1_weight = nn.Parameter(torch.empty(e, 2 * f, h, **factory))

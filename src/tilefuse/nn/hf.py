@@ -27,7 +27,7 @@ import logging
 import torch
 from torch import nn
 
-from .grouped_mlp import resolve_glu_layout
+from .grouped_mlp import check_expert_args, glu_layout_of
 
 logger = logging.getLogger("tilefuse.nn")
 
@@ -70,20 +70,15 @@ class HFGroupedGLUExperts(nn.Module):
         >>> moe.experts = HFGroupedGLUExperts.from_hf(moe.experts)   # or convert_hf_moe_experts(model)
     """
 
+    glu_layout = property(glu_layout_of)
+
     def __init__(self, num_experts: int, hidden_dim: int, intermediate_dim: int, *, glu_layout: str = "halves",
                  glu_interleave: int | None = None, activation: str = "swiglu", recipe: str | None = None,
                  device=None, dtype=None):
         super().__init__()
-        for name, value in (("num_experts", num_experts), ("hidden_dim", hidden_dim),
-                            ("intermediate_dim", intermediate_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{_WHERE}: {name} must be a positive int, got {value!r}")
-        self.glu_layout, self.glu_interleave = resolve_glu_layout(_WHERE, glu_layout, glu_interleave,
-                                                                  intermediate_dim)
-        from ..ops.grouped_glu_mlp.validate import check_activation, check_recipe, check_recipe_shapes
-        check_activation(activation)
-        check_recipe(recipe)
-        check_recipe_shapes(recipe, hidden_dim, intermediate_dim)
+        self.glu_interleave = check_expert_args(
+            _WHERE, (("num_experts", num_experts), ("hidden_dim", hidden_dim), ("intermediate_dim", intermediate_dim)),
+            activation, glu_layout, glu_interleave, recipe)
         self.num_experts, self.hidden_dim, self.intermediate_dim = num_experts, hidden_dim, intermediate_dim
         self.activation, self.recipe = activation, recipe
         factory = {"device": device, "dtype": dtype}
@@ -135,8 +130,9 @@ class HFGroupedGLUExperts(nn.Module):
         y = grouped_glu_mlp(x, counts, probs, self.gate_up_proj, self.down_proj, activation=self.activation,
                             glu_interleave=self.glu_interleave, recipe=self.recipe)
         # Back to (token, slot) order, then each token's K rows summed.
-        position = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=device))
-        out = y[position].view(n_tokens, top_k, y.shape[1]).sum(1)
+        unsorted = torch.empty_like(y)
+        unsorted[order] = y            # order is a permutation: every row written once
+        out = unsorted.view(n_tokens, top_k, y.shape[1]).sum(1)
         return out.to(hidden_states.dtype)
 
     def extra_repr(self) -> str:

@@ -14,20 +14,21 @@ FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # what the kerne
 ACCEPTED_DTYPES = FLOAT_DTYPES + (torch.float64,)
 
 
-def _check_float(name: str, t) -> None:
+def _check_float(name: str, t) -> bool:
+    """Whether t is float64; TypeError naming it unless it is a tensor of ACCEPTED_DTYPES."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"dyt: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"dyt: {name} must be float32, bfloat16, float16 or float64, got {t.dtype}")
+    return t.dtype == torch.float64
 
 
-def validate(x, alpha, weight, bias, channels_last: bool) -> None:
-    """Raise TypeError/ValueError naming the offending argument."""
-    _check_float("x", x)
-    _check_float("alpha", alpha)
-    _check_float("weight", weight)
+def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
+    """Raise TypeError/ValueError naming the offending argument; returns whether any tensor
+    is float64 (the float64 reference runs then)."""
+    f64 = _check_float("x", x) | _check_float("alpha", alpha) | _check_float("weight", weight)
     if bias is not None:
-        _check_float("bias", bias)
+        f64 |= _check_float("bias", bias)
     if not isinstance(channels_last, bool):
         raise TypeError(f"dyt: channels_last must be a bool, got {type(channels_last).__name__}")
     if alpha.numel() != 1:
@@ -50,6 +51,7 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> None:
     for name, p in (("alpha", alpha), ("weight", weight), ("bias", bias)):
         if p is not None and p.device != x.device:
             raise ValueError(f"dyt: {name} is on {p.device} but x is on {x.device}")
+    return f64
 
 
 def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
@@ -81,12 +83,10 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         >>> x = torch.randn(8, 16)
         >>> y = tilefuse.dyt(x, torch.tensor([0.5]), torch.ones(16), torch.zeros(16))
     """
-    validate(x, alpha, weight, bias, channels_last)
-    if any(t is not None and t.dtype == torch.float64 for t in (x, alpha, weight, bias)):
+    f64 = validate(x, alpha, weight, bias, channels_last)
+    if f64 or policy.get_level() == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
-                                       compute_dtype=torch.float64)
-    if policy.get_level() == 0:
-        return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
+                                       compute_dtype=torch.float64 if f64 else torch.float32)
     if torch.compiler.is_compiling():
         return dyt_op(x, alpha, weight, bias, channels_last)
     return DyTFunction.apply(x, alpha, weight, bias, channels_last)

@@ -31,8 +31,6 @@ def _batched(*tensors) -> bool:
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     """The forward both entry points run: the Triton launcher where kernels may run, else
     the float32 reference formulas."""
-    if _batched(x, alpha, weight, bias):
-        return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
     if policy.kernels_enabled(x.device):
         return launch.forward(x, alpha, weight, bias, channels_last)
     y = launch.new_output(x, channels_last)
@@ -41,10 +39,7 @@ def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
 
 
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
-    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas (these
-    too under vmap)."""
-    if _batched(dy, x, alpha, weight, bias):
-        return reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=channels_last)
+    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas."""
     if policy.kernels_enabled(x.device):
         return launch.backward(dy, x, alpha, weight, bias, channels_last)
     dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
@@ -52,6 +47,18 @@ def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
     dx = launch.new_output(x, channels_last)
     dx.copy_(dx_ref)
     return dx, dalpha, dweight, dbias
+
+
+def _setup_context(ctx, inputs, output):
+    x, alpha, weight, bias, channels_last = inputs
+    ctx.save_for_backward(x, alpha, weight, bias)
+    ctx.channels_last = channels_last
+
+
+def _formula_grads(ctx, dy):
+    """create_graph=True: the backward formulas, differentiably (module docstring)."""
+    x, alpha, weight, bias = ctx.saved_tensors
+    return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last), None)
 
 
 class DyTFunction(torch.autograd.Function):
@@ -68,22 +75,22 @@ class DyTFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x, alpha, weight, bias, channels_last):
+        if _batched(x, alpha, weight, bias):
+            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
         return forward_impl(x, alpha, weight, bias, channels_last)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, alpha, weight, bias, channels_last = inputs
-        ctx.save_for_backward(x, alpha, weight, bias)
-        ctx.channels_last = channels_last
+    setup_context = staticmethod(_setup_context)
 
     @staticmethod
     def backward(ctx, dy):
+        if torch.is_grad_enabled():
+            return _formula_grads(ctx, dy)
         x, alpha, weight, bias = ctx.saved_tensors
-        if torch.is_grad_enabled():   # create_graph=True: the formulas, differentiably
-            return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last),
-                    None)
-        dx, dalpha, dweight, dbias = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)
-        return dx, dalpha, dweight, dbias, None
+        if _batched(dy, x, alpha, weight, bias):
+            grads = reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last)
+        else:
+            grads = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)
+        return *grads, None
 
 
 @torch.library.custom_op("tilefuse::dyt", mutates_args=())
@@ -115,17 +122,10 @@ def _dyt_backward_fake(dy, x, alpha, weight, bias, channels_last):
             torch.empty_like(weight, memory_format=torch.contiguous_format), dbias)
 
 
-def _setup_context(ctx, inputs, output):
-    x, alpha, weight, bias, channels_last = inputs
-    ctx.save_for_backward(x, alpha, weight, bias)
-    ctx.channels_last = channels_last
-
-
 def _backward(ctx, dy):
+    if torch.is_grad_enabled():
+        return _formula_grads(ctx, dy)
     x, alpha, weight, bias = ctx.saved_tensors
-    if torch.is_grad_enabled():   # create_graph=True: the formulas, differentiably
-        return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last),
-                None)
     dx, dalpha, dweight, dbias = dyt_backward_op(dy, x, alpha, weight, bias, ctx.channels_last)
     return dx, dalpha, dweight, (dbias if bias is not None else None), None
 
