@@ -11,6 +11,7 @@ nvidia-smi and is not used).
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -54,9 +55,11 @@ def _one_line(value) -> str | None:
     return "; ".join(lines) or None
 
 
+@functools.lru_cache(maxsize=1)
 def _collect_env() -> dict:
     """The fields of ``torch.utils.collect_env.get_env_info()`` this report keeps; an
-    ``collect_env_error`` where it failed (the rest of the report does not need it)."""
+    ``collect_env_error`` where it failed (the rest of the report does not need it). Once per
+    process: collect_env runs several subprocesses (pip, nvidia-smi, lscpu)."""
     try:
         from torch.utils import collect_env
         info = collect_env.get_env_info()._asdict()

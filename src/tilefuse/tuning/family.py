@@ -243,14 +243,13 @@ def _type_name(declared) -> str:
 
 def check_config_fields(cls: type, values) -> None:
     """TypeError naming the first field of config dataclass ``cls`` whose value in ``values``
-    (a mapping of field name -> value, or a ``cls`` instance) is not of the field's declared
+    (a mapping of field name -> value) is not of the field's declared
     type. The one type check of the tuning mechanism: it runs on every config read from a
     table file or registered at runtime, driven by the dataclass's annotations, so an op's
     config class states its field types once and needs no check of its own (ranges and
     powers of two stay the class's ``__post_init__`` and the family's ``is_valid``)."""
-    get = values.get if isinstance(values, Mapping) else lambda name: getattr(values, name)
     for name, declared in _field_types(cls):
-        value = get(name)
+        value = values.get(name)
         if not _has_type(value, declared):
             raise TypeError(f"{cls.__name__}.{name} must be {_type_name(declared)}, "
                             f"got {value!r} ({type(value).__name__})")
@@ -294,11 +293,10 @@ def _check_name(name, what: str) -> None:
 def family_argument(name, caller: str) -> TuningFamily:
     """``get_family(name)`` for public entry point ``caller``: its errors name the caller and
     the ``family`` argument."""
-    _check_name(name, f"{caller}: family")
     try:
         return get_family(name)
-    except ValueError as exc:
-        raise ValueError(f"{caller}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise argument_error(exc, caller) from None
 
 
 def get_family(name: str) -> TuningFamily:

@@ -49,7 +49,7 @@ from typing import Any
 import torch
 
 from ..device import driver_version
-from .family import (BASELINE, BUILTIN_FAMILIES, argument_error, check_config_fields, family_names,
+from .family import (BASELINE, BUILTIN_FAMILIES, argument_error, family_names,
                      get_family)
 
 SCHEMA = 1
@@ -188,13 +188,6 @@ def _check_measured(measured) -> tuple[dict, list[str]]:
     return clean, problems
 
 
-def _check_config(config) -> None:
-    """The generic field-type check on a parsed config (whatever built it: a family may
-    override ``config_from_dict``)."""
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        check_config_fields(type(config), config)
-
-
 def parse_entry(family_name: str, key: str, raw, where: str | None = None) -> Entry:
     """Validate one entry against the running code: ValueError (or TypeError for a config
     field of the wrong type) says why it is unusable.
@@ -219,7 +212,6 @@ def parse_entry(family_name: str, key: str, raw, where: str | None = None) -> En
         raise ValueError(f"'winner' must be {BASELINE!r} or a config object, got {_brief(winner)}")
     else:
         config = family.config_from_dict(winner)
-        _check_config(config)
         if not family.is_valid(key, config):
             raise ValueError(f"config {family.describe(config)} is not in the config space of {key}")
     for problem in problems:   # the entry is used: say what of it is not
@@ -311,6 +303,10 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISBLK, "a block device"))
 
 
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def _read_bytes(path: Path) -> bytes | None:
     """The content of the regular file ``path``, None when nothing is there; ValueError
     otherwise. Opened non-blocking and checked with fstat before any read, so a FIFO or a
@@ -326,7 +322,7 @@ def _read_bytes(path: Path) -> bytes | None:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            kind = _kind(mode)
             raise ValueError(f"{kind}, not a regular file")
         chunks, size = [], 0
         while size <= MAX_FILE_BYTES:
@@ -358,7 +354,7 @@ def _usable_lock_path(lock: Path) -> str:
     except FileNotFoundError:
         return str(lock)
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        kind = _kind(mode)
         _move_aside(lock, f"{kind} at the lock path")
     return str(lock)
 

@@ -150,15 +150,17 @@ def get_entry(family: str, key_or_problem):
     """The three-valued entry: a config, ``BASELINE``, or None when absent. TypeError or
     ValueError naming the argument for a family that is not one, or a key or problem that is
     not one of the family's."""
-    key = _key(family, key_or_problem, "get_entry")
-    return _table().resolve().get((family, key))
+    return _entry(family, key_or_problem, "get_entry")
 
 
 def is_covered(family: str, key_or_problem) -> bool:
     """Whether the key was swept (or registered): its entry is a config or ``BASELINE``.
     Only keys that are not covered get swept."""
-    key = _key(family, key_or_problem, "is_covered")
-    return _table().resolve().get((family, key)) is not None
+    return _entry(family, key_or_problem, "is_covered") is not None
+
+
+def _entry(family: str, key_or_problem, caller: str):
+    return _table().resolve().get((family, _key(family, key_or_problem, caller)))
 
 
 def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]]:

@@ -45,6 +45,12 @@ from ..utils import capture_cuda_graph
 Call = Callable[[int], object]   # run the choice on input set i
 
 
+
+def _sync_if_cuda() -> None:
+    """Wait for the GPU where this process uses one (nothing to wait for otherwise)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
 class Timer(Protocol):
     def buffers(self, input_bytes: int) -> int:
         """How many input sets to rotate through for inputs of ``input_bytes`` each."""
@@ -155,13 +161,10 @@ class WallTimer:
             run()
 
         def sample() -> float:
-            cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-            if cuda:
-                torch.cuda.synchronize()
+            _sync_if_cuda()
             t0 = time.perf_counter()
             run()
-            if cuda:
-                torch.cuda.synchronize()
+            _sync_if_cuda()
             return (time.perf_counter() - t0) / n_buffers
 
         return sample
@@ -231,8 +234,7 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
         try:
             samplers[name] = timer.prepare(name, lambda i, fn=fn: fn(), 1)
         except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not dropped
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
-                torch.cuda.synchronize()
+            _sync_if_cuda()
             out[name] = exc
     for name, seconds in interleave(samplers, rounds).items():
         ms = tuple(s * 1e3 for s in seconds)
