@@ -1,10 +1,10 @@
 """Is each so2 backward GEMM launch within 1.15x of the forward GEMM launch of the same size?
 
-Issue 15: the backward GEMMs (``launch._gemm_t`` -> ``so2_gemm_kernel`` in BWD mode, and the
-fused layer kernel) used to read W^T through W's swapped strides, so the weight tile's inner
-(N) index walked W's slow axis: 9.1 ms per backward launch against 2.0 ms for a forward launch
-of the same size on the H200. launch.backward now reads contiguous W^T copies with the
-forward's stride convention. This program measures where that leaves each launch.
+The backward GEMMs (``launch._gemm_t`` -> ``so2_gemm_kernel`` in BWD mode, and the fused
+layer kernel) read contiguous W^T copies with the forward's stride convention (launch.py's
+module docstring). The "old swapped strides" rows read W^T through W's swapped strides instead,
+the weight tile's inner (N) index walking W's slow axis, as a reference point (4.4x slower on
+the H200, results/2026-12-01-h200-g run 1).
 
     PYTHONPATH=src python3 benchmarks/so2_backward_gemm.py            # a GPU (H200: ~1-2 min)
     PYTHONPATH=src python3 benchmarks/so2_backward_gemm.py --tiny     # CPU smoke test, Triton
