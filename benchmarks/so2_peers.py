@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How fast is tilefuse.so2_mixing_stack against every peer a user would pick instead?
 
-Forward + force backward (the gradients of u0 and alpha; the weights do not require grad),
+Forward + force backward (the gradients of u0 and alpha; the weights do not require grad;
+``--training``: the weights' gradients too, which tilefuse computes on the relay backward),
 fp32, F (n_focus) = 2, NL = 3 mixing layers (2 gated + the final linear layer), at the
 spec's shapes (E, lmax, Cf) = (647000, 3, 32) "Neo", (300000, 6, 32), (400000, 2, 64)
 (docs/specs/so2_mixing_stack.md). Every peer runs the same mathematical problem on the
@@ -13,6 +14,9 @@ same tensors:
   heuristic relay backward) and ``tilefuse fused <cfg>`` (a runtime-registered fused entry;
   only where the fused guards allow it: Cf a power of two in [16, 64]). The launches are
   counted to show which backward route ran.
+- ``tilefuse level 3``: the same call at level 3, where the table's level-3 key holds a
+  validated tf32x3 variant (``tilefuse tune --op so2_mixing_stack --shape LxC --pass level3``
+  sweeps it); reported unavailable when the key was never swept or kept the exact path.
 - ``eager``: ``tilefuse.ops.so2_mixing_stack.reference.so2_stack_reference`` (cuBLAS fp32,
   TF32 off: ``torch.backends.cuda.matmul.allow_tf32 = False`` and
   ``torch.set_float32_matmul_precision("highest")``) with autograd.
@@ -163,7 +167,8 @@ TOL = 1e-5             # normwise, against float64 at E_c and against eager fp32
 DEFAULT_SHAPES = "647000:3:32,300000:6:32,400000:2:64"
 TINY_SHAPES = "64:3:32,40:2:64"
 SHAPE_NAMES = {"neo": (647000, 3, 32)}
-PEER_KINDS = ("tilefuse", "tilefuse-relay", "tilefuse-fused", "eager", "compile", "deepmd", "deepmd-fp16x3")
+PEER_KINDS = ("tilefuse", "tilefuse-relay", "tilefuse-fused", "tilefuse-l3", "eager", "compile", "deepmd",
+              "deepmd-fp16x3")
 DEEPMD_PKG = "deepmd.kernels.triton.sezm"
 DEEPMD_MODULES = ("so2_value_path", "so2_stack_fp16x3", "tile_configs", "tile_config_data")
 
@@ -196,8 +201,13 @@ class Inputs:
     def args(self):
         return self.u0, self.alpha, self.w0, self.w1, self.gw
 
+    def grad_args(self):
+        """What the step differentiates: (u0, alpha), and the weights when they require grad
+        (``--training``)."""
+        return self.args() if self.w0.requires_grad else (self.u0, self.alpha)
 
-def make_inputs(n_edges: int, lmax: int, cf: int, device: str, seed: int) -> Inputs:
+
+def make_inputs(n_edges: int, lmax: int, cf: int, device: str, seed: int, training: bool = False) -> Inputs:
     """The scales of tilefuse.check.so2: activations ~0.5, weights ~1/sqrt(fan-in), alpha in
     [0.2, 1.2). Weights are dense random (the model's w1 has a complex-multiplication block
     structure; no kernel here exploits it)."""
@@ -213,7 +223,13 @@ def make_inputs(n_edges: int, lmax: int, cf: int, device: str, seed: int) -> Inp
     w1 = randn(NL, F, d.m1, d.m1, scale=d.m1 ** -0.5)
     gw = randn(NL - 1, F, cf, d.lg, scale=cf ** -0.5)
     grad_out = randn(n_edges, F, d.row)
+    for w in (w0, w1, gw):
+        w.requires_grad_(training)
     return Inputs(lmax, cf, u0, alpha, w0, w1, gw, grad_out)
+
+
+# Output names of a step: x_local, then the gradients (grad_args order).
+OUT_NAMES = ("x", "du0", "dalpha", "dw0", "dw1", "dgw")
 
 
 def check_edges_for(n_edges: int, check_edges: int) -> int:
@@ -445,14 +461,15 @@ class Peer:
 
 
 def make_step(peer: Peer, inp: Inputs) -> Callable[[], tuple]:
-    """Forward + force backward: (x_local, grad u0, grad alpha)."""
+    """Forward + force backward: (x_local, grad u0, grad alpha), and the weight gradients with
+    ``--training``."""
     fwd = peer.forward(inp)
 
     def step():
         with peer.context():
             x = fwd()
-            du0, dalpha = torch.autograd.grad(x, (inp.u0, inp.alpha), inp.grad_out)
-        return x, du0, dalpha
+            grads = torch.autograd.grad(x, inp.grad_args(), inp.grad_out)
+        return x, *grads
     return step
 
 
@@ -508,6 +525,21 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
             peers.append(Peer(f"tilefuse fused ({fused.name})", "tilefuse-fused", tf_forward,
                               lambda: tf_registered(problem, fused), note="forced: registered entry",
                               expect_route="fused"))
+    if "tilefuse-l3" in want:
+        with policy.level(3):
+            variant = tf_op.level3_config(d, torch.float32, n_edges, F, NL)
+        l3_key = So2Problem(lmax, cf, 4, level3=True)
+        if variant is None:
+            entry = tuning.get_entry("so2_mixing_stack", l3_key)
+            why = ("never swept: run `tilefuse tune --op so2_mixing_stack --shape "
+                   f"{lmax}x{cf} --pass level3` first" if entry is None else
+                   "the level-3 sweep kept the exact path (no variant passed or beat it)")
+            peers.append(Peer("tilefuse level 3", "tilefuse-l3", None, unavailable=f"level-3 key {why}"))
+        else:
+            facts["tilefuse-l3"] = variant.name
+            peers.append(Peer(f"tilefuse level 3 ({variant.name})", "tilefuse-l3", tf_forward,
+                              lambda: policy.level(3), note="level 3: the validated level-3 entry",
+                              expect_route="relay"))
     if "eager" in want:
         ref = _reference_fn(lmax, cf)
         peers.append(Peer("eager reference", "eager", lambda inp: (lambda: ref(*inp.args())),
@@ -637,7 +669,7 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     torch._dynamo.reset()
     peers, facts = build_peers(args, lmax, cf, n_edges, device, dp, dp_err, tiles)
     say(f"  tilefuse table pick (level 2): {facts['table_pick']} (heuristic relay {facts['heuristic_relay']})")
-    for k in ("tilefuse-relay", "tilefuse-fused"):
+    for k in ("tilefuse-relay", "tilefuse-fused", "tilefuse-l3"):
         if k in facts:
             say(f"  {k}: {facts[k]}")
     rows = {p.name: {"peer": p.name, "kind": p.kind, "note": p.note, "status": "unavailable",
@@ -646,10 +678,11 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
 
     # 1. float64 check at E_c.
     e_c = check_edges_for(n_edges, args.check_edges)
-    inp = make_inputs(e_c, lmax, cf, device, args.seed + 1000 * lmax + cf)
-    ref_in = [t.detach().double().requires_grad_(i < 2) for i, t in enumerate(inp.args())]
+    inp = make_inputs(e_c, lmax, cf, device, args.seed + 1000 * lmax + cf, args.training)
+    n_grads = len(inp.grad_args())
+    ref_in = [t.detach().double().requires_grad_(i < n_grads) for i, t in enumerate(inp.args())]
     ref_x = so2_stack_reference(*ref_in, lmax=lmax, focus_dim=cf)
-    ref_g = torch.autograd.grad(ref_x, ref_in[:2], inp.grad_out.double())
+    ref_g = torch.autograd.grad(ref_x, ref_in[:n_grads], inp.grad_out.double())
     ref = (ref_x.detach(), *ref_g)
     del ref_in, ref_x, ref_g
     say(f"  check 1: float64 reference at E_c = {e_c}")
@@ -666,7 +699,7 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
             free(device)
             continue
         row["first_call_s"] = round(time.time() - t0, 2)
-        errs = {n: rel_err(g, r) for n, g, r in zip(("x", "du0", "dalpha"), out, ref)}
+        errs = {n: rel_err(g, r) for n, g, r in zip(OUT_NAMES, out, ref)}
         row["f64_errors"] = errs
         del out
         ok = all(math.isfinite(v) and v <= TOL for v in errs.values())
@@ -691,12 +724,12 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     free(device)
 
     # 2. Full E: fresh timing inputs; each peer against the eager fp32 reference.
-    inp = make_inputs(n_edges, lmax, cf, device, args.seed + 1000 * lmax + cf + 1)
+    inp = make_inputs(n_edges, lmax, cf, device, args.seed + 1000 * lmax + cf + 1, args.training)
     say(f"  check 2: full E = {n_edges} against the eager fp32 reference")
     ref_fn = _reference_fn(lmax, cf)
     try:
         x = ref_fn(*inp.args())
-        ref = (x.detach(), *torch.autograd.grad(x, (inp.u0, inp.alpha), inp.grad_out))
+        ref = (x.detach(), *torch.autograd.grad(x, inp.grad_args(), inp.grad_out))
         del x
         sync(device)
     except Exception as exc:  # noqa: BLE001
@@ -718,9 +751,9 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         row["full_call_s"] = round(time.time() - t0, 2)
         finite = all(bool(torch.isfinite(t).all()) for t in out)
         if ref is not None and p.kind != "eager":
-            errs = {n: rel_err(g, r) for n, g, r in zip(("x", "du0", "dalpha"), out, ref)}
+            errs = {n: rel_err(g, r) for n, g, r in zip(OUT_NAMES, out, ref)}
         else:   # the eager peer is the reference itself; or no reference: finiteness only
-            errs = {n: 0.0 for n in ("x", "du0", "dalpha")} if ref is not None else {}
+            errs = {n: 0.0 for n in OUT_NAMES[:len(out)]} if ref is not None else {}
         row["full_e_vs_eager"] = errs
         del out
         if not finite or not all(math.isfinite(v) and v <= TOL for v in errs.values()):
@@ -866,12 +899,15 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-compile", action="store_true", help="on CPU, try torch.compile too (Inductor C++)")
     ap.add_argument("--profile", action="store_true", help="torch.profiler per-kernel table at one shape")
     ap.add_argument("--profile-shape", default=None, help="EDGES:LMAX:CF to profile (default: the first shape)")
-    ap.add_argument("--profile-peers", default="tilefuse,tilefuse-relay,tilefuse-fused,deepmd,deepmd-fp16x3",
+    ap.add_argument("--profile-peers",
+                    default="tilefuse,tilefuse-relay,tilefuse-fused,tilefuse-l3,deepmd,deepmd-fp16x3",
                     help="peer kinds to profile (default: tilefuse's and DeePMD-kit's)")
     ap.add_argument("--profile-steps", type=int, default=3)
     ap.add_argument("--profile-top", type=int, default=15)
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--training", action="store_true",
+                    help="training backward: the weights require grad too (dW0, dW1, dGW checked and timed)")
     ap.add_argument("--tiny", action="store_true",
                     help=f"smoke test at tiny shapes ({TINY_SHAPES}); on CPU with TRITON_INTERPRET=1")
     args = ap.parse_args(argv)
@@ -912,7 +948,9 @@ def main(argv=None) -> int:
         tiles = DeePMDTiles(dp, args.deepmd_tiles, cache, device, "deepmd-fp16x3" in args.peers)
 
     info = meta(device, dp, dp_how)
-    say("so2_mixing_stack peers: forward + force backward (grad u0, alpha), fp32, F 2, NL 3")
+    say("so2_mixing_stack peers: forward + " + ("training backward (grad u0, alpha and the weights)"
+                                                 if args.training else "force backward (grad u0, alpha)")
+        + ", fp32, F 2, NL 3")
     for k, v in info.items():
         say(f"  {k}: {v}")
     if device == "cpu":
@@ -943,7 +981,8 @@ def main(argv=None) -> int:
             say("  " + line)
         if args.json:
             write_json(args.json, doc)
-    say(f"\n== so2_mixing_stack forward + force backward, fp32, F 2, NL 3 ({info.get('gpu', device)}); "
+    what = 'training' if args.training else 'force'
+    say(f"\n== so2_mixing_stack forward + {what} backward, fp32, F 2, NL 3 ({info.get('gpu', device)}); "
         f"x DeePMD fp32 = fastest DeePMD-kit fp32 ms / peer ms, x compile = torch.compile ms / peer ms "
         f"(> 1: faster); {args.rounds} interleaved rounds, median; {time.time() - t_all:.0f} s in all ==")
     for line in final_table(doc["results"]):

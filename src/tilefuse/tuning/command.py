@@ -1,6 +1,7 @@
 """``tilefuse tune``: sweep keys ahead of time, show the table, export a built-in table.
 
     tilefuse tune --op dyt --shape 65536x1024 [--dtype bf16] [--pass fwd|bwd]
+    tilefuse tune --op so2_mixing_stack --shape 3x32 --pass level3
     tilefuse tune --all-defaults [--op dyt] [--devices 0,1,2,3]
     tilefuse tune --show
     tilefuse tune --export-builtin DIR
@@ -40,8 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="write this machine's measured entries as a built-in table into DIR")
     p.add_argument("--op", choices=family_names(), help="op family (required with --shape)")
     p.add_argument("--dtype", help="x dtype for --shape: fp32 (default), bf16 or fp16")
-    p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd"),
-                   help="only this pass for --shape (default: both)")
+    p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd", "level3"),
+                   help="only this pass for --shape (default: both); level3: so2_mixing_stack's fp32 level-3 "
+                        "key (forward + backward, reduced-precision variants validated against float64)")
     p.add_argument("--force", action="store_true", help="sweep keys that are already covered")
     p.add_argument("--devices", metavar="I,J,...",
                    help="CUDA device indices to sweep on, one process each (default: the current device)")

@@ -152,6 +152,21 @@ class TuningFamily(abc.ABC):
         where the op's contract says so, else with the op's derived tolerance. Returns one
         message per mismatch (empty: equal). Non-finite values are checked by the sweep."""
 
+    def validate(self, problem, choice, inputs, got: dict, want: dict) -> tuple[list[str], dict | None]:
+        """(mismatch messages, validation record) of candidate ``choice`` against the baseline.
+
+        The default is ``compare`` and no record. A family whose candidates need more than a
+        comparison with the baseline (a reduced-precision variant validated against a float64
+        reference, on extra inputs it runs itself) overrides this; a record it returns for the
+        winner is stored in the entry's ``measured["validation"]``, where ``check_entry`` can
+        demand it."""
+        return self.compare(problem, inputs, got, want), None
+
+    def check_entry(self, key: str, config, measured: Mapping) -> None:
+        """Raise ValueError when a table entry choosing ``config`` for ``key`` must not be
+        used, given its ``measured`` fields (e.g. a variant without its recorded validation).
+        The default accepts every entry whose config ``is_valid``."""
+
     # --- entry points -----------------------------------------------------------------
     @abc.abstractmethod
     def default_problems(self) -> list:

@@ -171,6 +171,7 @@ MEASURED_FIELDS = {
     "rounds": (_count, "a count"),
     "wall_s": (_number, "a number"),
     "source": (lambda v: isinstance(v, str), "a string"),
+    "validation": (lambda v: isinstance(v, dict), "an object"),
 }
 
 
@@ -214,6 +215,7 @@ def parse_entry(family_name: str, key: str, raw, where: str | None = None) -> En
         config = family.config_from_dict(winner)
         if not family.is_valid(key, config):
             raise ValueError(f"config {family.describe(config)} is not in the config space of {key}")
+        family.check_entry(key, config, measured)
     for problem in problems:   # the entry is used: say what of it is not
         report(f"tilefuse tuning table {where}: entry {family_name}/{key}: ignoring {problem}")
     return Entry(config, measured)

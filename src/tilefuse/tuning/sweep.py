@@ -104,6 +104,7 @@ class CandidateResult:
     median_s: float | None = None            # median seconds per call over the rounds
     speedup: float | None = None             # median of per-round baseline/candidate times
     spread: tuple[float, float] | None = None  # interquartile range of those ratios
+    validation: dict | None = None           # the family's validation record (TuningFamily.validate)
 
 
 @dataclasses.dataclass
@@ -146,6 +147,7 @@ class SweepResult:
                 "timed": len(self.with_status(TIMED)), "rejected": len(self.with_status(REJECTED)),
                 "skipped": len(self.with_status(SKIPPED)), "rounds": self.rounds,
                 "wall_s": round(self.wall_s, 2),
+                **({"validation": win.validation} if win.validation is not None else {}),
             },
         }
 
@@ -205,9 +207,10 @@ class _Sweep:
                 f"to another path, so timing it would time that path. Sweep aborted, nothing recorded")
         return outputs
 
-    def check(self, candidate, name: str, seed: int) -> list[str]:
-        """Mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed).
-        Exceptions from the candidate propagate; the baseline's abort the sweep."""
+    def check(self, candidate, name: str, seed: int) -> tuple[list[str], dict | None]:
+        """(mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed),
+        the family's validation record). Exceptions from the candidate propagate; the
+        baseline's abort the sweep."""
         inputs = self.family.make_inputs(self.problem, self.device, seed)
         with poisoned_allocations():
             want = self._guarded("baseline", self.baseline,
@@ -219,7 +222,9 @@ class _Sweep:
                                  f"finite on finite inputs; sweep aborted, nothing recorded")
         bad = [f"{n}: non-finite values (unwritten elements or overflow)"
                for n, t in got.items() if not torch.isfinite(t).all()]
-        return bad or self.family.compare(self.problem, inputs, got, want)
+        if bad:
+            return bad, None
+        return self.family.validate(self.problem, candidate, inputs, got, want)
 
     def timed_sampler(self, name: str, choice, buffers: list) -> Callable[[], float]:
         for inputs in buffers:   # warm-up, and engagement proven in the timed setting itself
@@ -235,16 +240,16 @@ class _Sweep:
         bar = tqdm(total=len(candidates) + self.rounds, desc=f"{family.name} {self.key}",
                    unit="step", leave=False, disable=not progress)
         try:
-            passed = []
+            passed = []   # (choice, validation record)
             for i, choice in enumerate(candidates):
                 name = family.describe(choice)
                 outcome = self._guarded(name, choice, lambda: self.check(choice, name, self.seed + i))
                 if isinstance(outcome, CandidateResult):
                     results.append(outcome)
-                elif outcome:
-                    results.append(CandidateResult(name, choice, REJECTED, "; ".join(outcome)))
+                elif outcome[0]:
+                    results.append(CandidateResult(name, choice, REJECTED, "; ".join(outcome[0])))
                 else:
-                    passed.append(choice)
+                    passed.append((choice, outcome[1]))
                 bar.update()
 
             n_buffers = self.timer.buffers(family.input_bytes(problem))
@@ -254,14 +259,14 @@ class _Sweep:
             samplers = {base_name: self._guarded(
                 "baseline", baseline, lambda: self.timed_sampler("baseline", baseline, buffers))}
             timed = []
-            for choice in passed:
+            for choice, validation in passed:
                 name = family.describe(choice)
                 sampler = self._guarded(name, choice, lambda: self.timed_sampler(name, choice, buffers))
                 if isinstance(sampler, CandidateResult):
                     results.append(sampler)
                 else:
                     samplers[name] = sampler
-                    timed.append(CandidateResult(name, choice, TIMED))
+                    timed.append(CandidateResult(name, choice, TIMED, validation=validation))
             samples = interleave(samplers, self.rounds, bar.update)
         finally:
             bar.close()

@@ -12,10 +12,34 @@ import dataclasses
 from ...utils import next_power_of_2
 
 
+# ``So2Config.precision``: how the layer GEMMs' fp32 dots are computed.
+# - "ieee": FMA dots, IEEE float32 (levels 1-2: the spec's exact path).
+# - "3xtf32": three TF32 tensor-core products per dot, CUTLASS's 3xTF32 scheme: each operand is
+#   split into a TF32 head and a TF32 tail (hi = x rounded to TF32, truncated where rounding
+#   would overflow; lo = x - hi, exact, rounded to TF32); per K tile the three products
+#   a_lo w_hi + a_hi w_lo + a_hi w_hi are summed on the tensor cores and added to the float32
+#   accumulator with an IEEE add. The weights are split once per call in memory (kernels read
+#   W_hi and W_lo tiles), the activation tiles in registers. A level-3 variant, used only on
+#   keys whose entry records a passed accuracy validation (tune.py).
+#   Measured on the H200 (benchmarks/results/2026-12-01-h200-h): accurate (one Neo backward
+#   GEMM: 1.0e-7 normwise against float64, the IEEE dots 1.5-1.8e-7) but 1.28x slower than the
+#   IEEE FMA dots at its best tile, so the level-3 sweeps keep the exact path on that GPU.
+#   Accumulating across K tiles on the tensor cores instead (no per-tile IEEE add) doubled the
+#   error (the sweep rejected it: 2.1-2.9x the exact path's); Triton's own
+#   input_precision="tf32x3" (both operands split in registers) was 1.13x slower than IEEE.
+# 16-bit inputs take TF32 dots in every config (their products are exact in TF32).
+EXACT = "ieee"
+TF32X3 = "3xtf32"
+PRECISIONS = (EXACT, TF32X3)
+
+
 @dataclasses.dataclass(frozen=True)
 class So2Config:
-    """GEMM tiles of the stack's kernels, and the backward route: the relay (three kernels per
-    gated layer) or, with ``fused``, one fused kernel per layer and column segment."""
+    """GEMM tiles of the stack's kernels, the backward route (the relay: three kernels per
+    gated layer; or, with ``fused``, one fused kernel per layer and column segment) and the
+    precision of the layer GEMMs' dots (``PRECISIONS``; the fused route is exact only). The
+    backward always uses the config; the forward uses its tiles and precision for a level-3
+    entry and the heuristic tiles otherwise (op.py)."""
 
     block_m: int = 32
     block_n: int = 64
@@ -23,11 +47,24 @@ class So2Config:
     num_warps: int = 4
     num_stages: int = 2
     fused: bool = False
+    precision: str = EXACT
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"So2Config.precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.fused and self.precision != EXACT:
+            raise ValueError("So2Config: the fused backward is exact only (precision 'ieee')")
 
     @property
     def name(self) -> str:
         route = "fused" if self.fused else "relay"
-        return f"{route}-M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
+        suffix = "" if self.precision == EXACT else f"-{self.precision}"
+        tiles = f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
+        return f"{route}-{tiles}{suffix}"
+
+    def dot_precision(self, dtype_is_fp32: bool) -> str:
+        """The layer GEMMs' DOT_PRECISION (kernels.so2_gemm_kernel) for inputs of that dtype."""
+        return self.precision if dtype_is_fp32 else "tf32"
 
 
 # The fused kernel forms gate dots in registers: above this focus_dim the per-program gate
@@ -75,6 +112,20 @@ def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     base = heuristic(lmax, focus_dim)
     return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages)
             for block_m, block_n, num_warps, num_stages in RELAY_TILES]
+
+
+# Level-3 (3xtf32) tiles: tensor-core dots want wider tiles and deeper pipelines than the FMA
+# dots; (BLOCK_M, BLOCK_N, warps, stages), BLOCK_K the heuristic's.
+# The fastest three at the Neo shape (run 3), of 6 measured.
+TF32X3_TILES = ((32, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3))
+
+
+def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
+    """The 3xtf32 relay configs a level-3 key's sweep validates and times against the exact
+    heuristic relay."""
+    base = heuristic(lmax, focus_dim)
+    return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=TF32X3)
+            for block_m, block_n, num_warps, num_stages in TF32X3_TILES]
 
 
 def cf_padded(focus_dim: int) -> int:

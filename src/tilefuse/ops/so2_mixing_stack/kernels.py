@@ -6,7 +6,9 @@ gated m = 0 sub-tiles, [M0, M0 + LG) the m = -1 stripe, [M0 + LG, ROW) the m = +
 column of an output column c >= CF is (c - CF) % LG. CF_P is CF rounded up to a power of two
 (>= 16, tl.dot's minimum); padded lanes are masked to zero.
 
-fp32 dots use ``input_precision="ieee"`` (no TF32): the spec's accuracy contract. Sums are
+fp32 dots use ``input_precision="ieee"`` (no TF32): the spec's accuracy contract; only a
+level-3 config's layer GEMMs take TF32 tensor-core products in the 3xTF32 scheme
+(so2_gemm_kernel's DOT_PRECISION). Sums are
 accumulated in float32 whatever the input dtype. Offsets are int64.
 """
 
@@ -82,11 +84,22 @@ def so2_fwd_gate_kernel(
 
 
 @triton.jit
+def tf32_round(x):
+    """x rounded to the nearest TF32 (sign, exponent, 10 mantissa bits; ties away from zero),
+    float32 in and out. Where rounding up would leave the finite range (|x| within 2**-11 of
+    float32's largest value) x is truncated instead, so a finite x never becomes infinite."""
+    bits = x.to(tl.int32, bitcast=True)
+    rounded = (bits + 4096) & -8192
+    rounded = tl.where((rounded & 0x7F800000) == 0x7F800000, bits & -8192, rounded)
+    return rounded.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def so2_gemm_kernel(
-    a_ptr, w_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+    a_ptr, w_ptr, wlo_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
     F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG,
     w_focus_stride, w_stride_k, w_stride_n,
-    MODE: tl.constexpr, APPLY_ALPHA: tl.constexpr, IEEE: tl.constexpr,
+    MODE: tl.constexpr, APPLY_ALPHA: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """One column segment of a layer GEMM with its epilogue: out[:, n] for n in
@@ -100,21 +113,40 @@ def so2_gemm_kernel(
     - FINAL: out (E, F, ROW) edge-major = (res + acc) * alpha[e, f] (alpha (E, F) if APPLY_ALPHA).
     - BWD: out = res + acc.
     Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)); K is walked in BLOCK_K steps, in order.
+    DOT_PRECISION: "ieee" (FMA dots); "tf32" (16-bit inputs, whose products TF32 holds exactly);
+    "3xtf32" (level 3, configs.py): w_ptr holds W's TF32 heads and wlo_ptr its TF32 tails (same
+    strides), the a tile is split here, and each K tile adds a_lo w_hi + a_hi w_lo + a_hi w_hi
+    (one tensor-core chain) to acc. The operands are float32.
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
     row_base = focus.to(tl.int64) * E * ROW + edges * ROW
-    w_base = w_ptr + focus.to(tl.int64) * w_focus_stride
+    w_offset = focus.to(tl.int64) * w_focus_stride
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K_LEN, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K_LEN
         a = tl.load(a_ptr + row_base[:, None] + (K_START + k)[None, :], mask=emask[:, None] & kmask[None, :],
                     other=0.0).to(tl.float32)
-        w = tl.load(w_base + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n,
-                    mask=kmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)
-        acc = dot_f32acc(a, w, acc, IEEE)
+        w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
+        wmask = kmask[:, None] & nmask[None, :]
+        w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0).to(tl.float32)
+        if DOT_PRECISION == "3xtf32":
+            w_lo = tl.load(wlo_ptr + w_offs, mask=wmask, other=0.0)
+            a_hi = tf32_round(a)
+            a_lo = tf32_round(a - a_hi)
+            # The tile's three products, small ones first, in a fresh tensor-core accumulator;
+            # then one IEEE add (the dot chain's first accumulator is zero but the last one is
+            # not, so Triton cannot fold the add into the MMA). Tensor cores truncate while they
+            # accumulate: carried across the whole K walk, that doubled the error against
+            # float64 on the H200 (benchmarks/results/2026-12-01-h200-h, runs 2-3).
+            part = tl.dot(a_lo, w, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision="tf32")
+            part = tl.dot(a_hi, w_lo, part, input_precision="tf32")
+            part = tl.dot(a_hi, w, part, input_precision="tf32")
+            acc += part
+        else:
+            acc = tl.dot(a, w, acc, input_precision=DOT_PRECISION)
     mask = emask[:, None] & nmask[None, :]
     offs = row_base[:, None] + n[None, :]
     res = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)

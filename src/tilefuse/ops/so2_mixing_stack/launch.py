@@ -23,7 +23,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv
-from .configs import So2Config, cf_padded, fused_applies, heuristic
+from .configs import TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -31,12 +31,42 @@ def _ieee(t: torch.Tensor) -> bool:
     return t.dtype == torch.float32
 
 
+def _tf32_round(x: torch.Tensor) -> torch.Tensor:
+    """kernels.tf32_round on a contiguous float32 tensor: the nearest TF32, truncated where
+    rounding up would overflow."""
+    bits = x.contiguous().view(torch.int32)
+    rounded = (bits + 4096) & -8192
+    rounded = torch.where((rounded & 0x7F800000) == 0x7F800000, bits & -8192, rounded)
+    return rounded.view(torch.float32)
+
+
+def split_tf32(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W_hi, W_lo) of float32 ``w`` for the 3xtf32 GEMMs (configs.py): W_hi is w rounded to
+    TF32, W_lo = w - W_hi (exact) rounded to TF32; contiguous. The kernel splits its
+    activation tiles the same way (kernels.tf32_round)."""
+    hi = _tf32_round(w)
+    return hi, _tf32_round(w - hi)
+
+
+def _weights(w: torch.Tensor, cfg: So2Config) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """What the layer GEMMs read as (w, w_lo): ``w`` itself, or its TF32 split for 3xtf32."""
+    if cfg.dot_precision(w.dtype == torch.float32) == TF32X3:
+        return split_tf32(w)
+    return w, None
+
+
+def _layer(w: torch.Tensor | None, layer: int) -> torch.Tensor | None:
+    """Layer ``layer`` of a stacked weight, or None for an absent one (no 3xtf32 tails)."""
+    return None if w is None else w[layer]
+
+
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
-          z=None, sigma=None, alpha=None, apply_alpha=False):
+          z=None, sigma=None, alpha=None, apply_alpha=False, w_lo=None):
     """One column segment of a layer GEMM (see kernels.so2_gemm_kernel): acc = a_seg @ w with
     w (F, K, N) read at its own strides, element (k, n) at w[f, k, n]. Callers pass w with unit
     stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
-    backward (module docstring)."""
+    backward (module docstring); for a 3xtf32 config w is W's TF32 heads and ``w_lo`` its tails
+    (``_weights``)."""
     from .kernels import so2_gemm_kernel
     F, E = a.shape[0], a.shape[1]
     if n_len <= 0 or E == 0:
@@ -44,20 +74,22 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     stride_k, stride_n = w.stride(1), w.stride(2)
     grid = (F * cdiv(E, cfg.block_m), cdiv(n_len, cfg.block_n))
     so2_gemm_kernel[grid](
-        a, w, res, out, z if z is not None else out, sigma if sigma is not None else out,
+        a, w, w if w_lo is None else w_lo, res, out, z if z is not None else out, sigma if sigma is not None else out,
         alpha if alpha is not None else out,
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg,
         w.stride(0), stride_k, stride_n,
-        MODE=mode, APPLY_ALPHA=apply_alpha, IEEE=_ieee(a),
+        MODE=mode, APPLY_ALPHA=apply_alpha, DOT_PRECISION=cfg.dot_precision(_ieee(a)),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
 
-def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
-    """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)), heuristic tiles."""
+def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, config: So2Config | None = None):
+    """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). The layer
+    GEMMs take ``config``'s tiles and precision (default: the heuristic relay's, exact); its
+    route field does not apply (the forward has one route)."""
     from .kernels import FINAL, FWD_GATED, so2_fwd_gate_kernel
-    cfg = heuristic(d.lmax, d.focus_dim)
+    cfg = config or heuristic(d.lmax, d.focus_dim)
     F, E, _ = u0.shape
     ng = gw_all.shape[0]
     u = u0.contiguous()
@@ -67,6 +99,7 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
         return x_local, z_all, u
     sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=u0.device)
     w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
+    (w0g, w0lo), (w1g, w1lo) = _weights(w0c, cfg), _weights(w1c, cfg)
     for layer in range(ng):
         u_next = torch.empty_like(u)
         z = z_all[layer]
@@ -76,16 +109,17 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
             num_warps=cfg.num_warps,
         )
         common = dict(z=z, sigma=sigma)
-        _gemm(FWD_GATED, u, w0c[layer], u, u_next, d, cfg, k_start=0, k_len=d.m0,
-              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
-        _gemm(FWD_GATED, u, w1c[layer], u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
-              n_start=d.m0, n_len=d.m1, **common)
+        _gemm(FWD_GATED, u, w0g[layer], u, u_next, d, cfg, k_start=0, k_len=d.m0,
+              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, w_lo=_layer(w0lo, layer), **common)
+        _gemm(FWD_GATED, u, w1g[layer], u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
+              n_start=d.m0, n_len=d.m1, w_lo=_layer(w1lo, layer), **common)
         launches.record("so2_fwd_layer")
         u = u_next
     alpha_c = alpha.contiguous()
-    for w, k_start, k_len in ((w0c[ng], 0, d.m0), (w1c[ng], d.m0, d.m1)):
+    final = ((w0g[ng], _layer(w0lo, ng), 0, d.m0), (w1g[ng], _layer(w1lo, ng), d.m0, d.m1))
+    for w, w_lo, k_start, k_len in final:
         _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
-              alpha=alpha_c, apply_alpha=apply_alpha)
+              alpha=alpha_c, apply_alpha=apply_alpha, w_lo=w_lo)
     launches.record("so2_fwd_final")
     return x_local, z_all, u
 
@@ -96,18 +130,21 @@ def transposed(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(-1, -2).contiguous()
 
 
-def _gemm_t(a, w0t, w1t, res, out, d, cfg):
+def _gemm_t(a, w0t, w1t, res, out, d, cfg, w0t_lo=None, w1t_lo=None):
     """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
-    (F, M, M) with unit stride along the last dim (``transposed``)."""
+    (F, M, M) with unit stride along the last dim (``transposed``); for a 3xtf32 config their
+    TF32 heads, with the tails in w0t_lo, w1t_lo (``_weights``)."""
     from .kernels import BWD
-    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
-    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1)
+    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, w_lo=w0t_lo)
+    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, w_lo=w1t_lo)
 
 
-def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
+def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config, w0t_lo=None,
+                w1t_lo=None):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
     ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
-    layer's w0t = W0^T and w1t = W1^T (``transposed``)."""
+    layer's w0t = W0^T and w1t = W1^T (``transposed``; for 3xtf32 their heads and tails,
+    ``_gemm_t``)."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -120,7 +157,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
+    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
 
 
 def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
@@ -172,6 +209,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # NL * F * (M0^2 + M1^2) elements: 1.3 MB fp32 at lmax 3, Cf 32, F 2, NL 3) unless the
     # caller stores W^T (module docstring).
     w0t, w1t, gwc = transposed(w0_all), transposed(w1_all), gw_all.contiguous()
+    (w0t, w0t_lo), (w1t, w1t_lo) = _weights(w0t, cfg), _weights(w1t, cfg)   # 3xtf32: TF32 heads, tails
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
@@ -182,7 +220,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg)
+    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, _layer(w0t_lo, ng), _layer(w1t_lo, ng))
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -195,7 +233,8 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             fused_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, d, cfg)
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, sigma, gz, gq, d, cfg)
+        relay_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, sigma, gz, gq, d, cfg,
+                    _layer(w0t_lo, layer), _layer(w1t_lo, layer))
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]

@@ -20,16 +20,32 @@ from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_
 from .tune import So2Problem
 
 
+def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
+                  ) -> configs.So2Config | None:
+    """At level 3, fp32: the level-3 key's winner (a tf32x3 relay config whose entry records
+    its passed accuracy validation; tune.py), which then runs the forward and the backward.
+    None otherwise (below level 3, another dtype, the key never swept, or the exact path won):
+    the exact configs run."""
+    if policy.get_level() < 3 or dtype != torch.float32:
+        return None
+    return lookup_config("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus,
+                                                        n_layers, level3=True))
+
+
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
                     weight_grads: bool) -> configs.So2Config:
-    """The backward route and tiles. At level >= 2 the tuning table's winner for (lmax,
-    focus_dim, dtype) on this GPU: relay tiles apply everywhere; a fused winner only when every
-    guard holds (fp32, focus_dim a power of two in [16, 64], no weight gradients: they need
-    gz/gq in memory), else the heuristic relay. Double backward never gets here (see
+    """The backward route and tiles. At level 3 the level-3 key's winner when it has one
+    (``level3_config``). At level >= 2 the tuning table's winner for (lmax, focus_dim, dtype)
+    on this GPU: relay tiles apply everywhere; a fused winner only when every guard holds
+    (fp32, focus_dim a power of two in [16, 64], no weight gradients: they need gz/gq in
+    memory), else the heuristic relay. Double backward never gets here (see
     So2StackFunction.backward). No entry, or level < 2: the heuristic relay."""
     relay = configs.heuristic(d.lmax, d.focus_dim)
     if policy.get_level() < 2:
         return relay
+    variant = level3_config(d, dtype, n_edges, n_focus, n_layers)
+    if variant is not None:
+        return variant
     # The edge count varies per call: bucketed (the key ignores it; the problem sizes a sweep's
     # inputs), so the lookup memo holds one entry per power of two, not one per edge count.
     tuned = lookup_config("so2_mixing_stack",
@@ -76,7 +92,9 @@ class So2StackFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
         d = So2Dims(lmax, focus_dim)
-        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha)
+        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                                                 config=level3_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                     w0_all.shape[0]))
         ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
         ctx.dims, ctx.apply_alpha = d, apply_alpha
         # The route is decided now (a lookup here is also how tilefuse.tune(model) sees the key).
@@ -98,8 +116,10 @@ def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). Kernels or reference
     are chosen when the op runs (policy.kernels_enabled), not when it is traced."""
     if policy.kernels_enabled(u0.device):
-        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, So2Dims(lmax, focus_dim),
-                                                 apply_alpha)
+        d = So2Dims(lmax, focus_dim)
+        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                                                 config=level3_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                     w0_all.shape[0]))
     else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
         x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
             u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))

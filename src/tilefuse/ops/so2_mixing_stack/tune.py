@@ -1,18 +1,34 @@
-"""so2_mixing_stack's tuning family: the backward route per (lmax, focus_dim, dtype).
+"""so2_mixing_stack's tuning family: the backward route per (lmax, focus_dim, dtype), and the
+level-3 variant per (lmax, focus_dim).
 
-The baseline is the relay (three kernels per gated layer, heuristic tiles). Candidates are
-other relay tiles (a tile change, 1% margin; BLOCK_K unchanged) and, where the guards allow
-fusion (fp32, focus_dim a power of two in [16, 64]), fused configs (BLOCK_M, BLOCK_N, warps,
-stages; BLOCK_K = focus_dim; a route change, 3% margin). Every candidate must be bitwise equal
-to the heuristic relay (the fused kernel's contract; for relay tiles the same K order) and must
-launch its route's kernels; a sweep where a guard or the policy routed a fused candidate to
-the relay fails.
+Exact keys (``L3-C32-x4``): the baseline is the relay (three kernels per gated layer,
+heuristic tiles). Candidates are other relay tiles (a tile change, 1% margin; BLOCK_K
+unchanged) and, where the guards allow fusion (fp32, focus_dim a power of two in [16, 64]),
+fused configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim; a route change, 3%
+margin). Every candidate must be bitwise equal to the heuristic relay (the fused kernel's
+contract; for relay tiles the same K order) and must launch its route's kernels; a sweep where
+a guard or the policy routed a fused candidate to the relay fails. Only the backward is timed.
+
+Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
+the exact heuristic relay, the candidates are tf32x3 relay configs (configs.level3_candidates;
+a route change). A candidate is validated, not compared bitwise (``validate``):
+- at the sweep's production-size inputs (2**19 edges), the normwise error of each output
+  (x_local, grad_u0, grad_alpha) against a float64 reference is at most ``LEVEL3_ERROR_RATIO``
+  times the exact path's error on the same inputs;
+- on range-limit inputs (grad_out scaled to within a few binades of float32's largest finite
+  value, u0 scaled far up, grad_out scaled down to the subnormal boundary) every output element
+  is finite wherever the exact path's is.
+The numbers are recorded in the entry's ``measured["validation"]``; ``check_entry`` refuses a
+level-3 entry choosing a tf32x3 config without a passed validation record, so a variant never
+runs on a key where it was not validated (and never below level 3: op.py looks level-3 keys up
+at level 3 only).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from pathlib import Path
 
@@ -20,11 +36,18 @@ import torch
 
 from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
 from . import configs, launch
-from .configs import So2Config, fused_candidates, fused_supported, relay_candidates
-from .reference import So2Dims
+from .configs import EXACT, So2Config, fused_candidates, fused_supported, level3_candidates, relay_candidates
+from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 
 _HERE = Path(__file__).resolve().parent
-_KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)")
+_KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)(-l3)?")
+LEVEL3_SUFFIX = "-l3"
+# A level-3 variant's normwise error against float64 may be at most this multiple of the exact
+# path's error on the same inputs (issue 15).
+LEVEL3_ERROR_RATIO = 1.5
+# The float64 reference of a level-3 validation is computed this many edges at a time (the
+# op is edge-wise independent), so its memory stays a few GB at the sweep's 2**19 edges.
+REFERENCE_CHUNK = 2 ** 16
 _SWEEP_DTYPE = {4: torch.float32, 2: torch.bfloat16}
 
 # `tilefuse tune --all-defaults`: the spec's shapes, F 2, three layers, 2**19 edges (about the
@@ -45,26 +68,81 @@ class So2Problem:
     n_edges: int = DEFAULT_EDGES
     n_focus: int = DEFAULT_FOCUS
     n_layers: int = DEFAULT_LAYERS
+    level3: bool = False   # the level-3 key: which variant (if any) level 3 runs, fwd + bwd
 
 
 @functools.lru_cache(maxsize=1024)
 def key_of(p: So2Problem) -> str:
-    """``L{lmax}-C{focus_dim}-x{itemsize}``: the fused kernel's registers and spills depend on
-    these alone; edge and focus counts only size the grid."""
-    return f"L{p.lmax}-C{p.focus_dim}-x{p.itemsize}"
+    """``L{lmax}-C{focus_dim}-x{itemsize}`` (``-l3`` for the level-3 key): the kernels'
+    registers and spills depend on these alone; edge and focus counts only size the grid."""
+    return f"L{p.lmax}-C{p.focus_dim}-x{p.itemsize}" + (LEVEL3_SUFFIX if p.level3 else "")
 
 
 @dataclasses.dataclass(frozen=True)
 class So2Inputs:
+    """One input set. Exact keys time the backward on a saved forward (x_local, z_all,
+    u_final); level-3 keys run forward and backward from u0 (the saved forward is None)."""
+
     grad_out: torch.Tensor
-    x_local: torch.Tensor
-    z_all: torch.Tensor
-    u_final: torch.Tensor
+    x_local: torch.Tensor | None
+    z_all: torch.Tensor | None
+    u_final: torch.Tensor | None
     alpha: torch.Tensor
     w0_all: torch.Tensor
     w1_all: torch.Tensor
     gw_all: torch.Tensor
+    u0: torch.Tensor | None = None
+    # the float64 reference of a level-3 validation, computed once per input set
+    reference: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
+
+def _reference64(problem: "So2Problem", i: So2Inputs) -> dict[str, torch.Tensor]:
+    """x_local, grad_u0, grad_alpha of the float64 reference (the spec's forward and explicit
+    backward) on ``i``, REFERENCE_CHUNK edges at a time; cached on ``i``."""
+    if i.reference:
+        return i.reference
+    d = So2Dims(problem.lmax, problem.focus_dim)
+    w0, w1, gw = (w.double() for w in (i.w0_all, i.w1_all, i.gw_all))
+    parts = {"x_local": [], "grad_u0": [], "grad_alpha": []}
+    for e0 in range(0, i.u0.shape[1], REFERENCE_CHUNK):
+        sl = slice(e0, e0 + REFERENCE_CHUNK)
+        alpha = i.alpha[sl].double()
+        x_local, z_all, u_final = so2_stack_forward_saving(i.u0[:, sl].double(), alpha, w0, w1, gw, lmax=d.lmax,
+                                                           focus_dim=d.focus_dim, apply_alpha=True)
+        grad_u0, grad_alpha, _ = so2_stack_backward_reference(i.grad_out[sl].double(), x_local, z_all, u_final,
+                                                              alpha, w0, w1, gw, lmax=d.lmax, focus_dim=d.focus_dim)
+        for name, t in (("x_local", x_local), ("grad_u0", grad_u0), ("grad_alpha", grad_alpha)):
+            parts[name].append(t)
+    i.reference.update(x_local=torch.cat(parts["x_local"], 0), grad_u0=torch.cat(parts["grad_u0"], 1),
+                       grad_alpha=torch.cat(parts["grad_alpha"], 0))
+    return i.reference
+
+
+def _error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """Normwise relative error ||got - ref|| / ||ref||, in float64 on the device."""
+    return float((got.double() - ref).norm() / ref.norm())
+
+
+def _scaled(i: So2Inputs, grad_scale: float = 1.0, u_scale: float = 1.0) -> So2Inputs:
+    """``i`` with grad_out and u0 multiplied by powers of two (exact), no reference."""
+    return dataclasses.replace(i, grad_out=i.grad_out * grad_scale, u0=i.u0 * u_scale, reference={})
+
+
+def _range_sets_names() -> tuple[str, ...]:
+    return ("grad_out near the largest float32", "u0 large", "grad_out near the smallest normal")
+
+
+def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
+    """The range-limit input sets of a level-3 validation (module docstring): grad_out with its
+    largest element at 2**125 (float32's largest binade is 2**127), u0 with its largest at
+    2**100, and grad_out with its median magnitude at 2**-120 (float32's smallest normal is
+    2**-126, so the tf32x3 tails are subnormal)."""
+    g_max = float(i.grad_out.abs().max())
+    g_med = float(i.grad_out.abs().median())
+    u_max = float(i.u0.abs().max())
+    pow2 = lambda target, have: 2.0 ** (target - math.ceil(math.log2(have)))   # noqa: E731
+    scales = ({"grad_scale": pow2(125, g_max)}, {"u_scale": pow2(100, u_max)}, {"grad_scale": pow2(-120, g_med)})
+    return {name: _scaled(i, **scale) for name, scale in zip(_range_sets_names(), scales)}
 
 class So2Family(TuningFamily):
     name = "so2_mixing_stack"
@@ -76,9 +154,11 @@ class So2Family(TuningFamily):
 
     def problem_for_key(self, key: str) -> So2Problem:
         m = _KEY.fullmatch(key) if isinstance(key, str) else None
-        if m is None or int(m[1]) < 1 or int(m[2]) < 1 or int(m[3]) not in _SWEEP_DTYPE:
-            raise ValueError(f"not a so2_mixing_stack key: {key!r} (expected e.g. 'L3-C32-x4')")
-        return So2Problem(int(m[1]), int(m[2]), int(m[3]))
+        if (m is None or int(m[1]) < 1 or int(m[2]) < 1 or int(m[3]) not in _SWEEP_DTYPE
+                or (m[4] and int(m[3]) != 4)):
+            raise ValueError(f"not a so2_mixing_stack key: {key!r} (expected e.g. 'L3-C32-x4', or "
+                             f"'L3-C32-x4-l3' for the fp32 level-3 key)")
+        return So2Problem(int(m[1]), int(m[2]), int(m[3]), level3=bool(m[4]))
 
     def is_valid(self, key: str, config) -> bool:
         return config in self.candidates(self.problem_for_key(key))
@@ -87,16 +167,28 @@ class So2Family(TuningFamily):
         return configs.heuristic(problem.lmax, problem.focus_dim)
 
     def candidates(self, problem: So2Problem) -> list[So2Config]:
+        if problem.level3:
+            return level3_candidates(problem.lmax, problem.focus_dim)
         out = relay_candidates(problem.lmax, problem.focus_dim)
         if fused_supported(problem.focus_dim, problem.itemsize == 4):
             out += fused_candidates(problem.lmax, problem.focus_dim)
         return out
 
     def change(self, config: So2Config) -> str:
-        return ROUTE if config.fused else TILE
+        return ROUTE if config.fused or config.precision != EXACT else TILE
 
     def complexity(self, config: So2Config) -> tuple:
         return (config.fused, config.num_warps, config.num_stages, config.block_m * config.block_n)
+
+    def check_entry(self, key: str, config, measured) -> None:
+        """A level-3 entry choosing a reduced-precision config must carry its passed
+        validation (``validate``); one registered or edited without it is refused."""
+        if config.precision == EXACT:
+            return
+        validation = measured.get("validation") if isinstance(measured, dict) else None
+        if not (isinstance(validation, dict) and validation.get("passed") is True):
+            raise ValueError(f"{config.name} is a reduced-precision variant: its entry needs "
+                             f"measured['validation'] with 'passed': true (a level-3 sweep records it)")
 
     def make_inputs(self, problem: So2Problem, device, seed: int) -> So2Inputs:
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -112,26 +204,38 @@ class So2Family(TuningFamily):
         w0 = randn(NL, F, d.m0, d.m0, scale=d.m0 ** -0.5)
         w1 = randn(NL, F, d.m1, d.m1, scale=d.m1 ** -0.5)
         gw = randn(NL - 1, F, d.focus_dim, d.lg, scale=d.focus_dim ** -0.5)
+        grad_out = randn(E, F, d.row)
+        if problem.level3:
+            return So2Inputs(grad_out, None, None, None, alpha, w0, w1, gw, u0=u0)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
-        return So2Inputs(randn(E, F, d.row), x_local, z_all, u_final, alpha, w0, w1, gw)
+        return So2Inputs(grad_out, x_local, z_all, u_final, alpha, w0, w1, gw)
 
     def input_bytes(self, problem: So2Problem) -> int:
         d = So2Dims(problem.lmax, problem.focus_dim)
-        surfaces = 2 + (problem.n_layers - 1)   # grad_out, x_local, z per gated layer
+        # grad_out, x_local, z per gated layer (level 3: grad_out, u0)
+        surfaces = 2 if problem.level3 else 2 + (problem.n_layers - 1)
         return surfaces * problem.n_edges * problem.n_focus * d.row * problem.itemsize
 
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
-        i = inputs
+        i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
+        if problem.level3:
+            x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True,
+                                                     config=choice)
+        else:
+            x_local, z_all, u_final = i.x_local, i.z_all, i.u_final
         grad_u0, grad_alpha, _ = launch.backward(
-            i.grad_out, i.x_local, i.z_all, i.u_final, i.alpha, i.w0_all, i.w1_all, i.gw_all,
-            So2Dims(problem.lmax, problem.focus_dim), True, False, config=choice)
-        return {"grad_u0": grad_u0, "grad_alpha": grad_alpha}
+            i.grad_out, x_local, z_all, u_final, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True, False,
+            config=choice)
+        out = {"grad_u0": grad_u0, "grad_alpha": grad_alpha}
+        return {"x_local": x_local, **out} if problem.level3 else out
 
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
-        return ("so2_bwd_fused_layer",) if choice.fused else ("so2_bwd_relay_layer",)
+        bwd = ("so2_bwd_fused_layer",) if choice.fused else ("so2_bwd_relay_layer",)
+        return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:
-        """Bitwise: the fused kernel's contract is equality with the relay in fp32."""
+        """Bitwise: the fused kernel's contract is equality with the relay in fp32. (Level-3
+        keys are validated against float64 instead: ``validate``.)"""
         out = []
         for name in ("grad_u0", "grad_alpha"):
             if not torch.equal(got[name], want[name]):
@@ -140,8 +244,37 @@ class So2Family(TuningFamily):
                            f"relay (max |diff| {diff.max().item():.3g}); the fused contract is bitwise")
         return out
 
+    def validate(self, problem: So2Problem, choice, inputs: So2Inputs, got: dict, want: dict):
+        """Exact keys: ``compare``. Level-3 keys: the accuracy validation of the module
+        docstring; the record holds each output's error and the exact path's, their ratio, and
+        the range-limit sets checked."""
+        if not problem.level3:
+            return self.compare(problem, inputs, got, want), None
+        ref = _reference64(problem, inputs)
+        messages, errors = [], {}
+        for name in ("x_local", "grad_u0", "grad_alpha"):
+            err, exact = _error(got[name], ref[name]), _error(want[name], ref[name])
+            ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
+            errors[name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
+                            "ratio": round(ratio, 3)}
+            if not ratio <= LEVEL3_ERROR_RATIO:
+                messages.append(f"{name}: normwise error vs float64 {err:.3e} is {ratio:.2f}x the exact "
+                                f"path's {exact:.3e} (limit {LEVEL3_ERROR_RATIO}x)")
+        baseline = self.baseline(problem)
+        for what, scaled in _range_sets(inputs).items():
+            exact_out, variant_out = self.run(problem, baseline, scaled), self.run(problem, choice, scaled)
+            for name, t in variant_out.items():
+                bad = torch.isfinite(exact_out[name]) & ~torch.isfinite(t)
+                if bool(bad.any()):
+                    messages.append(f"{name} on {what}: {int(bad.sum())} elements not finite where the exact "
+                                    f"path's are")
+        record = {"passed": not messages, "edges": int(inputs.grad_out.shape[0]),
+                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(_range_sets_names())}
+        return messages, record
+
     def default_problems(self) -> list[So2Problem]:
-        return [So2Problem(lmax, cf, 4) for lmax, cf in DEFAULT_SHAPES]
+        """Each default shape's exact key, then its level-3 key."""
+        return [So2Problem(lmax, cf, 4, level3=l3) for l3 in (False, True) for lmax, cf in DEFAULT_SHAPES]
 
     def problems_from_cli(self, shape: str, dtype: str | None, pass_: str | None) -> list[So2Problem]:
         m = re.fullmatch(r"(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?", shape or "")
@@ -149,11 +282,14 @@ class So2Family(TuningFamily):
             raise ValueError("so2_mixing_stack: --shape is LMAXxFOCUS_DIM[xEDGES[xFOCUS]], e.g. 3x32x647000x2; "
                              f"got {shape!r}")
         itemsize = cli_itemsize("so2_mixing_stack", dtype or "fp32")
-        if pass_ not in (None, "bwd"):
-            raise ValueError("so2_mixing_stack: only the backward is tuned (--pass bwd)")
+        if pass_ not in (None, "bwd", "level3"):
+            raise ValueError("so2_mixing_stack: --pass is bwd (the exact key: the backward route) or level3 "
+                             "(the fp32 level-3 key: forward + backward, reduced-precision variants)")
+        if pass_ == "level3" and itemsize != 4:
+            raise ValueError("so2_mixing_stack: the level-3 key is fp32 only (--dtype fp32)")
         edges = int(m[3]) if m[3] else DEFAULT_EDGES
         focus = int(m[4]) if m[4] else DEFAULT_FOCUS
-        return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus)]
+        return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus, level3=pass_ == "level3")]
 
 
 FAMILY = So2Family()
