@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from .configs import GemmConfig
-from .op import fused_apply, fused_config, traced_unfused
+from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
 from .recipes import RecipeReferenceFunction
 from .reference import grouped_glu_mlp_unfused, uses_grouped_mm
 from .tune import GroupedProblem
@@ -20,13 +20,14 @@ def problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe=None
 
 
 @torch.compiler.assume_constant_result
-def _traced_fused_config(device_type: str, n_tokens: int, hidden: int, ffn: int, n_experts: int, itemsize: int,
-                         activation: str, interleave: int, has_bias: bool, recipe: str):
-    """fused_config for torch.compile: evaluated once while tracing (the table lookup is plain
-    Python state, not traceable), its result baked into the graph as a constant tuple."""
-    cfg = fused_config(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave,
-                                         has_bias, recipe=recipe), torch.device(device_type))
-    return None if cfg is None else dataclasses.astuple(cfg)
+def _traced_route(device_type: str, n_tokens: int, hidden: int, ffn: int, n_experts: int, itemsize: int,
+                  activation: str, interleave: int, has_bias: bool, recipe: str):
+    """op.route for torch.compile: evaluated once while tracing (the level and the table lookup
+    are plain Python state, not traceable), its result baked into the graph as a constant: a
+    GemmConfig's fields as a tuple, COMPOSE or None."""
+    found = route(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias,
+                                    recipe=recipe), torch.device(device_type))
+    return dataclasses.astuple(found) if isinstance(found, GemmConfig) else found
 
 
 def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: torch.Tensor,
@@ -58,22 +59,35 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     Returns:
         y (T, H) in x.dtype; differentiable in x, probs, weights and biases.
 
-    Paths (recipe None): the fused Triton kernels run at level >= 2 where the tuning table
-    holds a fused winner for this shape key on this GPU (``tilefuse tune``); everywhere else
-    (levels 0-1, keys never swept or where the unfused path won, no GPU and no interpreter)
-    the unfused composition runs (``torch._grouped_mm`` + separate activation, or a
-    per-expert loop). A quantized recipe runs its kernels at level >= 1 wherever kernels run
-    (the table's tiles at level >= 2 when its key was swept, else heuristic ones); at level 0
-    or without kernels its plain-PyTorch rendering runs (recipes.RecipeReferenceFunction:
-    float32 GEMMs of the dequantized operands; it reads tokens_per_expert on the host).
-    The fused path asserts sum(tokens_per_expert) == T on the device (no host sync; a
+    Paths (recipe None), chosen by op.route:
+    - the fused Triton kernels, at level >= 2 where the tuning table holds a fused winner for
+      this shape key on this GPU (``tilefuse tune``);
+    - else, at level >= 1 wherever kernels run (CUDA; a CPU under Triton's interpreter) and
+      ``torch._grouped_mm`` takes the inputs (bf16 / fp16 / fp32 with H and F multiples of
+      16 bytes): the compose route (compose.py), every GEMM on ``torch._grouped_mm`` and the
+      GLU, its backward and the bias terms as Triton kernels, one pass each. With bf16 on
+      sm90 / sm100 it reads nothing on the host and is CUDA-graph capturable; with fp16 / fp32
+      on CUDA ``torch._grouped_mm`` itself falls back to a loop over the groups that copies the
+      offsets to the host (a synchronization, as in the plain composition);
+    - everywhere else (level 0, no GPU and no interpreter, rows off 16 bytes) the unfused
+      composition (reference.grouped_glu_mlp_unfused: ``torch._grouped_mm`` + separate torch
+      ops for the activation, or a per-expert loop that reads the counts on the host).
+    A quantized recipe runs its kernels at level >= 1 wherever kernels run (the table's tiles
+    at level >= 2 when its key was swept, else heuristic ones); at level 0 or without kernels
+    its plain-PyTorch rendering runs (recipes.RecipeReferenceFunction: float32 GEMMs of the
+    dequantized operands; it reads tokens_per_expert on the host).
+    The kernel paths assert sum(tokens_per_expert) == T on the device (no host sync; a
     violation surfaces as a device-side assertion). Under torch.compile the path is chosen
-    when tracing; with recipe None ``fullgraph=True`` works on every path: the unfused composition is traced
-    as it is with bf16 inputs whose rows are 16-byte multiples (``torch._grouped_mm``);
-    with fp32 / fp16 (which ``torch._grouped_mm`` does not trace) or other row sizes it
-    reads the counts on the host, so it runs as the opaque custom op
-    ``tilefuse::grouped_mlp_unfused`` (a host synchronization on CUDA when the graph runs;
-    its backward evaluates the explicit backward formulas in float32).
+    when tracing (level and table as they are then) and ``fullgraph=True`` works on every path
+    with recipe None: the fused kernels and the compose route run as custom ops
+    (``tilefuse::grouped_mlp_fwd``, ``tilefuse::grouped_mlp_compose_fwd`` and their
+    backward ops), on every dtype; the unfused composition is traced as it is with bf16
+    inputs whose rows are 16-byte multiples; elsewhere (fp32 / fp16, whose
+    ``torch._grouped_mm`` has no meta kernel, or other row sizes) it reads the counts on the
+    host, so it runs as the opaque custom op ``tilefuse::grouped_mlp_unfused`` (a host
+    synchronization on CUDA when the graph runs; its backward evaluates the explicit backward
+    formulas in float32). Double backward (create_graph=True) differentiates the unfused
+    composition on every path (no quantized recipe).
 
     Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
     each path copies only what it cannot read as laid out, and results do not depend on the
@@ -89,15 +103,17 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                        glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
-        found = _traced_fused_config(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2],
-                                     fc2_weight.shape[0], x.element_size(), activation, glu_interleave or 0, has_bias,
-                                     recipe or "")
-        cfg = None if found is None else GemmConfig(*found)
+        found = _traced_route(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0],
+                              x.element_size(), activation, glu_interleave or 0, has_bias, recipe or "")
+        path = GemmConfig(*found) if isinstance(found, tuple) else found
     else:
-        cfg = fused_config(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
-    if cfg is not None:
+        path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
+    if isinstance(path, GemmConfig):
         return fused_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
-                           glu_interleave, cfg, recipe)
+                           glu_interleave, path, recipe)
+    if path == COMPOSE:
+        return compose_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
+                             glu_interleave)
     if recipe is not None:
         return RecipeReferenceFunction.apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias,
                                              activation, glu_interleave, recipe)

@@ -1,5 +1,12 @@
-"""Autograd wiring of grouped_glu_mlp's fused path: an autograd.Function for eager calls and
-torch.library custom ops for traced ones, both running launch.forward / launch.backward.
+"""Autograd wiring of grouped_glu_mlp's kernel paths, and the choice between the paths (``route``).
+
+Each kernel path has an autograd.Function for eager calls (dispatch through torch.library costs
+host time per call) and torch.library custom ops with fake impls for traced ones:
+- the fused path runs launch.forward / launch.backward
+  (``tilefuse::grouped_mlp_fwd`` / ``tilefuse::grouped_mlp_bwd``);
+- the compose route (compose.py: ``torch._grouped_mm`` GEMMs and Triton glue) runs
+  compose.forward / compose.backward (``tilefuse::grouped_mlp_compose_fwd`` /
+  ``tilefuse::grouped_mlp_compose_bwd``).
 
 Double backward (create_graph) differentiates the unfused composition on the saved inputs
 (recipe None only: a quantized recipe's backward is not differentiable, as quantization is not).
@@ -22,19 +29,19 @@ import torch
 from ... import policy
 from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
-from . import configs, launch, recipes
-from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
+from . import compose, configs, launch, recipes
+from .reference import _row_major, grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
 
 
 def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
     """The kernels' config when they should run, else None.
 
     recipe None: kernels may run on ``device``, level >= 2, and the tuning table holds a fused
-    winner for the problem's key on this GPU; None runs the unfused composition (the baseline,
-    also what a key never swept runs). A quantized recipe has no unfused composition on
-    Hopper: its kernels run at level >= 1 wherever they may run, with the table's winner at
-    level >= 2 or else the heuristic config; None (level 0, or no kernels) runs the recipe's
-    plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
+    winner for the problem's key on this GPU; None runs the baseline (what a key never swept
+    runs too): the compose route or the unfused composition (``route``). A quantized recipe
+    has no unfused composition on Hopper: its kernels run at level >= 1 wherever they may run,
+    with the table's winner at level >= 2 or else the heuristic config; None (level 0, or no
+    kernels) runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
     level = policy.get_level()
     if not policy.kernels_enabled(device):
         return None
@@ -46,6 +53,26 @@ def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
     if level < 2:
         return None
     return lookup_config("grouped_glu_mlp", problem)
+
+
+# route's answer for the compose route (compose.py).
+COMPOSE = "compose"
+
+
+def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
+    """The path the op runs for ``problem`` (tune.GroupedProblem) on ``device``:
+
+    - a GemmConfig: the kernels (``fused_config``: a fused winner in the tuning table at level
+      >= 2, or a quantized recipe at level >= 1);
+    - ``COMPOSE``: the compose route, recipe None wherever no fused winner is selected and
+      ``compose.serves`` (kernels enabled on the device, level >= 1, ``torch._grouped_mm``
+      takes the dtype and row sizes);
+    - None: the unfused composition (level 0, no kernels on the device, rows off 16 bytes),
+      or with a recipe its plain-PyTorch rendering."""
+    cfg = fused_config(problem, device)
+    if cfg is not None:
+        return cfg
+    return COMPOSE if compose.serves(problem, device) else None
 
 
 def _no_double_backward(recipe) -> None:
@@ -274,3 +301,93 @@ torch.library.register_autograd("tilefuse::grouped_mlp_unfused", _unfused_backwa
 def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave):
     """The unfused composition for torch.compile where it cannot be traced (module docstring)."""
     return grouped_mlp_unfused_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave))
+
+
+# --- the compose route (compose.py) ----------------------------------------------------------
+
+class ComposeFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave):
+        y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
+        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
+        ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        ends = ctx.saved_tensors[9]
+
+        def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
+            return compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation,
+                                    ctx.interleave)
+        return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+
+
+@torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
+def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
+                               w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
+                               activation: str, interleave: int
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, z, h, ends) of compose.forward (interleave 0: halves)."""
+    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None)
+
+
+@grouped_mlp_compose_fwd_op.register_fake
+def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave):
+    T, F = x.shape[0], w2.shape[2]
+    return (x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)),
+            counts.new_empty(counts.shape, dtype=torch.int32))
+
+
+@torch.library.custom_op("tilefuse::grouped_mlp_compose_bwd", mutates_args=())
+def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, ends: torch.Tensor,
+                               probs: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
+                               b2: Optional[torch.Tensor], z: torch.Tensor, h: torch.Tensor, activation: str,
+                               interleave: int
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                          torch.Tensor]:
+    """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient is an
+    empty tensor."""
+    dx, dprobs, dw1, dw2, db1, db2 = compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation,
+                                                      interleave or None)
+    return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
+
+
+@grouped_mlp_compose_bwd_op.register_fake
+def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave):
+    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
+            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
+            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+
+
+def _compose_setup_context(ctx, inputs, output):
+    x, counts, probs, w1, w2, b1, b2, activation, interleave = inputs
+    y, z, h, ends = output
+    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
+    ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+    ctx.mark_non_differentiable(z, h, ends)
+
+
+def _compose_backward(ctx, dy, *_unused):
+    ends = ctx.saved_tensors[9]
+
+    def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
+        return grouped_mlp_compose_bwd_op(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation,
+                                          ctx.interleave)
+    return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+
+
+torch.library.register_autograd("tilefuse::grouped_mlp_compose_fwd", _compose_backward,
+                                setup_context=_compose_setup_context)
+
+
+def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave):
+    """y of the compose route for inputs of any strides. What its GEMMs and glue cannot read as
+    laid out is copied here, once, before the forward (differentiable copies: gradients flow
+    back to the views), so the backward reads the saved copies as they are."""
+    x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
+    _, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
+    if torch.compiler.is_compiling():
+        return grouped_mlp_compose_fwd_op(x, counts, probs, w1, w2, b1, b2, activation,
+                                          _interleave_arg(glu_interleave))[0]
+    return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)

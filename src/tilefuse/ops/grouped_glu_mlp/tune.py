@@ -1,9 +1,13 @@
-"""grouped_glu_mlp's tuning family: fused kernels (GEMM tiles) against the unfused composition.
+"""grouped_glu_mlp's tuning family: fused kernels (GEMM tiles) against the compose route.
 
 Key: H, F, E, dtype (exact: they set the GEMM shapes), a power-of-two bucket of T (varies per
 call), the epilogue's constexprs (activation, interleave, bias) and the quantized recipe if
-any. Without a recipe the baseline is the unfused composition; every fused candidate is a
-route change (3% margin). A recipe has no unfused composition: its baseline is the kernels
+any. Without a recipe the baseline is what the op runs when the table has no winner: the
+compose route (compose.py: every GEMM on ``torch._grouped_mm``, the glue as Triton kernels;
+choice ``"compose"``), or where ``torch._grouped_mm`` does not take the row sizes the unfused
+composition (``"unfused"``). Tables store either as the entry ``"baseline"`` (the choice
+names only appear in the measurement's description). Every fused candidate is a route change
+(3% margin). A recipe has no unfused composition: its baseline is the kernels
 with the heuristic tiles (configs.heuristic), and the candidates are other tiles (fp8_block:
 BLOCK_K 128 only). Outputs must agree with the baseline within the tolerance derived in
 ``compare``. ``tilefuse tune --dtype fp8_block`` (or mxfp8, nvfp4) sweeps bf16 inputs with
@@ -22,6 +26,7 @@ import torch
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2, normwise_rel_error
+from . import compose
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
 
@@ -31,7 +36,8 @@ _KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bi
 # mantissa, relative to the value), for ``compare``.
 _QUANT_STEP = {"fp8_block": 2.0 ** -3, "mxfp8": 2.0 ** -3, "nvfp4": 2.0 ** -1}
 _SWEEP_DTYPE = {2: torch.bfloat16, 4: torch.float32}
-UNFUSED = "unfused"
+COMPOSE = "compose"   # the baseline where compose.takes: the compose route
+UNFUSED = "unfused"   # elsewhere: reference.grouped_glu_mlp_unfused
 
 # The spec's three shapes (experts, tokens, H, F).
 DEFAULT_SHAPES = ((8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768))
@@ -94,7 +100,7 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
 class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
-    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
+    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py", _HERE / "compose.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
@@ -114,7 +120,7 @@ class GroupedFamily(TuningFamily):
     def baseline(self, problem):
         if problem.recipe:
             return heuristic("fwd", problem.itemsize, problem.recipe)
-        return UNFUSED
+        return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else UNFUSED
 
     def candidates(self, problem) -> list[GemmConfig]:
         return candidates_for(problem)
@@ -145,6 +151,12 @@ class GroupedFamily(TuningFamily):
         from . import launch
         from .reference import grouped_glu_mlp_unfused
         inter = p.interleave or None
+        if choice == COMPOSE:
+            y, z, h, ends = compose.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"],
+                                            p.activation, inter)
+            dx, dprobs, dw1, dw2, _, _ = compose.backward(i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
+                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter)
+            return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
         if choice == UNFUSED:
             leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
             y = grouped_glu_mlp_unfused(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3],
@@ -162,11 +174,15 @@ class GroupedFamily(TuningFamily):
         return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
 
     def expected_launches(self, p, choice) -> tuple[str, ...]:
+        if choice == COMPOSE:
+            return ("grouped_mlp_compose", "grouped_mlp_compose_bwd")
         return ("grouped_mlp_unfused",) if choice == UNFUSED else ("grouped_mlp_fwd", "grouped_mlp_bwd")
 
     def compare(self, p: GroupedProblem, inputs, got: dict, want: dict) -> list[str]:
-        """Fused vs unfused on the same inputs. Both round z, h (and y, dx) to x.dtype; the
-        fused path accumulates K-long dots in fp32 in another order. Normwise, two fp32
+        """Fused vs the baseline (the compose route or the unfused composition) on the same
+        inputs. Both round z, h (and y, dx, dz) to x.dtype; the baseline also rounds dh (its
+        GEMM's output) and z before fc1's bias, and the fused path accumulates K-long dots in
+        fp32 in another order (CUTLASS's or torch's against Triton's). Normwise, two fp32
         summation orders of K terms differ by ~sqrt(K) eps32, far below the x.dtype roundings,
         which differ wherever an fp32 value lands on the other side of a rounding boundary:
         up to one ulp of x.dtype per rounded element, ~2 eps_x normwise through a second GEMM.

@@ -1,0 +1,263 @@
+"""Is grouped_glu_mlp's compose route correct on this GPU, and is its forward + backward at least as fast as torch._grouped_mm + torch.compile at the spec's shapes?
+
+The compose route (``src/tilefuse/ops/grouped_glu_mlp/compose.py``) runs every GEMM on
+``torch._grouped_mm`` and the glue (GLU, dGLU and dprobs, bias terms) as tilefuse's Triton
+kernels, one pass each. This program:
+
+1. checks it against the float64 per-expert reference at a small shape (bf16, ragged counts
+   with an empty expert, both activations, interleave 32 and None, with and without biases):
+   y and every gradient, normwise relative error against the bf16 bound of the tests (1.6e-2);
+2. times one forward + backward (``torch.autograd.grad`` of y, every input a leaf) at the
+   spec's three shapes (``ops.grouped_glu_mlp.tune.DEFAULT_SHAPES``; bf16, swiglu, no bias,
+   balanced counts), for glu_interleave 32 and None, of:
+   (a) ``compose``: the compose route (``op.compose_apply``, its autograd.Function),
+   (b) ``eager composition``: ``reference.grouped_glu_mlp_unfused`` (``torch._grouped_mm`` +
+       the activation as torch ops, differentiated by autograd),
+   (c) ``compiled composition``: (b) under ``torch.compile(fullgraph=True)`` (inductor),
+   (d) ``tilefuse``: ``tilefuse.grouped_glu_mlp`` as users call it (default level, the
+       built-in tuning table of this GPU; the path it took is printed),
+   with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
+   providers interleaved in rotating rounds, medians); a provider that fails to capture is
+   timed eagerly instead, one that fails outright is printed with its error;
+3. profiles (a) at shape 1 with torch.profiler: GPU time per kernel per step.
+
+    PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py [--shapes 1,2,3] [--interleaves 32,none] [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --tiny   # no GPU: CPU smoke test (interpreter, ~15 s)
+
+Prints the check's errors (PASS / FAIL per case), then per shape and interleave one line per
+provider: median ms [min - max over rounds], TFLOP/s (3x the forward FLOPs, the forward being
+2 T H 2F + 2 T F H), and its speed relative to (c); then the profile table (kernel, calls per
+step, ms per step, share). Time on the H200: about 3-4 minutes, most of it inductor compiling
+(c) once per shape and interleave (an estimate; not yet run). Exits 1 when the check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+import torch
+
+TINY = "--tiny" in sys.argv
+if TINY and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")   # before tilefuse imports triton.language
+
+import tilefuse  # noqa: E402
+from tilefuse import launches  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.op import compose_apply  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.reference import (grouped_glu_mlp_reference, grouped_glu_mlp_unfused,  # noqa: E402
+                                                    random_inputs)
+from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
+from tilefuse.tuning import timing  # noqa: E402
+from tilefuse.utils import normwise_rel_error  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SHAPES = dict(enumerate(DEFAULT_SHAPES, start=1))
+TINY_SHAPE = (2, 64, 64, 32)
+BF16_TOL = 1.6e-2   # tests/test_grouped_mlp_kernels.py: three bf16 roundings on the longest path
+NAMES = ("x", "probs", "w1", "w2", "b1", "b2")
+
+
+def error_text(exc: BaseException, limit: int = 160) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' ... '.join(dict.fromkeys(lines[:1] + lines[-1:]))}"[:limit]
+
+
+def leaves_of(i):
+    return {k: i[k].detach().requires_grad_(True) for k in NAMES if i[k] is not None}
+
+
+def run_op(fn, i, interleave, leaves):
+    y = fn(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"], interleave, leaves.get("b1"),
+           leaves.get("b2"))
+    return y, torch.autograd.grad(y, list(leaves.values()), i["dy"])
+
+
+def compose_fn(activation):
+    def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
+        return compose_apply(x, counts, probs, w1, w2, b1, b2, activation, interleave)
+    return fn
+
+
+def tilefuse_fn(activation):
+    def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
+        return tilefuse.grouped_glu_mlp(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
+                                        fc1_bias=b1, fc2_bias=b2)
+    return fn
+
+
+def unfused_fn(activation):
+    def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
+        return grouped_glu_mlp_unfused(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
+                                       fc1_bias=b1, fc2_bias=b2)
+    return fn
+
+
+# --- 1. correctness -----------------------------------------------------------------------
+
+def check() -> bool:
+    counts = [3, 0, 5, 9] if TINY else [300, 0, 211, 17, 1000, 5]
+    H, F = (32, 32) if TINY else (256, 192)
+    print(f"check: compose route vs float64 reference, bf16, counts {counts}, H {H} F {F} "
+          f"(normwise relative error, bound {BF16_TOL:.1e})", flush=True)
+    ok = True
+    for activation in ("swiglu", "geglu"):
+        for interleave in (32, None):
+            for bias in (False, True):
+                case = f"{activation} s{interleave} {'bias' if bias else 'nobias'}"
+                try:
+                    i = random_inputs(counts, H, F, torch.bfloat16, bias=bias, device=DEVICE,
+                                      generator=torch.Generator().manual_seed(0))
+                    with launches.counting() as launched:
+                        y, grads = run_op(compose_fn(activation), i, interleave, leaves_of(i))
+                    ref_leaves = {k: i[k].detach().double().requires_grad_(True) for k in NAMES if i[k] is not None}
+                    y_ref = grouped_glu_mlp_reference(
+                        ref_leaves["x"], i["counts"], ref_leaves["probs"], ref_leaves["w1"], ref_leaves["w2"],
+                        activation=activation, glu_interleave=interleave, fc1_bias=ref_leaves.get("b1"),
+                        fc2_bias=ref_leaves.get("b2"), compute_dtype=torch.float64)
+                    ref = torch.autograd.grad(y_ref, list(ref_leaves.values()), i["dy"].double())
+                    errors = {"y": normwise_rel_error(y, y_ref)}
+                    errors.update({f"d{k}": normwise_rel_error(g, r) for k, g, r in zip(ref_leaves, grads, ref)})
+                    engaged = launched["grouped_mlp_compose"] == 1 and launched["grouped_mlp_compose_bwd"] == 1
+                    passed = engaged and all(e < BF16_TOL for e in errors.values())
+                    worst = max(errors, key=errors.get)
+                    print(f"  {'PASS' if passed else 'FAIL'} {case:22s} worst {worst} {errors[worst]:.2e}"
+                          + ("" if engaged else f"  (the route did not run: {dict(launched)})"), flush=True)
+                except Exception as exc:  # noqa: BLE001 - reported, the check fails
+                    passed = False
+                    print(f"  FAIL {case:22s} {error_text(exc)}", flush=True)
+                    traceback.print_exc()
+                ok = ok and passed
+    return ok
+
+
+# --- 2. timing ----------------------------------------------------------------------------
+
+def step_flop(T, H, F) -> float:
+    return 3 * (2 * T * H * 2 * F + 2 * T * F * H)
+
+
+def providers_for(i, interleave):
+    leaves = leaves_of(i)
+    # A fresh Dynamo state and static shapes per shape and interleave: otherwise the third
+    # compile of the same function turns on automatic dynamic shapes, under which inductor
+    # failed to compile _grouped_mm (H200, torch 2.11: BackendCompilerFailed at shapes 2-3 of
+    # benchmarks/results/2026-12-01-h200-h run 4). Static shapes are the peer's best case.
+    torch._dynamo.reset()
+    compiled_unfused = torch.compile(unfused_fn("swiglu"), fullgraph=True, dynamic=False,
+                                     backend="inductor" if DEVICE == "cuda" else "aot_eager")
+    fns = {"compose": compose_fn("swiglu"), "eager composition": unfused_fn("swiglu"),
+           "compiled composition": compiled_unfused, "tilefuse": tilefuse_fn("swiglu")}
+    return {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
+
+
+def path_taken(i, interleave) -> str:
+    with launches.counting() as launched:
+        run_op(tilefuse_fn("swiglu"), i, interleave, leaves_of(i))
+    if launched["grouped_mlp_fwd"]:
+        return "fused kernels"
+    if launched["grouped_mlp_compose"]:
+        return "compose route"
+    return f"other ({dict(launched) or 'no tilefuse kernel'})"
+
+
+def time_shape(index, E, T, H, F, interleaves, rounds):
+    timer = timing.WallTimer() if DEVICE != "cuda" else None
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
+                      generator=torch.Generator().manual_seed(index))
+    flop = step_flop(T, H, F)
+    for interleave in interleaves:
+        print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}; tilefuse ran: "
+              f"{path_taken(i, interleave)}", flush=True)
+        providers = providers_for(i, interleave)
+        results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer)
+        failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
+        if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
+            torch.cuda.synchronize()
+            retry = timing.interleaved({n: providers[n] for n in failed}, rounds=rounds, graphs=False)
+            for name, r in retry.items():
+                results[name] = r
+                if not isinstance(r, Exception):
+                    print(f"  ({name}: CUDA-graph capture failed, {error_text(failed[name], 100)}; timed eagerly)")
+        base = results.get("compiled composition")
+        for name, r in results.items():
+            if isinstance(r, Exception):
+                print(f"  {name:22s} FAILED {error_text(r)}", flush=True)
+                print("    " + "\n    ".join(str(r).splitlines()[:12]), flush=True)
+                continue
+            vs = (f"  {timing.ratio(base, r):5.2f}x compiled" if isinstance(base, timing.Timing) else "")
+            print(f"  {name:22s} {r.median_ms:9.3f} ms [{r.min_ms:.3f} - {r.max_ms:.3f}]"
+                  f" {flop / (r.median_ms * 1e-3) / 1e12:7.1f} TFLOP/s{vs}", flush=True)
+        del providers
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
+# --- 3. profile ---------------------------------------------------------------------------
+
+def profile(E, T, H, F, interleave, steps=5):
+    from torch.profiler import ProfilerActivity
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
+                      generator=torch.Generator().manual_seed(0))
+    leaves = leaves_of(i)
+    fn = compose_fn("swiglu")
+    for _ in range(2):
+        run_op(fn, i, interleave, leaves)
+    gpu = DEVICE == "cuda"
+    activities = [ProfilerActivity.CUDA] if gpu else [ProfilerActivity.CPU]
+    if gpu:
+        torch.cuda.synchronize()
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            run_op(fn, i, interleave, leaves)
+        if gpu:
+            torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        us = getattr(ev, "device_time_total", None) if gpu else ev.self_cpu_time_total
+        if us is None:
+            us = getattr(ev, "cuda_time_total", 0)
+        if gpu and getattr(ev, "device_type", None) is not None and "CUDA" not in str(ev.device_type):
+            continue
+        if us:
+            rows.append((us / steps / 1e3, ev.count / steps, ev.key))
+    rows.sort(reverse=True)
+    total = sum(ms for ms, _, _ in rows)
+    print(f"\nprofile: compose route, E {E} T {T} H {H} F {F}, glu_interleave {interleave}; "
+          f"{'GPU kernel' if gpu else 'CPU (no GPU)'} time per forward + backward, {steps} steps: {total:.3f} ms")
+    for ms, calls, name in rows[:20]:
+        print(f"  {ms:8.3f} ms {calls:5.1f}x {100 * ms / total if total else 0:5.1f}%  {name[:110]}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", default="1,2,3", help="spec shapes to time (1-3)")
+    p.add_argument("--interleaves", default="32,none", help="glu_interleave values to time (an int, or none)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
+    args = p.parse_args(argv)
+    interleaves = [None if s.strip().lower() == "none" else int(s) for s in args.interleaves.split(",")]
+    print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu'}, "
+          f"tilefuse level {tilefuse.policy.get_level()}", flush=True)
+    ok = check()
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    shapes = {1: TINY_SHAPE} if args.tiny else {int(s): SHAPES[int(s)] for s in args.shapes.split(",")}
+    for index, shape in shapes.items():
+        try:
+            time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds)
+        except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
+            print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
+            traceback.print_exc()
+    try:
+        profile(*(TINY_SHAPE if args.tiny else SHAPES[1]), interleaves[0], steps=2 if args.tiny else 5)
+    except Exception as exc:  # noqa: BLE001
+        print(f"profile: FAILED {error_text(exc)}", flush=True)
+        traceback.print_exc()
+    print(f"\ncheck: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""grouped_glu_mlp's compose route: every GEMM on ``torch._grouped_mm`` (CUTLASS on Hopper), the
+glue between the GEMMs as our own Triton kernels, one pass each (kernels.compose_*).
+
+It is what a skilled user writes without tilefuse, with the eager glue's extra passes, casts and
+gathers gone: the tuner's baseline (tune.py, choice "compose") and the op's path wherever no
+fused winner is selected and ``torch._grouped_mm`` takes the inputs (op.route). The plain
+semantics stay in reference.py (level 0, tests).
+
+Forward: three launches, a fourth with fc2_bias (``ends`` = cumsum(tokens_per_expert), int32,
+on the device, the offsets ``torch._grouped_mm`` takes):
+
+    z  = x W1_e^T                _grouped_mm(x, W1^T, ends)      (T, 2F) x.dtype, without b1
+    h  = p act(z + b1_e)         kernels.compose_glu_kernel      (T, F) x.dtype
+    y  = h W2_e^T                _grouped_mm(h, W2^T, ends)      (T, H) x.dtype
+    y += p b2_e                  kernels.compose_bias_kernel     in place, fc2_bias only
+
+Saved for the backward: z, h and ends. z is stored as FC1's GEMM wrote it, without fc1's bias:
+the GLU kernel and the dGLU kernel each add b1_e (an (E, 2F) table, cached) in float32 when
+they read z. Storing the biased z instead would cost a (T, 2F) write in the forward (or a
+read-modify-write pass) to save the backward only the bias loads, which hit in cache; and it is
+also the rounding the unfused composition has (z rounded to x.dtype by the GEMM, the bias
+added in float32). h is saved rather than recomputed: the forward writes it anyway as FC2's
+operand, and recomputing it for dW2 would add a (T, F) write to the backward.
+
+Backward: five launches, one more per bias:
+
+    dh    = dy W2_e              _grouped_mm(dy, W2, ends)       (T, F)
+    dz, dprobs                   kernels.compose_dglu_kernel     (T, 2F) x.dtype, (T,) probs.dtype
+    dx    = dz W1_e              _grouped_mm(dz, W1, ends)       (T, H)
+    dW1_e = dz_e^T x_e           _grouped_mm(dz^T, x, ends)      (E, 2F, H)
+    dW2_e = dy_e^T h_e           _grouped_mm(dy^T, h, ends)      (E, H, F)
+    db1_e = sum_t dz_t, db2_e = sum_t p_t dy_t                   kernels.grouped_colsum_kernel
+
+dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
+F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
+program in one order. The bias gradients are the colsum kernel's fixed-order per-expert sums.
+
+The weight gradients are 2-D x 2-D grouped GEMMs over the ragged token dimension, in the layouts
+torch's own autograd formula for ``_grouped_mm`` uses (read from its dispatch on torch 2.13):
+A is a transposed view of a row-major (T, N) tensor (column-major, the token dimension strided),
+B a row-major (T, M) tensor. x, h, dz and dy are row-major here (``reference._row_major``), so
+the layout for which the CUTLASS kernel asserts on the device that every group is non-empty and
+16-byte aligned (x^T row-major, reference._row_major's docstring) never occurs: zero-token
+experts and group sizes off any multiple run as autograd's do. torch._grouped_mm leaves an
+empty group's output zero (CPU fallback and sm90 CUTLASS; an open PyTorch issue, #172439,
+reports nonzero results on sm100). At T == 0 no GEMM runs (a zero-length contraction is refused
+on CUDA for some strides): the results are empty, the weight and bias gradients zeros.
+
+Host synchronization and CUDA graphs: the route itself reads nothing on the host (the counts
+are checked on the device, reference.assert_counts_on_device). Whether ``torch._grouped_mm``
+does depends on torch: bf16 on sm90 / sm100 runs a CUTLASS kernel without synchronization,
+capturable in a CUDA graph; fp16 / fp32 on CUDA (and bf16 on older GPUs) run torch's fallback,
+a loop over the groups that copies the offsets to the host (a synchronization; not capturable),
+as the plain composition does with the same GEMMs. The route runs there too: its results are
+right and its glue is cheaper than eager glue.
+
+Inputs of any strides: ``torch._grouped_mm``'s operands are brought to a layout it takes with
+``reference._row_major``, the glue's with ``launch.kernel_layouts`` / ``launch.summed_rows``,
+copies only where needed, so results do not depend on the layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ... import launches, policy
+from ...utils import cdiv
+from .launch import ACTIVATIONS, kernel_layouts, summed_rows
+from .reference import _row_major, assert_counts_on_device
+
+# Experts scanned per step by kernels.row_experts (a program compares its rows with this many
+# end offsets at a time; a constant, so E does not recompile the kernels).
+E_CHUNK = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueConfig:
+    """Tiles of the glue kernels. glu_*: the forward GLU's (rows, activation columns) tile, also
+    the fc2-bias kernel's (rows, H columns) tile; dglu_*: the dGLU's rows per program and its
+    step along F and H. Not tuned: the defaults are a first guess at a bandwidth-bound tiling
+    (8-16 elements per thread and tensor, thousands of programs at the spec's shapes), to be
+    measured on the H200 (benchmarks/grouped_compose_gpu_check.py prints the glue's kernel
+    times)."""
+    glu_block_m: int = 16
+    glu_block_f: int = 128
+    dglu_block_m: int = 4
+    dglu_block_f: int = 256
+    num_warps: int = 4
+
+
+DEFAULT_GLUE = GlueConfig()
+
+
+def takes(itemsize: int, hidden: int, ffn: int) -> bool:
+    """Whether the route's GEMMs can run on ``torch._grouped_mm``: bf16 / fp16 / fp32 (itemsize 2
+    or 4) and every operand row (H, F, 2F elements) a multiple of 16 bytes. This is
+    ``reference.uses_grouped_mm``'s eager criterion (tested to agree with it), asked of sizes:
+    the route calls ``torch._grouped_mm`` inside its custom ops, which run eagerly under
+    torch.compile too, so the bf16-only meta kernel that restricts the traced composition does
+    not restrict it."""
+    if not hasattr(torch, "_grouped_mm") or itemsize not in (2, 4):
+        return False
+    per_row = 16 // itemsize
+    return hidden % per_row == 0 and ffn % per_row == 0
+
+
+def serves(problem, device: torch.device) -> bool:
+    """Whether the op runs this route for ``problem`` (tune.GroupedProblem) on ``device`` when no
+    fused winner is selected: no quantized recipe, kernels enabled there (level >= 1; CUDA, or
+    a CPU under Triton's interpreter) and ``takes``."""
+    return (not problem.recipe and device.type in ("cpu", "cuda") and policy.kernels_enabled(device)
+            and takes(problem.itemsize, problem.hidden, problem.ffn))
+
+
+def _glue_kernels():
+    from .kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel, grouped_colsum_kernel
+    return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel, grouped_colsum_kernel
+
+
+def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, glue: GlueConfig = DEFAULT_GLUE):
+    """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
+    bias; z, h and ends are what ``backward`` takes. Tensors of any strides."""
+    glu_kernel, _, bias_kernel, _ = _glue_kernels()
+    T, H = x.shape
+    E, F = w2.shape[0], w2.shape[2]
+    x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
+    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    ends = torch.cumsum(counts, 0, dtype=torch.int32)
+    assert_counts_on_device(counts, ends, T)
+    launches.record("grouped_mlp_compose")
+    if T == 0:
+        return x.new_empty((0, H)), x.new_empty((0, 2 * F)), x.new_empty((0, F)), ends
+    z = torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends)
+    h = torch.empty((T, F), dtype=x.dtype, device=x.device)
+    glu_kernel[(cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f))](
+        z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
+        b1.stride(0) if b1 is not None else 0,
+        ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_BIAS=b1 is not None,
+        BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
+    y = torch._grouped_mm(h, w2.transpose(-2, -1), offs=ends)
+    if b2 is not None:
+        bias_kernel[(cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f))](
+            y, b2, ends, probs, T, H, E, y.stride(0), b2.stride(0),
+            BLOCK_M=glue.glu_block_m, BLOCK_N=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
+    return y, z, h, ends
+
+
+def _zero_grads(x, probs, w1, w2, b1, b2):
+    """The gradients at T == 0: empty dx and dprobs, zero weight and bias gradients."""
+    def zeros(t):
+        return None if t is None else torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    return x.new_empty((0, x.shape[1])), probs.new_empty((0,)), zeros(w1), zeros(w2), zeros(b1), zeros(b2)
+
+
+def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
+             glue: GlueConfig = DEFAULT_GLUE):
+    """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) from ``forward``'s z, h and ends; dx
+    in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all contiguous.
+    dy of any strides (``y.sum().backward()`` gives an expanded one)."""
+    _, dglu_kernel, _, colsum_kernel = _glue_kernels()
+    T, H = x.shape
+    E, F = w2.shape[0], w2.shape[2]
+    x, w1, w2, h = _row_major(x), _row_major(w1), _row_major(w2), _row_major(h)
+    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    launches.record("grouped_mlp_compose_bwd")
+    if T == 0:
+        return _zero_grads(x, probs, w1, w2, b1, b2)
+    dy = _row_major(dy)
+    # dy is reduced along H for the fc2 bias (dprobs' term and db2): summed_rows, so that the
+    # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
+    dy_summed = summed_rows(dy) if b2 is not None else dy
+    z = _row_major(z)
+    dh = torch._grouped_mm(dy, w2, offs=ends)
+    dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
+    dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
+    dglu_kernel[(cdiv(T, glue.dglu_block_m),)](
+        dh, z, b1 if b1 is not None else z, ends, probs, dy_summed, b2 if b2 is not None else z, dz, dprobs,
+        T, F, H, E, dh.stride(0), z.stride(0), dz.stride(0), dy_summed.stride(0),
+        b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0,
+        ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_B1=b1 is not None, HAS_B2=b2 is not None,
+        BLOCK_M=glue.dglu_block_m, BLOCK_F=glue.dglu_block_f, BLOCK_H=glue.dglu_block_f, E_CHUNK=E_CHUNK,
+        num_warps=glue.num_warps)
+    dx = torch._grouped_mm(dz, w1, offs=ends)
+    dw1 = torch._grouped_mm(dz.t(), x, offs=ends)
+    dw2 = torch._grouped_mm(dy.t(), h, offs=ends)
+    db1 = db2 = None
+    if b1 is not None:
+        db1 = torch.empty(b1.shape, dtype=b1.dtype, device=x.device)
+        colsum_kernel[(E, cdiv(2 * F, 64))](dz, dz, db1, counts, T, 2 * F, E, dz.stride(0),
+                                            HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
+    if b2 is not None:
+        db2 = torch.empty(b2.shape, dtype=b2.dtype, device=x.device)
+        colsum_kernel[(E, cdiv(H, 64))](dy_summed, probs, db2, counts, T, H, E, dy_summed.stride(0),
+                                        HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
+    return dx, dprobs, dw1, dw2, db1, db2
