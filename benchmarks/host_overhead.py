@@ -1,24 +1,44 @@
-"""What does one DyT call cost the host, layer by layer from ``tilefuse.dyt`` down to the launch?
+"""What does one DyT call cost the host, against native ops and the peers, and layer by layer?
 
-On a tiny CUDA tensor (64 x 16, GPU time negligible) each layer between the public API and
-the kernel launch is timed alone (per-call microseconds of a synchronised loop of ``--calls``
-calls, forward and backward), beside the eager PyTorch expression and a bare
-``torch.empty_like``; ``--profile`` adds cProfile tables (tottime of 500 forward + backward
-calls through ``tilefuse.dyt``, cumtime of 300 ``launch.backward`` calls). grouped_glu_mlp's
-host time per call is in ``tilefuse bench --ops grouped_glu_mlp`` (host p50 columns).
+Two sections (``--sections``, default both):
 
-    PYTHONPATH=src python3 benchmarks/host_overhead.py [--calls 2000] [--profile]
+- ``peers``: host microseconds per call at ``--shape`` (default 64x256 fp32: GPU time
+  negligible), forward (inputs requiring grad) and forward + backward (``torch.autograd.grad``),
+  for ``tilefuse.dyt`` (also with every launch through Triton's JIT, and with no grad),
+  the custom op ``torch.ops.tilefuse.dyt``, eager DyT (three ATen ops), ``F.layer_norm``,
+  ``torch.tanh`` and Liger-Kernel's ``LigerDyTFunction`` where it imports. Each number is the
+  median over ``--rounds`` (5) rounds of ``--peer-calls`` (300) calls, synchronised before and
+  after each round: issue 17's measurement. Before timing it checks on the device that the lean
+  eager path, the custom op and the JIT-launch route give bitwise identical outputs and
+  gradients (fp32 and bf16, channels-last and channels-first). It ends with the regression
+  check: tilefuse's forward and forward + backward against F.layer_norm's (issue 17's targets:
+  no more than F.layer_norm, and below Liger's); ``--fail-over R`` exits 1 when either is over
+  R times F.layer_norm's (not a timed test: run it on the machine whose numbers you compare).
+- ``layers``: on a 64 x 16 tensor each layer between the public API and the kernel launch
+  timed alone (per-call microseconds of a synchronised loop of ``--calls`` calls), beside the
+  eager PyTorch expression and a bare ``torch.empty_like``; ``--profile`` adds cProfile tables
+  (tottime of 500 forward + backward calls through ``tilefuse.dyt``, cumtime of 300
+  ``launch.backward`` calls).
 
-Prints one line per layer: name, us/call. Time on the H200 machine: about 20 s (60 s with
-``--profile``); the numbers are the host's (its CPU, Python, torch), not the GPU's. Without a
-GPU it runs in Triton's interpreter (``TRITON_INTERPRET=1``, e.g. ``--calls 3``): a smoke
-test, the numbers mean nothing.
+grouped_glu_mlp's host time per call is in ``tilefuse bench --ops grouped_glu_mlp``.
+
+    PYTHONPATH=src python3 benchmarks/host_overhead.py [--sections peers layers] [--shape 64x256]
+        [--calls 2000] [--peer-calls 300] [--rounds 5] [--fail-over R] [--profile]
+
+Prints the bitwise check's result, then a Markdown table (provider, us per forward call, us per
+forward + backward call, each as a ratio to F.layer_norm's) and the regression verdict, then
+one line per layer: name, us/call. Time on the H200 machine: about 35 s (20 s of them the
+layers; 60 s more with ``--profile``); the numbers are the host's (its CPU, Python, torch), not
+the GPU's. Without a GPU it runs in Triton's interpreter (``TRITON_INTERPRET=1``, e.g.
+``--calls 3 --peer-calls 3 --rounds 1``): a smoke test, the numbers mean nothing.
 """
 
 import argparse
 import cProfile
 import os
 import pstats
+import statistics
+import sys
 import time
 
 import torch
@@ -27,6 +47,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # before tilefuse imports triton.language
 
 import tilefuse  # noqa: E402
+from tilefuse.ops import triton_common  # noqa: E402
 from tilefuse.ops.dyt import launch, op  # noqa: E402
 from tilefuse.ops.dyt.op import dyt_op  # noqa: E402
 
@@ -48,6 +69,146 @@ def per_call_us(fn, n=2000):
     sync()
     return (time.perf_counter() - t) / n * 1e6
 
+
+def median_per_call_us(fn, calls=300, rounds=5):
+    """Median over ``rounds`` of the per-call time of ``calls`` calls, synchronised around
+    each round (issue 17's measurement)."""
+    for _ in range(min(20, calls)):
+        fn()
+    return statistics.median(per_call_us_once(fn, calls) for _ in range(rounds))
+
+
+def per_call_us_once(fn, n):
+    sync()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    sync()
+    return (time.perf_counter() - t) / n * 1e6
+
+
+def make_inputs(rows, cols, dtype=torch.float32, channels_last=True, seed=0):
+    """x, alpha, weight, bias (requiring grad) and dy; x (rows, cols) channels-last, or
+    (rows, cols, 4, 4) channels-first with cols channels."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (rows, cols) if channels_last else (rows, cols, 4, 4)
+    x = torch.randn(shape, generator=g).to(dtype).to(DEVICE).requires_grad_(True)
+    a = torch.full((1,), 0.5, device=DEVICE, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(cols, generator=g)).to(DEVICE).requires_grad_(True)
+    b = (0.1 * torch.randn(cols, generator=g)).to(DEVICE).requires_grad_(True)
+    return x, a, w, b, torch.randn(shape, generator=g).to(dtype).to(DEVICE)
+
+
+# --- peers ------------------------------------------------------------------------------------
+
+def _fwd_bwd(f, leaves, dy):
+    def run():
+        y = f()
+        return torch.autograd.grad(y, leaves, dy if dy.dtype == y.dtype else dy.to(y.dtype))
+    return run
+
+
+class _jit_launches:
+    """Every CompiledLauncher launch through Triton's JIT inside the block."""
+
+    def __enter__(self):
+        triton_common.DIRECT_LAUNCH = False
+
+    def __exit__(self, *exc):
+        triton_common.DIRECT_LAUNCH = True
+
+
+def bitwise_check() -> list[str]:
+    """Lean eager path vs the custom op vs the JIT-launch route: outputs and gradients."""
+    failures = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for channels_last in (True, False):
+            x, a, w, b, dy = make_inputs(6, 40, dtype, channels_last, seed=1)
+            leaves = (x, a, w, b)
+
+            def run(f):
+                y = f()
+                return (y, *torch.autograd.grad(y, leaves, dy))
+            lean = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
+            custom = run(lambda: torch.ops.tilefuse.dyt(x, a, w, b, channels_last))
+            with _jit_launches():
+                jit = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
+            for name, other in (("custom op", custom), ("JIT launches", jit)):
+                for what, p, q in zip(("y", "dx", "dalpha", "dweight", "dbias"), lean, other):
+                    if p.dtype != q.dtype or p.stride() != q.stride() or not torch.equal(p, q):
+                        failures.append(f"{dtype} channels_last={channels_last}: {what} of the lean "
+                                        f"path differs from the {name}'s")
+    return failures
+
+
+def peer_providers(rows, cols):
+    x, a, w, b, dy = make_inputs(rows, cols)
+    leaves = (x, a, w, b)
+    xd, ad, wd, bd = (t.detach() for t in leaves)
+    fwd = {
+        "tilefuse.dyt": lambda: tilefuse.dyt(x, a, w, b),
+        "tilefuse.dyt, JIT launches": lambda: tilefuse.dyt(x, a, w, b),
+        "torch.ops.tilefuse.dyt (custom op)": lambda: torch.ops.tilefuse.dyt(x, a, w, b, True),
+        "eager DyT (3 ATen ops)": lambda: w * torch.tanh(a * x) + b,
+        "F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (cols,), w, b),
+        "torch.tanh": lambda: torch.tanh(x),
+    }
+    try:
+        from liger_kernel.ops.dyt import LigerDyTFunction
+        fwd["Liger-Kernel LigerDyTFunction"] = lambda: LigerDyTFunction.apply(x, a, w, b)
+    except ImportError:
+        print("(Liger-Kernel not importable: no Liger row)")
+    out = {}
+    used = {"torch.tanh": (x,), "F.layer_norm": (x, w, b)}
+    for name, f in fwd.items():
+        out[name] = (f, _fwd_bwd(f, used.get(name, leaves), dy))
+    out["tilefuse.dyt, no grad (fwd only)"] = (lambda: tilefuse.dyt(xd, ad, wd, bd), None)
+    return out
+
+
+def peers(args):
+    rows, cols = (int(v) for v in args.shape.lower().split("x"))
+    failures = bitwise_check()
+    print("bitwise: lean eager path == custom op == JIT launches (fp32/bf16, channels-last/first): "
+          + ("ok" if not failures else "FAILED\n  " + "\n  ".join(failures)))
+    results = {}
+    for name, (fwd, fwd_bwd) in peer_providers(rows, cols).items():
+        ctx = _jit_launches() if "JIT launches" in name else None
+        if ctx:
+            ctx.__enter__()
+        try:
+            results[name] = tuple(None if f is None else median_per_call_us(f, args.peer_calls, args.rounds)
+                                  for f in (fwd, fwd_bwd))
+        finally:
+            if ctx:
+                ctx.__exit__()
+    ref = results["F.layer_norm"]
+    print(f"\nhost us per call, {rows}x{cols} fp32 on {DEVICE}, median of {args.rounds} rounds of "
+          f"{args.peer_calls} calls (synchronised)\n")
+    print("| provider | fwd us | fwd / layer_norm | fwd+bwd us | fwd+bwd / layer_norm |")
+    print("|---|---|---|---|---|")
+    for name, (f, fb) in results.items():
+        cells = [("" if v is None else f"{v:.1f}", "" if v is None else f"{v / r:.2f}x") for v, r in zip((f, fb), ref)]
+        print(f"| {name} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} |")
+    ours = results["tilefuse.dyt"]
+    liger = results.get("Liger-Kernel LigerDyTFunction")
+    verdict = []
+    for i, what in enumerate(("fwd", "fwd+bwd")):
+        line = f"{what}: tilefuse {ours[i]:.1f} us, {ours[i] / ref[i]:.2f}x F.layer_norm's {ref[i]:.1f} us"
+        if liger:
+            line += f", {ours[i] / liger[i]:.2f}x Liger's {liger[i]:.1f} us"
+        verdict.append(line)
+    print("\nregression check (issue 17: <= F.layer_norm's, below Liger's):\n  " + "\n  ".join(verdict))
+    worst = max(ours[i] / ref[i] for i in range(2))
+    if failures:
+        return 1
+    if args.fail_over is not None and worst > args.fail_over:
+        print(f"FAIL: {worst:.2f}x F.layer_norm's is over --fail-over {args.fail_over}")
+        return 1
+    return 0
+
+
+# --- layers -----------------------------------------------------------------------------------
 
 def tiny_inputs():
     """x, alpha, weight, bias (requiring grad) and dy for a 64 x 16 problem."""
@@ -95,18 +256,36 @@ def profile(x, a, w, b, dy):
         pstats.Stats(prof).sort_stats(key).print_stats(22)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=2000, help="calls per timed loop (default 2000)")
-    ap.add_argument("--profile", action="store_true", help="cProfile tables after the timings")
-    args = ap.parse_args()
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'CPU interpreter'}")
+def layers(args):
+    print("\nlayers, 64x16 fp32:")
     inputs = tiny_inputs()
     for name, fn in rows(*inputs).items():
         print(f"{name:36s} {per_call_us(fn, args.calls):8.1f} us/call", flush=True)
     if args.profile:
         profile(*inputs)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sections", nargs="+", choices=("peers", "layers"), default=["peers", "layers"])
+    ap.add_argument("--shape", default="64x256", help="peers: ROWSxCOLS of x (default 64x256)")
+    ap.add_argument("--peer-calls", type=int, default=300, help="peers: calls per round (default 300)")
+    ap.add_argument("--rounds", type=int, default=5, help="peers: rounds, the median is reported (default 5)")
+    ap.add_argument("--fail-over", type=float, default=None,
+                    help="peers: exit 1 if tilefuse's fwd or fwd+bwd is over this many times F.layer_norm's")
+    ap.add_argument("--calls", type=int, default=2000, help="layers: calls per timed loop (default 2000)")
+    ap.add_argument("--profile", action="store_true", help="layers: cProfile tables after the timings")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, triton {__import__('triton').__version__}, "
+          f"{torch.cuda.get_device_name() if DEVICE == 'cuda' else 'CPU interpreter'}")
+    rc = 0
+    if "peers" in args.sections:
+        rc |= peers(args)
+    if "layers" in args.sections:
+        rc |= layers(args)
+    return rc
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,10 +9,19 @@ helpers here give CPU tests the GPU's results. Each difference is a named workar
 - the interpreter's float tl.dot sums in an order that depends on numpy's BLAS and the CPU, so
   importing this module under the interpreter installs interpreter_dot's fixed-order dot.
 Compiled kernels take the plain paths.
+
+Beside the @triton.jit helpers, ``CompiledLauncher`` (host side): the cheap launch route for
+kernels launched many times with the same grid and scalars (a compiled kernel's launcher
+instead of the JIT's per-call binding and specialization).
 """
 
 import triton
 import triton.language as tl
+
+try:
+    from triton import knobs as _triton_knobs
+except ImportError:   # a Triton without triton.knobs: CompiledLauncher launches through the JIT
+    _triton_knobs = None
 
 from ..policy import interpreter_enabled
 from . import interpreter_dot
@@ -48,3 +57,207 @@ def dot_f32acc(a, b, acc, IEEE: tl.constexpr):
         return tl.dot(a, b, acc, input_precision="ieee")
     else:
         return tl.dot(a, b, acc)
+
+
+# --- launching ------------------------------------------------------------------------------
+
+# Tests and benchmarks set this to False to send every CompiledLauncher launch through the JIT
+# (the reference the direct route must match bitwise).
+DIRECT_LAUNCH = True
+_jit_launches = 0
+
+
+def jit_launch_count() -> int:
+    """How many CompiledLauncher launches went through Triton's JIT (first launches, the
+    interpreter, fallbacks): tests prove the direct route ran by this count not moving."""
+    return _jit_launches
+
+
+class CompiledLauncher:
+    """One @triton.jit kernel with everything but its tensor arguments fixed: the grid, the
+    trailing scalar arguments, the constexprs and the launch options (num_warps, ...).
+
+    ``launcher(*tensors)`` launches ``fn[grid](*tensors, *scalars, **constexprs, **options)``.
+    The JIT's per-call path (binding the arguments, computing their specialization and the
+    cache key: tens of microseconds a launch on the H200 host) runs only on the first launch
+    for each (current device, pointer alignment); it compiles the kernel and returns it, and
+    later launches with the same device and alignment hand it to ``_launch_compiled``.
+
+    Triton specializes a kernel on its arguments: pointers on their dtype and on 16-byte
+    alignment, integers on ``== 1``, on divisibility by 16 and on their width (triton/runtime/
+    jit.py, create_function_from_signature; backends/compiler.py, BaseBackend.
+    get_int_specialization / get_tensor_specialization). The scalars are fixed here, and each
+    launch's pointer alignment is part of the key the compiled kernel is looked up by, so a
+    kernel compiled for aligned pointers never runs on an unaligned one. The caller keeps the
+    tensors' dtypes the same on every call (it builds one launcher per dtype combination), and
+    passes tensors on the current CUDA device (the direct route hands the launcher their
+    addresses; the JIT's first launch is where a wrong device is reported).
+
+    The JIT runs every launch under Triton's interpreter, with ``DIRECT_LAUNCH`` False, when
+    the kernel's parameters are not (tensors, scalars, constexprs) in that order, and from the
+    first direct launch that raises on (with a warning). The direct route skips what the JIT
+    checks on every launch but a compiled kernel does not need: its pre-run hooks (none on
+    tilefuse's kernels) and whether globals the kernel read have changed since it compiled.
+    Compilation settings read at compile time (TRITON_DEBUG, Triton's instrumentation mode)
+    apply to launchers from their first launch on: set them before the first call.
+    """
+
+    __slots__ = ("fn", "grid", "grid3", "scalars", "kwargs", "tail", "direct", "_entries")
+
+    def __init__(self, fn, grid, scalars=(), constexprs=None, **options):
+        constexprs = dict(constexprs or {})
+        self.fn = fn
+        self.grid = tuple(grid)
+        self.grid3 = self.grid + (1,) * (3 - len(self.grid))
+        self.scalars = tuple(scalars)
+        self.kwargs = {**constexprs, **options}
+        self._entries: dict = {}
+        names = _trailing_constexpr_names(fn, len(self.scalars), constexprs)
+        self.direct = names is not None and not INTERPRETER and _triton_knobs is not None
+        # every parameter after the tensors, in the kernel's order (the launcher takes all)
+        self.tail = self.scalars + tuple(constexprs[n] for n in names) if names is not None else ()
+
+    def __call__(self, *tensors):
+        if self.direct and DIRECT_LAUNCH:
+            ptrs = [t.data_ptr() for t in tensors]
+            acc = 0
+            for p in ptrs:
+                acc |= p
+            align = True if not acc & 15 else tuple([not p & 15 for p in ptrs])
+            device = current_cuda_device()
+            entry = self._entries.get((device, align))
+            if entry is not None:
+                try:
+                    return _launch_compiled(entry, self.grid, self.grid3, current_cuda_stream(device), ptrs,
+                                            tensors, self.tail)
+                except Exception as exc:   # noqa: BLE001  the JIT below reports a real error again
+                    self.direct = False
+                    import warnings
+                    warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its "
+                                  f"launches go through Triton's JIT from now on", RuntimeWarning, stacklevel=2)
+            compiled = self._jit(tensors)
+            if entry is None:
+                entry = _compiled_entry(compiled)
+                if entry is not None:
+                    self._entries[(device, align)] = entry
+            return None
+        self._jit(tensors)
+        return None
+
+    def _jit(self, tensors):
+        global _jit_launches
+        _jit_launches += 1
+        return self.fn[self.grid](*tensors, *self.scalars, **self.kwargs)
+
+
+def _trailing_constexpr_names(fn, n_scalars: int, constexprs: dict):
+    """The constexpr parameter names of ``fn`` in order when its parameters are tensors, then
+    ``n_scalars`` scalars, then exactly the constexprs given; else None (launch by the JIT)."""
+    names = getattr(fn, "arg_names", None)
+    const_index = getattr(fn, "constexprs", None)     # indices of the constexpr parameters
+    if names is None or const_index is None:
+        return None
+    n_const = len(constexprs)
+    first = len(names) - n_const
+    if first - n_scalars < 0 or sorted(const_index) != list(range(first, len(names))):
+        return None
+    tail_names = list(names[first:])
+    return tail_names if set(tail_names) == set(constexprs) else None
+
+
+def current_cuda_device() -> int:
+    """The current CUDA device's index (CUDA initialised: a CUDA tensor exists)."""
+    return _get_device()
+
+
+def current_cuda_stream(device: int) -> int:
+    """The raw handle of ``device``'s current stream, the stream Triton launches on."""
+    return _get_stream(device)
+
+
+def stream_is_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph."""
+    return _is_capturing()
+
+
+def _bind_cuda_queries():
+    """Triton's CUDA driver asks torch for the current device and stream with these
+    (backends/driver.py, GPUDriver.__init__, 3.6 and 3.8): torch.cuda.current_device and
+    torch._C._cuda_getCurrentRawStream. The launchers ask only once a CUDA tensor exists (CUDA
+    is initialised), so the device query skips current_device's lazy-init check."""
+    global _get_device, _get_stream, _is_capturing
+    import torch
+    _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    _get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+        (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+        torch.cuda.is_current_stream_capturing
+
+
+def _get_device() -> int:
+    _bind_cuda_queries()
+    return _get_device()
+
+
+def _get_stream(device: int) -> int:
+    _bind_cuda_queries()
+    return _get_stream(device)
+
+
+def _is_capturing() -> bool:
+    _bind_cuda_queries()
+    return _is_capturing()
+
+
+def _compiled_entry(kernel):
+    """(launcher, function handle, packed metadata, kernel) of what ``fn[grid](...)`` returned,
+    or None unless it is a loaded CompiledKernel (the interpreter returns None, a cache hook
+    may skip the launch). Triton 3.6 and 3.8: triton/compiler/compiler.py, CompiledKernel
+    (``run`` is the driver's launcher, ``function`` the loaded CUfunction)."""
+    try:
+        run, function, packed = kernel.run, kernel.function, kernel.packed_metadata
+        kernel.launch_metadata  # noqa: B018  (required below when launch hooks are set)
+    except AttributeError:
+        return None
+    if function is None or not callable(run):
+        return None
+    return run, function, packed, kernel
+
+
+_HOOK_CHAIN = getattr(_triton_knobs, "HookChain", None)
+
+
+def _launch_compiled(entry, grid, grid3, stream, ptrs, tensors, tail):
+    """Launch a compiled kernel the way the JIT does once it has the kernel.
+
+    Triton 3.6 and 3.8, triton/runtime/jit.py, JITFunction.run, after "# launch kernel"::
+
+        launch_metadata = kernel.launch_metadata(grid, stream, *bound_args.values())
+        kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata,
+                   launch_metadata, knobs.runtime.launch_enter_hook,
+                   knobs.runtime.launch_exit_hook, *bound_args.values())
+
+    ``bound_args`` are all the kernel's parameters, constexprs included (the launcher drops
+    them: backends/nvidia/driver.py, make_launcher in 3.6, annotate_arguments in 3.8);
+    CompiledKernel.__getitem__(grid) builds the same call. Two differences, both leaving the
+    launch identical:
+    - pointers are passed as the integers ``data_ptr()`` returns. The launcher takes an int as
+      the device address as it is (3.6: getPointer in the generated launcher; 3.8:
+      extractPointer in driver.c) and skips the cuPointerGetAttribute call it makes for a
+      tensor, which returns the same address for device memory;
+    - with no launch hooks registered (knobs.runtime.launch_*_hook are HookChains with no
+      calls, or None) the hooks and launch_metadata are passed as None, which the launcher
+      skips (3.6: ``if (launch_enter_hook != Py_None)``; 3.8: launchHook), instead of building
+      the metadata for empty chains. With hooks registered, the tensors and metadata are
+      passed as the JIT passes them (profilers read tensor arguments from the metadata).
+    """
+    run, function, packed, kernel = entry
+    runtime = _triton_knobs.runtime
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    if (enter is None or (enter.__class__ is _HOOK_CHAIN and not enter.calls)) and \
+            (leave is None or (leave.__class__ is _HOOK_CHAIN and not leave.calls)):
+        run(grid3[0], grid3[1], grid3[2], stream, function, packed, None, None, None, *ptrs, *tail)
+    else:
+        args = (*tensors, *tail)
+        run(grid3[0], grid3[1], grid3[2], stream, function, packed, kernel.launch_metadata(grid, stream, *args),
+            enter, leave, *args)

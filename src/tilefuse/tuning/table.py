@@ -69,6 +69,15 @@ _collectors: list[dict] = []
 # Problems are frozen dataclasses; cleared by every change to any layer.
 _memo: dict = {}
 _MISS = object()
+# Bumped by every change that can alter what a lookup returns or records (register, unregister,
+# record, reload, entering collecting()); launchers that cache their lookups key on it.
+_generation = 0
+
+
+def generation() -> int:
+    """A counter that changes whenever a lookup might answer differently than before (or must
+    be made again to be recorded, inside ``collecting()``): key a cache of lookup results on it."""
+    return _generation
 
 
 def _table(device_index: int | None = None, where: str = "device_index") -> _DeviceTable:
@@ -136,8 +145,10 @@ def lookup_config(family: str, problem):
 def collecting() -> Iterator[dict]:
     """Yields a dict that fills with ``(family, key) -> first problem seen`` for every
     lookup made inside the block."""
+    global _generation
     seen: dict = {}
     _collectors.append(seen)
+    _generation += 1     # caches of lookups look up again, so the block sees (and records) them
     try:
         yield seen
     finally:
@@ -186,6 +197,8 @@ def table_location(device_index: int | None = None) -> tuple[dict, Path]:
 # --- changes ---------------------------------------------------------------------------
 
 def _invalidate() -> None:
+    global _generation
+    _generation += 1
     _memo.clear()
     for table in _tables.values():
         table.resolved = None
@@ -280,5 +293,7 @@ def export_builtin(dest_dir, device_index: int | None = None) -> Path:
 def reload() -> None:
     """Forget what was read from files (they are read again on the next lookup), e.g. after
     other processes swept keys. Runtime registrations stay."""
+    global _generation
+    _generation += 1
     _memo.clear()
     _tables.clear()

@@ -8,12 +8,17 @@ Layouts (see kernels.py): the kernels see a contiguous (n_rows, n_cols) matrix.
   contiguous, so it runs as channels-last on that view, and the output keeps x's format.
 - channels-first with no spatial dims (or all of size 1) is channels-last over C.
 Other strides are made contiguous first (one copy).
+
+What a launch needs besides the tensors (config, grids, scratch sizes, the kernels'
+launchers) is built once per call plan (plan.py) as a ForwardLaunch / BackwardLaunch; the
+launchers here look the plan up, so per call only allocations and launches remain.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 
 import torch
 from ...utils import cdiv
@@ -22,14 +27,19 @@ from ... import launches, policy
 from ...tuning import lookup_config
 from ...device import num_sms
 from . import configs
+from . import plan as plans
 from .configs import DyTConfig, DyTProblem
 
 REDUCE_BLOCK_P = 16
 REDUCE_BLOCK_N = 128
 
-# Tests and the tuner set this to fill internal float32 scratch with NaN before each launch,
-# so a partial sum that no program wrote shows up as NaN instead of stale memory.
+# Tests and `tilefuse check` (verify.poisoned) set these to fill y/dx and the internal float32
+# scratch with NaN before each launch, so an element that no program wrote shows up as NaN
+# instead of stale memory.
 POISON_SCRATCH = False
+POISON_OUTPUTS = False
+# Scratch buffers up to this size are kept by their plan and reused (BackwardLaunch).
+SCRATCH_REUSE_BYTES = 256 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +69,10 @@ def new_output(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     """The output/dx allocation for ``x``: channels_last-format input keeps its format, all
     else is contiguous. Shared by the real and the fake implementations."""
     if not channels_last and _layout(x, channels_last).moved:
-        return torch.empty_like(x)  # x is dense, so its strides are preserved
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        out = torch.empty_like(x)  # x is dense, so its strides are preserved
+    else:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return out.fill_(float("nan")) if POISON_OUTPUTS else out
 
 
 def _as_matrix(t: torch.Tensor, lay: _Layout) -> torch.Tensor:
@@ -68,10 +80,6 @@ def _as_matrix(t: torch.Tensor, lay: _Layout) -> torch.Tensor:
     if lay.moved:
         return t.movedim(1, -1).contiguous()
     return t.contiguous()
-
-
-def _matrix_out(out: torch.Tensor, lay: _Layout) -> torch.Tensor:
-    return out.movedim(1, -1) if lay.moved else out
 
 
 def problem_for(x: torch.Tensor, channels_last: bool, pass_: str) -> DyTProblem:
@@ -107,29 +115,131 @@ def _scratch(*shape, device) -> torch.Tensor:
     return buf.fill_(float("nan")) if POISON_SCRATCH else buf
 
 
+class ForwardLaunch:
+    """The forward kernel's launch for one call plan: config, grid, launcher.
+
+    ``launch(xm, y, alpha, weight, bias)``: xm and y hold the (n_rows, n_cols) matrix in memory
+    order (contiguous, or channels_last-format x and y for the moved layout: the kernels take
+    only their addresses); weight and bias contiguous (bias is weight without a bias)."""
+
+    __slots__ = ("config", "grid", "launch")
+
+    def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, config: DyTConfig | None):
+        from ..triton_common import CompiledLauncher
+        from .kernels import dyt_fwd_kernel
+        cfg = config or pick_config(DyTProblem("fwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
+        self.config = cfg
+        self.grid = (cdiv(lay.n_rows, cfg.block_m) * cdiv(lay.n_cols, cfg.block_n),)
+        self.launch = CompiledLauncher(
+            dyt_fwd_kernel, self.grid, (lay.n_rows, lay.n_cols, lay.n_channels),
+            dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n),
+            num_warps=cfg.num_warps)
+
+
+class BackwardLaunch:
+    """The backward's two launches for one call plan: the persistent kernel (dx and partial
+    sums) and the deterministic second-stage reduction, with their scratch.
+
+    ``__call__(dym, xm, dx, alpha, weight, dweight, dbias, dalpha)``: the matrices as in
+    ForwardLaunch (dym: dy in x's kernel layout), weight contiguous, the parameter gradients
+    contiguous (dbias is dweight without a bias).
+
+    Two launches: every partial must be written before a fixed-order sum reads them, and a
+    kernel has no grid-wide barrier. One launch could do it with a per-column-block atomic
+    ticket (the last program of a column block sums its partials in index order: still
+    deterministic), at the price of a counter buffer that must be zero at every launch (a
+    memset, or counters each last program resets: state shared by every call of the plan,
+    with the hazards BackwardLaunch's scratch reuse guards against) and of one program summing
+    a column block's n_groups partials alone. Not done without measurements that it is no
+    slower on the GPU.
+    """
+
+    __slots__ = ("config", "main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream", "_cuda")
+
+    def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
+                 config: DyTConfig | None):
+        from .. import triton_common
+        from ..triton_common import CompiledLauncher
+        from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
+        self._cuda = triton_common     # its CUDA stream queries
+        cfg = config or pick_config(DyTProblem("bwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
+        self.config = cfg
+        n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
+        target_programs = cfg.programs_per_sm * num_sms(device)
+        tiles = dict(HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
+        if lay.param_per_row:
+            # Partials: one float32 per row (N*C of them, each written once), summed over N below.
+            n_groups = max(1, min(n_row_blocks, target_programs))
+            n_parts, n_part_cols = lay.n_rows // lay.n_channels, lay.n_channels
+            part = lay.n_rows
+            self.main = CompiledLauncher(dyt_bwd_rows_kernel, (n_groups,),
+                                         (lay.n_rows, lay.n_cols, lay.n_channels, n_groups), tiles,
+                                         num_warps=cfg.num_warps)
+            n_dalpha = n_groups
+        else:
+            # Partials: (n_groups, C) float32 per parameter, each element written once by the
+            # program that owns that column block and row group; no zero fill, no atomics.
+            n_col_blocks = cdiv(lay.n_cols, cfg.block_n)
+            n_groups = max(1, min(n_row_blocks, target_programs // n_col_blocks))
+            n_parts, n_part_cols = n_groups, lay.n_cols
+            part = n_groups * lay.n_cols
+            n_dalpha = n_groups * n_col_blocks
+            self.main = CompiledLauncher(dyt_bwd_cols_kernel, (n_groups * n_col_blocks,),
+                                         (lay.n_rows, lay.n_cols, n_groups), tiles, num_warps=cfg.num_warps)
+        self.reduce = CompiledLauncher(
+            dyt_bwd_reduce_kernel, (cdiv(n_part_cols, REDUCE_BLOCK_N),), (n_parts, n_part_cols, n_dalpha),
+            dict(HAS_BIAS=has_bias, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N), num_warps=4)
+        # dweight, dbias (0 without a bias: dweight's buffer is passed), dalpha partials
+        self.sizes = (part, part if has_bias else 0, n_dalpha)
+        self._reusable = device.type == "cuda" and 4 * sum(self.sizes) <= SCRATCH_REUSE_BYTES
+        self._lock = threading.Lock()
+        self._kept = None
+        self._stream = None
+
+    def _new_scratch(self, device):
+        wpart = _scratch(self.sizes[0], device=device)
+        bpart = _scratch(self.sizes[1], device=device) if self.sizes[1] else wpart
+        return wpart, bpart, _scratch(self.sizes[2], device=device)
+
+    def __call__(self, dym, xm, dx, alpha, weight, dweight, dbias, dalpha):
+        # The partials never leave the two launches, so one set can serve every call whose
+        # launches are ordered after the previous call's: on the same stream, with no other
+        # thread between this call's two launches (the lock), and not while capturing a CUDA
+        # graph (a replay is unordered with eager calls; captures allocate their own). Nor in
+        # PyTorch's deterministic mode, where fresh memory comes NaN-filled (the tuner's check
+        # relies on that). Other calls allocate, as large scratch always does: the caching
+        # allocator makes that cheap, and kept buffers live as long as their plan. Streams are
+        # compared by handle: PyTorch's come from pools and are never destroyed (an external
+        # stream destroyed with work in flight and recreated with the same handle would pass).
+        if self._reusable and not POISON_SCRATCH and not torch.are_deterministic_algorithms_enabled() \
+                and self._lock.acquire(blocking=False):
+            try:
+                cuda = self._cuda
+                stream = cuda.current_cuda_stream(cuda.current_cuda_device())
+                if cuda.stream_is_capturing() or (self._stream is not None and stream != self._stream):
+                    parts = self._new_scratch(dx.device)
+                else:
+                    if self._kept is None:
+                        self._kept, self._stream = self._new_scratch(dx.device), stream
+                    parts = self._kept
+                self.main(dym, xm, dx, alpha, weight, *parts)
+                self.reduce(*parts, dweight, dbias, dalpha)
+            finally:
+                self._lock.release()
+        else:
+            parts = self._new_scratch(dx.device)
+            self.main(dym, xm, dx, alpha, weight, *parts)
+            self.reduce(*parts, dweight, dbias, dalpha)
+        launches.record("dyt_bwd")
+
+
 def forward(x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None,
             out: torch.Tensor | None = None):
     """y = weight * tanh(alpha * x) + bias, y in x.dtype, by the Triton forward kernel.
 
     ``out`` (optional) receives y; it must have the layout ``new_output`` gives.
     """
-    y = _check_out(out, x, channels_last, "out")
-    if x.numel() == 0:
-        return y
-    lay = _layout(x, channels_last)
-    cfg = config or pick_config(problem_for(x, channels_last, "fwd"))
-    xm = _as_matrix(x, lay)
-    ym = _matrix_out(y, lay)
-    grid = (cdiv(lay.n_rows, cfg.block_m) * cdiv(lay.n_cols, cfg.block_n),)
-    from .kernels import dyt_fwd_kernel
-    dyt_fwd_kernel[grid](
-        xm, ym, alpha, weight.contiguous(), weight if bias is None else bias.contiguous(),
-        lay.n_rows, lay.n_cols, lay.n_channels,
-        HAS_BIAS=bias is not None, PARAM_PER_ROW=lay.param_per_row,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-    )
-    launches.record("dyt_fwd")
-    return y
+    return plans.lookup(x, alpha, weight, bias, channels_last, config).launch_forward(x, alpha, weight, bias, out)
 
 
 def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None,
@@ -137,58 +247,5 @@ def backward(dy, x, alpha, weight, bias, channels_last: bool, config: DyTConfig 
     """(dx, dalpha, dweight, dbias) by the persistent backward kernel and a deterministic
     second-stage reduction. dx in x.dtype; each parameter gradient in its parameter's dtype,
     accumulated in float32; dbias is None without a bias. ``dx_out`` as ``out`` of forward."""
-    has_bias = bias is not None
-    dx = _check_out(dx_out, x, channels_last, "dx_out")
-    dalpha = torch.empty_like(alpha, memory_format=torch.contiguous_format)
-    dweight = torch.empty_like(weight, memory_format=torch.contiguous_format)
-    dbias = torch.empty_like(bias, memory_format=torch.contiguous_format) if has_bias else None
-    if x.numel() == 0:
-        dalpha.zero_()
-        dweight.zero_()
-        if has_bias:
-            dbias.zero_()
-        return dx, dalpha, dweight, dbias
-
-    lay = _layout(x, channels_last)
-    cfg = config or pick_config(problem_for(x, channels_last, "bwd"))
-    xm = _as_matrix(x, lay)
-    dym = _as_matrix(dy, lay)
-    dxm = _matrix_out(dx, lay)
-    weight_c = weight.contiguous()
-    n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
-    target_programs = cfg.programs_per_sm * num_sms(x.device)
-
-    from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
-    if lay.param_per_row:
-        # Partials: one float32 per row (N*C of them, each written once), summed over N below.
-        n_groups = max(1, min(n_row_blocks, target_programs))
-        n_parts, n_part_cols = lay.n_rows // lay.n_channels, lay.n_channels
-        dweight_part = _scratch(lay.n_rows, device=x.device)
-        dbias_part = _scratch(lay.n_rows, device=x.device) if has_bias else dweight_part
-        dalpha_part = _scratch(n_groups, device=x.device)
-        dyt_bwd_rows_kernel[(n_groups,)](
-            dym, xm, dxm, alpha, weight_c, dweight_part, dbias_part, dalpha_part,
-            lay.n_rows, lay.n_cols, lay.n_channels, n_groups,
-            HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-        )
-    else:
-        # Partials: (n_groups, C) float32 per parameter, each element written once by the
-        # program that owns that column block and row group; no zero fill, no atomics.
-        n_col_blocks = cdiv(lay.n_cols, cfg.block_n)
-        n_groups = max(1, min(n_row_blocks, target_programs // n_col_blocks))
-        n_parts, n_part_cols = n_groups, lay.n_cols
-        dweight_part = _scratch(n_groups, lay.n_cols, device=x.device)
-        dbias_part = _scratch(n_groups, lay.n_cols, device=x.device) if has_bias else dweight_part
-        dalpha_part = _scratch(n_groups * n_col_blocks, device=x.device)
-        dyt_bwd_cols_kernel[(n_groups * n_col_blocks,)](
-            dym, xm, dxm, alpha, weight_c, dweight_part, dbias_part, dalpha_part,
-            lay.n_rows, lay.n_cols, n_groups,
-            HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-        )
-    dyt_bwd_reduce_kernel[(cdiv(n_part_cols, REDUCE_BLOCK_N),)](
-        dweight_part, dbias_part, dalpha_part, dweight, dbias if has_bias else dweight, dalpha,
-        n_parts, n_part_cols, dalpha_part.numel(),
-        HAS_BIAS=has_bias, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
-    )
-    launches.record("dyt_bwd")
-    return dx, dalpha, dweight, dbias
+    return plans.lookup(x, alpha, weight, bias, channels_last, config).launch_backward(
+        dy, x, alpha, weight, bias, dx_out)

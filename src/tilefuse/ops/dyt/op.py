@@ -10,6 +10,9 @@ batched tensors the kernels cannot take).
 Double backward (``create_graph=True``): the backward then evaluates
 ``reference.dyt_backward_reference`` (differentiable PyTorch ops on the saved inputs, float32)
 instead of the kernel, so second derivatives are exact.
+
+Both entry points run a call plan (plan.py): the custom ops look theirs up when they execute,
+eager calls hand api.dyt's plan to DyTFunction (``apply``) and on to its backward.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+from torch.autograd import forward_ad
 
-from ... import policy
 from . import launch, reference
+from . import plan as plans
 
 
 def _batched(*tensors) -> bool:
@@ -29,24 +33,14 @@ def _batched(*tensors) -> bool:
 
 
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
-    """The forward both entry points run: the Triton launcher where kernels may run, else
-    the float32 reference formulas."""
-    if policy.kernels_enabled(x.device):
-        return launch.forward(x, alpha, weight, bias, channels_last)
-    y = launch.new_output(x, channels_last)
-    y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last))
-    return y
+    """The forward both entry points run: the Triton kernel where kernels may run
+    (policy.kernels_enabled), else the float32 reference formulas; Plan.forward."""
+    return plans.lookup(x, alpha, weight, bias, channels_last).forward(x, alpha, weight, bias)
 
 
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
-    """(dx, dalpha, dweight, dbias or None), by the launcher or the reference formulas."""
-    if policy.kernels_enabled(x.device):
-        return launch.backward(dy, x, alpha, weight, bias, channels_last)
-    dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
-        dy, x, alpha, weight, bias, channels_last=channels_last)
-    dx = launch.new_output(x, channels_last)
-    dx.copy_(dx_ref)
-    return dx, dalpha, dweight, dbias
+    """(dx, dalpha, dweight, dbias or None), by the kernels or the reference formulas."""
+    return plans.lookup(x, alpha, weight, bias, channels_last).backward(dy, x, alpha, weight, bias)
 
 
 def _setup_context(ctx, inputs, output):
@@ -65,7 +59,11 @@ class DyTFunction(torch.autograd.Function):
     """The eager entry point. torch.library's dispatch around a custom op costs tens of
     microseconds of host time per call (measured on the H200 host: benchmarks/results/), more
     than the kernel at small sizes, so eager calls take this plain autograd.Function; traced
-    calls take the custom ops below. Both run forward_impl / backward_impl.
+    calls take the custom ops below. Both run the call's plan (forward_impl / backward_impl).
+
+    ``plan``: api.dyt's plan for these arguments (``apply`` passes it where no torch.func
+    transform is active: the tensors are then plain), or None: look it up. The backward runs
+    the forward's plan while it still holds (Plan.backward_if_current).
 
     New-style (forward without ctx, ``setup_context``), so torch.func transforms accept it;
     ``generate_vmap_rule``: vmap runs forward and backward on batched tensors, which take the
@@ -74,23 +72,68 @@ class DyTFunction(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x, alpha, weight, bias, channels_last):
+    def forward(x, alpha, weight, bias, channels_last, plan=None):
+        if plan is not None:
+            return plan.forward(x, alpha, weight, bias)
         if _batched(x, alpha, weight, bias):
             return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
         return forward_impl(x, alpha, weight, bias, channels_last)
 
-    setup_context = staticmethod(_setup_context)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, alpha, weight, bias, channels_last, *plan = inputs
+        ctx.save_for_backward(x, alpha, weight, bias)
+        ctx.channels_last = channels_last
+        ctx.plan = plan[0] if plan else None
 
     @staticmethod
     def backward(ctx, dy):
         if torch.is_grad_enabled():
-            return _formula_grads(ctx, dy)
+            return *_formula_grads(ctx, dy), None
         x, alpha, weight, bias = ctx.saved_tensors
-        if _batched(dy, x, alpha, weight, bias):
+        plan = ctx.plan
+        if plan is not None and not _is_batched(dy):   # a plan means the forward's tensors were plain
+            grads = plan.backward_if_current(dy, x, alpha, weight, bias)
+        elif _batched(dy, x, alpha, weight, bias):
             grads = reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last)
         else:
             grads = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)
-        return *grads, None
+        return *grads, None, None
+
+
+_grad_enabled = torch.is_grad_enabled
+_is_batched = torch._C._functorch.is_batchedtensor
+_transforms_active = torch._C._are_functorch_transforms_active
+_unwrap_dead = torch._C._functorch.unwrap_if_dead
+# autograd.Function.apply binds the arguments to forward's signature (inspect.signature on
+# every call) before entering the C++ _FunctionBase.apply: 28.6 us a call against 3.8 us for
+# the C++ entry alone, measured on a CPU host with a six-argument Function. apply() below
+# passes all six arguments positionally, where binding changes nothing, and enters the C++
+# apply directly. torch 2.x, torch/autograd/function.py, Function.apply: without active
+# torch.func transforms it is unwrap_dead_wrappers(args) then super().apply(*args), which
+# apply() repeats; with transforms active apply() calls Function.apply (custom_function_call).
+_function_base_apply = getattr(getattr(torch._C, "_FunctionBase", None), "apply", None)
+_c_apply = (super(torch.autograd.Function, DyTFunction).apply
+            if _function_base_apply is not None else None)
+
+
+def apply(x, alpha, weight, bias, channels_last: bool, plan):
+    """``DyTFunction.apply(x, alpha, weight, bias, channels_last, plan)``, the cheap way.
+
+    Where autograd would record nothing (grad mode off, or no argument requiring grad, and no
+    forward-mode AD level open) the Function's forward output is all it returns, so the
+    forward runs without the Function (its C++ entry and setup_context: ~4 us on a CPU host).
+    """
+    if _c_apply is None or _transforms_active():
+        return DyTFunction.apply(x, alpha, weight, bias, channels_last, None)
+    x, alpha, weight = _unwrap_dead(x), _unwrap_dead(alpha), _unwrap_dead(weight)
+    if bias is not None:
+        bias = _unwrap_dead(bias)
+    if forward_ad._current_level < 0 and not (_grad_enabled() and (
+            x.requires_grad or alpha.requires_grad or weight.requires_grad
+            or (bias is not None and bias.requires_grad))):
+        return plan.forward(x, alpha, weight, bias)
+    return _c_apply(x, alpha, weight, bias, channels_last, plan)
 
 
 @torch.library.custom_op("tilefuse::dyt", mutates_args=())

@@ -1,0 +1,274 @@
+"""DyT call plans: what a call decides from its arguments' metadata, decided once per metadata.
+
+A call's route, checks and launch parameters depend only on the arguments' types, shapes,
+strides, dtypes and devices, on ``channels_last``, on the policy level, on the tuning table
+and on the current CUDA device (on the CPU: whether Triton's interpreter is on). A ``Plan``
+holds everything decided from those:
+
+- the outcome of validate (it reads only metadata): building a plan runs it, so a cached
+  plan is a passed check;
+- the route: the float64 reference, the level-0 reference (api.dyt), the kernels, or the
+  reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl);
+- the layout the kernels see (launch._layout) and whether x, dy or a parameter needs a
+  contiguous copy to reach it; how outputs are allocated;
+- the launches, built on first use: launch.ForwardLaunch, and a launch.BackwardLaunch per
+  dy layout (config, grids, the kernels' compiled-kernel launchers, scratch).
+
+Per call what remains is the key (a tuple of that metadata, about 1 us of attribute reads on
+a CPU host), the allocations and the launches.
+
+The cache is a dict of at most MAX_PLANS plans; when full the oldest plan goes first. The key
+holds the level (policy.get_level) and the tuning table's generation (tuning.table.generation,
+bumped by register, unregister, record, reload and by entering collecting()), so a plan is
+only found under the level and table it was built for: after a table change every call builds
+a new plan, and the old generation's plans age out; a level set back finds its plans again.
+Nothing needs to clear the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ... import launches, policy
+from ...tuning import table
+from . import launch, reference
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # what the kernels take
+# float64 runs the reference in float64 (gradcheck, .double() models), never a kernel.
+ACCEPTED_DTYPES = FLOAT_DTYPES + (torch.float64,)
+
+
+def _check_float(name: str, t) -> bool:
+    """Whether t is float64; TypeError naming it unless it is a tensor of ACCEPTED_DTYPES."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"dyt: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in ACCEPTED_DTYPES:
+        raise TypeError(f"dyt: {name} must be float32, bfloat16, float16 or float64, got {t.dtype}")
+    return t.dtype == torch.float64
+
+
+def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
+    """Raise TypeError/ValueError naming the offending argument; returns whether any tensor
+    is float64 (the float64 reference runs then)."""
+    f64 = _check_float("x", x) | _check_float("alpha", alpha) | _check_float("weight", weight)
+    if bias is not None:
+        f64 |= _check_float("bias", bias)
+    if not isinstance(channels_last, bool):
+        raise TypeError(f"dyt: channels_last must be a bool, got {type(channels_last).__name__}")
+    if alpha.numel() != 1:
+        raise ValueError(f"dyt: alpha must have exactly one element, got shape {tuple(alpha.shape)}")
+    if channels_last:
+        if x.dim() < 1:
+            raise ValueError("dyt: x must have at least 1 dimension (..., C)")
+        channels = x.shape[-1]
+    else:
+        if x.dim() < 2:
+            raise ValueError(f"dyt: channels-first x must be (N, C, *spatial), got shape {tuple(x.shape)}")
+        channels = x.shape[1]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is None:
+            continue
+        if p.dim() != 1 or p.shape[0] != channels:
+            where = "last" if channels_last else "channel (dim 1)"
+            raise ValueError(f"dyt: {name} must have shape ({channels},) to match x's {where} "
+                             f"dimension, got {tuple(p.shape)}")
+    for name, p in (("alpha", alpha), ("weight", weight), ("bias", bias)):
+        if p is not None and p.device != x.device:
+            raise ValueError(f"dyt: {name} is on {p.device} but x is on {x.device}")
+    return f64
+
+
+MAX_PLANS = 256
+MAX_DY_LAYOUTS = 8   # backward launches a plan keeps (dy strides and dtype usually match y's)
+
+_plans: dict = {}
+_store_lock = threading.Lock()
+_CONTIGUOUS = torch.contiguous_format
+# Outputs are allocated with torch.empty_like (cheaper than torch.empty with a shape, dtype
+# and device) where that returns a plain tensor like torch.empty does.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _aux(x):
+    """What besides metadata decides a plan: the current CUDA device (its tuning table, where
+    Triton launches), or on the CPU whether the interpreter runs kernels."""
+    if x.is_cuda:
+        return _cuda_device()
+    if x.is_cpu:
+        return "interpreter" if policy.interpreter_enabled() else "no interpreter"
+    return None
+
+
+def _cuda_device() -> int:
+    global _cuda_device
+    from ..triton_common import current_cuda_device   # imports Triton: only once CUDA tensors come
+    _cuda_device = current_cuda_device
+    return _cuda_device()
+
+
+def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
+    if channels_last.__class__ is not bool:
+        raise TypeError("channels_last")      # uncached: validate names it
+    if bias is None:
+        return (x.__class__, x.shape, x.stride(), x.dtype, x.device,
+                alpha.__class__, alpha.shape, alpha.dtype, alpha.device,
+                weight.__class__, weight.shape, weight.stride(), weight.dtype, weight.device,
+                channels_last, level, generation, aux, config)
+    return (x.__class__, x.shape, x.stride(), x.dtype, x.device,
+            alpha.__class__, alpha.shape, alpha.dtype, alpha.device,
+            weight.__class__, weight.shape, weight.stride(), weight.dtype, weight.device,
+            bias.__class__, bias.shape, bias.stride(), bias.dtype, bias.device,
+            channels_last, level, generation, aux, config)
+
+
+def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
+    """The plan for these arguments (built, checked and cached on first sight). Raises what
+    validate raises for bad arguments."""
+    try:
+        level, generation = policy.get_level(), table.generation()
+        aux = _aux(x)
+        key = _key(x, alpha, weight, bias, channels_last, config, level, generation, aux)
+        plan = _plans.get(key)
+    except Exception:   # noqa: BLE001  not describable by a key: the checks below name what is wrong
+        key = plan = None
+    if plan is not None:
+        return plan
+    f64 = validate(x, alpha, weight, bias, channels_last)
+    if key is None:     # valid arguments the key cannot hold (or a bad TILEFUSE_LEVEL: raised here)
+        level, generation, aux = policy.get_level(), table.generation(), _aux(x)
+    plan = Plan(x, alpha, weight, bias, channels_last, config, f64, level, generation, aux)
+    if key is not None:
+        with _store_lock:
+            if len(_plans) >= MAX_PLANS:
+                del _plans[next(iter(_plans))]
+            _plans[key] = plan
+    return plan
+
+
+def cache_size() -> int:
+    return len(_plans)
+
+
+def clear() -> None:
+    """Drop every plan (tests; nothing needs it for correctness)."""
+    with _store_lock:
+        _plans.clear()
+
+
+class Plan:
+    """The decisions for one key (module docstring); the forward and backward entry points
+    that run them."""
+
+    __slots__ = ("f64", "level", "generation", "aux", "channels_last", "kernels", "empty", "layout",
+                 "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy",
+                 "out_like_x", "out_plain", "_fwd", "_bwd")
+
+    def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
+        self.f64, self.level, self.generation, self.aux = f64, level, generation, aux
+        self.channels_last = channels_last
+        self.kernels = level != 0 and policy.kernels_enabled(x.device)
+        self.empty = x.numel() == 0
+        self.layout = lay = launch._layout(x, channels_last)
+        self.has_bias = bias is not None
+        self.config = config
+        self.device = x.device
+        self.x_itemsize = x.element_size()
+        # The kernels take addresses: x in channels_last memory format (the moved layout) is
+        # read in place like its contiguous movedim(1, -1) view; other layouts need x contiguous.
+        self.x_copy = not (lay.moved or x.is_contiguous())
+        self.w_copy = not weight.is_contiguous()
+        self.b_copy = bias is not None and not bias.is_contiguous()
+        self.out_like_x = lay.moved                # launch.new_output: x's format, else contiguous
+        self.out_plain = x.__class__ in _PLAIN
+        self._fwd = None
+        self._bwd: dict = {}
+
+    # --- allocation ------------------------------------------------------------------------
+
+    def new_output(self, x):
+        """launch.new_output(x, channels_last), without recomputing the layout."""
+        if not self.out_plain:
+            return launch.new_output(x, self.channels_last)
+        out = torch.empty_like(x) if self.out_like_x else torch.empty_like(x, memory_format=_CONTIGUOUS)
+        return out.fill_(float("nan")) if launch.POISON_OUTPUTS else out
+
+    # --- forward ---------------------------------------------------------------------------
+
+    def forward(self, x, alpha, weight, bias):
+        """y by the kernel where kernels may run, else by the float32 reference formulas."""
+        if self.kernels:
+            return self.launch_forward(x, alpha, weight, bias)
+        y = self.new_output(x)
+        y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=self.channels_last))
+        return y
+
+    def launch_forward(self, x, alpha, weight, bias, out=None):
+        y = self.new_output(x) if out is None else launch._check_out(out, x, self.channels_last, "out")
+        if self.empty:
+            return y
+        fwd = self._fwd
+        if fwd is None:
+            fwd = self._fwd = launch.ForwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.config)
+        w = weight.contiguous() if self.w_copy else weight
+        fwd.launch(x.contiguous() if self.x_copy else x, y, alpha, w,
+                   w if bias is None else (bias.contiguous() if self.b_copy else bias))
+        launches.record("dyt_fwd")
+        return y
+
+    # --- backward --------------------------------------------------------------------------
+
+    def backward(self, dy, x, alpha, weight, bias):
+        """(dx, dalpha, dweight, dbias or None) by the kernels or the reference formulas."""
+        if self.kernels:
+            return self.launch_backward(dy, x, alpha, weight, bias)
+        dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
+            dy, x, alpha, weight, bias, channels_last=self.channels_last)
+        dx = self.new_output(x)
+        dx.copy_(dx_ref)
+        return dx, dalpha, dweight, dbias
+
+    def backward_if_current(self, dy, x, alpha, weight, bias):
+        """backward() when this plan still describes the call (the forward's plan, carried to
+        the backward: the saved tensors' metadata cannot have changed, the level, the table
+        and the current device can), else that of a fresh lookup."""
+        if self.level == policy.get_level() and self.generation == table.generation() and self.aux == _aux(x):
+            return self.backward(dy, x, alpha, weight, bias)
+        return lookup(x, alpha, weight, bias, self.channels_last).backward(dy, x, alpha, weight, bias)
+
+    def launch_backward(self, dy, x, alpha, weight, bias, dx_out=None):
+        dx = self.new_output(x) if dx_out is None else launch._check_out(dx_out, x, self.channels_last, "dx_out")
+        dalpha = torch.empty_like(alpha, memory_format=_CONTIGUOUS)
+        dweight = torch.empty_like(weight, memory_format=_CONTIGUOUS)
+        dbias = torch.empty_like(bias, memory_format=_CONTIGUOUS) if bias is not None else None
+        if self.empty:
+            dalpha.zero_()
+            dweight.zero_()
+            if dbias is not None:
+                dbias.zero_()
+            return dx, dalpha, dweight, dbias
+        dy_key = (dy.stride(), dy.dtype)
+        entry = self._bwd.get(dy_key)
+        if entry is None:
+            entry = self._backward_launch(dy, dy_key)
+        bwd, dy_copy = entry
+        w = weight.contiguous() if self.w_copy else weight
+        bwd(launch._as_matrix(dy, self.layout) if dy_copy else dy, x.contiguous() if self.x_copy else x,
+            dx, alpha, w, dweight, dweight if dbias is None else dbias, dalpha)
+        return dx, dalpha, dweight, dbias
+
+    def _backward_launch(self, dy, dy_key):
+        # dy's layout is its own: it reaches the kernels' layout without a copy when it has the
+        # strides that layout reads (contiguous, or its movedim(1, -1) view contiguous).
+        # Layouts of the same dtype share one BackwardLaunch (its kernels are compiled for the
+        # dtypes they read: a new dy dtype gets its own).
+        dy_view = dy.movedim(1, -1) if self.layout.moved else dy
+        shared = next((bwd for (_, dtype), (bwd, _) in list(self._bwd.items()) if dtype == dy_key[1]), None)
+        if shared is None:
+            shared = launch.BackwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device, self.config)
+        entry = (shared, not dy_view.is_contiguous())
+        if len(self._bwd) >= MAX_DY_LAYOUTS:
+            self._bwd.clear()
+        self._bwd[dy_key] = entry
+        return entry

@@ -1,0 +1,631 @@
+"""DyT's lean eager path: call plans cached per argument metadata (ops/dyt/plan.py) and the
+compiled-kernel launcher (ops/triton_common.CompiledLauncher).
+
+Each invalidation test would fail if a stale plan ran: it records which kernels launched with
+which constexprs (``launched`` sends every launch through the JIT, where
+``CompiledLauncher._jit`` sees it; on the CPU that is the interpreter anyway) or checks a result
+a stale layout would get wrong."""
+
+import contextlib
+import gc
+import tracemalloc
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, tuning
+from tilefuse.ops import triton_common
+from tilefuse.ops.dyt import configs, plan as plans, reference
+from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+from tilefuse.ops.dyt.op import dyt_op
+from tilefuse.ops.triton_common import CompiledLauncher
+from tilefuse.tuning import store, table
+
+from dyt_helpers import make_inputs
+
+@pytest.fixture
+def launched(monkeypatch):
+    """Every kernel launch as (kernel name, grid, constexprs and options), all through the JIT."""
+    monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", False)
+    calls = []
+    real = CompiledLauncher._jit
+
+    def spy(self, tensors):
+        calls.append((self.fn.__name__, self.grid, dict(self.kwargs)))
+        return real(self, tensors)
+    monkeypatch.setattr(CompiledLauncher, "_jit", spy)
+    return calls
+
+
+def fwd_tiles(calls):
+    return [(kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) for name, _, kw in calls if name == "dyt_fwd_kernel"]
+
+
+def tiles(cfg):
+    return (cfg.block_m, cfg.block_n, cfg.num_warps)
+
+
+def inputs(shape=(50, 32), dtype=torch.float32, bias=True, channels_last=True, device="cpu", seed=0):
+    return make_inputs(shape, dtype, torch.float32, bias, channels_last, device, seed=seed)
+
+
+def detached(*tensors):
+    return [None if t is None else t.detach() for t in tensors]
+
+
+# --- invalidation ----------------------------------------------------------------------------
+
+def test_level_changes_reach_cached_plans(monkeypatch, device):
+    x, a, w, b, _ = inputs(device=device)
+    spy_calls = []
+    real_ref = reference.dyt_reference
+    monkeypatch.setattr(reference, "dyt_reference", lambda *args, **kw: spy_calls.append(1) or real_ref(*args, **kw))
+    with launches.counting() as launched:
+        tilefuse.dyt(x, a, w, b)
+        tilefuse.dyt(x, a, w, b)            # the plan is cached now
+    assert launched["dyt_fwd"] == 2 and not spy_calls
+    for set_zero in (lambda: tilefuse.level(0), lambda: _env_level(monkeypatch, "0"), _global_level_0):
+        with set_zero(), launches.counting() as launched:
+            y = tilefuse.dyt(x, a, w, b)
+        assert sum(launched.values()) == 0 and len(spy_calls) == 1, "a stale level-2 plan ran"
+        torch.testing.assert_close(y, real_ref(x, a, w, b))
+        spy_calls.clear()
+        with launches.counting() as launched:
+            tilefuse.dyt(x, a, w, b)         # back at level 2: the kernels again
+        assert launched["dyt_fwd"] == 1 and not spy_calls
+
+
+@contextlib.contextmanager
+def _env_level(monkeypatch, value):
+    monkeypatch.setenv("TILEFUSE_LEVEL", value)
+    yield
+    monkeypatch.delenv("TILEFUSE_LEVEL")
+
+
+@contextlib.contextmanager
+def _global_level_0():
+    tilefuse.set_level(0)
+    yield
+    tilefuse.set_level(None)
+
+
+def test_a_level_change_between_forward_and_backward_reaches_the_backward(device):
+    x, a, w, b, dy = inputs(device=device)
+    y = tilefuse.dyt(x, a, w, b)
+    # set_level, not ``with tilefuse.level(0)``: the level context is thread-local, and on CUDA
+    # autograd runs the backward on its device thread (measured on the H200: the context did not
+    # reach it there).
+    tilefuse.set_level(0)
+    try:
+        with launches.counting() as launched:
+            y.backward(dy)
+    finally:
+        tilefuse.set_level(None)
+    assert sum(launched.values()) == 0, "the forward's (level-2) plan ran the backward kernels"
+    want = reference.dyt_backward_reference(dy, *detached(x, a, w, b))
+    for got, ref in zip((x.grad, a.grad, w.grad, b.grad), want):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("tuning_table")
+def test_registering_a_config_reaches_cached_plans(launched, device):
+    x, a, w, b, _ = inputs((50, 32), device=device)
+    problem = DyTProblem("fwd", 50, 32, 4, False)
+    default = configs.heuristic(problem)
+    other = DyTConfig(16 if default.block_m != 16 else 8, 32, 2, 4)
+    assert configs.keep(problem, other) and tiles(other) != tiles(default)
+    tilefuse.dyt(x, a, w, b)
+    tilefuse.dyt(x, a, w, b)
+    tuning.register("dyt", {problem: other})
+    y = tilefuse.dyt(x, a, w, b)
+    assert fwd_tiles(launched) == [tiles(default)] * 2 + [tiles(other)], "a stale plan kept the old config"
+    torch.testing.assert_close(y, reference.dyt_reference(x, a, w, b))
+    with tilefuse.level(1):
+        tilefuse.dyt(x, a, w, b)             # level 1 never reads the table
+    tuning.unregister("dyt")
+    tilefuse.dyt(x, a, w, b)
+    assert fwd_tiles(launched)[3:] == [tiles(default)] * 2
+
+
+@pytest.mark.usefixtures("tuning_table")
+def test_a_registration_between_forward_and_backward_reaches_the_backward(launched, device):
+    x, a, w, b, dy = inputs((50, 32), device=device)
+    problem = DyTProblem("bwd", 50, 32, 4, False)
+    default = configs.heuristic(problem)
+    other = next(c for c in configs.candidates(problem) if tiles(c) != tiles(default))
+    tilefuse.dyt(x, a, w, b).backward(dy)          # the plan's backward launch exists
+    y = tilefuse.dyt(x, a, w, b)
+    tuning.register("dyt", {problem: other})
+    y.backward(dy)
+    bwd = [(kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) for name, _, kw in launched if name == "dyt_bwd_cols_kernel"]
+    assert bwd == [tiles(default), tiles(other)]
+
+
+@pytest.mark.usefixtures("tuning_table")
+def test_a_table_reload_reaches_cached_plans(launched, device):
+    """Another process records an entry into the cache file; this one sees it after
+    tuning.reload(), and only then (the table reads its files once)."""
+    x, a, w, b, _ = inputs((50, 32), device=device)
+    problem = DyTProblem("fwd", 50, 32, 4, False)
+    default = configs.heuristic(problem)
+    other = DyTConfig(16 if default.block_m != 16 else 8, 32, 2, 4)
+    tilefuse.dyt(x, a, w, b)
+    fingerprint, path = table.table_location()
+    store.save(path, fingerprint, {"dyt": {"fwd-M64-N32-x4": {"winner": other.to_dict(), "measured": {}}}})
+    tilefuse.dyt(x, a, w, b)
+    tuning.reload()
+    tilefuse.dyt(x, a, w, b)
+    assert fwd_tiles(launched) == [tiles(default)] * 2 + [tiles(other)]
+
+
+@pytest.mark.usefixtures("tuning_table")
+def test_collecting_sees_the_keys_of_cached_plans(device):
+    x, a, w, b, _ = inputs((4, 8, 16), device=device)
+    with torch.no_grad():
+        tilefuse.dyt(x, a, w, b)
+        with table.collecting() as seen:
+            tilefuse.dyt(x, a, w, b)
+    assert ("dyt", "fwd-M32-N16-x4") in seen
+
+
+def test_a_new_dtype_for_the_same_shape_gets_its_own_plan(launched, device):
+    x, a, w, b, _ = inputs((50, 32), device=device)
+    tilefuse.dyt(x, a, w, b)
+    xb = x.detach().to(torch.bfloat16)
+    y = tilefuse.dyt(xb, a, w, b)
+    assert y.dtype == torch.bfloat16
+    want = [tiles(configs.heuristic(DyTProblem("fwd", 50, 32, s, False))) for s in (4, 2)]
+    assert want[0] != want[1] and fwd_tiles(launched) == want      # bf16 has its own fitted tile
+    torch.testing.assert_close(y, reference.dyt_reference(xb, a, w, b), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("change", ["transposed", "sliced", "channels_last_format", "bias_none", "bias_back"])
+def test_new_strides_or_bias_for_the_same_shape_run_correctly(change, device):
+    """A stale plan would read the new x in the old layout, or add (or drop) a bias."""
+    if change in ("transposed", "sliced"):
+        x, a, w, b, _ = inputs((24, 24), device=device)
+        tilefuse.dyt(x, a, w, b)
+        x2 = x.detach().t() if change == "transposed" else torch.randn(24, 48, device=device)[:, ::2]
+        assert x2.shape == x.shape and not x2.is_contiguous()
+        args, cl = (x2, a, w, b), True
+    elif change == "channels_last_format":
+        x, a, w, b, _ = inputs((2, 6, 3, 5), channels_last=False, device=device)
+        tilefuse.dyt(x, a, w, b, channels_last=False)
+        args, cl = (x.detach().to(memory_format=torch.channels_last), a, w, b), False
+    else:
+        x, a, w, b, _ = inputs((50, 32), bias=change == "bias_none", device=device)
+        if b is None:
+            b = torch.randn(32, device=device)
+        tilefuse.dyt(x, a, w, b if change == "bias_none" else None)
+        args, cl = (x, a, w, None if change == "bias_none" else b), True
+    y = tilefuse.dyt(*args, channels_last=cl)
+    torch.testing.assert_close(y, reference.dyt_reference(*args, channels_last=cl), rtol=1e-5, atol=1e-5)
+    if change == "channels_last_format":
+        assert y.stride() == args[0].stride()
+
+
+def test_a_new_device_for_the_same_shape_gets_its_own_plan(device):
+    x, a, w, b, _ = inputs(device=device)
+    tilefuse.dyt(x, a, w, b)
+    other = "meta" if device == "cpu" else "cpu"
+    moved = [t.detach().to(other) for t in (x, a, w, b)]
+    with launches.counting() as launched:
+        y = tilefuse.dyt(*moved)
+    assert y.device.type == other and y.shape == x.shape
+    if other == "meta":
+        assert sum(launched.values()) == 0            # no kernels on meta tensors
+    else:
+        torch.testing.assert_close(y, reference.dyt_reference(*moved))
+
+
+def test_errors_are_never_cached(device):
+    x, a, w, b, _ = inputs((6, 8), device=device)
+    tilefuse.dyt(x, a, w, b)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="weight must have shape"):
+            tilefuse.dyt(x, a, torch.ones(9, device=device), b)
+        with pytest.raises(TypeError, match="channels_last must be a bool"):
+            tilefuse.dyt(x, a, w, b, channels_last=1)
+        with pytest.raises(TypeError, match="bias must be a torch.Tensor"):
+            tilefuse.dyt(x, a, w, [0.0] * 8)
+        with pytest.raises(TypeError, match="x must be float32"):
+            tilefuse.dyt(x.detach().to(torch.int32), a, w, b)
+
+
+def test_a_bad_level_in_the_environment_is_still_reported(monkeypatch, device):
+    x, a, w, b, _ = inputs((6, 8), device=device)
+    tilefuse.dyt(x, a, w, b)
+    monkeypatch.setenv("TILEFUSE_LEVEL", "7")
+    with pytest.raises(ValueError, match="TILEFUSE_LEVEL"):
+        tilefuse.dyt(x, a, w, b)
+
+
+# --- bounds -------------------------------------------------------------------------------------
+
+def test_the_cache_stays_within_its_bound(monkeypatch, device):
+    monkeypatch.setattr(plans, "MAX_PLANS", 8)
+    plans.clear()
+    a, w = torch.tensor([0.5], device=device), torch.ones(4, device=device)
+    for rows in range(1, 30):
+        tilefuse.dyt(torch.randn(rows, 4, device=device), a, w)
+        assert plans.cache_size() <= 8
+    plans.clear()
+    x = torch.randn(5, 4, device=device)
+    for _ in range(50):
+        tilefuse.dyt(x, a, w)
+    assert plans.cache_size() == 1
+
+
+def test_dy_layouts_per_plan_are_bounded(device):
+    x, a, w, b, dy = inputs((6, 8), device=device)
+    plan = plans.lookup(*detached(x, a, w, b), True)
+    for k in range(3 * plans.MAX_DY_LAYOUTS):
+        dy_k = torch.randn(6, 8 * (k + 2), device=device)[:, ::k + 2]
+        plan.launch_backward(dy_k, *detached(x, a, w, b))
+        assert len(plan._bwd) <= plans.MAX_DY_LAYOUTS
+
+
+def test_repeated_calls_do_not_grow_memory(device):
+    x, a, w, b, dy = inputs((16, 32), device=device)
+
+    def step():
+        y = tilefuse.dyt(x, a, w, b)
+        y.backward(dy)
+        x.grad = a.grad = w.grad = b.grad = None
+    for _ in range(5):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(40):
+            step()
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename") if "tilefuse" in str(s.traceback))
+    assert grown < 4096, f"tilefuse's Python objects grew by {grown} bytes over 40 calls"
+
+
+# --- the lean path and the custom op agree bitwise ----------------------------------------------
+
+LAYOUTS = {
+    "clast": ((3, 7, 24), True, lambda t: t),
+    "cfirst": ((2, 6, 3, 5), False, lambda t: t),
+    "cfirst-channels_last_format": ((2, 6, 3, 5), False, lambda t: t.to(memory_format=torch.channels_last)),
+    "strided": ((12, 24), True, lambda t: t.t().contiguous().t()),
+}
+
+
+def _grads_of(fn, x, a, w, b, dy):
+    leaves = [t.detach().clone().requires_grad_(True) if t is not None else None for t in (x, a, w, b)]
+    y = fn(*leaves)
+    y.backward(dy)
+    return [y.detach()] + [t.grad for t in leaves if t is not None]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_lean_path_and_custom_op_agree_bitwise(layout, dtype, bias, device):
+    shape, cl, make = LAYOUTS[layout]
+    x, a, w, b, dy = inputs(shape, dtype, bias, cl, device, seed=3)
+    x = make(x.detach())
+    if layout == "strided":
+        assert not x.is_contiguous()
+    lean = _grads_of(lambda *t: tilefuse.dyt(*t, channels_last=cl), x, a, w, b, dy)
+    custom = _grads_of(lambda *t: dyt_op(*t, cl), x, a, w, b, dy)
+    direct = _grads_of(lambda *t: torch.ops.tilefuse.dyt(*t, cl), x, a, w, b, dy)
+    for got, want, again in zip(lean, custom, direct):
+        assert got.dtype == want.dtype and got.stride() == want.stride()
+        assert torch.equal(got, want) and torch.equal(got, again)
+    with torch.no_grad():                     # no autograd: the Function is skipped
+        assert torch.equal(tilefuse.dyt(*detached(x, a, w, b), channels_last=cl), lean[0])
+    with torch.inference_mode():
+        assert torch.equal(tilefuse.dyt(*detached(x, a, w, b), channels_last=cl), lean[0])
+
+
+def test_lean_path_carries_its_plan_to_the_backward(device):
+    x, a, w, b, dy = inputs((6, 8), device=device)
+    y = tilefuse.dyt(x, a, w, b)
+    assert y.grad_fn.plan is plans.lookup(*detached(x, a, w, b), True)
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_lean_path_and_torch_compile_agree_bitwise(channels_last, device):
+    shape = (6, 40) if channels_last else (2, 8, 3, 5)
+    x, a, w, b, dy = inputs(shape, channels_last=channels_last, device=device, seed=5)
+
+    def f(*t):
+        return tilefuse.dyt(*t, channels_last=channels_last)
+    compiled = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    for got, want in zip(_grads_of(compiled, x, a, w, b, dy), _grads_of(f, x, a, w, b, dy)):
+        assert torch.equal(got, want)
+
+
+# --- CompiledLauncher's route choices (a fake compiled kernel, any machine) ---------------------
+
+class _FakeCompiled:
+    """What fn[grid](...) returns on a GPU: the launcher (recording), function, metadata."""
+
+    name = "fake_kernel"
+
+    def __init__(self, log):
+        self.log, self.function, self.packed_metadata = log, object(), ("packed",)
+        self.fail = False
+
+    def run(self, *args):
+        if self.fail:
+            raise TypeError("launcher signature changed")
+        self.log.append(("direct", args))
+
+    def launch_metadata(self, grid, stream, *args):
+        return {"grid": grid, "args": args}
+
+
+class _FakeJIT:
+    """A JITFunction stand-in: (x_ptr, y_ptr, n, BLOCK constexpr)."""
+
+    arg_names = ["x_ptr", "y_ptr", "n", "BLOCK"]
+    constexprs = [3]
+    __name__ = "fake_kernel"
+
+    def __init__(self):
+        self.log = []
+        self.compiled = _FakeCompiled(self.log)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.log.append(("jit", grid, args, kwargs))
+            return self.compiled
+        return launch
+
+
+@pytest.fixture
+def fake_launcher(monkeypatch):
+    monkeypatch.setattr(triton_common, "_get_device", lambda: 0)
+    monkeypatch.setattr(triton_common, "_get_stream", lambda device: 1234)
+    fn = _FakeJIT()
+    launcher = CompiledLauncher(fn, (7,), (5,), {"BLOCK": 64}, num_warps=4)
+    launcher.direct = True        # as on a GPU (the interpreter always takes the JIT)
+    return fn, launcher
+
+
+def test_compiled_launcher_goes_direct_after_the_first_launch(fake_launcher):
+    fn, launch = fake_launcher
+    x, y = torch.zeros(8), torch.zeros(8)
+    launch(x, y)
+    launch(x, y)
+    (jit, direct) = fn.log
+    assert jit == ("jit", (7,), (x, y, 5), {"BLOCK": 64, "num_warps": 4})
+    # The JIT's launch call, pointers as ints, constexprs included, no hooks registered.
+    assert direct == ("direct", (7, 1, 1, 1234, fn.compiled.function, ("packed",), None, None, None,
+                                 x.data_ptr(), y.data_ptr(), 5, 64))
+
+
+def test_compiled_launcher_keys_its_kernels_on_pointer_alignment(fake_launcher):
+    fn, launch = fake_launcher
+    buf = torch.zeros(64)
+    aligned, misaligned = buf[:8], buf[1:9]          # 4 bytes off a 16-byte boundary
+    assert aligned.data_ptr() % 16 == 0 and misaligned.data_ptr() % 16 == 4
+    for x in (aligned, aligned, misaligned, misaligned, aligned):
+        launch(x, aligned)
+    assert [e[0] for e in fn.log] == ["jit", "direct", "jit", "direct", "direct"]
+
+
+def test_compiled_launcher_passes_tensors_and_metadata_to_launch_hooks(fake_launcher):
+    fn, launch = fake_launcher
+    x = torch.zeros(8)
+    launch(x, x)
+    hook = triton_common._triton_knobs.runtime.launch_enter_hook
+    seen = []
+    hook.add(seen.append)
+    try:
+        launch(x, x)
+    finally:
+        hook.remove(seen.append)
+    args = fn.log[-1][1]
+    assert args[6] == {"grid": (7,), "args": (x, x, 5, 64)} and args[7] is hook
+    assert args[9] is x                        # tensors, as the JIT passes them
+
+
+def test_compiled_launcher_falls_back_to_the_jit_when_a_direct_launch_fails(fake_launcher):
+    fn, launch = fake_launcher
+    x = torch.zeros(8)
+    launch(x, x)
+    fn.compiled.fail = True
+    with pytest.warns(RuntimeWarning, match="through Triton's JIT"):
+        launch(x, x)
+    launch(x, x)
+    assert [e[0] for e in fn.log] == ["jit", "jit", "jit"] and not launch.direct
+
+
+def test_compiled_launcher_needs_tensors_scalars_constexprs_in_that_order():
+    from triton.runtime.jit import JITFunction
+    from tilefuse.ops.dyt import kernels
+    fwd = JITFunction(kernels.dyt_fwd_kernel.fn)
+    consts = dict(HAS_BIAS=True, PARAM_PER_ROW=False, BLOCK_M=1, BLOCK_N=16)
+    assert triton_common._trailing_constexpr_names(fwd, 3, consts) == list(consts)
+    shuffled = type("K", (), {"arg_names": ["x_ptr", "BLOCK", "n"], "constexprs": [1]})()
+    assert triton_common._trailing_constexpr_names(shuffled, 1, {"BLOCK": 4}) is None
+    assert triton_common._trailing_constexpr_names(fwd, 3, dict(consts, EXTRA=1)) is None
+    assert triton_common._trailing_constexpr_names(object(), 3, consts) is None
+
+
+def test_direct_launch_switch_sends_everything_through_the_jit(fake_launcher, monkeypatch):
+    fn, launch = fake_launcher
+    x = torch.zeros(8)
+    monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", False)
+    for _ in range(3):
+        launch(x, x)
+    assert [e[0] for e in fn.log] == ["jit"] * 3
+
+
+class _RecordingJIT:
+    """Wraps a real dyt kernel: JIT launches run it (in the interpreter) and record the
+    arguments the JIT binds (all parameters in order); the "compiled kernel" it returns records
+    what the direct route passes."""
+
+    def __init__(self, real):
+        import inspect
+        self.real, self.__name__ = real, real.fn.__name__
+        self.signature = inspect.signature(real.fn)
+        self.arg_names = list(self.signature.parameters)
+        self.constexprs = [i for i, p in enumerate(self.signature.parameters.values())
+                           if "constexpr" in str(p.annotation)]
+        self.jit_args, self.direct_args = [], []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.real[grid](*args, **kwargs)
+            params = {k: v for k, v in kwargs.items() if k in self.arg_names}
+            self.jit_args.append((tuple(grid) + (1,) * (3 - len(grid)),
+                                  tuple(self.signature.bind(*args, **params).arguments.values())))
+            compiled = _FakeCompiled([])
+            compiled.run = lambda *a: self.direct_args.append(a)
+            return compiled
+        return launch
+
+
+def test_the_direct_route_passes_what_the_jit_binds_for_each_dyt_kernel(monkeypatch, device):
+    from tilefuse.ops.dyt import kernels
+    names = ("dyt_fwd_kernel", "dyt_bwd_cols_kernel", "dyt_bwd_rows_kernel", "dyt_bwd_reduce_kernel")
+    wrapped = {n: _RecordingJIT(getattr(kernels, n)) for n in names}
+    for n, k in wrapped.items():
+        monkeypatch.setattr(kernels, n, k)
+    monkeypatch.setattr(triton_common, "INTERPRETER", False)     # as compiled: the direct route on
+    monkeypatch.setattr(triton_common, "_get_device", lambda: 0)
+    monkeypatch.setattr(triton_common, "_get_stream", lambda device: 99)
+    plans.clear()
+    try:
+        for cl, shape in ((True, (20, 24)), (False, (2, 6, 3, 5))):
+            x, a, w, b, dy = inputs(shape, channels_last=cl, device=device, seed=9)
+            for _ in range(2):                # the JIT, then the direct route
+                tilefuse.dyt(x, a, w, b, channels_last=cl).backward(dy)
+    finally:
+        plans.clear()                         # the plans hold the wrapped kernels
+    for name, k in wrapped.items():
+        runs = 2 if name in ("dyt_fwd_kernel", "dyt_bwd_reduce_kernel") else 1    # both layouts, or one
+        assert len(k.jit_args) == len(k.direct_args) == runs, name
+        for (grid, jit), direct in zip(k.jit_args, k.direct_args):
+            # grid, stream, function, packed metadata, no launch metadata or hooks, then every
+            # parameter in order: pointers as addresses, scalars and constexprs as the JIT binds
+            assert direct[:9] == (*grid, 99, direct[4], ("packed",), None, None, None)
+            assert len(direct[9:]) == len(jit) == len(k.arg_names)
+            for want, got in zip(jit, direct[9:]):
+                if isinstance(want, torch.Tensor):
+                    assert type(got) is int
+                else:
+                    assert type(got) is type(want) and got == want
+
+
+# --- GPU: the compiled-kernel route itself ------------------------------------------------------
+
+def _fwd_bwd(x, a, w, b, dy, cl=True):
+    return _grads_of(lambda *t: tilefuse.dyt(*t, channels_last=cl), x, a, w, b, dy)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_gpu_direct_launches_match_the_jit_bitwise(layout, dtype, monkeypatch):
+    shape, cl, make = LAYOUTS[layout]
+    x, a, w, b, dy = inputs(shape, dtype, True, cl, "cuda", seed=7)
+    x = make(x.detach())
+    monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", False)
+    want = _fwd_bwd(x, a, w, b, dy, cl)
+    monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", True)
+    _fwd_bwd(x, a, w, b, dy, cl)                         # first launches: the JIT compiles
+    before = triton_common.jit_launch_count()
+    for _ in range(3):
+        got = _fwd_bwd(x, a, w, b, dy, cl)
+        for g, r in zip(got, want):
+            assert torch.equal(g, r)
+    assert triton_common.jit_launch_count() == before, "the direct route did not run"
+
+
+@pytest.mark.gpu
+def test_gpu_misaligned_views_get_their_own_kernels(monkeypatch):
+    """x and dy 4 bytes off a 16-byte boundary: Triton compiles for them without the alignment
+    assumption; the launcher must not hand them the aligned kernels (and back)."""
+    torch.manual_seed(0)
+    a = torch.tensor([0.7], device="cuda", requires_grad=True)
+    w = torch.randn(256, device="cuda", requires_grad=True)
+    b = torch.randn(256, device="cuda", requires_grad=True)
+    buf, dbuf = torch.randn(64 * 256 + 1, device="cuda"), torch.randn(64 * 256 + 1, device="cuda")
+    aligned, misaligned = buf[:-1].view(64, 256), buf[1:].view(64, 256)
+    dy_aligned, dy_misaligned = dbuf[:-1].view(64, 256), dbuf[1:].view(64, 256)
+    assert misaligned.data_ptr() % 16 == 4 and dy_misaligned.data_ptr() % 16 == 4
+
+    def run(x, dy):
+        y = tilefuse.dyt(x, a, w, b)
+        return (y, *torch.autograd.grad(y, (a, w, b), dy))
+    for x, dy in ((aligned, dy_aligned), (aligned, dy_aligned), (misaligned, dy_misaligned),
+                  (misaligned, dy_misaligned), (aligned, dy_misaligned), (misaligned, dy_aligned)):
+        got = run(x, dy)
+        torch.testing.assert_close(got[0], reference.dyt_reference(x, a, w, b), rtol=2e-6, atol=2e-6)
+        monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", False)
+        for g, want in zip(got, run(x, dy)):
+            assert torch.equal(g, want)
+        monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,cl", [((64, 256), True), ((4, 16, 8, 8), False)], ids=["clast", "cfirst"])
+def test_gpu_graph_capture_of_the_lean_path(shape, cl):
+    from gpu_helpers import assert_graph_replay_matches_eager
+    x, a, w, b, dy = inputs(shape, torch.float32, True, cl, "cuda", seed=2)
+    xd, ad, wd, bd = detached(x, a, w, b)
+
+    def step():
+        leaves = [t.clone().requires_grad_(True) for t in (xd, ad, wd, bd)]
+        y = tilefuse.dyt(*leaves, channels_last=cl)
+        return (y, *torch.autograd.grad(y, leaves, dy))
+    for _ in range(2):
+        step()                                   # the plan's kept scratch exists before capture
+    assert_graph_replay_matches_eager(step)
+    eager = step()                               # an eager call after the capture, then a replay
+    from tilefuse.utils import capture_cuda_graph
+    graph, captured = capture_cuda_graph(step)
+    step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for e, c in zip(eager, captured):
+        assert torch.equal(e, c)
+
+
+@pytest.mark.gpu
+def test_gpu_backward_on_two_streams():
+    x, a, w, b, dy = inputs((64, 256), torch.float32, True, True, "cuda", seed=4)
+    want = _fwd_bwd(x, a, w, b, dy)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    outs = []
+    for s in (s1, s2, s1, s2):
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            outs.append(_fwd_bwd(x, a, w, b, dy))
+        torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    for got in outs:
+        for g, r in zip(got, want):
+            assert torch.equal(g, r)
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_calls_do_not_grow_device_memory():
+    x, a, w, b, dy = inputs((64, 256), torch.float32, True, True, "cuda", seed=1)
+
+    def step():
+        y = tilefuse.dyt(x, a, w, b)
+        y.backward(dy)
+        x.grad = a.grad = w.grad = b.grad = None
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(200):
+        step()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
