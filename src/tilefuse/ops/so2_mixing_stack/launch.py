@@ -139,6 +139,17 @@ def _gemm_t(a, w0t, w1t, res, out, d, cfg, w0t_lo=None, w1t_lo=None):
     _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, w_lo=w1t_lo)
 
 
+# The relay's sigma kernel has its own launch shape, not the GEMM config's: at Cf 64 its IEEE
+# gate dots ran 15x slower with 8 rows per warp (the heuristic's 32 rows on 4 warps: 8.7 ms a
+# call at (400000, 2, 64), a third of the whole step; 16 on 2 warps and 64 on 8 alike) than
+# with 4 or 16 (0.55-0.61 ms), where Cf 32 does not care (0.33-0.48 ms); 64 rows on 4 warps is
+# within 7% of the best at both (benchmarks/results/2026-12-01-h200-h, runs 7-8). sigma is
+# bitwise the same for every launch shape (each element is one fixed-order dot), so the fused
+# kernel's bitwise contract with the relay is untouched.
+SIGMA_BLOCK_M = 64
+SIGMA_WARPS = 4
+
+
 def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config, w0t_lo=None,
                 w1t_lo=None):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
@@ -149,8 +160,9 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
     cf_p = cf_padded(d.focus_dim)
-    so2_bwd_sigma_kernel[rows](z, gw, sigma, E, d.row, d.lg, d.focus_dim,
-                               IEEE=_ieee(z), BLOCK_M=cfg.block_m, CF_P=cf_p, num_warps=cfg.num_warps)
+    so2_bwd_sigma_kernel[(F * cdiv(E, SIGMA_BLOCK_M),)](z, gw, sigma, E, d.row, d.lg, d.focus_dim, IEEE=_ieee(z),
+                                                       BLOCK_M=SIGMA_BLOCK_M, CF_P=cf_p, num_warps=SIGMA_WARPS,
+                                                       num_stages=1)
     # num_stages=1: the group loop needs no software pipelining (memory-bound, one program per
     # BLOCK_M edges); Triton's default of 3 stages asked for 368 KiB of shared memory at
     # focus_dim 96-128 on the H200 (limit 227 KiB).
