@@ -47,7 +47,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # before tilefuse imports triton.language
 
 import tilefuse  # noqa: E402
-from tilefuse.ops import triton_common  # noqa: E402
+from tilefuse.check import dyt as check_dyt  # noqa: E402
 from tilefuse.ops.dyt import launch, op  # noqa: E402
 from tilefuse.ops.dyt.op import dyt_op  # noqa: E402
 
@@ -70,23 +70,6 @@ def per_call_us(fn, n=2000):
     return (time.perf_counter() - t) / n * 1e6
 
 
-def median_per_call_us(fn, calls=300, rounds=5):
-    """Median over ``rounds`` of the per-call time of ``calls`` calls, synchronised around
-    each round (issue 17's measurement)."""
-    for _ in range(min(20, calls)):
-        fn()
-    return statistics.median(per_call_us_once(fn, calls) for _ in range(rounds))
-
-
-def per_call_us_once(fn, n):
-    sync()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    sync()
-    return (time.perf_counter() - t) / n * 1e6
-
-
 def make_inputs(rows, cols, dtype=torch.float32, channels_last=True, seed=0):
     """x, alpha, weight, bias (requiring grad) and dy; x (rows, cols) channels-last, or
     (rows, cols, 4, 4) channels-first with cols channels."""
@@ -101,23 +84,6 @@ def make_inputs(rows, cols, dtype=torch.float32, channels_last=True, seed=0):
 
 # --- peers ------------------------------------------------------------------------------------
 
-def _fwd_bwd(f, leaves, dy):
-    def run():
-        y = f()
-        return torch.autograd.grad(y, leaves, dy if dy.dtype == y.dtype else dy.to(y.dtype))
-    return run
-
-
-class _jit_launches:
-    """Every CompiledLauncher launch through Triton's JIT inside the block."""
-
-    def __enter__(self):
-        triton_common.DIRECT_LAUNCH = False
-
-    def __exit__(self, *exc):
-        triton_common.DIRECT_LAUNCH = True
-
-
 def bitwise_check() -> list[str]:
     """Lean eager path vs the custom op vs the JIT-launch route: outputs and gradients."""
     failures = []
@@ -131,7 +97,7 @@ def bitwise_check() -> list[str]:
                 return (y, *torch.autograd.grad(y, leaves, dy))
             lean = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
             custom = run(lambda: torch.ops.tilefuse.dyt(x, a, w, b, channels_last))
-            with _jit_launches():
+            with check_dyt.jit_launches():
                 jit = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
             for name, other in (("custom op", custom), ("JIT launches", jit)):
                 for what, p, q in zip(("y", "dx", "dalpha", "dweight", "dbias"), lean, other):
@@ -141,55 +107,19 @@ def bitwise_check() -> list[str]:
     return failures
 
 
-def peer_providers(rows, cols):
-    x, a, w, b, dy = make_inputs(rows, cols)
-    leaves = (x, a, w, b)
-    xd, ad, wd, bd = (t.detach() for t in leaves)
-    fwd = {
-        "tilefuse.dyt": lambda: tilefuse.dyt(x, a, w, b),
-        "tilefuse.dyt, JIT launches": lambda: tilefuse.dyt(x, a, w, b),
-        "torch.ops.tilefuse.dyt (custom op)": lambda: torch.ops.tilefuse.dyt(x, a, w, b, True),
-        "eager DyT (3 ATen ops)": lambda: w * torch.tanh(a * x) + b,
-        "F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (cols,), w, b),
-        "torch.tanh": lambda: torch.tanh(x),
-    }
-    try:
-        from liger_kernel.ops.dyt import LigerDyTFunction
-        fwd["Liger-Kernel LigerDyTFunction"] = lambda: LigerDyTFunction.apply(x, a, w, b)
-    except ImportError:
-        print("(Liger-Kernel not importable: no Liger row)")
-    out = {}
-    used = {"torch.tanh": (x,), "F.layer_norm": (x, w, b)}
-    for name, f in fwd.items():
-        out[name] = (f, _fwd_bwd(f, used.get(name, leaves), dy))
-    out["tilefuse.dyt, no grad (fwd only)"] = (lambda: tilefuse.dyt(xd, ad, wd, bd), None)
-    return out
-
-
 def peers(args):
     rows, cols = (int(v) for v in args.shape.lower().split("x"))
     failures = bitwise_check()
     print("bitwise: lean eager path == custom op == JIT launches (fp32/bf16, channels-last/first): "
           + ("ok" if not failures else "FAILED\n  " + "\n  ".join(failures)))
-    results = {}
-    for name, (fwd, fwd_bwd) in peer_providers(rows, cols).items():
-        ctx = _jit_launches() if "JIT launches" in name else None
-        if ctx:
-            ctx.__enter__()
-        try:
-            results[name] = tuple(None if f is None else median_per_call_us(f, args.peer_calls, args.rounds)
-                                  for f in (fwd, fwd_bwd))
-        finally:
-            if ctx:
-                ctx.__exit__()
+    host = check_dyt.host_cost(DEVICE, (rows, cols), args.peer_calls, args.rounds)
+    results = {r["provider"]: (r["fwd_us"], r["fwd_bwd_us"]) for r in host["rows"]}
+    if "Liger-Kernel LigerDyTFunction" not in results:
+        print("(Liger-Kernel not importable: no Liger row)")
     ref = results["F.layer_norm"]
     print(f"\nhost us per call, {rows}x{cols} fp32 on {DEVICE}, median of {args.rounds} rounds of "
           f"{args.peer_calls} calls (synchronised)\n")
-    print("| provider | fwd us | fwd / layer_norm | fwd+bwd us | fwd+bwd / layer_norm |")
-    print("|---|---|---|---|---|")
-    for name, (f, fb) in results.items():
-        cells = [("" if v is None else f"{v:.1f}", "" if v is None else f"{v / r:.2f}x") for v, r in zip((f, fb), ref)]
-        print(f"| {name} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} |")
+    print("\n".join(check_dyt.host_cost_markdown(host)[2:]))
     ours = results["tilefuse.dyt"]
     liger = results.get("Liger-Kernel LigerDyTFunction")
     verdict = []

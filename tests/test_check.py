@@ -113,3 +113,32 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
     assert "Dense cuBLAS ceilings measured in this run (16384x4096x7168): bf16 matmul 790 TFLOP/s, " \
            "fp8 _scaled_mm failed (RuntimeError: no fp8)." in md
     assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |" in md
+
+
+def test_dyt_host_cost_and_its_tables():
+    """The dyt section's host cost per call (issue 17): measured on this machine for every
+    provider (the interpreter's numbers mean nothing, the rows and their shape do), then the
+    table and the summary lines from synthetic rows."""
+    from tilefuse.check import dyt as check_dyt
+    host = check_dyt.host_cost("cpu", shape=(4, 16), calls=1, rounds=1)
+    names = [r["provider"] for r in host["rows"]]
+    assert {"tilefuse.dyt", "F.layer_norm", "eager DyT (3 ATen ops)", "torch.tanh",
+            "torch.ops.tilefuse.dyt (custom op)", "tilefuse.dyt, no grad"} <= set(names)
+    for r in host["rows"]:
+        assert r["fwd_us"] > 0 and (r["fwd_bwd_us"] is None) == (r["provider"] == "tilefuse.dyt, no grad")
+    synthetic = {"rows": [
+        {"provider": "tilefuse.dyt", "fwd_us": 22.0, "fwd_bwd_us": 180.0},
+        {"provider": "F.layer_norm", "fwd_us": 11.0, "fwd_bwd_us": 90.0},
+        {"provider": "tilefuse.dyt, no grad", "fwd_us": 16.5, "fwd_bwd_us": None}],
+        "shape": [64, 256], "calls": 300, "rounds": 5}
+    md = check_dyt.host_cost_markdown(synthetic)
+    assert "| tilefuse.dyt | 22.0 | 2.00x | 180.0 | 2.00x |" in md
+    assert "| tilefuse.dyt, no grad | 16.5 | 1.50x |  |  |" in md
+    bench = {"numel": 1, "copy_ceiling_gbs": {"fp32": 1.0}, "host": synthetic, "rows": [
+        {"provider": "torch.compile", "mode": "eager loop", "pass": "fwd+bwd", "status": "ok", "dtype": "fp32",
+         "tilefuse_speedup": s, "width": w} for s, w in ((1.4, 16), (1.1, 8192))]}
+    summary = check_dyt.benchmark_summary(bench)
+    assert any("eager loop" in line and "1.10-1.40" in line for line in summary)
+    assert any("22.0 us fwd, 180.0 us fwd+bwd (F.layer_norm 11.0 / 90.0)" in line for line in summary)
+    tables = check_dyt.benchmark_markdown({"numel": 1, "copy_ceiling_gbs": {"fp32": 1.0}, "rows": [], "host": synthetic})
+    assert check_dyt.host_cost_markdown(synthetic)[0] in tables

@@ -3,13 +3,17 @@ a GPU the benchmark against eager PyTorch, torch.compile and Liger-Kernel."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import statistics
+import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from .. import launches, tuning
+from ..ops import triton_common
 from ..ops.dyt import api, launch
 from ..ops.dyt.verify import compare_to_reference, poisoned
 from ..tuning import timing
@@ -144,6 +148,106 @@ def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[
     return {k: fwd_bwd(f) for k, f in fns.items()}
 
 
+# --- host cost per call (issue 17) ---------------------------------------------------------
+
+HOST_SHAPE = (64, 256)   # fp32: the GPU work is negligible, what is timed is the host's
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def per_call_us(fn: Callable, calls: int, device) -> float:
+    """Microseconds per call of ``calls`` back-to-back calls, synchronised before and after."""
+    _sync(device)
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - t) / calls * 1e6
+
+
+def median_per_call_us(fn: Callable, device, calls: int = 300, rounds: int = 5) -> float:
+    """Median over ``rounds`` of ``per_call_us`` (after 20 warm-up calls): issue 17's measurement."""
+    for _ in range(min(20, calls)):
+        fn()
+    return statistics.median(per_call_us(fn, calls, device) for _ in range(rounds))
+
+
+class jit_launches:
+    """Inside the block every tilefuse launch goes through Triton's JIT (no direct launches of
+    the compiled kernel): the route the lean path saves."""
+
+    def __enter__(self):
+        triton_common.DIRECT_LAUNCH = False
+
+    def __exit__(self, *exc):
+        triton_common.DIRECT_LAUNCH = True
+
+
+def host_providers(rows: int, cols: int, device) -> dict[str, tuple[Callable, Callable | None]]:
+    """name -> (forward, forward + backward) zero-argument calls at (rows, cols) fp32: tilefuse's
+    eager path (also through the JIT, and without grad), its custom op, eager DyT, F.layer_norm,
+    torch.tanh and Liger-Kernel's DyT when it imports."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, cols, generator=g).to(device).requires_grad_(True)
+    a = torch.full((1,), 0.5, device=device, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(cols, generator=g)).to(device).requires_grad_(True)
+    b = (0.1 * torch.randn(cols, generator=g)).to(device).requires_grad_(True)
+    dy = torch.randn(rows, cols, generator=g).to(device)
+    leaves = (x, a, w, b)
+    fwd = {
+        "tilefuse.dyt": lambda: api.dyt(x, a, w, b),
+        "tilefuse.dyt, JIT launches": lambda: api.dyt(x, a, w, b),
+        "torch.ops.tilefuse.dyt (custom op)": lambda: torch.ops.tilefuse.dyt(x, a, w, b, True),
+        "eager DyT (3 ATen ops)": lambda: _eager(x, a, w, b),
+        "F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (cols,), w, b),
+        "torch.tanh": lambda: torch.tanh(x),
+    }
+    try:
+        from liger_kernel.ops.dyt import LigerDyTFunction
+        fwd["Liger-Kernel LigerDyTFunction"] = lambda: LigerDyTFunction.apply(x, a, w, b)
+    except ImportError:
+        pass
+    used = {"torch.tanh": (x,), "F.layer_norm": (x, w, b)}
+
+    def fwd_bwd(f, inputs):
+        return lambda: torch.autograd.grad(f(), inputs, dy)
+    out = {name: (f, fwd_bwd(f, used.get(name, leaves))) for name, f in fwd.items()}
+    xd, ad, wd, bd = (t.detach() for t in leaves)
+    out["tilefuse.dyt, no grad"] = (lambda: api.dyt(xd, ad, wd, bd), None)
+    return out
+
+
+def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> dict:
+    """Host microseconds per call, forward and forward + backward, of every ``host_providers``
+    entry: {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_bwd_us}]}."""
+    rows = []
+    for name, (fwd, fwd_bwd) in host_providers(*shape, device).items():
+        with (jit_launches() if "JIT launches" in name else contextlib.nullcontext()):
+            times = [None if f is None else median_per_call_us(f, device, calls, rounds) for f in (fwd, fwd_bwd)]
+        rows.append({"provider": name, "fwd_us": times[0], "fwd_bwd_us": times[1]})
+    return {"shape": list(shape), "calls": calls, "rounds": rounds, "rows": rows}
+
+
+def host_cost_markdown(h: dict) -> list[str]:
+    """The host-cost table, each time also as a multiple of F.layer_norm's."""
+    ref = next((r for r in h["rows"] if r["provider"] == "F.layer_norm"), None)
+    lines = [f"Host microseconds per call at {h['shape'][0]}x{h['shape'][1]} fp32 (device work negligible): "
+             f"median of {h['rounds']} rounds of {h['calls']} synchronised calls; 'x layer_norm' is the "
+             "time over F.layer_norm's.", "",
+             "| provider | fwd us | x layer_norm | fwd+bwd us | x layer_norm |", "|---|---|---|---|---|"]
+    for r in h["rows"]:
+        cells = []
+        for key in ("fwd_us", "fwd_bwd_us"):
+            v = r[key]
+            base = ref[key] if ref else None
+            cells += ["" if v is None else f"{v:.1f}", "" if v is None or not base else f"{v / base:.2f}x"]
+        lines.append(f"| {r['provider']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def benchmark(quick: bool, progress: Callable) -> dict:
     """Forward and forward+backward time of each provider at 2**26 elements (2**24 quick) per
     width, fp32 and bf16 x (fp32 parameters), as fractions of the copy ceiling measured now."""
@@ -169,8 +273,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                 # Device time (CUDA-graph replay) for every provider, and tilefuse's eager
                 # per-call loop too, which includes the host's Python and launch costs.
                 timings = {(p, "graph"): t for p, t in timing.interleaved(providers, graphs=True).items()}
-                timings[("tilefuse", "eager loop")] = timing.interleaved({"t": providers["tilefuse"]})["t"]
-                ours = timings.get(("tilefuse", "graph"))
+                # the same calls in a plain Python loop: what a training loop without CUDA graphs gets
+                timings.update({(p, "eager loop"): t for p, t in timing.interleaved(providers).items()})
                 for (provider, mode), t in timings.items():
                     row = {"dtype": dname, "width": width, "rows": numel // width, "pass": pass_name,
                            "provider": provider, "mode": mode}
@@ -180,12 +284,13 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     if row["status"] == "ok":
                         gbs = nbytes * numel * x.element_size() / (t.median_ms * 1e-3) / 1e9
                         row.update(gbs=gbs, fraction_of_copy=gbs / ceilings[dname])
-                        if isinstance(ours, timing.Timing):   # graph rows: within the same rounds
-                            row["tilefuse_speedup"] = (timing.ratio(t, ours) if mode == "graph"
-                                                       else t.median_ms / ours.median_ms)
+                        base = timings.get(("tilefuse", mode))   # against tilefuse in the same mode and rounds
+                        if isinstance(base, timing.Timing):
+                            row["tilefuse_speedup"] = timing.ratio(t, base)
                     rows.append(row)
             del x, a, w, b, dy
-    return {"numel": numel, "copy_ceiling_gbs": ceilings, "rows": rows}
+    return {"numel": numel, "copy_ceiling_gbs": ceilings, "rows": rows,
+            "host": host_cost("cuda", calls=100 if quick else 300, rounds=3 if quick else 5)}
 
 
 def benchmark_markdown(b: dict) -> list[str]:
@@ -193,7 +298,8 @@ def benchmark_markdown(b: dict) -> list[str]:
     lines = [f"{b['numel']} elements per tensor. Device-to-device copy ceiling measured in this run: {ceil}. "
              "Mode 'graph': CUDA-graph replay (device time); 'eager loop': per-call Python calls "
              "(adds host overhead). Time is the median over interleaved rounds (spread = (max-min)/median); "
-             "'vs tilefuse' is the provider's time over tilefuse's (> 1: tilefuse is faster). The config "
+             "'vs tilefuse' is the provider's time over tilefuse's in the same mode and rounds (> 1: "
+             "tilefuse is faster). The config "
              "column names the tilefuse config that ran (fwd / bwd); '(untuned)' marks a shape the tuning "
              "table does not cover, where the heuristic default ran.", "",
              "| dtype | width | pass | provider | mode | ms | spread | GB/s | of copy | vs tilefuse | config / error |",
@@ -205,6 +311,8 @@ def benchmark_markdown(b: dict) -> list[str]:
             continue
         lines.append(head + f"{r['ms']:.4f} | {r['spread']:.1%} | {r['gbs']:.0f} | {r['fraction_of_copy']:.1%} | "
                      f"{r.get('tilefuse_speedup', float('nan')):.2f} | {r.get('config', '')} |")
+    if b.get("host"):
+        lines += ["", *host_cost_markdown(b["host"])]
     return lines
 
 
@@ -216,6 +324,17 @@ def benchmark_summary(b: dict) -> list[str]:
             fr = [r["fraction_of_copy"] for r in ours if r["pass"] == pass_ and r["dtype"] == dtype]
             if fr:
                 lines.append(f"dyt {pass_} {dtype}: {min(fr):.0%}-{max(fr):.0%} of the copy ceiling (graph replay)")
+    loops = [r for r in b["rows"] if r["provider"] == "torch.compile" and r.get("mode") == "eager loop"
+             and r["pass"] == "fwd+bwd" and r["status"] == "ok" and "tilefuse_speedup" in r]
+    if loops:
+        sp = [r["tilefuse_speedup"] for r in loops]
+        lines.append(f"dyt fwd+bwd eager loop: torch.compile's time over tilefuse's {min(sp):.2f}-{max(sp):.2f} "
+                     "across widths (> 1: tilefuse faster)")
+    host = {r["provider"]: r for r in (b.get("host") or {}).get("rows", [])}
+    if "tilefuse.dyt" in host:
+        t, ln = host["tilefuse.dyt"], host.get("F.layer_norm")
+        lines.append(f"dyt host per call: {t['fwd_us']:.1f} us fwd, {t['fwd_bwd_us']:.1f} us fwd+bwd"
+                     + (f" (F.layer_norm {ln['fwd_us']:.1f} / {ln['fwd_bwd_us']:.1f})" if ln else ""))
     return lines
 
 
