@@ -193,6 +193,7 @@ def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(tuning_table,
     small = [So2Config(16, 64, 32, 4, 1, True), So2Config(32, 64, 32, 4, 2, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
     monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[1].name), rounds=2,
                               device="cpu")
@@ -218,6 +219,7 @@ def test_tuning_sweep_of_relay_tiles_and_dispatch_everywhere(tuning_table, monke
     tile = So2Config(64, 32, 32, 4, 2)
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
     monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [tile])
+    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
     assert so2_tune.FAMILY.change(tile) == tuning.TILE
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(tile.name, 0.98), rounds=2,
@@ -253,6 +255,7 @@ def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, mon
     small = [So2Config(16, 64, 32, 4, 1, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
     monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
     real = launch.backward
 
     def ignores_fused(*args, config=None, **kw):
@@ -289,6 +292,7 @@ def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     one = [So2Config(16, 64, 32, 4, 1, True)]
     monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(one))
     monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
     model = SO2MixingStack(1, 32, 1, 3).requires_grad_(False)
     u0 = torch.randn(1, 9, model.w0_all.shape[-1] + model.w1_all.shape[-1], requires_grad=True)
     alpha = torch.rand(9, 1) + 0.2

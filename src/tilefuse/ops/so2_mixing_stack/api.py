@@ -31,10 +31,12 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         alpha's gradient is zero (None at level 0, where alpha is unused).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
-    inputs accumulate in fp32); the backward is the relay, or the fused per-layer kernel at
-    level >= 2 when the tuning table holds a fused winner for (lmax, focus_dim, fp32) on this
-    GPU and no weight gradient is wanted. At level 3 with fp32 inputs, where the table's
-    level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a tf32x3 variant whose accuracy
+    inputs accumulate in fp32); the backward is the relay, the composition route (the relay's
+    pointwise kernels with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table
+    chose it for (lmax, focus_dim, dtype), or the fused per-layer kernel at level >= 2 when the
+    table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight gradient
+    is wanted. At level 3 with fp32 inputs, where the table's
+    level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a 3xtf32 variant whose accuracy
     validation passed (normwise error against float64 within 1.5x of the exact path's at
     2**19 edges, finite on range-limit inputs; ``tilefuse tune --op so2_mixing_stack --shape
     3x32 --pass level3``), the forward and backward layer GEMMs run with three TF32

@@ -36,7 +36,8 @@ PRECISIONS = (EXACT, TF32X3)
 @dataclasses.dataclass(frozen=True)
 class So2Config:
     """GEMM tiles of the stack's kernels, the backward route (the relay: three kernels per
-    gated layer; or, with ``fused``, one fused kernel per layer and column segment) and the
+    gated layer; with ``fused``, one fused kernel per layer and column segment; with
+    ``compose``, the relay's pointwise kernels and cuBLAS batched GEMMs, compose.py) and the
     precision of the layer GEMMs' dots (``PRECISIONS``; the fused route is exact only). The
     backward always uses the config; the forward uses its tiles and precision for a level-3
     entry and the heuristic tiles otherwise (op.py)."""
@@ -48,16 +49,19 @@ class So2Config:
     num_stages: int = 2
     fused: bool = False
     precision: str = EXACT
+    compose: bool = False
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"So2Config.precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.fused and self.precision != EXACT:
-            raise ValueError("So2Config: the fused backward is exact only (precision 'ieee')")
+        if (self.fused or self.compose) and self.precision != EXACT:
+            raise ValueError("So2Config: the fused and compose backward routes are exact only (precision 'ieee')")
+        if self.fused and self.compose:
+            raise ValueError("So2Config: fused and compose are two backward routes; set one")
 
     @property
     def name(self) -> str:
-        route = "fused" if self.fused else "relay"
+        route = "fused" if self.fused else "compose" if self.compose else "relay"
         suffix = "" if self.precision == EXACT else f"-{self.precision}"
         tiles = f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
         return f"{route}-{tiles}{suffix}"
@@ -105,6 +109,12 @@ def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
 # GEMM plus the pointwise work) took 20.2 ms, about 7 TFLOP/s, against ~44 for a plain tiled
 # Triton GEMM at this shape (docs/specs/so2_mixing_stack.md; benchmarks/results/2026-11-29-h200-b/run5).
 RELAY_TILES = ((64, 64, 4, 2), (32, 128, 4, 2), (64, 128, 8, 2), (128, 64, 8, 2), (128, 128, 8, 2))
+
+
+def compose_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
+    """The composition route (compose.py), its pointwise kernels on the heuristic's rows and
+    warps (its GEMMs are cuBLAS's: no tiles to try)."""
+    return [dataclasses.replace(heuristic(lmax, focus_dim), compose=True)]
 
 
 def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:

@@ -130,6 +130,15 @@ def transposed(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(-1, -2).contiguous()
 
 
+def _layer_gemm_t(cfg: So2Config):
+    """The backward's layer GEMM of ``cfg``'s route: ``_gemm_t`` (so2_gemm_kernel), or
+    compose.gemm_t (cuBLAS) for the composition route."""
+    if cfg.compose:
+        from .compose import gemm_t
+        return gemm_t
+    return _gemm_t
+
+
 def _gemm_t(a, w0t, w1t, res, out, d, cfg, w0t_lo=None, w1t_lo=None):
     """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
     (F, M, M) with unit stride along the last dim (``transposed``); for a 3xtf32 config their
@@ -155,7 +164,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
     ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
     layer's w0t = W0^T and w1t = W1^T (``transposed``; for 3xtf32 their heads and tails,
-    ``_gemm_t``)."""
+    ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -169,7 +178,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
+    _layer_gemm_t(cfg)(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
 
 
 def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
@@ -192,8 +201,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
              apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
     """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None).
 
-    Each gated layer runs the relay, or the fused kernel when ``config.fused``; the caller
-    (op.py) checks the fused guards. Weight gradients need gz/gq in memory: relay only.
+    Each gated layer runs the relay, the fused kernel when ``config.fused`` (the caller, op.py,
+    checks the fused guards), or the composition route when ``config.compose`` (the relay's
+    pointwise kernels, cuBLAS GEMMs: compose.py). Weight gradients need gz/gq in memory: relay
+    or composition.
     """
     from .kernels import so2_bwd_head_kernel
     cfg = config or heuristic(d.lmax, d.focus_dim)
@@ -232,7 +243,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, _layer(w0t_lo, ng), _layer(w1t_lo, ng))
+    _layer_gemm_t(cfg)(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, _layer(w0t_lo, ng), _layer(w1t_lo, ng))
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -253,6 +264,6 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
             dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
             u_next = u_l
-        launches.record("so2_bwd_relay_layer")
+        launches.record("so2_bwd_compose_layer" if cfg.compose else "so2_bwd_relay_layer")
         g_cur = g_next
     return g_cur, grad_alpha, dws

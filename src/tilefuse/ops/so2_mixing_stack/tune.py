@@ -3,11 +3,14 @@ level-3 variant per (lmax, focus_dim).
 
 Exact keys (``L3-C32-x4``): the baseline is the relay (three kernels per gated layer,
 heuristic tiles). Candidates are other relay tiles (a tile change, 1% margin; BLOCK_K
-unchanged) and, where the guards allow fusion (fp32, focus_dim a power of two in [16, 64]),
-fused configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim; a route change, 3%
-margin). Every candidate must be bitwise equal to the heuristic relay (the fused kernel's
-contract; for relay tiles the same K order) and must launch its route's kernels; a sweep where
-a guard or the policy routed a fused candidate to the relay fails. Only the backward is timed.
+unchanged), the composition route (the relay's pointwise kernels with cuBLAS GEMMs, compose.py;
+a route change, 3% margin) and, where the guards allow fusion (fp32, focus_dim a power of two
+in [16, 64]), fused configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim; a route
+change). Relay tiles and fused configs must be bitwise equal to the heuristic relay (the fused
+kernel's contract; for relay tiles the same K order); the composition orders its sums as cuBLAS
+does, so it must agree within the fp32 chain's tolerance (``compose_tolerance``). Every
+candidate must launch its route's kernels; a sweep where a guard or the policy routed a
+candidate to the relay fails. Only the backward is timed.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
 the exact heuristic relay, the candidates are tf32x3 relay configs (configs.level3_candidates;
@@ -36,7 +39,8 @@ import torch
 
 from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
 from . import configs, launch
-from .configs import EXACT, So2Config, fused_candidates, fused_supported, level3_candidates, relay_candidates
+from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fused_supported, level3_candidates,
+                      relay_candidates)
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 
 _HERE = Path(__file__).resolve().parent
@@ -118,6 +122,32 @@ def _reference64(problem: "So2Problem", i: So2Inputs) -> dict[str, torch.Tensor]
     return i.reference
 
 
+def compose_tolerance(problem: "So2Problem") -> float:
+    """Normwise relative difference allowed between the composition route and the relay on the
+    same inputs. Both are float32 GEMM chains over the same products in other summation orders:
+    two orders of a K-term sum differ by ~sqrt(K) eps32 normwise, per layer GEMM, NL of them, so
+    4 NL sqrt(K) eps32 with K the longest contraction (M1, or M0 at lmax 1); 16-bit inputs also
+    round each layer's output to their dtype, where the two orders can land on either side of a
+    rounding boundary: up to one ulp per element and layer, 2 NL eps_x normwise."""
+    d = So2Dims(problem.lmax, problem.focus_dim)
+    eps32 = torch.finfo(torch.float32).eps
+    tol = 4 * problem.n_layers * math.sqrt(max(d.m0, d.m1)) * eps32
+    if problem.itemsize != 4:
+        tol += 2 * problem.n_layers * torch.finfo(_SWEEP_DTYPE[problem.itemsize]).eps
+    return tol
+
+
+def compose_mismatches(problem: "So2Problem", got: dict, want: dict) -> list[str]:
+    """The composition route against the relay (``compose_tolerance``), one message per output."""
+    tol, out = compose_tolerance(problem), []
+    for name in ("grad_u0", "grad_alpha"):
+        err = _error(got[name], want[name].double())
+        if not err <= tol:
+            out.append(f"{name}: normwise difference from the relay {err:.2e} > {tol:.2e} (the composition's "
+                       f"fp32 tolerance)")
+    return out
+
+
 def _error(got: torch.Tensor, ref: torch.Tensor) -> float:
     """Normwise relative error ||got - ref|| / ||ref||, in float64 on the device."""
     return float((got.double() - ref).norm() / ref.norm())
@@ -169,16 +199,16 @@ class So2Family(TuningFamily):
     def candidates(self, problem: So2Problem) -> list[So2Config]:
         if problem.level3:
             return level3_candidates(problem.lmax, problem.focus_dim)
-        out = relay_candidates(problem.lmax, problem.focus_dim)
+        out = relay_candidates(problem.lmax, problem.focus_dim) + compose_candidates(problem.lmax, problem.focus_dim)
         if fused_supported(problem.focus_dim, problem.itemsize == 4):
             out += fused_candidates(problem.lmax, problem.focus_dim)
         return out
 
     def change(self, config: So2Config) -> str:
-        return ROUTE if config.fused or config.precision != EXACT else TILE
+        return ROUTE if config.fused or config.compose or config.precision != EXACT else TILE
 
     def complexity(self, config: So2Config) -> tuple:
-        return (config.fused, config.num_warps, config.num_stages, config.block_m * config.block_n)
+        return (config.fused, config.compose, config.num_warps, config.num_stages, config.block_m * config.block_n)
 
     def check_entry(self, key: str, config, measured) -> None:
         """A level-3 entry choosing a reduced-precision config must carry its passed
@@ -230,7 +260,12 @@ class So2Family(TuningFamily):
         return {"x_local": x_local, **out} if problem.level3 else out
 
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
-        bwd = ("so2_bwd_fused_layer",) if choice.fused else ("so2_bwd_relay_layer",)
+        if choice.fused:
+            bwd = ("so2_bwd_fused_layer",)
+        elif choice.compose:
+            bwd = ("so2_bwd_compose_layer", "so2_bwd_compose_gemm")
+        else:
+            bwd = ("so2_bwd_relay_layer",)
         return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:
@@ -249,6 +284,8 @@ class So2Family(TuningFamily):
         docstring; the record holds each output's error and the exact path's, their ratio, and
         the range-limit sets checked."""
         if not problem.level3:
+            if getattr(choice, "compose", False):
+                return compose_mismatches(problem, got, want), None
             return self.compare(problem, inputs, got, want), None
         ref = _reference64(problem, inputs)
         messages, errors = [], {}

@@ -1,0 +1,55 @@
+"""so2_mixing_stack's composition route for the backward: the relay's own pointwise kernels (the
+head, sigma and pointwise kernels of kernels.py) with every layer GEMM on cuBLAS batched GEMMs
+(``torch.baddbmm``, batch over the F focus streams), instead of tilefuse's so2_gemm_kernel.
+
+It is what a skilled user writes around the relay's pointwise work without tilefuse's GEMMs:
+one of the backward routes the tuning family times against the relay (tune.py; the choice
+``So2Config(compose=True)``), so that a key keeps the relay only where the relay is faster.
+
+Per gated layer, as the relay: sigma and (gz, gq) by the relay's kernels, then
+
+    g_next[..., :M0] = g_cur[..., :M0] + gz[..., :M0] @ W0^T      torch.baddbmm(out=g_next[..., :M0])
+    g_next[..., M0:] = g_cur[..., M0:] + gz[..., M0:] @ W1^T      torch.baddbmm(out=g_next[..., M0:])
+
+where the operands are column slices of (F, E, ROW) tensors, read and written in place by
+cuBLAS through their row stride (no copies), and W^T the contiguous copies launch.backward
+makes. The final layer's GEMM (g + g @ W^T) likewise.
+
+Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.allow_tf32`` or
+``torch.set_float32_matmul_precision`` say outside (``_ieee_matmul`` sets "highest" around
+them and restores the caller's setting), so the route is an exact path like the relay; its sums
+are ordered by cuBLAS, not by the relay's K walk, so it equals the relay within the op's fp32
+tolerance, not bitwise (tune.So2Family.compare).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ... import launches
+from .reference import So2Dims
+
+
+@contextlib.contextmanager
+def _ieee_matmul():
+    """float32 matmuls without TF32 inside the block (the caller's setting restored after)."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
+def gemm_t(a, w0t, w1t, res, out, d: So2Dims, cfg=None, w0t_lo=None, w1t_lo=None) -> None:
+    """out = res + [a_m0 @ w0t | a_m1 @ w1t] (both column segments) with cuBLAS, in place into
+    ``out``'s column slices; the signature of launch._gemm_t (the tiles and TF32 tails do not
+    apply: exact cuBLAS GEMMs)."""
+    if a.shape[1] == 0:
+        return
+    with _ieee_matmul():
+        for start, stop, wt in ((0, d.m0, w0t), (d.m0, d.row, w1t)):
+            torch.baddbmm(res[..., start:stop], a[..., start:stop], wt, out=out[..., start:stop])
+    launches.record("so2_bwd_compose_gemm")

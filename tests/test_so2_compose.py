@@ -1,0 +1,117 @@
+"""so2_mixing_stack's composition route (compose.py: the relay's pointwise kernels, cuBLAS
+GEMMs) in the backward: against the float64 reference and the relay, with weight gradients,
+engagement by launch counts, its IEEE-only GEMMs whatever the caller's matmul precision, and its
+place in the tuning family (candidate, route margin, tolerance check that rejects a perturbed
+route, a sweep whose winner the dispatch then runs)."""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, tuning
+from tilefuse.ops.so2_mixing_stack import compose, configs, launch
+from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+from tilefuse.ops.so2_mixing_stack.configs import So2Config
+from tilefuse.tuning.sweep import REJECTED, TIMED
+
+from test_so2_kernels import REL_TOL, make, reference_grads, rel
+from tuning_helpers import FakeTimer
+
+LMAX, CF = 2, 16
+COMPOSE = configs.compose_candidates(LMAX, CF)[0]
+
+
+def test_compose_config():
+    assert COMPOSE.compose and not COMPOSE.fused and COMPOSE.name.startswith("compose-")
+    with pytest.raises(ValueError, match="one"):
+        So2Config(fused=True, compose=True)
+    with pytest.raises(ValueError, match="exact"):
+        So2Config(compose=True, precision=configs.TF32X3)
+    assert so2_tune.FAMILY.change(COMPOSE) == tuning.ROUTE
+    assert COMPOSE in so2_tune.FAMILY.candidates(so2_tune.So2Problem(LMAX, CF, 4))
+    assert COMPOSE not in so2_tune.FAMILY.candidates(so2_tune.So2Problem(LMAX, CF, 4, level3=True))
+
+
+@pytest.mark.parametrize("weight_grads", [False, True])
+def test_compose_backward_matches_reference_and_relay(device, weight_grads):
+    d, inputs = make(LMAX, 2, CF, 37, device, grad=False)
+    x_local, z_all, u_final = launch.forward(*inputs, d, True)
+    grad_out = torch.randn(x_local.shape, generator=torch.Generator().manual_seed(3)).to(device)
+    with launches.counting() as launched:
+        got = launch.backward(grad_out, x_local, z_all, u_final, *inputs[1:], d, True, weight_grads, config=COMPOSE)
+    assert launched["so2_bwd_compose_layer"] == 2 and launched["so2_bwd_compose_gemm"] == 3
+    assert not launched["so2_bwd_relay_layer"]
+    relay = launch.backward(grad_out, x_local, z_all, u_final, *inputs[1:], d, True, weight_grads)
+    _, ref = reference_grads([t.requires_grad_(True) for t in inputs], LMAX, CF, True, grad_out)
+    assert rel(got[0], ref[0]) < REL_TOL and rel(got[1], ref[1]) < REL_TOL
+    problem = so2_tune.So2Problem(LMAX, CF, 4)
+    assert so2_tune.compose_mismatches(problem, {"grad_u0": got[0], "grad_alpha": got[1]},
+                                       {"grad_u0": relay[0], "grad_alpha": relay[1]}) == []
+    if weight_grads:
+        for g, r, want in zip(got[2], relay[2], ref[2:5]):
+            assert rel(g, want) < REL_TOL and rel(g, r) < REL_TOL
+
+
+def test_compose_gemms_are_ieee_whatever_the_callers_precision(device):
+    seen = []
+    real = torch.baddbmm
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_float32_matmul_precision())
+        return real(*args, **kwargs)
+
+    d, inputs = make(1, 1, CF, 9, device, grad=False)
+    x_local, z_all, u_final = launch.forward(*inputs, d, True)
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        torch.baddbmm = spy
+        launch.backward(torch.ones_like(x_local), x_local, z_all, u_final, *inputs[1:], d, True, False,
+                        config=configs.compose_candidates(1, CF)[0])
+        assert torch.get_float32_matmul_precision() == "medium"     # restored
+    finally:
+        torch.baddbmm = real
+        torch.set_float32_matmul_precision(saved)
+    assert seen and set(seen) == {"highest"}
+
+
+def test_compose_tolerance_rejects_a_perturbed_route():
+    problem = so2_tune.So2Problem(LMAX, CF, 4)
+    want = {"grad_u0": torch.randn(2, 50, 112), "grad_alpha": torch.rand(50, 2) + 0.5}
+    close = {k: v * (1 + 1e-7) for k, v in want.items()}
+    far = {k: v * (1 + 1e-3) for k, v in want.items()}
+    assert so2_tune.compose_mismatches(problem, close, want) == []
+    assert len(so2_tune.compose_mismatches(problem, far, want)) == 2
+    # 16-bit keys allow their own roundings on top
+    assert so2_tune.compose_tolerance(so2_tune.So2Problem(LMAX, CF, 2)) > so2_tune.compose_tolerance(problem)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_sweep_picks_compose_and_dispatch_runs_it(tuning_table, monkeypatch):
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
+    problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name), rounds=2, device="cpu")
+    (cand,) = result.candidates
+    assert cand.status == TIMED and result.winner == COMPOSE
+    d, inputs = make(LMAX, 1, CF, 37, "cpu")
+    x = tilefuse.so2_mixing_stack(*inputs, lmax=LMAX, focus_dim=CF)
+    with launches.counting() as launched:
+        torch.autograd.grad(x, inputs[:2], torch.ones_like(x))
+    assert launched["so2_bwd_compose_layer"] == 2 and not launched["so2_bwd_relay_layer"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_sweep_rejects_a_composition_off_the_relay(tuning_table, monkeypatch):
+    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
+    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
+    real = compose.gemm_t
+
+    def off(a, w0t, w1t, res, out, d, *rest):
+        real(a, w0t * (1 + 1e-3), w1t, res, out, d, *rest)
+
+    monkeypatch.setattr(compose, "gemm_t", off)
+    problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name), rounds=2, device="cpu")
+    (cand,) = result.candidates
+    assert cand.status == REJECTED and "composition" in cand.reason and result.winner == tuning.BASELINE
