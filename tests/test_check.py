@@ -142,3 +142,40 @@ def test_dyt_host_cost_and_its_tables():
     assert any("22.0 us fwd, 180.0 us fwd+bwd (F.layer_norm 11.0 / 90.0)" in line for line in summary)
     tables = check_dyt.benchmark_markdown({"numel": 1, "copy_ceiling_gbs": {"fp32": 1.0}, "rows": [], "host": synthetic})
     assert check_dyt.host_cost_markdown(synthetic)[0] in tables
+
+
+def test_so2_step_providers_compute_each_pass(tuning_table):
+    """The so2 bench's whole-op steps (issue 15's table) on this machine at a tiny shape: each
+    provider of each pass returns the pass's outputs, tilefuse's equal to the reference's."""
+    import torch
+    from tilefuse.check import so2 as check_so2
+    steps, facts = check_so2.step_providers(1, 16, 9, with_compile=False, device="cpu")
+    assert [p for p, _ in check_so2.PASSES] == list(steps)
+    assert "no validated level-3 variant" in facts["level3"] and facts["exact"].startswith("relay")
+    for pass_name, providers in steps.items():
+        assert set(providers) == {"tilefuse", "eager reference"}
+        got, want = providers["tilefuse"](), providers["eager reference"]()
+        if pass_name == "forward":
+            got, want = (got,), (want,)
+        assert len(got) == {"forward": 1, "fwd + force bwd": 2, "fwd + training bwd": 5}[pass_name]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_so2_step_table_and_plot(tmp_path):
+    from tilefuse.check import so2 as check_so2
+    ok = {"status": "ok", "spread": 0.02, "tflops": 30.0, "fraction_of_fma_ceiling": 0.6, "table_picks": "relay-X",
+          "level3": "none", "gemm_ceiling_tflops": 50.0}
+    rows = [{"scope": "step", "pass": p, "lmax": 3, "focus_dim": 32, "edges": 1000, "provider": prov, "ms": ms,
+             **ok, "vs_tilefuse": ms / 2.0} for p, _ in check_so2.PASSES for prov, ms in (("tilefuse", 2.0),
+                                                                                          ("torch.compile", 3.0))]
+    rows.append({"scope": "step", "pass": "forward", "lmax": 3, "focus_dim": 32, "edges": 1000,
+                 "provider": "eager reference", "status": "failed", "error": "OOM", "table_picks": "relay-X",
+                 "level3": "none"})
+    b = {"rows": rows, "copy_ceiling_gbs": 4000.0, "gemm_ceiling_tflops": 50.0}
+    md = "\n".join(check_so2.benchmark_markdown(b))
+    assert "| fwd + training bwd | 3 | 32 | 1000 | torch.compile | 3.000 | 2.0% | 30.0 | 60% | 1.50 |  |" in md
+    assert "| forward | 3 | 32 | 1000 | tilefuse | 2.000 |" in md and "relay-X; level 3: none" in md
+    assert "| forward | 3 | 32 | 1000 | eager reference | failed |" in md and "(50.0 TFLOP/s)" in md
+    names = check_so2.plots(tmp_path, b)
+    assert names == ["so2_step.png"] and (tmp_path / "so2_step.png").stat().st_size > 1000

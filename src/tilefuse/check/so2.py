@@ -4,8 +4,10 @@ double backward; on a GPU, backward timing fused vs relay vs eager vs torch.comp
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -214,6 +216,88 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     return rows
 
 
+# The whole op per pass: what differentiates and the FLOPs (the layer GEMMs: the forward's NL,
+# the force backward's NL transposed ones, the training backward's NL weight-gradient ones more).
+PASSES = (("forward", 1), ("fwd + force bwd", 2), ("fwd + training bwd", 3))
+
+
+def layer_gemm_flops(d: So2Dims, n_edges: int, n_focus: int = 2) -> float:
+    """FLOPs of one pass over the stack's NL layer GEMMs (the gate dots are left out)."""
+    return 2.0 * n_focus * n_edges * (d.m0 ** 2 + d.m1 ** 2) * NL
+
+
+def fp32_gemm_ceiling_tflops() -> float:
+    """TFLOP/s of one large cuBLAS fp32 GEMM without TF32, measured now: the FMA ceiling the
+    stack's IEEE GEMMs are read against (the H200's FP32 peak is 67 TFLOP/s by its spec)."""
+    n = 8192
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        t = timing.interleaved({"sgemm": lambda: a @ b}, graphs=True, rounds=3)["sgemm"]
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    return 2 * n ** 3 / (t.median_ms * 1e-3) / 1e12
+
+
+def step_providers(lmax: int, focus_dim: int, n_edges: int, with_compile: bool, device="cuda") -> tuple[dict, dict]:
+    """{pass: {provider: zero-argument step}} of the whole op (plain calls), and what ran
+    (the exact pick and the level-3 pick, or why none)."""
+    d, training = _inputs(lmax, 2, focus_dim, n_edges, device, grad_weights=True)
+    grad_out = torch.randn((n_edges, 2, d.row), device=device)
+    # Force evaluation: the weights do not require grad (so no weight gradient is formed).
+    force = training[:2] + [w.detach() for w in training[2:]]
+
+    def tf(*args):
+        return so2_mixing_stack(*args, lmax=lmax, focus_dim=focus_dim)
+
+    def ref(*args):
+        return so2_stack_reference(*args, lmax=lmax, focus_dim=focus_dim)
+    fns = {"tilefuse": (tf, lambda: policy.level(2)), "eager reference": (ref, contextlib.nullcontext)}
+    with policy.level(3):
+        variant = op.level3_config(d, torch.float32, n_edges, 2, NL)
+    facts = {"exact": op.backward_config(d, torch.float32, n_edges, 2, NL, False).name,
+             "level3": variant.name if variant else "no validated level-3 variant in the table (the exact path)"}
+    if variant is not None:
+        fns["tilefuse level 3"] = (tf, lambda: policy.level(3))
+    if with_compile:
+        fns["torch.compile"] = (torch.compile(ref, dynamic=False), contextlib.nullcontext)
+    steps = {}
+    for pass_name, _ in PASSES:
+        ins = training if "training" in pass_name else force
+        leaves = None if pass_name == "forward" else (ins if "training" in pass_name else ins[:2])
+        per = {}
+        for name, (fn, ctx) in fns.items():
+            def step(fn=fn, ctx=ctx, ins=ins, leaves=leaves):
+                with ctx(), torch.set_grad_enabled(leaves is not None):
+                    x = fn(*ins)
+                    return x if leaves is None else torch.autograd.grad(x, leaves, grad_out)
+            per[name] = step
+        steps[pass_name] = per
+    return steps, facts
+
+
+def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, with_compile: bool) -> list[dict]:
+    d = So2Dims(lmax, focus_dim)
+    steps, facts = step_providers(lmax, focus_dim, n_edges, with_compile)
+    rows = []
+    for pass_name, mult in PASSES:
+        flops = mult * layer_gemm_flops(d, n_edges)
+        timed = timing.interleaved(steps[pass_name], rounds=3)
+        base = timed.get("tilefuse")
+        for name, t in timed.items():
+            row = {"scope": "step", "pass": pass_name, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges,
+                   "provider": name, "table_picks": facts["exact"], "level3": facts["level3"],
+                   "gemm_ceiling_tflops": ceiling, **bench.timing_fields(t)}
+            if row["status"] == "ok":
+                row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
+                row["fraction_of_fma_ceiling"] = row["tflops"] / ceiling
+                if isinstance(base, timing.Timing):
+                    row["vs_tilefuse"] = timing.ratio(t, base)   # > 1: tilefuse is faster
+            rows.append(row)
+    return rows
+
+
 def benchmark(quick: bool, progress: Callable) -> dict:
     """On a GPU, F 2, fp32, CUDA-graph replay, interleaved:
 
@@ -222,16 +306,25 @@ def benchmark(quick: bool, progress: Callable) -> dict:
       fused floor (read g and z, write g_next) as a fraction of the copy ceiling measured here;
     - the whole force backward (grad of u0 and alpha, three layers): relay, fused, what the
       tuning table picks, the eager explicit backward and (production shape only)
-      torch.compile of it.
+      torch.compile of it;
+    - the whole op ("step", plain calls): forward, forward + force backward and forward +
+      training backward (the weights' gradients too) of tilefuse as called (level 2), tilefuse
+      at level 3 where a validated variant exists, the eager reference and (production shape
+      only) torch.compile of it, with TFLOP/s of the layer GEMMs and their fraction of the
+      cuBLAS fp32 GEMM ceiling measured here.
     """
     n_edges = 2 ** 17 if quick else 647_168
     copy_gbs = bench.copy_ceiling_gbs(2 * n_edges * 64, torch.float32)
+    ceiling = fp32_gemm_ceiling_tflops()
     rows = []
     for lmax, focus_dim in progress(SHAPES[:1] if quick else SHAPES, desc="so2 bench"):
         rows += _bench_shape(lmax, focus_dim, n_edges, copy_gbs)
         gc.collect()
         torch.cuda.empty_cache()
-    return {"rows": rows, "copy_ceiling_gbs": copy_gbs}
+        rows += _bench_steps(lmax, focus_dim, n_edges, ceiling, with_compile=(lmax, focus_dim) == SHAPES[0])
+        gc.collect()
+        torch.cuda.empty_cache()
+    return {"rows": rows, "copy_ceiling_gbs": copy_gbs, "gemm_ceiling_tflops": ceiling}
 
 
 def benchmark_markdown(b: dict) -> list[str]:
@@ -246,6 +339,8 @@ def benchmark_markdown(b: dict) -> list[str]:
     relay_ms = {(r["scope"], r["lmax"], r["focus_dim"]): r["ms"] for r in b["rows"]
                 if r["status"] == "ok" and r["provider"] in ("relay", "relay layer")}
     for r in b["rows"]:
+        if r["scope"] == "step":
+            continue
         head = f"| {r['scope']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
         if r["status"] != "ok":
             lines.append(head + f"failed | | | | {r['error']} |")
@@ -255,9 +350,60 @@ def benchmark_markdown(b: dict) -> list[str]:
         floor = r.get("fused_floor_fraction_of_copy")
         lines.append(head + f"{r['ms']:.3f} | {r['spread']:.1%} | {vs} | "
                      f"{'' if floor is None else f'{floor:.0%}'} | {r['table_picks']} |")
+    steps = [r for r in b["rows"] if r["scope"] == "step"]
+    if steps:
+        lines += ["", "The whole op, plain calls (3 interleaved rounds): TFLOP/s of its layer GEMMs (forward NL, "
+                  "force backward NL more, training backward NL more again) and their fraction of the cuBLAS "
+                  f"fp32 GEMM ceiling measured in this run ({b.get('gemm_ceiling_tflops', float('nan')):.1f} "
+                  "TFLOP/s); 'vs tilefuse': the row's time over tilefuse's (> 1: tilefuse is faster).", "",
+                  "| pass | lmax | Cf | edges | provider | ms | spread | TFLOP/s | of FMA ceiling | vs tilefuse | "
+                  "tilefuse runs |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in steps:
+            head = f"| {r['pass']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
+            if r["status"] != "ok":
+                lines.append(head + f"failed | | | | | {r['error']} |")
+                continue
+            vs = f"{r['vs_tilefuse']:.2f}" if r.get("vs_tilefuse") is not None else ""
+            runs = f"{r['table_picks']}; level 3: {r['level3']}" if r["provider"].startswith("tilefuse") else ""
+            lines.append(head + f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.1f} | "
+                         f"{r['fraction_of_fma_ceiling']:.0%} | {vs} | {runs} |")
     return lines
 
 
 def benchmark_summary(b: dict) -> list[str]:
-    return [f"so2 L{r['lmax']} C{r['focus_dim']} {r['provider']}: {r['ms']:.3f} ms (table picks {r['table_picks']})"
+    return [f"so2 L{r['lmax']} C{r['focus_dim']} {r.get('pass', r['scope'])} {r['provider']}: {r['ms']:.3f} ms"
+            + ("" if r["scope"] == "step" else f" (table picks {r['table_picks']})")
             for r in b["rows"] if r["status"] == "ok"]
+
+
+def plots(out_dir, b: dict) -> list[str]:
+    """so2_step.png: the whole op's time per pass and provider, one panel per shape (none
+    without matplotlib or step rows)."""
+    steps = [r for r in b["rows"] if r["scope"] == "step" and r["status"] == "ok"]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    shapes = sorted({(r["lmax"], r["focus_dim"], r["edges"]) for r in steps})
+    if not shapes:
+        return []
+    providers = sorted({r["provider"] for r in steps})
+    fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        width = 0.8 / len(providers)
+        for j, provider in enumerate(providers):
+            ms = [next((r["ms"] for r in steps if (r["lmax"], r["focus_dim"], r["edges"]) == shape
+                        and r["pass"] == p and r["provider"] == provider), 0.0) for p, _ in PASSES]
+            ax.bar([i + j * width for i in range(len(PASSES))], ms, width, label=provider)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PASSES))], [p for p, _ in PASSES], fontsize=8)
+        ax.set_title(f"so2 E {shape[2]}, lmax {shape[0]}, Cf {shape[1]} (fp32, F 2)")
+        ax.set_ylabel("ms per call")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = "so2_step.png"
+    fig.savefig(Path(out_dir) / name, dpi=110)
+    plt.close(fig)
+    return [name]
