@@ -119,15 +119,16 @@ def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps):
                           ["g_ptr", "z_ptr", "gw_ptr", "w_ptr", "out_ptr", "ROW", "M0", "LG", "CF"], arch, warps)
 
 
-def _so2_relay_gemm(arch, block_m, block_n, block_k, warps):
+def _so2_relay_gemm(arch, block_m, block_n, block_k, warps, precision="ieee"):
     from tilefuse.ops.so2_mixing_stack import kernels as K
-    sig = {"a_ptr": "*fp32", "w_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32", "z_ptr": "*fp32",
+    sig = {"a_ptr": "*fp32", "w_ptr": "*fp32", "wlo_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32",
+           "z_ptr": "*fp32",
            "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", "F": "i32", "E": "i32", "ROW": "i32", "K_START": "i32",
            "K_LEN": "i32", "N_START": "i32", "N_LEN": "i32", "CF": "i32", "LG": "i32", "w_focus_stride": "i32",
            "w_stride_k": "i32", "w_stride_n": "i32", "MODE": "constexpr", "APPLY_ALPHA": "constexpr",
-           "IEEE": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-    return compile_kernel(K.so2_gemm_kernel, sig, {"MODE": 2, "APPLY_ALPHA": False, "IEEE": True, "BLOCK_M": block_m,
-                                                   "BLOCK_N": block_n, "BLOCK_K": block_k},
+           "DOT_PRECISION": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    return compile_kernel(K.so2_gemm_kernel, sig, {"MODE": 2, "APPLY_ALPHA": False, "DOT_PRECISION": precision,
+                                                   "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k},
                           ["a_ptr", "w_ptr", "res_ptr", "out_ptr", "ROW"], arch, warps)
 
 
@@ -138,9 +139,11 @@ def report_so2(arch: int):
             for bm, bn, w in ((32, 64, 4), (64, 64, 8), (16, 128, 8)):
                 print(f"  Cf{cf:<3} {'m0 pass' if seg else 'm1 pass'} M{bm:<3} N{bn:<4} w{w}: "
                       f"{summarize(_so2_fused(arch, seg, bm, bn, cf, w))}", flush=True)
-    print("so2 relay GEMM (BWD mode):")
-    for bm, bn, bk, w in ((32, 64, 32, 4), (64, 64, 32, 8)):
-        print(f"  M{bm} N{bn} K{bk} w{w}: {summarize(_so2_relay_gemm(arch, bm, bn, bk, w))}", flush=True)
+    print("so2 relay GEMM (BWD mode; ieee: the exact path, 3xtf32: the level-3 variant):")
+    for precision in ("ieee", "3xtf32"):
+        for bm, bn, bk, w in ((32, 64, 32, 4), (64, 64, 32, 8), (128, 64, 32, 4)):
+            print(f"  {precision:7s} M{bm} N{bn} K{bk} w{w}: {summarize(_so2_relay_gemm(arch, bm, bn, bk, w, precision))}",
+                  flush=True)
 
 
 # --------------------------------------------------------------------------- grouped
