@@ -142,8 +142,8 @@ def report_so2(arch: int):
     print("so2 relay GEMM (BWD mode; ieee: the exact path, 3xtf32: the level-3 variant):")
     for precision in ("ieee", "3xtf32"):
         for bm, bn, bk, w in ((32, 64, 32, 4), (64, 64, 32, 8), (128, 64, 32, 4)):
-            print(f"  {precision:7s} M{bm} N{bn} K{bk} w{w}: {summarize(_so2_relay_gemm(arch, bm, bn, bk, w, precision))}",
-                  flush=True)
+            report = summarize(_so2_relay_gemm(arch, bm, bn, bk, w, precision))
+            print(f"  {precision:7s} M{bm} N{bn} K{bk} w{w}: {report}", flush=True)
 
 
 # --------------------------------------------------------------------------- grouped
