@@ -1,0 +1,297 @@
+"""``ExpertParallelGLUMLP``: the expert MLPs of an MoE layer spread over the ranks of a
+torch.distributed process group (expert parallelism), tokens exchanged by all-to-all.
+
+Rank r of W owns the contiguous experts [r E/W, (r+1) E/W) as a ``GroupedGLUMLP`` of E/W
+experts. A forward takes this rank's tokens with their global expert ids and router
+probabilities, in any order, and returns their outputs in that order:
+
+1. sort the tokens by expert (stable argsort on the device) and count them per expert;
+2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 1) integers on the device)
+   and copy the split sizes to the host: ``all_to_all_single`` takes them as Python lists,
+   the one host synchronization of the forward;
+3. dispatch x and probs (``all_to_all_single`` with those splits);
+4. on the receiving rank, put the received rows in local-expert order (the blocks arrive
+   by source rank, each sorted by expert: a permutation built from the count matrix, no sort)
+   and run ``grouped_glu_mlp`` on the local experts;
+5. put the outputs back in arrival order, return them with the reverse ``all_to_all_single``
+   and un-permute them to the caller's token order.
+
+The backward runs the transposed collectives (dy to the experts' ranks, dx and dprobs back),
+with the split sizes saved by the forward: no host synchronization. Every permutation is a
+gather whose backward is the gather by the inverse permutation (no scatter-add, no atomics:
+deterministic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
+
+_WHERE = "ExpertParallelGLUMLP"
+
+
+# --- collectives -------------------------------------------------------------------------------
+
+def all_to_all(x: torch.Tensor, output_splits: list[int], input_splits: list[int], group) -> torch.Tensor:
+    """Rows ``input_splits[r]`` of ``x`` (in rank order) to rank r; returns the rows received,
+    ``output_splits[s]`` from rank s, in rank order. Not differentiable (``AllToAll`` is)."""
+    x = x.contiguous()
+    out = x.new_empty((sum(output_splits), *x.shape[1:]))
+    dist.all_to_all_single(out, x, output_split_sizes=output_splits, input_split_sizes=input_splits, group=group)
+    return out
+
+
+class AllToAll(torch.autograd.Function):
+    """``all_to_all`` with its transpose as the backward (the splits swapped).
+
+    Our own rather than ``torch.distributed.nn.functional.all_to_all_single``: that one warns
+    (FutureWarning) on every call from torch 2.13 on, and its replacement in
+    ``torch.distributed._functional_collectives`` is private API."""
+
+    @staticmethod
+    def forward(ctx, x, output_splits, input_splits, group):
+        ctx.splits, ctx.group = (output_splits, input_splits), group
+        return all_to_all(x, output_splits, input_splits, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        output_splits, input_splits = ctx.splits
+        return all_to_all(grad, input_splits, output_splits, ctx.group), None, None, None
+
+
+class Gather(torch.autograd.Function):
+    """``x[index]`` along dim 0 for a permutation ``index`` whose inverse is ``inverse``: the
+    backward is ``grad[inverse]``, a gather (autograd's index backward would scatter-add)."""
+
+    @staticmethod
+    def forward(ctx, x, index, inverse):
+        ctx.save_for_backward(inverse)
+        return x.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inverse, = ctx.saved_tensors
+        return grad.index_select(0, inverse), None, None
+
+
+def _inverse(perm: torch.Tensor) -> torch.Tensor:
+    """The inverse of a permutation of [0, n) (a scatter of unique indices: deterministic)."""
+    return torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.numel(), device=perm.device))
+
+
+def _exclusive_cumsum(t: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(t, 0) - t
+
+
+@dataclasses.dataclass
+class Dispatch:
+    """Where this rank's tokens go and where the received ones come from (one forward).
+
+    ``order`` / ``inverse`` (T,): send position -> token / token -> send position (tokens
+    sorted by global expert). ``send_splits`` / ``recv_splits``: rows sent to / received from
+    each rank (host lists). ``local_order`` / ``local_inverse`` (R,): local-expert-sorted
+    position -> received row / received row -> sorted position. ``tokens_per_expert`` (E/W,)
+    int64 on the device."""
+
+    order: torch.Tensor
+    inverse: torch.Tensor
+    send_splits: list[int]
+    recv_splits: list[int]
+    local_order: torch.Tensor
+    local_inverse: torch.Tensor
+    tokens_per_expert: torch.Tensor
+
+
+def exchange_counts(send: torch.Tensor, group) -> torch.Tensor:
+    """The count exchange: row r of ``send`` (W, C) int64 to rank r; returns (W, C), row s
+    from rank s."""
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    return recv
+
+
+def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group) -> Dispatch:
+    """Sort, count and exchange counts for one forward (no autograd). The one host
+    synchronization: the split sizes (and the ranks' counts of out-of-range ids) copied to the
+    host in one transfer after the count exchange. Out-of-range ids are counted on the device
+    and exchanged with the counts, so every rank raises the same ValueError, none is left
+    waiting in a collective."""
+    device, n_local = expert_ids.device, n_experts // world
+    ids = expert_ids.long()
+    valid = (ids >= 0) & (ids < n_experts)
+    # Out-of-range ids go to bucket E (sorted last, sent nowhere: the forward raises first).
+    buckets = torch.where(valid, ids, n_experts)
+    order = torch.argsort(buckets, stable=True)
+    counts = torch.zeros(n_experts + 1, dtype=torch.int64, device=device)
+    counts.scatter_add_(0, buckets, torch.ones_like(buckets))
+    # Row r: this rank's counts for rank r's experts, then its number of out-of-range ids.
+    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1)], 1)
+    recv = exchange_counts(send, group)
+    recv_counts = recv[:, :n_local]                       # (source rank, local expert)
+    host = torch.cat([send[:, :n_local].sum(1), recv_counts.sum(1), recv[:, n_local]]).tolist()
+    send_splits, recv_splits, bad = host[:world], host[world:2 * world], host[2 * world:]
+    if any(bad):
+        where = ", ".join(f"rank {r}: {n}" for r, n in enumerate(bad) if n)
+        raise ValueError(f"{_WHERE}: expert_ids must be global expert indices in [0, {n_experts}); "
+                         f"ids outside it per rank of the process group: {where}")
+
+    # Received rows come in blocks (source s, local expert e), row-major; the experts' rows
+    # must be in blocks (e, s). Received row i of block (s, e) goes to
+    # dst_start[s, e] + (i - src_start[s, e]).
+    n_recv = sum(recv_splits)
+    src_start = _exclusive_cumsum(recv_counts.reshape(-1)).view(world, n_local)
+    dst_start = _exclusive_cumsum(recv_counts.t().reshape(-1)).view(n_local, world).t()
+    shift = torch.repeat_interleave((dst_start - src_start).reshape(-1), recv_counts.reshape(-1),
+                                    output_size=n_recv)
+    local_inverse = torch.arange(n_recv, device=device) + shift
+    return Dispatch(order, _inverse(order), send_splits, recv_splits, _inverse(local_inverse), local_inverse,
+                    recv_counts.sum(0))
+
+
+# --- the module --------------------------------------------------------------------------------
+
+def _group_of(process_group):
+    """(group, rank, world size); TypeError / RuntimeError / ValueError naming process_group."""
+    if not dist.is_available():
+        raise RuntimeError(f"{_WHERE}: this torch build has no torch.distributed")
+    if process_group is not None and not isinstance(process_group, dist.ProcessGroup):
+        raise TypeError(f"{_WHERE}: process_group must be None (the world) or a torch.distributed "
+                        f"ProcessGroup, got {type(process_group).__name__}")
+    if not dist.is_initialized():
+        raise RuntimeError(f"{_WHERE}: torch.distributed is not initialized; call "
+                           "torch.distributed.init_process_group before building the module")
+    group = dist.group.WORLD if process_group is None else process_group
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError(f"{_WHERE}: process_group does not contain this process (rank "
+                         f"{dist.get_rank()} of the world)")
+    return group, rank, dist.get_world_size(group)
+
+
+def _check_tokens(x, expert_ids, probs, hidden: int, weight: torch.Tensor) -> None:
+    """Argument checks before any collective (shapes, dtypes, devices: no value is read)."""
+    for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{_WHERE}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"{_WHERE}: x is {x.dtype} but the experts' parameters are {weight.dtype}; "
+                        "it must have their dtype")
+    if x.dim() != 2 or x.shape[1] != hidden:
+        raise ValueError(f"{_WHERE}: x must be (T, H) with H = hidden_size = {hidden}, got shape {tuple(x.shape)}")
+    n_tokens = x.shape[0]
+    if expert_ids.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{_WHERE}: expert_ids must be int32 or int64 (global expert indices), got {expert_ids.dtype}")
+    if probs.dtype not in (torch.float32, x.dtype):
+        raise TypeError(f"{_WHERE}: probs must be float32 or x's dtype {x.dtype}, got {probs.dtype}")
+    for name, t in (("expert_ids", expert_ids), ("probs", probs)):
+        if tuple(t.shape) != (n_tokens,):
+            raise ValueError(f"{_WHERE}: {name} must be (T,) with T = x.shape[0] = {n_tokens}, "
+                             f"got shape {tuple(t.shape)}")
+    for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs)):
+        if t.device != weight.device:
+            raise ValueError(f"{_WHERE}: {name} is on {t.device} but the experts' parameters are on {weight.device}")
+
+
+class ExpertParallelGLUMLP(nn.Module):
+    """The E expert MLPs of an MoE layer over the W ranks of a process group: rank r holds
+    experts [r E/W, (r+1) E/W) and tokens travel to their expert's rank and back by
+    ``all_to_all_single`` (docs/expert_parallel.md).
+
+    Args:
+        num_experts: E, the global number of experts; a positive multiple of the group's
+            world size W.
+        hidden_size, ffn_hidden_size, activation, glu_layout, glu_interleave, bias, recipe,
+            device, dtype: as ``GroupedGLUMLP`` (any recipe).
+        process_group: the ranks sharing the experts (default: the world). torch.distributed
+            must be initialized; on GPUs the backend is NCCL, on CPUs gloo.
+
+    Parameters: ``experts``, a ``GroupedGLUMLP`` of the E/W local experts, in its layout
+    (``experts.fc1_weight`` (E/W, 2F, H), ...): local expert j is global expert
+    ``expert_offset + j``. Each rank initialises its own experts from its RNG; seed the ranks
+    apart, or take the slices of a full module with ``from_grouped``. The state dict holds the
+    local experts only (a full checkpoint concatenates the ranks' along dim 0).
+
+    Shapes (this rank's tokens, in any order; T may be 0 and may differ between ranks):
+        forward(x (T, H) in the parameters' dtype, expert_ids (T,) int32/int64 global expert
+        indices in [0, E), probs (T,) float32 or x's dtype) -> y (T, H) in x's dtype and
+        token order: ``y_t = probs_t * MLP_{expert_ids_t}(x_t)`` exactly as
+        ``tilefuse.grouped_glu_mlp`` defines it. Top-k routing: repeat each token k times
+        (x, expert ids and probs of its k slots) and sum its k output rows.
+
+    Differentiable in x, probs and the local parameters. Every rank of the group must call
+    forward, and run the backward through its output, with x and probs requiring grad alike
+    on all ranks: the backward's collectives pair up across ranks.
+
+    Synchronization: one host synchronization per forward, the split sizes that
+    ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
+    ``input_split_sizes``), copied after the counts are exchanged on the device; the backward
+    reuses them (none). So the module is not CUDA-graph capturable, and under torch.compile
+    it breaks the graph there. Expert ids outside [0, E) on any rank make every rank raise
+    the same ValueError after that copy. Argument errors (shapes, dtypes) are raised before
+    any collective, on the rank that has them.
+
+    The path of the local ``grouped_glu_mlp`` (its tuning-table key holds E/W and this rank's
+    received token count, bucketed) is chosen per call like ``GroupedGLUMLP``'s;
+    ``tilefuse.tune(model, example_inputs)`` called on every rank makes all ranks hold the
+    same table entries (rank 0 decides).
+
+    Example (on each of W ranks, after ``torch.distributed.init_process_group``):
+        >>> moe = ExpertParallelGLUMLP(64, 2048, 1408, device="cuda", dtype=torch.bfloat16)
+        >>> y = moe(x, expert_ids, probs)      # x (T, 2048), expert_ids (T,), probs (T,)
+    """
+
+    def __init__(self, num_experts: int, hidden_size: int, ffn_hidden_size: int, *, activation: str = "swiglu",
+                 glu_layout: str | None = None, glu_interleave: int | None = DEFAULT_GLU_INTERLEAVE,
+                 bias: bool = False, recipe: str | None = None, process_group=None, device=None, dtype=None):
+        super().__init__()
+        check_expert_args(_WHERE, (("num_experts", num_experts), ("hidden_size", hidden_size),
+                                   ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave,
+                          recipe)
+        group, rank, world = _group_of(process_group)
+        if num_experts % world:
+            raise ValueError(f"{_WHERE}: num_experts = {num_experts} must be a multiple of the process group's "
+                             f"world size {world} (each rank holds num_experts / world experts)")
+        self.process_group, self.rank, self.world_size = group, rank, world
+        self.num_experts, self.num_local_experts = num_experts, num_experts // world
+        self.expert_offset = rank * self.num_local_experts
+        self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
+        self.experts = GroupedGLUMLP(self.num_local_experts, hidden_size, ffn_hidden_size, activation=activation,
+                                     glu_layout=glu_layout, glu_interleave=glu_interleave, bias=bias, recipe=recipe,
+                                     device=device, dtype=dtype)
+
+    @classmethod
+    def from_grouped(cls, mlp: GroupedGLUMLP, *, process_group=None) -> "ExpertParallelGLUMLP":
+        """This rank's share of a ``GroupedGLUMLP`` holding all E experts: the same
+        configuration, device and dtype, the local experts' parameters copied."""
+        if not isinstance(mlp, GroupedGLUMLP):
+            raise TypeError(f"{_WHERE}.from_grouped: mlp must be a GroupedGLUMLP, got {type(mlp).__name__}")
+        weight = mlp.fc1_weight
+        new = cls(mlp.num_experts, mlp.hidden_size, mlp.ffn_hidden_size, activation=mlp.activation,
+                  glu_layout=mlp.glu_layout, glu_interleave=mlp.glu_interleave, bias=mlp.fc1_bias is not None,
+                  recipe=mlp.recipe, process_group=process_group, device=weight.device, dtype=weight.dtype)
+        local = slice(new.expert_offset, new.expert_offset + new.num_local_experts)
+        with torch.no_grad():
+            for name, param in new.experts.named_parameters():
+                param.copy_(getattr(mlp, name)[local])
+        return new
+
+    def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+        _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
+        group = self.process_group
+        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group)
+        x_recv = AllToAll.apply(Gather.apply(x, d.order, d.inverse), d.recv_splits, d.send_splits, group)
+        p_recv = AllToAll.apply(Gather.apply(probs, d.order, d.inverse), d.recv_splits, d.send_splits, group)
+        y_local = self.experts(Gather.apply(x_recv, d.local_order, d.local_inverse), d.tokens_per_expert,
+                               Gather.apply(p_recv, d.local_order, d.local_inverse))
+        y_recv = Gather.apply(y_local, d.local_inverse, d.local_order)
+        y_sent = AllToAll.apply(y_recv, d.send_splits, d.recv_splits, group)
+        return Gather.apply(y_sent, d.inverse, d.order)
+
+    def extra_repr(self) -> str:
+        return (f"num_experts={self.num_experts}, world_size={self.world_size}, rank={self.rank}, "
+                f"local experts [{self.expert_offset}, {self.expert_offset + self.num_local_experts})")

@@ -1,0 +1,363 @@
+"""ExpertParallelGLUMLP over torch.distributed (gloo on the CPU, kernels in Triton's interpreter;
+NCCL on two GPUs): the expert-parallel module equals one GroupedGLUMLP holding all experts,
+forward and every gradient, with uneven splits, a rank receiving no tokens, experts with zero
+tokens and a rank with no tokens at all; bad arguments name the argument (out-of-range expert
+ids on one rank make every rank raise); ``tilefuse.tune`` leaves all ranks with the same table
+entries.
+
+Each spawned group runs many cases (a spawn costs seconds: every process imports torch,
+Triton and tilefuse), each rank writing its per-case outcome to a JSON file the tests read.
+
+Reference: every rank builds the full module from one seed and the inputs of every rank; the
+full module runs all ranks' tokens at once, sorted by expert (within an expert the tokens then
+come in rank order, as they arrive at the expert's rank). Tolerances:
+- fp32 without a recipe, elementwise: each side is within k eps32 * max|result| of the exact
+  value with k = H + 2F + max(m_e) + 16 (test_grouped_mlp_reference.fp32_tolerance), so the two
+  differ by at most twice that.
+- otherwise normwise, the tuner's comparison of two paths of the op (GroupedFamily.compare:
+  4 eps_x + 16 sqrt(K) eps32, plus two quantization steps with a recipe). The two modules'
+  calls have different tuning keys (E/W experts and the rows a rank receives, against E and
+  all rows), so on a GPU they may run different paths or tiles; each expert sees the same
+  rows in the same order, so on the CPU (one path) they agree bitwise.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from test_grouped_mlp_reference import fp32_tolerance
+from tuning_helpers import FakeTimer
+
+import tilefuse
+from tilefuse import tuning
+from tilefuse.nn import ExpertParallelGLUMLP, GroupedGLUMLP
+from tilefuse.ops.grouped_glu_mlp import op
+from tilefuse.ops.grouped_glu_mlp.api import problem_for
+from tilefuse.ops.grouped_glu_mlp.tune import FAMILY, GroupedProblem
+from tilefuse.tuning import BASELINE, store, table
+
+# Imported by the spawned ranks too (conftest's TRITON_INTERPRET reaches them by the environment).
+HAS_CUDA = torch.cuda.is_available()
+E2, H, F = 4, 16, 8      # two ranks: 2 experts each
+
+
+def _case(name, n_experts, routes, hidden=H, ffn=F, dtype=torch.float32, **module):
+    module.setdefault("glu_interleave", 4)
+    return dict(name=name, n_experts=n_experts, routes=routes, hidden=hidden, ffn=ffn, dtype=dtype, module=module)
+
+
+# routes[r]: the global expert ids of rank r's tokens, in token order.
+CASES_2 = [
+    # Uneven: rank 0 receives 3 + 4 rows, rank 1 4 + 1.
+    _case("uneven-swiglu-s4", E2, [[3, 0, 1, 3, 2, 0, 3], [1, 1, 0, 0, 3]]),
+    # Only expert 0 is used: expert 1 has zero tokens, rank 1 receives none.
+    _case("rank1-receives-none-bias-geglu", E2, [[0, 0, 0, 0, 0], [0, 0, 0]], bias=True, activation="geglu",
+          glu_interleave=None),
+    # Rank 0 has no tokens; expert 1 none either.
+    _case("T0-on-rank0-bias-halves", E2, [[], [2, 3, 0, 2, 2, 3, 3, 0]], bias=True, glu_interleave=None),
+    _case("bf16", E2, [[1, 2, 2, 3, 0, 1, 3], [0, 3, 3, 1]], dtype=torch.bfloat16),
+    # A recipe runs its kernels (interpreter) on the local experts.
+    _case("recipe-mxfp8", E2, [[1, 2, 2, 3, 0, 1], [0, 3, 3]], hidden=32, ffn=32, recipe="mxfp8", glu_interleave=16),
+]
+# Four ranks, 8 experts: rank 1 has no tokens, nobody routes to rank 3's experts 6 and 7.
+CASES_4 = [_case("world4", 8, [[0, 5, 2, 2, 4, 1], [], [1, 1, 0, 3], [5, 4, 4, 0, 2]])]
+# The same four ranks as two process groups of two (process_group=, group ranks != world ranks).
+CASES_PAIRS = CASES_2[:1]
+# NCCL: the CPU cases on the GPUs (kernels compiled), and a larger bf16 one (377 rows, 8 experts).
+CASES_GPU = CASES_2 + [_case("bf16-H256-F128", 8, [[i * 5 % 8 for i in range(300)], [i % 3 for i in range(77)]],
+                             hidden=256, ffn=128, dtype=torch.bfloat16, glu_interleave=32)]
+
+
+# --- the spawned ranks ---------------------------------------------------------------------------
+
+def _init(rank, world, init_file, backend):
+    torch.set_num_threads(1)     # tiny tensors; more threads only wait on each other (conftest)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    # A short timeout: a test that desynchronizes the ranks fails instead of hanging.
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    return torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+
+
+def _inputs(case, device):
+    """Every rank's (x, expert_ids, probs, dy), drawn from one seed (all ranks draw them all)."""
+    g = torch.Generator().manual_seed(sum(map(ord, case["name"])))
+    out = []
+    for ids in case["routes"]:
+        n = len(ids)
+        x = torch.randn(n, case["hidden"], generator=g)
+        probs = torch.rand(n, generator=g) + 0.1
+        dy = torch.randn(n, case["hidden"], generator=g)
+        out.append([x.to(device, case["dtype"]), torch.tensor(ids, dtype=torch.int64, device=device),
+                    probs.to(device), dy.to(device, case["dtype"])])
+    return out
+
+
+def _full_module(case, device):
+    torch.manual_seed(7)
+    return GroupedGLUMLP(case["n_experts"], case["hidden"], case["ffn"], **case["module"]).to(device, case["dtype"])
+
+
+def _reference(case, full, inputs):
+    """The full module on all ranks' tokens: (y, dx, dprobs) in the concatenated token order,
+    the parameter gradients, and the tokens per expert."""
+    x = torch.cat([i[0] for i in inputs]).requires_grad_(True)
+    ids = torch.cat([i[1] for i in inputs])
+    probs = torch.cat([i[2] for i in inputs]).requires_grad_(True)
+    dy = torch.cat([i[3] for i in inputs])
+    order = torch.argsort(ids, stable=True)
+    counts = torch.bincount(ids, minlength=case["n_experts"])
+    y_sorted = full(x[order], counts, probs[order])
+    y = torch.empty_like(y_sorted)
+    y[order] = y_sorted
+    params = list(full.parameters())
+    grads = torch.autograd.grad(y, [x, probs, *params], dy)
+    return y.detach(), grads[0], grads[1], dict(zip([n for n, _ in full.named_parameters()], grads[2:])), counts
+
+
+GRADS = {"x": "dx", "probs": "dprobs", "fc1_weight": "dw1", "fc2_weight": "dw2", "fc1_bias": "db1",
+         "fc2_bias": "db2"}
+
+
+def _check_case(case, group, device) -> None:
+    full = _full_module(case, device)
+    inputs = _inputs(case, device)
+    y_ref, dx_ref, dp_ref, grads_ref, counts = _reference(case, full, inputs)
+
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    ep = ExpertParallelGLUMLP.from_grouped(full, process_group=None if group is dist.group.WORLD else group)
+    assert ep.rank == rank and ep.world_size == world
+    assert ep.num_local_experts == case["n_experts"] // world and ep.expert_offset == rank * ep.num_local_experts
+    x, ids, probs, dy = inputs[rank]
+    x, probs = x.clone().requires_grad_(True), probs.clone().requires_grad_(True)
+    y = ep(x, ids, probs)
+    y.backward(dy)
+
+    start = sum(len(r) for r in case["routes"][:rank])
+    rows = slice(start, start + len(case["routes"][rank]))
+    local = slice(ep.expert_offset, ep.expert_offset + ep.num_local_experts)
+    got = {"y": y.detach(), "dx": x.grad, "dprobs": probs.grad}
+    want = {"y": y_ref[rows], "dx": dx_ref[rows], "dprobs": dp_ref[rows]}
+    for name, param in ep.experts.named_parameters():
+        got[GRADS[name]], want[GRADS[name]] = param.grad, grads_ref[name][local]
+        for j in range(ep.num_local_experts):      # experts without tokens: exactly zero
+            assert counts[ep.expert_offset + j] > 0 or torch.count_nonzero(param.grad[j]) == 0, \
+                f"{name}: expert {ep.expert_offset + j} has no tokens"
+    for name in got:
+        assert got[name].shape == want[name].shape and got[name].dtype == want[name].dtype, name
+    if case["dtype"] == torch.float32 and not case["module"].get("recipe"):
+        for name in got:
+            tol = {k: 2 * v for k, v in fp32_tolerance(counts.tolist(), case["hidden"], case["ffn"],
+                                                        want[name]).items()}
+            torch.testing.assert_close(got[name], want[name], **tol, msg=lambda m, name=name: f"{name}: {m}")
+    else:
+        assert "db1" not in got, "the normwise comparison covers no bias gradient"
+        module = case["module"]
+        problem = problem_for(torch.cat([i[0] for i in inputs]), full.fc2_weight, full.activation,
+                              full.glu_interleave, False, module.get("recipe"))
+        errors = FAMILY.compare(problem, None, got, want)
+        assert not errors, errors
+
+
+def _check_arguments(rank, device) -> dict[str, str]:
+    """Each bad call raises on this rank before any collective (the out-of-range ids: on
+    every rank, after the count exchange). Returns case -> "ok" or what went wrong."""
+    ep = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device)
+    x, ids = torch.randn(3, H, device=device), torch.tensor([0, 3, 1], device=device)
+    probs = torch.rand(3, device=device)
+    cases = {
+        "num_experts-not-multiple-of-world": (ValueError, "num_experts = 3 must be a multiple",
+                                              lambda: ExpertParallelGLUMLP(3, H, F, glu_interleave=4)),
+        "num_experts-0": (ValueError, "num_experts", lambda: ExpertParallelGLUMLP(0, H, F, glu_interleave=4)),
+        "process_group-str": (TypeError, "process_group",
+                              lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, process_group="world")),
+        "activation": (ValueError, "activation", lambda: ExpertParallelGLUMLP(E2, H, F, activation="relu")),
+        "glu_interleave": (ValueError, "glu_interleave", lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=3)),
+        "from_grouped-not-grouped": (TypeError, "mlp must be a GroupedGLUMLP",
+                                     lambda: ExpertParallelGLUMLP.from_grouped(torch.nn.Linear(2, 2))),
+        "x-float64": (TypeError, "x is torch.float64", lambda: ep(x.double(), ids, probs)),
+        "x-list": (TypeError, "x must be a torch.Tensor", lambda: ep(x.tolist(), ids, probs)),
+        "x-width": (ValueError, "x must be (T, H)", lambda: ep(torch.randn(3, H + 1, device=device), ids, probs)),
+        "expert_ids-float": (TypeError, "expert_ids must be int32 or int64", lambda: ep(x, ids.float(), probs)),
+        "expert_ids-length": (ValueError, "expert_ids must be (T,)", lambda: ep(x, ids[:2], probs)),
+        "probs-int": (TypeError, "probs must be float32", lambda: ep(x, ids, ids)),
+        "probs-2d": (ValueError, "probs must be (T,)", lambda: ep(x, ids, probs[:, None])),
+    }
+    if device.type == "cuda":
+        cases["probs-on-cpu"] = (ValueError, "probs is on cpu", lambda: ep(x, ids, probs.cpu()))
+    elif HAS_CUDA:
+        cases["x-on-cuda"] = (ValueError, "x is on cuda", lambda: ep(x.cuda(), ids, probs))
+    # Collective: rank 1's ids are out of range; every rank raises, naming rank 1's two ids.
+    bad = torch.tensor([0, E2, -1], device=device) if rank == 1 else ids
+    cases["expert_ids-out-of-range-on-rank-1"] = (ValueError, "expert_ids must be global expert indices in [0, 4)"
+                                                  "; ids outside it per rank of the process group: rank 1: 2",
+                                                  lambda: ep(x, bad, probs))
+    out = {}
+    for name, (exc, text, call) in cases.items():
+        try:
+            call()
+        except exc as e:
+            out[name] = "ok" if text in str(e) else f"{type(e).__name__} without {text!r}: {e}"
+        except Exception as e:  # noqa: BLE001 - reported per case
+            out[name] = f"{type(e).__name__} instead of {exc.__name__}: {e}"
+        else:
+            out[name] = f"no {exc.__name__}"
+    # The group still works after the collective error.
+    y = ep(x, ids, probs)
+    out["forward-after-error"] = "ok" if y.shape == (3, H) and torch.isfinite(y).all() else f"bad y {y}"
+    return out
+
+
+def _keys_used(ep, routes):
+    """The grouped_glu_mlp keys a forward of ``routes`` uses on each rank (its received rows)."""
+    keys = []
+    for r in range(len(routes)):
+        n = sum(1 for ids in routes for e in ids if e // ep.num_local_experts == r)
+        keys.append(FAMILY.key(GroupedProblem.of(n, H, F, ep.num_local_experts, 4, "swiglu", 4, False)))
+    return keys
+
+
+def _check_tune(rank, device, out_dir) -> dict:
+    """tilefuse.tune(ep, inputs) with per-rank cache files that disagree and per-rank fake
+    timers that favour different candidates: rank 0 decides, every rank ends the same."""
+    os.environ["TILEFUSE_CACHE_DIR"] = str(Path(out_dir) / f"cache{rank}")    # separate local files
+    store.builtin_dir = lambda: Path(out_dir) / "no-builtin"
+    tuning.reload()
+    # Rank 0 receives 5 rows (key T8), rank 1 11 (key T16).
+    routes = [[0, 1, 1, 2, 3, 3, 2, 2, 3], [0, 0, 2, 3, 3, 2, 2]]
+    torch.manual_seed(3)
+    ep = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device)
+    key8, key16 = _keys_used(ep, routes)
+    assert key8.endswith("-T8-swiglu-s4") and key16.endswith("-T16-swiglu-s4"), (key8, key16)
+    candidates = FAMILY.candidates(FAMILY.problem_for_key(key16))
+    # Rank 0 has swept key8 (the baseline won); rank 1's own file says another config won.
+    local = BASELINE if rank == 0 else FAMILY.config_to_dict(candidates[3])
+    table.record("grouped_glu_mlp", {key8: {"winner": local}})
+    n = len(routes[rank])
+    x = torch.randn(n, H, device=device, requires_grad=True)
+    ids = torch.tensor(routes[rank], device=device)
+    probs = torch.rand(n, device=device)
+    results = tilefuse.tune(ep, (x, ids, probs), timer=FakeTimer(candidates[rank].name, 0.8), rounds=2,
+                            progress=False, device=device.type)
+
+    def describe(key):
+        entry = tuning.get_entry("grouped_glu_mlp", key)
+        return None if entry is None else FAMILY.describe(entry)
+
+    def routed(key):
+        found = op.route(FAMILY.problem_for_key(key), device)
+        return found if isinstance(found, str) or found is None else found.name
+    with tilefuse.level(2):
+        return {"swept": [r.key for r in results], "entries": {k: describe(k) for k in (key8, key16)},
+                "routes": {k: routed(k) for k in (key8, key16)},
+                "expected": {key8: BASELINE, key16: candidates[0].name},
+                "expected_routes": {key8: op.COMPOSE, key16: candidates[0].name}}
+
+
+def _worker(rank, world, init_file, out_dir, backend, sections):
+    device = _init(rank, world, init_file, backend)
+    report = {}
+    try:
+        for section in sections:
+            if section == "arguments":
+                report[section] = _check_arguments(rank, device)
+            elif section == "tune":
+                report[section] = _check_tune(rank, device, out_dir)
+            else:                                      # a list of equality cases
+                cases = {"cases2": CASES_2, "cases4": CASES_4, "gpu": CASES_GPU, "pairs": CASES_PAIRS}[section]
+                group = dist.group.WORLD
+                if section == "pairs":                 # ranks {0, 1} and {2, 3} as two groups
+                    pairs = [dist.new_group([r, r + 1]) for r in range(0, world, 2)]
+                    group = pairs[rank // 2]
+                report[section] = {}
+                for case in cases:
+                    try:
+                        _check_case(case, group, device)
+                        report[section][case["name"]] = "ok"
+                    except AssertionError:          # a comparison, after every collective of the case
+                        report[section][case["name"]] = traceback.format_exc()
+    finally:
+        with open(Path(out_dir) / f"rank{rank}.json", "w") as f:
+            json.dump(report, f)
+        dist.destroy_process_group()
+
+
+def _spawn(tmp_path, world, backend, sections, timeout_s=240):
+    """Run ``sections`` on ``world`` spawned ranks; return each rank's report."""
+    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init"), str(tmp_path), backend, sections), nprocs=world,
+                   join=False)
+    deadline = time.monotonic() + timeout_s
+    while not ctx.join(timeout=1):            # raises if a rank failed
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.terminate()
+            pytest.fail(f"the {world} ranks did not finish within {timeout_s} s")
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def _assert_all_ok(reports, section):
+    failed = [f"rank {r} {name}: {outcome}" for r, report in enumerate(reports)
+              for name, outcome in report[section].items() if outcome != "ok"]
+    assert not failed, "\n".join(failed)
+
+
+# --- the tests -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """One group of two gloo ranks runs the argument checks, the equality cases and the tune."""
+    sections = ["arguments", "cases2"] + ([] if HAS_CUDA else ["tune"])
+    return _spawn(tmp_path_factory.mktemp("ep2"), 2, "gloo", sections)
+
+
+def test_bad_arguments_name_the_argument(two_ranks):
+    _assert_all_ok(two_ranks, "arguments")
+    assert len(two_ranks[0]["arguments"]) >= 14
+
+
+def test_two_ranks_equal_one_module_holding_all_experts(two_ranks):
+    _assert_all_ok(two_ranks, "cases2")
+    assert sorted(two_ranks[1]["cases2"]) == sorted(c["name"] for c in CASES_2)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter sweeps (fake timer)")
+def test_tune_leaves_every_rank_with_rank_0s_entries(two_ranks):
+    tune = [r["tune"] for r in two_ranks]
+    # Rank 0 had key T8 covered, so only T16 was swept, by rank 0 (one key per rank in turn).
+    assert tune[0]["swept"] == [k for k in tune[0]["expected"] if k.endswith("-T16-swiglu-s4")]
+    assert tune[1]["swept"] == []
+    for r in tune:
+        assert r["entries"] == r["expected"] == tune[0]["expected"], r
+        # The same path on every rank: the fused config for T16, the compose route for T8.
+        assert r["routes"] == r["expected_routes"] == tune[0]["expected_routes"], r
+
+
+def test_four_ranks_and_two_process_groups_of_two_equal_one_module(tmp_path):
+    reports = _spawn(tmp_path, 4, "gloo", ["cases4", "pairs"])
+    _assert_all_ok(reports, "cases4")
+    _assert_all_ok(reports, "pairs")
+
+
+def test_module_needs_an_initialized_process_group():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        ExpertParallelGLUMLP(2, H, F, glu_interleave=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs (NCCL)")
+def test_nccl_two_gpus_equal_one_module_holding_all_experts(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")     # NVLink multicast off (the device machines' rule)
+    reports = _spawn(tmp_path, 2, "nccl", ["arguments", "gpu"], timeout_s=420)
+    _assert_all_ok(reports, "arguments")
+    _assert_all_ok(reports, "gpu")
