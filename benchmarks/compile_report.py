@@ -80,6 +80,17 @@ def summarize(c) -> str:
             f"calls {calls} async copies {copies}")
 
 
+def sass_per_element(c, elements_per_thread: int, top: int = 8) -> str:
+    """SASS instructions of the compiled kernel ``c`` per element a thread handles (a tile's
+    static count: the loop body once, which for a tile-per-program kernel is the work of one
+    tile), and its most frequent opcodes."""
+    ops = collections.Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", _cuobjdump(c, "-sass")))
+    total = sum(ops.values())
+    return (f"{total} SASS instructions, {elements_per_thread} elements per thread, "
+            f"{total / max(elements_per_thread, 1):.1f} per element; most: "
+            + ", ".join(f"{k} {v}" for k, v in ops.most_common(top)))
+
+
 # --------------------------------------------------------------------------- dyt
 
 def report_dyt(arch: int):
@@ -104,6 +115,7 @@ def report_dyt(arch: int):
                                    ["dy_ptr", "x_ptr", "dx_ptr", "weight_ptr", "dweight_part_ptr",
                                     "dbias_part_ptr", "n_cols"], arch, w)
                 print(f"  bwd  {dt} M{bm:<4} N{bn:<5} w{w}: {summarize(c)}", flush=True)
+                print(f"  {'':24s}{sass_per_element(c, bm * bn // (32 * w))}", flush=True)
 
 
 # --------------------------------------------------------------------------- so2
@@ -216,12 +228,7 @@ def report_quant(arch: int):
         sig = {**{k: v for k, v in _FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}
         c = compile_kernel(K.fp8_block_kernel, sig, ce, [n for n in _FP8 if n not in ce], arch, warps,
                            **L._COMPILE)
-        ops = collections.Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)",
-                                             _cuobjdump(c, "-sass")))
-        per_thread = bm * bk // (32 * warps)
-        total = sum(ops.values())
-        print(f"  {name:32s} {bm}x{bk} w{warps}: {total} SASS instructions, {per_thread} elements per thread, "
-              f"{total / per_thread:.1f} per element; most: {', '.join(f'{k} {v}' for k, v in ops.most_common(8))}")
+        print(f"  {name:32s} {bm}x{bk} w{warps}: {sass_per_element(c, bm * bk // (32 * warps))}")
         print(f"  {'':32s} {summarize(c)}", flush=True)
 
 
