@@ -98,7 +98,13 @@ def set_level(n: int | None) -> None:
 
 @contextlib.contextmanager
 def level(n: int):
-    """Run a block at level ``n`` (thread-local, nests)."""
+    """Run a block at level ``n`` (thread-local, nests).
+
+    Thread-local means: on CUDA, autograd runs ``backward()`` on its own device thread, which
+    does not see a ``level`` block around the ``backward()`` call (it sees ``set_level`` /
+    ``TILEFUSE_LEVEL``); the ops take their backward route from the level in force there, or
+    from what their forward decided (so2_mixing_stack), not from the block. Wrap the forward,
+    or use ``set_level``, to choose a backward's level."""
     n = _check_level(n)
     stack = getattr(_state, "stack", None)
     if stack is None:
