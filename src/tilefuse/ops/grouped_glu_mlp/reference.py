@@ -27,7 +27,9 @@ Three renderings live here:
   kernels evaluate them; tested against autograd of the reference.
 - ``grouped_glu_mlp_unfused``: the composition users write without tilefuse (grouped GEMM, the
   activation as separate torch ops, grouped GEMM), differentiable by autograd. It is the op's
-  level-0/1 path and the baseline ("relay") the tuner times the fused kernels against.
+  level-0 path and its path wherever the compose route (compose.py: the same GEMMs with
+  tilefuse's glue kernels, the tuner's baseline) cannot run; benchmarks time it as the plain
+  composition.
 
 The first two read ``tokens_per_expert`` on the host (they are oracles, not hot paths) and check
 its sum there. The unfused composition does not, except in its per-expert-loop fallback (see its
