@@ -37,9 +37,7 @@ import argparse
 import cProfile
 import os
 import pstats
-import statistics
 import sys
-import time
 
 import torch
 
@@ -52,22 +50,6 @@ from tilefuse.ops.dyt import launch, op  # noqa: E402
 from tilefuse.ops.dyt.op import dyt_op  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def sync():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
-def per_call_us(fn, n=2000):
-    for _ in range(min(20, n)):
-        fn()
-    sync()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    sync()
-    return (time.perf_counter() - t) / n * 1e6
 
 
 def make_inputs(rows, cols, dtype=torch.float32, channels_last=True, seed=0):
@@ -181,7 +163,7 @@ def profile(x, a, w, b, dy):
         prof.enable()
         for _ in range(n):
             fn()
-        sync()
+        check_dyt.sync_device(DEVICE)
         prof.disable()
         pstats.Stats(prof).sort_stats(key).print_stats(22)
 
@@ -190,7 +172,8 @@ def layers(args):
     print("\nlayers, 64x16 fp32:")
     inputs = tiny_inputs()
     for name, fn in rows(*inputs).items():
-        print(f"{name:36s} {per_call_us(fn, args.calls):8.1f} us/call", flush=True)
+        us = check_dyt.median_per_call_us(fn, DEVICE, calls=args.calls, rounds=1)
+        print(f"{name:36s} {us:8.1f} us/call", flush=True)
     if args.profile:
         profile(*inputs)
     return 0

@@ -28,8 +28,10 @@ def capture_cuda_graph(fn, pool=None):
 
 
 def normwise_rel_error(got, want) -> float:
-    """||got - want|| / ||want|| (Frobenius norms, float64 on the host); max |got| where want is
-    all zeros."""
-    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    """||got - want|| / ||want|| (Frobenius norms, in float64 on the tensors' device, on the host
+    where they differ); max |got| where want is all zeros."""
+    got, want = got.detach().double(), want.detach().double()
+    if got.device != want.device:
+        got, want = got.cpu(), want.cpu()
     denom = float(want.norm())
     return float((got - want).norm()) / denom if denom else float(got.abs().max())

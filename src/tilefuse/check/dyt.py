@@ -153,18 +153,18 @@ def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[
 HOST_SHAPE = (64, 256)   # fp32: the GPU work is negligible, what is timed is the host's
 
 
-def _sync(device) -> None:
+def sync_device(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
 
 def per_call_us(fn: Callable, calls: int, device) -> float:
     """Microseconds per call of ``calls`` back-to-back calls, synchronised before and after."""
-    _sync(device)
+    sync_device(device)
     t = time.perf_counter()
     for _ in range(calls):
         fn()
-    _sync(device)
+    sync_device(device)
     return (time.perf_counter() - t) / calls * 1e6
 
 
@@ -190,12 +190,7 @@ def host_providers(rows: int, cols: int, device) -> dict[str, tuple[Callable, Ca
     """name -> (forward, forward + backward) zero-argument calls at (rows, cols) fp32: tilefuse's
     eager path (also through the JIT, and without grad), its custom op, eager DyT, F.layer_norm,
     torch.tanh and Liger-Kernel's DyT when it imports."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, cols, generator=g).to(device).requires_grad_(True)
-    a = torch.full((1,), 0.5, device=device, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(cols, generator=g)).to(device).requires_grad_(True)
-    b = (0.1 * torch.randn(cols, generator=g)).to(device).requires_grad_(True)
-    dy = torch.randn(rows, cols, generator=g).to(device)
+    x, a, w, b, dy = _inputs((rows, cols), torch.float32, torch.float32, True, True, device)
     leaves = (x, a, w, b)
     fwd = {
         "tilefuse.dyt": lambda: api.dyt(x, a, w, b),

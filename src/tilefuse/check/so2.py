@@ -15,6 +15,7 @@ import torch
 from .. import launches, policy, tuning
 from ..ops.so2_mixing_stack import configs, launch, op
 from ..ops.so2_mixing_stack.api import so2_mixing_stack
+from ..ops.so2_mixing_stack.compose import ieee_matmul
 from ..ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_reference
 from ..ops.so2_mixing_stack.tune import So2Problem
 from ..tuning import timing
@@ -231,12 +232,8 @@ def fp32_gemm_ceiling_tflops() -> float:
     stack's IEEE GEMMs are read against (the H200's FP32 peak is 67 TFLOP/s by its spec)."""
     n = 8192
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
+    with ieee_matmul():
         t = timing.interleaved({"sgemm": lambda: a @ b}, graphs=True, rounds=3)["sgemm"]
-    finally:
-        torch.set_float32_matmul_precision(saved)
     return 2 * n ** 3 / (t.median_ms * 1e-3) / 1e12
 
 

@@ -16,7 +16,7 @@ cuBLAS through their row stride (no copies), and W^T the contiguous copies launc
 makes. The final layer's GEMM (g + g @ W^T) likewise.
 
 Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.allow_tf32`` or
-``torch.set_float32_matmul_precision`` say outside (``_ieee_matmul`` sets "highest" around
+``torch.set_float32_matmul_precision`` say outside (``ieee_matmul`` sets "highest" around
 them and restores the caller's setting), so the route is an exact path like the relay; its sums
 are ordered by cuBLAS, not by the relay's K walk, so it equals the relay within the op's fp32
 tolerance, not bitwise (tune.So2Family.compare).
@@ -33,7 +33,7 @@ from .reference import So2Dims
 
 
 @contextlib.contextmanager
-def _ieee_matmul():
+def ieee_matmul():
     """float32 matmuls without TF32 inside the block (the caller's setting restored after)."""
     saved = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
@@ -49,7 +49,7 @@ def gemm_t(a, w0t, w1t, res, out, d: So2Dims, cfg=None, w0t_lo=None, w1t_lo=None
     apply: exact cuBLAS GEMMs)."""
     if a.shape[1] == 0:
         return
-    with _ieee_matmul():
+    with ieee_matmul():
         for start, stop, wt in ((0, d.m0, w0t), (d.m0, d.row, w1t)):
             torch.baddbmm(res[..., start:stop], a[..., start:stop], wt, out=out[..., start:stop])
     launches.record("so2_bwd_compose_gemm")

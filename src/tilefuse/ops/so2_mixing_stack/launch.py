@@ -48,16 +48,12 @@ def split_tf32(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return hi, _tf32_round(w - hi)
 
 
-def _weights(w: torch.Tensor, cfg: So2Config) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """What the layer GEMMs read as (w, w_lo): ``w`` itself, or its TF32 split for 3xtf32."""
+def _weights(w: torch.Tensor, cfg: So2Config) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the layer GEMMs read as (w, w_lo): the TF32 split for 3xtf32, else ``w`` twice
+    (the kernel reads w_lo only for 3xtf32)."""
     if cfg.dot_precision(w.dtype == torch.float32) == TF32X3:
         return split_tf32(w)
-    return w, None
-
-
-def _layer(w: torch.Tensor | None, layer: int) -> torch.Tensor | None:
-    """Layer ``layer`` of a stacked weight, or None for an absent one (no 3xtf32 tails)."""
-    return None if w is None else w[layer]
+    return w, w
 
 
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
@@ -66,7 +62,7 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     w (F, K, N) read at its own strides, element (k, n) at w[f, k, n]. Callers pass w with unit
     stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
     backward (module docstring); for a 3xtf32 config w is W's TF32 heads and ``w_lo`` its tails
-    (``_weights``)."""
+    (``_weights``; read only for 3xtf32, None: ``w``)."""
     from .kernels import so2_gemm_kernel
     F, E = a.shape[0], a.shape[1]
     if n_len <= 0 or E == 0:
@@ -110,13 +106,13 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
         )
         common = dict(z=z, sigma=sigma)
         _gemm(FWD_GATED, u, w0g[layer], u, u_next, d, cfg, k_start=0, k_len=d.m0,
-              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, w_lo=_layer(w0lo, layer), **common)
+              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, w_lo=w0lo[layer], **common)
         _gemm(FWD_GATED, u, w1g[layer], u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
-              n_start=d.m0, n_len=d.m1, w_lo=_layer(w1lo, layer), **common)
+              n_start=d.m0, n_len=d.m1, w_lo=w1lo[layer], **common)
         launches.record("so2_fwd_layer")
         u = u_next
     alpha_c = alpha.contiguous()
-    final = ((w0g[ng], _layer(w0lo, ng), 0, d.m0), (w1g[ng], _layer(w1lo, ng), d.m0, d.m1))
+    final = ((w0g[ng], w0lo[ng], 0, d.m0), (w1g[ng], w1lo[ng], d.m0, d.m1))
     for w, w_lo, k_start, k_len in final:
         _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
               alpha=alpha_c, apply_alpha=apply_alpha, w_lo=w_lo)
@@ -243,7 +239,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _layer_gemm_t(cfg)(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, _layer(w0t_lo, ng), _layer(w1t_lo, ng))
+    _layer_gemm_t(cfg)(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, w0t_lo[ng], w1t_lo[ng])
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -257,7 +253,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             g_cur = g_next
             continue
         relay_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, sigma, gz, gq, d, cfg,
-                    _layer(w0t_lo, layer), _layer(w1t_lo, layer))
+                    w0t_lo[layer], w1t_lo[layer])
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]

@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
+from ...utils import normwise_rel_error
 from . import configs, launch
 from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fused_supported, level3_candidates,
                       relay_candidates)
@@ -141,16 +142,11 @@ def compose_mismatches(problem: "So2Problem", got: dict, want: dict) -> list[str
     """The composition route against the relay (``compose_tolerance``), one message per output."""
     tol, out = compose_tolerance(problem), []
     for name in ("grad_u0", "grad_alpha"):
-        err = _error(got[name], want[name].double())
+        err = normwise_rel_error(got[name], want[name])
         if not err <= tol:
             out.append(f"{name}: normwise difference from the relay {err:.2e} > {tol:.2e} (the composition's "
                        f"fp32 tolerance)")
     return out
-
-
-def _error(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """Normwise relative error ||got - ref|| / ||ref||, in float64 on the device."""
-    return float((got.double() - ref).norm() / ref.norm())
 
 
 def _scaled(i: So2Inputs, grad_scale: float = 1.0, u_scale: float = 1.0) -> So2Inputs:
@@ -158,8 +154,7 @@ def _scaled(i: So2Inputs, grad_scale: float = 1.0, u_scale: float = 1.0) -> So2I
     return dataclasses.replace(i, grad_out=i.grad_out * grad_scale, u0=i.u0 * u_scale, reference={})
 
 
-def _range_sets_names() -> tuple[str, ...]:
-    return ("grad_out near the largest float32", "u0 large", "grad_out near the smallest normal")
+RANGE_SETS = ("grad_out near the largest float32", "u0 large", "grad_out near the smallest normal")
 
 
 def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
@@ -172,7 +167,7 @@ def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
     u_max = float(i.u0.abs().max())
     pow2 = lambda target, have: 2.0 ** (target - math.ceil(math.log2(have)))   # noqa: E731
     scales = ({"grad_scale": pow2(125, g_max)}, {"u_scale": pow2(100, u_max)}, {"grad_scale": pow2(-120, g_med)})
-    return {name: _scaled(i, **scale) for name, scale in zip(_range_sets_names(), scales)}
+    return {name: _scaled(i, **scale) for name, scale in zip(RANGE_SETS, scales)}
 
 class So2Family(TuningFamily):
     name = "so2_mixing_stack"
@@ -290,7 +285,7 @@ class So2Family(TuningFamily):
         ref = _reference64(problem, inputs)
         messages, errors = [], {}
         for name in ("x_local", "grad_u0", "grad_alpha"):
-            err, exact = _error(got[name], ref[name]), _error(want[name], ref[name])
+            err, exact = normwise_rel_error(got[name], ref[name]), normwise_rel_error(want[name], ref[name])
             ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
             errors[name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
                             "ratio": round(ratio, 3)}
@@ -306,7 +301,7 @@ class So2Family(TuningFamily):
                     messages.append(f"{name} on {what}: {int(bad.sum())} elements not finite where the exact "
                                     f"path's are")
         record = {"passed": not messages, "edges": int(inputs.grad_out.shape[0]),
-                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(_range_sets_names())}
+                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(RANGE_SETS)}
         return messages, record
 
     def default_problems(self) -> list[So2Problem]:
