@@ -34,7 +34,7 @@ milliseconds and its collectives' (count exchange + host copy, dispatch, combine
 all-to-alls) with their share of the step. ``--json`` writes the same numbers.
 
 Time: estimated 1-2 minutes on two H200 GPUs (the process start, the kernels' compilation and
-7 rounds of 10 steps of ~10-25 ms per provider); not yet run. ``--tiny``: ~20 s on a CPU (no
+7 rounds of 10 steps of ~10-25 ms per provider). ``--tiny``: ~20 s on a CPU (no
 GPU; its numbers time the interpreter and mean nothing).
 """
 

@@ -67,8 +67,8 @@ import torch
 
 from ... import launches, policy
 from ...utils import cdiv
-from .launch import ACTIVATIONS, kernel_layouts, summed_rows
-from .reference import _row_major, assert_counts_on_device
+from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
+from .reference import _row_major, assert_counts_on_device, grouped_mm_takes
 
 # Experts scanned per step by kernels.row_experts (a program compares its rows with this many
 # end offsets at a time; a constant, so E does not recompile the kernels).
@@ -93,36 +93,29 @@ class GlueConfig:
 DEFAULT_GLUE = GlueConfig()
 
 
-def takes(itemsize: int, hidden: int, ffn: int) -> bool:
-    """Whether the route's GEMMs can run on ``torch._grouped_mm``: bf16 / fp16 / fp32 (itemsize 2
-    or 4) and every operand row (H, F, 2F elements) a multiple of 16 bytes. This is
-    ``reference.uses_grouped_mm``'s eager criterion (tested to agree with it), asked of sizes:
-    the route calls ``torch._grouped_mm`` inside its custom ops, which run eagerly under
-    torch.compile too, so the bf16-only meta kernel that restricts the traced composition does
-    not restrict it."""
-    if not hasattr(torch, "_grouped_mm") or itemsize not in (2, 4):
-        return False
-    per_row = 16 // itemsize
-    return hidden % per_row == 0 and ffn % per_row == 0
+# Whether the route's GEMMs can run on ``torch._grouped_mm``, asked of sizes (it calls
+# ``torch._grouped_mm`` inside its custom ops, which run eagerly under torch.compile too, so the
+# bf16-only meta kernel that restricts the traced composition does not restrict it).
+takes = grouped_mm_takes
 
 
 def serves(problem, device: torch.device) -> bool:
     """Whether the op runs this route for ``problem`` (tune.GroupedProblem) on ``device`` when no
     fused winner is selected: no quantized recipe, kernels enabled there (level >= 1; CUDA, or
     a CPU under Triton's interpreter) and ``takes``."""
-    return (not problem.recipe and device.type in ("cpu", "cuda") and policy.kernels_enabled(device)
+    return (not problem.recipe and policy.kernels_enabled(device)
             and takes(problem.itemsize, problem.hidden, problem.ffn))
 
 
 def _glue_kernels():
-    from .kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel, grouped_colsum_kernel
-    return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel, grouped_colsum_kernel
+    from .kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel
+    return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, glue: GlueConfig = DEFAULT_GLUE):
     """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
     bias; z, h and ends are what ``backward`` takes. Tensors of any strides."""
-    glu_kernel, _, bias_kernel, _ = _glue_kernels()
+    glu_kernel, _, bias_kernel = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
     x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
@@ -158,12 +151,12 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
              glue: GlueConfig = DEFAULT_GLUE):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) from ``forward``'s z, h and ends; dx
     in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all contiguous.
-    dy of any strides (``y.sum().backward()`` gives an expanded one)."""
-    _, dglu_kernel, _, colsum_kernel = _glue_kernels()
+    The other tensors as ``forward`` read them (op.compose_apply lays them out before the
+    forward; z and h are its own outputs); dy of any strides (``y.sum().backward()`` gives an
+    expanded one)."""
+    _, dglu_kernel, _ = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
-    x, w1, w2, h = _row_major(x), _row_major(w1), _row_major(w2), _row_major(h)
-    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
     launches.record("grouped_mlp_compose_bwd")
     if T == 0:
         return _zero_grads(x, probs, w1, w2, b1, b2)
@@ -171,7 +164,6 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     # dy is reduced along H for the fc2 bias (dprobs' term and db2): summed_rows, so that the
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
-    z = _row_major(z)
     dh = torch._grouped_mm(dy, w2, offs=ends)
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
@@ -185,13 +177,4 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     dx = torch._grouped_mm(dz, w1, offs=ends)
     dw1 = torch._grouped_mm(dz.t(), x, offs=ends)
     dw2 = torch._grouped_mm(dy.t(), h, offs=ends)
-    db1 = db2 = None
-    if b1 is not None:
-        db1 = torch.empty(b1.shape, dtype=b1.dtype, device=x.device)
-        colsum_kernel[(E, cdiv(2 * F, 64))](dz, dz, db1, counts, T, 2 * F, E, dz.stride(0),
-                                            HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
-    if b2 is not None:
-        db2 = torch.empty(b2.shape, dtype=b2.dtype, device=x.device)
-        colsum_kernel[(E, cdiv(H, 64))](dy_summed, probs, db2, counts, T, H, E, dy_summed.stride(0),
-                                        HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
-    return dx, dprobs, dw1, dw2, db1, db2
+    return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

@@ -201,6 +201,24 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     return y, z, h
 
 
+def bias_grads(dz, dy, probs, counts, b1, b2):
+    """(db1 or None, db2 or None): the per-expert column sums of dz (T, 2F) and of p * dy (T, H),
+    in fixed order (grouped_colsum_kernel), each in its bias's dtype; dz and dy row-major with
+    unit column stride."""
+    from .kernels import grouped_colsum_kernel
+    T, E = dz.shape[0], counts.shape[0]
+    db1 = db2 = None
+    if b1 is not None:
+        db1 = torch.empty_like(b1, memory_format=torch.contiguous_format)
+        grouped_colsum_kernel[(E, cdiv(dz.shape[1], 64))](dz, dz, db1, counts, T, dz.shape[1], E, dz.stride(0),
+                                                           HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
+    if b2 is not None:
+        db2 = torch.empty_like(b2, memory_format=torch.contiguous_format)
+        grouped_colsum_kernel[(E, cdiv(dy.shape[1], 64))](dy, probs, db2, counts, T, dy.shape[1], E, dy.stride(0),
+                                                           HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
+    return db1, db2
+
+
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
              wgrad_config=None, recipe=None, dgrad_weights=None):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
@@ -210,7 +228,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
     all by the quantizer kernels."""
-    from .kernels import EPI_DGLU, EPI_STORE, grouped_colsum_kernel
+    from .kernels import EPI_DGLU, EPI_STORE
     cfg = config or heuristic("bwd", x.element_size(), recipe)
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
     T, H = x.shape
@@ -253,14 +271,6 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         if quantized:
             a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
         _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
-    db1 = db2 = None
-    if b1 is not None:
-        db1 = torch.empty_like(b1, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(2 * F, 64))](dz, dz, db1, counts, T, 2 * F, E, dz.stride(0),
-                                                     HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
-    if b2 is not None:
-        db2 = torch.empty_like(b2, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(H, 64))](dy, probs, db2, counts, T, H, E, dy.stride(0),
-                                                 HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
+    db1, db2 = bias_grads(dz, dy, probs, counts, b1, b2)
     launches.record("grouped_mlp_bwd")
     return dx, dprobs.to(probs.dtype), dw1, dw2, db1, db2

@@ -75,6 +75,19 @@ def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
     return COMPOSE if compose.serves(problem, device) else None
 
 
+def _bias_out(x, db):
+    """A bias gradient as a custom op returns it: an empty tensor for a missing bias."""
+    return x.new_empty(0) if db is None else db
+
+
+def _grads_fake(x, probs, w1, w2, b1, b2):
+    """The backward custom ops' fake results: (dx, dprobs, dw1, dw2, db1, db2) of the right
+    shapes, an empty tensor for a missing bias."""
+    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
+            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
+            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+
+
 def _no_double_backward(recipe) -> None:
     if recipe:
         raise RuntimeError(f"grouped_glu_mlp: recipe {recipe!r} has no double backward (create_graph=True); "
@@ -192,14 +205,12 @@ def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, 
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
                                                      interleave or None, config=cfg, recipe=recipe or None,
                                                      dgrad_weights=kept)
-    return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
+    return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_bwd_op.register_fake
 def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, *rest):
-    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
-            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
-            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+    return _grads_fake(x, probs, w1, w2, b1, b2)
 
 
 def _setup_context(ctx, inputs, output):
@@ -265,16 +276,13 @@ def grouped_mlp_unfused_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.
     host); a missing bias's gradient is an empty tensor."""
     g = grouped_glu_mlp_backward_reference(dy, x, counts, probs, w1, w2, activation=activation,
                                            glu_interleave=interleave or None, fc1_bias=b1, fc2_bias=b2)
-    return (g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"],
-            x.new_empty(0) if g["dfc1_bias"] is None else g["dfc1_bias"],
-            x.new_empty(0) if g["dfc2_bias"] is None else g["dfc2_bias"])
+    return (g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"], _bias_out(x, g["dfc1_bias"]),
+            _bias_out(x, g["dfc2_bias"]))
 
 
 @grouped_mlp_unfused_bwd_op.register_fake
 def _unfused_bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, activation, interleave):
-    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
-            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
-            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+    return _grads_fake(x, probs, w1, w2, b1, b2)
 
 
 def _unfused_setup_context(ctx, inputs, output):
@@ -305,22 +313,33 @@ def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)
 
 # --- the compose route (compose.py) ----------------------------------------------------------
 
+def _save_compose(ctx, inputs, z, h, ends):
+    """What the compose route's backward reads: the forward's inputs, z, h and the offsets."""
+    x, counts, probs, w1, w2, b1, b2, activation, interleave = inputs
+    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
+    ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+
+
+def _compose_grads(ctx, dy, backward):
+    """The gradients of the nine forward arguments from ``backward`` (compose.backward or its
+    custom op, which share a signature), or of the unfused composition under create_graph."""
+    ends = ctx.saved_tensors[9]
+
+    def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
+        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave)
+    return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+
+
 class ComposeFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave):
         y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
-        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
-        ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+        _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave), z, h, ends)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        ends = ctx.saved_tensors[9]
-
-        def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
-            return compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation,
-                                    ctx.interleave)
-        return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+        return _compose_grads(ctx, dy, compose.backward)
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
@@ -329,7 +348,7 @@ def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: tor
                                activation: str, interleave: int
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, z, h, ends) of compose.forward (interleave 0: halves)."""
-    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None)
+    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
 
 
 @grouped_mlp_compose_fwd_op.register_fake
@@ -349,32 +368,23 @@ def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.
     """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient is an
     empty tensor."""
     dx, dprobs, dw1, dw2, db1, db2 = compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation,
-                                                      interleave or None)
-    return dx, dprobs, dw1, dw2, x.new_empty(0) if db1 is None else db1, x.new_empty(0) if db2 is None else db2
+                                                      interleave)
+    return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_compose_bwd_op.register_fake
 def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave):
-    return (x.new_empty(x.shape), probs.new_empty(probs.shape), w1.new_empty(w1.shape), w2.new_empty(w2.shape),
-            x.new_empty(0) if b1 is None else b1.new_empty(b1.shape),
-            x.new_empty(0) if b2 is None else b2.new_empty(b2.shape))
+    return _grads_fake(x, probs, w1, w2, b1, b2)
 
 
 def _compose_setup_context(ctx, inputs, output):
-    x, counts, probs, w1, w2, b1, b2, activation, interleave = inputs
-    y, z, h, ends = output
-    ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
-    ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+    _, z, h, ends = output
+    _save_compose(ctx, inputs, z, h, ends)
     ctx.mark_non_differentiable(z, h, ends)
 
 
 def _compose_backward(ctx, dy, *_unused):
-    ends = ctx.saved_tensors[9]
-
-    def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
-        return grouped_mlp_compose_bwd_op(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation,
-                                          ctx.interleave)
-    return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+    return _compose_grads(ctx, dy, grouped_mlp_compose_bwd_op)
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_compose_fwd", _compose_backward,

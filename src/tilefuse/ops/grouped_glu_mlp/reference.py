@@ -291,16 +291,24 @@ def uses_grouped_mm(x: torch.Tensor, ffn: int) -> bool:
     multiple of 16 bytes"). Both GEMMs' operands and their backward GEMMs (x^T, dz, h, dy) have
     only H, F or 2F as row strides.
     """
-    if not hasattr(torch, "_grouped_mm") or x.dtype not in _GROUPED_MM_DTYPES:
-        return False
-    if x.device.type not in ("cpu", "cuda"):
+    if x.dtype not in _GROUPED_MM_DTYPES or x.device.type not in ("cpu", "cuda"):
         return False
     if torch.compiler.is_compiling() and x.dtype != torch.bfloat16:
         # _grouped_mm's meta kernel (what torch.compile traces with) accepts bf16 only
         # (torch 2.13: "Expected inputs of BF16 type"), though the eager kernels take all three.
         return False
-    per_row = 16 // x.element_size()
-    return x.shape[-1] % per_row == 0 and ffn % per_row == 0
+    return grouped_mm_takes(x.element_size(), x.shape[-1], ffn)
+
+
+def grouped_mm_takes(itemsize: int, hidden: int, ffn: int) -> bool:
+    """Whether eager ``torch._grouped_mm`` takes this op's GEMMs, asked of sizes: it exists, the
+    element size is bf16/fp16's or fp32's, and every operand row (H, F, 2F elements) is a
+    multiple of 16 bytes (``uses_grouped_mm``'s size rule; the compose route's test, which calls
+    ``torch._grouped_mm`` eagerly inside its custom ops, so traced calls too)."""
+    if not hasattr(torch, "_grouped_mm") or itemsize not in (2, 4):
+        return False
+    per_row = 16 // itemsize
+    return hidden % per_row == 0 and ffn % per_row == 0
 
 
 def _aligned16(t: torch.Tensor) -> bool:
