@@ -46,22 +46,11 @@ if not torch.cuda.is_available():
 
 import tilefuse  # noqa: E402
 from tilefuse.check import dyt as check_dyt  # noqa: E402
+from tilefuse.tuning import timing  # noqa: E402
 from tilefuse.ops.dyt import launch, op  # noqa: E402
 from tilefuse.ops.dyt.op import dyt_op  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def make_inputs(rows, cols, dtype=torch.float32, channels_last=True, seed=0):
-    """x, alpha, weight, bias (requiring grad) and dy; x (rows, cols) channels-last, or
-    (rows, cols, 4, 4) channels-first with cols channels."""
-    g = torch.Generator().manual_seed(seed)
-    shape = (rows, cols) if channels_last else (rows, cols, 4, 4)
-    x = torch.randn(shape, generator=g).to(dtype).to(DEVICE).requires_grad_(True)
-    a = torch.full((1,), 0.5, device=DEVICE, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(cols, generator=g)).to(DEVICE).requires_grad_(True)
-    b = (0.1 * torch.randn(cols, generator=g)).to(DEVICE).requires_grad_(True)
-    return x, a, w, b, torch.randn(shape, generator=g).to(dtype).to(DEVICE)
 
 
 # --- peers ------------------------------------------------------------------------------------
@@ -71,7 +60,8 @@ def bitwise_check() -> list[str]:
     failures = []
     for dtype in (torch.float32, torch.bfloat16):
         for channels_last in (True, False):
-            x, a, w, b, dy = make_inputs(6, 40, dtype, channels_last, seed=1)
+            shape = (6, 40) if channels_last else (6, 40, 4, 4)
+            x, a, w, b, dy = check_dyt._inputs(shape, dtype, torch.float32, True, channels_last, DEVICE)
             leaves = (x, a, w, b)
 
             def run(f):
@@ -163,7 +153,7 @@ def profile(x, a, w, b, dy):
         prof.enable()
         for _ in range(n):
             fn()
-        check_dyt.sync_device(DEVICE)
+        timing._sync_if_cuda()
         prof.disable()
         pstats.Stats(prof).sort_stats(key).print_stats(22)
 
@@ -172,7 +162,7 @@ def layers(args):
     print("\nlayers, 64x16 fp32:")
     inputs = tiny_inputs()
     for name, fn in rows(*inputs).items():
-        us = check_dyt.median_per_call_us(fn, DEVICE, calls=args.calls, rounds=1)
+        us = check_dyt.median_per_call_us(fn, calls=args.calls, rounds=1)
         print(f"{name:36s} {us:8.1f} us/call", flush=True)
     if args.profile:
         profile(*inputs)

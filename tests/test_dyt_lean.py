@@ -389,8 +389,8 @@ class _FakeJIT:
 
 @pytest.fixture
 def fake_launcher(monkeypatch):
-    monkeypatch.setattr(triton_common, "_get_device", lambda: 0)
-    monkeypatch.setattr(triton_common, "_get_stream", lambda device: 1234)
+    monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 0)
+    monkeypatch.setattr(triton_common, "current_cuda_stream", lambda device: 1234)
     fn = _FakeJIT()
     launcher = CompiledLauncher(fn, (7,), (5,), {"BLOCK": 64}, num_warps=4)
     launcher.direct = True        # as on a GPU (the interpreter always takes the JIT)
@@ -500,8 +500,8 @@ def test_the_direct_route_passes_what_the_jit_binds_for_each_dyt_kernel(monkeypa
     for n, k in wrapped.items():
         monkeypatch.setattr(kernels, n, k)
     monkeypatch.setattr(triton_common, "INTERPRETER", False)     # as compiled: the direct route on
-    monkeypatch.setattr(triton_common, "_get_device", lambda: 0)
-    monkeypatch.setattr(triton_common, "_get_stream", lambda device: 99)
+    monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 0)
+    monkeypatch.setattr(triton_common, "current_cuda_stream", lambda device: 99)
     plans.clear()
     try:
         for cl, shape in ((True, (20, 24)), (False, (2, 6, 3, 5))):

@@ -11,6 +11,21 @@ import torch
 INTERPRETER_SMS = 2
 
 
+# The CUDA queries a launch makes, as Triton's CUDA driver makes them (backends/driver.py,
+# GPUDriver.__init__, triton 3.6 and 3.8: torch.cuda.current_device and
+# torch._C._cuda_getCurrentRawStream), bound once. The launchers ask only once a CUDA tensor
+# exists (CUDA is initialised), so the device query skips current_device's lazy-init check;
+# a torch without the private entry points gets the public ones.
+#: The current CUDA device's index.
+current_cuda_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+#: The raw handle of a device's current stream (the stream Triton launches on), given its index.
+current_cuda_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+    (lambda index: torch.cuda.current_stream(index).cuda_stream)
+#: Whether the current CUDA stream is capturing a graph.
+stream_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+    torch.cuda.is_current_stream_capturing
+
+
 @functools.lru_cache(maxsize=None)
 def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

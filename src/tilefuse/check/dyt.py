@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import math
 import statistics
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -130,11 +129,9 @@ def _eager(x, a, w, b):
 def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[str, Callable]:
     fns = {"tilefuse": lambda: api.dyt(x, a, w, b), "eager": lambda: _eager(x, a, w, b),
            "torch.compile": lambda: compiled(x, a, w, b)}
-    try:
-        from liger_kernel.ops.dyt import LigerDyTFunction
-        fns["liger"] = lambda: LigerDyTFunction.apply(x, a, w, b)
-    except ImportError:
-        pass
+    liger = _liger_dyt()
+    if liger is not None:
+        fns["liger"] = lambda: liger.apply(x, a, w, b)
     if not with_backward:
         return {k: (lambda f=f: f()) for k, f in fns.items()}
     inputs = (x, a, w, b)
@@ -153,37 +150,29 @@ def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[
 HOST_SHAPE = (64, 256)   # fp32: the GPU work is negligible, what is timed is the host's
 
 
-def sync_device(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
-def per_call_us(fn: Callable, calls: int, device) -> float:
-    """Microseconds per call of ``calls`` back-to-back calls, synchronised before and after."""
-    sync_device(device)
-    t = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync_device(device)
-    return (time.perf_counter() - t) / calls * 1e6
-
-
-def median_per_call_us(fn: Callable, device, calls: int = 300, rounds: int = 5) -> float:
-    """Median over ``rounds`` of ``per_call_us`` (after 20 warm-up calls): issue 17's measurement."""
+def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float:
+    """Host microseconds per call: the median over ``rounds`` of ``calls`` back-to-back calls,
+    synchronised before and after each round (the harness's WallTimer), after 20 warm-up calls:
+    issue 17's measurement."""
     for _ in range(min(20, calls)):
         fn()
-    return statistics.median(per_call_us(fn, calls, device) for _ in range(rounds))
+    sample = timing.WallTimer(warmup=0).prepare("host", lambda i: fn(), calls)
+    return statistics.median(sample() for _ in range(rounds)) * 1e6
 
 
-class jit_launches:
-    """Inside the block every tilefuse launch goes through Triton's JIT (no direct launches of
-    the compiled kernel): the route the lean path saves."""
+# every tilefuse launch through Triton's JIT: the route the lean path saves
+jit_launches = triton_common.jit_launches
+# host_providers' names of the providers timed under jit_launches
+JIT_PROVIDERS = frozenset({"tilefuse.dyt, JIT launches"})
 
-    def __enter__(self):
-        triton_common.DIRECT_LAUNCH = False
 
-    def __exit__(self, *exc):
-        triton_common.DIRECT_LAUNCH = True
+def _liger_dyt():
+    """Liger-Kernel's LigerDyTFunction, or None where it does not import."""
+    try:
+        from liger_kernel.ops.dyt import LigerDyTFunction
+    except ImportError:
+        return None
+    return LigerDyTFunction
 
 
 def host_providers(rows: int, cols: int, device) -> dict[str, tuple[Callable, Callable | None]]:
@@ -200,11 +189,9 @@ def host_providers(rows: int, cols: int, device) -> dict[str, tuple[Callable, Ca
         "F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (cols,), w, b),
         "torch.tanh": lambda: torch.tanh(x),
     }
-    try:
-        from liger_kernel.ops.dyt import LigerDyTFunction
-        fwd["Liger-Kernel LigerDyTFunction"] = lambda: LigerDyTFunction.apply(x, a, w, b)
-    except ImportError:
-        pass
+    liger = _liger_dyt()
+    if liger is not None:
+        fwd["Liger-Kernel LigerDyTFunction"] = lambda: liger.apply(x, a, w, b)
     used = {"torch.tanh": (x,), "F.layer_norm": (x, w, b)}
 
     def fwd_bwd(f, inputs):
@@ -220,8 +207,8 @@ def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> di
     entry: {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_bwd_us}]}."""
     rows = []
     for name, (fwd, fwd_bwd) in host_providers(*shape, device).items():
-        with (jit_launches() if "JIT launches" in name else contextlib.nullcontext()):
-            times = [None if f is None else median_per_call_us(f, device, calls, rounds) for f in (fwd, fwd_bwd)]
+        with (jit_launches() if name in JIT_PROVIDERS else contextlib.nullcontext()):
+            times = [None if f is None else median_per_call_us(f, calls, rounds) for f in (fwd, fwd_bwd)]
         rows.append({"provider": name, "fwd_us": times[0], "fwd_bwd_us": times[1]})
     return {"shape": list(shape), "calls": calls, "rounds": rounds, "rows": rows}
 

@@ -15,6 +15,8 @@ kernels launched many times with the same grid and scalars (a compiled kernel's 
 instead of the JIT's per-call binding and specialization).
 """
 
+import contextlib
+
 import triton
 import triton.language as tl
 
@@ -23,6 +25,7 @@ try:
 except ImportError:   # a Triton without triton.knobs: CompiledLauncher launches through the JIT
     _triton_knobs = None
 
+from ..device import current_cuda_device, current_cuda_stream
 from ..policy import interpreter_enabled
 from . import interpreter_dot
 
@@ -65,6 +68,18 @@ def dot_f32acc(a, b, acc, IEEE: tl.constexpr):
 # (the reference the direct route must match bitwise).
 DIRECT_LAUNCH = True
 _jit_launches = 0
+
+
+@contextlib.contextmanager
+def jit_launches():
+    """Inside the block every CompiledLauncher launch goes through Triton's JIT (``DIRECT_LAUNCH``
+    False); the previous setting is restored on exit."""
+    global DIRECT_LAUNCH
+    saved, DIRECT_LAUNCH = DIRECT_LAUNCH, False
+    try:
+        yield
+    finally:
+        DIRECT_LAUNCH = saved
 
 
 def jit_launch_count() -> int:
@@ -163,50 +178,6 @@ def _trailing_constexpr_names(fn, n_scalars: int, constexprs: dict):
         return None
     tail_names = list(names[first:])
     return tail_names if set(tail_names) == set(constexprs) else None
-
-
-def current_cuda_device() -> int:
-    """The current CUDA device's index (CUDA initialised: a CUDA tensor exists)."""
-    return _get_device()
-
-
-def current_cuda_stream(device: int) -> int:
-    """The raw handle of ``device``'s current stream, the stream Triton launches on."""
-    return _get_stream(device)
-
-
-def stream_is_capturing() -> bool:
-    """Whether the current CUDA stream is capturing a graph."""
-    return _is_capturing()
-
-
-def _bind_cuda_queries():
-    """Triton's CUDA driver asks torch for the current device and stream with these
-    (backends/driver.py, GPUDriver.__init__, 3.6 and 3.8): torch.cuda.current_device and
-    torch._C._cuda_getCurrentRawStream. The launchers ask only once a CUDA tensor exists (CUDA
-    is initialised), so the device query skips current_device's lazy-init check."""
-    global _get_device, _get_stream, _is_capturing
-    import torch
-    _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-    _get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
-        (lambda index: torch.cuda.current_stream(index).cuda_stream)
-    _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
-        torch.cuda.is_current_stream_capturing
-
-
-def _get_device() -> int:
-    _bind_cuda_queries()
-    return _get_device()
-
-
-def _get_stream(device: int) -> int:
-    _bind_cuda_queries()
-    return _get_stream(device)
-
-
-def _is_capturing() -> bool:
-    _bind_cuda_queries()
-    return _is_capturing()
 
 
 def _compiled_entry(kernel):

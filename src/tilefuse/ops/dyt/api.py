@@ -47,16 +47,18 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         >>> x = torch.randn(8, 16)
         >>> y = tilefuse.dyt(x, torch.tensor([0.5]), torch.ones(16), torch.zeros(16))
     """
-    if torch.compiler.is_compiling():
+    compiling = torch.compiler.is_compiling()
+    if compiling:
         # Traced: the checks and the level are read while tracing; the custom op decides the
         # kernel path when the graph runs (op.py).
-        f64 = validate(x, alpha, weight, bias, channels_last)
-        if f64 or policy.get_level() == 0:
-            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
-                                           compute_dtype=torch.float64 if f64 else torch.float32)
-        return dyt_op(x, alpha, weight, bias, channels_last)
-    plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
-    if plan.f64 or plan.level == 0:
+        plan = None
+        f64, level = validate(x, alpha, weight, bias, channels_last), policy.get_level()
+    else:
+        plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
+        f64, level = plan.f64, plan.level
+    if f64 or level == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
-                                       compute_dtype=torch.float64 if plan.f64 else torch.float32)
+                                       compute_dtype=torch.float64 if f64 else torch.float32)
+    if compiling:
+        return dyt_op(x, alpha, weight, bias, channels_last)
     return apply(x, alpha, weight, bias, channels_last, plan)

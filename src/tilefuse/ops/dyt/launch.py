@@ -25,7 +25,7 @@ from ...utils import cdiv
 
 from ... import launches, policy
 from ...tuning import lookup_config
-from ...device import num_sms
+from ...device import current_cuda_device, current_cuda_stream, num_sms, stream_is_capturing
 from . import configs
 from . import plan as plans
 from .configs import DyTConfig, DyTProblem
@@ -65,14 +65,27 @@ def _layout(x: torch.Tensor, channels_last: bool) -> _Layout:
     return _Layout(numel // max(c * spatial, 1) * c, spatial, c, True, False)
 
 
-def new_output(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """The output/dx allocation for ``x``: channels_last-format input keeps its format, all
-    else is contiguous. Shared by the real and the fake implementations."""
-    if not channels_last and _layout(x, channels_last).moved:
+# Outputs are allocated with torch.empty_like (cheaper than torch.empty with a shape, dtype
+# and device) where that returns a plain tensor like torch.empty does.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def alloc_output(x: torch.Tensor, moved: bool) -> torch.Tensor:
+    """An output/dx for ``x``: in x's (dense, channels_last) format for the moved layout, else
+    contiguous; NaN-filled under POISON_OUTPUTS."""
+    if moved:
         out = torch.empty_like(x)  # x is dense, so its strides are preserved
+    elif x.__class__ in _PLAIN:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
     else:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     return out.fill_(float("nan")) if POISON_OUTPUTS else out
+
+
+def new_output(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """The output/dx allocation for ``x``: channels_last-format input keeps its format, all
+    else is contiguous. Shared by the real and the fake implementations."""
+    return alloc_output(x, _layout(x, channels_last).moved)
 
 
 def _as_matrix(t: torch.Tensor, lay: _Layout) -> torch.Tensor:
@@ -154,14 +167,12 @@ class BackwardLaunch:
     slower on the GPU.
     """
 
-    __slots__ = ("config", "main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream", "_cuda")
+    __slots__ = ("config", "main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream")
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
                  config: DyTConfig | None):
-        from .. import triton_common
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
-        self._cuda = triton_common     # its CUDA stream queries
         cfg = config or pick_config(DyTProblem("bwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
         self.config = cfg
         n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
@@ -214,9 +225,8 @@ class BackwardLaunch:
         if self._reusable and not POISON_SCRATCH and not torch.are_deterministic_algorithms_enabled() \
                 and self._lock.acquire(blocking=False):
             try:
-                cuda = self._cuda
-                stream = cuda.current_cuda_stream(cuda.current_cuda_device())
-                if cuda.stream_is_capturing() or (self._stream is not None and stream != self._stream):
+                stream = current_cuda_stream(current_cuda_device())
+                if stream_is_capturing() or (self._stream is not None and stream != self._stream):
                     parts = self._new_scratch(dx.device)
                 else:
                     if self._kept is None:

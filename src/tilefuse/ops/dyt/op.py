@@ -81,10 +81,8 @@ class DyTFunction(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, alpha, weight, bias, channels_last, *plan = inputs
-        ctx.save_for_backward(x, alpha, weight, bias)
-        ctx.channels_last = channels_last
-        ctx.plan = plan[0] if plan else None
+        _setup_context(ctx, inputs[:5], output)
+        ctx.plan = inputs[5] if len(inputs) > 5 else None
 
     @staticmethod
     def backward(ctx, dy):

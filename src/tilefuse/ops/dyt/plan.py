@@ -32,6 +32,7 @@ import threading
 import torch
 
 from ... import launches, policy
+from ...device import current_cuda_device
 from ...tuning import table
 from . import launch, reference
 
@@ -86,26 +87,16 @@ MAX_DY_LAYOUTS = 8   # backward launches a plan keeps (dy strides and dtype usua
 _plans: dict = {}
 _store_lock = threading.Lock()
 _CONTIGUOUS = torch.contiguous_format
-# Outputs are allocated with torch.empty_like (cheaper than torch.empty with a shape, dtype
-# and device) where that returns a plain tensor like torch.empty does.
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _aux(x):
     """What besides metadata decides a plan: the current CUDA device (its tuning table, where
     Triton launches), or on the CPU whether the interpreter runs kernels."""
     if x.is_cuda:
-        return _cuda_device()
+        return current_cuda_device()
     if x.is_cpu:
         return "interpreter" if policy.interpreter_enabled() else "no interpreter"
     return None
-
-
-def _cuda_device() -> int:
-    global _cuda_device
-    from ..triton_common import current_cuda_device   # imports Triton: only once CUDA tensors come
-    _cuda_device = current_cuda_device
-    return _cuda_device()
 
 
 def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
@@ -163,7 +154,7 @@ class Plan:
 
     __slots__ = ("f64", "level", "generation", "aux", "channels_last", "kernels", "empty", "layout",
                  "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy",
-                 "out_like_x", "out_plain", "_fwd", "_bwd")
+                 "_fwd", "_bwd")
 
     def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
         self.f64, self.level, self.generation, self.aux = f64, level, generation, aux
@@ -180,8 +171,6 @@ class Plan:
         self.x_copy = not (lay.moved or x.is_contiguous())
         self.w_copy = not weight.is_contiguous()
         self.b_copy = bias is not None and not bias.is_contiguous()
-        self.out_like_x = lay.moved                # launch.new_output: x's format, else contiguous
-        self.out_plain = x.__class__ in _PLAIN
         self._fwd = None
         self._bwd: dict = {}
 
@@ -189,10 +178,7 @@ class Plan:
 
     def new_output(self, x):
         """launch.new_output(x, channels_last), without recomputing the layout."""
-        if not self.out_plain:
-            return launch.new_output(x, self.channels_last)
-        out = torch.empty_like(x) if self.out_like_x else torch.empty_like(x, memory_format=_CONTIGUOUS)
-        return out.fill_(float("nan")) if launch.POISON_OUTPUTS else out
+        return launch.alloc_output(x, self.layout.moved)
 
     # --- forward ---------------------------------------------------------------------------
 
