@@ -169,3 +169,45 @@ def test_reference_comparison_catches_errors(device):
                       ((y, dx.double(), da, dw, db), "dx.dtype")):
         failed = [c.name for c in compare_to_reference(*inputs, True, bad) if not c.ok]
         assert failed == [name]
+
+
+@pytest.mark.parametrize("shape,block_m,block_n", [((37, 48), 4, 64), ((301, 16), 16, 16), ((9, 1000), 1, 256)],
+                         ids=["row-tiled", "narrow", "col-blocks"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_prefetch_backward_is_bitwise_the_plain_backward(shape, block_m, block_n, dtype, device):
+    """The prefetching loop (next row block's loads first) does the same arithmetic in the
+    same order as the plain loop with the same tile: dx and every gradient bitwise equal, and
+    within the float64 bounds. Ragged rows and columns, partial tiles; one program per SM (two
+    row groups under the interpreter), so each program visits several row blocks, the groups
+    unevenly, and the last prefetch past the end is masked off. No tl.dot: the interpreter's
+    result does not depend on numpy's BLAS."""
+    from tilefuse.ops.dyt import launch
+    from tilefuse.ops.dyt.configs import DyTConfig
+    x, a, w, b, dy = make_inputs(shape, dtype, torch.float32, True, True, device, seed=11)
+    outs = {}
+    for prefetch in (False, True):
+        cfg = DyTConfig(block_m, block_n, 8, 1, prefetch)
+        with launches.counting() as launched:
+            outs[prefetch] = launch.backward(dy, x.detach(), a.detach(), w.detach(), b.detach(), True, config=cfg)
+        assert launched["dyt_bwd"] == 1
+    for plain, pf in zip(outs[False], outs[True]):
+        assert torch.equal(plain, pf)
+    y = tilefuse.dyt(x.detach(), a.detach(), w.detach(), b.detach())
+    check_against_reference(x, a, w, b, dy, True, (y, *outs[True]))
+
+
+def test_prefetch_configs_only_where_they_run():
+    """prefetch is a candidate only for the channels-last backward of 16-bit x, at 8+ warps
+    with 8+ elements a thread; anywhere else it is outside the space (a table entry with it
+    there is invalid)."""
+    from tilefuse.ops.dyt import configs
+    from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+    bf16_bwd = DyTProblem("bwd", 2 ** 20, 64, 2, False)
+    pf = [c for c in configs.candidates(bf16_bwd) if c.prefetch]
+    assert pf and all(c.num_warps >= 8 and c.block_m * c.block_n >= 256 * c.num_warps for c in pf)
+    assert DyTConfig(64, 64, 8, 2, True).name == "M64-N64-w8-p2-pf"
+    for problem in (DyTProblem("fwd", 2 ** 20, 64, 2, False), DyTProblem("bwd", 2 ** 20, 64, 4, False),
+                    DyTProblem("bwd", 2 ** 20, 64, 2, True)):
+        assert not any(c.prefetch for c in configs.candidates(problem))
+        assert not configs.keep(problem, DyTConfig(64, 64, 8, 2, True))
+    assert not configs.keep(bf16_bwd, DyTConfig(16, 64, 8, 2, True))       # 4 elements a thread

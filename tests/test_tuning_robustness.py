@@ -229,7 +229,8 @@ def test_ill_typed_config_fields_in_a_file_are_reported_and_only_that_entry_igno
     n512 = "fwd-M64-N512-x4"
     dyt_entries = {
         KEY: raw(A),                                                              # kept
-        n512: {"winner": {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4}},
+        n512: {"winner": {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4,
+                          "prefetch": False}},
         "fwd-M128-N32-x4": {"winner": {**dataclasses.asdict(A), "block_m": 16.0}},
     }
     so2_entries = {
@@ -257,8 +258,8 @@ def test_ill_typed_configs_are_rejected_at_registration_naming_the_field():
     cases = [
         ("so2_mixing_stack", SO2_KEY, dataclasses.replace(SO2_RELAY, block_m=64.0), "So2Config.block_m"),
         ("so2_mixing_stack", SO2_KEY, {**dataclasses.asdict(SO2_FUSED), "fused": 1}, "So2Config.fused"),
-        ("dyt", "fwd-M64-N512-x4", {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4},
-         "DyTConfig.block_m"),
+        ("dyt", "fwd-M64-N512-x4", {"block_m": True, "block_n": 512, "num_warps": 2, "programs_per_sm": 4,
+                                    "prefetch": False}, "DyTConfig.block_m"),
         ("dyt", KEY, {**dataclasses.asdict(A), "num_warps": 2.0}, "DyTConfig.num_warps"),
     ]
     grouped_key = "H2048-F1408-E64-x2-T32768-swiglu-s32"

@@ -35,13 +35,16 @@ class DyTConfig:
 
     block_m x block_n is one program's tile; block_m > 1 is the row-tiled path for narrow rows.
     programs_per_sm (backward only) sets the persistent grid: about programs_per_sm * SMs
-    programs, each looping over row blocks.
+    programs, each looping over row blocks. prefetch (channels-last backward of 16-bit x only,
+    see ``keep``): each program loads its next row block before the current one's arithmetic
+    (kernels.dyt_bwd_cols_kernel's PREFETCH; bitwise the same result as without).
     """
 
     block_m: int
     block_n: int
     num_warps: int
     programs_per_sm: int = 4
+    prefetch: bool = False
 
     def __post_init__(self):
         for name in ("block_m", "block_n", "num_warps", "programs_per_sm"):
@@ -51,14 +54,16 @@ class DyTConfig:
 
     @property
     def name(self) -> str:
-        return f"M{self.block_m}-N{self.block_n}-w{self.num_warps}-p{self.programs_per_sm}"
+        return f"M{self.block_m}-N{self.block_n}-w{self.num_warps}-p{self.programs_per_sm}" \
+            + ("-pf" if self.prefetch else "")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def complexity(self) -> tuple:
-        """Ordering for ties: fewer warps, one row per program, fewer programs are simpler."""
-        return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n)
+        """Ordering for ties: fewer warps, one row per program, fewer programs, no prefetch
+        are simpler."""
+        return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n, self.prefetch)
 
 
 # The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
@@ -105,7 +110,9 @@ def candidates(p: DyTProblem) -> list[DyTConfig]:
     block_ms = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     warps = (2, 4, 8, 16)
     pps = (1, 2, 4, 8) if p.pass_ == "bwd" else (4,)
-    out = [c for c in (DyTConfig(m, n, w, s) for m, n, w, s in itertools.product(block_ms, block_ns, warps, pps))
+    prefetch = (False, True) if p.pass_ == "bwd" else (False,)
+    out = [c for c in (DyTConfig(m, n, w, s, f) for m, n, w, s, f
+                       in itertools.product(block_ms, block_ns, warps, pps, prefetch))
            if keep(p, c)]
     default = heuristic(p)
     if default not in out:
@@ -130,4 +137,11 @@ def keep(p: DyTProblem, c: DyTConfig) -> bool:
         return False  # fewer than 4 elements per thread
     if p.pass_ == "bwd" and tile > 8192:
         return False  # three fp32 accumulator tiles per program
+    if c.prefetch and (p.pass_ != "bwd" or p.param_per_row or p.x_itemsize > 2
+                       or c.num_warps < 8 or tile < 32 * c.num_warps * 8):
+        # Only the channels-last backward kernel prefetches. On the H200 it paid only for
+        # 16-bit x (fp32 is at the copy ceiling without it) and with 8 or more warps holding 8
+        # or more elements per thread; smaller tiles lost 3-13% (results/2026-12-01-h200-i
+        # run 1).
+        return False
     return True

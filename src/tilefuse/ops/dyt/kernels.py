@@ -141,11 +141,29 @@ def dyt_fwd_kernel(
 
 
 @triton.jit
+def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS: tl.constexpr):
+    """One tile of the backward: stores dx = alpha dy w (1 - t^2) and returns the float32
+    accumulators with this tile's dy*t, x*g (and dy) added. x, dy: the tile as loaded (x's
+    dtype, 0 on masked lanes); w broadcasts over the tile."""
+    x = x.to(tl.float32)
+    dy = dy.to(tl.float32)
+    t = tanh_f32(tl.where(mask, alpha * x, 0.0))
+    g = dy * w * (1.0 - t * t)
+    tl.store(dx_ptrs, to_output(alpha * g, dx_ptrs), mask=mask)
+    dweight_acc += dy * t
+    dalpha_acc += x * g
+    if HAS_BIAS:
+        dbias_acc += dy
+    return dweight_acc, dbias_acc, dalpha_acc
+
+
+@triton.jit
 def dyt_bwd_cols_kernel(
     dy_ptr, x_ptr, dx_ptr, alpha_ptr, weight_ptr,
     dweight_part_ptr, dbias_part_ptr, dalpha_part_ptr,
     n_rows, n_cols, n_groups,
     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Channels-last backward, persistent: dx, plus partial parameter sums per program.
 
@@ -157,6 +175,12 @@ def dyt_bwd_cols_kernel(
     ``pid % n_col_blocks`` and visits row blocks ``g, g + n_groups, ...`` with
     ``g = pid // n_col_blocks``, accumulating BLOCK_M x BLOCK_N float32 tiles that it reduces
     once at the end. The order of every sum is fixed by the config: bitwise reproducible.
+
+    PREFETCH: each iteration first loads the next row block's x and dy (masked off past the
+    last row), then does the current block's arithmetic, so two row blocks' loads are in
+    flight per program instead of one. The arithmetic and its order are the same: the result
+    is bitwise that of PREFETCH=False with the same tile. It pays where a program's own
+    arithmetic would otherwise leave the loads unissued (16-bit x, results/2026-12-01-h200-i).
     """
     pid = tl.program_id(0)
     n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
@@ -172,20 +196,35 @@ def dyt_bwd_cols_kernel(
     dalpha_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
-    for i in range(0, tl.cdiv(n_row_blocks - group, n_groups)):
-        row_block = group.to(tl.int64) + i * n_groups
-        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    n_iter = tl.cdiv(n_row_blocks - group, n_groups)
+    if PREFETCH:
+        # In-tile offsets once (int32: a tile spans fewer than 2**31 elements), the tile's
+        # start advanced by a fixed int64 step per row block.
+        tile = tl.arange(0, BLOCK_M)[:, None] * n_cols + cols[None, :]
+        rows = group.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        start = group.to(tl.int64) * BLOCK_M * n_cols
+        step = n_groups.to(tl.int64) * BLOCK_M * n_cols
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        offsets = rows[:, None] * n_cols + cols[None, :]
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        t = tanh_f32(tl.where(mask, alpha * x, 0.0))
-        g = dy * w * (1.0 - t * t)
-        tl.store(dx_ptr + offsets, to_output(alpha * g, dx_ptr), mask=mask)
-        dweight_acc += dy * t
-        dalpha_acc += x * g
-        if HAS_BIAS:
-            dbias_acc += dy
+        x = tl.load(x_ptr + start + tile, mask=mask, other=0.0)
+        dy = tl.load(dy_ptr + start + tile, mask=mask, other=0.0)
+        for i in range(0, n_iter):
+            next_rows = rows + n_groups * BLOCK_M
+            next_mask = (next_rows < n_rows)[:, None] & col_mask[None, :]
+            next_x = tl.load(x_ptr + (start + step) + tile, mask=next_mask, other=0.0)
+            next_dy = tl.load(dy_ptr + (start + step) + tile, mask=next_mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + start + tile, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
+            x, dy, rows, mask, start = next_x, next_dy, next_rows, next_mask, start + step
+    else:
+        for i in range(0, n_iter):
+            row_block = group.to(tl.int64) + i * n_groups
+            rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+            mask = (rows < n_rows)[:, None] & col_mask[None, :]
+            offsets = rows[:, None] * n_cols + cols[None, :]
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + offsets, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
 
     part = group.to(tl.int64) * n_cols + cols
     tl.store(dweight_part_ptr + part, tl.sum(dweight_acc, axis=0), mask=col_mask)
@@ -226,15 +265,10 @@ def dyt_bwd_rows_kernel(
             cols = col_start + tl.arange(0, BLOCK_N)
             mask = row_mask[:, None] & (cols < n_cols)[None, :]
             offsets = rows[:, None] * n_cols + cols[None, :]
-            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            t = tanh_f32(tl.where(mask, alpha * x, 0.0))
-            g = dy * w * (1.0 - t * t)
-            tl.store(dx_ptr + offsets, to_output(alpha * g, dx_ptr), mask=mask)
-            dweight_acc += dy * t
-            dalpha_acc += x * g
-            if HAS_BIAS:
-                dbias_acc += dy
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + offsets, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
         tl.store(dweight_rows_ptr + rows, tl.sum(dweight_acc, axis=1), mask=row_mask)
         if HAS_BIAS:
             tl.store(dbias_rows_ptr + rows, tl.sum(dbias_acc, axis=1), mask=row_mask)

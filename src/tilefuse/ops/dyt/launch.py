@@ -196,7 +196,8 @@ class BackwardLaunch:
             part = n_groups * lay.n_cols
             n_dalpha = n_groups * n_col_blocks
             self.main = CompiledLauncher(dyt_bwd_cols_kernel, (n_groups * n_col_blocks,),
-                                         (lay.n_rows, lay.n_cols, n_groups), tiles, num_warps=cfg.num_warps)
+                                         (lay.n_rows, lay.n_cols, n_groups), dict(tiles, PREFETCH=cfg.prefetch),
+                                         num_warps=cfg.num_warps)
         self.reduce = CompiledLauncher(
             dyt_bwd_reduce_kernel, (cdiv(n_part_cols, REDUCE_BLOCK_N),), (n_parts, n_part_cols, n_dalpha),
             dict(HAS_BIAS=has_bias, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N), num_warps=4)
