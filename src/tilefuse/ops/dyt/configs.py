@@ -66,14 +66,14 @@ class DyTConfig:
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n, self.prefetch)
 
 
-# The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
-# row width: the tiles that won the H200 sweeps of the spec's grid at 2**26 elements
+# The heuristic's (tile elements, warps, programs per SM[, prefetch]) per (pass, x itemsize) and
+# power-of-two row width: the tiles that won the H200 sweeps of the spec's grid at 2**26 elements
 # (benchmarks/results/2026-11-29-h200 and 2026-11-29-h200-c, whose run 4 re-swept every entry
-# with this table as the baseline). No simple rule fits the winners (bf16 forward: 8192-element
-# tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256
-# and 1024). bf16 backward at 32 and 128 columns: three sweeps crowned three different tiles,
-# 13-27% apart with spreads up to 48%; the entry is run 4's winner. fp32 forward: 1024 on
-# 4 warps is within 1% of the best at every width.
+# with this table as the baseline; the 16-bit backward from results/2026-12-01-h200-i run 2,
+# where the prefetching loop won every width by 1.05-1.30x). No simple rule fits the winners
+# (bf16 forward: 8192-element tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096
+# on 2 warps is best at 256 and 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
+# at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
@@ -81,26 +81,33 @@ _FITTED = {
     ("fwd", 2): {16: (2048, 4, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
                  512: (8192, 4, 4), 1024: (4096, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 4, 4),
                  8192: (2048, 4, 4)},
-    ("bwd", 2): {16: (4096, 8, 2), 32: (4096, 8, 2), 64: (4096, 8, 2), 128: (4096, 8, 2), 256: (4096, 8, 2),
-                 512: (2048, 4, 4), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (2048, 16, 2),
-                 8192: (8192, 16, 1)},
+    ("bwd", 2): {16: (4096, 16, 1, True), 32: (8192, 16, 1, True), 64: (8192, 16, 1, True),
+                 128: (8192, 16, 1, True), 256: (8192, 16, 1, True), 512: (8192, 16, 1, True),
+                 1024: (8192, 16, 1, True), 2048: (8192, 8, 1, True), 4096: (8192, 16, 1, True),
+                 8192: (2048, 8, 2, True)},
 }
 
 
 @functools.lru_cache(maxsize=4096)
 def heuristic(p: DyTProblem) -> DyTConfig:
     """The safe default for a problem (level 1, and level 2 for keys never swept): the fitted
-    tile, warps and programs of the row width's power of two (_FITTED; widths past 8192 take
-    8192's, below 16 take 16's), the tile's rows capped by the problem's rows."""
+    tile, warps, programs and prefetch of the row width's power of two (_FITTED; widths past
+    8192 take 8192's, below 16 take 16's), the tile's rows capped by the problem's rows, and
+    prefetch only where the backward kernel and tile allow it (``_prefetch_allowed``)."""
     width = min(max(next_power_of_2(max(p.n_cols, 1)), 16), 8192)
     if p.pass_ == "fwd" and p.x_itemsize >= 4:
-        tile, num_warps, pps = 1024, 4, 4
+        tile, num_warps, pps, prefetch = 1024, 4, 4, False
     else:
-        tile, num_warps, pps = _FITTED[(p.pass_, 2 if p.x_itemsize <= 2 else 4)][width]
+        tile, num_warps, pps, *rest = _FITTED[(p.pass_, 2 if p.x_itemsize <= 2 else 4)][width]
+        prefetch = bool(rest and rest[0])
     block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
-    return DyTConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, programs_per_sm=pps)
+    config = DyTConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, programs_per_sm=pps,
+                       prefetch=prefetch)
+    if prefetch and not _prefetch_allowed(p, config):
+        config = dataclasses.replace(config, prefetch=False)
+    return config
 
 
 def candidates(p: DyTProblem) -> list[DyTConfig]:
@@ -137,11 +144,12 @@ def keep(p: DyTProblem, c: DyTConfig) -> bool:
         return False  # fewer than 4 elements per thread
     if p.pass_ == "bwd" and tile > 8192:
         return False  # three fp32 accumulator tiles per program
-    if c.prefetch and (p.pass_ != "bwd" or p.param_per_row or p.x_itemsize > 2
-                       or c.num_warps < 8 or tile < 32 * c.num_warps * 8):
-        # Only the channels-last backward kernel prefetches. On the H200 it paid only for
-        # 16-bit x (fp32 is at the copy ceiling without it) and with 8 or more warps holding 8
-        # or more elements per thread; smaller tiles lost 3-13% (results/2026-12-01-h200-i
-        # run 1).
-        return False
-    return True
+    return not c.prefetch or _prefetch_allowed(p, c)
+
+
+def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
+    """Only the channels-last backward kernel prefetches. On the H200 it paid only for 16-bit x
+    (fp32 is at the copy ceiling without it) and with 8 or more warps holding 8 or more
+    elements per thread; smaller tiles lost 3-13% (results/2026-12-01-h200-i run 1)."""
+    return (p.pass_ == "bwd" and not p.param_per_row and p.x_itemsize <= 2
+            and c.num_warps >= 8 and c.block_m * c.block_n >= 32 * c.num_warps * 8)
