@@ -198,23 +198,24 @@ def dyt_bwd_cols_kernel(
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
     n_iter = tl.cdiv(n_row_blocks - group, n_groups)
     if PREFETCH:
-        # In-tile offsets once (int32: a tile spans fewer than 2**31 elements), the tile's
-        # start advanced by a fixed int64 step per row block.
+        # In-tile offsets once (int32: a tile spans fewer than 2**31 elements); the tile's
+        # first row (int64) steps by n_groups * BLOCK_M rows. n_groups may arrive as the
+        # constant 1 (Triton specializes it), so only group, a tensor, is widened.
         tile = tl.arange(0, BLOCK_M)[:, None] * n_cols + cols[None, :]
-        rows = group.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-        start = group.to(tl.int64) * BLOCK_M * n_cols
-        step = n_groups.to(tl.int64) * BLOCK_M * n_cols
+        first = group.to(tl.int64) * BLOCK_M
+        rows = first + tl.arange(0, BLOCK_M)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + start + tile, mask=mask, other=0.0)
-        dy = tl.load(dy_ptr + start + tile, mask=mask, other=0.0)
+        x = tl.load(x_ptr + first * n_cols + tile, mask=mask, other=0.0)
+        dy = tl.load(dy_ptr + first * n_cols + tile, mask=mask, other=0.0)
         for i in range(0, n_iter):
-            next_rows = rows + n_groups * BLOCK_M
-            next_mask = (next_rows < n_rows)[:, None] & col_mask[None, :]
-            next_x = tl.load(x_ptr + (start + step) + tile, mask=next_mask, other=0.0)
-            next_dy = tl.load(dy_ptr + (start + step) + tile, mask=next_mask, other=0.0)
+            next_first = first + n_groups * BLOCK_M
+            next_mask = ((next_first + tl.arange(0, BLOCK_M)) < n_rows)[:, None] & col_mask[None, :]
+            next_x = tl.load(x_ptr + next_first * n_cols + tile, mask=next_mask, other=0.0)
+            next_dy = tl.load(dy_ptr + next_first * n_cols + tile, mask=next_mask, other=0.0)
             dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
-                x, dy, mask, alpha, w, dx_ptr + start + tile, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
-            x, dy, rows, mask, start = next_x, next_dy, next_rows, next_mask, start + step
+                x, dy, mask, alpha, w, dx_ptr + first * n_cols + tile, dweight_acc, dbias_acc, dalpha_acc,
+                HAS_BIAS)
+            x, dy, mask, first = next_x, next_dy, next_mask, next_first
     else:
         for i in range(0, n_iter):
             row_block = group.to(tl.int64) + i * n_groups
