@@ -211,3 +211,36 @@ def test_prefetch_configs_only_where_they_run():
         assert not any(c.prefetch for c in configs.candidates(problem))
         assert not configs.keep(problem, DyTConfig(64, 64, 8, 2, True))
     assert not configs.keep(bf16_bwd, DyTConfig(16, 64, 8, 2, True))       # 4 elements a thread
+
+
+_SM90_BWD = r'''
+import json
+from sm90_helpers import compile_sm90
+from tilefuse.ops.dyt import kernels as K
+
+out = {}
+sig = dict(dy_ptr="*bf16", x_ptr="*bf16", dx_ptr="*bf16", alpha_ptr="*fp32", weight_ptr="*fp32",
+           dweight_part_ptr="*fp32", dbias_part_ptr="*fp32", dalpha_part_ptr="*fp32", n_rows="i32", n_cols="i32")
+for prefetch in (False, True):
+    for n_groups in (1, None):          # 1: Triton passes an argument equal to 1 as a constant
+        s = dict(sig) if n_groups == 1 else dict(sig, n_groups="i32")
+        ce = dict(HAS_BIAS=True, BLOCK_M=64, BLOCK_N=128, PREFETCH=prefetch)
+        if n_groups == 1:
+            ce["n_groups"] = 1
+        c, usage = compile_sm90(K.dyt_bwd_cols_kernel, s, ce, divisible=["dy_ptr", "x_ptr", "dx_ptr", "n_cols"],
+                                num_warps=16)
+        out[f"pf{int(prefetch)}-groups{n_groups}"] = usage
+print(json.dumps(out))
+'''
+
+
+def test_backward_kernels_compile_for_sm90_with_one_row_group():
+    """Compiled (not interpreted) with n_groups == 1, which Triton passes as a constant: the
+    prefetching loop must not treat it as a tensor (results/2026-12-01-h200-i run 3, where
+    every 16-bit GPU test with one row group failed to compile). The interpreter always passes
+    tensors, so only a compile for a GPU target catches this on a CPU."""
+    from sm90_helpers import nvidia_compiler_available, run_compile_script
+    if not nvidia_compiler_available():
+        pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
+    report = run_compile_script(_SM90_BWD)
+    assert sorted(report) == ["pf0-groups1", "pf0-groupsNone", "pf1-groups1", "pf1-groupsNone"]
