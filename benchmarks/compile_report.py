@@ -12,7 +12,7 @@ from being software-pipelined; ``async copies``: the cp.async of a pipelined loo
 (``--ops``, default all):
 
 - ``dyt``: the forward and the column-partials backward at four tilings, fp32 and bf16 (bf16
-  also with PREFETCH at 8 warps);
+  also the persistent prefetching forward, and the backward with PREFETCH at 8 warps);
 - ``so2``: the fused backward (both column passes) at Cf 16/32/64 and the relay's BWD GEMM;
 - ``grouped``: the grouped GEMM's fc1 + GLU, fc2 dgrad + dGLU and store epilogues, bf16 and
   fp8_block;
@@ -106,7 +106,12 @@ def report_dyt(arch: int):
             c = compile_kernel(K.dyt_fwd_kernel, sig, {"HAS_BIAS": True, "PARAM_PER_ROW": False,
                                "BLOCK_M": bm, "BLOCK_N": bn},
                                ["x_ptr", "y_ptr", "weight_ptr", "bias_ptr", "n_cols", "n_channels"], arch, warps)
-            print(f"  fwd  {dt} M{bm:<4} N{bn:<5} w{warps}: {summarize(c)}", flush=True)
+            print(f"  fwd  {dt} M{bm:<4} N{bn:<5} w{warps}   : {summarize(c)}", flush=True)
+            if dt == "bf16":
+                c = compile_kernel(K.dyt_fwd_persistent_kernel, {**sig, "n_groups": "i32"},
+                                   {"HAS_BIAS": True, "PARAM_PER_ROW": False, "BLOCK_M": bm, "BLOCK_N": bn},
+                                   ["x_ptr", "y_ptr", "weight_ptr", "bias_ptr", "n_cols", "n_channels"], arch, warps)
+                print(f"  fwd  {dt} M{bm:<4} N{bn:<5} w{warps} pf: {summarize(c)}", flush=True)
             sig = {"dy_ptr": PTR[dt], "x_ptr": PTR[dt], "dx_ptr": PTR[dt], "alpha_ptr": "*fp32",
                    "weight_ptr": "*fp32", "dweight_part_ptr": "*fp32", "dbias_part_ptr": "*fp32",
                    "dalpha_part_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "n_groups": "i32",

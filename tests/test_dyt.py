@@ -192,28 +192,62 @@ def test_prefetch_backward_is_bitwise_the_plain_backward(shape, block_m, block_n
         assert launched["dyt_bwd"] == 1
     for plain, pf in zip(outs[False], outs[True]):
         assert torch.equal(plain, pf)
+    built = launch.BackwardLaunch(launch._layout(x, True), x.element_size(), True, x.device, cfg)
+    assert built.main.kwargs["PREFETCH"] is True                       # the prefetching loop ran
     y = tilefuse.dyt(x.detach(), a.detach(), w.detach(), b.detach())
     check_against_reference(x, a, w, b, dy, True, (y, *outs[True]))
 
 
+@pytest.mark.parametrize("shape,channels_last,block_m,block_n", [
+    ((37, 48), True, 4, 64), ((301, 16), True, 16, 16), ((9, 1000), True, 1, 256), ((3, 5, 7, 9), False, 8, 64)],
+    ids=["row-tiled", "narrow", "col-blocks", "cfirst"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_prefetch_forward_is_bitwise_the_plain_forward(shape, channels_last, block_m, block_n, dtype, device):
+    """The persistent prefetching forward computes the plain forward's tiles with the same
+    arithmetic: y bitwise equal, every element written (outputs poisoned), within the float64
+    bound. Ragged shapes, partial tiles, several row blocks per program (one program per SM:
+    two under the interpreter), channels-first rows reading their channel's parameters."""
+    from tilefuse.ops.dyt import launch
+    from tilefuse.ops.dyt.configs import DyTConfig
+    x, a, w, b, dy = make_inputs(shape, dtype, torch.float32, True, channels_last, device, seed=12)
+    ys = {}
+    for prefetch in (False, True):
+        cfg = DyTConfig(block_m, block_n, 2, 1, prefetch)
+        ys[prefetch] = launch.forward(x.detach(), a.detach(), w.detach(), b.detach(), channels_last, config=cfg)
+    assert torch.equal(ys[False], ys[True])
+    from tilefuse.ops.dyt import kernels
+    built = launch.ForwardLaunch(launch._layout(x, channels_last), x.element_size(), True, x.device, cfg)
+    assert built.launch.fn is kernels.dyt_fwd_persistent_kernel      # the prefetching kernel ran
+    from tilefuse.ops.dyt.verify import compare_to_reference
+    (y_cmp,) = compare_to_reference(x, a, w, b, None, channels_last, (ys[True], None, None, None, None))
+    assert y_cmp.ok, y_cmp.first_failure
+
+
 def test_prefetch_configs_only_where_they_run():
-    """prefetch is a candidate only for the channels-last backward of 16-bit x, at 8+ warps
-    with 8+ elements a thread; anywhere else it is outside the space (a table entry with it
-    there is invalid)."""
+    """prefetch is a candidate only for 16-bit x with 8+ elements a thread: in the backward
+    channels-last only and at 8+ warps, in the forward (both layouts) at up to 8 warps;
+    anywhere else it is outside the space (a table entry with it there is invalid). The
+    heuristic's forward never prefetches (not yet timed on a GPU)."""
     from tilefuse.ops.dyt import configs
     from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
     bf16_bwd = DyTProblem("bwd", 2 ** 20, 64, 2, False)
     pf = [c for c in configs.candidates(bf16_bwd) if c.prefetch]
     assert pf and all(c.num_warps >= 8 and c.block_m * c.block_n >= 256 * c.num_warps for c in pf)
     assert DyTConfig(64, 64, 8, 2, True).name == "M64-N64-w8-p2-pf"
-    for problem in (DyTProblem("fwd", 2 ** 20, 64, 2, False), DyTProblem("bwd", 2 ** 20, 64, 4, False),
+    for problem in (DyTProblem("fwd", 2 ** 20, 64, 4, False), DyTProblem("bwd", 2 ** 20, 64, 4, False),
                     DyTProblem("bwd", 2 ** 20, 64, 2, True)):
         assert not any(c.prefetch for c in configs.candidates(problem))
         assert not configs.keep(problem, DyTConfig(64, 64, 8, 2, True))
     assert not configs.keep(bf16_bwd, DyTConfig(16, 64, 8, 2, True))       # 4 elements a thread
+    for layout in (False, True):
+        bf16_fwd = DyTProblem("fwd", 2 ** 20, 64, 2, layout)
+        pf = [c for c in configs.candidates(bf16_fwd) if c.prefetch]
+        assert pf and all(c.num_warps <= 8 and c.programs_per_sm <= 4 for c in pf)
+        assert not configs.heuristic(bf16_fwd).prefetch
+        assert not configs.keep(bf16_fwd, DyTConfig(64, 64, 16, 2, True))
 
 
-_SM90_BWD = r'''
+_SM90_PERSISTENT = r'''
 import json
 from sm90_helpers import compile_sm90
 from tilefuse.ops.dyt import kernels as K
@@ -221,26 +255,35 @@ from tilefuse.ops.dyt import kernels as K
 out = {}
 sig = dict(dy_ptr="*bf16", x_ptr="*bf16", dx_ptr="*bf16", alpha_ptr="*fp32", weight_ptr="*fp32",
            dweight_part_ptr="*fp32", dbias_part_ptr="*fp32", dalpha_part_ptr="*fp32", n_rows="i32", n_cols="i32")
-for prefetch in (False, True):
-    for n_groups in (1, None):          # 1: Triton passes an argument equal to 1 as a constant
+fwd_sig = dict(x_ptr="*bf16", y_ptr="*bf16", alpha_ptr="*fp32", weight_ptr="*fp32", bias_ptr="*fp32",
+               n_rows="i32", n_cols="i32", n_channels="i32")
+for n_groups in (1, None):              # 1: Triton passes an argument equal to 1 as a constant
+    one = {"n_groups": 1} if n_groups == 1 else {}
+    for prefetch in (False, True):
         s = dict(sig) if n_groups == 1 else dict(sig, n_groups="i32")
-        ce = dict(HAS_BIAS=True, BLOCK_M=64, BLOCK_N=128, PREFETCH=prefetch)
-        if n_groups == 1:
-            ce["n_groups"] = 1
+        ce = dict(HAS_BIAS=True, BLOCK_M=64, BLOCK_N=128, PREFETCH=prefetch, **one)
         c, usage = compile_sm90(K.dyt_bwd_cols_kernel, s, ce, divisible=["dy_ptr", "x_ptr", "dx_ptr", "n_cols"],
                                 num_warps=16)
-        out[f"pf{int(prefetch)}-groups{n_groups}"] = usage
+        out[f"bwd-pf{int(prefetch)}-groups{n_groups}"] = usage
+    for per_row in (False, True):
+        s = dict(fwd_sig) if n_groups == 1 else dict(fwd_sig, n_groups="i32")
+        ce = dict(HAS_BIAS=True, PARAM_PER_ROW=per_row, BLOCK_M=8, BLOCK_N=256, **one)
+        c, usage = compile_sm90(K.dyt_fwd_persistent_kernel, s, ce, divisible=["x_ptr", "y_ptr", "n_cols"],
+                                num_warps=4)
+        out[f"fwd-rows{int(per_row)}-groups{n_groups}"] = usage
 print(json.dumps(out))
 '''
 
 
-def test_backward_kernels_compile_for_sm90_with_one_row_group():
-    """Compiled (not interpreted) with n_groups == 1, which Triton passes as a constant: the
-    prefetching loop must not treat it as a tensor (results/2026-12-01-h200-i run 3, where
-    every 16-bit GPU test with one row group failed to compile). The interpreter always passes
-    tensors, so only a compile for a GPU target catches this on a CPU."""
+def test_persistent_kernels_compile_for_sm90_with_one_row_group():
+    """The backward (both loops) and the persistent forward (both layouts) compiled, not
+    interpreted, with n_groups == 1, which Triton passes as a constant: a prefetching loop must
+    not treat it as a tensor (results/2026-12-01-h200-i run 3, where every 16-bit GPU test with
+    one row group failed to compile). The interpreter always passes tensors, so only a compile
+    for a GPU target catches this on a CPU."""
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
-    report = run_compile_script(_SM90_BWD)
-    assert sorted(report) == ["pf0-groups1", "pf0-groupsNone", "pf1-groups1", "pf1-groupsNone"]
+    report = run_compile_script(_SM90_PERSISTENT)
+    assert sorted(report) == sorted(f"{k}-groups{g}" for g in (1, None)
+                                    for k in ("bwd-pf0", "bwd-pf1", "fwd-rows0", "fwd-rows1"))

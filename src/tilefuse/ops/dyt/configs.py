@@ -35,9 +35,11 @@ class DyTConfig:
 
     block_m x block_n is one program's tile; block_m > 1 is the row-tiled path for narrow rows.
     programs_per_sm (backward only) sets the persistent grid: about programs_per_sm * SMs
-    programs, each looping over row blocks. prefetch (channels-last backward of 16-bit x only,
-    see ``keep``): each program loads its next row block before the current one's arithmetic
-    (kernels.dyt_bwd_cols_kernel's PREFETCH; bitwise the same result as without).
+    programs, each looping over row blocks. prefetch (16-bit x, see ``_prefetch_allowed``):
+    each program loads its next row block before the current one's arithmetic, bitwise the
+    same result as without (the backward: kernels.dyt_bwd_cols_kernel's PREFETCH; the
+    forward: the persistent kernels.dyt_fwd_persistent_kernel, whose grid programs_per_sm
+    sizes).
     """
 
     block_m: int
@@ -116,10 +118,12 @@ def candidates(p: DyTProblem) -> list[DyTConfig]:
     block_ns = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192) if n <= max(cols_p2, 16)]
     block_ms = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     warps = (2, 4, 8, 16)
-    pps = (1, 2, 4, 8) if p.pass_ == "bwd" else (4,)
-    prefetch = (False, True) if p.pass_ == "bwd" else (False,)
-    out = [c for c in (DyTConfig(m, n, w, s, f) for m, n, w, s, f
-                       in itertools.product(block_ms, block_ns, warps, pps, prefetch))
+    # programs_per_sm sizes a persistent grid: the backward's, and the prefetching forward's
+    # (the plain forward has one program per tile and keeps the field at 4).
+    spaces = [((1, 2, 4, 8), (False, True))] if p.pass_ == "bwd" else [((4,), (False,)), ((1, 2, 4), (True,))]
+    out = [c for pps, prefetch in spaces
+           for c in (DyTConfig(m, n, w, s, f) for m, n, w, s, f
+                     in itertools.product(block_ms, block_ns, warps, pps, prefetch))
            if keep(p, c)]
     default = heuristic(p)
     if default not in out:
@@ -148,8 +152,18 @@ def keep(p: DyTProblem, c: DyTConfig) -> bool:
 
 
 def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
-    """Only the channels-last backward kernel prefetches. On the H200 it paid only for 16-bit x
-    (fp32 is at the copy ceiling without it) and with 8 or more warps holding 8 or more
-    elements per thread; smaller tiles lost 3-13% (results/2026-12-01-h200-i run 1)."""
-    return (p.pass_ == "bwd" and not p.param_per_row and p.x_itemsize <= 2
-            and c.num_warps >= 8 and c.block_m * c.block_n >= 32 * c.num_warps * 8)
+    """Where a prefetching loop is a candidate: 16-bit x (fp32 is at the copy ceiling without
+    it in both passes), 8 or more elements per thread.
+    - Backward: the channels-last kernel only (the channels-first one walks each row block's
+      columns), 8 or more warps. On the H200 smaller tiles and fewer warps lost 3-13%
+      (results/2026-12-01-h200-i run 1).
+    - Forward (dyt_fwd_persistent_kernel): both layouts, up to 8 warps (the plain forward's
+      winners have 2-4), 1-4 programs per SM (``candidates``). Added for the bf16
+      forward's 82-86% of the copy ceiling at 1024-8192 columns, whose Nsight Compute profile
+      looked like the backward's before its prefetch (run 1: 72% DRAM, 0.74 issued warps per
+      scheduler, 31% occupancy); not yet timed on a GPU: no table entry or heuristic picks it."""
+    if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
+        return False
+    if p.pass_ == "bwd":
+        return not p.param_per_row and c.num_warps >= 8
+    return c.num_warps <= 8

@@ -133,11 +133,62 @@ def dyt_fwd_kernel(
     alpha = tl.load(alpha_ptr).to(tl.float32)
     w, b = _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
                         HAS_BIAS, PARAM_PER_ROW)
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    y = w * tanh_f32(alpha * x)
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, _fwd_tile(x, alpha, w, b, y_ptr, HAS_BIAS), mask=mask)
+
+
+@triton.jit
+def _fwd_tile(x, alpha, w, b, y_ptr, HAS_BIAS: tl.constexpr):
+    """y = w * tanh(alpha * x) (+ b) for a loaded tile of x, in y_ptr's element type."""
+    y = w * tanh_f32(alpha * x.to(tl.float32))
     if HAS_BIAS:
         y = y + b
-    tl.store(y_ptr + offsets, to_output(y, y_ptr), mask=mask)
+    return to_output(y, y_ptr)
+
+
+@triton.jit
+def dyt_fwd_persistent_kernel(
+    x_ptr, y_ptr, alpha_ptr, weight_ptr, bias_ptr,
+    n_rows, n_cols, n_channels, n_groups,
+    HAS_BIAS: tl.constexpr, PARAM_PER_ROW: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """The forward as persistent programs that prefetch: dyt_fwd_kernel's arithmetic on the
+    same tiles (y bitwise the same), the loop of dyt_bwd_cols_kernel's PREFETCH.
+
+    Arguments as dyt_fwd_kernel's, plus n_groups. Grid: n_groups * n_col_blocks programs;
+    program ``pid`` owns column block ``pid % n_col_blocks`` and visits row blocks ``g, g +
+    n_groups, ...`` (``g = pid // n_col_blocks``), loading the next row block's x before the
+    current block's arithmetic, so two tiles' loads are in flight per program.
+    """
+    pid = tl.program_id(0)
+    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+    col_block = pid % n_col_blocks
+    group = pid // n_col_blocks
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    alpha = tl.load(alpha_ptr).to(tl.float32)
+    # In-tile offsets once (int32); the tile's first row (int64) steps by n_groups * BLOCK_M
+    # rows (n_groups may arrive as the constant 1: only group, a tensor, is widened).
+    tile = tl.arange(0, BLOCK_M)[:, None] * n_cols + cols[None, :]
+    first = group.to(tl.int64) * BLOCK_M
+    rows = first + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    w, b = _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
+                        HAS_BIAS, PARAM_PER_ROW)
+    x = tl.load(x_ptr + first * n_cols + tile, mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+    for i in range(0, tl.cdiv(tl.cdiv(n_rows, BLOCK_M) - group, n_groups)):
+        next_first = first + n_groups * BLOCK_M
+        next_rows = next_first + tl.arange(0, BLOCK_M)
+        next_row_mask = next_rows < n_rows
+        next_x = tl.load(x_ptr + next_first * n_cols + tile, mask=next_row_mask[:, None] & col_mask[None, :],
+                         other=0.0)
+        if PARAM_PER_ROW:     # a row's parameter; channels-last: the columns', loaded once above
+            w, b = _load_params(weight_ptr, bias_ptr, rows, row_mask, cols, col_mask, n_channels,
+                                HAS_BIAS, PARAM_PER_ROW)
+        tl.store(y_ptr + first * n_cols + tile, _fwd_tile(x, alpha, w, b, y_ptr, HAS_BIAS),
+                 mask=row_mask[:, None] & col_mask[None, :])
+        x, first, rows, row_mask = next_x, next_first, next_rows, next_row_mask
 
 
 @triton.jit

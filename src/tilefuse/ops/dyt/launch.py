@@ -129,7 +129,8 @@ def _scratch(*shape, device) -> torch.Tensor:
 
 
 class ForwardLaunch:
-    """The forward kernel's launch for one call plan: config, grid, launcher.
+    """The forward kernel's launch for one call plan: config, grid, launcher (one program per
+    tile, or with ``config.prefetch`` the persistent prefetching kernel).
 
     ``launch(xm, y, alpha, weight, bias)``: xm and y hold the (n_rows, n_cols) matrix in memory
     order (contiguous, or channels_last-format x and y for the moved layout: the kernels take
@@ -137,16 +138,26 @@ class ForwardLaunch:
 
     __slots__ = ("config", "grid", "launch")
 
-    def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, config: DyTConfig | None):
+    def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
+                 config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
-        from .kernels import dyt_fwd_kernel
+        from .kernels import dyt_fwd_kernel, dyt_fwd_persistent_kernel
         cfg = config or pick_config(DyTProblem("fwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
         self.config = cfg
-        self.grid = (cdiv(lay.n_rows, cfg.block_m) * cdiv(lay.n_cols, cfg.block_n),)
-        self.launch = CompiledLauncher(
-            dyt_fwd_kernel, self.grid, (lay.n_rows, lay.n_cols, lay.n_channels),
-            dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n),
-            num_warps=cfg.num_warps)
+        tiles = dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
+        n_row_blocks, n_col_blocks = cdiv(lay.n_rows, cfg.block_m), cdiv(lay.n_cols, cfg.block_n)
+        if cfg.prefetch:
+            # Persistent programs: about programs_per_sm * SMs, each column block's row blocks
+            # shared among n_groups of them.
+            n_groups = max(1, min(n_row_blocks, cfg.programs_per_sm * num_sms(device) // n_col_blocks))
+            self.grid = (n_groups * n_col_blocks,)
+            self.launch = CompiledLauncher(dyt_fwd_persistent_kernel, self.grid,
+                                           (lay.n_rows, lay.n_cols, lay.n_channels, n_groups), tiles,
+                                           num_warps=cfg.num_warps)
+        else:
+            self.grid = (n_row_blocks * n_col_blocks,)
+            self.launch = CompiledLauncher(dyt_fwd_kernel, self.grid, (lay.n_rows, lay.n_cols, lay.n_channels),
+                                           tiles, num_warps=cfg.num_warps)
 
 
 class BackwardLaunch:

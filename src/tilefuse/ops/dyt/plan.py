@@ -196,7 +196,8 @@ class Plan:
             return y
         fwd = self._fwd
         if fwd is None:
-            fwd = self._fwd = launch.ForwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.config)
+            fwd = self._fwd = launch.ForwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device,
+                                                     self.config)
         w = weight.contiguous() if self.w_copy else weight
         fwd.launch(x.contiguous() if self.x_copy else x, y, alpha, w,
                    w if bias is None else (bias.contiguous() if self.b_copy else bias))
