@@ -147,6 +147,15 @@ def _fwd_tile(x, alpha, w, b, y_ptr, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
+def _column_block_of(pid, n_cols, BLOCK_N: tl.constexpr):
+    """A persistent program's place: its row group ``pid // n_col_blocks`` and the columns of
+    its column block ``pid % n_col_blocks``, with their mask."""
+    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+    cols = (pid % n_col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return pid // n_col_blocks, cols, cols < n_cols
+
+
+@triton.jit
 def dyt_fwd_persistent_kernel(
     x_ptr, y_ptr, alpha_ptr, weight_ptr, bias_ptr,
     n_rows, n_cols, n_channels, n_groups,
@@ -162,11 +171,7 @@ def dyt_fwd_persistent_kernel(
     current block's arithmetic, so two tiles' loads are in flight per program.
     """
     pid = tl.program_id(0)
-    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
-    col_block = pid % n_col_blocks
-    group = pid // n_col_blocks
-    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
+    group, cols, col_mask = _column_block_of(pid, n_cols, BLOCK_N)
     alpha = tl.load(alpha_ptr).to(tl.float32)
     # In-tile offsets once (int32); the tile's first row (int64) steps by n_groups * BLOCK_M
     # rows (n_groups may arrive as the constant 1: only group, a tensor, is widened).
@@ -234,11 +239,7 @@ def dyt_bwd_cols_kernel(
     arithmetic would otherwise leave the loads unissued (16-bit x, results/2026-12-01-h200-i).
     """
     pid = tl.program_id(0)
-    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
-    col_block = pid % n_col_blocks
-    group = pid // n_col_blocks
-    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
+    group, cols, col_mask = _column_block_of(pid, n_cols, BLOCK_N)
 
     alpha = tl.load(alpha_ptr).to(tl.float32)
     w = tl.load(weight_ptr + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)

@@ -128,6 +128,12 @@ def _scratch(*shape, device) -> torch.Tensor:
     return buf.fill_(float("nan")) if POISON_SCRATCH else buf
 
 
+def row_groups(cfg: DyTConfig, n_row_blocks: int, n_col_blocks: int, device: torch.device) -> int:
+    """How many programs of a persistent kernel share each column block's row blocks: about
+    ``programs_per_sm`` * SMs programs in all, at least one and no more than the row blocks."""
+    return max(1, min(n_row_blocks, cfg.programs_per_sm * num_sms(device) // n_col_blocks))
+
+
 class ForwardLaunch:
     """The forward kernel's launch for one call plan: config, grid, launcher (one program per
     tile, or with ``config.prefetch`` the persistent prefetching kernel).
@@ -147,9 +153,7 @@ class ForwardLaunch:
         tiles = dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         n_row_blocks, n_col_blocks = cdiv(lay.n_rows, cfg.block_m), cdiv(lay.n_cols, cfg.block_n)
         if cfg.prefetch:
-            # Persistent programs: about programs_per_sm * SMs, each column block's row blocks
-            # shared among n_groups of them.
-            n_groups = max(1, min(n_row_blocks, cfg.programs_per_sm * num_sms(device) // n_col_blocks))
+            n_groups = row_groups(cfg, n_row_blocks, n_col_blocks, device)
             self.grid = (n_groups * n_col_blocks,)
             self.launch = CompiledLauncher(dyt_fwd_persistent_kernel, self.grid,
                                            (lay.n_rows, lay.n_cols, lay.n_channels, n_groups), tiles,
@@ -187,11 +191,10 @@ class BackwardLaunch:
         cfg = config or pick_config(DyTProblem("bwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
         self.config = cfg
         n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
-        target_programs = cfg.programs_per_sm * num_sms(device)
         tiles = dict(HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         if lay.param_per_row:
             # Partials: one float32 per row (N*C of them, each written once), summed over N below.
-            n_groups = max(1, min(n_row_blocks, target_programs))
+            n_groups = row_groups(cfg, n_row_blocks, 1, device)
             n_parts, n_part_cols = lay.n_rows // lay.n_channels, lay.n_channels
             part = lay.n_rows
             self.main = CompiledLauncher(dyt_bwd_rows_kernel, (n_groups,),
@@ -202,7 +205,7 @@ class BackwardLaunch:
             # Partials: (n_groups, C) float32 per parameter, each element written once by the
             # program that owns that column block and row group; no zero fill, no atomics.
             n_col_blocks = cdiv(lay.n_cols, cfg.block_n)
-            n_groups = max(1, min(n_row_blocks, target_programs // n_col_blocks))
+            n_groups = row_groups(cfg, n_row_blocks, n_col_blocks, device)
             n_parts, n_part_cols = n_groups, lay.n_cols
             part = n_groups * lay.n_cols
             n_dalpha = n_groups * n_col_blocks
