@@ -457,7 +457,7 @@ class Peer:
     context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     note: str = ""
     unavailable: str = ""                       # why it cannot run here (then never called)
-    expect_route: str = ""                      # tilefuse: "fused" / "relay" launches to see
+    expect_route: str = ""                      # tilefuse: the backward route (So2Config.route) whose launches to see
 
 
 def make_step(peer: Peer, inp: Inputs) -> Callable[[], tuple]:
@@ -497,7 +497,7 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
     peers: list[Peer] = []
     d = So2Dims(lmax, cf)
     with policy.level(2):
-        pick = tf_op.backward_config(d, torch.float32, n_edges, F, NL, False)
+        pick = tf_op.backward_config(d, torch.float32, n_edges, F, NL, args.training)
     relay_cfg = tf_configs.heuristic(lmax, cf)
     facts = {"table_pick": pick.name, "heuristic_relay": relay_cfg.name}
     problem = So2Problem(lmax, cf, 4)
@@ -507,7 +507,7 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
 
     if "tilefuse" in want:
         peers.append(Peer(f"tilefuse ({pick.name})", "tilefuse", tf_forward, lambda: policy.level(2),
-                          note="level 2, the table's pick", expect_route="fused" if pick.fused else "relay"))
+                          note="level 2, the table's pick", expect_route=pick.route))
     if "tilefuse-relay" in want:
         if pick == relay_cfg:
             facts["tilefuse-relay"] = "same as the table's pick: not repeated"
@@ -519,6 +519,8 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
         fused = pick if pick.fused else tf_configs.So2Config(64, 64, cf, 4, 1, fused=True)
         if not tf_configs.fused_supported(cf, True):
             facts["tilefuse-fused"] = f"Cf {cf}: outside the fused guards (a power of two in [16, 64])"
+        elif args.training:
+            facts["tilefuse-fused"] = "weight gradients: the fused backward does not apply"
         elif fused == pick:
             facts["tilefuse-fused"] = "the table's pick is fused: not repeated"
         else:
@@ -539,7 +541,7 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
             facts["tilefuse-l3"] = variant.name
             peers.append(Peer(f"tilefuse level 3 ({variant.name})", "tilefuse-l3", tf_forward,
                               lambda: policy.level(3), note="level 3: the validated level-3 entry",
-                              expect_route="relay"))
+                              expect_route=variant.route))
     if "eager" in want:
         ref = _reference_fn(lmax, cf)
         peers.append(Peer("eager reference", "eager", lambda inp: (lambda: ref(*inp.args())),
@@ -704,10 +706,9 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         del out
         ok = all(math.isfinite(v) and v <= TOL for v in errs.values())
         if p.expect_route:
-            fused_n, relay_n = launched.get("so2_bwd_fused_layer", 0), launched.get("so2_bwd_relay_layer", 0)
-            row["route_launches"] = {"fused": fused_n, "relay": relay_n}
-            engaged = (fused_n == NL - 1 and relay_n == 0) if p.expect_route == "fused" else \
-                (relay_n == NL - 1 and fused_n == 0)
+            counts = {r: launched.get(f"so2_bwd_{r}_layer", 0) for r in ("fused", "compose", "relay")}
+            row["route_launches"] = counts
+            engaged = all(n == (NL - 1 if r == p.expect_route else 0) for r, n in counts.items())
             if device == "cpu" and not policy.kernels_enabled(torch.device("cpu")):
                 engaged, row["note"] = True, (row["note"] + "; the reference ran (no TRITON_INTERPRET)").lstrip("; ")
             if not engaged and p.kind == "tilefuse":

@@ -59,7 +59,7 @@ def _row(path, case, errors: dict, tol: float, ok_extra=True, detail="") -> dict
 
 
 def _check_case(lmax, n_focus, focus_dim, n_edges, device, dtype, apply_alpha, weights) -> dict:
-    _, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device, dtype, grad_weights=weights)
+    d, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device, dtype, grad_weights=weights)
     diff = ins if weights else ins[:2]
     with launches.counting() as launched:
         x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
@@ -72,8 +72,9 @@ def _check_case(lmax, n_focus, focus_dim, n_edges, device, dtype, apply_alpha, w
     errors = {"x": _rel(x, ref)}
     for name, g, r in zip(names, grads, ref_grads):
         errors["d" + name] = _rel(g, r) if r is not None else float(g.abs().max())
-    engaged = launched["so2_fwd_layer"] == NL - 1 and launched["so2_bwd_relay_layer"] == NL - 1
-    path = "training (weight grads)" if weights else "forward + relay backward"
+    route = op.backward_config(d, dtype, n_edges, n_focus, NL, weights).route     # what the table picks
+    engaged = launched["so2_fwd_layer"] == NL - 1 and launched[f"so2_bwd_{route}_layer"] == NL - 1
+    path = "training (weight grads)" if weights else f"forward + {route} backward"
     case = (f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}-{str(dtype).split('.')[-1]}"
             f"-{'alpha' if apply_alpha else 'noalpha'}")
     return _row(path, case, errors, TOL[dtype], engaged, "" if engaged else f"launches: {dict(launched)}")

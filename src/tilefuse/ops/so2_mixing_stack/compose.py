@@ -19,7 +19,7 @@ Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.a
 ``torch.set_float32_matmul_precision`` say outside (``ieee_matmul`` sets "highest" around
 them and restores the caller's setting), so the route is an exact path like the relay; its sums
 are ordered by cuBLAS, not by the relay's K walk, so it equals the relay within the op's fp32
-tolerance, not bitwise (tune.So2Family.compare).
+tolerance, not bitwise (tune.compose_mismatches).
 """
 
 from __future__ import annotations
@@ -43,12 +43,9 @@ def ieee_matmul():
         torch.set_float32_matmul_precision(saved)
 
 
-def gemm_t(a, w0t, w1t, res, out, d: So2Dims, cfg=None, w0t_lo=None, w1t_lo=None) -> None:
+def gemm_t(a, w0t, w1t, res, out, d: So2Dims) -> None:
     """out = res + [a_m0 @ w0t | a_m1 @ w1t] (both column segments) with cuBLAS, in place into
-    ``out``'s column slices; the signature of launch._gemm_t (the tiles and TF32 tails do not
-    apply: exact cuBLAS GEMMs)."""
-    if a.shape[1] == 0:
-        return
+    ``out``'s column slices (launch._gemm_t for the composition route)."""
     with ieee_matmul():
         for start, stop, wt in ((0, d.m0, w0t), (d.m0, d.row, w1t)):
             torch.baddbmm(res[..., start:stop], a[..., start:stop], wt, out=out[..., start:stop])

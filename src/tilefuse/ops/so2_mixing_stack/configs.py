@@ -20,13 +20,8 @@ from ...utils import next_power_of_2
 #   a_lo w_hi + a_hi w_lo + a_hi w_hi are summed on the tensor cores and added to the float32
 #   accumulator with an IEEE add. The weights are split once per call in memory (kernels read
 #   W_hi and W_lo tiles), the activation tiles in registers. A level-3 variant, used only on
-#   keys whose entry records a passed accuracy validation (tune.py).
-#   Measured on the H200 (benchmarks/results/2026-12-01-h200-h): accurate (one Neo backward
-#   GEMM: 1.0e-7 normwise against float64, the IEEE dots 1.5-1.8e-7) but 1.28x slower than the
-#   IEEE FMA dots at its best tile, so the level-3 sweeps keep the exact path on that GPU.
-#   Accumulating across K tiles on the tensor cores instead (no per-tile IEEE add) doubled the
-#   error (the sweep rejected it: 2.1-2.9x the exact path's); Triton's own
-#   input_precision="tf32x3" (both operands split in registers) was 1.13x slower than IEEE.
+#   keys whose entry records a passed accuracy validation (tune.py). Its H200 accuracy and
+#   speed, and the variants tried before it: benchmarks/results/2026-12-01-h200-h.
 # 16-bit inputs take TF32 dots in every config (their products are exact in TF32).
 EXACT = "ieee"
 TF32X3 = "3xtf32"
@@ -60,11 +55,16 @@ class So2Config:
             raise ValueError("So2Config: fused and compose are two backward routes; set one")
 
     @property
+    def route(self) -> str:
+        """The backward route: "fused", "compose" or "relay" (also the launch records'
+        ``so2_bwd_{route}_layer``)."""
+        return "fused" if self.fused else "compose" if self.compose else "relay"
+
+    @property
     def name(self) -> str:
-        route = "fused" if self.fused else "compose" if self.compose else "relay"
         suffix = "" if self.precision == EXACT else f"-{self.precision}"
         tiles = f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
-        return f"{route}-{tiles}{suffix}"
+        return f"{self.route}-{tiles}{suffix}"
 
     def dot_precision(self, dtype_is_fp32: bool) -> str:
         """The layer GEMMs' DOT_PRECISION (kernels.so2_gemm_kernel) for inputs of that dtype."""

@@ -126,19 +126,14 @@ def transposed(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(-1, -2).contiguous()
 
 
-def _layer_gemm_t(cfg: So2Config):
-    """The backward's layer GEMM of ``cfg``'s route: ``_gemm_t`` (so2_gemm_kernel), or
-    compose.gemm_t (cuBLAS) for the composition route."""
-    if cfg.compose:
-        from .compose import gemm_t
-        return gemm_t
-    return _gemm_t
-
-
 def _gemm_t(a, w0t, w1t, res, out, d, cfg, w0t_lo=None, w1t_lo=None):
     """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
     (F, M, M) with unit stride along the last dim (``transposed``); for a 3xtf32 config their
-    TF32 heads, with the tails in w0t_lo, w1t_lo (``_weights``)."""
+    TF32 heads, with the tails in w0t_lo, w1t_lo (``_weights``). The composition route's
+    config takes cuBLAS instead (compose.gemm_t)."""
+    if cfg.compose:
+        from . import compose
+        return compose.gemm_t(a, w0t, w1t, res, out, d)
     from .kernels import BWD
     _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, w_lo=w0t_lo)
     _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, w_lo=w1t_lo)
@@ -174,7 +169,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _layer_gemm_t(cfg)(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
+    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
 
 
 def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
@@ -239,7 +234,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _layer_gemm_t(cfg)(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, w0t_lo[ng], w1t_lo[ng])
+    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, w0t_lo[ng], w1t_lo[ng])
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -260,6 +255,6 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
             dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
             u_next = u_l
-        launches.record("so2_bwd_compose_layer" if cfg.compose else "so2_bwd_relay_layer")
+        launches.record(f"so2_bwd_{cfg.route}_layer")
         g_cur = g_next
     return g_cur, grad_alpha, dws

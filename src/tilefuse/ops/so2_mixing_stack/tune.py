@@ -200,7 +200,7 @@ class So2Family(TuningFamily):
         return out
 
     def change(self, config: So2Config) -> str:
-        return ROUTE if config.fused or config.compose or config.precision != EXACT else TILE
+        return ROUTE if config.route != "relay" or config.precision != EXACT else TILE
 
     def complexity(self, config: So2Config) -> tuple:
         return (config.fused, config.compose, config.num_warps, config.num_stages, config.block_m * config.block_n)
@@ -255,12 +255,7 @@ class So2Family(TuningFamily):
         return {"x_local": x_local, **out} if problem.level3 else out
 
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
-        if choice.fused:
-            bwd = ("so2_bwd_fused_layer",)
-        elif choice.compose:
-            bwd = ("so2_bwd_compose_layer", "so2_bwd_compose_gemm")
-        else:
-            bwd = ("so2_bwd_relay_layer",)
+        bwd = (f"so2_bwd_{choice.route}_layer",) + (("so2_bwd_compose_gemm",) if choice.compose else ())
         return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:
@@ -279,7 +274,7 @@ class So2Family(TuningFamily):
         docstring; the record holds each output's error and the exact path's, their ratio, and
         the range-limit sets checked."""
         if not problem.level3:
-            if getattr(choice, "compose", False):
+            if choice.compose:
                 return compose_mismatches(problem, got, want), None
             return self.compare(problem, inputs, got, want), None
         ref = _reference64(problem, inputs)
