@@ -47,6 +47,7 @@ if not torch.cuda.is_available():
 import tilefuse  # noqa: E402
 from tilefuse.check import dyt as check_dyt  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
+from tilefuse.ops import triton_common  # noqa: E402
 from tilefuse.ops.dyt import launch, op  # noqa: E402
 from tilefuse.ops.dyt.op import dyt_op  # noqa: E402
 
@@ -69,7 +70,7 @@ def bitwise_check() -> list[str]:
                 return (y, *torch.autograd.grad(y, leaves, dy))
             lean = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
             custom = run(lambda: torch.ops.tilefuse.dyt(x, a, w, b, channels_last))
-            with check_dyt.jit_launches():
+            with triton_common.jit_launches():
                 jit = run(lambda: tilefuse.dyt(x, a, w, b, channels_last=channels_last))
             for name, other in (("custom op", custom), ("JIT launches", jit)):
                 for what, p, q in zip(("y", "dx", "dalpha", "dweight", "dbias"), lean, other):
@@ -153,7 +154,7 @@ def profile(x, a, w, b, dy):
         prof.enable()
         for _ in range(n):
             fn()
-        timing._sync_if_cuda()
+        timing.sync_if_cuda()
         prof.disable()
         pstats.Stats(prof).sort_stats(key).print_stats(22)
 

@@ -84,3 +84,26 @@ def test_good_arguments_still_accepted():
     m = DyT(4, alpha_init=1, bias=False, channels_last=False, dtype=torch.bfloat16)
     assert m.alpha.dtype == torch.bfloat16 and m.alpha.item() == 1.0 and m.bias is None and not m.channels_last
     assert DyT(4, alpha_init=np.float32(0.25)).alpha.item() == 0.25
+
+
+def test_parametrized_weight_is_used():
+    """A parameter under torch.nn.utils.parametrize is a property, not in _parameters: the
+    forward must use its computed value (here 2 * weight), and its gradient must reach the
+    original."""
+    from torch.nn.utils import parametrize
+
+    class Double(nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    m = DyT(16)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5)
+        m.bias.uniform_(-0.5, 0.5)
+    parametrize.register_parametrization(m, "weight", Double())
+    x = torch.randn(5, 16)
+    y = m(x)
+    want = 2 * m.parametrizations.weight.original * torch.tanh(m.alpha * x) + m.bias
+    torch.testing.assert_close(y, want)
+    y.sum().backward()
+    assert m.parametrizations.weight.original.grad is not None

@@ -161,7 +161,6 @@ def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float
 
 
 # every tilefuse launch through Triton's JIT: the route the lean path saves
-jit_launches = triton_common.jit_launches
 # host_providers' names of the providers timed under jit_launches
 JIT_PROVIDERS = frozenset({"tilefuse.dyt, JIT launches"})
 
@@ -207,7 +206,7 @@ def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> di
     entry: {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_bwd_us}]}."""
     rows = []
     for name, (fwd, fwd_bwd) in host_providers(*shape, device).items():
-        with (jit_launches() if name in JIT_PROVIDERS else contextlib.nullcontext()):
+        with (triton_common.jit_launches() if name in JIT_PROVIDERS else contextlib.nullcontext()):
             times = [None if f is None else median_per_call_us(f, calls, rounds) for f in (fwd, fwd_bwd)]
         rows.append({"provider": name, "fwd_us": times[0], "fwd_bwd_us": times[1]})
     return {"shape": list(shape), "calls": calls, "rounds": rounds, "rows": rows}

@@ -71,9 +71,14 @@ class DyT(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # _parameters directly: self.alpha etc. would each miss the instance dict and go through
-        # __getattr__ (the eps message below) on every call
+        # __getattr__ (the eps message below) on every call. A parameter under
+        # torch.nn.utils.parametrize is a property instead, computed on access.
         p = self._parameters
-        return dyt(x, p["alpha"], p["weight"], p["bias"], channels_last=self.channels_last)
+        try:
+            alpha, weight, bias = p["alpha"], p["weight"], p["bias"]
+        except KeyError:
+            alpha, weight, bias = self.alpha, self.weight, self.bias
+        return dyt(x, alpha, weight, bias, channels_last=self.channels_last)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):

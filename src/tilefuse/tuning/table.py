@@ -293,5 +293,5 @@ def export_builtin(dest_dir, device_index: int | None = None) -> Path:
 def reload() -> None:
     """Forget what was read from files (they are read again on the next lookup), e.g. after
     other processes swept keys. Runtime registrations stay."""
-    _invalidate()
     _tables.clear()
+    _invalidate()

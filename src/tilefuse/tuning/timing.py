@@ -45,11 +45,11 @@ from ..utils import capture_cuda_graph
 Call = Callable[[int], object]   # run the choice on input set i
 
 
-
-def _sync_if_cuda() -> None:
+def sync_if_cuda() -> None:
     """Wait for the GPU where this process uses one (nothing to wait for otherwise)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
 
 class Timer(Protocol):
     def buffers(self, input_bytes: int) -> int:
@@ -161,10 +161,10 @@ class WallTimer:
             run()
 
         def sample() -> float:
-            _sync_if_cuda()
+            sync_if_cuda()
             t0 = time.perf_counter()
             run()
-            _sync_if_cuda()
+            sync_if_cuda()
             return (time.perf_counter() - t0) / n_buffers
 
         return sample
@@ -234,7 +234,7 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
         try:
             samplers[name] = timer.prepare(name, lambda i, fn=fn: fn(), 1)
         except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not dropped
-            _sync_if_cuda()
+            sync_if_cuda()
             out[name] = exc
     for name, seconds in interleave(samplers, rounds).items():
         ms = tuple(s * 1e3 for s in seconds)

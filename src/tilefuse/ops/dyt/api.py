@@ -13,9 +13,9 @@ from ... import policy
 from . import plan as plans
 from . import reference
 from .op import apply, dyt_op
-from .plan import ACCEPTED_DTYPES, FLOAT_DTYPES, validate
+from .plan import ACCEPTED_DTYPES, validate
 
-__all__ = ["ACCEPTED_DTYPES", "FLOAT_DTYPES", "dyt", "validate"]
+__all__ = ["ACCEPTED_DTYPES", "dyt", "validate"]
 
 
 def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,

@@ -34,12 +34,11 @@ class DyTConfig:
     """A launch configuration.
 
     block_m x block_n is one program's tile; block_m > 1 is the row-tiled path for narrow rows.
-    programs_per_sm (backward only) sets the persistent grid: about programs_per_sm * SMs
-    programs, each looping over row blocks. prefetch (16-bit x, see ``_prefetch_allowed``):
-    each program loads its next row block before the current one's arithmetic, bitwise the
-    same result as without (the backward: kernels.dyt_bwd_cols_kernel's PREFETCH; the
-    forward: the persistent kernels.dyt_fwd_persistent_kernel, whose grid programs_per_sm
-    sizes).
+    programs_per_sm sizes a persistent grid (the backward's, the prefetching forward's): about
+    programs_per_sm * SMs programs, each looping over row blocks. prefetch (16-bit x, see
+    ``_prefetch_allowed``): each program loads its next row block before the current one's
+    arithmetic, bitwise the same result as without (the backward: kernels.dyt_bwd_cols_kernel's
+    PREFETCH; the forward: the persistent kernels.dyt_fwd_persistent_kernel).
     """
 
     block_m: int
@@ -68,10 +67,11 @@ class DyTConfig:
         return (self.num_warps, self.block_m, self.programs_per_sm, self.block_n, self.prefetch)
 
 
-# The heuristic's (tile elements, warps, programs per SM[, prefetch]) per (pass, x itemsize) and
-# power-of-two row width: the tiles that won the H200 sweeps of the spec's grid at 2**26 elements
-# (benchmarks/results/2026-11-29-h200 and 2026-11-29-h200-c, whose run 4 re-swept every entry
-# with this table as the baseline; the 16-bit backward from results/2026-12-01-h200-i run 2,
+# The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
+# row width, prefetching in the tables of _FITTED_PREFETCH: the tiles that won the H200 sweeps
+# of the spec's grid at 2**26 elements (benchmarks/results/2026-11-29-h200 and
+# 2026-11-29-h200-c, whose run 4 re-swept every entry with this table as the baseline; the
+# 16-bit backward from results/2026-12-01-h200-i run 2,
 # where the prefetching loop won every width by 1.05-1.30x). No simple rule fits the winners
 # (bf16 forward: 8192-element tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096
 # on 2 warps is best at 256 and 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
@@ -83,11 +83,11 @@ _FITTED = {
     ("fwd", 2): {16: (2048, 4, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
                  512: (8192, 4, 4), 1024: (4096, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 4, 4),
                  8192: (2048, 4, 4)},
-    ("bwd", 2): {16: (4096, 16, 1, True), 32: (8192, 16, 1, True), 64: (8192, 16, 1, True),
-                 128: (8192, 16, 1, True), 256: (8192, 16, 1, True), 512: (8192, 16, 1, True),
-                 1024: (8192, 16, 1, True), 2048: (8192, 8, 1, True), 4096: (8192, 16, 1, True),
-                 8192: (2048, 8, 2, True)},
+    ("bwd", 2): {16: (4096, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
+                 512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 8, 1), 4096: (8192, 16, 1),
+                 8192: (2048, 8, 2)},
 }
+_FITTED_PREFETCH = frozenset({("bwd", 2)})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -100,8 +100,9 @@ def heuristic(p: DyTProblem) -> DyTConfig:
     if p.pass_ == "fwd" and p.x_itemsize >= 4:
         tile, num_warps, pps, prefetch = 1024, 4, 4, False
     else:
-        tile, num_warps, pps, *rest = _FITTED[(p.pass_, 2 if p.x_itemsize <= 2 else 4)][width]
-        prefetch = bool(rest and rest[0])
+        table = (p.pass_, 2 if p.x_itemsize <= 2 else 4)
+        tile, num_warps, pps = _FITTED[table][width]
+        prefetch = table in _FITTED_PREFETCH
     block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
@@ -158,10 +159,10 @@ def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
       columns), 8 or more warps. On the H200 smaller tiles and fewer warps lost 3-13%
       (results/2026-12-01-h200-i run 1).
     - Forward (dyt_fwd_persistent_kernel): both layouts, up to 8 warps (the plain forward's
-      winners have 2-4), 1-4 programs per SM (``candidates``). Added for the bf16
-      forward's 82-86% of the copy ceiling at 1024-8192 columns, whose Nsight Compute profile
-      looked like the backward's before its prefetch (run 1: 72% DRAM, 0.74 issued warps per
-      scheduler, 31% occupancy); not yet timed on a GPU: no table entry or heuristic picks it."""
+      winners have 2-4), 1-4 programs per SM (``candidates``). For the bf16 forward at
+      1024-8192 columns (82-86% of the copy ceiling), whose Nsight Compute profile is the plain
+      backward loop's (run 1: 72% DRAM, 0.74 issued warps per scheduler, 31% occupancy). No
+      table entry or heuristic picks it."""
     if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
         return False
     if p.pass_ == "bwd":

@@ -23,7 +23,7 @@ import threading
 import torch
 from ...utils import cdiv
 
-from ... import launches, policy
+from ... import policy
 from ...tuning import lookup_config
 from ...device import current_cuda_device, current_cuda_stream, num_sms, stream_is_capturing
 from . import configs
@@ -96,8 +96,11 @@ def _as_matrix(t: torch.Tensor, lay: _Layout) -> torch.Tensor:
 
 
 def problem_for(x: torch.Tensor, channels_last: bool, pass_: str) -> DyTProblem:
-    lay = _layout(x, channels_last)
-    return DyTProblem(pass_, lay.n_rows, lay.n_cols, x.element_size(), lay.param_per_row)
+    return _problem(_layout(x, channels_last), x.element_size(), pass_)
+
+
+def _problem(lay: _Layout, x_itemsize: int, pass_: str) -> DyTProblem:
+    return DyTProblem(pass_, lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row)
 
 
 def pick_config(problem: DyTProblem) -> DyTConfig:
@@ -110,11 +113,8 @@ def pick_config(problem: DyTProblem) -> DyTConfig:
     return configs.heuristic(problem)
 
 
-def _check_out(out: torch.Tensor | None, x: torch.Tensor, channels_last: bool,
-               name: str) -> torch.Tensor:
-    """A fresh output for x, or ``out`` after checking it has exactly that layout."""
-    if out is None:
-        return new_output(x, channels_last)
+def _check_out(out: torch.Tensor, x: torch.Tensor, channels_last: bool, name: str) -> torch.Tensor:
+    """``out`` after checking it has exactly the layout ``new_output`` gives x."""
     want = new_output(x.detach().to("meta"), channels_last)
     if out.shape != want.shape or out.stride() != want.stride() or out.dtype != x.dtype \
             or out.device != x.device:
@@ -142,26 +142,23 @@ class ForwardLaunch:
     order (contiguous, or channels_last-format x and y for the moved layout: the kernels take
     only their addresses); weight and bias contiguous (bias is weight without a bias)."""
 
-    __slots__ = ("config", "grid", "launch")
+    __slots__ = ("launch",)
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
                  config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_fwd_kernel, dyt_fwd_persistent_kernel
-        cfg = config or pick_config(DyTProblem("fwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
-        self.config = cfg
+        cfg = config or pick_config(_problem(lay, x_itemsize, "fwd"))
         tiles = dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         n_row_blocks, n_col_blocks = cdiv(lay.n_rows, cfg.block_m), cdiv(lay.n_cols, cfg.block_n)
         if cfg.prefetch:
             n_groups = row_groups(cfg, n_row_blocks, n_col_blocks, device)
-            self.grid = (n_groups * n_col_blocks,)
-            self.launch = CompiledLauncher(dyt_fwd_persistent_kernel, self.grid,
+            self.launch = CompiledLauncher(dyt_fwd_persistent_kernel, (n_groups * n_col_blocks,),
                                            (lay.n_rows, lay.n_cols, lay.n_channels, n_groups), tiles,
                                            num_warps=cfg.num_warps)
         else:
-            self.grid = (n_row_blocks * n_col_blocks,)
-            self.launch = CompiledLauncher(dyt_fwd_kernel, self.grid, (lay.n_rows, lay.n_cols, lay.n_channels),
-                                           tiles, num_warps=cfg.num_warps)
+            self.launch = CompiledLauncher(dyt_fwd_kernel, (n_row_blocks * n_col_blocks,),
+                                           (lay.n_rows, lay.n_cols, lay.n_channels), tiles, num_warps=cfg.num_warps)
 
 
 class BackwardLaunch:
@@ -182,14 +179,13 @@ class BackwardLaunch:
     slower on the GPU.
     """
 
-    __slots__ = ("config", "main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream")
+    __slots__ = ("main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream")
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
                  config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
-        cfg = config or pick_config(DyTProblem("bwd", lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row))
-        self.config = cfg
+        cfg = config or pick_config(_problem(lay, x_itemsize, "bwd"))
         n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
         tiles = dict(HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         if lay.param_per_row:
@@ -237,25 +233,25 @@ class BackwardLaunch:
         # allocator makes that cheap, and kept buffers live as long as their plan. Streams are
         # compared by handle: PyTorch's come from pools and are never destroyed (an external
         # stream destroyed with work in flight and recreated with the same handle would pass).
-        if self._reusable and not POISON_SCRATCH and not torch.are_deterministic_algorithms_enabled() \
-                and self._lock.acquire(blocking=False):
-            try:
-                stream = current_cuda_stream(current_cuda_device())
-                if stream_is_capturing() or (self._stream is not None and stream != self._stream):
-                    parts = self._new_scratch(dx.device)
-                else:
-                    if self._kept is None:
-                        self._kept, self._stream = self._new_scratch(dx.device), stream
-                    parts = self._kept
-                self.main(dym, xm, dx, alpha, weight, *parts)
-                self.reduce(*parts, dweight, dbias, dalpha)
-            finally:
-                self._lock.release()
-        else:
-            parts = self._new_scratch(dx.device)
+        reuse = self._reusable and not POISON_SCRATCH and not torch.are_deterministic_algorithms_enabled() \
+            and self._lock.acquire(blocking=False)
+        try:
+            parts = self._reused_scratch(dx.device) if reuse else self._new_scratch(dx.device)
             self.main(dym, xm, dx, alpha, weight, *parts)
             self.reduce(*parts, dweight, dbias, dalpha)
-        launches.record("dyt_bwd")
+        finally:
+            if reuse:
+                self._lock.release()
+
+    def _reused_scratch(self, device):
+        """The kept partials (made on first use), or fresh ones when this call's stream is not
+        theirs or is capturing a graph. Called holding the lock."""
+        stream = current_cuda_stream(current_cuda_device())
+        if stream_is_capturing() or (self._stream is not None and stream != self._stream):
+            return self._new_scratch(device)
+        if self._kept is None:
+            self._kept, self._stream = self._new_scratch(device), stream
+        return self._kept
 
 
 def forward(x, alpha, weight, bias, channels_last: bool, config: DyTConfig | None = None,

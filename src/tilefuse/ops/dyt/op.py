@@ -26,10 +26,13 @@ from . import launch, reference
 from . import plan as plans
 
 
+_is_batched = torch._C._functorch.is_batchedtensor
+
+
 def _batched(*tensors) -> bool:
     """Whether any tensor is a torch.vmap BatchedTensor (DyTFunction's generated vmap rule runs
     forward and backward on those; the kernels take plain tensors)."""
-    return any(t is not None and torch._C._functorch.is_batchedtensor(t) for t in tensors)
+    return any(t is not None and _is_batched(t) for t in tensors)
 
 
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
@@ -62,7 +65,8 @@ class DyTFunction(torch.autograd.Function):
     calls take the custom ops below. Both run the call's plan (forward_impl / backward_impl).
 
     ``plan``: api.dyt's plan for these arguments (``apply`` passes it where no torch.func
-    transform is active: the tensors are then plain), or None: look it up. The backward runs
+    transform is active: the tensors are then plain), or None (``apply`` under transforms):
+    look it up. The backward runs
     the forward's plan while it still holds (Plan.backward_if_current).
 
     New-style (forward without ctx, ``setup_context``), so torch.func transforms accept it;
@@ -72,7 +76,7 @@ class DyTFunction(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x, alpha, weight, bias, channels_last, plan=None):
+    def forward(x, alpha, weight, bias, channels_last, plan):
         if plan is not None:
             return plan.forward(x, alpha, weight, bias)
         if _batched(x, alpha, weight, bias):
@@ -81,8 +85,8 @@ class DyTFunction(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _setup_context(ctx, inputs[:5], output)
-        ctx.plan = inputs[5] if len(inputs) > 5 else None
+        x, alpha, weight, bias, ctx.channels_last, ctx.plan = inputs
+        ctx.save_for_backward(x, alpha, weight, bias)
 
     @staticmethod
     def backward(ctx, dy):
@@ -100,7 +104,6 @@ class DyTFunction(torch.autograd.Function):
 
 
 _grad_enabled = torch.is_grad_enabled
-_is_batched = torch._C._functorch.is_batchedtensor
 _transforms_active = torch._C._are_functorch_transforms_active
 _unwrap_dead = torch._C._functorch.unwrap_if_dead
 # autograd.Function.apply binds the arguments to forward's signature (inspect.signature on
@@ -110,9 +113,8 @@ _unwrap_dead = torch._C._functorch.unwrap_if_dead
 # apply directly. torch 2.x, torch/autograd/function.py, Function.apply: without active
 # torch.func transforms it is unwrap_dead_wrappers(args) then super().apply(*args), which
 # apply() repeats; with transforms active apply() calls Function.apply (custom_function_call).
-_function_base_apply = getattr(getattr(torch._C, "_FunctionBase", None), "apply", None)
 _c_apply = (super(torch.autograd.Function, DyTFunction).apply
-            if _function_base_apply is not None else None)
+            if hasattr(getattr(torch._C, "_FunctionBase", None), "apply") else None)
 
 
 def apply(x, alpha, weight, bias, channels_last: bool, plan):

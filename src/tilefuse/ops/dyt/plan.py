@@ -243,6 +243,7 @@ class Plan:
         w = weight.contiguous() if self.w_copy else weight
         bwd(launch._as_matrix(dy, self.layout) if dy_copy else dy, x.contiguous() if self.x_copy else x,
             dx, alpha, w, dweight, dweight if dbias is None else dbias, dalpha)
+        launches.record("dyt_bwd")
         return dx, dalpha, dweight, dbias
 
     def _backward_launch(self, dy, dy_key):
