@@ -198,7 +198,7 @@ def measure(rank, world, args, device):
 
     def one_gpu_step():
         order = torch.argsort(ids_all, stable=True)
-        inverse = torch.empty_like(order).scatter_(0, order, torch.arange(T, device=device))
+        inverse = expert_parallel._inverse(order)
         counts = torch.zeros(E, dtype=torch.int64, device=device).scatter_add_(0, ids_all, torch.ones_like(ids_all))
         y_sorted = full(expert_parallel.Gather.apply(x_all, order, inverse), counts,
                         expert_parallel.Gather.apply(probs_all, order, inverse))
@@ -209,10 +209,9 @@ def measure(rank, world, args, device):
         y = full(x_sorted, counts_all, probs_sorted)
         return torch.autograd.grad(y, [x_sorted, probs_sorted, *params], dy_all)
 
-    # The paths taken: the local call's key is this rank's received rows (after one forward).
+    # The paths taken: the local call's key is this rank's received rows.
     with torch.no_grad():
-        recv = expert_parallel.plan_dispatch(ids, E, world, ep.process_group).tokens_per_expert.sum()
-    n_recv = int(recv)
+        n_recv = sum(expert_parallel.plan_dispatch(ids, E, world, ep.process_group).recv_splits)
     paths = {}
     for label, rows, n_experts, weight in (("local", n_recv, ep.num_local_experts, ep.experts.fc2_weight),
                                            ("one GPU", T, E, full.fc2_weight)):

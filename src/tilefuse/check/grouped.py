@@ -251,7 +251,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                      "torch._grouped_mm + compile": lambda: torch.autograd.grad(compiled_fwd(), leaves, dy)}
         if not quick and (E, T, H, F) == DEFAULT_SHAPES[0]:
             # Liger-Kernel's fused MoE where it imports, at the first shape only: its first call
-            # autotunes for minutes. Shown failed (with its error) where it cannot run.
+            # autotunes for minutes. Skipped where Liger-Kernel does not import; shown failed
+            # (with its error) where it imports but fails.
             try:
                 providers["Liger-Kernel fused MoE (top-1)"] = _liger_moe_step(i, dy, leaves)
             except ImportError:

@@ -65,7 +65,7 @@ import dataclasses
 
 import torch
 
-from ... import launches, policy
+from ... import launches
 from ...utils import cdiv
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
 from .reference import _row_major, assert_counts_on_device, grouped_mm_takes
@@ -99,12 +99,8 @@ DEFAULT_GLUE = GlueConfig()
 takes = grouped_mm_takes
 
 
-def serves(problem, device: torch.device) -> bool:
-    """Whether the op runs this route for ``problem`` (tune.GroupedProblem) on ``device`` when no
-    fused winner is selected: no quantized recipe, kernels enabled there (level >= 1; CUDA, or
-    a CPU under Triton's interpreter) and ``takes``."""
-    return (not problem.recipe and policy.kernels_enabled(device)
-            and takes(problem.itemsize, problem.hidden, problem.ffn))
+# The route's name: op.route's answer and the tuning family's baseline choice (tune.COMPOSE).
+NAME = "compose"
 
 
 def _glue_kernels():

@@ -33,46 +33,29 @@ from . import compose, configs, launch, recipes
 from .reference import _row_major, grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
 
 
-def fused_config(problem, device: torch.device) -> configs.GemmConfig | None:
-    """The kernels' config when they should run, else None.
-
-    recipe None: kernels may run on ``device``, level >= 2, and the tuning table holds a fused
-    winner for the problem's key on this GPU; None runs the baseline (what a key never swept
-    runs too): the compose route or the unfused composition (``route``). A quantized recipe
-    has no unfused composition on Hopper: its kernels run at level >= 1 wherever they may run,
-    with the table's winner at level >= 2 or else the heuristic config; None (level 0, or no
-    kernels) runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
-    level = policy.get_level()
-    if not policy.kernels_enabled(device):
-        return None
-    if problem.recipe:
-        if level < 1:
-            return None
-        tuned = lookup_config("grouped_glu_mlp", problem) if level >= 2 else None
-        return tuned or configs.heuristic("fwd", problem.itemsize, problem.recipe)
-    if level < 2:
-        return None
-    return lookup_config("grouped_glu_mlp", problem)
-
-
-# route's answer for the compose route (compose.py).
-COMPOSE = "compose"
+COMPOSE = compose.NAME   # route's answer for the compose route
 
 
 def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
-    """The path the op runs for ``problem`` (tune.GroupedProblem) on ``device``:
+    """The path the op runs for ``problem`` (tune.GroupedProblem) on ``device``. Nothing but the
+    unfused composition where kernels may not run there (level 0, no Triton, a CPU without the
+    interpreter); else:
 
-    - a GemmConfig: the kernels (``fused_config``: a fused winner in the tuning table at level
-      >= 2, or a quantized recipe at level >= 1);
-    - ``COMPOSE``: the compose route, recipe None wherever no fused winner is selected and
-      ``compose.serves`` (kernels enabled on the device, level >= 1, ``torch._grouped_mm``
-      takes the dtype and row sizes);
-    - None: the unfused composition (level 0, no kernels on the device, rows off 16 bytes),
-      or with a recipe its plain-PyTorch rendering."""
-    cfg = fused_config(problem, device)
-    if cfg is not None:
-        return cfg
-    return COMPOSE if compose.serves(problem, device) else None
+    - recipe None: the tuning table's fused winner for the problem's key on this GPU at level
+      >= 2 (a GemmConfig); otherwise the baseline (what a key never swept runs too):
+      ``COMPOSE``, the compose route, where ``torch._grouped_mm`` takes the dtype and row sizes
+      (``compose.takes``), or None, the unfused composition (rows off 16 bytes);
+    - a quantized recipe (no unfused composition on Hopper): its kernels, with the table's
+      winner at level >= 2 or else the heuristic config.
+    None with a recipe runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
+    if not policy.kernels_enabled(device):
+        return None
+    tuned = lookup_config("grouped_glu_mlp", problem) if policy.get_level() >= 2 else None
+    if problem.recipe:
+        return tuned or configs.heuristic("fwd", problem.itemsize, problem.recipe)
+    if tuned is not None:
+        return tuned
+    return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else None
 
 
 def _bias_out(x, db):

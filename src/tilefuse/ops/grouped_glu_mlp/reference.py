@@ -416,7 +416,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
 
     Layout: the gate and up columns are strided views of z (``split_glu``), not gathers.
     Inputs of any strides: ``torch._grouped_mm``'s operands (x, h, the weights, the incoming
-    gradients) are copied to a layout it takes only where they are not in one (``_row_major``); the other inputs are read by strided torch ops. Meta tensors give
+    gradients) are copied to a layout it takes only where they are not in one (``_row_major``);
+    the other inputs are read by strided torch ops. Meta tensors give
     meta results (and gradients) of the right shapes and dtypes; nothing is read.
     Biases: rows pick their expert's bias by ``bias[expert_of_row]`` (expert ids from
     ``searchsorted`` on the device). Its backward is ``index_put_(accumulate=True)``, which

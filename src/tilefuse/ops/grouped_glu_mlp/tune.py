@@ -36,7 +36,7 @@ _KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bi
 # mantissa, relative to the value), for ``compare``.
 _QUANT_STEP = {"fp8_block": 2.0 ** -3, "mxfp8": 2.0 ** -3, "nvfp4": 2.0 ** -1}
 _SWEEP_DTYPE = {2: torch.bfloat16, 4: torch.float32}
-COMPOSE = "compose"   # the baseline where compose.takes: the compose route
+COMPOSE = compose.NAME   # the baseline where compose.takes: the compose route
 UNFUSED = "unfused"   # elsewhere: reference.grouped_glu_mlp_unfused
 
 # The spec's three shapes (experts, tokens, H, F).
