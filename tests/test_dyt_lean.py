@@ -247,9 +247,11 @@ def test_the_cache_stays_within_its_bound(monkeypatch, device):
     monkeypatch.setattr(plans, "MAX_PLANS", 8)
     plans.clear()
     a, w = torch.tensor([0.5], device=device), torch.ones(4, device=device)
+    sizes = []
     for rows in range(1, 30):
         tilefuse.dyt(torch.randn(rows, 4, device=device), a, w)
-        assert plans.cache_size() <= 8
+        sizes.append(plans.cache_size())
+    assert max(sizes) == 8          # plans were cached, and never more than the bound
     plans.clear()
     x = torch.randn(5, 4, device=device)
     for _ in range(50):
@@ -260,10 +262,12 @@ def test_the_cache_stays_within_its_bound(monkeypatch, device):
 def test_dy_layouts_per_plan_are_bounded(device):
     x, a, w, b, dy = inputs((6, 8), device=device)
     plan = plans.lookup(*detached(x, a, w, b), True)
+    sizes = []
     for k in range(3 * plans.MAX_DY_LAYOUTS):
         dy_k = torch.randn(6, 8 * (k + 2), device=device)[:, ::k + 2]
         plan.launch_backward(dy_k, *detached(x, a, w, b))
-        assert len(plan._bwd) <= plans.MAX_DY_LAYOUTS
+        sizes.append(len(plan._bwd))
+    assert max(sizes) == plans.MAX_DY_LAYOUTS       # layouts were kept, never more than the bound
 
 
 def _training_step(x, a, w, b, dy):

@@ -24,8 +24,7 @@ from tilefuse import launches, tuning
 from tilefuse.ops.grouped_glu_mlp import compose
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
-from tilefuse.ops.grouped_glu_mlp.reference import (grouped_glu_mlp_reference, grouped_glu_mlp_unfused,
-                                                    random_inputs, uses_grouped_mm)
+from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs, uses_grouped_mm
 from tilefuse.tuning.sweep import poisoned_allocations
 from tilefuse.utils import normwise_rel_error as rel
 

@@ -102,7 +102,7 @@ def test_public_api_runs_fused_only_with_a_table_entry(tuning_table, device):
         return launched
 
     with tilefuse.level(2):
-        assert call()["grouped_mlp_fwd"] == 0           # never swept: the unfused baseline
+        assert call()["grouped_mlp_fwd"] == 0           # never swept: the baseline route
         tuning.register("grouped_glu_mlp", {problem_for(x, w2, "swiglu", 16, False): gtune.candidates_for(
             problem_for(x, w2, "swiglu", 16, False))[0]})
         launched = call()

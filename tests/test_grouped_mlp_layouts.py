@@ -1,7 +1,8 @@
 """grouped_glu_mlp with tensor arguments of any layout: transposed, sliced (wider buffers, at an
 offset), strided and expanded views of x, tokens_per_expert, probs, the weights and biases, and
-of the incoming gradient, on every path (the unfused default, the fused kernels of a tuning
-table entry, each quantized recipe's kernels, the level-0 renderings); T == 0; meta tensors.
+of the incoming gradient, on every path (the default: the compose route at level 2, where no
+fused winner is selected, and the unfused composition at level 0; the fused kernels of a tuning
+table entry; each quantized recipe's kernels; the level-0 renderings); T == 0; meta tensors.
 
 The contract: the result does not depend on the layout. Each view-call is compared with the
 same call on contiguous copies of the same values (the same path, the same kernels), bitwise:
@@ -114,6 +115,7 @@ def call(path, args, dy):
         grads = torch.autograd.grad(y, [leaves[k] for k in FLOAT_NAMES], dy)
     kernels = 0 if path == "unfused" else 1
     assert (launched["grouped_mlp_fwd"], launched["grouped_mlp_bwd"]) == (kernels, kernels), path
+    assert launched["grouped_mlp_compose"] == (path == "unfused"), path    # level 2: the compose route
     assert y.shape == args["x"].shape and y.dtype == args["x"].dtype
     return (y, *grads)
 
@@ -151,7 +153,7 @@ def check_every_argument_view(path, device):
 
 
 # ---------------------------------------------------------------------------------------------
-# Every argument under every view, one at a time: the unfused default and the fused kernels.
+# Every argument under every view, one at a time: the default route and the fused kernels.
 def test_unfused_path_every_argument_view(device):
     args, _ = inputs("unfused", device)
     assert uses_grouped_mm(args["x"], PATHS["unfused"][1])   # the torch._grouped_mm composition
