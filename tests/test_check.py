@@ -179,3 +179,22 @@ def test_so2_step_table_and_plot(tmp_path):
     assert "| forward | 3 | 32 | 1000 | eager reference | failed |" in md and "(50.0 TFLOP/s)" in md
     names = check_so2.plots(tmp_path, b)
     assert names == ["so2_step.png"] and (tmp_path / "so2_step.png").stat().st_size > 1000
+
+
+def test_grouped_check_verifies_the_compose_route_and_can_fail_it(monkeypatch):
+    """The compose route (the default path) has its own verification row per case; a route off
+    by 1e-3 fails it and nothing else."""
+    import torch
+
+    from tilefuse.check import grouped
+
+    def case():
+        return grouped._case([5, 0, 9], 48, 40, "swiglu", 8, True, torch.float32, "cpu", grouped.SMALL)
+
+    rows = {r["path"]: r for r in case()}
+    assert rows["compose route vs float64 reference"]["ok"]
+    real = grouped.compose_apply
+    monkeypatch.setattr(grouped, "compose_apply", lambda *a: real(*a) * (1 + 1e-3))
+    rows = {r["path"]: r for r in case()}
+    assert not rows["compose route vs float64 reference"]["ok"]
+    assert rows["fused vs float64 reference"]["ok"] and rows["fused vs unfused composition"]["ok"]
