@@ -204,37 +204,19 @@ def time_shape(index, E, T, H, F, interleaves, rounds):
 # --- 3. profile ---------------------------------------------------------------------------
 
 def profile(E, T, H, F, interleave, steps=5):
-    from torch.profiler import ProfilerActivity
     i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
                       generator=torch.Generator().manual_seed(0))
     leaves = leaves_of(i)
     fn = compose_fn("swiglu")
-    for _ in range(2):
-        run_op(fn, i, interleave, leaves)
-    gpu = DEVICE == "cuda"
-    activities = [ProfilerActivity.CUDA] if gpu else [ProfilerActivity.CPU]
-    if gpu:
-        torch.cuda.synchronize()
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            run_op(fn, i, interleave, leaves)
-        if gpu:
-            torch.cuda.synchronize()
-    rows = []
-    for ev in prof.key_averages():
-        us = getattr(ev, "device_time_total", None) if gpu else ev.self_cpu_time_total
-        if us is None:
-            us = getattr(ev, "cuda_time_total", 0)
-        if gpu and getattr(ev, "device_type", None) is not None and "CUDA" not in str(ev.device_type):
-            continue
-        if us:
-            rows.append((us / steps / 1e3, ev.count / steps, ev.key))
-    rows.sort(reverse=True)
-    total = sum(ms for ms, _, _ in rows)
+    run_op(fn, i, interleave, leaves)
+    rows, _ = bench.kernel_times(lambda: run_op(fn, i, interleave, leaves), DEVICE, steps)
+    total = sum(r["us"] for r in rows) / 1e3
     print(f"\nprofile: compose route, E {E} T {T} H {H} F {F}, glu_interleave {interleave}; "
-          f"{'GPU kernel' if gpu else 'CPU (no GPU)'} time per forward + backward, {steps} steps: {total:.3f} ms")
-    for ms, calls, name in rows[:20]:
-        print(f"  {ms:8.3f} ms {calls:5.1f}x {100 * ms / total if total else 0:5.1f}%  {name[:110]}")
+          f"{'GPU kernel' if DEVICE == 'cuda' else 'CPU (no GPU)'} time per forward + backward, {steps} steps: "
+          f"{total:.3f} ms")
+    for r in rows[:20]:
+        ms = r["us"] / 1e3
+        print(f"  {ms:8.3f} ms {r['calls']:5.1f}x {100 * ms / total if total else 0:5.1f}%  {r['kernel'][:110]}")
 
 
 def main(argv=None) -> int:

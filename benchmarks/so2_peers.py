@@ -612,28 +612,9 @@ def free(device: str):
 
 def profile_steps(steps: dict[str, Callable], device: str, n_steps: int, top: int, medians: dict) -> dict:
     """Per-kernel device time per fwd+bwd (CPU: self CPU time per op) under torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    cuda_type = getattr(torch.autograd, "DeviceType", None)
     result = {}
     for name, step in steps.items():
-        step()
-        sync(device)
-        with profile(activities=acts) as prof:
-            for _ in range(n_steps):
-                step()
-            sync(device)
-        rows = []
-        for evt in prof.key_averages():
-            if device == "cuda":
-                if cuda_type is None or evt.device_type != cuda_type.CUDA:
-                    continue
-                us = evt.device_time_total
-            else:
-                us = evt.self_cpu_time_total
-            if us > 0:
-                rows.append({"kernel": evt.key, "calls": evt.count / n_steps, "us": us / n_steps})
-        rows.sort(key=lambda r: -r["us"])
+        rows, prof = bench.kernel_times(step, device, n_steps)
         if not rows:   # no per-kernel rows recognized: the profiler's own table instead
             say(f"\n  profile: {name}: no kernel rows recognized; torch.profiler's table:")
             say(prof.key_averages().table(sort_by="self_device_time_total" if device == "cuda"
@@ -773,7 +754,8 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         f64 = r.get("f64_errors", {})
         full = r.get("full_e_vs_eager", {})
         route = r.get("route_launches")
-        extra = (f"fused {route['fused']}, relay {route['relay']}; " if route else "") + (r.get("note") or "")
+        extra = (", ".join(f"{k} {n}" for k, n in route.items() if n or k != "compose") + "; "
+                 if route else "") + (r.get("note") or "")
         if r.get("error"):
             extra += ("; " if extra else "") + r["error"]
         say(f"  {p.name:<52} {r['status']:<15} "

@@ -1,4 +1,5 @@
-"""Benchmark helpers of the check report: the copy ceiling and a row's status fields.
+"""Benchmark helpers of the check report: the copy ceiling, per-kernel profiles and a row's
+status fields.
 
 The timing itself is ``tilefuse.tuning.timing`` (``interleaved``, ``Timing``), the one harness
 the tuner and benchmarks/ use too.
@@ -19,6 +20,39 @@ def copy_ceiling_gbs(numel: int, dtype: torch.dtype, rounds: int = 7) -> float:
     if isinstance(t, Exception):
         raise t
     return 2 * numel * src.element_size() / (t.median_ms * 1e-3) / 1e9
+
+
+def kernel_times(step, device: str, n_steps: int):
+    """Run ``step`` once, then ``n_steps`` times under torch.profiler: (rows, profiler). Rows,
+    largest first: ``{"kernel", "calls", "us"}`` per step, CUDA kernels' device time on a GPU
+    (``device`` "cuda"), each op's self CPU time otherwise; empty where the profiler's events
+    carry no device type this torch names (its own table is then the profiler's)."""
+    from torch.profiler import ProfilerActivity, profile
+    gpu = device == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    cuda_type = getattr(torch.autograd, "DeviceType", None)
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
+    step()
+    sync()
+    with profile(activities=acts) as prof:
+        for _ in range(n_steps):
+            step()
+        sync()
+    rows = []
+    for evt in prof.key_averages():
+        if gpu:
+            if cuda_type is None or evt.device_type != cuda_type.CUDA:
+                continue
+            us = evt.device_time_total
+        else:
+            us = evt.self_cpu_time_total
+        if us > 0:
+            rows.append({"kernel": evt.key, "calls": evt.count / n_steps, "us": us / n_steps})
+    rows.sort(key=lambda r: -r["us"])
+    return rows, prof
 
 
 def error_text(exc: Exception, limit: int = 300) -> str:

@@ -235,6 +235,8 @@ def fp32_gemm_ceiling_tflops() -> float:
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     with ieee_matmul():
         t = timing.interleaved({"sgemm": lambda: a @ b}, graphs=True, rounds=3)["sgemm"]
+    if isinstance(t, Exception):
+        raise t
     return 2 * n ** 3 / (t.median_ms * 1e-3) / 1e12
 
 
