@@ -15,7 +15,7 @@ from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
 from test_so2_kernels import REL_TOL, make, reference_grads, rel
-from tuning_helpers import FakeTimer
+from tuning_helpers import FakeTimer, so2_candidates
 
 LMAX, CF = 2, 16
 COMPOSE = configs.compose_candidates(LMAX, CF)[0]
@@ -87,8 +87,7 @@ def test_compose_tolerance_rejects_a_perturbed_route():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_sweep_picks_compose_and_dispatch_runs_it(tuning_table, monkeypatch):
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, compose=None)
     problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1)
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name), rounds=2, device="cpu")
     (cand,) = result.candidates
@@ -102,8 +101,7 @@ def test_sweep_picks_compose_and_dispatch_runs_it(tuning_table, monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_sweep_rejects_a_composition_off_the_relay(tuning_table, monkeypatch):
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, compose=None)
     real = compose.gemm_t
 
     def off(a, w0t, w1t, res, out, d, *rest):

@@ -20,7 +20,7 @@ from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
 from tilefuse.tuning.sweep import TIMED
 
-from tuning_helpers import FakeTimer
+from tuning_helpers import FakeTimer, so2_candidates
 
 REL_TOL = 1e-5
 NL = 3
@@ -191,9 +191,7 @@ def test_double_backward_matches_reference(device):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_tuning_sweep_records_a_fused_winner_then_dispatch_uses_it(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True), So2Config(32, 64, 32, 4, 2, True)]
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, fused=small)
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(small[1].name), rounds=2,
                               device="cpu")
@@ -217,9 +215,7 @@ def test_tuning_sweep_of_relay_tiles_and_dispatch_everywhere(tuning_table, monke
     used at level 2 for every backward of its key, weight gradients included; a bf16 key is its
     own; level 1 keeps the heuristic."""
     tile = So2Config(64, 32, 32, 4, 2)
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [tile])
-    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, relay=[tile])
     problem = so2_tune.So2Problem(1, 32, 4, n_edges=37, n_focus=1)
     assert so2_tune.FAMILY.change(tile) == tuning.TILE
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(tile.name, 0.98), rounds=2,
@@ -253,9 +249,7 @@ def test_relay_candidates_keep_block_k_and_leave_out_the_heuristic():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True)]
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(small))
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, fused=small)
     real = launch.backward
 
     def ignores_fused(*args, config=None, **kw):
@@ -290,9 +284,7 @@ def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     positions -> u0 requiring grad) and sweeps it."""
     from tilefuse.nn import SO2MixingStack
     one = [So2Config(16, 64, 32, 4, 1, True)]
-    monkeypatch.setattr(so2_tune, "fused_candidates", lambda lmax, cf: list(one))
-    monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [])
-    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
+    so2_candidates(monkeypatch, fused=one)
     model = SO2MixingStack(1, 32, 1, 3).requires_grad_(False)
     u0 = torch.randn(1, 9, model.w0_all.shape[-1] + model.w1_all.shape[-1], requires_grad=True)
     alpha = torch.rand(9, 1) + 0.2

@@ -13,3 +13,11 @@ class FakeTimer:
 
     def prepare(self, label, call, n_buffers):
         return lambda: self.fast_s if label == self.fast else 1.0
+
+
+def so2_candidates(monkeypatch, fused=(), relay=(), compose=()):
+    """Restrict the so2 sweep's candidates of each route to these configs (None: the real ones)."""
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    for name, configs in (("fused_candidates", fused), ("relay_candidates", relay), ("compose_candidates", compose)):
+        if configs is not None:
+            monkeypatch.setattr(so2_tune, name, lambda lmax, cf, configs=tuple(configs): list(configs))
