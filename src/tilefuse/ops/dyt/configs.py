@@ -68,26 +68,28 @@ class DyTConfig:
 
 
 # The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
-# row width, prefetching in the tables of _FITTED_PREFETCH: the tiles that won the H200 sweeps
+# row width, prefetching at the widths of _FITTED_PREFETCH: the tiles that won the H200 sweeps
 # of the spec's grid at 2**26 elements (benchmarks/results/2026-11-29-h200 and
 # 2026-11-29-h200-c, whose run 4 re-swept every entry with this table as the baseline; the
 # 16-bit backward from results/2026-12-01-h200-i run 2,
-# where the prefetching loop won every width by 1.05-1.30x). No simple rule fits the winners
+# where the prefetching loop won every width by 1.05-1.30x; the 16-bit forward from
+# results/2026-12-01-h200-j run 1, where the persistent prefetching forward won at 4096 and
+# 8192 columns by 1.08x and lost or tied elsewhere). No simple rule fits the winners
 # (bf16 forward: 8192-element tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096
-# on 2 warps is best at 256 and 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
+# on 2 warps is best at 256, 2048 on 2 warps at 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
 # at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
                  8192: (2048, 4, 4)},
-    ("fwd", 2): {16: (2048, 4, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
-                 512: (8192, 4, 4), 1024: (4096, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 4, 4),
-                 8192: (2048, 4, 4)},
+    ("fwd", 2): {16: (2048, 2, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
+                 512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (4096, 4, 4),
+                 8192: (4096, 4, 4)},
     ("bwd", 2): {16: (4096, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
                  512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 8, 1), 4096: (8192, 16, 1),
                  8192: (2048, 8, 2)},
 }
-_FITTED_PREFETCH = frozenset({("bwd", 2)})
+_FITTED_PREFETCH = {("bwd", 2): frozenset(_FITTED[("bwd", 2)]), ("fwd", 2): frozenset({4096, 8192})}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -102,7 +104,7 @@ def heuristic(p: DyTProblem) -> DyTConfig:
     else:
         table = (p.pass_, 2 if p.x_itemsize <= 2 else 4)
         tile, num_warps, pps = _FITTED[table][width]
-        prefetch = table in _FITTED_PREFETCH
+        prefetch = width in _FITTED_PREFETCH.get(table, ())
     block_n = min(next_power_of_2(max(p.n_cols, 1)), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, next_power_of_2(max(p.n_rows, 1)))
@@ -161,8 +163,9 @@ def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
     - Forward (dyt_fwd_persistent_kernel): both layouts, up to 8 warps (the plain forward's
       winners have 2-4), 1-4 programs per SM (``candidates``). For the bf16 forward at
       1024-8192 columns (82-86% of the copy ceiling), whose Nsight Compute profile is the plain
-      backward loop's (run 1: 72% DRAM, 0.74 issued warps per scheduler, 31% occupancy). No
-      table entry or heuristic picks it."""
+      backward loop's (run 1: 72% DRAM, 0.74 issued warps per scheduler, 31% occupancy). It won
+      the bf16 sweep at 4096 and 8192 columns (results/2026-12-01-h200-j run 1, 1.08x) and
+      ships there (the table and ``_FITTED_PREFETCH``)."""
     if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
         return False
     if p.pass_ == "bwd":
