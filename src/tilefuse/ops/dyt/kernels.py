@@ -23,19 +23,20 @@ from ..triton_common import to_output
 # division. They differ only for subnormal arguments, which tanh_f32 never feeds them (see
 # there), and by < 1 ulp otherwise. Output conversions go through triton_common.to_output.
 
-# Odd polynomial for tanh on |u| < 1: tanh(u) ~ u + u^3 * P(u^2). Fitted by iteratively
-# reweighted least squares against float64 tanh; max error 0.91 ulp in float32 Horner (FMA)
-# evaluation. The exp form takes over at |u| = 1, where its error from the approximate ex2/rcp
-# instructions is scaled down by tanh's sensitivity to exp(2u), 2e/(e+1)^2 <= 0.21 for |u| >= 1.
-_TANH_SMALL = tl.constexpr(1.0)
+# Odd polynomial for tanh on |u| < 0.75: tanh(u) ~ u + u^3 * P(u^2), five coefficients. Fitted
+# by iteratively reweighted least squares against float64 tanh; max error 1.19 ulp (1.74 u32
+# relative) in float32 Horner (FMA) evaluation, checked at 7e6 arguments. The exp form takes over
+# at |u| = 0.75: there the error of the approximate ex2 / rcp instructions reaches t scaled by
+# tanh's sensitivity to r = 1 / (exp(2|u|) + 1), 2r / t <= 0.58 for |u| >= 0.75. The split at
+# 0.75 instead of 1 saves two FMAs an element (seven coefficients were needed below 1), about 7%
+# of the 16-bit forward's instructions, which is issue-bound (results/2026-12-01-h200-i run 1).
+_TANH_SMALL = tl.constexpr(0.75)
 _TWO_LOG2E = tl.constexpr(2.8853900817779268)
-_P0 = tl.constexpr(-0.3333331346511841)
-_P1 = tl.constexpr(0.13332732021808624)
-_P2 = tl.constexpr(-0.053906381130218506)
-_P3 = tl.constexpr(0.021570395678281784)
-_P4 = tl.constexpr(-0.008079315535724163)
-_P5 = tl.constexpr(0.0024053773377090693)
-_P6 = tl.constexpr(-0.0003901302698068321)
+_P0 = tl.constexpr(-0.3333306908607483)
+_P1 = tl.constexpr(0.13326525688171387)
+_P2 = tl.constexpr(-0.05339052155613899)
+_P3 = tl.constexpr(0.01966552622616291)
+_P4 = tl.constexpr(-0.0047699767164886)
 
 
 @triton.jit
@@ -61,19 +62,19 @@ def tanh_f32(u):
     """float32 tanh within ~3 ulp, built from core ops so Triton's interpreter runs it too
     (libdevice has no interpreter implementation). tanh(+-inf) = +-1, tanh(NaN) = NaN.
 
-    |u| >= 1 uses sign(u) (1 - 2 / (exp(2|u|) + 1)); exp(2|u|) -> inf gives +-1 exactly. The
+    |u| >= 0.75 uses sign(u) (1 - 2 / (exp(2|u|) + 1)); exp(2|u|) -> inf gives +-1 exactly. The
     form on |u| matters: for u <= -1 the quotient 2 / (exp(2u) + 1) is close to 2 and carries
     twice the reciprocal's error into a result near -1 (3.6 ulp measured on the H200); on
-    |u| the quotient is <= 0.24 and its error shrinks relative to the result (<= 2.2 ulp with
-    ex2 within 2 ulp and rcp within 1, as PTX documents them).
-    Below 1 that form loses accuracy, so an odd polynomial takes over. exp2 and the reciprocal
-    use the flush-to-zero hardware instructions (no subnormal fix-up code): their arguments
-    are never subnormal where their result is selected (|2u log2 e| >= 2.88, and e + 1 >= 1).
+    |u| the quotient r is <= 0.37 and its error shrinks relative to the result: with ex2
+    within 2 ulp and rcp within 1, as PTX documents them, r is within 6.3 u32 relative and t
+    within 0.58 * 6.3 + 1 = 4.6 u32 at |u| = 0.75, less above (<= 3 ulp).
+    Below 0.75 that form loses accuracy, so an odd polynomial takes over. exp2 and the
+    reciprocal use the flush-to-zero hardware instructions (no subnormal fix-up code): their
+    arguments are never subnormal where their result is selected (|2u log2 e| >= 2.16, and
+    e + 1 >= 1).
     """
     s = u * u
-    p = _P6
-    p = p * s + _P5
-    p = p * s + _P4
+    p = _P4
     p = p * s + _P3
     p = p * s + _P2
     p = p * s + _P1

@@ -5,7 +5,7 @@ u(dtype) is the unit roundoff (half an ulp at 1): 2**-24 fp32, 2**-8 bf16, 2**-1
 Rounding to a dtype is within u |v| for normal results, and within eta(dtype), half the
 smallest subnormal, for subnormal ones (fp16 dx reaches them: its normal range ends at 6e-5).
 
-- tanh_f32 is within 3 ulp of tanh (polynomial below 1, sign(u) (1 - 2/(exp(2|u|)+1)) above); the
+- tanh_f32 is within 3 ulp of tanh (polynomial below 0.75, sign(u) (1 - 2/(exp(2|u|)+1)) above); the
   products and the bias add add a few more roundings: the float32 value of y is within
   8 u32 (|w t| + |b|) of the exact y. Rounding to the output dtype adds u_out |y|.
 - dx = alpha * dy * w * (1 - t^2): 1 - t^2 is computed as in eager PyTorch; an error of k ulp
