@@ -280,8 +280,9 @@ def test_opcheck_and_compile_fullgraph(device):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
-    """tilefuse.tune(model, inputs) sees the stack's key in a force evaluation (weights frozen,
-    positions -> u0 requiring grad) and sweeps it."""
+    """tilefuse.tune(model, inputs) sees the stack's keys in a force evaluation (weights frozen,
+    positions -> u0 requiring grad): the forward's and the backward's, and sweeps both (the
+    forward key's space is cut to nothing here: its baseline stands)."""
     from tilefuse.nn import SO2MixingStack
     one = [So2Config(16, 64, 32, 4, 1, True)]
     so2_candidates(monkeypatch, fused=one)
@@ -289,5 +290,6 @@ def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     u0 = torch.randn(1, 9, model.w0_all.shape[-1] + model.w1_all.shape[-1], requires_grad=True)
     alpha = torch.rand(9, 1) + 0.2
     results = tuning.tune(model, (u0, alpha), timer=FakeTimer(one[0].name), rounds=2, progress=False, device="cpu")
-    assert [r.key for r in results] == ["L1-C32-x4"]
+    assert [r.key for r in results] == ["L1-C32-x4-fwd", "L1-C32-x4"]
+    assert results[0].winner == tuning.BASELINE
     assert tuning.lookup_config("so2_mixing_stack", so2_tune.So2Problem(1, 32, 4)) == one[0]

@@ -34,8 +34,9 @@ class So2Config:
     gated layer; with ``fused``, one fused kernel per layer and column segment; with
     ``compose``, the relay's pointwise kernels and cuBLAS batched GEMMs, compose.py) and the
     precision of the layer GEMMs' dots (``PRECISIONS``; the fused route is exact only). The
-    backward always uses the config; the forward uses its tiles and precision for a level-3
-    entry and the heuristic tiles otherwise (op.py)."""
+    backward always uses the config; the forward uses the tiles and precision of a level-3
+    entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
+    heuristic's (op.forward_config)."""
 
     block_m: int = 32
     block_n: int = 64

@@ -32,6 +32,20 @@ def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_
                                                         n_layers, level3=True))
 
 
+def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
+                   ) -> configs.So2Config | None:
+    """The forward's tiles (and precision). At level 3 the level-3 key's winner when it has one
+    (``level3_config``); else at level >= 2 the forward key's tuned tiles (tune.py: relay tilings
+    whose forward is bitwise the heuristic's); else None: launch.forward's heuristic tiles."""
+    if policy.get_level() < 2:
+        return None
+    variant = level3_config(d, dtype, n_edges, n_focus, n_layers)
+    if variant is not None:
+        return variant
+    return lookup_config("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, dtype.itemsize,
+                                                        next_power_of_2(n_edges), n_focus, n_layers, forward=True))
+
+
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
                     weight_grads: bool) -> configs.So2Config:
     """The backward route and tiles. At level 3 the level-3 key's winner when it has one
@@ -93,8 +107,8 @@ class So2StackFunction(torch.autograd.Function):
     def forward(ctx, u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
         d = So2Dims(lmax, focus_dim)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                                                 config=level3_config(d, u0.dtype, u0.shape[1], u0.shape[0],
-                                                                     w0_all.shape[0]))
+                                                 config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                      w0_all.shape[0]))
         ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
         ctx.dims, ctx.apply_alpha = d, apply_alpha
         # The route is decided now (a lookup here is also how tilefuse.tune(model) sees the key).
@@ -118,8 +132,8 @@ def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     if policy.kernels_enabled(u0.device):
         d = So2Dims(lmax, focus_dim)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                                                 config=level3_config(d, u0.dtype, u0.shape[1], u0.shape[0],
-                                                                     w0_all.shape[0]))
+                                                 config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                      w0_all.shape[0]))
     else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
         x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
             u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))

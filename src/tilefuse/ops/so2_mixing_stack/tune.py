@@ -1,5 +1,5 @@
-"""so2_mixing_stack's tuning family: the backward route per (lmax, focus_dim, dtype), and the
-level-3 variant per (lmax, focus_dim).
+"""so2_mixing_stack's tuning family: the backward route per (lmax, focus_dim, dtype), the
+forward's tiles per (lmax, focus_dim, dtype), and the level-3 variant per (lmax, focus_dim).
 
 Exact keys (``L3-C32-x4``): the baseline is the relay (three kernels per gated layer,
 heuristic tiles). Candidates are other relay tiles (a tile change, 1% margin; BLOCK_K
@@ -11,6 +11,13 @@ kernel's contract; for relay tiles the same K order); the composition orders its
 does, so it must agree within the fp32 chain's tolerance (``compose_tolerance``). Every
 candidate must launch its route's kernels; a sweep where a guard or the policy routed a
 candidate to the relay fails. Only the backward is timed.
+
+Forward keys (``L3-C32-x4-fwd``): the forward's GEMM and gate-kernel tiles (the forward has
+one route). The baseline is the heuristic tiles, the candidates the relay tilings above (a tile
+change, 1% margin; BLOCK_K unchanged, so every output element keeps its K order), and the
+forward alone is timed. x_local and the saved z and u_final must be bitwise equal to the
+baseline's: the backward routes, whose fused == relay contract is stated on the saved forward,
+then see the same inputs whichever forward tiles ran.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
 the exact heuristic relay, the candidates are tf32x3 relay configs (configs.level3_candidates;
@@ -45,8 +52,9 @@ from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fu
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 
 _HERE = Path(__file__).resolve().parent
-_KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)(-l3)?")
+_KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)(-l3|-fwd)?")
 LEVEL3_SUFFIX = "-l3"
+FORWARD_SUFFIX = "-fwd"
 # A level-3 variant's normwise error against float64 may be at most this multiple of the exact
 # path's error on the same inputs (issue 15).
 LEVEL3_ERROR_RATIO = 1.5
@@ -65,7 +73,8 @@ DEFAULT_LAYERS = 3
 
 @dataclasses.dataclass(frozen=True)
 class So2Problem:
-    """What the backward dispatch knows: the stack's shape and dtype."""
+    """What the dispatch knows: the stack's shape and dtype, and which key (the backward's, the
+    forward's or the level-3 one)."""
 
     lmax: int
     focus_dim: int
@@ -74,19 +83,27 @@ class So2Problem:
     n_focus: int = DEFAULT_FOCUS
     n_layers: int = DEFAULT_LAYERS
     level3: bool = False   # the level-3 key: which variant (if any) level 3 runs, fwd + bwd
+    forward: bool = False  # the forward key: the forward's tiles
+
+    def __post_init__(self):
+        if self.level3 and self.forward:
+            raise ValueError("So2Problem: the level-3 key and the forward key are two keys; set one")
 
 
 @functools.lru_cache(maxsize=1024)
 def key_of(p: So2Problem) -> str:
-    """``L{lmax}-C{focus_dim}-x{itemsize}`` (``-l3`` for the level-3 key): the kernels'
-    registers and spills depend on these alone; edge and focus counts only size the grid."""
-    return f"L{p.lmax}-C{p.focus_dim}-x{p.itemsize}" + (LEVEL3_SUFFIX if p.level3 else "")
+    """``L{lmax}-C{focus_dim}-x{itemsize}`` (``-l3`` for the level-3 key, ``-fwd`` for the
+    forward's): the kernels' registers and spills depend on these alone; edge and focus counts
+    only size the grid."""
+    suffix = LEVEL3_SUFFIX if p.level3 else FORWARD_SUFFIX if p.forward else ""
+    return f"L{p.lmax}-C{p.focus_dim}-x{p.itemsize}" + suffix
 
 
 @dataclasses.dataclass(frozen=True)
 class So2Inputs:
     """One input set. Exact keys time the backward on a saved forward (x_local, z_all,
-    u_final); level-3 keys run forward and backward from u0 (the saved forward is None)."""
+    u_final); level-3 keys run forward and backward from u0, forward keys the forward (the
+    saved forward is None)."""
 
     grad_out: torch.Tensor
     x_local: torch.Tensor | None
@@ -180,10 +197,12 @@ class So2Family(TuningFamily):
     def problem_for_key(self, key: str) -> So2Problem:
         m = _KEY.fullmatch(key) if isinstance(key, str) else None
         if (m is None or int(m[1]) < 1 or int(m[2]) < 1 or int(m[3]) not in _SWEEP_DTYPE
-                or (m[4] and int(m[3]) != 4)):
-            raise ValueError(f"not a so2_mixing_stack key: {key!r} (expected e.g. 'L3-C32-x4', or "
-                             f"'L3-C32-x4-l3' for the fp32 level-3 key)")
-        return So2Problem(int(m[1]), int(m[2]), int(m[3]), level3=bool(m[4]))
+                or (m[4] == LEVEL3_SUFFIX and int(m[3]) != 4)):
+            raise ValueError(f"not a so2_mixing_stack key: {key!r} (expected e.g. 'L3-C32-x4', "
+                             f"'L3-C32-x4-fwd' for the forward's tiles, or 'L3-C32-x4-l3' for the fp32 "
+                             f"level-3 key)")
+        return So2Problem(int(m[1]), int(m[2]), int(m[3]), level3=m[4] == LEVEL3_SUFFIX,
+                          forward=m[4] == FORWARD_SUFFIX)
 
     def is_valid(self, key: str, config) -> bool:
         return config in self.candidates(self.problem_for_key(key))
@@ -194,6 +213,8 @@ class So2Family(TuningFamily):
     def candidates(self, problem: So2Problem) -> list[So2Config]:
         if problem.level3:
             return level3_candidates(problem.lmax, problem.focus_dim)
+        if problem.forward:
+            return relay_candidates(problem.lmax, problem.focus_dim)
         out = relay_candidates(problem.lmax, problem.focus_dim) + compose_candidates(problem.lmax, problem.focus_dim)
         if fused_supported(problem.focus_dim, problem.itemsize == 4):
             out += fused_candidates(problem.lmax, problem.focus_dim)
@@ -230,19 +251,23 @@ class So2Family(TuningFamily):
         w1 = randn(NL, F, d.m1, d.m1, scale=d.m1 ** -0.5)
         gw = randn(NL - 1, F, d.focus_dim, d.lg, scale=d.focus_dim ** -0.5)
         grad_out = randn(E, F, d.row)
-        if problem.level3:
+        if problem.level3 or problem.forward:
             return So2Inputs(grad_out, None, None, None, alpha, w0, w1, gw, u0=u0)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, True)
         return So2Inputs(grad_out, x_local, z_all, u_final, alpha, w0, w1, gw)
 
     def input_bytes(self, problem: So2Problem) -> int:
         d = So2Dims(problem.lmax, problem.focus_dim)
-        # grad_out, x_local, z per gated layer (level 3: grad_out, u0)
+        # grad_out, x_local, z per gated layer (level 3: grad_out, u0; forward: u0, x_local, z)
         surfaces = 2 if problem.level3 else 2 + (problem.n_layers - 1)
         return surfaces * problem.n_edges * problem.n_focus * d.row * problem.itemsize
 
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
         i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
+        if problem.forward:
+            x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True,
+                                                     config=choice)
+            return {"x_local": x_local, "z_all": z_all, "u_final": u_final}
         if problem.level3:
             x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True,
                                                      config=choice)
@@ -255,18 +280,24 @@ class So2Family(TuningFamily):
         return {"x_local": x_local, **out} if problem.level3 else out
 
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
+        if problem.forward:
+            return ("so2_fwd_layer", "so2_fwd_final")
         bwd = (f"so2_bwd_{choice.route}_layer",) + (("so2_bwd_compose_gemm",) if choice.compose else ())
         return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:
-        """Bitwise: the fused kernel's contract is equality with the relay in fp32. (Level-3
-        keys are validated against float64 instead: ``validate``.)"""
+        """Bitwise: the fused kernel's contract is equality with the relay in fp32; a forward
+        key's tiles must keep the forward's every output (module docstring). (Level-3 keys are
+        validated against float64 instead: ``validate``.)"""
         out = []
-        for name in ("grad_u0", "grad_alpha"):
+        names = ("x_local", "z_all", "u_final") if problem.forward else ("grad_u0", "grad_alpha")
+        why = ("the forward's tiles keep its K order" if problem.forward
+               else "the fused contract is bitwise")
+        for name in names:
             if not torch.equal(got[name], want[name]):
                 diff = (got[name].double() - want[name].double()).abs()
                 out.append(f"{name}: {int((diff != 0).sum())} of {diff.numel()} elements differ from the "
-                           f"relay (max |diff| {diff.max().item():.3g}); the fused contract is bitwise")
+                           f"baseline (max |diff| {diff.max().item():.3g}); {why}")
         return out
 
     def validate(self, problem: So2Problem, choice, inputs: So2Inputs, got: dict, want: dict):
@@ -300,8 +331,9 @@ class So2Family(TuningFamily):
         return messages, record
 
     def default_problems(self) -> list[So2Problem]:
-        """Each default shape's exact key, then its level-3 key."""
-        return [So2Problem(lmax, cf, 4, level3=l3) for l3 in (False, True) for lmax, cf in DEFAULT_SHAPES]
+        """Each default shape's exact key, then its forward key, then its level-3 key."""
+        return [So2Problem(lmax, cf, 4, level3=which == "l3", forward=which == "fwd")
+                for which in ("bwd", "fwd", "l3") for lmax, cf in DEFAULT_SHAPES]
 
     def problems_from_cli(self, shape: str, dtype: str | None, pass_: str | None) -> list[So2Problem]:
         m = re.fullmatch(r"(\d+)x(\d+)(?:x(\d+))?(?:x(\d+))?", shape or "")
@@ -309,14 +341,17 @@ class So2Family(TuningFamily):
             raise ValueError("so2_mixing_stack: --shape is LMAXxFOCUS_DIM[xEDGES[xFOCUS]], e.g. 3x32x647000x2; "
                              f"got {shape!r}")
         itemsize = cli_itemsize("so2_mixing_stack", dtype or "fp32")
-        if pass_ not in (None, "bwd", "level3"):
-            raise ValueError("so2_mixing_stack: --pass is bwd (the exact key: the backward route) or level3 "
-                             "(the fp32 level-3 key: forward + backward, reduced-precision variants)")
+        if pass_ not in (None, "bwd", "fwd", "level3"):
+            raise ValueError("so2_mixing_stack: --pass is bwd (the exact key: the backward route), fwd (the "
+                             "forward's tiles) or level3 (the fp32 level-3 key: forward + backward, "
+                             "reduced-precision variants)")
         if pass_ == "level3" and itemsize != 4:
             raise ValueError("so2_mixing_stack: the level-3 key is fp32 only (--dtype fp32)")
         edges = int(m[3]) if m[3] else DEFAULT_EDGES
         focus = int(m[4]) if m[4] else DEFAULT_FOCUS
-        return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus, level3=pass_ == "level3")]
+        passes = ("bwd", "fwd") if pass_ is None else (pass_,)   # default: the exact keys of both passes
+        return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus, level3=which == "level3",
+                           forward=which == "fwd") for which in passes]
 
 
 FAMILY = So2Family()
