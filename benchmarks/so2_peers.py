@@ -498,15 +498,17 @@ def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD 
     d = So2Dims(lmax, cf)
     with policy.level(2):
         pick = tf_op.backward_config(d, torch.float32, n_edges, F, NL, args.training)
+        fwd_pick = tf_op.forward_config(d, torch.float32, n_edges, F, NL) or tf_configs.heuristic(lmax, cf)
     relay_cfg = tf_configs.heuristic(lmax, cf)
-    facts = {"table_pick": pick.name, "heuristic_relay": relay_cfg.name}
+    facts = {"table_pick": pick.name, "table_forward_pick": fwd_pick.name, "heuristic_relay": relay_cfg.name}
     problem = So2Problem(lmax, cf, 4)
 
     def tf_forward(inp):
         return lambda: tilefuse.so2_mixing_stack(*inp.args(), lmax=lmax, focus_dim=cf)
 
     if "tilefuse" in want:
-        peers.append(Peer(f"tilefuse ({pick.name})", "tilefuse", tf_forward, lambda: policy.level(2),
+        peers.append(Peer(f"tilefuse (fwd {fwd_pick.name.removeprefix('relay-')}; bwd {pick.name})", "tilefuse",
+                          tf_forward, lambda: policy.level(2),
                           note="level 2, the table's pick", expect_route=pick.route))
     if "tilefuse-relay" in want:
         if pick == relay_cfg:
