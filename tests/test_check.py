@@ -115,12 +115,14 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
     assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |" in md
 
 
-def test_dyt_host_cost_and_its_tables():
-    """The dyt section's host cost per call (issue 17): measured on this machine for every
-    provider (the interpreter's numbers mean nothing, the rows and their shape do), then the
-    table and the summary lines from synthetic rows."""
+def test_dyt_host_cost_and_its_tables(device):
+    """The dyt section's host cost per call (issue 17): measured on this machine's test device
+    for every provider (the interpreter's numbers mean nothing, the rows and their shape do;
+    on a GPU machine the device is the GPU: Liger-Kernel's Triton kernels, where installed,
+    cannot take CPU tensors outside the interpreter), then the table and the summary lines from
+    synthetic rows."""
     from tilefuse.check import dyt as check_dyt
-    host = check_dyt.host_cost("cpu", shape=(4, 16), calls=1, rounds=1)
+    host = check_dyt.host_cost(device, shape=(4, 16), calls=1, rounds=1)
     names = [r["provider"] for r in host["rows"]]
     assert {"tilefuse.dyt", "F.layer_norm", "eager DyT (3 ATen ops)", "torch.tanh",
             "torch.ops.tilefuse.dyt (custom op)", "tilefuse.dyt, no grad"} <= set(names)
@@ -181,15 +183,16 @@ def test_so2_step_table_and_plot(tmp_path):
     assert names == ["so2_step.png"] and (tmp_path / "so2_step.png").stat().st_size > 1000
 
 
-def test_grouped_check_verifies_the_compose_route_and_can_fail_it(monkeypatch):
+def test_grouped_check_verifies_the_compose_route_and_can_fail_it(monkeypatch, device):
     """The compose route (the default path) has its own verification row per case; a route off
-    by 1e-3 fails it and nothing else."""
+    by 1e-3 fails it and nothing else. On the test device: the fused path launches the Triton
+    kernels, which outside the interpreter take GPU tensors only."""
     import torch
 
     from tilefuse.check import grouped
 
     def case():
-        return grouped._case([5, 0, 9], 48, 40, "swiglu", 8, True, torch.float32, "cpu", grouped.SMALL)
+        return grouped._case([5, 0, 9], 48, 40, "swiglu", 8, True, torch.float32, device, grouped.SMALL)
 
     rows = {r["path"]: r for r in case()}
     assert rows["compose route vs float64 reference"]["ok"]
