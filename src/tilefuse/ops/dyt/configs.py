@@ -73,8 +73,9 @@ class DyTConfig:
 # 2026-11-29-h200-c, whose run 4 re-swept every entry with this table as the baseline; the
 # 16-bit backward from results/2026-12-01-h200-i run 2,
 # where the prefetching loop won every width by 1.05-1.30x; the 16-bit forward from
-# results/2026-12-01-h200-j run 1, where the persistent prefetching forward won at 4096 and
-# 8192 columns by 1.08x and lost or tied elsewhere). No simple rule fits the winners
+# results/2026-12-01-h200-j runs 1 and 4: the persistent prefetching forward won at 4096 and
+# 8192 columns, by 1.08x, and lost or tied elsewhere; after tanh_f32's shorter polynomial its
+# 4096-element tile on 4 warps slowed from 73 to 77 us there and 8192 on 8 warps won by 1.04x). No simple rule fits the winners
 # (bf16 forward: 8192-element tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096
 # on 2 warps is best at 256, 2048 on 2 warps at 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
 # at every width.
@@ -83,8 +84,8 @@ _FITTED = {
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
                  8192: (2048, 4, 4)},
     ("fwd", 2): {16: (2048, 2, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
-                 512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (4096, 4, 4),
-                 8192: (4096, 4, 4)},
+                 512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (8192, 8, 2),
+                 8192: (8192, 8, 2)},
     ("bwd", 2): {16: (4096, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
                  512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 8, 1), 4096: (8192, 16, 1),
                  8192: (2048, 8, 2)},
@@ -164,7 +165,7 @@ def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
       winners have 2-4), 1-4 programs per SM (``candidates``). For the bf16 forward at
       1024-8192 columns (82-86% of the copy ceiling), whose Nsight Compute profile is the plain
       backward loop's (run 1: 72% DRAM, 0.74 issued warps per scheduler, 31% occupancy). It won
-      the bf16 sweep at 4096 and 8192 columns (results/2026-12-01-h200-j run 1, 1.08x) and
+      the bf16 sweep at 4096 and 8192 columns (results/2026-12-01-h200-j runs 1 and 4) and
       ships there (the table and ``_FITTED_PREFETCH``)."""
     if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
         return False
