@@ -256,7 +256,9 @@ def step_providers(lmax: int, focus_dim: int, n_edges: int, with_compile: bool, 
     fns = {"tilefuse": (tf, lambda: policy.level(2)), "eager reference": (ref, contextlib.nullcontext)}
     with policy.level(3):
         variant = op.level3_config(d, torch.float32, n_edges, 2, NL)
+    forward = op.forward_config(d, torch.float32, n_edges, 2, NL) or configs.heuristic(lmax, focus_dim)
     facts = {"exact": op.backward_config(d, torch.float32, n_edges, 2, NL, False).name,
+             "forward": forward.name.removeprefix("relay-"),
              "level3": variant.name if variant else "no validated level-3 variant in the table (the exact path)"}
     if variant is not None:
         fns["tilefuse level 3"] = (tf, lambda: policy.level(3))
@@ -287,7 +289,8 @@ def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, with_c
         base = timed.get("tilefuse")
         for name, t in timed.items():
             row = {"scope": "step", "pass": pass_name, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges,
-                   "provider": name, "table_picks": facts["exact"], "level3": facts["level3"],
+                   "provider": name, "table_picks": f"fwd {facts['forward']}; bwd {facts['exact']}",
+                   "level3": facts["level3"],
                    "gemm_ceiling_tflops": ceiling, **bench.timing_fields(t)}
             if row["status"] == "ok":
                 row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
