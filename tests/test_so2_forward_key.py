@@ -19,7 +19,7 @@ from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
 from test_so2_kernels import make
-from tuning_helpers import FakeTimer
+from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
 LMAX, CF = 1, 16
 TILE = So2Config(64, 64, 16, 4, 2)      # a relay tiling other than the heuristic's 32 x 64
@@ -81,38 +81,23 @@ def test_sweep_times_the_forward_and_checks_it_bitwise(tuning_table, one_tile, d
 
 
 def test_a_tiling_whose_forward_differs_is_rejected(tuning_table, one_tile, monkeypatch, device):
-    real_run = so2_tune.So2Family.run
+    def off_by_one_ulp(name, t, inputs):   # one element of the saved z: the backward would see it
+        if name != "z_all":
+            return t
+        t = t.clone()
+        t.view(-1)[5] = torch.nextafter(t.view(-1)[5], torch.tensor(float("inf"), device=t.device))
+        return t
 
-    def off_by_one_ulp(self, problem, choice, inputs):
-        out = real_run(self, problem, choice, inputs)
-        if choice == TILE:   # one element of the saved z one ulp off: the backward would see it
-            z = out["z_all"].clone()
-            z.view(-1)[5] = torch.nextafter(z.view(-1)[5], torch.tensor(float("inf"), device=z.device))
-            out["z_all"] = z
-        return out
-
-    monkeypatch.setattr(so2_tune.So2Family, "run", off_by_one_ulp)
+    perturb_so2_runs(monkeypatch, lambda choice: choice == TILE, off_by_one_ulp)
     result = _sweep(device)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "z_all" in cand.reason and "1 of" in cand.reason
     assert result.winner == tuning.BASELINE
 
 
-class _TileSpy:
-    """Wraps a kernel, recording each launch's BLOCK_M."""
-
-    def __init__(self, kernel):
-        self.kernel, self.seen = kernel, []
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.seen.append(kwargs["BLOCK_M"])
-            return self.kernel[grid](*args, **kwargs)
-        return launch
-
-
 def test_the_forward_runs_its_keys_winner_at_level_2_only(tuning_table, monkeypatch, device):
-    gemm, gate = _TileSpy(kernels.so2_gemm_kernel), _TileSpy(kernels.so2_fwd_gate_kernel)
+    gemm = LaunchSpy(kernels.so2_gemm_kernel, "BLOCK_M")
+    gate = LaunchSpy(kernels.so2_fwd_gate_kernel, "BLOCK_M")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", gemm)
     monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", gate)
     d, inputs = make(LMAX, 1, CF, 37, device, grad=False)

@@ -21,7 +21,7 @@ from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
 from test_so2_kernels import make
-from tuning_helpers import FakeTimer
+from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
 LMAX, CF = 1, 16
 VARIANT = So2Config(32, 64, 16, 4, 2, precision=TF32X3)
@@ -154,15 +154,9 @@ def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, d
 
 
 def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, monkeypatch, device):
-    real_run = so2_tune.So2Family.run
-
-    def broken(self, problem, choice, inputs):
-        out = real_run(self, problem, choice, inputs)
-        if choice.precision == TF32X3:   # a variant 1e-3 off: far above any fp32 path's error
-            out["grad_u0"] = out["grad_u0"] * (1 + 1e-3)
-        return out
-
-    monkeypatch.setattr(so2_tune.So2Family, "run", broken)
+    # a variant 1e-3 off: far above any fp32 path's error
+    perturb_so2_runs(monkeypatch, lambda choice: choice.precision == TF32X3,
+                     lambda name, t, inputs: t * (1 + 1e-3) if name == "grad_u0" else t)
     result = _sweep(device)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "grad_u0" in cand.reason and "exact path" in cand.reason
@@ -171,35 +165,18 @@ def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, m
 
 def test_validation_rejects_a_variant_that_overflows_near_the_range_limit(tuning_table, one_variant, monkeypatch,
                                                                           device):
-    real_run = so2_tune.So2Family.run
+    def overflows(name, t, inputs):   # exact on ordinary inputs, inf on the largest ones
+        if name != "grad_u0":
+            return t
+        return torch.where(inputs.grad_out.abs().amax() > 2.0 ** 100, torch.full_like(t, float("inf")), t)
 
-    def overflows(self, problem, choice, inputs):
-        out = real_run(self, problem, choice, inputs)
-        if choice.precision == TF32X3:   # exact on ordinary inputs, inf on the largest ones
-            big = inputs.grad_out.abs().amax() > 2.0 ** 100
-            out["grad_u0"] = torch.where(big, torch.full_like(out["grad_u0"], float("inf")), out["grad_u0"])
-        return out
-
-    monkeypatch.setattr(so2_tune.So2Family, "run", overflows)
+    perturb_so2_runs(monkeypatch, lambda choice: choice.precision == TF32X3, overflows)
     result = _sweep(device)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "largest float32" in cand.reason and "not finite" in cand.reason
 
 
 # --- dispatch ----------------------------------------------------------------------------
-
-class _PrecisionSpy:
-    """Wraps kernels.so2_gemm_kernel, recording each launch's DOT_PRECISION."""
-
-    def __init__(self, kernel):
-        self.kernel, self.seen = kernel, []
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.seen.append(kwargs["DOT_PRECISION"])
-            return self.kernel[grid](*args, **kwargs)
-        return launch
-
 
 def _run_op(device, lmax=LMAX):
     d, inputs = make(lmax, 1, CF, 37, device)
@@ -210,7 +187,7 @@ def _run_op(device, lmax=LMAX):
 
 
 def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, one_variant, monkeypatch, device):
-    spy = _PrecisionSpy(kernels.so2_gemm_kernel)
+    spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
     with tilefuse.level(3):   # no level-3 entry yet: exact
         _run_op(device)
@@ -254,7 +231,7 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
                             lambda self, *a: ([], {"passed": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
     assert _sweep(device).winner == VARIANT
-    spy = _PrecisionSpy(kernels.so2_gemm_kernel)
+    spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
     d, inputs = make(LMAX, 1, CF, 37, device)
     with tilefuse.level(3):

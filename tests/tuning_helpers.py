@@ -21,3 +21,30 @@ def so2_candidates(monkeypatch, fused=(), relay=(), compose=()):
     for name, configs in (("fused_candidates", fused), ("relay_candidates", relay), ("compose_candidates", compose)):
         if configs is not None:
             monkeypatch.setattr(so2_tune, name, lambda lmax, cf, configs=tuple(configs): list(configs))
+
+
+class LaunchSpy:
+    """Wraps a Triton kernel (``kernel[grid](...)``), recording one keyword launch argument of
+    each launch in ``seen``."""
+
+    def __init__(self, kernel, field):
+        self.kernel, self.field, self.seen = kernel, field, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.seen.append(kwargs[self.field])
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+def perturb_so2_runs(monkeypatch, applies, perturb):
+    """The so2 sweep's runs with ``perturb(name, tensor, inputs)`` replacing each output of
+    every choice for which ``applies(choice)`` (a broken candidate the sweep must reject)."""
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    real_run = so2_tune.So2Family.run
+
+    def run(self, problem, choice, inputs):
+        out = real_run(self, problem, choice, inputs)
+        return {name: perturb(name, t, inputs) for name, t in out.items()} if applies(choice) else out
+
+    monkeypatch.setattr(so2_tune.So2Family, "run", run)
