@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..tuning.timing import Timing, interleaved
+from ..tuning.timing import Timing, interleaved, sync_if_cuda
 
 
 def copy_ceiling_gbs(numel: int, dtype: torch.dtype, rounds: int = 7) -> float:
@@ -31,16 +31,12 @@ def kernel_times(step, device: str, n_steps: int):
     gpu = device == "cuda"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
     cuda_type = getattr(torch.autograd, "DeviceType", None)
-
-    def sync():
-        if gpu:
-            torch.cuda.synchronize()
     step()
-    sync()
+    sync_if_cuda()
     with profile(activities=acts) as prof:
         for _ in range(n_steps):
             step()
-        sync()
+        sync_if_cuda()
     rows = []
     for evt in prof.key_averages():
         if gpu:

@@ -160,8 +160,8 @@ def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float
     return statistics.median(sample() for _ in range(rounds)) * 1e6
 
 
-# every tilefuse launch through Triton's JIT: the route the lean path saves
-# host_providers' names of the providers timed under jit_launches
+# host_providers' names of the providers timed under triton_common.jit_launches (every tilefuse
+# launch through Triton's JIT: the route the lean path saves)
 JIT_PROVIDERS = frozenset({"tilefuse.dyt, JIT launches"})
 
 

@@ -68,17 +68,15 @@ class DyTConfig:
 
 
 # The heuristic's (tile elements, warps, programs per SM) per (pass, x itemsize) and power-of-two
-# row width, prefetching at the widths of _FITTED_PREFETCH: the tiles that won the H200 sweeps
-# of the spec's grid at 2**26 elements (benchmarks/results/2026-11-29-h200 and
-# 2026-11-29-h200-c, whose run 4 re-swept every entry with this table as the baseline; the
-# 16-bit backward from results/2026-12-01-h200-i run 2,
-# where the prefetching loop won every width by 1.05-1.30x; the 16-bit forward from
-# results/2026-12-01-h200-j runs 1 and 4: the persistent prefetching forward won at 4096 and
-# 8192 columns, by 1.08x, and lost or tied elsewhere; after tanh_f32's shorter polynomial its
-# 4096-element tile on 4 warps slowed from 73 to 77 us there and 8192 on 8 warps won by 1.04x). No simple rule fits the winners
-# (bf16 forward: 8192-element tiles on 4 warps win by 27% and 12% at 128 and 512 columns, 4096
-# on 2 warps is best at 256, 2048 on 2 warps at 1024). fp32 forward: 1024 on 4 warps is within 1% of the best
-# at every width.
+# row width, prefetching at the widths of _FITTED_PREFETCH: the winners of the H200 sweeps of the
+# spec's grid at 2**26 elements. fp32 and the 16-bit forward below 4096 columns:
+# benchmarks/results/2026-11-29-h200 and 2026-11-29-h200-c (whose run 4 re-swept every entry
+# with this table as the baseline), the 16-bit forward re-checked in 2026-12-01-h200-j run 1;
+# the 16-bit backward: 2026-12-01-h200-i run 2 (prefetching won every width by 1.05-1.30x); the
+# 16-bit forward at 4096 and 8192 columns: 2026-12-01-h200-j run 4 (the persistent prefetching
+# forward, 1.04x). No simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
+# win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256, 2048 on 2 warps at
+# 1024). fp32 forward: 1024 on 4 warps is within 1% of the best at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
@@ -162,11 +160,8 @@ def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
       columns), 8 or more warps. On the H200 smaller tiles and fewer warps lost 3-13%
       (results/2026-12-01-h200-i run 1).
     - Forward (dyt_fwd_persistent_kernel): both layouts, up to 8 warps (the plain forward's
-      winners have 2-4), 1-4 programs per SM (``candidates``). For the bf16 forward at
-      1024-8192 columns (82-86% of the copy ceiling), whose Nsight Compute profile is the plain
-      backward loop's (run 1: 72% DRAM, 0.74 issued warps per scheduler, 31% occupancy). It won
-      the bf16 sweep at 4096 and 8192 columns (results/2026-12-01-h200-j runs 1 and 4) and
-      ships there (the table and ``_FITTED_PREFETCH``)."""
+      winners have 2-4), 1-4 programs per SM (``candidates``). On the H200 it wins the bf16
+      sweep at 4096 and 8192 columns only (results/2026-12-01-h200-j runs 1 and 4)."""
     if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
         return False
     if p.pass_ == "bwd":

@@ -27,9 +27,10 @@ from ..triton_common import to_output
 # by iteratively reweighted least squares against float64 tanh; max error 1.19 ulp (1.74 u32
 # relative) in float32 Horner (FMA) evaluation, checked at 7e6 arguments. The exp form takes over
 # at |u| = 0.75: there the error of the approximate ex2 / rcp instructions reaches t scaled by
-# tanh's sensitivity to r = 1 / (exp(2|u|) + 1), 2r / t <= 0.58 for |u| >= 0.75. The split at
-# 0.75 instead of 1 saves two FMAs an element (seven coefficients were needed below 1), about 7%
-# of the 16-bit forward's instructions, which is issue-bound (results/2026-12-01-h200-i run 1).
+# tanh's sensitivity to r = 1 / (exp(2|u|) + 1), 2r / t <= 0.58 for |u| >= 0.75. The split sits
+# at 0.75 because a polynomial up to 1 needs seven coefficients for the same accuracy: two FMAs
+# an element more, about 7% of the 16-bit forward's instructions, which is issue-bound
+# (results/2026-12-01-h200-i run 1).
 _TANH_SMALL = tl.constexpr(0.75)
 _TWO_LOG2E = tl.constexpr(2.8853900817779268)
 _P0 = tl.constexpr(-0.3333306908607483)

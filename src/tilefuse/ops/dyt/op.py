@@ -66,8 +66,8 @@ class DyTFunction(torch.autograd.Function):
 
     ``plan``: api.dyt's plan for these arguments (``apply`` passes it where no torch.func
     transform is active: the tensors are then plain), or None (``apply`` under transforms):
-    look it up. The backward runs
-    the forward's plan while it still holds (Plan.backward_if_current).
+    look it up. The backward runs the forward's plan while it still holds
+    (Plan.backward_if_current).
 
     New-style (forward without ctx, ``setup_context``), so torch.func transforms accept it;
     ``generate_vmap_rule``: vmap runs forward and backward on batched tensors, which take the
