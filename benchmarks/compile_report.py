@@ -12,8 +12,7 @@ from being software-pipelined; ``async copies``: the cp.async of a pipelined loo
 (``--ops``, default all):
 
 - ``dyt``: the forward and the column-partials backward at four tilings, fp32 and bf16 (bf16
-  also the persistent prefetching forward, and the backward with PREFETCH, with and without
-  PAIRS, at 8 warps);
+  also the persistent prefetching forward, and the backward with PREFETCH at 8 warps);
 - ``so2``: the fused backward (both column passes) at Cf 16/32/64 and the relay's BWD GEMM;
 - ``grouped``: the grouped GEMM's fc1 + GLU, fc2 dgrad + dGLU and store epilogues, bf16 and
   fp8_block;
@@ -117,17 +116,15 @@ def report_dyt(arch: int):
                    "weight_ptr": "*fp32", "dweight_part_ptr": "*fp32", "dbias_part_ptr": "*fp32",
                    "dalpha_part_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "n_groups": "i32",
                    "HAS_BIAS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-                   "PREFETCH": "constexpr", "PAIRS": "constexpr"}
+                   "PREFETCH": "constexpr"}
             for w in sorted({warps, 8}):
-                for pf, pairs in ((False, False), (True, False), (True, True)) if dt == "bf16" and w >= 8 \
-                        else ((False, False),):
+                for pf in (False, True) if dt == "bf16" and w >= 8 else (False,):
                     c = compile_kernel(K.dyt_bwd_cols_kernel, sig,
-                                       {"HAS_BIAS": True, "BLOCK_M": bm, "BLOCK_N": bn, "PREFETCH": pf, "PAIRS": pairs},
+                                       {"HAS_BIAS": True, "BLOCK_M": bm, "BLOCK_N": bn, "PREFETCH": pf},
                                        ["dy_ptr", "x_ptr", "dx_ptr", "weight_ptr", "dweight_part_ptr",
                                         "dbias_part_ptr", "n_cols"], arch, w)
-                    tag = (" pf" if pf else "   ") + (" pairs" if pairs else "      ")
-                    print(f"  bwd  {dt} M{bm:<4} N{bn:<5} w{w}{tag}: {summarize(c)}", flush=True)
-                    print(f"  {'':33s}{sass_per_element(c, bm * bn // (32 * w))}", flush=True)
+                    print(f"  bwd  {dt} M{bm:<4} N{bn:<5} w{w}{' pf' if pf else '   '}: {summarize(c)}", flush=True)
+                    print(f"  {'':27s}{sass_per_element(c, bm * bn // (32 * w))}", flush=True)
 
 
 # --------------------------------------------------------------------------- so2

@@ -202,84 +202,6 @@ def test_prefetch_backward_is_bitwise_the_plain_backward(shape, block_m, block_n
     check_against_reference(x, a, w, b, dy, True, (y, *outs[True]))
 
 
-@pytest.fixture
-def cols_launches(monkeypatch):
-    """The PAIRS constexpr of every dyt_bwd_cols_kernel launch, all launches through the JIT."""
-    from tilefuse.ops import triton_common
-    monkeypatch.setattr(triton_common, "DIRECT_LAUNCH", False)
-    seen = []
-    real = triton_common.CompiledLauncher._jit
-
-    def spy(self, tensors):
-        if self.fn.__name__ == "dyt_bwd_cols_kernel":
-            seen.append(self.kwargs["PAIRS"])
-        return real(self, tensors)
-    monkeypatch.setattr(triton_common.CompiledLauncher, "_jit", spy)
-    return seen
-
-
-def _at_odd_offset(t):
-    """A copy of t that starts 2 bytes past a 4-byte boundary (a view into a larger buffer)."""
-    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
-    return buf[1:].view(t.shape).copy_(t.detach())
-
-
-@pytest.mark.parametrize("shape,block_m,block_n", [((37, 48), 4, 64), ((301, 16), 16, 16), ((9, 1000), 1, 256)],
-                         ids=["row-tiled", "narrow", "col-blocks"])
-@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
-def test_bf16_pairs_backward_matches_the_elementwise_kernel(shape, block_m, block_n, prefetch, cols_launches, device):
-    """bfloat16 x and dy of even width go through the channels-last backward as int32 pairs
-    (PAIRS); the same tensors at an odd element offset (not 4-byte aligned) through the
-    element-wise kernel. Each element's arithmetic is the same: dx bitwise equal. The
-    parameter sums run in another order (a tile of half as many columns lays its rows out
-    across the threads differently on the GPU, and dalpha sums the even and odd columns apart):
-    both kernels' sums within the float64 bounds.
-    Partial tiles: 48 and 1000 columns are not multiples of the tiles' 64 and 256."""
-    from tilefuse.ops.dyt import launch
-    from tilefuse.ops.dyt.configs import DyTConfig
-    x, a, w, b, dy = make_inputs(shape, torch.bfloat16, torch.float32, True, True, device, seed=13)
-    cfg = DyTConfig(block_m, block_n, 8, 1, prefetch)
-    x, a, w, b = x.detach(), a.detach(), w.detach(), b.detach()
-    with poison_outputs():
-        pairs = launch.backward(dy, x, a, w, b, True, config=cfg)
-        elementwise = launch.backward(_at_odd_offset(dy), _at_odd_offset(x), a, w, b, True, config=cfg)
-    assert cols_launches == [True, False]
-    assert torch.equal(pairs[0], elementwise[0])
-    y = tilefuse.dyt(x, a, w, b)
-    check_against_reference(x, a, w, b, dy, True, (y, *pairs))
-    check_against_reference(x, a, w, b, dy, True, (y, *elementwise))
-    if device == "cuda":          # the direct launch route takes the same two kernels
-        from tilefuse.ops import triton_common
-        triton_common.DIRECT_LAUNCH = True
-        try:
-            again = launch.backward(dy, x, a, w, b, True, config=cfg)
-            again_odd = launch.backward(_at_odd_offset(dy), _at_odd_offset(x), a, w, b, True, config=cfg)
-        finally:
-            triton_common.DIRECT_LAUNCH = False
-        for p, q, e, f in zip(pairs, again, elementwise, again_odd):
-            assert torch.equal(p, q) and torch.equal(e, f)
-
-
-@pytest.mark.parametrize("shape,dtype,dy_dtype,channels_last,pairs", [
-    ((37, 48), torch.bfloat16, torch.bfloat16, True, True),
-    ((37, 47), torch.bfloat16, torch.bfloat16, True, False),      # odd width
-    ((37, 48), torch.float16, torch.float16, True, False),
-    ((37, 48), torch.float32, torch.float32, True, False),
-    ((37, 48), torch.bfloat16, torch.float32, True, False),       # dy of another dtype
-    ((3, 6, 7, 9), torch.bfloat16, torch.bfloat16, False, None),   # channels-first: the rows kernel
-], ids=["bf16", "bf16-odd-width", "fp16", "fp32", "bf16-fp32dy", "bf16-cfirst"])
-def test_bf16_pairs_only_where_they_apply(shape, dtype, dy_dtype, channels_last, pairs, cols_launches, device):
-    """PAIRS runs for bfloat16 x and dy of even width in the channels-last kernel only; every
-    other case takes the element-wise kernel, within the float64 bounds."""
-    from tilefuse.ops.dyt import launch
-    x, a, w, b, dy = make_inputs(shape, dtype, torch.float32, True, channels_last, device, seed=14)
-    x, a, w, b, dy = x.detach(), a.detach(), w.detach(), b.detach(), dy.to(dy_dtype)
-    grads = launch.backward(dy, x, a, w, b, channels_last)
-    assert cols_launches == ([] if pairs is None else [pairs])
-    y = tilefuse.dyt(x, a, w, b, channels_last=channels_last)
-    check_against_reference(x, a, w, b, dy, channels_last, (y, *grads))
-
-
 @pytest.mark.parametrize("shape,channels_last,block_m,block_n", [
     ((37, 48), True, 4, 64), ((301, 16), True, 16, 16), ((9, 1000), True, 1, 256), ((3, 5, 7, 9), False, 8, 64)],
     ids=["row-tiled", "narrow", "col-blocks", "cfirst"])
@@ -340,12 +262,11 @@ fwd_sig = dict(x_ptr="*bf16", y_ptr="*bf16", alpha_ptr="*fp32", weight_ptr="*fp3
 for n_groups in (1, None):              # 1: Triton passes an argument equal to 1 as a constant
     one = {"n_groups": 1} if n_groups == 1 else {}
     for prefetch in (False, True):
-        for pairs in (False, True):
-            s = dict(sig) if n_groups == 1 else dict(sig, n_groups="i32")
-            ce = dict(HAS_BIAS=True, BLOCK_M=64, BLOCK_N=128, PREFETCH=prefetch, PAIRS=pairs, **one)
-            c, usage = compile_sm90(K.dyt_bwd_cols_kernel, s, ce, divisible=["dy_ptr", "x_ptr", "dx_ptr", "n_cols"],
-                                    num_warps=16)
-            out[f"bwd-pf{int(prefetch)}-pairs{int(pairs)}-groups{n_groups}"] = usage
+        s = dict(sig) if n_groups == 1 else dict(sig, n_groups="i32")
+        ce = dict(HAS_BIAS=True, BLOCK_M=64, BLOCK_N=128, PREFETCH=prefetch, **one)
+        c, usage = compile_sm90(K.dyt_bwd_cols_kernel, s, ce, divisible=["dy_ptr", "x_ptr", "dx_ptr", "n_cols"],
+                                num_warps=16)
+        out[f"bwd-pf{int(prefetch)}-groups{n_groups}"] = usage
     for per_row in (False, True):
         s = dict(fwd_sig) if n_groups == 1 else dict(fwd_sig, n_groups="i32")
         ce = dict(HAS_BIAS=True, PARAM_PER_ROW=per_row, BLOCK_M=8, BLOCK_N=256, **one)
@@ -367,5 +288,4 @@ def test_persistent_kernels_compile_for_sm90_with_one_row_group():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
     report = run_compile_script(_SM90_PERSISTENT)
     assert sorted(report) == sorted(f"{k}-groups{g}" for g in (1, None)
-                                    for k in ("bwd-pf0-pairs0", "bwd-pf0-pairs1", "bwd-pf1-pairs0", "bwd-pf1-pairs1",
-                                              "fwd-rows0", "fwd-rows1"))
+                                    for k in ("bwd-pf0", "bwd-pf1", "fwd-rows0", "fwd-rows1"))

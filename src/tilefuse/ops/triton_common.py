@@ -40,46 +40,14 @@ def sigmoid_f32(x):
 
 
 @triton.jit
-def round_to(y, dtype: tl.constexpr):
-    """float32 ``y`` converted to ``dtype``, rounding to nearest even."""
+def to_output(y, ptr):
+    """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
+    dtype = ptr.dtype.element_ty
     if INTERPRETER and dtype == tl.bfloat16:
         bits = y.to(tl.uint32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
-
-
-@triton.jit
-def to_output(y, ptr):
-    """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
-    return round_to(y, ptr.dtype.element_ty)
-
-
-# bfloat16 pairs as int32. A bfloat16 is the upper half of a float32, so two neighbouring
-# bfloat16 elements read as one int32 (the lower address in the low half) convert with one
-# integer instruction each. Read as bfloat16, Triton extracts each element's 16 bits first (a
-# PRMT for one of the two in SASS, sm_90), then shifts: two instructions for the second.
-
-
-@triton.jit
-def bf16_pair_to_f32(v):
-    """(even, odd): the bfloat16 elements in the low and high halves of int32 ``v``, as float32
-    (exact)."""
-    return (v << 16).to(tl.float32, bitcast=True), (v & -65536).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def f32_to_bf16_pair(even, odd):
-    """The int32 whose low half is ``even`` and high half ``odd`` rounded to bfloat16 (nearest
-    even): what a bfloat16 store of the two elements writes. One cvt.rn.bf16x2.f32 on the GPU,
-    the instruction Triton's own bfloat16 conversion of two neighbouring elements compiles to."""
-    if INTERPRETER:
-        lo = round_to(even, tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-        hi = round_to(odd, tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
-        return lo | (hi << 16)
-    else:
-        return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [even, odd],
-                                         dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -147,17 +115,12 @@ class CompiledLauncher:
     tilefuse's kernels) and whether globals the kernel read have changed since it compiled.
     Compilation settings read at compile time (TRITON_DEBUG, Triton's instrumentation mode)
     apply to launchers from their first launch on: set them before the first call.
-
-    ``unaligned``: another launcher, for launches where some tensor's address is not a
-    multiple of 4 bytes (kernels that read 16-bit tensors as int32 pairs need that; such a
-    tensor is a view at an odd element offset). It takes those launches whole.
     """
 
-    __slots__ = ("fn", "grid", "grid3", "scalars", "kwargs", "tail", "direct", "unaligned", "_entries")
+    __slots__ = ("fn", "grid", "grid3", "scalars", "kwargs", "tail", "direct", "_entries")
 
-    def __init__(self, fn, grid, scalars=(), constexprs=None, unaligned=None, **options):
+    def __init__(self, fn, grid, scalars=(), constexprs=None, **options):
         constexprs = dict(constexprs or {})
-        self.unaligned = unaligned
         self.fn = fn
         self.grid = tuple(grid)
         self.grid3 = self.grid + (1,) * (3 - len(self.grid))
@@ -175,8 +138,6 @@ class CompiledLauncher:
             acc = 0
             for p in ptrs:
                 acc |= p
-            if acc & 3 and self.unaligned is not None:
-                return self.unaligned(*tensors)
             align = True if not acc & 15 else tuple([not p & 15 for p in ptrs])
             device = current_cuda_device()
             entry = self._entries.get((device, align))
@@ -195,8 +156,6 @@ class CompiledLauncher:
                 if entry is not None:
                     self._entries[(device, align)] = entry
             return None
-        if self.unaligned is not None and any(t.data_ptr() & 3 for t in tensors):
-            return self.unaligned(*tensors)
         self._jit(tensors)
         return None
 

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ..triton_common import INTERPRETER as _INTERPRETER
-from ..triton_common import bf16_pair_to_f32, f32_to_bf16_pair, to_output
+from ..triton_common import to_output
 
 # Compiled kernels use the flush-to-zero exp2/reciprocal instructions (inline PTX, which the
 # interpreter cannot run); under the interpreter (CPU tests) tanh_f32 uses tl.exp2 and a
@@ -199,41 +199,20 @@ def dyt_fwd_persistent_kernel(
 
 
 @triton.jit
-def _bwd_tile(x, dy, mask, alpha, w, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS: tl.constexpr):
-    """One tile of the backward in float32: returns dx = alpha dy w (1 - t^2) and the
-    accumulators with this tile's dy*t, x*g (and dy) added, g = dy w (1 - t^2). x, dy: float32,
-    0 on masked lanes; w broadcasts over the tile.
-
-    (Folding alpha into w, dx = dy (1 - t^2) (alpha w), saves a multiply an element, but keeps
-    alpha w and w live: 32 more registers at 16 elements a thread, and fewer resident programs
-    than a persistent grid plans for: 2026-12-01-h200-k run 2.)"""
+def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS: tl.constexpr):
+    """One tile of the backward: stores dx = alpha dy w (1 - t^2) and returns the float32
+    accumulators with this tile's dy*t, x*g (and dy) added. x, dy: the tile as loaded (x's
+    dtype, 0 on masked lanes); w broadcasts over the tile."""
+    x = x.to(tl.float32)
+    dy = dy.to(tl.float32)
     t = tanh_f32(tl.where(mask, alpha * x, 0.0))
     g = dy * w * (1.0 - t * t)
+    tl.store(dx_ptrs, to_output(alpha * g, dx_ptrs), mask=mask)
     dweight_acc += dy * t
     dalpha_acc += x * g
     if HAS_BIAS:
         dbias_acc += dy
-    return alpha * g, dweight_acc, dbias_acc, dalpha_acc
-
-
-@triton.jit
-def _bwd_cols_step(x, dy, mask, dx_ptrs, alpha, w, w_odd, dw, db, da, dw_odd, db_odd, da_odd,
-                   HAS_BIAS: tl.constexpr, PAIRS: tl.constexpr):
-    """dyt_bwd_cols_kernel's work on one loaded tile: dx stored, the accumulators returned.
-    Without PAIRS x, dy are the tile as loaded (x's dtype) and the _odd arguments are returned
-    unchanged; with PAIRS they are int32 bfloat16 pairs, the even elements going to the plain
-    accumulators and the odd ones to the _odd accumulators."""
-    if PAIRS:
-        x_even, x_odd = bf16_pair_to_f32(x)
-        dy_even, dy_odd = bf16_pair_to_f32(dy)
-        dx_even, dw, db, da = _bwd_tile(x_even, dy_even, mask, alpha, w, dw, db, da, HAS_BIAS)
-        dx_odd, dw_odd, db_odd, da_odd = _bwd_tile(x_odd, dy_odd, mask, alpha, w_odd, dw_odd, db_odd, da_odd,
-                                                   HAS_BIAS)
-        tl.store(dx_ptrs, f32_to_bf16_pair(dx_even, dx_odd), mask=mask)
-    else:
-        dx, dw, db, da = _bwd_tile(x.to(tl.float32), dy.to(tl.float32), mask, alpha, w, dw, db, da, HAS_BIAS)
-        tl.store(dx_ptrs, to_output(dx, dx_ptrs), mask=mask)
-    return dw, db, da, dw_odd, db_odd, da_odd
+    return dweight_acc, dbias_acc, dalpha_acc
 
 
 @triton.jit
@@ -242,7 +221,7 @@ def dyt_bwd_cols_kernel(
     dweight_part_ptr, dbias_part_ptr, dalpha_part_ptr,
     n_rows, n_cols, n_groups,
     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    PREFETCH: tl.constexpr, PAIRS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Channels-last backward, persistent: dx, plus partial parameter sums per program.
 
@@ -260,39 +239,15 @@ def dyt_bwd_cols_kernel(
     flight per program instead of one. The arithmetic and its order are the same: the result
     is bitwise that of PREFETCH=False with the same tile. It pays where a program's own
     arithmetic would otherwise leave the loads unissued (16-bit x, results/2026-12-01-h200-i).
-
-    PAIRS (bfloat16 x, dy and dx; an even number of columns; the three addresses multiples of
-    4): the matrices are read and written as int32 pairs of neighbouring elements
-    (triton_common's bf16 pair conversions), the tile as BLOCK_M x BLOCK_N / 2 pairs, and
-    ``n_cols`` counts pairs (half the columns: passed by the launcher, so that Triton's
-    divisibility specialization sees it and the loads and stores stay unmasked vectors). Each
-    element's arithmetic is the same (dx bitwise that of PAIRS=False); the sums run in another
-    fixed order (the even and odd columns apart, and the half-width tile's own layout of rows
-    over threads), as another tile's would.
     """
     pid = tl.program_id(0)
-    # The tile's columns: elements, or pairs of elements with PAIRS (cols indexes pairs then,
-    # and 2 * cols, 2 * cols + 1 are the elements).
-    TILE_N: tl.constexpr = BLOCK_N // (1 + PAIRS)
-    if PAIRS:
-        x_ptr = x_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-        dy_ptr = dy_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-        dx_ptr = dx_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-    group, cols, col_mask = _column_block_of(pid, n_cols, TILE_N)
+    group, cols, col_mask = _column_block_of(pid, n_cols, BLOCK_N)
 
     alpha = tl.load(alpha_ptr).to(tl.float32)
-    w_cols = cols * (1 + PAIRS)
-    w = tl.load(weight_ptr + w_cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
-    if PAIRS:
-        w_odd = tl.load(weight_ptr + w_cols[None, :] + 1, mask=col_mask[None, :], other=0.0).to(tl.float32)
-    else:
-        w_odd = w
-    dw = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
-    db = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
-    da = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
-    dw_odd = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
-    db_odd = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
-    da_odd = tl.zeros((BLOCK_M, TILE_N), dtype=tl.float32)
+    w = tl.load(weight_ptr + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
+    dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    dalpha_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
     n_iter = tl.cdiv(n_row_blocks - group, n_groups)
@@ -304,16 +259,16 @@ def dyt_bwd_cols_kernel(
         first = group.to(tl.int64) * BLOCK_M
         rows = first + tl.arange(0, BLOCK_M)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + first * n_cols + tile, mask=mask, other=0)
-        dy = tl.load(dy_ptr + first * n_cols + tile, mask=mask, other=0)
+        x = tl.load(x_ptr + first * n_cols + tile, mask=mask, other=0.0)
+        dy = tl.load(dy_ptr + first * n_cols + tile, mask=mask, other=0.0)
         for i in range(0, n_iter):
             next_first = first + n_groups * BLOCK_M
             next_mask = ((next_first + tl.arange(0, BLOCK_M)) < n_rows)[:, None] & col_mask[None, :]
-            next_x = tl.load(x_ptr + next_first * n_cols + tile, mask=next_mask, other=0)
-            next_dy = tl.load(dy_ptr + next_first * n_cols + tile, mask=next_mask, other=0)
-            dw, db, da, dw_odd, db_odd, da_odd = _bwd_cols_step(
-                x, dy, mask, dx_ptr + first * n_cols + tile, alpha, w, w_odd,
-                dw, db, da, dw_odd, db_odd, da_odd, HAS_BIAS, PAIRS)
+            next_x = tl.load(x_ptr + next_first * n_cols + tile, mask=next_mask, other=0.0)
+            next_dy = tl.load(dy_ptr + next_first * n_cols + tile, mask=next_mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + first * n_cols + tile, dweight_acc, dbias_acc, dalpha_acc,
+                HAS_BIAS)
             x, dy, mask, first = next_x, next_dy, next_mask, next_first
     else:
         for i in range(0, n_iter):
@@ -321,23 +276,16 @@ def dyt_bwd_cols_kernel(
             rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
             mask = (rows < n_rows)[:, None] & col_mask[None, :]
             offsets = rows[:, None] * n_cols + cols[None, :]
-            x = tl.load(x_ptr + offsets, mask=mask, other=0)
-            dy = tl.load(dy_ptr + offsets, mask=mask, other=0)
-            dw, db, da, dw_odd, db_odd, da_odd = _bwd_cols_step(
-                x, dy, mask, dx_ptr + offsets, alpha, w, w_odd, dw, db, da, dw_odd, db_odd, da_odd,
-                HAS_BIAS, PAIRS)
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + offsets, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
 
-    part = group.to(tl.int64) * (n_cols * (1 + PAIRS)) + w_cols
-    tl.store(dweight_part_ptr + part, tl.sum(dw, axis=0), mask=col_mask)
+    part = group.to(tl.int64) * n_cols + cols
+    tl.store(dweight_part_ptr + part, tl.sum(dweight_acc, axis=0), mask=col_mask)
     if HAS_BIAS:
-        tl.store(dbias_part_ptr + part, tl.sum(db, axis=0), mask=col_mask)
-    dalpha = tl.sum(tl.sum(da, axis=1), axis=0)
-    if PAIRS:
-        tl.store(dweight_part_ptr + part + 1, tl.sum(dw_odd, axis=0), mask=col_mask)
-        if HAS_BIAS:
-            tl.store(dbias_part_ptr + part + 1, tl.sum(db_odd, axis=0), mask=col_mask)
-        dalpha += tl.sum(tl.sum(da_odd, axis=1), axis=0)
-    tl.store(dalpha_part_ptr + pid, dalpha)
+        tl.store(dbias_part_ptr + part, tl.sum(dbias_acc, axis=0), mask=col_mask)
+    tl.store(dalpha_part_ptr + pid, tl.sum(tl.sum(dalpha_acc, axis=1), axis=0))
 
 
 @triton.jit
@@ -372,11 +320,10 @@ def dyt_bwd_rows_kernel(
             cols = col_start + tl.arange(0, BLOCK_N)
             mask = row_mask[:, None] & (cols < n_cols)[None, :]
             offsets = rows[:, None] * n_cols + cols[None, :]
-            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            dx, dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
-                x, dy, mask, alpha, w, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
-            tl.store(dx_ptr + offsets, to_output(dx, dx_ptr + offsets), mask=mask)
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+            dweight_acc, dbias_acc, dalpha_acc = _bwd_tile(
+                x, dy, mask, alpha, w, dx_ptr + offsets, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS)
         tl.store(dweight_rows_ptr + rows, tl.sum(dweight_acc, axis=1), mask=row_mask)
         if HAS_BIAS:
             tl.store(dbias_rows_ptr + rows, tl.sum(dbias_acc, axis=1), mask=row_mask)

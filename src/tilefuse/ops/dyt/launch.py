@@ -167,10 +167,7 @@ class BackwardLaunch:
 
     ``__call__(dym, xm, dx, alpha, weight, dweight, dbias, dalpha)``: the matrices as in
     ForwardLaunch (dym: dy in x's kernel layout), weight contiguous, the parameter gradients
-    contiguous (dbias is dweight without a bias). ``bf16``: x and dy are bfloat16; the
-    channels-last kernel then reads and writes them as int32 pairs (its PAIRS) when the row
-    width is even, falling back to the element-wise kernel for a call whose tensors are not all
-    4-byte aligned.
+    contiguous (dbias is dweight without a bias).
 
     Two launches: every partial must be written before a fixed-order sum reads them, and a
     kernel has no grid-wide barrier. One launch could do it with a per-column-block atomic
@@ -185,7 +182,7 @@ class BackwardLaunch:
     __slots__ = ("main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream")
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
-                 config: DyTConfig | None, bf16: bool = False):
+                 config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
         cfg = config or pick_config(_problem(lay, x_itemsize, "bwd"))
@@ -208,15 +205,9 @@ class BackwardLaunch:
             n_parts, n_part_cols = n_groups, lay.n_cols
             part = n_groups * lay.n_cols
             n_dalpha = n_groups * n_col_blocks
-            grid, cols_tiles = (n_groups * n_col_blocks,), dict(tiles, PREFETCH=cfg.prefetch)
-            self.main = CompiledLauncher(dyt_bwd_cols_kernel, grid, (lay.n_rows, lay.n_cols, n_groups),
-                                         dict(cols_tiles, PAIRS=False), num_warps=cfg.num_warps)
-            if bf16 and lay.n_cols % 2 == 0 and cfg.block_n >= 2:
-                # bfloat16 x, dy and dx as int32 pairs (the kernel's PAIRS: n_cols counts
-                # pairs), the element-wise kernel for tensors at an odd element offset.
-                self.main = CompiledLauncher(dyt_bwd_cols_kernel, grid, (lay.n_rows, lay.n_cols // 2, n_groups),
-                                             dict(cols_tiles, PAIRS=True), unaligned=self.main,
-                                             num_warps=cfg.num_warps)
+            self.main = CompiledLauncher(dyt_bwd_cols_kernel, (n_groups * n_col_blocks,),
+                                         (lay.n_rows, lay.n_cols, n_groups), dict(tiles, PREFETCH=cfg.prefetch),
+                                         num_warps=cfg.num_warps)
         self.reduce = CompiledLauncher(
             dyt_bwd_reduce_kernel, (cdiv(n_part_cols, REDUCE_BLOCK_N),), (n_parts, n_part_cols, n_dalpha),
             dict(HAS_BIAS=has_bias, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N), num_warps=4)

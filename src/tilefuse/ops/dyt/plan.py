@@ -153,7 +153,7 @@ class Plan:
     that run them."""
 
     __slots__ = ("f64", "level", "generation", "aux", "channels_last", "kernels", "empty", "layout",
-                 "has_bias", "config", "device", "x_itemsize", "x_dtype", "x_copy", "w_copy", "b_copy",
+                 "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy",
                  "_fwd", "_bwd")
 
     def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
@@ -166,7 +166,6 @@ class Plan:
         self.config = config
         self.device = x.device
         self.x_itemsize = x.element_size()
-        self.x_dtype = x.dtype
         # The kernels take addresses: x in channels_last memory format (the moved layout) is
         # read in place like its contiguous movedim(1, -1) view; other layouts need x contiguous.
         self.x_copy = not (lay.moved or x.is_contiguous())
@@ -255,8 +254,7 @@ class Plan:
         dy_view = dy.movedim(1, -1) if self.layout.moved else dy
         shared = next((bwd for (_, dtype), (bwd, _) in list(self._bwd.items()) if dtype == dy_key[1]), None)
         if shared is None:
-            shared = launch.BackwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device, self.config,
-                                           bf16=self.x_dtype == dy_key[1] == torch.bfloat16)
+            shared = launch.BackwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device, self.config)
         entry = (shared, not dy_view.is_contiguous())
         if len(self._bwd) >= MAX_DY_LAYOUTS:
             self._bwd.clear()
