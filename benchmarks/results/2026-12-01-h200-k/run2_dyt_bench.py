@@ -35,6 +35,8 @@ for dname in args.dtypes.split(","):
                "configs": {p: c.name + ("" if tuning.is_covered("dyt", launch.problem_for(x, True, p)) else " (untuned)")
                            for p, c in cfg.items()}}
         for pass_name, with_bwd, nbytes in (("fwd", False, 2), ("fwd+bwd", True, 5)):
+            # check.dyt's provider for tilefuse (its forward, or forward + autograd backward);
+            # the torch.compile peer it also builds is never called, so a stand-in function
             fn = _providers(x, a, w, b, dy, with_bwd, lambda *t: None)["tilefuse"]
             t = timing.interleaved({"tilefuse": fn}, graphs=True)["tilefuse"]
             gbs = nbytes * numel * x.element_size() / (t.median_ms * 1e-3) / 1e9

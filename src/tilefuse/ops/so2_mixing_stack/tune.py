@@ -264,13 +264,11 @@ class So2Family(TuningFamily):
 
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
         i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
-        if problem.forward:
+        if problem.forward or problem.level3:     # the forward runs from u0 with the choice's tiles
             x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True,
                                                      config=choice)
-            return {"x_local": x_local, "z_all": z_all, "u_final": u_final}
-        if problem.level3:
-            x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True,
-                                                     config=choice)
+            if problem.forward:
+                return {"x_local": x_local, "z_all": z_all, "u_final": u_final}
         else:
             x_local, z_all, u_final = i.x_local, i.z_all, i.u_final
         grad_u0, grad_alpha, _ = launch.backward(
