@@ -4,10 +4,11 @@ Per shape, each kernel launch of a step alone, timed with the one harness
 (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay, the providers of one
 table interleaved in rotating rounds, medians), balanced expert counts, bf16 inputs:
 
-- ``bf16`` (``--recipes``): each GEMM role (fc1 + GLU, fc2, fc2 dgrad + dGLU at the launch
-  tile and at ``dglu_config``'s, fc1 dgrad) at the 128x128x64 tile against
-  ``torch._grouped_mm`` doing the same GEMM, and the two weight gradients at several tilings
-  against ``_grouped_mm``'s;
+- ``bf16`` (``--recipes``): each GEMM role (fc1 + GLU, fc2, fc2 dgrad + dGLU at
+  ``dglu_config``'s tile, fc1 dgrad) at the heuristic 128x128x64 tile through pointers and at
+  several tiles through TMA (``GemmConfig.tma``), against ``torch._grouped_mm`` doing the same
+  GEMM; the two weight gradients likewise against ``_grouped_mm``'s; and the whole step with
+  a few (GEMM tile, wgrad tile) pairs against the compose route;
 - ``fp8_block``: every quantizer call of a step (the row copies, the weights alone, as dgrad
   copies and as pairs, the column copies) and their sum for what a step runs; each GEMM role
   and the weight gradients at several tilings; the whole step (``launch.forward`` +
@@ -46,7 +47,7 @@ if TINY and not torch.cuda.is_available():
 import triton  # noqa: E402
 
 from tilefuse.check.bench import error_text  # noqa: E402
-from tilefuse.ops.grouped_glu_mlp import launch, recipes  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp import compose, launch, recipes  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
@@ -58,8 +59,17 @@ SHAPES = dict(enumerate(DEFAULT_SHAPES, start=1))
 TINY_SHAPE = (2, 256, 256, 128)   # H and F multiples of fp8_block's 128
 
 BF16_MAIN = GemmConfig(128, 128, 64, 8, 4, 1)
-BF16_WGRADS = [GemmConfig(64, 64, 32, 4, 3), GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 4),
-               GemmConfig(128, 256, 64, 8, 3), GemmConfig(128, 128, 32, 8, 4), GemmConfig(64, 128, 64, 4, 4)]
+# Each GEMM role at the heuristic tile through pointers, then through TMA at several tiles
+# (GemmConfig.tma; the dGLU caps BLOCK_N at 64, configs.dglu_config).
+BF16_GEMMS = [BF16_MAIN, GemmConfig(128, 128, 64, 8, 4, 1, True), GemmConfig(128, 128, 64, 8, 3, 1, True),
+              GemmConfig(128, 256, 64, 8, 3, 1, True), GemmConfig(256, 128, 64, 8, 3, 1, True),
+              GemmConfig(128, 128, 64, 4, 4, 1, True)]
+BF16_WGRADS = [GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3, tma=True),
+               GemmConfig(128, 128, 64, 8, 4, tma=True), GemmConfig(128, 256, 64, 8, 3, tma=True),
+               GemmConfig(256, 128, 64, 8, 3, tma=True), GemmConfig(128, 128, 64, 4, 4, tma=True)]
+# The whole bf16 step (forward + backward) with these (GEMM tile, wgrad tile) pairs, beside the
+# compose route.
+STEPS = [(BF16_MAIN, BF16_WGRADS[0]), (BF16_GEMMS[1], BF16_WGRADS[1]), (BF16_GEMMS[3], BF16_WGRADS[3])]
 FP8_GEMMS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1), GemmConfig(128, 128, 128, 8, 3, 1),
              GemmConfig(64, 128, 128, 4, 3, 2), GemmConfig(64, 64, 128, 4, 4, 2), GemmConfig(128, 64, 128, 4, 3, 2)]
 FP8_WGRADS = [GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3), GemmConfig(128, 128, 128, 8, 4),
@@ -107,13 +117,19 @@ def problem(E, T, H, F):
     return i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"]
 
 
-def step(counts, x, probs, w1, w2, dy, recipe=None, wgrad_config=None):
-    """One forward + backward (heuristic tiles) as the op runs it: the forward keeps fp8_block's
-    dgrad weight copies for the backward."""
-    _, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, recipe=recipe,
+def step(counts, x, probs, w1, w2, dy, recipe=None, wgrad_config=None, config=None):
+    """One forward + backward (heuristic tiles unless ``config``) as the op runs it: the forward
+    keeps fp8_block's dgrad weight copies for the backward."""
+    _, z, h, kept = launch.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32, config=config, recipe=recipe,
                                    keep_dgrad_weights=True)
-    launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, wgrad_config=wgrad_config,
-                    recipe=recipe, dgrad_weights=kept)
+    launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "swiglu", 32, config=config,
+                    wgrad_config=wgrad_config, recipe=recipe, dgrad_weights=kept)
+
+
+def compose_step(counts, x, probs, w1, w2, dy):
+    """One forward + backward of the compose route (compose.py)."""
+    y, z, h, ends = compose.forward(x, counts, probs, w1, w2, None, None, "swiglu", 32)
+    compose.backward(dy, x, counts, ends, probs, w1, w2, None, None, z, h, "swiglu", 32)
 
 
 def profile_bf16(E, T, H, F, rounds):
@@ -125,33 +141,30 @@ def profile_bf16(E, T, H, F, rounds):
     dz = torch.randn_like(z)
     hout = torch.empty_like(h)
     dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
-    main, dglu = (GemmConfig(32, 32, 32, 4, 2, 2),) * 2 if TINY else (BF16_MAIN, dglu_config(BF16_MAIN))
-    part = torch.empty(T, 2 * triton.cdiv(F, min(dglu_tile_n(main), dglu_tile_n(dglu))), device=DEVICE)
-    print(f"\nE {E} T {T} H {H} F {F}: bf16 (tile {main.name}; dGLU* {dglu.name}; balanced counts)")
+    gemms = [GemmConfig(32, 32, 32, 4, 2, 2), GemmConfig(32, 32, 32, 4, 2, 2, True)] if TINY else BF16_GEMMS
+    widest = min(dglu_tile_n(dglu_config(c)) for c in gemms)
+    part = torch.empty(T, 2 * triton.cdiv(F, widest), device=DEVICE)
+    print(f"\nE {E} T {T} H {H} F {F}: bf16 (dGLU: configs.dglu_config of each tile; balanced counts)")
     roles = {
-        "fc1+GLU": (lambda: launch._gemm(EPI_GLU, x, w1, hout, counts, main, K=H, N=F,
-                                         b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)), ldc=hout.stride(0),
-                                         F=F, probs=probs, z=z, act=0, interleave=32),
+        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, x, w1, hout, counts, c, K=H, N=F,
+                                           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)), ldc=hout.stride(0),
+                                           F=F, probs=probs, z=z, act=0, interleave=32),
                     lambda: torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs), gemm_flop(T, 2 * F, H)),
-        "fc2": (lambda: launch._gemm(EPI_STORE, h, w2, y, counts, main, K=F, N=H,
-                                     b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)), ldc=y.stride(0),
-                                     probs=probs),
+        "fc2": (lambda c: launch._gemm(EPI_STORE, h, w2, y, counts, c, K=F, N=H,
+                                       b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)), ldc=y.stride(0),
+                                       probs=probs),
                 lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs), gemm_flop(T, H, F)),
-        "dgrad2+dGLU": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, main, K=H, N=F,
-                                             b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0),
-                                             F=F, probs=probs, z=z, part=part, act=0, interleave=32),
+        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu_config(c), K=H, N=F,
+                                               b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
+                                               ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0,
+                                               interleave=32),
                         lambda: torch._grouped_mm(dy, w2, offs=offs), gemm_flop(T, F, H)),
-        "dgrad2+dGLU*": (lambda: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu, K=H, N=F,
-                                              b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
-                                              ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0,
-                                              interleave=32),
-                         lambda: torch._grouped_mm(dy, w2, offs=offs), gemm_flop(T, F, H)),
-        "dgrad1": (lambda: launch._gemm(EPI_STORE, dz, w1, dx, counts, main, K=2 * F, N=H,
-                                        b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0)),
+        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dz, w1, dx, counts, c, K=2 * F, N=H,
+                                          b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0)),
                    lambda: torch._grouped_mm(dz, w1, offs=offs), gemm_flop(T, H, 2 * F)),
     }
     for name, (ours, theirs, flop) in roles.items():
-        providers = {"tilefuse": ours}
+        providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in gemms}
         if DEVICE == "cuda":
             providers["torch._grouped_mm"] = theirs
         table(name, providers, flop, rounds)
@@ -159,10 +172,17 @@ def profile_bf16(E, T, H, F, rounds):
     if DEVICE == "cuda":
         providers["torch._grouped_mm"] = lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
                                                   torch._grouped_mm(dy.t(), h, offs=offs))
-    for wc in BF16_WGRADS[:1] if TINY else BF16_WGRADS:
+    for wc in BF16_WGRADS[:2] if TINY else BF16_WGRADS:
         providers[f"tilefuse {wc.name}"] = (lambda wc=wc: (launch._wgrad(dz, x, dw1, counts, T, wc),
                                                            launch._wgrad(dy, h, dw2, counts, T, wc)))
     table("wgrads (dW1 + dW2)", providers, gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F), rounds)
+    if not TINY:
+        inputs = (counts, x, probs, w1, w2, dy)
+        steps = {"compose route": lambda: compose_step(*inputs)} if compose.takes(2, H, F) else {}
+        for c, wc in STEPS:
+            steps[f"fused {c.name} / wgrad {wc.name}"] = (lambda c=c, wc=wc: step(*inputs, config=c, wgrad_config=wc))
+        table("whole step (forward + backward, 3x forward FLOPs)", steps,
+              3 * (gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F)), rounds)
 
 
 def profile_fp8(E, T, H, F, rounds):

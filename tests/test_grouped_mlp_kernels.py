@@ -9,6 +9,8 @@ rounded to bf16 (u = 2**-8 relative), about three roundings on the longest path,
 normwise for random data: 3u = 1.2e-2, rounded up to 1.6e-2 (measured 3-4e-3).
 """
 
+import dataclasses
+
 import pytest
 import torch
 from sm90_helpers import nvidia_compiler_available, run_compile_script
@@ -70,6 +72,53 @@ def test_fused_matches_reference(counts, H, F, activation, interleave, bias, dty
     for e, n in enumerate(counts):
         if n == 0:
             assert torch.count_nonzero(grads[2][e]) == 0 and torch.count_nonzero(grads[3][e]) == 0
+
+
+# TMA (GemmConfig.tma) on 16-bit operands, with the B modes each role takes at SMALL's 32-wide
+# tiles (launch.tma_plan): interleave 8 and 16 read gate and up runs, 32 and halves contiguous
+# weight rows; the dgrads read the weight's columns where K is a multiple of BLOCK_K and fall
+# back to pointers elsewhere (H 48, 2F 80).
+ROWS, COLS, RUNS = launch.TMA_B_ROWS, launch.TMA_B_COLS, launch.TMA_B_RUNS
+TMA_CASES = [
+    ([5, 0, 37, 3], 48, 40, "swiglu", 8, True, [RUNS, ROWS, None, None]),
+    ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS]),
+    ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS]),
+    ([70, 0], 24, 32, "geglu", 32, True, [ROWS, ROWS, None, COLS]),
+]
+
+
+@pytest.mark.parametrize("counts,H,F,activation,interleave,bias,modes", TMA_CASES,
+                         ids=[f"E{len(c[0])}-H{c[1]}-F{c[2]}-s{c[4]}" for c in TMA_CASES])
+def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bias, modes, device, monkeypatch):
+    """Descriptors read the same tiles as the pointers (zero-filled where the pointers mask):
+    the results are bitwise the pointer path's, every role engaging the planned B mode (fc1 +
+    GLU, fc2, fc2 dgrad + dGLU, fc1 dgrad) and both weight gradients their descriptors."""
+    x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.bfloat16, bias, device, seed=5)
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(6)).to(x)
+    planned, wgrads = [], []
+    real_plan, real_wgrad_plan = launch.tma_plan, launch.wgrad_tma_plan
+
+    def plan(*args, **kwargs):
+        found = real_plan(*args, **kwargs)
+        planned.append(None if found is None else found[2])
+        return found
+
+    def wgrad_plan(*args, **kwargs):
+        found = real_wgrad_plan(*args, **kwargs)
+        wgrads.append(found is not None)
+        return found
+
+    monkeypatch.setattr(launch, "tma_plan", plan)
+    monkeypatch.setattr(launch, "wgrad_tma_plan", wgrad_plan)
+    runs = []
+    for cfg in (SMALL, dataclasses.replace(SMALL, tma=True)):
+        y, z, h = launch.forward(x, c, p, w1, w2, b1, b2, activation, interleave, config=cfg)
+        grads = launch.backward(dy, x, c, p, w1, w2, b1, b2, z, h, activation, interleave, config=cfg,
+                                wgrad_config=cfg)
+        runs.append((y, z, h, *(g for g in grads if g is not None)))
+    assert planned == [None] * 4 + modes and wgrads == [False, False, True, True]
+    for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
+        assert torch.equal(a, b), name
 
 
 def test_fused_is_deterministic(device):
@@ -158,7 +207,7 @@ def build(fn, sig, constexprs, divisible, cfg):
                             num_stages=cfg.num_stages)
     ir = c.asm["ttgir"]
     return {"calls": len(re.findall(r"tt\.call", ir)), "async": len(re.findall("async_copy_global_to_local", ir)),
-            "stack": usage["stack"]}
+            "tma": len(re.findall("async_tma_copy_global_to_local", ir)), "stack": usage["stack"]}
 
 out = {}
 for recipe in (1, 0):
@@ -167,15 +216,15 @@ for recipe in (1, 0):
     op = "*u8" if recipe else "*bf16"
     gemm = {n: "i32" for n in ("T", "K", "N", "E", "F", "n_row_tiles_bound", "lda", "b_e_stride", "b_n_stride", "ldc",
                                "ldz", "bias_e_stride", "n_part_cols", "a_scale_ld", "b_scale_e_stride",
-                               "b_scale_k_stride", "b_scale_n_stride", "b_scale_rows", "b_scale_cols")}
+                               "b_scale_k_stride", "b_scale_n_stride", "b_scale_rows", "b_scale_cols", "b_rows")}
     gemm.update(a_ptr=op, b_ptr=op, c_ptr="*bf16", counts_ptr="*i32", probs_ptr="*fp32", bias_ptr="*bf16",
                 z_ptr="*bf16", part_ptr="*fp32", q_ptr="*u8", q_scale_ptr="*fp32", a_scale_ptr="*fp32",
                 b_scale_ptr="*fp32", gscale_ptr="*fp32")
     for name, epi, cfg in (("glu", 1, configs.glu_config(fwd, recipe_name)), ("store", 0, fwd),
                            ("dglu", 2, configs.dglu_config(fwd, recipe_name))):
         ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=recipe,
-                  GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, BLOCK_M=cfg.block_m,
-                  BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+                  GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, TMA=False, B_MODE=0,
+                  a_desc=None, b_desc=None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         out[f"{'fp8' if recipe else 'bf16'}-{name}"] = build(
             G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda",
                                               "b_e_stride", "b_n_stride", "ldc", "ldz"], cfg)
@@ -184,9 +233,30 @@ for recipe in (1, 0):
     wg.update(a_ptr=op, b_ptr=op, c_ptr="*bf16", counts_ptr="*i32", a_scale_ptr="*fp32", b_scale_ptr="*fp32",
               gscale_ptr="*fp32")
     out[f"{'fp8' if recipe else 'bf16'}-wgrad"] = build(
-        G.grouped_wgrad_kernel, wg, dict(IEEE=False, RECIPE=recipe, BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
-                                         BLOCK_K=wcfg.block_k, GROUP_N=8),
+        G.grouped_wgrad_kernel, wg, dict(IEEE=False, RECIPE=recipe, TMA=False, a_desc=None, b_desc=None,
+                                         BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=8),
         ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"], wcfg)
+# bf16 through TMA (GemmConfig.tma), each B mode of launch.tma_plan, and the wgrad.
+def desc(*block):
+    return "tensordesc<bf16[" + ", ".join(str(b) for b in block) + "]>"
+
+cfg = configs.dataclasses.replace(configs.heuristic("fwd", 2), tma=True)
+for name, epi, mode, inter in (("glu-runs", 1, 2, 32), ("glu-rows", 1, 0, 128), ("store-rows", 0, 0, 32),
+                               ("store-cols", 0, 1, 32), ("dglu", 2, 1, 32)):
+    c = configs.dglu_config(cfg) if epi == 2 else cfg
+    b_block = {0: (c.block_n, c.block_k), 1: (c.block_k, c.block_n), 2: (c.block_n // inter, 1, inter, c.block_k)}
+    ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=inter, HAS_BIAS=False, IEEE=False, RECIPE=0,
+              GLU_UNIFORM_SCALE=False, QUANT_DZ=False, TMA=True, B_MODE=mode, BLOCK_M=c.block_m, BLOCK_N=c.block_n,
+              BLOCK_K=c.block_k)
+    sig = dict(gemm, a_ptr="*bf16", b_ptr="*bf16", a_desc=desc(c.block_m, c.block_k), b_desc=desc(*b_block[mode]))
+    out[f"tma-{name}"] = build(G.grouped_gemm_kernel, sig, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N",
+                                                               "F", "lda", "b_e_stride", "b_n_stride", "ldc", "ldz"], c)
+wcfg = configs.dataclasses.replace(configs.heuristic("wgrad", 2), tma=True)
+sig = dict(wg, a_ptr="*bf16", b_ptr="*bf16", a_desc=desc(wcfg.block_k, wcfg.block_n),
+           b_desc=desc(wcfg.block_k, wcfg.block_m))
+out["tma-wgrad"] = build(G.grouped_wgrad_kernel, sig, dict(IEEE=False, RECIPE=0, TMA=True, BLOCK_N=wcfg.block_n,
+                                                           BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=8),
+                         ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"], wcfg)
 print(json.dumps(out))
 '''
 
@@ -195,13 +265,16 @@ print(json.dumps(out))
 def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop keeps it from being pipelined), async copies in the
-    K loop, and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
+    K loop (TMA copies for the bf16 descriptor variants, every B mode), and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
     spill a few dozen bytes under some Triton versions (triton 3.6 on the H200 image: fp8 wgrad
     56, fp8 GLU 40, fp8 dGLU with the epilogue's dz copy 80, bf16 dGLU 32; triton 3.8: only the
     fp8 wgrad and GLU) and were still the fastest measured on the H200 (configs.heuristic,
     configs.glu_config, configs.dglu_config)."""
     report = run_compile_script(_SM90_COMPILE)
-    assert len(report) == 8
+    assert len(report) == 14
     for name, r in report.items():
-        assert r["calls"] == 0 and r["async"] > 0, (name, r)
+        # The K loop's copies: cp.async through pointers, the copy engine through descriptors
+        # (the wgrad's masked last step keeps pointer copies).
+        copies = r["tma"] if name.startswith("tma-") else r["async"]
+        assert r["calls"] == 0 and copies > 0 and (name == "tma-wgrad" or name.startswith("tma-") == (r["async"] == 0)), (name, r)
         assert r["stack"] <= {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96, "bf16-dglu": 48}.get(name, 0), (name, r)

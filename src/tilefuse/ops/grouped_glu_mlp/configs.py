@@ -18,11 +18,14 @@ class GemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     programs_per_sm: int = 2
+    # Read the 16-bit operands of the recipe-free GEMMs through TMA tensor descriptors where
+    # their layouts allow it (launch.tma_plan says when); the same tiles and dots either way.
+    tma: bool = False
 
     @property
     def name(self) -> str:
         return (f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
-                f"-p{self.programs_per_sm}")
+                f"-p{self.programs_per_sm}" + ("-tma" if self.tma else ""))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:

@@ -48,6 +48,7 @@ RECIPE_FP8_BLOCK = tl.constexpr(1)
 RECIPE_MXFP8 = tl.constexpr(2)
 RECIPE_NVFP4 = tl.constexpr(3)
 MXFP8_BLOCK = tl.constexpr(32)
+EXPERT_CHUNK = tl.constexpr(128)   # experts per vector step of _expert_rows
 NVFP4_BLOCK = tl.constexpr(16)
 
 
@@ -93,24 +94,49 @@ def glu_act_grad(zg, zu, da, ACT: tl.constexpr):
 
 
 @triton.jit
-def find_tile(tile, counts_ptr, E, BLOCK_M: tl.constexpr):
-    """(expert, first row, end row) of row tile number ``tile``; expert == E past the last tile.
-    Scans the device-side counts in order (O(E) scalar loads, cached)."""
-    expert = E
-    row_start = 0
-    row_end = 0
-    tiles_before = 0
-    rows_before = 0
-    for e in range(0, E):
-        m = tl.load(counts_ptr + e).to(tl.int32)
-        n_tiles = tl.cdiv(m, BLOCK_M)
-        hit = (tile >= tiles_before) & (tile < tiles_before + n_tiles) & (expert == E)
-        expert = tl.where(hit, e, expert)
-        row_start = tl.where(hit, rows_before + (tile - tiles_before) * BLOCK_M, row_start)
-        row_end = tl.where(hit, rows_before + m, row_end)
-        tiles_before += n_tiles
+def advance_expert(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: tl.constexpr):
+    """The tile cursor of a persistent program, moved forward to row tile ``row_tile``.
+
+    The cursor is (expert, tiles_before, rows_before, m): an expert, the row tiles and the
+    rows of the experts before it, and its row count m (read from the device-side counts).
+    A program visits its row tiles in increasing order, so the cursor only moves forward:
+    over the whole launch a program reads each count once, not E counts per tile (a scan per
+    tile cost as much as the K loop at 128 experts). expert == E past the last tile."""
+    while (expert < E) & (row_tile >= tiles_before + tl.cdiv(m, BLOCK_M)):
+        tiles_before += tl.cdiv(m, BLOCK_M)
         rows_before += m
-    return expert, row_start, row_end
+        expert += 1
+        m = tl.load(counts_ptr + tl.minimum(expert, E - 1)).to(tl.int32)
+    return expert, tiles_before, rows_before, m
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands through TMA (tensor descriptors, 16-bit operands without a recipe; launch.py builds
+# the host-side descriptors and says when they are used). The copy engine zero-fills what lies
+# outside a descriptor's shape, so tiles need no masks: rows of the next expert that a row tile
+# reads are computed and then masked at the store, like the pointer path's.
+
+TMA_B_ROWS = tl.constexpr(0)   # B_e(k, n) = W[e, n, k]: the weight as (E * rows, K), tile [BLOCK_N, BLOCK_K]
+TMA_B_COLS = tl.constexpr(1)   # B_e(k, n) = W[e, k, n]: the weight as (E * K, N), tile [BLOCK_K, BLOCK_N]
+TMA_B_RUNS = tl.constexpr(2)   # the GLU's gate or up runs of an interleave dividing BLOCK_N: W1 as
+                               # (E * F / s, 2, s, K), tile [BLOCK_N / s, 1, s, BLOCK_K]
+
+
+@triton.jit
+def tma_b_tile(b_desc, expert, col0, k0, b_rows, K, half, F, INTERLEAVE: tl.constexpr, B_MODE: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The (BLOCK_K, BLOCK_N) tile of B_e at K offset k0 whose first column is col0: a weight
+    row index (TMA_B_ROWS: of expert e's b_rows rows; the GLU's gate0 / up0), an output column
+    (TMA_B_COLS), or an activation column whose gate (half 0) or up (half 1) runs are read
+    (TMA_B_RUNS)."""
+    if B_MODE == TMA_B_ROWS:
+        b = b_desc.load([expert * b_rows + col0, k0]).T
+    elif B_MODE == TMA_B_COLS:
+        b = b_desc.load([expert * K + k0, col0])
+    else:
+        runs = tl.reshape(b_desc.load([(expert * F + col0) // INTERLEAVE, half, 0, k0]), (BLOCK_N, BLOCK_K))
+        b = runs.T
+    return b
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,12 +312,13 @@ def dglu_quantize_dz(dz_ptr, q_ptr, q_scale_ptr, n, n0, mask, rows64, rmask, T, 
 @triton.jit
 def grouped_gemm_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr,
-    a_scale_ptr, b_scale_ptr, gscale_ptr,
+    a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc,
     T, K, N, E, F, n_row_tiles_bound,
     lda, b_e_stride, b_k_stride, b_n_stride, ldc, ldz, bias_e_stride, n_part_cols,
-    a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols,
+    a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols, b_rows,
     EPILOGUE: tl.constexpr, ACT: tl.constexpr, INTERLEAVE: tl.constexpr, HAS_BIAS: tl.constexpr,
     IEEE: tl.constexpr, RECIPE: tl.constexpr, GLU_UNIFORM_SCALE: tl.constexpr, QUANT_DZ: tl.constexpr,
+    TMA: tl.constexpr, B_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Grouped GEMM C[rows of e] = A[rows of e] @ B_e with an epilogue, persistent.
@@ -327,17 +354,29 @@ def grouped_gemm_kernel(
       e*b_scale_rows + n (b_scale_cols padded columns).
     - nvfp4: gscale_ptr (E,) float32, the product of the operands' per-tensor / per-expert
       decode scales, multiplies expert e's accumulator before the epilogue.
+
+    TMA (16-bit operands, RECIPE_NONE): A and B are read through the tensor descriptors
+    a_desc ((T, K), tile [BLOCK_M, BLOCK_K]) and b_desc (the weight as B_MODE says,
+    tma_b_tile; b_rows: the weight rows per expert for TMA_B_ROWS) instead of the pointers;
+    the same tiles and dots, so the same results.
     """
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     TWO_DOTS: tl.constexpr = EPILOGUE != EPI_STORE
     TILE_N: tl.constexpr = 2 * BLOCK_N if EPILOGUE == EPI_DGLU else BLOCK_N
     n_col_tiles = tl.cdiv(N, TILE_N)
+    expert = 0
+    tiles_before = 0
+    rows_before = 0
+    m_expert = tl.load(counts_ptr).to(tl.int32)
     for tile in range(pid, n_row_tiles_bound * n_col_tiles, n_programs):
         row_tile = tile // n_col_tiles
         col_tile = tile % n_col_tiles
-        expert, row_start, row_end = find_tile(row_tile, counts_ptr, E, BLOCK_M)
+        expert, tiles_before, rows_before, m_expert = advance_expert(row_tile, counts_ptr, E, expert, tiles_before,
+                                                                     rows_before, m_expert, BLOCK_M)
         if expert < E:
+            row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
+            row_end = rows_before + m_expert
             rows = row_start + tl.arange(0, BLOCK_M)
             rmask = (rows < row_end) & (rows < T)
             rows64 = rows.to(tl.int64)
@@ -361,6 +400,13 @@ def grouped_gemm_kernel(
                 gate0 = col_tile * TILE_N
                 up0 = gate0 + BLOCK_N
                 uniform = BLOCK_N <= 128
+            # TMA: the first weight row (TMA_B_ROWS) or column (TMA_B_COLS) of each dot's B tile,
+            # or the first activation column whose runs it reads (TMA_B_RUNS).
+            b_gate0 = gate0
+            b_up0 = up0
+            if B_MODE == TMA_B_RUNS:
+                b_gate0 = col_tile * BLOCK_N
+                b_up0 = b_gate0
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             # fp8_block: each chunk's scales are loaded one chunk ahead, so their latency
@@ -384,12 +430,20 @@ def grouped_gemm_kernel(
                         a_scale_ptr, rows64, rmask, a_scale_ld, b_scale_base, b_scale_k_stride, b_scale_n_stride,
                         tl.minimum(k0 + BLOCK_K, K - BLOCK_K),   # the last chunk reloads itself
                         gate0, gate_n, up0, up_n, nmask, up_mask, uniform, TWO_DOTS, BLOCK_N)
-                a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
-                acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n, kmask,
-                                 nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
-                if TWO_DOTS:
-                    acc_up = mma_b_tile(acc_up, a, a_scale, up_scale, b_base, b_scale_base, b_scale_row0, k, up_n,
-                                        kmask, up_mask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
+                if TMA:
+                    a = a_desc.load([row_start, k0])
+                    acc = dot_f32acc(a, tma_b_tile(b_desc, expert, b_gate0, k0, b_rows, K, 0, F, INTERLEAVE, B_MODE,
+                                                   BLOCK_N, BLOCK_K), acc, IEEE)
+                    if TWO_DOTS:
+                        acc_up = dot_f32acc(a, tma_b_tile(b_desc, expert, b_up0, k0, b_rows, K, 1, F, INTERLEAVE,
+                                                          B_MODE, BLOCK_N, BLOCK_K), acc_up, IEEE)
+                else:
+                    a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
+                    acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n,
+                                     kmask, nmask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
+                    if TWO_DOTS:
+                        acc_up = mma_b_tile(acc_up, a, a_scale, up_scale, b_base, b_scale_base, b_scale_row0, k,
+                                            up_n, kmask, up_mask, b_k_stride, b_n_stride, b_scale_cols, IEEE, RECIPE)
             if RECIPE == RECIPE_NVFP4:
                 decode_scale = tl.load(gscale_ptr + expert64)
                 acc = acc * decode_scale
@@ -430,15 +484,21 @@ def grouped_gemm_kernel(
 
 
 @triton.jit
-def _expert_rows(counts_ptr, expert, E):
-    """(first row, row count) of ``expert`` from the device-side counts."""
+def _expert_rows(counts_ptr, expert, E, VECTOR: tl.constexpr = True):
+    """(first row, row count) of ``expert`` from the device-side counts. VECTOR: the counts
+    before it are summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not
+    one load per expert in sequence. The fp8_block wgrad keeps the sequential scan: it runs
+    at 255 registers, and under triton 3.8 the vector sum raised its sm_90 spill stack from
+    48 to 88 bytes (not timed on the GPU)."""
     start = 0
-    m = 0
-    for e in range(0, E):
-        c = tl.load(counts_ptr + e).to(tl.int32)
-        start += tl.where(e < expert, c, 0)
-        m = tl.where(e == expert, c, m)
-    return start, m
+    if VECTOR:
+        for e0 in range(0, expert, EXPERT_CHUNK):
+            e = e0 + tl.arange(0, EXPERT_CHUNK)
+            start += tl.sum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32))
+    else:
+        for e in range(0, E):
+            start += tl.where(e < expert, tl.load(counts_ptr + e).to(tl.int32), 0)
+    return start, tl.load(counts_ptr + expert).to(tl.int32)
 
 
 @triton.jit
@@ -489,9 +549,9 @@ def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, 
 
 @triton.jit
 def grouped_wgrad_kernel(
-    a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr,
+    a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc,
     T, N, M, E, lda, ldb, a_scale_ld, b_scale_ld,
-    IEEE: tl.constexpr, RECIPE: tl.constexpr,
+    IEEE: tl.constexpr, RECIPE: tl.constexpr, TMA: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_N: tl.constexpr,
 ):
     """Ragged-K weight gradients: C[e] (N, M) = A[rows of e]^T @ B[rows of e].
@@ -508,16 +568,28 @@ def grouped_wgrad_kernel(
     fp8_block: a_scale_ptr (Tp/128, N), b_scale_ptr (Tp/128, M) float32, row strides
     a_scale_ld, b_scale_ld; BLOCK_K == 128. mxfp8 / nvfp4: flat swizzled scales with
     a_scale_ld, b_scale_ld padded columns. nvfp4: gscale_ptr[0] multiplies the result.
+
+    TMA (16-bit, RECIPE_NONE): the K steps that lie wholly inside the expert's rows read A and
+    B through a_desc ((T, N), tile [BLOCK_K, BLOCK_N]) and b_desc ((T, M), tile [BLOCK_K,
+    BLOCK_M]); the last, partial step (rows of the next expert) loads masked through the
+    pointers. The same steps in the same order as without TMA.
     """
     expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
     n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     nmask = n < N
     mmask = m < M
-    start, count = _expert_rows(counts_ptr, expert, E)
+    start, count = _expert_rows(counts_ptr, expert, E, RECIPE != RECIPE_FP8_BLOCK)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if RECIPE == RECIPE_NONE:
-        for k0 in range(0, count, BLOCK_K):
+        k_tail = 0
+        if TMA:
+            k_tail = (count // BLOCK_K) * BLOCK_K
+            for k0 in range(0, k_tail, BLOCK_K):
+                at = a_desc.load([start + k0, tile_n * BLOCK_N]).T
+                b = b_desc.load([start + k0, tile_m * BLOCK_M])
+                acc = dot_f32acc(at, b, acc, IEEE)
+        for k0 in range(k_tail, count, BLOCK_K):
             rows = start + k0 + tl.arange(0, BLOCK_K)
             rmask = (rows < start + count) & (rows < T)
             rows64 = rows.to(tl.int64)

@@ -73,6 +73,90 @@ def glu_scale_uniform(ffn: int, interleave: int, block_n: int) -> bool:
     return True
 
 
+# --- TMA (GemmConfig.tma) -------------------------------------------------------------------
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:   # a Triton without host-side tensor descriptors: the pointer loads only
+    TensorDescriptor = None
+
+# Modes of kernels.tma_b_tile.
+TMA_B_ROWS, TMA_B_COLS, TMA_B_RUNS = 0, 1, 2
+
+
+def _tma_device(t: torch.Tensor) -> bool:
+    """Whether ``t``'s device runs descriptor loads: Hopper or newer, or the interpreter."""
+    if TensorDescriptor is None:
+        return False
+    if t.device.type != "cuda":
+        return True   # kernels run here only in Triton's interpreter
+    return torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
+def _tma_rows(t: torch.Tensor) -> bool:
+    """Whether the 2-D 16-bit operand ``t`` can be read through a descriptor as laid out:
+    unit column stride, 16-byte aligned base and row stride, no empty dimension."""
+    return (t.dim() == 2 and t.element_size() == 2 and t.stride(1) == 1 and t.stride(0) * 2 % 16 == 0
+            and t.data_ptr() % 16 == 0 and t.numel() > 0)
+
+
+def _descriptor(t: torch.Tensor, shape, strides, block) -> "TensorDescriptor":
+    return TensorDescriptor(t, list(shape), list(strides), list(block))
+
+
+def _tma_weight(w: torch.Tensor, cfg: GemmConfig, epilogue: int, b_strides, K: int, interleave: int, F: int):
+    """(descriptor, B mode, weight rows per expert) for reading weight ``w`` (E, R, C) as the
+    GEMM's B through TMA, or None where its layout or the tile do not allow it. B_e(k, n) is
+    w[e, n, k] (TMA_B_ROWS: rows n, K along C) or w[e, k, n] (TMA_B_COLS: the (E * K, N)
+    matrix; K must be a multiple of BLOCK_K so that no K tile reaches the next expert); the
+    GLU reads gate and up rows: halves and interleaves that are multiples of BLOCK_N as
+    contiguous rows, power-of-two interleaves dividing BLOCK_N as runs (TMA_B_RUNS)."""
+    from .kernels import EPI_GLU
+    E, R, C = w.shape
+    if not (w.element_size() == 2 and w.stride(2) == 1 and w.stride(1) * 2 % 16 == 0 and w.stride(0) == R * w.stride(1)
+            and w.data_ptr() % 16 == 0 and w.numel() > 0):
+        return None
+    ld = w.stride(1)
+    flat = (E * R, C), (ld, 1)
+    if tuple(b_strides) == (w.stride(0), w.stride(2), w.stride(1)):          # B_e(k, n) = w[e, n, k]
+        if epilogue == EPI_GLU and interleave and interleave % cfg.block_n:
+            s = interleave
+            if cfg.block_n % s or s & (s - 1):
+                return None
+            desc = _descriptor(w, (E * (F // s), 2, s, C), (2 * s * ld, s * ld, ld, 1), (cfg.block_n // s, 1, s, cfg.block_k))
+            return desc, TMA_B_RUNS, R
+        return _descriptor(w, *flat, (cfg.block_n, cfg.block_k)), TMA_B_ROWS, R
+    if tuple(b_strides) == (w.stride(0), w.stride(1), w.stride(2)) and K % cfg.block_k == 0:   # w[e, k, n]
+        return _descriptor(w, *flat, (cfg.block_k, cfg.block_n)), TMA_B_COLS, R
+    return None
+
+
+def tma_plan(epilogue, a, b, cfg: GemmConfig, K: int, b_strides, interleave: int, F: int, recipe=None):
+    """(a descriptor, b descriptor, B mode, weight rows per expert) for a grouped_gemm_kernel
+    launch with ``cfg``, or None: the pointer loads. TMA is used where cfg.tma asks for it, the
+    operands are 16-bit without a recipe, the device has the copy engine (sm_90+; any device
+    under the interpreter) and both operands' layouts allow descriptors (``_tma_rows``,
+    ``_tma_weight``); elsewhere the launch reads the same tiles through pointers, with the
+    same results."""
+    if not cfg.tma or recipe is not None or not _tma_device(a) or not _tma_rows(a):
+        return None
+    weight = _tma_weight(b, cfg, epilogue, b_strides, K, interleave, F)
+    if weight is None:
+        return None
+    a_desc = _descriptor(a, a.shape, a.stride(), (cfg.block_m, cfg.block_k))
+    return (a_desc, *weight)
+
+
+def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
+    """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps inside an expert's rows
+    (a (T, N), b (T, M); tiles [BLOCK_K, BLOCK_N] and [BLOCK_K, BLOCK_M]), or None: the pointer
+    loads. The same conditions as tma_plan."""
+    if not wcfg.tma or recipe is not None or not _tma_device(a) or not (_tma_rows(a) and _tma_rows(b)):
+        return None
+    return (_descriptor(a, a.shape, a.stride(), (wcfg.block_k, wcfg.block_n)),
+            _descriptor(b, b.shape, b.stride(), (wcfg.block_k, wcfg.block_m)))
+
+
 def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F=1, probs=None, bias=None,
           z=None, part=None, act=0, interleave=0, recipe=None, dz_rows=None):
     """One grouped_gemm_kernel launch. a: (T, K) tensor, or a recipes.QuantRows with recipe;
@@ -106,19 +190,21 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
             b_scale_rows, b_scale_cols = b.scale_rows, b.scale_cols
         if recipe == "nvfp4":
             gscale = (a.decode * b.decode).contiguous()
+    plan = tma_plan(epilogue, a, b, cfg, K, b_strides, interleave, F, recipe)
+    a_desc, b_desc, b_mode, b_rows = plan if plan is not None else (None, None, TMA_B_ROWS, 0)
     grouped_gemm_kernel[(programs,)](
         a_data, b_data, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
         z if z is not None else dummy, part if part is not None else dummy,
         dz_rows.data if dz_rows is not None else dummy, dz_rows.scales if dz_rows is not None else dummy,
-        a_scales, b_scales, gscale,
+        a_scales, b_scales, gscale, a_desc, b_desc,
         T, K, N, E, F, bound,
         a_data.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
-        a_scale_ld, *b_scale_strides, b_scale_rows, b_scale_cols,
+        a_scale_ld, *b_scale_strides, b_scale_rows, b_scale_cols, b_rows,
         EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
         RECIPE=recipes.RECIPE_IDS[recipe],
         GLU_UNIFORM_SCALE=recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
-        QUANT_DZ=dz_rows is not None,
+        QUANT_DZ=dz_rows is not None, TMA=plan is not None, B_MODE=b_mode,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
@@ -151,10 +237,12 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
         a_data, b_data, a_scales, b_scales, a_ld, b_ld = a.data, b.data, a.scales, b.scales, a.scale_ld, b.scale_ld
         if recipe == "nvfp4":
             gscale = (a.decode * b.decode).reshape(1)
+    plan = wgrad_tma_plan(a_data, b_data, wcfg, recipe)
+    a_desc, b_desc = plan if plan is not None else (None, None)
     grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),)](
-        a_data, b_data, c, counts, a_scales, b_scales, gscale, T, n_dim, m_dim, E, a_data.stride(0),
+        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim, E, a_data.stride(0),
         b_data.stride(0), a_ld, b_ld,
-        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
+        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], TMA=plan is not None, BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
         BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
 
 

@@ -147,11 +147,11 @@ def _dgrad_copy_shapes(w1, w2, recipe: str):
 def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, recipe: str = ""
+                       programs_per_sm: int, tma: bool = False, recipe: str = ""
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                   torch.Tensor]:
     """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales)."""
-    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
+    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma)
     y, z, h, kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
                                    recipe=recipe or None, keep_dgrad_weights=True)
     if kept is not None:
@@ -165,7 +165,7 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
 @grouped_mlp_fwd_op.register_fake
 def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
     T, F = x.shape[0], w2.shape[2]
-    recipe = cfg[6] if len(cfg) > 6 else ""
+    recipe = cfg[7] if len(cfg) > 7 else ""   # the six tile fields, tma, then the recipe
     copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
     return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
@@ -176,11 +176,11 @@ def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, 
                        z: torch.Tensor, h: torch.Tensor, w1_data: torch.Tensor, w1_scales: torch.Tensor,
                        w2_data: torch.Tensor, w2_scales: torch.Tensor, activation: str, interleave: int,
                        block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, recipe: str = ""
+                       programs_per_sm: int, tma: bool = False, recipe: str = ""
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor. The
     dgrad copies are the forward op's (empty: quantized here)."""
-    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm)
+    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma)
     kept = None
     if w1_data.dim() == 3:
         kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
@@ -226,7 +226,7 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
     if torch.compiler.is_compiling():
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
                                   config.block_m, config.block_n, config.block_k, config.num_warps,
-                                  config.num_stages, config.programs_per_sm, recipe or "")[0]
+                                  config.num_stages, config.programs_per_sm, config.tma, recipe or "")[0]
     return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config, recipe)
 
 
