@@ -78,25 +78,28 @@ def test_fused_matches_reference(counts, H, F, activation, interleave, bias, dty
 # tiles (launch.tma_plan): interleave 8 and 16 read gate and up runs, 32 and halves contiguous
 # weight rows; the dgrads read the weight's columns where K is a multiple of BLOCK_K and fall
 # back to pointers elsewhere (H 48, 2F 80).
+# The dGLU epilogue then reads z through a descriptor too: contiguous columns (halves) or runs.
 ROWS, COLS, RUNS = launch.TMA_B_ROWS, launch.TMA_B_COLS, launch.TMA_B_RUNS
 TMA_CASES = [
-    ([5, 0, 37, 3], 48, 40, "swiglu", 8, True, [RUNS, ROWS, None, None]),
-    ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS]),
-    ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS]),
-    ([70, 0], 24, 32, "geglu", 32, True, [ROWS, ROWS, None, COLS]),
+    ([5, 0, 37, 3], 48, 40, "swiglu", 8, True, [RUNS, ROWS, None, None], []),
+    ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS], [launch.Z_CONTIGUOUS]),
+    ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS], [launch.Z_RUNS]),
+    ([70, 0], 24, 32, "geglu", 32, True, [ROWS, ROWS, None, COLS], []),
 ]
 
 
-@pytest.mark.parametrize("counts,H,F,activation,interleave,bias,modes", TMA_CASES,
+@pytest.mark.parametrize("counts,H,F,activation,interleave,bias,modes,z_modes", TMA_CASES,
                          ids=[f"E{len(c[0])}-H{c[1]}-F{c[2]}-s{c[4]}" for c in TMA_CASES])
-def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bias, modes, device, monkeypatch):
+def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bias, modes, z_modes, device,
+                                       monkeypatch):
     """Descriptors read the same tiles as the pointers (zero-filled where the pointers mask):
     the results are bitwise the pointer path's, every role engaging the planned B mode (fc1 +
-    GLU, fc2, fc2 dgrad + dGLU, fc1 dgrad) and both weight gradients their descriptors."""
+    GLU, fc2, fc2 dgrad + dGLU, fc1 dgrad), the dGLU its planned z mode, and both weight
+    gradients their descriptors."""
     x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.bfloat16, bias, device, seed=5)
     dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(6)).to(x)
-    planned, wgrads = [], []
-    real_plan, real_wgrad_plan = launch.tma_plan, launch.wgrad_tma_plan
+    planned, wgrads, z_planned = [], [], []
+    real_plan, real_wgrad_plan, real_z_plan = launch.tma_plan, launch.wgrad_tma_plan, launch.dglu_z_plan
 
     def plan(*args, **kwargs):
         found = real_plan(*args, **kwargs)
@@ -108,7 +111,13 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
         wgrads.append(found is not None)
         return found
 
+    def z_plan(*args, **kwargs):
+        found = real_z_plan(*args, **kwargs)
+        z_planned.append(found[1])
+        return found
+
     monkeypatch.setattr(launch, "tma_plan", plan)
+    monkeypatch.setattr(launch, "dglu_z_plan", z_plan)
     monkeypatch.setattr(launch, "wgrad_tma_plan", wgrad_plan)
     runs = []
     for cfg in (SMALL, dataclasses.replace(SMALL, tma=True)):
@@ -116,7 +125,7 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
         grads = launch.backward(dy, x, c, p, w1, w2, b1, b2, z, h, activation, interleave, config=cfg,
                                 wgrad_config=cfg)
         runs.append((y, z, h, *(g for g in grads if g is not None)))
-    assert planned == [None] * 4 + modes and wgrads == [False, False, True, True]
+    assert planned == [None] * 4 + modes and wgrads == [False, False, True, True] and z_planned == z_modes
     for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
         assert torch.equal(a, b), name
 
@@ -224,7 +233,7 @@ for recipe in (1, 0):
                            ("dglu", 2, configs.dglu_config(fwd, recipe_name))):
         ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=recipe,
                   GLU_UNIFORM_SCALE=bool(recipe), QUANT_DZ=bool(recipe) and epi == 2, TMA=False, B_MODE=0,
-                  a_desc=None, b_desc=None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+                  Z_MODE=0, a_desc=None, b_desc=None, z_desc=None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         out[f"{'fp8' if recipe else 'bf16'}-{name}"] = build(
             G.grouped_gemm_kernel, gemm, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N", "F", "lda",
                                               "b_e_stride", "b_n_stride", "ldc", "ldz"], cfg)
@@ -246,9 +255,12 @@ for name, epi, mode, inter in (("glu-runs", 1, 2, 32), ("glu-rows", 1, 0, 128), 
     c = configs.dglu_config(cfg) if epi == 2 else cfg
     b_block = {0: (c.block_n, c.block_k), 1: (c.block_k, c.block_n), 2: (c.block_n // inter, 1, inter, c.block_k)}
     ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=inter, HAS_BIAS=False, IEEE=False, RECIPE=0,
-              GLU_UNIFORM_SCALE=False, QUANT_DZ=False, TMA=True, B_MODE=mode, BLOCK_M=c.block_m, BLOCK_N=c.block_n,
-              BLOCK_K=c.block_k)
+              GLU_UNIFORM_SCALE=False, QUANT_DZ=False, TMA=True, B_MODE=mode, Z_MODE=0, z_desc=None,
+              BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k)
     sig = dict(gemm, a_ptr="*bf16", b_ptr="*bf16", a_desc=desc(c.block_m, c.block_k), b_desc=desc(*b_block[mode]))
+    if epi == 2:   # the saved z as runs of the interleave (launch.dglu_z_plan)
+        del ce["z_desc"]
+        ce["Z_MODE"], sig["z_desc"] = 2, desc(c.block_m, c.block_n // inter, 1, inter)
     out[f"tma-{name}"] = build(G.grouped_gemm_kernel, sig, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K", "N",
                                                                "F", "lda", "b_e_stride", "b_n_stride", "ldc", "ldz"], c)
 wcfg = configs.dataclasses.replace(configs.heuristic("wgrad", 2), tma=True)

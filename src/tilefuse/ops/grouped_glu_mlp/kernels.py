@@ -268,15 +268,40 @@ def mma_b_tile(acc, a, a_scale, b_scale, b_base, b_scale_ptr, b_scale_row0, k, n
     return acc
 
 
+Z_POINTERS = tl.constexpr(0)     # the dGLU reads z's gate and up columns through pointers
+Z_CONTIGUOUS = tl.constexpr(1)   # through a descriptor of z (T, 2F), tile [BLOCK_M, BLOCK_N]: contiguous columns
+Z_RUNS = tl.constexpr(2)         # through a descriptor of z as (T, F / s, 2, s), tile [BLOCK_M, BLOCK_N / s, 1, s]
+
+
 @triton.jit
-def dglu_store(dh, n, mask, rows64, rmask, probs_ptr, z_ptr, dz_ptr, part_ptr, ldz, ldz_out, F, n_part_cols,
+def load_z_pair(z_ptr, z_desc, n, col0, mask, rows64, row_start, ldz, F, INTERLEAVE: tl.constexpr,
+                Z_MODE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(zg, zu) float32: z at the gate and up columns of activation columns n = col0 + arange.
+    Through a descriptor (launch.py: where the dGLU reads its operands through TMA) the
+    elements the mask excludes hold other rows' or columns' values, not 0: the caller keeps
+    them out of sums and stores. A descriptor holds no per-element addresses, which pointer
+    gathers keep in registers (the TMA dGLU spilled at 255 registers with them, triton 3.6)."""
+    if Z_MODE == Z_POINTERS:
+        gate_j, up_j = glu_cols(n, F, INTERLEAVE)
+        zg = tl.load(z_ptr + rows64[:, None] * ldz + gate_j[None, :], mask=mask, other=0.0)
+        zu = tl.load(z_ptr + rows64[:, None] * ldz + up_j[None, :], mask=mask, other=0.0)
+    elif Z_MODE == Z_RUNS:
+        zg = tl.reshape(z_desc.load([row_start, col0 // INTERLEAVE, 0, 0]), (BLOCK_M, BLOCK_N))
+        zu = tl.reshape(z_desc.load([row_start, col0 // INTERLEAVE, 1, 0]), (BLOCK_M, BLOCK_N))
+    else:
+        gate0, up0 = glu_cols(col0, F, INTERLEAVE)
+        zg = z_desc.load([row_start, gate0])
+        zu = z_desc.load([row_start, up0])
+    return zg.to(tl.float32), zu.to(tl.float32)
+
+
+@triton.jit
+def dglu_store(dh, zg, zu, n, mask, rows64, rmask, probs_ptr, dz_ptr, part_ptr, ldz_out, F, n_part_cols,
                part_col, INTERLEAVE: tl.constexpr, ACT: tl.constexpr):
     """The dGLU epilogue of dh's activation columns n (float32 tile): dz at their gate and up
-    columns from the saved z and p, and the dprob partial sum_n dh * act(z) of each row into
-    column part_col of part (masked elements contribute 0)."""
+    columns from the saved z (zg, zu: load_z_pair) and p, and the dprob partial sum_n dh *
+    act(z) of each row into column part_col of part (masked elements contribute 0)."""
     gate_j, up_j = glu_cols(n, F, INTERLEAVE)
-    zg = tl.load(z_ptr + rows64[:, None] * ldz + gate_j[None, :], mask=mask, other=0.0).to(tl.float32)
-    zu = tl.load(z_ptr + rows64[:, None] * ldz + up_j[None, :], mask=mask, other=0.0).to(tl.float32)
     p = tl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(tl.float32)
     partial = tl.sum(tl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
     tl.store(part_ptr + rows64 * n_part_cols + part_col, partial, mask=rmask)
@@ -312,13 +337,13 @@ def dglu_quantize_dz(dz_ptr, q_ptr, q_scale_ptr, n, n0, mask, rows64, rmask, T, 
 @triton.jit
 def grouped_gemm_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, probs_ptr, bias_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr,
-    a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc,
+    a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc, z_desc,
     T, K, N, E, F, n_row_tiles_bound,
     lda, b_e_stride, b_k_stride, b_n_stride, ldc, ldz, bias_e_stride, n_part_cols,
     a_scale_ld, b_scale_e_stride, b_scale_k_stride, b_scale_n_stride, b_scale_rows, b_scale_cols, b_rows,
     EPILOGUE: tl.constexpr, ACT: tl.constexpr, INTERLEAVE: tl.constexpr, HAS_BIAS: tl.constexpr,
     IEEE: tl.constexpr, RECIPE: tl.constexpr, GLU_UNIFORM_SCALE: tl.constexpr, QUANT_DZ: tl.constexpr,
-    TMA: tl.constexpr, B_MODE: tl.constexpr,
+    TMA: tl.constexpr, B_MODE: tl.constexpr, Z_MODE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Grouped GEMM C[rows of e] = A[rows of e] @ B_e with an epilogue, persistent.
@@ -358,7 +383,8 @@ def grouped_gemm_kernel(
     TMA (16-bit operands, RECIPE_NONE): A and B are read through the tensor descriptors
     a_desc ((T, K), tile [BLOCK_M, BLOCK_K]) and b_desc (the weight as B_MODE says,
     tma_b_tile; b_rows: the weight rows per expert for TMA_B_ROWS) instead of the pointers;
-    the same tiles and dots, so the same results.
+    the same tiles and dots, so the same results. Z_MODE (EPI_DGLU): how the epilogue reads
+    the saved z (load_z_pair; z_desc where it is a descriptor).
     """
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
@@ -471,10 +497,14 @@ def grouped_gemm_kernel(
                 tl.store(c_ptr + rows64[:, None] * ldc + n[None, :], to_output(h, c_ptr), mask=mask)
             else:
                 up_tile_mask = rmask[:, None] & up_mask[None, :]
-                dglu_store(acc, gate_n, mask, rows64, rmask, probs_ptr, z_ptr, c_ptr, part_ptr, ldz, ldc, F,
+                zg, zu = load_z_pair(z_ptr, z_desc, gate_n, gate0, mask, rows64, row_start, ldz, F, INTERLEAVE,
+                                     Z_MODE, BLOCK_M, BLOCK_N)
+                dglu_store(acc, zg, zu, gate_n, mask, rows64, rmask, probs_ptr, c_ptr, part_ptr, ldc, F,
                            n_part_cols, 2 * col_tile, INTERLEAVE, ACT)
-                dglu_store(acc_up, up_n, up_tile_mask, rows64, rmask, probs_ptr, z_ptr, c_ptr, part_ptr, ldz, ldc,
-                           F, n_part_cols, 2 * col_tile + 1, INTERLEAVE, ACT)
+                zg, zu = load_z_pair(z_ptr, z_desc, up_n, up0, up_tile_mask, rows64, row_start, ldz, F, INTERLEAVE,
+                                     Z_MODE, BLOCK_M, BLOCK_N)
+                dglu_store(acc_up, zg, zu, up_n, up_tile_mask, rows64, rmask, probs_ptr, c_ptr, part_ptr, ldc, F,
+                           n_part_cols, 2 * col_tile + 1, INTERLEAVE, ACT)
                 if QUANT_DZ:
                     tl.debug_barrier()   # the dz stores above are visible to every thread of the program
                     dglu_quantize_dz(c_ptr, q_ptr, q_scale_ptr, gate_n, gate0, mask, rows64, rmask, T, ldc, F,

@@ -80,8 +80,9 @@ try:
 except ImportError:   # a Triton without host-side tensor descriptors: the pointer loads only
     TensorDescriptor = None
 
-# Modes of kernels.tma_b_tile.
+# Modes of kernels.tma_b_tile, and of kernels.load_z_pair.
 TMA_B_ROWS, TMA_B_COLS, TMA_B_RUNS = 0, 1, 2
+Z_POINTERS, Z_CONTIGUOUS, Z_RUNS = 0, 1, 2
 
 
 def _tma_device(t: torch.Tensor) -> bool:
@@ -147,6 +148,23 @@ def tma_plan(epilogue, a, b, cfg: GemmConfig, K: int, b_strides, interleave: int
     return (a_desc, *weight)
 
 
+def dglu_z_plan(z: torch.Tensor, cfg: GemmConfig, interleave: int, F: int):
+    """(descriptor, kernels.load_z_pair mode) for the dGLU epilogue's reads of the saved z
+    (T, 2F) in a launch whose operands go through TMA: its gate and up columns of a BLOCK_N
+    tile of activation columns as contiguous columns (halves, interleaves that are multiples of
+    BLOCK_N) or as runs (power-of-two interleaves dividing BLOCK_N); (None, Z_POINTERS) where
+    neither fits z's layout."""
+    if not _tma_rows(z):
+        return None, Z_POINTERS
+    s, bn = interleave, cfg.block_n
+    if s and s % bn:
+        if bn % s or s & (s - 1):
+            return None, Z_POINTERS
+        view = (z.shape[0], F // s, 2, s), (z.stride(0), 2 * s, s, 1)
+        return _descriptor(z, *view, (cfg.block_m, bn // s, 1, s)), Z_RUNS
+    return _descriptor(z, z.shape, z.stride(), (cfg.block_m, bn)), Z_CONTIGUOUS
+
+
 def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
     """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps inside an expert's rows
     (a (T, N), b (T, M); tiles [BLOCK_K, BLOCK_N] and [BLOCK_K, BLOCK_M]), or None: the pointer
@@ -192,11 +210,14 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
             gscale = (a.decode * b.decode).contiguous()
     plan = tma_plan(epilogue, a, b, cfg, K, b_strides, interleave, F, recipe)
     a_desc, b_desc, b_mode, b_rows = plan if plan is not None else (None, None, TMA_B_ROWS, 0)
+    z_desc, z_mode = None, Z_POINTERS
+    if plan is not None and epilogue == EPI_DGLU:
+        z_desc, z_mode = dglu_z_plan(z, cfg, interleave, F)
     grouped_gemm_kernel[(programs,)](
         a_data, b_data, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
         z if z is not None else dummy, part if part is not None else dummy,
         dz_rows.data if dz_rows is not None else dummy, dz_rows.scales if dz_rows is not None else dummy,
-        a_scales, b_scales, gscale, a_desc, b_desc,
+        a_scales, b_scales, gscale, a_desc, b_desc, z_desc,
         T, K, N, E, F, bound,
         a_data.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
@@ -204,7 +225,7 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
         RECIPE=recipes.RECIPE_IDS[recipe],
         GLU_UNIFORM_SCALE=recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
-        QUANT_DZ=dz_rows is not None, TMA=plan is not None, B_MODE=b_mode,
+        QUANT_DZ=dz_rows is not None, TMA=plan is not None, B_MODE=b_mode, Z_MODE=z_mode,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
