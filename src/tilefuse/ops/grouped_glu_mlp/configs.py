@@ -49,10 +49,15 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
         # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the
         # wgrads 128x128x64 on 8 warps, 3 stages, ran 1.4-1.7x faster than 64x64x32 on 4 warps
         # at the spec's three shapes (442 / 318 / 247 TFLOP/s); the other roles' best in the
-        # sweeps was 128x128x64, 8 warps, 4 stages, one program per SM.
+        # sweeps was 128x128x64, 8 warps, 4 stages, one program per SM. Through TMA the same
+        # tiles ran every role 1.1-1.35x faster than through pointers at the three shapes, and
+        # stayed the fastest of the TMA tiles tried except for fc2 and the fc1 dgrad, where
+        # 128x256 on 3 stages was 4-12% faster but does not fit the GLU's two B tiles in shared
+        # memory (results/2026-12-01-h200-l runs 1, 2 and 4).
         if role == "wgrad":
-            return GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
-        return GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, programs_per_sm=1)
+            return GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3, tma=True)
+        return GemmConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, programs_per_sm=1,
+                          tma=True)
     if recipe is not None:
         itemsize = 2
     block_k = 64 if itemsize <= 2 else 32

@@ -65,11 +65,14 @@ class GroupedProblem:
 # config serves all roles), so the space is a short list of Hopper-shaped tiles rather than a
 # product: wgmma wants 64-row multiples per warp group, 8 warps for 128x128 and larger
 # accumulators, and 3-4 stages of 64-wide K tiles fit the 227 KiB of shared memory. 16-bit
-# operands first; fp32 (tf32-free IEEE dots) keeps 32-wide K tiles.
+# operands read through TMA (GemmConfig.tma: every role ran 1.1-1.35x faster so on the H200,
+# results/2026-12-01-h200-l; where a layout does not allow descriptors the same tiles read
+# through pointers). Left out as measured there: 128x256 (the GLU's two B tiles do not fit in
+# shared memory), 256x128 and 128x128 on 4 warps (the GLU at 150-160 TFLOP/s). fp32 (tf32-free
+# IEEE dots) keeps 32-wide K tiles and pointers.
 _CANDIDATES_16BIT = (
-    (128, 128, 64, 8, 3, 1), (128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (256, 128, 64, 8, 3, 1),
-    (128, 128, 64, 4, 3, 1), (128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2),
-    (128, 128, 32, 8, 4, 1),
+    (128, 128, 64, 8, 4, 1, True), (128, 128, 64, 8, 3, 1, True), (128, 128, 32, 8, 4, 1, True),
+    (128, 64, 64, 4, 4, 2, True), (64, 128, 64, 4, 4, 2, True), (64, 64, 64, 4, 4, 2, True),
 )
 _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32, 4, 3, 1), (128, 128, 32, 8, 3, 1))
 
