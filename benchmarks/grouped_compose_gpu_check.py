@@ -16,6 +16,9 @@ kernels, one pass each. This program:
    (c) ``compiled composition``: (b) under ``torch.compile(fullgraph=True)`` (inductor),
    (d) ``tilefuse``: ``tilefuse.grouped_glu_mlp`` as users call it (default level, the
        built-in tuning table of this GPU; the path it took is printed),
+   (e) ``fused kernels``: the fused Triton path at its heuristic tiles (``op.fused_apply``,
+       ``configs.heuristic``), whether or not the table picks it,
+   (f) ``fp8_block``: ``tilefuse.grouped_glu_mlp(recipe="fp8_block")`` as users call it,
    with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
    providers interleaved in rotating rounds, medians); a provider that fails to capture is
    timed eagerly instead, one that fails outright is printed with its error;
@@ -49,7 +52,8 @@ import tilefuse  # noqa: E402
 from tilefuse import launches  # noqa: E402
 from tilefuse.check import bench  # noqa: E402
 from tilefuse.check.grouped import TOL  # noqa: E402
-from tilefuse.ops.grouped_glu_mlp.op import compose_apply  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.configs import heuristic  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.op import compose_apply, fused_apply  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import (grouped_glu_mlp_reference, grouped_glu_mlp_unfused,  # noqa: E402
                                                     random_inputs)
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
@@ -87,6 +91,19 @@ def tilefuse_fn(activation):
     def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
         return tilefuse.grouped_glu_mlp(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
                                         fc1_bias=b1, fc2_bias=b2)
+    return fn
+
+
+def fused_fn(activation):
+    def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
+        return fused_apply(x, counts, probs, w1, w2, b1, b2, activation, interleave, heuristic("fwd", x.element_size()))
+    return fn
+
+
+def fp8_fn(activation):
+    def fn(x, counts, probs, w1, w2, interleave, b1=None, b2=None):
+        return tilefuse.grouped_glu_mlp(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
+                                        fc1_bias=b1, fc2_bias=b2, recipe="fp8_block")
     return fn
 
 
@@ -151,7 +168,8 @@ def providers_for(i, interleave):
     compiled_unfused = torch.compile(unfused_fn("swiglu"), fullgraph=True, dynamic=False,
                                      backend="inductor" if DEVICE == "cuda" else "aot_eager")
     fns = {"compose": compose_fn("swiglu"), "eager composition": unfused_fn("swiglu"),
-           "compiled composition": compiled_unfused, "tilefuse": tilefuse_fn("swiglu")}
+           "compiled composition": compiled_unfused, "tilefuse": tilefuse_fn("swiglu"),
+           "fused kernels": fused_fn("swiglu"), "fp8_block": fp8_fn("swiglu")}
     return {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
 
 
