@@ -22,7 +22,8 @@ from tilefuse.ops.grouped_glu_mlp import launch
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
-from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs
+from tilefuse.ops.grouped_glu_mlp.reference import (glu_activation, grouped_glu_mlp_reference, random_inputs,
+                                                    split_glu)
 from tilefuse.tuning.sweep import TIMED
 from tilefuse.utils import normwise_rel_error as rel
 
@@ -93,9 +94,13 @@ TMA_CASES = [
 def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bias, modes, z_modes, device,
                                        monkeypatch):
     """Descriptors read the same tiles as the pointers (zero-filled where the pointers mask):
-    the results are bitwise the pointer path's, every role engaging the planned B mode (fc1 +
-    GLU, fc2, fc2 dgrad + dGLU, fc1 dgrad), the dGLU its planned z mode, and both weight
-    gradients their descriptors."""
+    every role engages the planned B mode (fc1 + GLU, fc2, fc2 dgrad + dGLU, fc1 dgrad), the
+    dGLU its planned z mode, both weight gradients their descriptors, and the results are
+    bitwise the pointer path's, but for dprobs: the dGLU's per-row sums of dh * act(z) over
+    a tile's columns take the order of the layout z was loaded in, which differs between a
+    descriptor and pointers (H200, triton 3.6: the last bits of dprobs, every other output
+    equal). Both sum the same float32 terms, so they differ by at most two summation errors,
+    2 n eps32 sum_j |dh_tj act_tj| with n <= 2F terms (dprob_reorder_bound)."""
     x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.bfloat16, bias, device, seed=5)
     dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(6)).to(x)
     planned, wgrads, z_planned = [], [], []
@@ -127,7 +132,23 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
         runs.append((y, z, h, *(g for g in grads if g is not None)))
     assert planned == [None] * 4 + modes and wgrads == [False, False, True, True] and z_planned == z_modes
     for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
-        assert torch.equal(a, b), name
+        if name == "dprobs":
+            bound = dprob_reorder_bound(dy, runs[0][1], w2, counts, activation, interleave)
+            assert torch.all((a - b).abs() <= bound), (a - b).abs().max()
+        else:
+            assert torch.equal(a, b), name
+
+
+@torch.no_grad()
+def dprob_reorder_bound(dy, z, w2, counts, activation, interleave):
+    """Per row, 4 F eps32 sum_j |dh_tj act(z_t)_j| (float64; dh = dy W2_e, act from the saved z):
+    twice the error bound of a float32 sum of at most 2F of those terms in any order."""
+    gate, up = split_glu(z.double(), interleave)
+    act = glu_activation(gate, up, activation).flatten(-2) if interleave else glu_activation(gate, up, activation)
+    dh = torch.cat([dy[s:s + m].double() @ w2[e].double()
+                    for e, (s, m) in enumerate(zip(torch.tensor([0] + counts[:-1]).cumsum(0).tolist(), counts))])
+    ffn = w2.shape[2]
+    return (4 * ffn * torch.finfo(torch.float32).eps * (dh * act).abs().sum(1)).to(dy.device).float()
 
 
 def test_fused_is_deterministic(device):

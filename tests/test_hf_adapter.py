@@ -220,7 +220,12 @@ def test_hf_experts_module_forward_and_gradients(family, implementation):
     index, weights = index.detach().clone(), weights.detach()
     check_against(moe.experts, HFGroupedGLUExperts.from_hf(moe.experts), hidden, index, weights)
     # An expert-parallel dropped slot (id E): HF skips it (its grouped_mm path only when the
-    # module is marked expert-parallel, as HF's EP sharding does).
+    # module is marked expert-parallel, as HF's EP sharding does). Older transformers (the GPU
+    # image's, 2026-12-01) have eager loops that one-hot the ids into E classes and refuse E.
+    transformers = pytest.importorskip("transformers")
+    if implementation == "eager" and tuple(int(v) for v in transformers.__version__.split(".")[:2]) < (5, 24):
+        pytest.skip(f"the eager dropped-slot half needs transformers >= 5.24 (the pinned test dependency), "
+                    f"installed {transformers.__version__}")
     index[2, 1] = E
     moe.experts._is_expert_parallel = True
     check_against(moe.experts, HFGroupedGLUExperts.from_hf(moe.experts), hidden, index, weights)

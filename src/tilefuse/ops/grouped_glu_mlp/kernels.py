@@ -384,7 +384,9 @@ def grouped_gemm_kernel(
     a_desc ((T, K), tile [BLOCK_M, BLOCK_K]) and b_desc (the weight as B_MODE says,
     tma_b_tile; b_rows: the weight rows per expert for TMA_B_ROWS) instead of the pointers;
     the same tiles and dots, so the same results. Z_MODE (EPI_DGLU): how the epilogue reads
-    the saved z (load_z_pair; z_desc where it is a descriptor).
+    the saved z (load_z_pair; z_desc where it is a descriptor); the dprob partials' row sums
+    follow the layout z arrives in, so through a descriptor they are summed in another order
+    than through pointers (equal to rounding; every other output bitwise the same).
     """
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)

@@ -137,8 +137,9 @@ def tma_plan(epilogue, a, b, cfg: GemmConfig, K: int, b_strides, interleave: int
     launch with ``cfg``, or None: the pointer loads. TMA is used where cfg.tma asks for it, the
     operands are 16-bit without a recipe, the device has the copy engine (sm_90+; any device
     under the interpreter) and both operands' layouts allow descriptors (``_tma_rows``,
-    ``_tma_weight``); elsewhere the launch reads the same tiles through pointers, with the
-    same results."""
+    ``_tma_weight``); elsewhere the launch reads the same tiles through pointers. The results
+    are the same but for the dGLU's dprob partials, whose per-row sums follow the layout z is
+    loaded in (dglu_z_plan): summed in another order, equal to rounding."""
     if not cfg.tma or recipe is not None or not _tma_device(a) or not _tma_rows(a):
         return None
     weight = _tma_weight(b, cfg, epilogue, b_strides, K, interleave, F)
