@@ -79,6 +79,19 @@ def test_fused_matches_reference(counts, H, F, activation, interleave, bias, dty
 # tiles (launch.tma_plan): interleave 8 and 16 read gate and up runs, 32 and halves contiguous
 # weight rows; the dgrads read the weight's columns where K is a multiple of BLOCK_K and fall
 # back to pointers elsewhere (H 48, 2F 80).
+def record_plans(monkeypatch, name, keep):
+    """Wrap launch.<name>, a TMA plan function, and return the list of keep(plan) of its calls."""
+    calls, real = [], getattr(launch, name)
+
+    def wrapper(*args, **kwargs):
+        found = real(*args, **kwargs)
+        calls.append(keep(found))
+        return found
+
+    monkeypatch.setattr(launch, name, wrapper)
+    return calls
+
+
 # The dGLU epilogue then reads z through a descriptor too: contiguous columns (halves) or runs.
 ROWS, COLS, RUNS = launch.TMA_B_ROWS, launch.TMA_B_COLS, launch.TMA_B_RUNS
 TMA_CASES = [
@@ -103,27 +116,9 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
     2 n eps32 sum_j |dh_tj act_tj| with n <= 2F terms (dprob_reorder_bound)."""
     x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.bfloat16, bias, device, seed=5)
     dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(6)).to(x)
-    planned, wgrads, z_planned = [], [], []
-    real_plan, real_wgrad_plan, real_z_plan = launch.tma_plan, launch.wgrad_tma_plan, launch.dglu_z_plan
-
-    def plan(*args, **kwargs):
-        found = real_plan(*args, **kwargs)
-        planned.append(None if found is None else found[2])
-        return found
-
-    def wgrad_plan(*args, **kwargs):
-        found = real_wgrad_plan(*args, **kwargs)
-        wgrads.append(found is not None)
-        return found
-
-    def z_plan(*args, **kwargs):
-        found = real_z_plan(*args, **kwargs)
-        z_planned.append(found[1])
-        return found
-
-    monkeypatch.setattr(launch, "tma_plan", plan)
-    monkeypatch.setattr(launch, "dglu_z_plan", z_plan)
-    monkeypatch.setattr(launch, "wgrad_tma_plan", wgrad_plan)
+    planned = record_plans(monkeypatch, "tma_plan", lambda found: None if found is None else found[2])
+    wgrads = record_plans(monkeypatch, "wgrad_tma_plan", lambda found: found is not None)
+    z_planned = record_plans(monkeypatch, "dglu_z_plan", lambda found: found[1])
     runs = []
     for cfg in (SMALL, dataclasses.replace(SMALL, tma=True)):
         y, z, h = launch.forward(x, c, p, w1, w2, b1, b2, activation, interleave, config=cfg)
@@ -134,6 +129,41 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
     for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
         if name == "dprobs":
             bound = dprob_reorder_bound(dy, runs[0][1], w2, counts, activation, interleave)
+            assert torch.all((a - b).abs() <= bound), (a - b).abs().max()
+        else:
+            assert torch.equal(a, b), name
+
+
+# fp8_block reads its float8 data through descriptors too (its scales through pointers): SMALL's
+# tile, and one whose dGLU halves write dz's fp8 copy in the epilogue (launch.dglu_quantizes_dz).
+FP8_TMA = [GemmConfig(32, 32, 128, 4, 2, 2), GemmConfig(32, 64, 128, 4, 2, 2)]
+
+
+@pytest.mark.parametrize("interleave", [32, 16])
+@pytest.mark.parametrize("base", FP8_TMA, ids=["tile32", "tile64-dz-copy"])
+def test_fp8_tma_reads_match_pointer_reads(base, interleave, device, monkeypatch):
+    """fp8_block with GemmConfig.tma: every GEMM launch but the fc1 + GLU (launch.tma_plan says
+    why) and both weight gradients read through descriptors, and the results are bitwise the pointer path's but dprobs (bounded as in the
+    16-bit test, with the dequantized dy and W2 dgrad copy the dGLU multiplies)."""
+    from tilefuse.ops.grouped_glu_mlp import recipes
+    counts, H, F = [45, 0, 83, 1], 128, 128
+    i = random_inputs(counts, H, F, torch.bfloat16, bias=True, device=device,
+                      generator=torch.Generator().manual_seed(7))
+    planned = record_plans(monkeypatch, "tma_plan", lambda found: found is not None)
+    wgrads = record_plans(monkeypatch, "wgrad_tma_plan", lambda found: found is not None)
+    runs = []
+    for cfg in (base, dataclasses.replace(base, tma=True)):
+        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu",
+                                 interleave, config=cfg, recipe="fp8_block")
+        grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z, h,
+                                "swiglu", interleave, config=cfg, wgrad_config=cfg, recipe="fp8_block")
+        runs.append((y, z, h, *grads))
+    assert planned == [False] * 4 + [False, True, True, True] and wgrads == [False] * 2 + [True] * 2   # not the GLU
+    dy_q = recipes.dequant_rows("fp8_block", i["dy"])
+    w2_q = recipes.dequant_weight("fp8_block", i["w2"], transpose=True)
+    for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
+        if name == "dprobs":
+            bound = dprob_reorder_bound(dy_q, runs[0][1], w2_q, counts, "swiglu", interleave)
             assert torch.all((a - b).abs() <= bound), (a - b).abs().max()
         else:
             assert torch.equal(a, b), name
@@ -290,6 +320,27 @@ sig = dict(wg, a_ptr="*bf16", b_ptr="*bf16", a_desc=desc(wcfg.block_k, wcfg.bloc
 out["tma-wgrad"] = build(G.grouped_wgrad_kernel, sig, dict(IEEE=False, RECIPE=0, TMA=True, BLOCK_N=wcfg.block_n,
                                                            BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=8),
                          ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"], wcfg)
+# fp8_block's float8 data through TMA (not its fc1 + GLU: launch.tma_plan), weight rows.
+def fdesc(*block):
+    return "tensordesc<fp8e4nv[" + ", ".join(str(b) for b in block) + "]>"
+
+fwd8 = configs.dataclasses.replace(configs.heuristic("fwd", 2, "fp8_block"), tma=True)
+for name, epi, c in (("store", 0, fwd8), ("dglu", 2, configs.dglu_config(fwd8, "fp8_block"))):
+    ce = dict(b_k_stride=1, EPILOGUE=epi, ACT=0, INTERLEAVE=32, HAS_BIAS=False, IEEE=False, RECIPE=1,
+              GLU_UNIFORM_SCALE=True, QUANT_DZ=epi == 2, TMA=True, B_MODE=0, Z_MODE=0, z_desc=None,
+              BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k)
+    sig = dict(gemm, a_ptr="*u8", b_ptr="*u8", a_desc=fdesc(c.block_m, c.block_k), b_desc=fdesc(c.block_n, c.block_k))
+    if epi == 2:
+        del ce["z_desc"]
+        ce["Z_MODE"], sig["z_desc"] = 2, desc(c.block_m, c.block_n // 32, 1, 32)
+    out[f"tma-fp8-{name}"] = build(G.grouped_gemm_kernel, sig, ce, ["a_ptr", "b_ptr", "c_ptr", "z_ptr", "q_ptr", "K",
+                                                                    "N", "F", "lda", "b_e_stride", "b_n_stride", "ldc",
+                                                                    "ldz"], c)
+wcfg8 = configs.dataclasses.replace(configs.heuristic("wgrad", 2, "fp8_block"), tma=True)
+sig = dict(wg, a_ptr="*u8", b_ptr="*u8", a_desc=fdesc(wcfg8.block_n, 128), b_desc=fdesc(wcfg8.block_m, 128))
+out["tma-fp8-wgrad"] = build(G.grouped_wgrad_kernel, sig, dict(IEEE=False, RECIPE=1, TMA=True, BLOCK_N=wcfg8.block_n,
+                                                               BLOCK_M=wcfg8.block_m, BLOCK_K=128, GROUP_N=8),
+                             ["a_ptr", "b_ptr", "c_ptr", "N", "M", "lda", "ldb"], wcfg8)
 print(json.dumps(out))
 '''
 
@@ -298,16 +349,19 @@ print(json.dumps(out))
 def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop keeps it from being pipelined), async copies in the
-    K loop (TMA copies for the bf16 descriptor variants, every B mode), and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
+    K loop (TMA copies for the descriptor variants: bf16 in every B mode, fp8_block's store, dGLU
+    and wgrad; the fp8 limits carried over to them), and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
     spill a few dozen bytes under some Triton versions (triton 3.6 on the H200 image: fp8 wgrad
     56, fp8 GLU 40, fp8 dGLU with the epilogue's dz copy 80, bf16 dGLU 32; triton 3.8: only the
     fp8 wgrad and GLU) and were still the fastest measured on the H200 (configs.heuristic,
     configs.glu_config, configs.dglu_config)."""
     report = run_compile_script(_SM90_COMPILE)
-    assert len(report) == 14
+    assert len(report) == 17
     for name, r in report.items():
         # The K loop's copies: cp.async through pointers, the copy engine through descriptors
-        # (the wgrad's masked last step keeps pointer copies).
+        # (the bf16 wgrad's masked last step keeps pointer copies).
         copies = r["tma"] if name.startswith("tma-") else r["async"]
         assert r["calls"] == 0 and copies > 0 and (name == "tma-wgrad" or name.startswith("tma-") == (r["async"] == 0)), (name, r)
-        assert r["stack"] <= {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96, "bf16-dglu": 48}.get(name, 0), (name, r)
+        limits = {"fp8-wgrad": 64, "fp8-glu": 64, "fp8-dglu": 96, "bf16-dglu": 48, "tma-fp8-wgrad": 64,
+                  "tma-fp8-dglu": 96}
+        assert r["stack"] <= limits.get(name, 0), (name, r)

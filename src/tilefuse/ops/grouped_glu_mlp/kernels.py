@@ -111,7 +111,7 @@ def advance_expert(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m
 
 
 # ---------------------------------------------------------------------------------------------
-# Operands through TMA (tensor descriptors, 16-bit operands without a recipe; launch.py builds
+# Operands through TMA (tensor descriptors: 16-bit operands without a recipe, fp8_block's float8 data; launch.py builds
 # the host-side descriptors and says when they are used). The copy engine zero-fills what lies
 # outside a descriptor's shape, so tiles need no masks: rows of the next expert that a row tile
 # reads are computed and then masked at the store, like the pointer path's.
@@ -259,7 +259,7 @@ def mma_b_tile(acc, a, a_scale, b_scale, b_base, b_scale_ptr, b_scale_row0, k, n
         acc = dot_f32acc(a, b, acc, IEEE)
     elif RECIPE == RECIPE_FP8_BLOCK:
         b = load_fp8(b_base, k[:, None] * b_k_stride + n[None, :] * b_n_stride, mask)
-        acc += tl.dot(a, b) * (a_scale[:, None] * b_scale[None, :])
+        acc = fp8_scaled_dot(acc, a, b, a_scale, b_scale)
     else:
         n64 = n.to(tl.int64)
         b = load_decoded(b_base, b_scale_ptr, n64[None, :] * b_n_stride, k[:, None], b_scale_row0 + n64[None, :],
@@ -293,6 +293,24 @@ def load_z_pair(z_ptr, z_desc, n, col0, mask, rows64, row_start, ldz, F, INTERLE
         zg = z_desc.load([row_start, gate0])
         zu = z_desc.load([row_start, up0])
     return zg.to(tl.float32), zu.to(tl.float32)
+
+
+@triton.jit
+def fp8_scaled_dot(acc, a, b, a_scale, b_scale):
+    """fp8_block: acc + dot(a8, b8) * (a_scale * b_scale) for one 128-wide K chunk (the row
+    scales of a, the column scales of b)."""
+    return acc + tl.dot(a, b) * (a_scale[:, None] * b_scale[None, :])
+
+
+@triton.jit
+def tma_dot(acc, a, b, a_scale, b_scale, IEEE: tl.constexpr, RECIPE: tl.constexpr):
+    """acc + a @ b of tiles read through descriptors: 16-bit operands (RECIPE_NONE), or
+    float8 with fp8_block's chunk scales (fp8_scaled_dot)."""
+    if RECIPE == RECIPE_FP8_BLOCK:
+        acc = fp8_scaled_dot(acc, a, b, a_scale, b_scale)
+    else:
+        acc = dot_f32acc(a, b, acc, IEEE)
+    return acc
 
 
 @triton.jit
@@ -380,7 +398,8 @@ def grouped_gemm_kernel(
     - nvfp4: gscale_ptr (E,) float32, the product of the operands' per-tensor / per-expert
       decode scales, multiplies expert e's accumulator before the epilogue.
 
-    TMA (16-bit operands, RECIPE_NONE): A and B are read through the tensor descriptors
+    TMA (16-bit operands without a recipe, or fp8_block's float8 operands; their scales
+    through pointers): A and B are read through the tensor descriptors
     a_desc ((T, K), tile [BLOCK_M, BLOCK_K]) and b_desc (the weight as B_MODE says,
     tma_b_tile; b_rows: the weight rows per expert for TMA_B_ROWS) instead of the pointers;
     the same tiles and dots, so the same results. Z_MODE (EPI_DGLU): how the epilogue reads
@@ -460,11 +479,12 @@ def grouped_gemm_kernel(
                         gate0, gate_n, up0, up_n, nmask, up_mask, uniform, TWO_DOTS, BLOCK_N)
                 if TMA:
                     a = a_desc.load([row_start, k0])
-                    acc = dot_f32acc(a, tma_b_tile(b_desc, expert, b_gate0, k0, b_rows, K, 0, F, INTERLEAVE, B_MODE,
-                                                   BLOCK_N, BLOCK_K), acc, IEEE)
+                    b = tma_b_tile(b_desc, expert, b_gate0, k0, b_rows, K, 0, F, INTERLEAVE, B_MODE, BLOCK_N, BLOCK_K)
+                    acc = tma_dot(acc, a, b, a_scale, gate_scale, IEEE, RECIPE)
                     if TWO_DOTS:
-                        acc_up = dot_f32acc(a, tma_b_tile(b_desc, expert, b_up0, k0, b_rows, K, 1, F, INTERLEAVE,
-                                                          B_MODE, BLOCK_N, BLOCK_K), acc_up, IEEE)
+                        b = tma_b_tile(b_desc, expert, b_up0, k0, b_rows, K, 1, F, INTERLEAVE, B_MODE, BLOCK_N,
+                                       BLOCK_K)
+                        acc_up = tma_dot(acc_up, a, b, a_scale, up_scale, IEEE, RECIPE)
                 else:
                     a = load_a_tile(a_ptr, a_scale_ptr, rows64, k, rmask, kmask, lda, a_scale_ld, RECIPE)
                     acc = mma_b_tile(acc, a, a_scale, gate_scale, b_base, b_scale_base, b_scale_row0, k, gate_n,
@@ -576,7 +596,7 @@ def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, 
         bmask = mmask[None, :]
     at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
     b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
-    return acc + tl.dot(at, b) * (a_scale[:, None] * b_scale[None, :])
+    return fp8_scaled_dot(acc, at, b, a_scale, b_scale)
 
 
 @triton.jit
@@ -601,10 +621,11 @@ def grouped_wgrad_kernel(
     a_scale_ld, b_scale_ld; BLOCK_K == 128. mxfp8 / nvfp4: flat swizzled scales with
     a_scale_ld, b_scale_ld padded columns. nvfp4: gscale_ptr[0] multiplies the result.
 
-    TMA (16-bit, RECIPE_NONE): the K steps that lie wholly inside the expert's rows read A and
-    B through a_desc ((T, N), tile [BLOCK_K, BLOCK_N]) and b_desc ((T, M), tile [BLOCK_K,
-    BLOCK_M]); the last, partial step (rows of the next expert) loads masked through the
-    pointers. The same steps in the same order as without TMA.
+    TMA (16-bit without a recipe, or fp8_block): the K steps that lie wholly inside the
+    expert's rows read A and B through a_desc and b_desc ((T, N) and (T, M), tiles [BLOCK_K,
+    BLOCK_N] and [BLOCK_K, BLOCK_M]; fp8_block: the copies (N, Tp) and (M, Tp), tiles [BLOCK_N,
+    BLOCK_K] and [BLOCK_M, BLOCK_K]); the partial steps (rows of another expert) load masked
+    through the pointers. The same steps in the same order as without TMA.
     """
     expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
     n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -647,8 +668,13 @@ def grouped_wgrad_kernel(
             b_scale = b_next
             a_next, b_next = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
                                               tl.minimum(i + 1, end_full - 1), a_scale_ld, b_scale_ld)
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, i * BLOCK_K, start,
-                                 count, lda, ldb, False, BLOCK_K)
+            if TMA:   # the copies (N, Tp) and (M, Tp) through descriptors, tiles [BLOCK_N | BLOCK_M, BLOCK_K]
+                at = a_desc.load([tile_n * BLOCK_N, i * BLOCK_K])
+                b = b_desc.load([tile_m * BLOCK_M, i * BLOCK_K]).T
+                acc = fp8_scaled_dot(acc, at, b, a_scale, b_scale)
+            else:
+                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, i * BLOCK_K, start,
+                                     count, lda, ldb, False, BLOCK_K)
         head = start // BLOCK_K
         if (count > 0) & (head < first_full):
             a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head, a_scale_ld,

@@ -94,11 +94,22 @@ def _tma_device(t: torch.Tensor) -> bool:
     return torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
+# Recipes whose operands the descriptors read: none (16-bit x), and fp8_block's float8 data
+# (its scales stay pointer loads). mxfp8 / nvfp4 decode in their loaders.
+TMA_RECIPES = (None, "fp8_block")
+
+
 def _tma_rows(t: torch.Tensor) -> bool:
-    """Whether the 2-D 16-bit operand ``t`` can be read through a descriptor as laid out:
-    unit column stride, 16-byte aligned base and row stride, no empty dimension."""
-    return (t.dim() == 2 and t.element_size() == 2 and t.stride(1) == 1 and t.stride(0) * 2 % 16 == 0
-            and t.data_ptr() % 16 == 0 and t.numel() > 0)
+    """Whether the 2-D operand ``t`` (16-bit, or fp8_block's float8 bits) can be read through a
+    descriptor as laid out: unit column stride, 16-byte aligned base and row stride, no empty
+    dimension."""
+    return (t.dim() == 2 and t.element_size() in (1, 2) and t.stride(1) == 1
+            and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 and t.numel() > 0)
+
+
+def _float8(t: torch.Tensor) -> torch.Tensor:
+    """fp8_block's E4M3 bits (uint8) as float8_e4m3fn, the element type the dots take."""
+    return t.view(torch.float8_e4m3fn) if t.dtype == torch.uint8 else t
 
 
 def _descriptor(t: torch.Tensor, shape, strides, block) -> "TensorDescriptor":
@@ -114,8 +125,8 @@ def _tma_weight(w: torch.Tensor, cfg: GemmConfig, epilogue: int, b_strides, K: i
     contiguous rows, power-of-two interleaves dividing BLOCK_N as runs (TMA_B_RUNS)."""
     from .kernels import EPI_GLU
     E, R, C = w.shape
-    if not (w.element_size() == 2 and w.stride(2) == 1 and w.stride(1) * 2 % 16 == 0 and w.stride(0) == R * w.stride(1)
-            and w.data_ptr() % 16 == 0 and w.numel() > 0):
+    if not (w.element_size() in (1, 2) and w.stride(2) == 1 and w.stride(1) * w.element_size() % 16 == 0
+            and w.stride(0) == R * w.stride(1) and w.data_ptr() % 16 == 0 and w.numel() > 0):
         return None
     ld = w.stride(1)
     flat = (E * R, C), (ld, 1)
@@ -135,12 +146,20 @@ def _tma_weight(w: torch.Tensor, cfg: GemmConfig, epilogue: int, b_strides, K: i
 def tma_plan(epilogue, a, b, cfg: GemmConfig, K: int, b_strides, interleave: int, F: int, recipe=None):
     """(a descriptor, b descriptor, B mode, weight rows per expert) for a grouped_gemm_kernel
     launch with ``cfg``, or None: the pointer loads. TMA is used where cfg.tma asks for it, the
-    operands are 16-bit without a recipe, the device has the copy engine (sm_90+; any device
-    under the interpreter) and both operands' layouts allow descriptors (``_tma_rows``,
-    ``_tma_weight``); elsewhere the launch reads the same tiles through pointers. The results
+    operands are 16-bit without a recipe or fp8_block's float8 data (TMA_RECIPES), the device
+    has the copy engine (sm_90+; any device under the interpreter) and both operands' layouts
+    allow descriptors (``_tma_rows``, ``_tma_weight``). fp8_block's fc1 + GLU keeps its pointer
+    loads: through descriptors its sm_90 compile spilled 176 bytes against 64 (triton 3.8, the
+    heuristic 128x64x128 tile on 4 warps; not timed). Elsewhere the launch reads the same tiles
+    through pointers. The results
     are the same but for the dGLU's dprob partials, whose per-row sums follow the layout z is
     loaded in (dglu_z_plan): summed in another order, equal to rounding."""
-    if not cfg.tma or recipe is not None or not _tma_device(a) or not _tma_rows(a):
+    from .kernels import EPI_GLU
+    if not cfg.tma or recipe not in TMA_RECIPES or (recipe is not None and epilogue == EPI_GLU):
+        return None
+    if recipe is not None:   # recipes.QuantRows / QuantWeight: their float8 data
+        a, b = _float8(a.data), _float8(b.data)
+    if not _tma_device(a) or not _tma_rows(a):
         return None
     weight = _tma_weight(b, cfg, epilogue, b_strides, K, interleave, F)
     if weight is None:
@@ -167,11 +186,18 @@ def dglu_z_plan(z: torch.Tensor, cfg: GemmConfig, interleave: int, F: int):
 
 
 def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
-    """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps inside an expert's rows
-    (a (T, N), b (T, M); tiles [BLOCK_K, BLOCK_N] and [BLOCK_K, BLOCK_M]), or None: the pointer
-    loads. The same conditions as tma_plan."""
-    if not wcfg.tma or recipe is not None or not _tma_device(a) or not (_tma_rows(a) and _tma_rows(b)):
+    """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps inside an expert's rows, or
+    None: the pointer loads. a (T, N), b (T, M): tiles [BLOCK_K, BLOCK_N] and [BLOCK_K,
+    BLOCK_M]; fp8_block: the column-wise copies' float8 data a (N, Tp), b (M, Tp), tiles
+    [BLOCK_N, BLOCK_K] and [BLOCK_M, BLOCK_K]. The same conditions as tma_plan."""
+    if not wcfg.tma or recipe not in TMA_RECIPES:
         return None
+    a, b = _float8(a), _float8(b)
+    if not _tma_device(a) or not (_tma_rows(a) and _tma_rows(b)):
+        return None
+    if recipe is not None:
+        return (_descriptor(a, a.shape, a.stride(), (wcfg.block_n, wcfg.block_k)),
+                _descriptor(b, b.shape, b.stride(), (wcfg.block_m, wcfg.block_k)))
     return (_descriptor(a, a.shape, a.stride(), (wcfg.block_k, wcfg.block_n)),
             _descriptor(b, b.shape, b.stride(), (wcfg.block_k, wcfg.block_m)))
 
