@@ -47,8 +47,9 @@ if TINY and not torch.cuda.is_available():
 import triton  # noqa: E402
 
 from tilefuse.check.bench import error_text  # noqa: E402
+from tilefuse.check.grouped import gemm_roles  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp import compose, launch, recipes  # noqa: E402
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
@@ -138,48 +139,14 @@ def compose_step(counts, x, probs, w1, w2, dy):
 
 def profile_bf16(E, T, H, F, rounds):
     counts, x, probs, w1, w2, dy = problem(E, T, H, F)
-    offs = counts.cumsum(0).to(torch.int32)
-    z = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
-    h = torch.randn(T, F, device=DEVICE, dtype=torch.bfloat16)
-    y, dx = torch.empty_like(x), torch.empty_like(x)
-    dz = torch.randn_like(z)
-    hout = torch.empty_like(h)
-    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
     gemms = [GemmConfig(32, 32, 32, 4, 2, 2), GemmConfig(32, 32, 32, 4, 2, 2, True)] if TINY else BF16_GEMMS
-    widest = min(dglu_tile_n(dglu_config(c)) for c in gemms)
-    part = torch.empty(T, 2 * triton.cdiv(F, widest), device=DEVICE)
     print(f"\nE {E} T {T} H {H} F {F}: bf16 (dGLU: configs.dglu_config of each tile; balanced counts)")
-    roles = {
-        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, x, w1, hout, counts, c, K=H, N=F,
-                                           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)), ldc=hout.stride(0),
-                                           F=F, probs=probs, z=z, act=0, interleave=32),
-                    lambda: torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs), gemm_flop(T, 2 * F, H)),
-        "fc2": (lambda c: launch._gemm(EPI_STORE, h, w2, y, counts, c, K=F, N=H,
-                                       b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)), ldc=y.stride(0),
-                                       probs=probs),
-                lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs), gemm_flop(T, H, F)),
-        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dy, w2, dz, counts, dglu_config(c), K=H, N=F,
-                                               b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)),
-                                               ldc=dz.stride(0), F=F, probs=probs, z=z, part=part, act=0,
-                                               interleave=32),
-                        lambda: torch._grouped_mm(dy, w2, offs=offs), gemm_flop(T, F, H)),
-        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dz, w1, dx, counts, c, K=2 * F, N=H,
-                                          b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0)),
-                   lambda: torch._grouped_mm(dz, w1, offs=offs), gemm_flop(T, H, 2 * F)),
-    }
-    for name, (ours, theirs, flop) in roles.items():
-        providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in gemms}
+    for name, (ours, theirs, flop) in gemm_roles(counts, x, probs, w1, w2, dy).items():
+        tiles = (BF16_WGRADS[:2] if TINY else BF16_WGRADS) if name.startswith("wgrads") else gemms
+        providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in tiles}
         if DEVICE == "cuda":
             providers["torch._grouped_mm"] = theirs
         table(name, providers, flop, rounds)
-    providers = {}
-    if DEVICE == "cuda":
-        providers["torch._grouped_mm"] = lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
-                                                  torch._grouped_mm(dy.t(), h, offs=offs))
-    for wc in BF16_WGRADS[:2] if TINY else BF16_WGRADS:
-        providers[f"tilefuse {wc.name}"] = (lambda wc=wc: (launch._wgrad(dz, x, dw1, counts, T, wc),
-                                                           launch._wgrad(dy, h, dw2, counts, T, wc)))
-    table("wgrads (dW1 + dW2)", providers, gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F), rounds)
     if not TINY:
         inputs = (counts, x, probs, w1, w2, dy)
         steps = {"compose route": lambda: compose_step(*inputs)} if compose.takes(2, H, F) else {}

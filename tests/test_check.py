@@ -115,6 +115,49 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
     assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |" in md
 
 
+def test_grouped_section_renders_the_gemm_roles():
+    from tilefuse.check import grouped as check_grouped
+    base = {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "config": "M128-N128-K64-w8-s4-p1-tma"}
+    b = {"rows": [], "roles": [
+        {**base, "role": "fc2", "tilefuse_ms": 1.1, "tilefuse_tflops": 500.0, "grouped_mm_ms": 1.0,
+         "grouped_mm_tflops": 550.0, "time_vs_grouped_mm": 1.1},
+        {**base, "role": "fc1 dgrad", "tilefuse_ms": None, "tilefuse_error": "OutOfResources: shared memory",
+         "grouped_mm_ms": 1.0, "grouped_mm_tflops": 550.0}]}
+    md = "\n".join(check_grouped.benchmark_markdown(b))
+    assert "| 8 | 64 | 32 | 16 | fc2 | M128-N128-K64-w8-s4-p1-tma | 1.100 | 500 | 1.000 | 550 | 1.10x |" in md
+    assert "| fc1 dgrad | M128-N128-K64-w8-s4-p1-tma | failed (OutOfResources: shared memory) |  | 1.000 | 550 |  |" in md
+    assert check_grouped.benchmark_summary(b) == ["grouped E8 T64 fc2: 1.10x the time of torch._grouped_mm"]
+
+
+def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
+    """check.grouped.gemm_roles (the bench's and grouped_profile.py's per-role timing): each
+    fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight
+    gradients the same products, bf16 outputs: 1.6e-2 normwise; the GLU h from the peer's z),
+    at small tiles with ragged experts, one without tokens, through pointers and through TMA."""
+    import dataclasses
+
+    import torch
+    from tilefuse.check import grouped as check_grouped
+    from tilefuse.ops.grouped_glu_mlp.reference import glu_activation, random_inputs, split_glu
+    from tilefuse.utils import normwise_rel_error as rel
+    i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device=device,
+                      generator=torch.Generator().manual_seed(4))
+    roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
+    assert list(roles) == ["fc1 + GLU", "fc2", "fc2 dgrad + dGLU", "fc1 dgrad", "wgrads (dW1 + dW2)"]
+    for cfg in (check_grouped.SMALL, dataclasses.replace(check_grouped.SMALL, tma=True)):
+        for role, (ours, theirs, flop) in roles.items():
+            got, want = ours(cfg), theirs()
+            assert flop > 0
+            if role == "fc1 + GLU":
+                gate, up = split_glu(want.float(), 32)
+                want = i["probs"][:, None] * glu_activation(gate, up, "swiglu").flatten(-2)
+            if role == "fc2 dgrad + dGLU":   # its epilogue's dz, from the random z: written, finite
+                assert got.shape == (want.shape[0], 2 * want.shape[1]) and bool(got.isfinite().all())
+                continue
+            for g, w in zip(got, want) if isinstance(got, tuple) else ((got, want),):
+                assert rel(g.float(), w.float()) < 1.6e-2, (role, cfg.name)
+
+
 def test_dyt_host_cost_and_its_tables(device):
     """The dyt section's host cost per call (issue 17): measured on this machine's test device
     for every provider (the interpreter's numbers mean nothing, the rows and their shape do;

@@ -5,7 +5,8 @@ float64 reference, and of each quantized recipe's kernels (forward and backward)
 recipe's float64 rendering; on a GPU, forward+backward throughput against the per-expert loop,
 torch._grouped_mm (the unfused composition) and its torch.compile, plus host overhead, and the
 recipes' kernels (fp8_block: target >= 1.4x tilefuse bf16; mxfp8 / nvfp4 emulated, reported
-without a speed claim)."""
+without a speed claim), and each fused GEMM role against the torch._grouped_mm GEMM doing the
+same work (``gemm_roles``, also behind benchmarks/grouped_profile.py)."""
 
 from __future__ import annotations
 
@@ -175,6 +176,80 @@ def _host_p50_us(fn, n=300) -> float:
 DENSE_SHAPE = (16384, 4096, 7168)   # M, K, N: the first spec shape's fc1 as one dense GEMM
 
 
+def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
+    """{role: (fused(cfg), cutlass(), flop)} for each GEMM launch of a bf16 step (SwiGLU, no
+    bias; z, h and dz random, of the shapes the step has): fused(cfg) runs the role's fused
+    launch with GemmConfig ``cfg`` (the dGLU at configs.dglu_config of it; the weight
+    gradients take cfg as their wgrad config), cutlass() the torch._grouped_mm GEMM(s) of the
+    same work. Both return what they computed (the fused store GEMMs and weight gradients the
+    same products as their CUTLASS GEMMs; the GLU and dGLU launches their epilogues' outputs)."""
+    from ..ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
+    T, H = x.shape
+    F = w2.shape[2]
+    offs = counts.cumsum(0).to(torch.int32)
+    z = torch.randn(T, 2 * F, device=x.device, dtype=x.dtype)
+    h, dz = torch.randn(T, F, device=x.device, dtype=x.dtype), torch.randn_like(z)
+    h_out, dz_out, y, dx = torch.empty_like(h), torch.empty_like(z), torch.empty_like(x), torch.empty_like(x)
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    rows_of = (w1.stride(0), w1.stride(2), w1.stride(1)), (w2.stride(0), w2.stride(2), w2.stride(1))
+    cols_of = (w1.stride(0), w1.stride(1), w1.stride(2)), (w2.stride(0), w2.stride(1), w2.stride(2))
+
+    def dglu(cfg):
+        dcfg = configs.dglu_config(cfg)
+        part = torch.empty((T, 2 * -(-F // configs.dglu_tile_n(dcfg))), device=x.device)
+        launch._gemm(EPI_DGLU, dy, w2, dz_out, counts, dcfg, K=H, N=F, b_strides=cols_of[1], ldc=dz_out.stride(0),
+                     F=F, probs=probs, z=z, part=part, act=0, interleave=interleave)
+        return dz_out
+
+    def gemm(epilogue, a, w, out, cfg, K, N, strides, **kw):
+        launch._gemm(epilogue, a, w, out, counts, cfg, K=K, N=N, b_strides=strides, ldc=out.stride(0), **kw)
+        return out
+
+    def wgrads(cfg):
+        launch._wgrad(dz, x, dw1, counts, T, cfg)
+        launch._wgrad(dy, h, dw2, counts, T, cfg)
+        return dw1, dw2
+
+    def flop(m, n, k):
+        return 2 * m * n * k
+    return {
+        "fc1 + GLU": (lambda cfg: gemm(EPI_GLU, x, w1, h_out, cfg, H, F, rows_of[0], F=F, probs=probs, z=z, act=0,
+                                       interleave=interleave),
+                      lambda: torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs), flop(T, 2 * F, H)),
+        "fc2": (lambda cfg: gemm(EPI_STORE, h, w2, y, cfg, F, H, rows_of[1]),
+                lambda: torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs), flop(T, H, F)),
+        "fc2 dgrad + dGLU": (dglu, lambda: torch._grouped_mm(dy, w2, offs=offs), flop(T, F, H)),
+        "fc1 dgrad": (lambda cfg: gemm(EPI_STORE, dz, w1, dx, cfg, 2 * F, H, cols_of[0]),
+                      lambda: torch._grouped_mm(dz, w1, offs=offs), flop(T, H, 2 * F)),
+        "wgrads (dW1 + dW2)": (wgrads, lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
+                                                torch._grouped_mm(dy.t(), h, offs=offs)),
+                               flop(T, 2 * F, H) + flop(T, H, F)),
+    }
+
+
+def _role_rows(E, T, H, F, i) -> list[dict]:
+    """Each GEMM role at the heuristic tiles (wgrads: the wgrad heuristic) against its
+    torch._grouped_mm GEMM(s), interleaved per role: ms, TFLOP/s and the time ratio."""
+    fwd, wgrad = configs.heuristic("fwd", 2), configs.heuristic("wgrad", 2)
+    rows = []
+    for role, (ours, theirs, flop) in gemm_roles(i["counts"], i["x"].detach(), i["probs"].detach(), i["w1"].detach(),
+                                                 i["w2"].detach(), i["dy"]).items():
+        cfg = wgrad if role.startswith("wgrads") else fwd
+        t = timing.interleaved({"tilefuse": lambda ours=ours, cfg=cfg: ours(cfg), "torch._grouped_mm": theirs},
+                               graphs=True, rounds=5)
+        row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "role": role, "config": cfg.name}
+        for name, key in (("tilefuse", "tilefuse"), ("torch._grouped_mm", "grouped_mm")):
+            fields = bench.timing_fields(t[name])
+            row[f"{key}_ms"] = fields.get("ms")
+            row[f"{key}_error"] = fields.get("error")
+            if fields["status"] == "ok":
+                row[f"{key}_tflops"] = flop / (fields["ms"] * 1e-3) / 1e12
+        if row["tilefuse_ms"] and row["grouped_mm_ms"]:
+            row["time_vs_grouped_mm"] = timing.ratio(t["tilefuse"], t["torch._grouped_mm"])   # > 1: slower
+        rows.append(row)
+    return rows
+
+
 def _dense_ceilings() -> dict:
     """TFLOP/s of one dense cuBLAS GEMM of DENSE_SHAPE, bf16 (matmul) and fp8 E4M3
     (torch._scaled_mm, per-tensor scales), measured now: the compute ceilings the grouped
@@ -220,7 +295,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
     (torch._grouped_mm + separate activation), its torch.compile and the per-expert loop, by
     CUDA-graph replay interleaved; Liger-Kernel's fused MoE at the first shape (full bench only);
     host p50 per forward call; the dense bf16 and fp8 cuBLAS ceilings measured in the same run."""
-    rows = []
+    rows, roles = [], []
     dense = _dense_ceilings()
     for E, T, H, F in progress(DEFAULT_SHAPES[1:2] if quick else DEFAULT_SHAPES, desc="grouped bench"):
         i = _inputs(_balanced_counts(E, T), H, F, torch.bfloat16, False, "cuda")
@@ -310,7 +385,8 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     # Within the same rounds (fp8_block target: >= 1.4).
                     row["speedup_vs_tilefuse_bf16"] = timing.ratio(bf16, t)
             rows.append(row)
-    return {"rows": rows, "dense_tflops": dense, "dense_shape": list(DENSE_SHAPE)}
+        roles += _role_rows(E, T, H, F, i)
+    return {"rows": rows, "roles": roles, "dense_tflops": dense, "dense_shape": list(DENSE_SHAPE)}
 
 
 def benchmark_markdown(b: dict) -> list[str]:
@@ -335,9 +411,27 @@ def benchmark_markdown(b: dict) -> list[str]:
         vs = "" if r.get("speedup_vs_tilefuse_bf16") is None else f"{r['speedup_vs_tilefuse_bf16']:.2f}x"
         lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['provider']} | "
                      f"{t} | {host} | {vs} |")
+    if b.get("roles"):
+        lines += ["", "Each fused GEMM role (heuristic tiles) against the torch._grouped_mm GEMM doing the same work, "
+                  "interleaved per role (CUDA-graph replay). 'time vs _grouped_mm': tilefuse's time over CUTLASS's "
+                  "(issue 16's target: within 1.05x).", "",
+                  "| experts | tokens | H | F | role | config | tilefuse ms | TFLOP/s | _grouped_mm ms | TFLOP/s "
+                  "| time vs _grouped_mm |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in b["roles"]:
+            cells = []
+            for key in ("tilefuse", "grouped_mm"):
+                ok = r.get(f"{key}_ms") is not None
+                cells += [f"{r[f'{key}_ms']:.3f}" if ok else f"failed ({r.get(f'{key}_error')})",
+                          f"{r[f'{key}_tflops']:.0f}" if ok else ""]
+            ratio = "" if r.get("time_vs_grouped_mm") is None else f"{r['time_vs_grouped_mm']:.2f}x"
+            lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['role']} | "
+                         f"{r['config']} | {' | '.join(cells)} | {ratio} |")
     return lines
 
 
 def benchmark_summary(b: dict) -> list[str]:
-    return [f"grouped E{r['experts']} T{r['tokens']} {r['provider']}: {r['tflops']:.0f} TFLOP/s"
-            for r in b["rows"] if r["status"] == "ok"]
+    return ([f"grouped E{r['experts']} T{r['tokens']} {r['provider']}: {r['tflops']:.0f} TFLOP/s"
+             for r in b["rows"] if r["status"] == "ok"]
+            + [f"grouped E{r['experts']} T{r['tokens']} {r['role']}: {r['time_vs_grouped_mm']:.2f}x the time of "
+               f"torch._grouped_mm" for r in b.get("roles", ()) if r.get("time_vs_grouped_mm") is not None])
