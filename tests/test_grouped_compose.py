@@ -392,7 +392,7 @@ def test_cutlass_path_matches_reference_at_a_larger_shape(tuning_table, device):
 _SM90_GLUE = r'''
 import json, re
 from sm90_helpers import compile_sm90
-from tilefuse.ops.grouped_glu_mlp import compose, kernels as G
+from tilefuse.ops.grouped_glu_mlp import compose, compose_kernels as G
 
 g = compose.DEFAULT_GLUE
 out = {}

@@ -10,9 +10,9 @@ Forward: three launches, a fourth with fc2_bias (``ends`` = cumsum(tokens_per_ex
 on the device, the offsets ``torch._grouped_mm`` takes):
 
     z  = x W1_e^T                _grouped_mm(x, W1^T, ends)      (T, 2F) x.dtype, without b1
-    h  = p act(z + b1_e)         kernels.compose_glu_kernel      (T, F) x.dtype
+    h  = p act(z + b1_e)         compose_kernels.compose_glu_kernel   (T, F) x.dtype
     y  = h W2_e^T                _grouped_mm(h, W2^T, ends)      (T, H) x.dtype
-    y += p b2_e                  kernels.compose_bias_kernel     in place, fc2_bias only
+    y += p b2_e                  compose_kernels.compose_bias_kernel  in place, fc2_bias only
 
 Saved for the backward: z, h and ends. z is stored as FC1's GEMM wrote it, without fc1's bias:
 the GLU kernel and the dGLU kernel each add b1_e (an (E, 2F) table, cached) in float32 when
@@ -25,7 +25,7 @@ operand, and recomputing it for dW2 would add a (T, F) write to the backward.
 Backward: five launches, one more per bias:
 
     dh    = dy W2_e              _grouped_mm(dy, W2, ends)       (T, F)
-    dz, dprobs                   kernels.compose_dglu_kernel     (T, 2F) x.dtype, (T,) probs.dtype
+    dz, dprobs                   compose_kernels.compose_dglu_kernel  (T, 2F) x.dtype, (T,) probs.dtype
     dx    = dz W1_e              _grouped_mm(dz, W1, ends)       (T, H)
     dW1_e = dz_e^T x_e           _grouped_mm(dz^T, x, ends)      (E, 2F, H)
     dW2_e = dy_e^T h_e           _grouped_mm(dy^T, h, ends)      (E, H, F)
@@ -70,7 +70,7 @@ from ...utils import cdiv
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
 from .reference import _row_major, assert_counts_on_device, grouped_mm_takes
 
-# Experts scanned per step by kernels.row_experts (a program compares its rows with this many
+# Experts scanned per step by compose_kernels.row_experts (a program compares its rows with this many
 # end offsets at a time; a constant, so E does not recompile the kernels).
 E_CHUNK = 32
 
@@ -104,7 +104,7 @@ NAME = "compose"
 
 
 def _glue_kernels():
-    from .kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel
+    from .compose_kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel
     return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel
 
 

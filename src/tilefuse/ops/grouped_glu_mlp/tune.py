@@ -106,7 +106,8 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
 class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
-    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py", _HERE / "compose.py")
+    source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
+                    _HERE / "compose.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
