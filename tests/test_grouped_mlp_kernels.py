@@ -119,19 +119,10 @@ def test_tma_reads_match_pointer_reads(counts, H, F, activation, interleave, bia
     planned = record_plans(monkeypatch, "tma_plan", lambda found: None if found is None else found[2])
     wgrads = record_plans(monkeypatch, "wgrad_tma_plan", lambda found: found is not None)
     z_planned = record_plans(monkeypatch, "dglu_z_plan", lambda found: found[1])
-    runs = []
-    for cfg in (SMALL, dataclasses.replace(SMALL, tma=True)):
-        y, z, h = launch.forward(x, c, p, w1, w2, b1, b2, activation, interleave, config=cfg)
-        grads = launch.backward(dy, x, c, p, w1, w2, b1, b2, z, h, activation, interleave, config=cfg,
-                                wgrad_config=cfg)
-        runs.append((y, z, h, *(g for g in grads if g is not None)))
+    runs = [fused_outputs(x, c, p, w1, w2, b1, b2, dy, activation, interleave, cfg)
+            for cfg in (SMALL, dataclasses.replace(SMALL, tma=True))]
     assert planned == [None] * 4 + modes and wgrads == [False, False, True, True] and z_planned == z_modes
-    for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
-        if name == "dprobs":
-            bound = dprob_reorder_bound(dy, runs[0][1], w2, counts, activation, interleave)
-            assert torch.all((a - b).abs() <= bound), (a - b).abs().max()
-        else:
-            assert torch.equal(a, b), name
+    assert_bitwise_but_dprobs(runs, dprob_reorder_bound(dy, runs[0][1], w2, counts, activation, interleave))
 
 
 # fp8_block reads its float8 data through descriptors too (its scales through pointers): SMALL's
@@ -143,28 +134,38 @@ FP8_TMA = [GemmConfig(32, 32, 128, 4, 2, 2), GemmConfig(32, 64, 128, 4, 2, 2)]
 @pytest.mark.parametrize("base", FP8_TMA, ids=["tile32", "tile64-dz-copy"])
 def test_fp8_tma_reads_match_pointer_reads(base, interleave, device, monkeypatch):
     """fp8_block with GemmConfig.tma: every GEMM launch but the fc1 + GLU (launch.tma_plan says
-    why) and both weight gradients read through descriptors, and the results are bitwise the pointer path's but dprobs (bounded as in the
-    16-bit test, with the dequantized dy and W2 dgrad copy the dGLU multiplies)."""
+    why) and both weight gradients read through descriptors, and the results are bitwise the
+    pointer path's but dprobs (bounded as in the 16-bit test, with the dequantized dy and W2
+    dgrad copy the dGLU multiplies)."""
     from tilefuse.ops.grouped_glu_mlp import recipes
     counts, H, F = [45, 0, 83, 1], 128, 128
     i = random_inputs(counts, H, F, torch.bfloat16, bias=True, device=device,
                       generator=torch.Generator().manual_seed(7))
     planned = record_plans(monkeypatch, "tma_plan", lambda found: found is not None)
     wgrads = record_plans(monkeypatch, "wgrad_tma_plan", lambda found: found is not None)
-    runs = []
-    for cfg in (base, dataclasses.replace(base, tma=True)):
-        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu",
-                                 interleave, config=cfg, recipe="fp8_block")
-        grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z, h,
-                                "swiglu", interleave, config=cfg, wgrad_config=cfg, recipe="fp8_block")
-        runs.append((y, z, h, *grads))
+    inputs = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2", "dy")]
+    runs = [fused_outputs(*inputs, "swiglu", interleave, cfg, "fp8_block")
+            for cfg in (base, dataclasses.replace(base, tma=True))]
     assert planned == [False] * 4 + [False, True, True, True] and wgrads == [False] * 2 + [True] * 2   # not the GLU
     dy_q = recipes.dequant_rows("fp8_block", i["dy"])
     w2_q = recipes.dequant_weight("fp8_block", i["w2"], transpose=True)
+    assert_bitwise_but_dprobs(runs, dprob_reorder_bound(dy_q, runs[0][1], w2_q, counts, "swiglu", interleave))
+
+
+def fused_outputs(x, counts, probs, w1, w2, b1, b2, dy, activation, interleave, cfg, recipe=None):
+    """(y, z, h, dx, dprobs, dw1, dw2[, db1, db2]) of launch.forward + backward with ``cfg`` for
+    every GEMM and both weight gradients."""
+    y, z, h = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=cfg, recipe=recipe)
+    grads = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation, interleave, config=cfg,
+                            wgrad_config=cfg, recipe=recipe)
+    return (y, z, h, *(g for g in grads if g is not None))
+
+
+def assert_bitwise_but_dprobs(runs, dprobs_bound):
+    """The two runs' outputs (fused_outputs) bitwise equal, but dprobs: within dprobs_bound."""
     for name, a, b in zip(["y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"], *runs):
         if name == "dprobs":
-            bound = dprob_reorder_bound(dy_q, runs[0][1], w2_q, counts, "swiglu", interleave)
-            assert torch.all((a - b).abs() <= bound), (a - b).abs().max()
+            assert torch.all((a - b).abs() <= dprobs_bound), (a - b).abs().max()
         else:
             assert torch.equal(a, b), name
 
