@@ -194,9 +194,12 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
     rows_of = (w1.stride(0), w1.stride(2), w1.stride(1)), (w2.stride(0), w2.stride(2), w2.stride(1))
     cols_of = (w1.stride(0), w1.stride(1), w1.stride(2)), (w2.stride(0), w2.stride(1), w2.stride(2))
 
+    # The dprob partials of any dGLU tile (at least 32 columns wide: two halves of BLOCK_N >= 16),
+    # allocated once, outside the timed calls; a tile writes the first 2 cdiv(F, its width).
+    part = torch.empty((T, 2 * -(-F // 32)), device=x.device)
+
     def dglu(cfg):
         dcfg = configs.dglu_config(cfg)
-        part = torch.empty((T, 2 * -(-F // configs.dglu_tile_n(dcfg))), device=x.device)
         launch._gemm(EPI_DGLU, dy, w2, dz_out, counts, dcfg, K=H, N=F, b_strides=cols_of[1], ldc=dz_out.stride(0),
                      F=F, probs=probs, z=z, part=part, act=0, interleave=interleave)
         return dz_out
