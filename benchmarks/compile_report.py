@@ -13,7 +13,8 @@ from being software-pipelined; ``async copies``: the cp.async of a pipelined loo
 
 - ``dyt``: the forward and the column-partials backward at four tilings, fp32 and bf16 (bf16
   also the persistent prefetching forward, and the backward with PREFETCH at 8 warps);
-- ``so2``: the fused backward (both column passes) at Cf 16/32/64 and the relay's BWD GEMM;
+- ``so2``: the fused backward (both column passes) at Cf 16/32/64 and the relay's BWD GEMM
+  (exact, and each level-3 split at its candidate tiles, configs.py);
 - ``grouped``: the grouped GEMM's fc1 + GLU, fc2 dgrad + dGLU and store epilogues, bf16 and
   fp8_block;
 - ``quant``: the fp8_block quantizer at the tiles ``quant.launch.FP8_TILES`` holds, for the
@@ -140,31 +141,40 @@ def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps):
                           ["g_ptr", "z_ptr", "gw_ptr", "w_ptr", "out_ptr", "ROW", "M0", "LG", "CF"], arch, warps)
 
 
-def _so2_relay_gemm(arch, block_m, block_n, block_k, warps, precision="ieee"):
+def _so2_relay_gemm(arch, block_m, block_n, block_k, warps, precision="ieee", stages=3):
+    """The relay GEMM specialised as launch.py's launches are: w_stride_n == 1 (the JIT makes
+    it a constant) and the segment bounds, strides and pointers multiples of 16 (Cf 32)."""
     from tilefuse.ops.so2_mixing_stack import kernels as K
-    sig = {"a_ptr": "*fp32", "w_ptr": "*fp32", "wlo_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32",
-           "z_ptr": "*fp32",
-           "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", "F": "i32", "E": "i32", "ROW": "i32", "K_START": "i32",
-           "K_LEN": "i32", "N_START": "i32", "N_LEN": "i32", "CF": "i32", "LG": "i32", "w_focus_stride": "i32",
-           "w_stride_k": "i32", "w_stride_n": "i32", "MODE": "constexpr", "APPLY_ALPHA": "constexpr",
-           "DOT_PRECISION": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-    return compile_kernel(K.so2_gemm_kernel, sig, {"MODE": 2, "APPLY_ALPHA": False, "DOT_PRECISION": precision,
-                                                   "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k},
-                          ["a_ptr", "w_ptr", "res_ptr", "out_ptr", "ROW"], arch, warps)
+    weight = "*fp16" if precision == "3xfp16" else "*fp32"
+    sig = {"a_ptr": "*fp32", "w_ptr": weight, "wlo_ptr": weight, "wscale_ptr": "*fp32", "res_ptr": "*fp32",
+           "out_ptr": "*fp32", "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", "F": "i32", "E": "i32",
+           "ROW": "i32", "K_START": "i32", "K_LEN": "i32", "N_START": "i32", "N_LEN": "i32", "CF": "i32", "LG": "i32",
+           "w_focus_stride": "i32", "w_stride_k": "i32", "w_stride_n": "constexpr", "MODE": "constexpr",
+           "APPLY_ALPHA": "constexpr", "DOT_PRECISION": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+           "BLOCK_K": "constexpr"}
+    return compile_kernel(K.so2_gemm_kernel, sig, {"w_stride_n": 1, "MODE": 2, "APPLY_ALPHA": False,
+                                                   "DOT_PRECISION": precision, "BLOCK_M": block_m,
+                                                   "BLOCK_N": block_n, "BLOCK_K": block_k},
+                          ["a_ptr", "w_ptr", "wlo_ptr", "wscale_ptr", "res_ptr", "out_ptr", "ROW", "K_START",
+                           "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_focus_stride", "w_stride_k"], arch, warps,
+                          num_stages=stages)
 
 
 def report_so2(arch: int):
+    from tilefuse.ops.so2_mixing_stack.configs import FP16X3_TILES, TF32X3_TILES
     print("so2 fused backward (fp32, BLOCK_K = Cf):")
     for cf in (16, 32, 64):
         for seg in (True, False):
             for bm, bn, w in ((32, 64, 4), (64, 64, 8), (16, 128, 8)):
                 print(f"  Cf{cf:<3} {'m0 pass' if seg else 'm1 pass'} M{bm:<3} N{bn:<4} w{w}: "
                       f"{summarize(_so2_fused(arch, seg, bm, bn, cf, w))}", flush=True)
-    print("so2 relay GEMM (BWD mode; ieee: the exact path, 3xtf32: the level-3 variant):")
-    for precision in ("ieee", "3xtf32"):
-        for bm, bn, bk, w in ((32, 64, 32, 4), (64, 64, 32, 8), (128, 64, 32, 4)):
-            report = summarize(_so2_relay_gemm(arch, bm, bn, bk, w, precision))
-            print(f"  {precision:7s} M{bm} N{bn} K{bk} w{w}: {report}", flush=True)
+    print("so2 relay GEMM (BWD mode; ieee: the exact path, 3xtf32 and 3xfp16: the level-3 variants):")
+    tiles = {"ieee": ((32, 64, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2), (128, 64, 4, 2)),
+             "3xtf32": TF32X3_TILES, "3xfp16": FP16X3_TILES}
+    for precision, shapes in tiles.items():
+        for bm, bn, w, stages in shapes:
+            report = summarize(_so2_relay_gemm(arch, bm, bn, 32, w, precision, stages))
+            print(f"  {precision:7s} M{bm} N{bn} K32 w{w} s{stages}: {report}", flush=True)
 
 
 # --------------------------------------------------------------------------- grouped

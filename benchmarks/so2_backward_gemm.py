@@ -102,7 +102,7 @@ def old_bwd_gemm(a, w, res, out, k_start, k_len, s: Shape):
     cfg, d = s.cfg, s.d
     grid = (F * cdiv(s.E, cfg.block_m), cdiv(k_len, cfg.block_n))
     kernels.so2_gemm_kernel[grid](
-        a, w, w, res, out, out, out, out, F, s.E, d.row, k_start, k_len, k_start, k_len, d.focus_dim, d.lg,
+        a, w, w, out, res, out, out, out, out, F, s.E, d.row, k_start, k_len, k_start, k_len, d.focus_dim, d.lg,
         w.stride(0), w.stride(2), w.stride(1), MODE=kernels.BWD, APPLY_ALPHA=False, DOT_PRECISION="ieee",
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)

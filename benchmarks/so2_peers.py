@@ -15,8 +15,8 @@ same tensors:
   only where the fused guards allow it: Cf a power of two in [16, 64]). The launches are
   counted to show which backward route ran.
 - ``tilefuse level 3``: the same call at level 3, where the table's level-3 key holds a
-  validated tf32x3 variant (``tilefuse tune --op so2_mixing_stack --shape LxC --pass level3``
-  sweeps it); reported unavailable when the key was never swept or kept the exact path.
+  validated split-precision variant (3xfp16 or 3xtf32; ``tilefuse tune --op so2_mixing_stack
+  --shape LxC --pass level3`` sweeps it); reported unavailable when the key was never swept or kept the exact path.
 - ``eager``: ``tilefuse.ops.so2_mixing_stack.reference.so2_stack_reference`` (cuBLAS fp32,
   TF32 off: ``torch.backends.cuda.matmul.allow_tf32 = False`` and
   ``torch.set_float32_matmul_precision("highest")``) with autograd.

@@ -159,7 +159,7 @@ def _old_bwd_gemm(a, w, res, out, k_start, k_len, cfg):
     """The pre-issue-15 launch: W read through its swapped strides (kernel docstring's W^T)."""
     grid = (F * cdiv(E, cfg.block_m), cdiv(k_len, cfg.block_n))
     kernels.so2_gemm_kernel[grid](
-        a, w, w, res, out, out, out, out, F, E, D.row, k_start, k_len, k_start, k_len, D.focus_dim, D.lg,
+        a, w, w, out, res, out, out, out, out, F, E, D.row, k_start, k_len, k_start, k_len, D.focus_dim, D.lg,
         w.stride(0), w.stride(2), w.stride(1), MODE=kernels.BWD, APPLY_ALPHA=False, DOT_PRECISION="ieee",
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)

@@ -1,11 +1,13 @@
-"""so2_mixing_stack's level-3 variant (3xTF32 layer GEMMs): its config space and keys, its
-validation against float64 (and that the validation rejects broken variants), and that it
-engages only at level 3, only on a key whose entry records a passed validation.
+"""so2_mixing_stack's level-3 variants (3xTF32 and 3xFP16 layer GEMMs): their config space
+and keys, their validation against float64 (and that the validation rejects broken variants),
+that they engage only at level 3, only on a key whose entry records a passed validation, and
+the splits themselves (heads, tails, power-of-two scales, range limits).
 
-On the CPU the interpreter computes every tl.dot exactly (tilefuse's interpreter dot), so a
-3xtf32 config differs from the exact path there only by its operand split: these tests check
-the mechanism (keys, records, refusals, dispatch by launch arguments) and the split. Broken variants are made by perturbing a
-variant's outputs. On a GPU the dispatch tests also run the real tf32x3 dots.
+On the CPU the interpreter forms every tl.dot product exactly and sums in a fixed order
+(tilefuse's interpreter dot), so a split config differs from the exact path there only by its
+operand split: these tests check the mechanism (keys, records, refusals, dispatch by launch
+arguments) and the splits. Broken variants are made by perturbing a variant's outputs. On a
+GPU the same tests run the real tensor-core dots.
 """
 
 
@@ -16,7 +18,7 @@ import tilefuse
 from tilefuse import tuning
 from tilefuse.ops.so2_mixing_stack import configs, kernels
 from tilefuse.ops.so2_mixing_stack import tune as so2_tune
-from tilefuse.ops.so2_mixing_stack.configs import TF32X3, So2Config
+from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, TF32X3, So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
@@ -24,38 +26,45 @@ from test_so2_kernels import make
 from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
 LMAX, CF = 1, 16
-VARIANT = So2Config(32, 64, 16, 4, 2, precision=TF32X3)
+VARIANTS = {TF32X3: So2Config(32, 64, 16, 4, 2, precision=TF32X3),
+            FP16X3: So2Config(64, 64, 16, 4, 3, precision=FP16X3)}
 
 
 def _problem(n_edges=37):
     return so2_tune.So2Problem(LMAX, CF, 4, n_edges=n_edges, n_focus=1, n_layers=2, level3=True)
 
 
-@pytest.fixture
-def one_variant(monkeypatch):
-    """The level-3 space cut to one tf32x3 config (the interpreter is slow)."""
-    monkeypatch.setattr(so2_tune, "level3_candidates", lambda lmax, cf: [VARIANT])
+@pytest.fixture(params=sorted(VARIANTS))
+def one_variant(request, monkeypatch):
+    """The level-3 space cut to one config of each split (the interpreter is slow)."""
+    variant = VARIANTS[request.param]
+    monkeypatch.setattr(so2_tune, "level3_candidates", lambda lmax, cf: [variant])
+    return variant
 
 
-def _sweep(device, timer_fast=VARIANT.name):
+def _sweep(device, variant):
     device = torch.device(device)
     if device.type == "cuda":
         return tuning.sweep_key("so2_mixing_stack", _problem(), rounds=3, device=device)
-    return tuning.sweep_key("so2_mixing_stack", _problem(), timer=FakeTimer(timer_fast), rounds=2,
+    return tuning.sweep_key("so2_mixing_stack", _problem(), timer=FakeTimer(variant.name), rounds=2,
                             device="cpu")
 
 
 # --- config space and keys ---------------------------------------------------------------
 
-def test_config_precision_is_checked_and_named():
-    assert VARIANT.name.endswith("-3xtf32")
+@pytest.mark.parametrize("precision", sorted(VARIANTS))
+def test_config_precision_is_checked_and_named(precision):
+    variant = VARIANTS[precision]
+    assert variant.name.endswith(f"-{precision}")
     assert So2Config().precision == "ieee" and "-ieee" not in So2Config().name
     with pytest.raises(ValueError, match="precision"):
         So2Config(precision="tf32")
     with pytest.raises(ValueError, match="fused"):
-        So2Config(16, 64, 16, 4, 1, fused=True, precision=TF32X3)
-    assert VARIANT.dot_precision(True) == "3xtf32"
-    assert VARIANT.dot_precision(False) == "tf32" == So2Config().dot_precision(False)
+        So2Config(16, 64, 16, 4, 1, fused=True, precision=precision)
+    with pytest.raises(ValueError, match="compose"):
+        So2Config(compose=True, precision=precision)
+    assert variant.dot_precision(True) == precision
+    assert variant.dot_precision(False) == "tf32" == So2Config().dot_precision(False)
 
 
 def test_level3_keys_and_their_config_space():
@@ -65,12 +74,15 @@ def test_level3_keys_and_their_config_space():
     assert not fam.problem_for_key("L3-C32-x4").level3
     with pytest.raises(ValueError, match="fp32 level-3"):
         fam.problem_for_key("L3-C32-x2-l3")
-    variant = configs.level3_candidates(3, 32)[0]
+    candidates = fam.candidates(p)
+    assert {c.precision for c in candidates} == {TF32X3, FP16X3}      # both splits are timed
+    assert all(not c.fused and not c.compose for c in candidates)
+    assert len(set(candidates)) == len(candidates)
+    variant = candidates[0]
     assert fam.is_valid("L3-C32-x4-l3", variant)
     assert not fam.is_valid("L3-C32-x4", variant)           # never on an exact key
     assert not fam.is_valid("L3-C32-x4-l3", So2Config(32, 64, 32, 4, 1, fused=True))
-    assert all(c.precision == TF32X3 and not c.fused for c in fam.candidates(p))
-    assert fam.change(variant) == tuning.ROUTE
+    assert all(fam.change(c) == tuning.ROUTE for c in candidates)
     assert fam.expected_launches(p, variant) == ("so2_fwd_layer", "so2_bwd_relay_layer")
     assert {q.level3 for q in fam.default_problems()} == {False, True}
     (cli,) = fam.problems_from_cli("3x32", "fp32", "level3")
@@ -85,9 +97,10 @@ def test_a_variant_entry_without_a_passed_validation_is_refused(tuning_table):
     # An exact winner for the level-3 key needs no validation (it is the exact path).
     tuning.register("so2_mixing_stack", {"L3-C32-x4-l3": "baseline"})
     fam = so2_tune.FAMILY
-    with pytest.raises(ValueError, match="passed"):
-        fam.check_entry("L3-C32-x4-l3", VARIANT, {"validation": {"passed": False}})
-    fam.check_entry("L3-C32-x4-l3", VARIANT, {"validation": {"passed": True}})
+    for variant in VARIANTS.values():
+        with pytest.raises(ValueError, match="passed"):
+            fam.check_entry("L3-C32-x4-l3", variant, {"validation": {"passed": False}})
+        fam.check_entry("L3-C32-x4-l3", variant, {"validation": {"passed": True}})
 
 
 def test_split_tf32_heads_and_tails():
@@ -101,6 +114,144 @@ def test_split_tf32_heads_and_tails():
     assert torch.isfinite(hi).all() and torch.isfinite(lo).all()        # even at float32's largest
     err = ((hi.double() + lo.double()) - w.double()).abs()
     assert torch.all(err <= w.double().abs() * 2.0 ** -22)     # rounded head, then a rounded tail
+
+
+def test_split_fp16_heads_tails_and_column_scales():
+    from tilefuse.ops.so2_mixing_stack.launch import split_fp16
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(3, 40, 24, generator=g) * 2.0 ** torch.linspace(-100, 100, 24).round()
+    w[0, :, 0] = 0.0                                              # a zero column
+    w[1, 0, 1] = torch.finfo(torch.float32).max                   # float32's largest
+    w[2, :, 2] = torch.randn(40, generator=g) * 2.0 ** -140       # subnormal: the scale is clamped
+    hi, lo, inv = split_fp16(w)
+    assert hi.dtype == lo.dtype == torch.float16 and hi.shape == lo.shape == w.shape
+    assert inv.dtype == torch.float32 and inv.shape == (3, 24)
+    assert torch.isfinite(hi).all() and torch.isfinite(lo).all() and torch.isfinite(inv).all()
+    mantissa, exponent = torch.frexp(inv)
+    assert torch.all(mantissa == 0.5) and torch.all((exponent - 1).abs() <= 126)     # powers of two
+    scaled = w.double() / inv.double().unsqueeze(-2)              # w * s, exact
+    col_max = scaled.abs().amax(dim=-2)
+    ordinary = torch.ones_like(col_max, dtype=torch.bool)
+    ordinary[0, 0] = ordinary[2, 2] = False
+    assert torch.all((col_max[ordinary] >= 2 ** 14) & (col_max[ordinary] < 2 ** 15))
+    assert inv[2, 2] == 2.0 ** -126                               # the clamp: s = 2**126
+    assert torch.all(hi[0, :, 0] == 0) and torch.all(lo[0, :, 0] == 0)
+    # a rounded float16 head, then a rounded tail: 22 bits, or half the tail's smallest
+    # subnormal step (2**-24) for remainders below float16's normal range
+    err = (hi.double() + lo.double() - scaled).abs()
+    assert torch.all(err <= scaled.abs() * 2.0 ** -22 + 2.0 ** -25)
+
+
+def _fp16x3_segment(a, wt, block_k=16):
+    """out = a[..., :K] @ wt by the 3xfp16 BWD GEMM on zero residuals (one column segment)."""
+    from tilefuse.ops.so2_mixing_stack.launch import _gemm, split_fp16
+    d = So2Dims(LMAX, CF)
+    cfg = So2Config(64, 64, block_k, 4, 3, precision=FP16X3)
+    res = torch.zeros_like(a)
+    out = torch.full_like(a, float("nan"))
+    _gemm(kernels.BWD, a, split_fp16(wt), res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
+    return out[..., :d.m0]
+
+
+def _within_split_bound(got, a, wt):
+    """|got - a @ wt| <= 2**-17 (|a| @ |wt|) + 2**-36 max|a_row| sum|wt_col| elementwise: the
+    split's 22-bit operands and dropped tail product (about 3 * 2**-22 a product), float32
+    accumulation across K and, on a GPU, the tensor cores' truncation within a K tile, with
+    room; the absolute term covers elements far below their row's maximum, whose tails are
+    float16 subnormals. A split without its tails is ~2**-12 off and fails it."""
+    a64, w64 = a[..., :wt.shape[-2]].double(), wt.double()
+    want = a64 @ w64
+    bound = 2.0 ** -17 * (a64.abs() @ w64.abs())
+    bound += 2.0 ** -36 * a64.abs().amax(dim=-1, keepdim=True) * w64.abs().sum(dim=-2, keepdim=True)
+    return (got.double() - want).abs() <= bound
+
+
+def test_fp16x3_gemm_scales_each_row_tile_and_column(device):
+    """Rows, their K tiles and W's columns at magnitudes float16 cannot hold unscaled (2**-90
+    to 2**90), zero rows, and rows whose two K tiles differ by 2**80: every output element
+    within the split's bound of float64."""
+    d = So2Dims(LMAX, CF)
+    g = torch.Generator().manual_seed(3)
+    n_edges = 70    # two row blocks of 64, the second partial
+    a = torch.randn(1, n_edges, d.row, generator=g)
+    a *= 2.0 ** torch.linspace(-90, 90, n_edges).round().view(1, n_edges, 1)
+    a[0, 5] = 0.0
+    a[0, 6, :16] *= 2.0 ** 40                       # K tile 0 far above K tile 1
+    a[0, 6, 16:d.m0] *= 2.0 ** -40
+    a[0, 7, 3] = 2.0 ** 60                          # one large element among ordinary ones
+    wt = torch.randn(1, d.m0, d.m0, generator=g) * 2.0 ** torch.linspace(-20, 20, d.m0).round()
+    got = _fp16x3_segment(a.to(device), wt.to(device)).cpu()
+    assert torch.isfinite(got).all()
+    ok = _within_split_bound(got, a, wt)
+    assert ok.all(), f"{int((~ok).sum())} elements outside the bound, first at {(~ok).nonzero()[0].tolist()}"
+    assert torch.all(got[0, 5] == 0)
+
+
+def test_fp16x3_gemm_is_finite_and_accurate_near_float32s_limits(device):
+    """Activations near float32's largest value and near its smallest normal, with weights
+    that keep the products finite: finite, and within the split's bound."""
+    d = So2Dims(LMAX, CF)
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(1, 8, d.row, generator=g)
+    a[0, :4] *= 2.0 ** 124
+    a[0, 4:] *= 2.0 ** -122
+    wt = torch.randn(1, d.m0, d.m0, generator=g) * 2.0 ** -8
+    got = _fp16x3_segment(a.to(device), wt.to(device)).cpu()
+    assert torch.isfinite(got).all()
+    ok = _within_split_bound(got, a, wt)
+    assert ok.all(), f"{int((~ok).sum())} elements outside the bound"
+
+
+def test_a_level3_gemm_refuses_weights_of_another_form():
+    from tilefuse.ops.so2_mixing_stack.launch import _gemm, split_fp16, split_tf32
+    d = So2Dims(LMAX, CF)
+    a = torch.zeros(1, 4, d.row)
+    wt = torch.zeros(1, d.m0, d.m0)
+    segment = dict(k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
+    for cfg, weights in ((VARIANTS[FP16X3], (*split_tf32(wt), None)), (VARIANTS[FP16X3], wt),
+                         (VARIANTS[TF32X3], split_fp16(wt)), (So2Config(), split_fp16(wt))):
+        with pytest.raises(ValueError, match="another form"):
+            _gemm(kernels.BWD, a, weights, a, a.clone(), d, cfg, **segment)
+
+
+_SM90_LEVEL3 = r'''
+import json
+from sm90_helpers import compile_sm90
+from tilefuse.ops.so2_mixing_stack import kernels as K
+from tilefuse.ops.so2_mixing_stack.configs import FP16X3, level3_candidates
+
+out = {}
+ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_focus_stride", "w_stride_k"]
+for cfg in level3_candidates(3, 32):
+    if cfg.precision != FP16X3:
+        continue
+    sig = {"a_ptr": "*fp32", "w_ptr": "*fp16", "wlo_ptr": "*fp16", "wscale_ptr": "*fp32", "res_ptr": "*fp32",
+           "out_ptr": "*fp32", "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
+    for mode in (K.FWD_GATED, K.FINAL, K.BWD):   # as launched: unit inner stride, 16-divisible segments (Cf 32)
+        ce = dict(w_stride_n=1, MODE=mode, APPLY_ALPHA=True, DOT_PRECISION=cfg.precision, BLOCK_M=cfg.block_m,
+                  BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
+        c, usage = compile_sm90(K.so2_gemm_kernel, dict(sig), ce, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                                divisible=[n for n in sig if n.endswith("_ptr")] + ints[2:])
+        usage["wgmma"] = c.asm["ptx"].count("wgmma.mma_async")
+        usage["async_copies"] = c.asm["ttgir"].count("async_copy_global_to_local")
+        out[f"{cfg.name}-mode{mode}"] = usage
+print(json.dumps(out))
+'''
+
+
+def test_fp16x3_tiles_compile_for_sm90_without_spills():
+    """Every 3xfp16 candidate tile, each epilogue, compiled for sm_90 as launched: no spills,
+    the products on wgmma, the operand tiles loaded by pipelined async copies. (On the
+    device's Triton 3.6 the FWD_GATED epilogue spilled 272-312 bytes at 64 outputs a thread
+    until it kept fewer tiles live; compile_report.py shows the registers.)"""
+    from sm90_helpers import nvidia_compiler_available, run_compile_script
+    if not nvidia_compiler_available():
+        pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
+    report = run_compile_script(_SM90_LEVEL3)
+    assert len(report) == 3 * len(configs.FP16X3_TILES)
+    for name, usage in report.items():
+        assert usage["stack"] == 0, (name, usage)
+        assert usage["wgmma"] > 0 and usage["async_copies"] >= 3, (name, usage)
 
 
 # --- validation --------------------------------------------------------------------------
@@ -136,7 +287,7 @@ def test_range_sets_scale_by_powers_of_two_near_the_limits():
 
 
 def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, device):
-    result = _sweep(device)
+    result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == TIMED, cand.reason
     record = cand.validation
@@ -145,19 +296,19 @@ def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, d
     assert all(e["ratio"] <= so2_tune.LEVEL3_ERROR_RATIO for e in record["errors"].values())
     assert len(record["range_sets"]) == 3
     if torch.device(device).type == "cpu":   # the fake timer made the variant the winner
-        assert result.winner == VARIANT
+        assert result.winner == one_variant
         assert result.entry()["measured"]["validation"] == record
         # the recorded entry is what level 3 then reads
         problem = _problem()
         with tilefuse.level(3):
-            assert tuning.lookup_config("so2_mixing_stack", problem) == VARIANT
+            assert tuning.lookup_config("so2_mixing_stack", problem) == one_variant
 
 
 def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, monkeypatch, device):
     # a variant 1e-3 off: far above any fp32 path's error
-    perturb_so2_runs(monkeypatch, lambda choice: choice.precision == TF32X3,
+    perturb_so2_runs(monkeypatch, lambda choice: choice.precision != EXACT,
                      lambda name, t, inputs: t * (1 + 1e-3) if name == "grad_u0" else t)
-    result = _sweep(device)
+    result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "grad_u0" in cand.reason and "exact path" in cand.reason
     assert result.winner == tuning.BASELINE
@@ -170,8 +321,8 @@ def test_validation_rejects_a_variant_that_overflows_near_the_range_limit(tuning
             return t
         return torch.where(inputs.grad_out.abs().amax() > 2.0 ** 100, torch.full_like(t, float("inf")), t)
 
-    perturb_so2_runs(monkeypatch, lambda choice: choice.precision == TF32X3, overflows)
-    result = _sweep(device)
+    perturb_so2_runs(monkeypatch, lambda choice: choice.precision != EXACT, overflows)
+    result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "largest float32" in cand.reason and "not finite" in cand.reason
 
@@ -197,7 +348,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
         monkeypatch.setattr(so2_tune.So2Family, "validate",
                             lambda self, *a: ([], {"passed": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
-    assert _sweep(device).winner == VARIANT
+    assert _sweep(device, one_variant).winner == one_variant
 
     for level in (0, 1, 2):
         spy.seen.clear()
@@ -208,7 +359,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
     spy.seen.clear()
     with tilefuse.level(3):
         x3, g3 = _run_op(device)
-    assert spy.seen and set(spy.seen) == {"3xtf32"}          # forward and backward GEMMs
+    assert spy.seen and set(spy.seen) == {one_variant.precision}          # forward and backward GEMMs
 
     spy.seen.clear()
     with tilefuse.level(3):   # another key (lmax 2) has no level-3 entry: exact
@@ -218,7 +369,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
     spy.seen.clear()
     with tilefuse.level(2):
         x2, g2 = _run_op(device)
-    # 3xTF32 products carry ~2**-21 relative error each (test_split_tf32): within fp32's class
+    # split products carry ~2**-21 relative error each (the split tests): within fp32's class
     torch.testing.assert_close(x3, x2, rtol=1e-5, atol=1e-5)
     for a, b in zip(g3, g2):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
@@ -230,7 +381,7 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
         monkeypatch.setattr(so2_tune.So2Family, "validate",
                             lambda self, *a: ([], {"passed": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
-    assert _sweep(device).winner == VARIANT
+    assert _sweep(device, one_variant).winner == one_variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
     d, inputs = make(LMAX, 1, CF, 37, device)
@@ -238,4 +389,4 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
         x_local, z_all, u_final = torch.ops.tilefuse.so2_stack_fwd(*[t.detach() for t in inputs], LMAX, CF, True)
         torch.ops.tilefuse.so2_stack_bwd(torch.randn_like(x_local), x_local, z_all, u_final,
                                          *[t.detach() for t in inputs[1:]], LMAX, CF, True, False)
-    assert spy.seen and set(spy.seen) == {"3xtf32"}
+    assert spy.seen and set(spy.seen) == {one_variant.precision}

@@ -36,12 +36,12 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     chose it for (lmax, focus_dim, dtype), or the fused per-layer kernel at level >= 2 when the
     table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight gradient
     is wanted. At level 3 with fp32 inputs, where the table's
-    level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a 3xtf32 variant whose accuracy
-    validation passed (normwise error against float64 within 1.5x of the exact path's at
-    2**19 edges, finite on range-limit inputs; ``tilefuse tune --op so2_mixing_stack --shape
-    3x32 --pass level3``), the forward and backward layer GEMMs run with three TF32
-    tensor-core products per dot instead of the IEEE FMA dots; nowhere else, and never below
-    level 3. ``alpha`` must be positive (grad_alpha divides by it).
+    level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a split-precision variant (3xtf32 or
+    3xfp16) whose accuracy validation passed (normwise error against float64 within 1.5x of
+    the exact path's at 2**19 edges, finite on range-limit inputs; ``tilefuse tune --op
+    so2_mixing_stack --shape 3x32 --pass level3``), the forward and backward layer GEMMs run
+    with three tensor-core products per dot (TF32, or float16 of power-of-two-scaled operands)
+    instead of the IEEE FMA dots; nowhere else, and never below level 3. ``alpha`` must be positive (grad_alpha divides by it).
     Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
     custom ops ``tilefuse::so2_stack_fwd``/``so2_stack_bwd``, which decide when they run.
     ``tilefuse.tune(model, inputs)`` sees this op's key when the stack's weights do not require

@@ -14,18 +14,27 @@ from ...utils import next_power_of_2
 
 # ``So2Config.precision``: how the layer GEMMs' fp32 dots are computed.
 # - "ieee": FMA dots, IEEE float32 (levels 1-2: the spec's exact path).
-# - "3xtf32": three TF32 tensor-core products per dot, CUTLASS's 3xTF32 scheme: each operand is
-#   split into a TF32 head and a TF32 tail (hi = x rounded to TF32, truncated where rounding
-#   would overflow; lo = x - hi, exact, rounded to TF32); per K tile the three products
-#   a_lo w_hi + a_hi w_lo + a_hi w_hi are summed on the tensor cores and added to the float32
-#   accumulator with an IEEE add. The weights are split once per call in memory (kernels read
-#   W_hi and W_lo tiles), the activation tiles in registers. A level-3 variant, used only on
-#   keys whose entry records a passed accuracy validation (tune.py). Its H200 accuracy and
-#   speed, and the variants tried before it: benchmarks/results/2026-12-01-h200-h.
+# - The level-3 splits: each fp32 operand is split into a head and a tail in a tensor-core
+#   format, and per K tile the three products a_lo w_hi + a_hi w_lo + a_hi w_hi are summed on
+#   the tensor cores from a zero accumulator, then added to the float32 accumulator with
+#   float32 arithmetic (tensor cores truncate while they accumulate). The weights are split
+#   once per call in memory (the kernels read head and tail tiles), the activation tiles in
+#   registers. Used only on keys whose entry records a passed accuracy validation (tune.py).
+#   - "3xtf32": CUTLASS's 3xTF32 scheme: hi = x rounded to TF32 (truncated where rounding
+#     would overflow), lo = x - hi (exact) rounded to TF32. TF32 keeps float32's range.
+#   - "3xfp16": float16 heads and tails of operands scaled by powers of two (weights per
+#     column on the host, activation tiles per row in the kernel) so that each row's or
+#     column's largest magnitude lands in [2**14, 2**15): float16's range then holds every
+#     scaled value, and its tensor-core products run at twice TF32's rate with half the
+#     operand bytes. The products are scaled back before they join the accumulator. Heads
+#     and tails keep 22 bits of each operand (TF32's split: 22 as well).
+#   The H200's measurements of 3xtf32, and the variants tried before it:
+#   benchmarks/results/2026-12-01-h200-h.
 # 16-bit inputs take TF32 dots in every config (their products are exact in TF32).
 EXACT = "ieee"
 TF32X3 = "3xtf32"
-PRECISIONS = (EXACT, TF32X3)
+FP16X3 = "3xfp16"
+PRECISIONS = (EXACT, TF32X3, FP16X3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,18 +134,22 @@ def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
             for block_m, block_n, num_warps, num_stages in RELAY_TILES]
 
 
-# Level-3 (3xtf32) tiles: tensor-core dots want wider tiles and deeper pipelines than the FMA
-# dots; (BLOCK_M, BLOCK_N, warps, stages), BLOCK_K the heuristic's.
-# The fastest three at the Neo shape (run 3), of 6 measured.
+# Level-3 tiles: tensor-core dots want wider tiles and deeper pipelines than the FMA dots;
+# (BLOCK_M, BLOCK_N, warps, stages), BLOCK_K the heuristic's. 3xtf32: the fastest three at
+# the Neo shape (benchmarks/results/2026-12-01-h200-h, run 3), of 6 measured. 3xfp16: the
+# tiles whose sm_90 compile (triton 3.6 and 3.8) has no spills, from one to two warpgroups
+# (tests/test_so2_level3.py checks the spills).
 TF32X3_TILES = ((32, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3))
+FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 3))
 
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
-    """The 3xtf32 relay configs a level-3 key's sweep validates and times against the exact
-    heuristic relay."""
+    """The split-precision relay configs a level-3 key's sweep validates and times against the
+    exact heuristic relay."""
     base = heuristic(lmax, focus_dim)
-    return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=TF32X3)
-            for block_m, block_n, num_warps, num_stages in TF32X3_TILES]
+    return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
+            for precision, tiles in ((FP16X3, FP16X3_TILES), (TF32X3, TF32X3_TILES))
+            for block_m, block_n, num_warps, num_stages in tiles]
 
 
 def cf_padded(focus_dim: int) -> int:

@@ -7,9 +7,10 @@ column of an output column c >= CF is (c - CF) % LG. CF_P is CF rounded up to a 
 (>= 16, tl.dot's minimum); padded lanes are masked to zero.
 
 fp32 dots use ``input_precision="ieee"`` (no TF32): the spec's accuracy contract; only a
-level-3 config's layer GEMMs take TF32 tensor-core products in the 3xTF32 scheme
-(so2_gemm_kernel's DOT_PRECISION). Sums are
-accumulated in float32 whatever the input dtype. Offsets are int64.
+level-3 config's layer GEMMs take tensor-core products of split operands (3xTF32 or 3xFP16:
+so2_gemm_kernel's DOT_PRECISION). Sums are accumulated in float32 whatever the input dtype.
+Offsets are int64 (so2_gemm_kernel's offsets within a tile, below BLOCK_M * ROW, are int32 from
+an int64 base).
 """
 
 import triton
@@ -95,8 +96,20 @@ def tf32_round(x):
 
 
 @triton.jit
+def pow2_row_scale(a):
+    """(s, 1/s) per row of the float32 tile ``a``: powers of two with max|a_row| * s in
+    [2**14, 2**15), so a * s is exact and fits float16 (largest finite 65504) with its head
+    rounded to 11 bits; clamped to [2**-126, 2**126] (a row of zeros or of values below 2**-112
+    takes s = 2**126; an inf or NaN row a tiny s, and its products stay inf / NaN)."""
+    amax = tl.max(tl.abs(a), axis=1)
+    exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF      # biased: amax in [2**(e-127), 2**(e-126))
+    biased = tl.minimum(tl.maximum(268 - exponent, 1), 253)       # s = 2**(141 - e)
+    return (biased << 23).to(tl.float32, bitcast=True), ((254 - biased) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def so2_gemm_kernel(
-    a_ptr, w_ptr, wlo_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+    a_ptr, w_ptr, wlo_ptr, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
     F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG,
     w_focus_stride, w_stride_k, w_stride_n,
     MODE: tl.constexpr, APPLY_ALPHA: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -114,57 +127,85 @@ def so2_gemm_kernel(
     - BWD: out = res + acc.
     Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)); K is walked in BLOCK_K steps, in order.
     DOT_PRECISION: "ieee" (FMA dots); "tf32" (16-bit inputs, whose products TF32 holds exactly);
-    "3xtf32" (level 3, configs.py): w_ptr holds W's TF32 heads and wlo_ptr its TF32 tails (same
-    strides), the a tile is split here, and each K tile adds a_lo w_hi + a_hi w_lo + a_hi w_hi
-    (one tensor-core chain) to acc. The operands are float32.
+    the level-3 splits (configs.py), whose K tiles each sum their three products
+    a_lo w_hi + a_hi w_lo + a_hi w_hi (small ones first) on the tensor cores from a zero
+    accumulator and then add them to acc with float32 arithmetic (tensor cores truncate while
+    they accumulate: carried across the whole K walk, that doubled the error against float64 on
+    the H200, benchmarks/results/2026-12-01-h200-h, runs 2-3):
+    - "3xtf32": w_ptr holds W's TF32 heads and wlo_ptr its TF32 tails (float32, same strides);
+      the a tile is split here.
+    - "3xfp16": w_ptr / wlo_ptr hold float16 heads and tails of W scaled by a power of two per
+      column, wscale_ptr (F, w_stride_k) float32 the inverse scales (launch.split_fp16); the a
+      tile is scaled per row by a power of two (pow2_row_scale) and split into float16 here,
+      and its products are scaled back (column, then row) before they join acc.
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
-    row_base = focus.to(tl.int64) * E * ROW + edges * ROW
+    # The tile's offsets are int32 (below BLOCK_M * ROW) from the program's int64 row base: the
+    # epilogue's int64 offsets alone took 2 registers an element, and the device's Triton 3.6
+    # spilled the tensor-core tiles' FWD_GATED epilogue (tests/test_so2_level3.py).
+    first = focus.to(tl.int64) * E + (tl.program_id(0) % tl.cdiv(E, BLOCK_M)).to(tl.int64) * BLOCK_M
+    rows = tl.arange(0, BLOCK_M)
+    tile = rows[:, None] * ROW
     w_offset = focus.to(tl.int64) * w_focus_stride
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if DOT_PRECISION == "3xfp16":
+        inv_col = tl.load(wscale_ptr + focus.to(tl.int64) * w_stride_k + (n - K_START), mask=nmask, other=0.0)
     for k0 in range(0, K_LEN, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K_LEN
-        a = tl.load(a_ptr + row_base[:, None] + (K_START + k)[None, :], mask=emask[:, None] & kmask[None, :],
+        a = tl.load((a_ptr + first * ROW) + (tile + (K_START + k)[None, :]), mask=emask[:, None] & kmask[None, :],
                     other=0.0).to(tl.float32)
         w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
         wmask = kmask[:, None] & nmask[None, :]
-        w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0).to(tl.float32)
-        if DOT_PRECISION == "3xtf32":
+        w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0)
+        if DOT_PRECISION == "3xfp16":
+            w_lo = tl.load(wlo_ptr + w_offs, mask=wmask, other=0.0)
+            scale, inv = pow2_row_scale(a)
+            a_s = a * scale[:, None]
+            a_hi = a_s.to(tl.float16)
+            a_lo = (a_s - a_hi.to(tl.float32)).to(tl.float16)
+            part = tl.dot(a_lo, w, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))
+            part = tl.dot(a_hi, w_lo, part)
+            part = tl.dot(a_hi, w, part)
+            # Column scale first: part * inv_col is the tile's products with a's row scale still
+            # in, at most 2**15 BLOCK_K times W's column maximum, so neither step leaves
+            # float32's range unless the result does (one row-times-column factor would fall
+            # below it where the row's and the column's maxima multiply to less than 2**-98).
+            acc += (part * inv_col[None, :]) * inv[:, None]
+        elif DOT_PRECISION == "3xtf32":
             w_lo = tl.load(wlo_ptr + w_offs, mask=wmask, other=0.0)
             a_hi = tf32_round(a)
             a_lo = tf32_round(a - a_hi)
-            # The tile's three products, small ones first, in a fresh tensor-core accumulator;
-            # then one IEEE add (the dot chain's first accumulator is zero but the last one is
-            # not, so Triton cannot fold the add into the MMA). Tensor cores truncate while they
-            # accumulate: carried across the whole K walk, that doubled the error against
-            # float64 on the H200 (benchmarks/results/2026-12-01-h200-h, runs 2-3).
+            # The dot chain's first accumulator is zero but the last one is not, so Triton
+            # cannot fold the add into the MMA.
             part = tl.dot(a_lo, w, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision="tf32")
             part = tl.dot(a_hi, w_lo, part, input_precision="tf32")
             part = tl.dot(a_hi, w, part, input_precision="tf32")
             acc += part
         else:
-            acc = tl.dot(a, w, acc, input_precision=DOT_PRECISION)
+            acc = tl.dot(a, w.to(tl.float32), acc, input_precision=DOT_PRECISION)
     mask = emask[:, None] & nmask[None, :]
-    offs = row_base[:, None] + n[None, :]
-    res = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    base, offs = first * ROW, tile + n[None, :]
     if MODE == FWD_GATED:
+        # z first, then one operand at a time: acc, sigma and res are never all live (with all
+        # three, the 64-outputs-a-thread tiles spilled on the device's Triton 3.6).
+        tl.store((z_ptr + base) + offs, to_output(acc, z_ptr), mask=mask)
         gate = (n - CF) % LG
-        sigma = tl.load(sigma_ptr + (focus.to(tl.int64) * E * LG + edges * LG)[:, None] + gate[None, :],
-                        mask=mask, other=0.0)
-        tl.store(z_ptr + offs, to_output(acc, z_ptr), mask=mask)
-        tl.store(out_ptr + offs, to_output(res + acc * sigma, out_ptr), mask=mask)
+        acc *= tl.load((sigma_ptr + first * LG) + (rows[:, None] * LG + gate[None, :]), mask=mask, other=0.0)
+        res = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
     elif MODE == FINAL:
-        y = res + acc
+        y = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32) + acc
         if APPLY_ALPHA:
             alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(tl.float32)
             y = y * alpha[:, None]
         out_offs = (edges * F + focus) * ROW
         tl.store(out_ptr + out_offs[:, None] + n[None, :], to_output(y, out_ptr), mask=mask)
     else:
-        tl.store(out_ptr + offs, to_output(res + acc, out_ptr), mask=mask)
+        res = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
 
 
 @triton.jit

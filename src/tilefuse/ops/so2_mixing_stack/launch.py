@@ -23,7 +23,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv
-from .configs import TF32X3, So2Config, cf_padded, fused_applies, heuristic
+from .configs import FP16X3, TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -48,33 +48,65 @@ def split_tf32(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return hi, _tf32_round(w - hi)
 
 
-def _weights(w: torch.Tensor, cfg: So2Config) -> tuple[torch.Tensor, torch.Tensor]:
-    """What the layer GEMMs read as (w, w_lo): the TF32 split for 3xtf32, else ``w`` twice
-    (the kernel reads w_lo only for 3xtf32)."""
-    if cfg.dot_precision(w.dtype == torch.float32) == TF32X3:
-        return split_tf32(w)
-    return w, w
+def split_fp16(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(W_hi, W_lo, inv_scale) of float32 ``w`` (..., K, N) for the 3xfp16 GEMMs (configs.py).
+
+    Each column n is scaled by a power of two s_n that puts its largest magnitude in
+    [2**14, 2**15) (s_n clamped to [2**-126, 2**126]), so w * s_n is exact and float16 holds
+    its head without overflow: W_hi = float16(w s_n), W_lo = float16(w s_n - W_hi) (the
+    remainder is exact in float32), both contiguous (..., K, N); inv_scale (..., N) float32
+    holds 1 / s_n. The kernel scales and splits its activation tiles per row the same way
+    (kernels.pow2_row_scale)."""
+    w = w.contiguous()
+    _, exponent = torch.frexp(w.abs().amax(dim=-2))         # amax = m 2**e, m in [0.5, 1); amax 0: e 0
+    shift = (15 - exponent).clamp(-126, 126)
+    one = torch.ones(shift.shape, dtype=w.dtype, device=w.device)
+    scaled = w * torch.ldexp(one, shift).unsqueeze(-2)
+    hi = scaled.to(torch.float16)
+    return hi, (scaled - hi.to(w.dtype)).to(torch.float16), torch.ldexp(one, -shift)
+
+
+def _weights(w: torch.Tensor, cfg: So2Config):
+    """What the layer GEMMs read for the stacked weights ``w`` (NL, F, K, N): ``w`` itself for
+    the exact dots; for a level-3 split the tuple (heads, tails, inverse column scales or None)
+    of ``split_tf32`` / ``split_fp16``. ``_layer`` picks one layer of either form."""
+    precision = cfg.dot_precision(w.dtype == torch.float32)
+    if precision == TF32X3:
+        return (*split_tf32(w), None)
+    if precision == FP16X3:
+        return split_fp16(w)
+    return w
+
+
+def _layer(w, i: int):
+    """Layer ``i`` of what ``_weights`` returned (a tensor, or a tuple of tensors and None)."""
+    return tuple(None if p is None else p[i] for p in w) if isinstance(w, tuple) else w[i]
 
 
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
-          z=None, sigma=None, alpha=None, apply_alpha=False, w_lo=None):
+          z=None, sigma=None, alpha=None, apply_alpha=False):
     """One column segment of a layer GEMM (see kernels.so2_gemm_kernel): acc = a_seg @ w with
     w (F, K, N) read at its own strides, element (k, n) at w[f, k, n]. Callers pass w with unit
     stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
-    backward (module docstring); for a 3xtf32 config w is W's TF32 heads and ``w_lo`` its tails
-    (``_weights``; read only for 3xtf32, None: ``w``)."""
+    backward (module docstring); for a level-3 split config, one layer of ``_weights``'s tuple
+    (heads, tails, inverse column scales) instead."""
     from .kernels import so2_gemm_kernel
+    w, w_lo, w_scale = w if isinstance(w, tuple) else (w, None, None)
     F, E = a.shape[0], a.shape[1]
     if n_len <= 0 or E == 0:
         return
-    stride_k, stride_n = w.stride(1), w.stride(2)
+    precision = cfg.dot_precision(_ieee(a))
+    if (w_lo is None) != (precision not in (TF32X3, FP16X3)) or (w_scale is None) != (precision != FP16X3):
+        raise ValueError(f"so2 layer GEMM: {precision} dots got weights of another form")
+    if w_scale is not None and (w_scale.stride(0) != w.stride(1) or w_scale.stride(1) != 1):
+        raise ValueError("so2 layer GEMM: the column scales must be (F, N) rows as long as W's")
     grid = (F * cdiv(E, cfg.block_m), cdiv(n_len, cfg.block_n))
     so2_gemm_kernel[grid](
-        a, w, w if w_lo is None else w_lo, res, out, z if z is not None else out, sigma if sigma is not None else out,
-        alpha if alpha is not None else out,
+        a, w, w if w_lo is None else w_lo, out if w_scale is None else w_scale, res, out,
+        z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg,
-        w.stride(0), stride_k, stride_n,
-        MODE=mode, APPLY_ALPHA=apply_alpha, DOT_PRECISION=cfg.dot_precision(_ieee(a)),
+        w.stride(0), w.stride(1), w.stride(2),
+        MODE=mode, APPLY_ALPHA=apply_alpha, DOT_PRECISION=precision,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
@@ -95,7 +127,7 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
         return x_local, z_all, u
     sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=u0.device)
     w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
-    (w0g, w0lo), (w1g, w1lo) = _weights(w0c, cfg), _weights(w1c, cfg)
+    w0g, w1g = _weights(w0c, cfg), _weights(w1c, cfg)
     for layer in range(ng):
         u_next = torch.empty_like(u)
         z = z_all[layer]
@@ -105,17 +137,16 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
             num_warps=cfg.num_warps,
         )
         common = dict(z=z, sigma=sigma)
-        _gemm(FWD_GATED, u, w0g[layer], u, u_next, d, cfg, k_start=0, k_len=d.m0,
-              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, w_lo=w0lo[layer], **common)
-        _gemm(FWD_GATED, u, w1g[layer], u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
-              n_start=d.m0, n_len=d.m1, w_lo=w1lo[layer], **common)
+        _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
+              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
+        _gemm(FWD_GATED, u, _layer(w1g, layer), u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
+              n_start=d.m0, n_len=d.m1, **common)
         launches.record("so2_fwd_layer")
         u = u_next
     alpha_c = alpha.contiguous()
-    final = ((w0g[ng], w0lo[ng], 0, d.m0), (w1g[ng], w1lo[ng], d.m0, d.m1))
-    for w, w_lo, k_start, k_len in final:
+    for w, k_start, k_len in ((_layer(w0g, ng), 0, d.m0), (_layer(w1g, ng), d.m0, d.m1)):
         _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
-              alpha=alpha_c, apply_alpha=apply_alpha, w_lo=w_lo)
+              alpha=alpha_c, apply_alpha=apply_alpha)
     launches.record("so2_fwd_final")
     return x_local, z_all, u
 
@@ -126,17 +157,17 @@ def transposed(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(-1, -2).contiguous()
 
 
-def _gemm_t(a, w0t, w1t, res, out, d, cfg, w0t_lo=None, w1t_lo=None):
+def _gemm_t(a, w0t, w1t, res, out, d, cfg):
     """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
-    (F, M, M) with unit stride along the last dim (``transposed``); for a 3xtf32 config their
-    TF32 heads, with the tails in w0t_lo, w1t_lo (``_weights``). The composition route's
-    config takes cuBLAS instead (compose.gemm_t)."""
+    (F, M, M) with unit stride along the last dim (``transposed``); for a level-3 split config
+    one layer of their ``_weights`` tuples. The composition route's config takes cuBLAS
+    instead (compose.gemm_t)."""
     if cfg.compose:
         from . import compose
         return compose.gemm_t(a, w0t, w1t, res, out, d)
     from .kernels import BWD
-    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, w_lo=w0t_lo)
-    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, w_lo=w1t_lo)
+    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
+    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1)
 
 
 # The relay's sigma kernel has its own launch shape, not the GEMM config's: at Cf 64 its IEEE
@@ -150,12 +181,11 @@ SIGMA_BLOCK_M = 64
 SIGMA_WARPS = 4
 
 
-def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config, w0t_lo=None,
-                w1t_lo=None):
+def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
     ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
-    layer's w0t = W0^T and w1t = W1^T (``transposed``; for 3xtf32 their heads and tails,
-    ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
+    layer's w0t = W0^T and w1t = W1^T (``transposed``; for a level-3 split their ``_weights``
+    tuples, ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     rows = (F * cdiv(E, cfg.block_m),)
@@ -169,7 +199,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
                                    d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
                                    CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
-    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg, w0t_lo, w1t_lo)
+    _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
 def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
@@ -223,7 +253,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # NL * F * (M0^2 + M1^2) elements: 1.3 MB fp32 at lmax 3, Cf 32, F 2, NL 3) unless the
     # caller stores W^T (module docstring).
     w0t, w1t, gwc = transposed(w0_all), transposed(w1_all), gw_all.contiguous()
-    (w0t, w0t_lo), (w1t, w1t_lo) = _weights(w0t, cfg), _weights(w1t, cfg)   # 3xtf32: TF32 heads, tails
+    w0t, w1t = _weights(w0t, cfg), _weights(w1t, cfg)   # level 3: the split heads and tails
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
@@ -234,7 +264,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
         dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
     g_cur = torch.empty_like(g)
-    _gemm_t(g, w0t[ng], w1t[ng], g, g_cur, d, cfg, w0t_lo[ng], w1t_lo[ng])
+    _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
         gz = torch.empty_like(g)
@@ -247,8 +277,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             fused_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, d, cfg)
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, sigma, gz, gq, d, cfg,
-                    w0t_lo[layer], w1t_lo[layer])
+        relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]

@@ -20,8 +20,9 @@ baseline's: the backward routes, whose fused == relay contract is stated on the 
 then see the same inputs whichever forward tiles ran.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
-the exact heuristic relay, the candidates are tf32x3 relay configs (configs.level3_candidates;
-a route change). A candidate is validated, not compared bitwise (``validate``):
+the exact heuristic relay, the candidates are split-precision relay configs (3xfp16 and
+3xtf32, configs.level3_candidates; a route change). A candidate is validated, not compared
+bitwise (``validate``):
 - at the sweep's production-size inputs (2**19 edges), the normwise error of each output
   (x_local, grad_u0, grad_alpha) against a float64 reference is at most ``LEVEL3_ERROR_RATIO``
   times the exact path's error on the same inputs;
@@ -29,8 +30,8 @@ a route change). A candidate is validated, not compared bitwise (``validate``):
   value, u0 scaled far up, grad_out scaled down to the subnormal boundary) every output element
   is finite wherever the exact path's is.
 The numbers are recorded in the entry's ``measured["validation"]``; ``check_entry`` refuses a
-level-3 entry choosing a tf32x3 config without a passed validation record, so a variant never
-runs on a key where it was not validated (and never below level 3: op.py looks level-3 keys up
+level-3 entry choosing a split-precision config without a passed validation record, so a
+variant never runs on a key where it was not validated (and never below level 3: op.py looks level-3 keys up
 at level 3 only).
 """
 
