@@ -15,7 +15,8 @@ the forward's convention. Here:
 - weights stored as their transpose (the case where the W^T "copy" is the caller's storage itself)
   give bitwise the contiguous call's output and gradients, relay and fused (the other layouts,
   transposed/sliced/strided/expanded, are in tests/test_layouts_so2_dyt_quant.py);
-- on a GPU, the whole backward replays from a CUDA graph.
+- on a GPU, the whole backward replays from a CUDA graph;
+- the weight gradients, chunked over the edges (launch.weight_grad), match float64.
 """
 
 import inspect
@@ -245,3 +246,53 @@ def test_backward_captures_in_a_cuda_graph(cfg):
         return g_u, g_a
 
     assert_graph_replay_matches_eager(step)
+
+
+# --- weight gradients: chunked over the edges -----------------------------------------------
+
+@pytest.mark.parametrize("n_edges", [0, 1, 15, 37, 48, 200])
+def test_weight_grad_chunks_the_edges_and_matches_float64(monkeypatch, n_edges):
+    """launch.weight_grad on column slices of one surface (as the backward passes them): one
+    batched GEMM of chunks per focus stream plus the remainder rows, within float32's worst-case
+    dot bound of the float64 product; below two chunks, one GEMM."""
+    monkeypatch.setattr(launch, "WGRAD_CHUNK_ROWS", 8)
+    monkeypatch.setattr(launch, "WGRAD_MAX_CHUNKS", 5)
+    g = torch.Generator().manual_seed(n_edges)
+    surface = torch.randn(2, n_edges, 50, generator=g).to(DEVICE)
+    a, b = surface[..., 3:19], surface[..., 20:44]
+    batches, real_bmm = [], torch.bmm
+    monkeypatch.setattr(torch, "bmm", lambda x, y: batches.append(x.shape[0]) or real_bmm(x, y))
+    out = torch.full((2, 16, 24), float("nan"), device=DEVICE)
+    assert launch.weight_grad(a, b, out) is out
+    a64, b64 = a.double(), b.double()
+    err = (out.double() - a64.transpose(-1, -2) @ b64).abs()
+    bound = max(n_edges, 1) * torch.finfo(torch.float32).eps * (a64.abs().transpose(-1, -2) @ b64.abs())
+    assert torch.all(err <= bound)
+    chunks = min(5, n_edges // 8)
+    assert batches == ([chunks] * 2 if chunks >= 2 else [])
+
+
+def test_weight_grad_keeps_one_gemm_for_16_bit_inputs(monkeypatch):
+    """16-bit partials would round to 16 bits before their sum: one GEMM (float32 inside)."""
+    monkeypatch.setattr(launch, "WGRAD_CHUNK_ROWS", 8)
+    surface = torch.randn(1, 64, 40, generator=torch.Generator().manual_seed(0)).to(DEVICE, torch.bfloat16)
+    batches, real_bmm = [], torch.bmm
+    monkeypatch.setattr(torch, "bmm", lambda x, y: batches.append(x.shape[0]) or real_bmm(x, y))
+    out = torch.empty((1, 8, 8), dtype=torch.bfloat16, device=DEVICE)
+    launch.weight_grad(surface[..., :8], surface[..., 8:16], out)
+    assert batches == []
+    assert torch.equal(out, surface[..., :8].transpose(-1, -2) @ surface[..., 8:16])
+
+
+def test_training_backward_with_chunked_weight_grads_matches_float64(monkeypatch):
+    """The training backward (weight gradients) with the edges cut into chunks and a remainder
+    (37 edges, chunks of 4: 9 chunks and 1 row) against the float64 reference."""
+    from test_so2_kernels import REL_TOL, reference_grads, rel
+    monkeypatch.setattr(launch, "WGRAD_CHUNK_ROWS", 4)
+    ins = _inputs()
+    args = [ins[k] for k in ("u0", "alpha", "w0_all", "w1_all", "gw_all")]
+    x_local, z_all, u_final = launch.forward(*args, D, True)
+    _, _, dws = launch.backward(ins["grad_out"], x_local, z_all, u_final, *args[1:], D, True, True)
+    _, ref = reference_grads(args, L, CF, True, ins["grad_out"])
+    for got, want in zip(dws, ref[2:5]):
+        assert rel(got, want) < REL_TOL

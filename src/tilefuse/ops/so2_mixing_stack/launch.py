@@ -4,8 +4,9 @@ Forward, per gated layer: the gate kernel (scalar block s, its activation, sigma
 GEMM over the m = 0 gated columns and the |m| = 1 columns (residual and gating in the
 epilogue); then the final layer GEMM, stored edge-major with alpha.
 Backward relay, per gated layer in reverse: sigma recompute -> pointwise (gz, gq) -> transposed-
-weight GEMM with the residual. Weight gradients use batched GEMMs (torch) over the materialised
-gz/gq and the inputs recovered backwards, u_l = u_{l+1} - act(z_l).
+weight GEMM with the residual. Weight gradients use batched GEMMs (torch, chunked over the edges:
+``weight_grad``) over the materialised gz/gq and the inputs recovered backwards,
+u_l = u_{l+1} - act(z_l).
 
 Weight layout of the GEMMs: every GEMM kernel reads its weight tile (k, n) at
 k * w_stride_k + n * w_stride_n and is fast when n, the tile's inner (fastest-varying) index,
@@ -218,6 +219,35 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
     launches.record("so2_bwd_fused_layer")
 
 
+# Weight gradients contract over the edges: (K x E) @ (E x N) per focus stream, K and N at most a
+# few hundred, E up to millions. As one GEMM per focus stream that leaves the GEMM library a few
+# output tiles for the whole GPU (2 x 1 of 128 x 128 for dw0 at Neo), so the edges are cut into
+# chunks of at least WGRAD_CHUNK_ROWS, at most WGRAD_MAX_CHUNKS of them, each chunk one GEMM of
+# a batch, and the chunks' float32 partials are summed (a shorter float32 chain than one E-long
+# dot; results/2026-12-01-h200-l run 10 times it). 16-bit inputs keep one GEMM (their partials
+# would round to 16 bits before the sum).
+WGRAD_CHUNK_ROWS = 4096
+WGRAD_MAX_CHUNKS = 128
+
+
+def weight_grad(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out (F, K, N) = sum over e of a[:, e, :]^T b[:, e, :], for a (F, E, K) and b (F, E, N)
+    with unit stride along their last dim (column slices of (F, E, ROW) surfaces are views
+    here: no copy). Chunked over E as WGRAD_CHUNK_ROWS says; returns ``out``."""
+    n_focus, n_edges = a.shape[0], a.shape[1]
+    chunks = min(WGRAD_MAX_CHUNKS, n_edges // WGRAD_CHUNK_ROWS)
+    if chunks < 2 or a.dtype != torch.float32:
+        return torch.matmul(a.transpose(-1, -2), b, out=out)
+    rows = n_edges // chunks
+    main = chunks * rows
+    for f in range(n_focus):
+        a_f, b_f = a[f, :main].unflatten(0, (chunks, rows)), b[f, :main].unflatten(0, (chunks, rows))
+        torch.sum(torch.bmm(a_f.transpose(1, 2), b_f), dim=0, out=out[f])
+    if main < n_edges:
+        out += a[:, main:].transpose(-1, -2) @ b[:, main:]
+    return out
+
+
 def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
              apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
     """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None).
@@ -261,8 +291,8 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
                               F, E, d.row, APPLY_ALPHA=apply_alpha, BLOCK_M=cfg.block_m, BLOCK_C=128,
                               num_warps=cfg.num_warps)
     if weight_grads:
-        dws[0][ng] = u_final[..., :d.m0].transpose(-1, -2) @ g[..., :d.m0]
-        dws[1][ng] = u_final[..., d.m0:].transpose(-1, -2) @ g[..., d.m0:]
+        weight_grad(u_final[..., :d.m0], g[..., :d.m0], dws[0][ng])
+        weight_grad(u_final[..., d.m0:], g[..., d.m0:], dws[1][ng])
     g_cur = torch.empty_like(g)
     _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
@@ -280,9 +310,9 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
-            dws[0][layer] = u_l[..., :d.m0].transpose(-1, -2) @ gz[..., :d.m0]
-            dws[1][layer] = u_l[..., d.m0:].transpose(-1, -2) @ gz[..., d.m0:]
-            dws[2][layer] = (z[..., :d.focus_dim].transpose(-1, -2) @ gq.to(dt))
+            weight_grad(u_l[..., :d.m0], gz[..., :d.m0], dws[0][layer])
+            weight_grad(u_l[..., d.m0:], gz[..., d.m0:], dws[1][layer])
+            weight_grad(z[..., :d.focus_dim], gq.to(dt), dws[2][layer])
             u_next = u_l
         launches.record(f"so2_bwd_{cfg.route}_layer")
         g_cur = g_next
