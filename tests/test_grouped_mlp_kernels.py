@@ -18,7 +18,7 @@ from tuning_helpers import FakeTimer
 
 import tilefuse
 from tilefuse import launches, tuning
-from tilefuse.ops.grouped_glu_mlp import launch
+from tilefuse.ops.grouped_glu_mlp import kernels, launch
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
@@ -93,11 +93,11 @@ def record_plans(monkeypatch, name, keep):
 
 
 # The dGLU epilogue then reads z through a descriptor too: contiguous columns (halves) or runs.
-ROWS, COLS, RUNS = launch.TMA_B_ROWS, launch.TMA_B_COLS, launch.TMA_B_RUNS
+ROWS, COLS, RUNS = kernels.TMA_B_ROWS, kernels.TMA_B_COLS, kernels.TMA_B_RUNS
 TMA_CASES = [
     ([5, 0, 37, 3], 48, 40, "swiglu", 8, True, [RUNS, ROWS, None, None], []),
-    ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS], [launch.Z_CONTIGUOUS]),
-    ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS], [launch.Z_RUNS]),
+    ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS], [kernels.Z_CONTIGUOUS]),
+    ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS], [kernels.Z_RUNS]),
     ([70, 0], 24, 32, "geglu", 32, True, [ROWS, ROWS, None, COLS], []),
 ]
 

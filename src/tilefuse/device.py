@@ -38,6 +38,16 @@ def num_sms(device: torch.device) -> int:
 
 
 @functools.lru_cache(maxsize=None)
+def _cuda_major(index: int) -> int:
+    return torch.cuda.get_device_properties(index).major
+
+
+def capability_major(device: torch.device) -> int:
+    """A CUDA device's compute-capability major version (9 for Hopper); cached per device."""
+    return _cuda_major(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
 def driver_version() -> str | None:
     """The NVIDIA driver's version, the one source of it (the tuning table's fingerprint, the
     check report, benchmarks/): as nvidia-smi prints it (NVML, e.g. "580.159.04"); where the

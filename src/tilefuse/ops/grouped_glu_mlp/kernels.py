@@ -111,10 +111,11 @@ def advance_expert(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m
 
 
 # ---------------------------------------------------------------------------------------------
-# Operands through TMA (tensor descriptors: 16-bit operands without a recipe, fp8_block's float8 data; launch.py builds
-# the host-side descriptors and says when they are used). The copy engine zero-fills what lies
-# outside a descriptor's shape, so tiles need no masks: rows of the next expert that a row tile
-# reads are computed and then masked at the store, like the pointer path's.
+# Operands through TMA (tensor descriptors: 16-bit operands without a recipe, fp8_block's float8
+# data; launch.py builds the host-side descriptors and says when they are used). The copy engine
+# zero-fills what lies outside a descriptor's shape, so tiles need no masks: rows of the next
+# expert that a row tile reads are computed and then masked at the store, like the pointer
+# path's.
 
 TMA_B_ROWS = tl.constexpr(0)   # B_e(k, n) = W[e, n, k]: the weight as (E * rows, K), tile [BLOCK_N, BLOCK_K]
 TMA_B_COLS = tl.constexpr(1)   # B_e(k, n) = W[e, k, n]: the weight as (E * K, N), tile [BLOCK_K, BLOCK_N]

@@ -17,7 +17,7 @@ import functools
 import torch
 
 from ... import launches
-from ...device import num_sms
+from ...device import capability_major, num_sms
 from ...utils import cdiv
 from . import recipes
 from .configs import GemmConfig, dglu_config, dglu_tile_n, glu_config, heuristic
@@ -80,18 +80,25 @@ try:
 except ImportError:   # a Triton without host-side tensor descriptors: the pointer loads only
     TensorDescriptor = None
 
-# Modes of kernels.tma_b_tile, and of kernels.load_z_pair.
-TMA_B_ROWS, TMA_B_COLS, TMA_B_RUNS = 0, 1, 2
-Z_POINTERS, Z_CONTIGUOUS, Z_RUNS = 0, 1, 2
-
-
 def _tma_device(t: torch.Tensor) -> bool:
     """Whether ``t``'s device runs descriptor loads: Hopper or newer, or the interpreter."""
     if TensorDescriptor is None:
         return False
     if t.device.type != "cuda":
         return True   # kernels run here only in Triton's interpreter
-    return torch.cuda.get_device_capability(t.device)[0] >= 9
+    return capability_major(t.device) >= 9
+
+
+def _glu_runs(interleave: int, block_n: int) -> bool | None:
+    """How a BLOCK_N tile of activation columns finds its gate and up columns in a GLU layout
+    with ``interleave``: False as contiguous columns (halves, interleaves that are multiples of
+    BLOCK_N), True as runs (power-of-two interleaves dividing BLOCK_N), None when neither
+    (the pointer loads)."""
+    if not interleave or interleave % block_n == 0:
+        return False
+    if block_n % interleave or interleave & (interleave - 1):
+        return None
+    return True
 
 
 # Recipes whose operands the descriptors read: none (16-bit x), and fp8_block's float8 data
@@ -123,7 +130,7 @@ def _tma_weight(w: torch.Tensor, cfg: GemmConfig, epilogue: int, b_strides, K: i
     matrix; K must be a multiple of BLOCK_K so that no K tile reaches the next expert); the
     GLU reads gate and up rows: halves and interleaves that are multiples of BLOCK_N as
     contiguous rows, power-of-two interleaves dividing BLOCK_N as runs (TMA_B_RUNS)."""
-    from .kernels import EPI_GLU
+    from .kernels import EPI_GLU, TMA_B_COLS, TMA_B_ROWS, TMA_B_RUNS
     E, R, C = w.shape
     if not (w.element_size() in (1, 2) and w.stride(2) == 1 and w.stride(1) * w.element_size() % 16 == 0
             and w.stride(0) == R * w.stride(1) and w.data_ptr() % 16 == 0 and w.numel() > 0):
@@ -131,11 +138,13 @@ def _tma_weight(w: torch.Tensor, cfg: GemmConfig, epilogue: int, b_strides, K: i
     ld = w.stride(1)
     flat = (E * R, C), (ld, 1)
     if tuple(b_strides) == (w.stride(0), w.stride(2), w.stride(1)):          # B_e(k, n) = w[e, n, k]
-        if epilogue == EPI_GLU and interleave and interleave % cfg.block_n:
+        runs = _glu_runs(interleave, cfg.block_n) if epilogue == EPI_GLU else False
+        if runs is None:
+            return None
+        if runs:
             s = interleave
-            if cfg.block_n % s or s & (s - 1):
-                return None
-            desc = _descriptor(w, (E * (F // s), 2, s, C), (2 * s * ld, s * ld, ld, 1), (cfg.block_n // s, 1, s, cfg.block_k))
+            desc = _descriptor(w, (E * (F // s), 2, s, C), (2 * s * ld, s * ld, ld, 1),
+                               (cfg.block_n // s, 1, s, cfg.block_k))
             return desc, TMA_B_RUNS, R
         return _descriptor(w, *flat, (cfg.block_n, cfg.block_k)), TMA_B_ROWS, R
     if tuple(b_strides) == (w.stride(0), w.stride(1), w.stride(2)) and K % cfg.block_k == 0:   # w[e, k, n]
@@ -151,9 +160,9 @@ def tma_plan(epilogue, a, b, cfg: GemmConfig, K: int, b_strides, interleave: int
     allow descriptors (``_tma_rows``, ``_tma_weight``). fp8_block's fc1 + GLU keeps its pointer
     loads: through descriptors its sm_90 compile spilled 176 bytes against 64 (triton 3.8, the
     heuristic 128x64x128 tile on 4 warps; not timed). Elsewhere the launch reads the same tiles
-    through pointers. The results
-    are the same but for the dGLU's dprob partials, whose per-row sums follow the layout z is
-    loaded in (dglu_z_plan): summed in another order, equal to rounding."""
+    through pointers. The results are the same but for the dGLU's dprob partials, whose per-row
+    sums follow the layout z is loaded in (dglu_z_plan): summed in another order, equal to
+    rounding."""
     from .kernels import EPI_GLU
     if not cfg.tma or recipe not in TMA_RECIPES or (recipe is not None and epilogue == EPI_GLU):
         return None
@@ -174,15 +183,15 @@ def dglu_z_plan(z: torch.Tensor, cfg: GemmConfig, interleave: int, F: int):
     tile of activation columns as contiguous columns (halves, interleaves that are multiples of
     BLOCK_N) or as runs (power-of-two interleaves dividing BLOCK_N); (None, Z_POINTERS) where
     neither fits z's layout."""
-    if not _tma_rows(z):
+    from .kernels import Z_CONTIGUOUS, Z_POINTERS, Z_RUNS
+    runs = _glu_runs(interleave, cfg.block_n)
+    if not _tma_rows(z) or runs is None:
         return None, Z_POINTERS
-    s, bn = interleave, cfg.block_n
-    if s and s % bn:
-        if bn % s or s & (s - 1):
-            return None, Z_POINTERS
+    if runs:
+        s = interleave
         view = (z.shape[0], F // s, 2, s), (z.stride(0), 2 * s, s, 1)
-        return _descriptor(z, *view, (cfg.block_m, bn // s, 1, s)), Z_RUNS
-    return _descriptor(z, z.shape, z.stride(), (cfg.block_m, bn)), Z_CONTIGUOUS
+        return _descriptor(z, *view, (cfg.block_m, cfg.block_n // s, 1, s)), Z_RUNS
+    return _descriptor(z, z.shape, z.stride(), (cfg.block_m, cfg.block_n)), Z_CONTIGUOUS
 
 
 def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
@@ -209,7 +218,7 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     recipes.QuantWeight with recipe (strides then follow from its layout). dz_rows (EPI_DGLU,
     where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
     row-wise copy."""
-    from .kernels import EPI_DGLU, grouped_gemm_kernel
+    from .kernels import EPI_DGLU, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
     if T == 0 or N == 0:
@@ -288,10 +297,11 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     plan = wgrad_tma_plan(a_data, b_data, wcfg, recipe)
     a_desc, b_desc = plan if plan is not None else (None, None)
     grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),)](
-        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim, E, a_data.stride(0),
-        b_data.stride(0), a_ld, b_ld,
-        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], TMA=plan is not None, BLOCK_N=wcfg.block_n, BLOCK_M=wcfg.block_m,
-        BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages)
+        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim, E,
+        a_data.stride(0), b_data.stride(0), a_ld, b_ld,
+        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], TMA=plan is not None, BLOCK_N=wcfg.block_n,
+        BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps,
+        num_stages=wcfg.num_stages)
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None,
