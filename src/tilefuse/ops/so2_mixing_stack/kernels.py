@@ -24,11 +24,18 @@ BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (the launcher pass
 
 
 @triton.jit
+def _row_block(pid, E, BLOCK_M: tl.constexpr):
+    """(focus, int64 index of the first edge) of program ``pid``'s row block, over
+    F * cdiv(E, BLOCK_M) programs."""
+    n_row_blocks = tl.cdiv(E, BLOCK_M)
+    return pid // n_row_blocks, (pid % n_row_blocks).to(tl.int64) * BLOCK_M
+
+
+@triton.jit
 def _rows(pid, E, BLOCK_M: tl.constexpr):
     """(focus, int64 edge indices, edge mask) of program ``pid`` over F * cdiv(E, BLOCK_M)."""
-    n_row_blocks = tl.cdiv(E, BLOCK_M)
-    focus = pid // n_row_blocks
-    edges = (pid % n_row_blocks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    focus, edge0 = _row_block(pid, E, BLOCK_M)
+    edges = edge0 + tl.arange(0, BLOCK_M)
     return focus, edges, edges < E
 
 
@@ -139,14 +146,16 @@ def so2_gemm_kernel(
       tile is scaled per row by a power of two (pow2_row_scale) and split into float16 here,
       and its products are scaled back (column, then row) before they join acc.
     """
-    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
+    focus, edge0 = _row_block(tl.program_id(0), E, BLOCK_M)
+    rows = tl.arange(0, BLOCK_M)
+    edges = edge0 + rows
+    emask = edges < E
     n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
-    # The tile's offsets are int32 (below BLOCK_M * ROW) from the program's int64 row base: the
-    # epilogue's int64 offsets alone took 2 registers an element, and the device's Triton 3.6
-    # spilled the tensor-core tiles' FWD_GATED epilogue (tests/test_so2_level3.py).
-    first = focus.to(tl.int64) * E + (tl.program_id(0) % tl.cdiv(E, BLOCK_M)).to(tl.int64) * BLOCK_M
-    rows = tl.arange(0, BLOCK_M)
+    # Offsets within the tile are int32 (below BLOCK_M * ROW) from the row block's int64 base:
+    # int64 offsets would take 2 registers an element, and with them triton 3.6 spills the
+    # tensor-core tiles' FWD_GATED epilogue (the compile test in tests/test_so2_level3.py).
+    first = focus.to(tl.int64) * E + edge0
     tile = rows[:, None] * ROW
     w_offset = focus.to(tl.int64) * w_focus_stride
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -189,8 +198,8 @@ def so2_gemm_kernel(
     mask = emask[:, None] & nmask[None, :]
     base, offs = first * ROW, tile + n[None, :]
     if MODE == FWD_GATED:
-        # z first, then one operand at a time: acc, sigma and res are never all live (with all
-        # three, the 64-outputs-a-thread tiles spilled on the device's Triton 3.6).
+        # z first, then one operand at a time: acc, sigma and res are never all live (all three
+        # at once spill the 64-outputs-a-thread tiles on triton 3.6).
         tl.store((z_ptr + base) + offs, to_output(acc, z_ptr), mask=mask)
         gate = (n - CF) % LG
         acc *= tl.load((sigma_ptr + first * LG) + (rows[:, None] * LG + gate[None, :]), mask=mask, other=0.0)
