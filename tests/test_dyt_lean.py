@@ -279,6 +279,11 @@ def _training_step(x, a, w, b, dy):
 
 
 def test_repeated_calls_do_not_grow_memory(device):
+    """A leak grows with every call; a one-time replacement does not. Tracing starts after the
+    warm-up, so in the first traced window every object that replaces an untraced one (a cache
+    slot, a free list's block: the GPU suite saw 4.4 KB at the C++ autograd apply once, after
+    other test files ran) looks new. The assertion is on a second window of 120 calls measured
+    from the end of the first: a leak of 32 bytes a call fails it."""
     x, a, w, b, dy = inputs((16, 32), device=device)
     step = _training_step(x, a, w, b, dy)
     for _ in range(5):
@@ -286,20 +291,21 @@ def test_repeated_calls_do_not_grow_memory(device):
     gc.collect()
     tracemalloc.start()
     try:
-        before = tracemalloc.take_snapshot()
         for _ in range(40):
             step()
         gc.collect()
-        after = tracemalloc.take_snapshot()
+        first = tracemalloc.take_snapshot()
+        for _ in range(120):
+            step()
+        gc.collect()
+        second = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
-    ours = [s for s in after.compare_to(before, "lineno") if "tilefuse" in str(s.traceback)]
+    ours = [s for s in second.compare_to(first, "lineno") if "tilefuse" in str(s.traceback)]
     grown = sum(s.size_diff for s in ours)
-    # The sites that grew, for the failure message (the GPU suite saw 4644 bytes once, in a
-    # process that had run other test files first; alone the test passed).
     sites = "; ".join(f"{s.traceback} +{s.size_diff} B ({s.count_diff:+d} blocks)"
                       for s in sorted(ours, key=lambda s: -s.size_diff)[:6])
-    assert grown < 4096, f"tilefuse's Python objects grew by {grown} bytes over 40 calls: {sites}"
+    assert grown < 120 * 32, f"tilefuse's Python objects grew by {grown} bytes over 120 calls: {sites}"
 
 
 # --- the lean path and the custom op agree bitwise ----------------------------------------------

@@ -116,14 +116,14 @@ def test_split_tf32_heads_and_tails():
     assert torch.all(err <= w.double().abs() * 2.0 ** -22)     # rounded head, then a rounded tail
 
 
-def test_split_fp16_heads_tails_and_column_scales():
+def test_split_fp16_heads_tails_and_column_scales(device):
     from tilefuse.ops.so2_mixing_stack.launch import split_fp16
     g = torch.Generator().manual_seed(0)
     w = torch.randn(3, 40, 24, generator=g) * 2.0 ** torch.linspace(-100, 100, 24).round()
     w[0, :, 0] = 0.0                                              # a zero column
     w[1, 0, 1] = torch.finfo(torch.float32).max                   # float32's largest
     w[2, :, 2] = torch.randn(40, generator=g) * 2.0 ** -140       # subnormal: the scale is clamped
-    hi, lo, inv = split_fp16(w)
+    hi, lo, inv = (t.cpu() for t in split_fp16(w.to(device)))
     assert hi.dtype == lo.dtype == torch.float16 and hi.shape == lo.shape == w.shape
     assert inv.dtype == torch.float32 and inv.shape == (3, 24)
     assert torch.isfinite(hi).all() and torch.isfinite(lo).all() and torch.isfinite(inv).all()
@@ -140,6 +140,28 @@ def test_split_fp16_heads_tails_and_column_scales():
     # subnormal step (2**-24) for remainders below float16's normal range
     err = (hi.double() + lo.double() - scaled).abs()
     assert torch.all(err <= scaled.abs() * 2.0 ** -22 + 2.0 ** -25)
+
+
+def test_split_fp16_kernel_reads_any_strides_and_matches_the_formula(device):
+    """The split kernel on a transposed view (the backward's W^T) with K and N not multiples of
+    its tiles equals, bitwise, the formula on a contiguous copy: frexp scales, float16 round to
+    nearest even. Zero columns differ only in the unused scale (2**126 here, any power there)."""
+    from tilefuse.ops.so2_mixing_stack.launch import split_fp16
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(2, 3, 37, 70, generator=g) * 2.0 ** torch.linspace(-60, 60, 37).round().unsqueeze(-1)
+    view = w.transpose(-1, -2)                                    # (2, 3, 70, 37): columns of w's rows
+    hi, lo, inv = (t.cpu() for t in split_fp16(view.to(device)))
+    ref = view.contiguous()
+    _, exponent = torch.frexp(ref.abs().amax(dim=-2))
+    shift = (15 - exponent).clamp(-126, 126)
+    scaled = torch.ldexp(ref, shift.unsqueeze(-2))
+    want_hi = scaled.to(torch.float16)
+    assert torch.equal(hi, want_hi) and hi.is_contiguous()
+    assert torch.equal(lo, (scaled - want_hi.float()).to(torch.float16))
+    assert torch.equal(inv, torch.ldexp(torch.ones_like(scaled[..., 0, :]), -shift))
+    empty = split_fp16(torch.zeros(2, 0, 8, device=device))
+    assert [t.shape for t in empty] == [(2, 0, 8), (2, 0, 8), (2, 8)]
+    assert torch.all(empty[2] == 2.0 ** -126)
 
 
 def _fp16x3_segment(a, wt, block_k=16):
@@ -202,11 +224,11 @@ def test_fp16x3_gemm_is_finite_and_accurate_near_float32s_limits(device):
     assert ok.all(), f"{int((~ok).sum())} elements outside the bound"
 
 
-def test_a_level3_gemm_refuses_weights_of_another_form():
+def test_a_level3_gemm_refuses_weights_of_another_form(device):
     from tilefuse.ops.so2_mixing_stack.launch import _gemm, split_fp16, split_tf32
     d = So2Dims(LMAX, CF)
-    a = torch.zeros(1, 4, d.row)
-    wt = torch.zeros(1, d.m0, d.m0)
+    a = torch.zeros(1, 4, d.row, device=device)
+    wt = torch.zeros(1, d.m0, d.m0, device=device)
     segment = dict(k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
     for cfg, weights in ((VARIANTS[FP16X3], (*split_tf32(wt), None)), (VARIANTS[FP16X3], wt),
                          (VARIANTS[TF32X3], split_fp16(wt)), (So2Config(), split_fp16(wt))):
@@ -235,6 +257,10 @@ for cfg in level3_candidates(3, 32):
         usage["wgmma"] = c.asm["ptx"].count("wgmma.mma_async")
         usage["async_copies"] = c.asm["ttgir"].count("async_copy_global_to_local")
         out[f"{cfg.name}-mode{mode}"] = usage
+sig = {"w_ptr": "*fp32", "hi_ptr": "*fp16", "lo_ptr": "*fp16", "inv_ptr": "*fp32",
+       **{n: "i32" for n in ("K", "N", "stride_b", "stride_k", "stride_n")}}
+c, usage = compile_sm90(K.split_fp16_kernel, sig, dict(BLOCK_K=64, BLOCK_N=32), num_warps=4)
+out["split_fp16_kernel"] = usage
 print(json.dumps(out))
 '''
 
@@ -248,6 +274,7 @@ def test_fp16x3_tiles_compile_for_sm90_without_spills():
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
     report = run_compile_script(_SM90_LEVEL3)
+    assert report.pop("split_fp16_kernel")["stack"] == 0
     assert len(report) == 3 * len(configs.FP16X3_TILES)
     for name, usage in report.items():
         assert usage["stack"] == 0, (name, usage)

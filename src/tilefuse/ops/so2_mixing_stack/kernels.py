@@ -103,15 +103,51 @@ def tf32_round(x):
 
 
 @triton.jit
-def pow2_row_scale(a):
-    """(s, 1/s) per row of the float32 tile ``a``: powers of two with max|a_row| * s in
-    [2**14, 2**15), so a * s is exact and fits float16 (largest finite 65504) with its head
-    rounded to 11 bits; clamped to [2**-126, 2**126] (a row of zeros or of values below 2**-112
-    takes s = 2**126; an inf or NaN row a tiny s, and its products stay inf / NaN)."""
-    amax = tl.max(tl.abs(a), axis=1)
+def pow2_scale(amax):
+    """(s, 1/s) for magnitudes ``amax`` >= 0: powers of two with amax * s in [2**14, 2**15),
+    so x * s is exact for |x| <= amax and fits float16 (largest finite 65504) with its head
+    rounded to 11 bits; clamped to [2**-126, 2**126] (amax 0 or below 2**-112 takes
+    s = 2**126; an inf or NaN amax a tiny s, and its products stay inf / NaN)."""
     exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF      # biased: amax in [2**(e-127), 2**(e-126))
     biased = tl.minimum(tl.maximum(268 - exponent, 1), 253)       # s = 2**(141 - e)
     return (biased << 23).to(tl.float32, bitcast=True), ((254 - biased) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def pow2_row_scale(a):
+    """pow2_scale per row of the float32 tile ``a``: (s, 1/s) of max|a_row|."""
+    return pow2_scale(tl.max(tl.abs(a), axis=1))
+
+
+@triton.jit
+def split_fp16_kernel(w_ptr, hi_ptr, lo_ptr, inv_ptr, K, N, stride_b, stride_k, stride_n,
+                      BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The 3xfp16 split of float32 weights (launch.split_fp16): for matrix b of w (B, K, N),
+    read at its strides (a transposed view too), columns [n0, n0 + BLOCK_N): s = pow2_scale of
+    the column's max magnitude, hi = float16(w s), lo = float16(w s - hi) (the remainder is
+    exact in float32), both written contiguous (B, K, N); inv (B, N) = 1 / s.
+    Grid: (B, cdiv(N, BLOCK_N)); two passes over K (the column maxima, then the split)."""
+    b = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    src = w_ptr + b * stride_b + cols[None, :].to(tl.int64) * stride_n
+    amax = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        ok = (ks[:, None] < K) & col_ok[None, :]
+        tile = tl.load(src + ks[:, None].to(tl.int64) * stride_k, mask=ok, other=0.0)
+        amax = tl.maximum(amax, tl.max(tl.abs(tile), axis=0))
+    scale, inv = pow2_scale(amax)
+    dst = b * K * N + cols[None, :]
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        ok = (ks[:, None] < K) & col_ok[None, :]
+        scaled = tl.load(src + ks[:, None].to(tl.int64) * stride_k, mask=ok, other=0.0) * scale[None, :]
+        hi = scaled.to(tl.float16)
+        at = dst + ks[:, None].to(tl.int64) * N
+        tl.store(hi_ptr + at, hi, mask=ok)
+        tl.store(lo_ptr + at, (scaled - hi.to(tl.float32)).to(tl.float16), mask=ok)
+    tl.store(inv_ptr + b * N + cols, inv, mask=col_ok)
 
 
 @triton.jit

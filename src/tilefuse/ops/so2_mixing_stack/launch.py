@@ -50,32 +50,43 @@ def split_tf32(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def split_fp16(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(W_hi, W_lo, inv_scale) of float32 ``w`` (..., K, N) for the 3xfp16 GEMMs (configs.py).
+    """(W_hi, W_lo, inv_scale) of float32 ``w`` (..., K, N), at any strides (the backward passes
+    the transposed view W^T), for the 3xfp16 GEMMs (configs.py); one kernel launch
+    (kernels.split_fp16_kernel).
 
     Each column n is scaled by a power of two s_n that puts its largest magnitude in
-    [2**14, 2**15) (s_n clamped to [2**-126, 2**126]), so w * s_n is exact and float16 holds
-    its head without overflow: W_hi = float16(w s_n), W_lo = float16(w s_n - W_hi) (the
-    remainder is exact in float32), both contiguous (..., K, N); inv_scale (..., N) float32
-    holds 1 / s_n. The kernel scales and splits its activation tiles per row the same way
-    (kernels.pow2_row_scale)."""
-    w = w.contiguous()
-    _, exponent = torch.frexp(w.abs().amax(dim=-2))         # amax = m 2**e, m in [0.5, 1); amax 0: e 0
-    shift = (15 - exponent).clamp(-126, 126)
-    one = torch.ones(shift.shape, dtype=w.dtype, device=w.device)
-    scaled = w * torch.ldexp(one, shift).unsqueeze(-2)
-    hi = scaled.to(torch.float16)
-    return hi, (scaled - hi.to(w.dtype)).to(torch.float16), torch.ldexp(one, -shift)
+    [2**14, 2**15) (s_n clamped to [2**-126, 2**126]; a zero column takes 2**126), so w * s_n
+    is exact and float16 holds its head without overflow: W_hi = float16(w s_n), W_lo =
+    float16(w s_n - W_hi) (the remainder is exact in float32), both contiguous (..., K, N);
+    inv_scale (..., N) float32 holds 1 / s_n. The GEMM kernel scales and splits its activation
+    tiles per row the same way (kernels.pow2_row_scale)."""
+    from .kernels import split_fp16_kernel
+    *lead, K, N = w.shape
+    hi = torch.empty(w.shape, dtype=torch.float16, device=w.device)
+    lo = torch.empty_like(hi)
+    inv = torch.empty((*lead, N), dtype=torch.float32, device=w.device)
+    if hi.numel():
+        flat = w.reshape(-1, K, N)           # a view for stacked weights and their W^T views
+        split_fp16_kernel[(flat.shape[0], cdiv(N, 32))](
+            flat, hi, lo, inv, K, N, flat.stride(0), flat.stride(1), flat.stride(2), BLOCK_K=64, BLOCK_N=32)
+    else:
+        inv.fill_(2.0 ** -126)               # K = 0: zero columns' scale
+    return hi, lo, inv
 
 
-def _weights(w: torch.Tensor, cfg: So2Config):
-    """What the layer GEMMs read for the stacked weights ``w`` (NL, F, K, N): ``w`` itself for
-    the exact dots; for a level-3 split the tuple (heads, tails, inverse column scales or None)
-    of ``split_tf32`` / ``split_fp16``. ``_layer`` picks one layer of either form."""
+def _weights(w: torch.Tensor, cfg: So2Config, transpose: bool = False):
+    """What the layer GEMMs read for the stacked weights ``w`` (NL, F, K, N), or for their
+    transposes W^T with ``transpose`` (the backward's): for the exact dots a tensor with unit
+    stride along its last dim (``w`` as given, or ``transposed``'s copy of W^T); for a level-3
+    split the tuple (heads, tails, inverse column scales or None) of ``split_tf32`` /
+    ``split_fp16`` (the latter reads the W^T view itself: no transposed copy first). ``_layer``
+    picks one layer of either form."""
     precision = cfg.dot_precision(w.dtype == torch.float32)
+    if precision == FP16X3:
+        return split_fp16(w.transpose(-1, -2) if transpose else w)
+    w = transposed(w) if transpose else w
     if precision == TF32X3:
         return (*split_tf32(w), None)
-    if precision == FP16X3:
-        return split_fp16(w)
     return w
 
 
@@ -281,9 +292,9 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # expanded stride-0 grad_out of ``out.sum().backward()``); a no-op on the hot path. The
     # weights are read transposed: W^T copies of all layers at once, a real copy each call (of
     # NL * F * (M0^2 + M1^2) elements: 1.3 MB fp32 at lmax 3, Cf 32, F 2, NL 3) unless the
-    # caller stores W^T (module docstring).
-    w0t, w1t, gwc = transposed(w0_all), transposed(w1_all), gw_all.contiguous()
-    w0t, w1t = _weights(w0t, cfg), _weights(w1t, cfg)   # level 3: the split heads and tails
+    # caller stores W^T (module docstring); a level-3 split reads the W^T view itself.
+    w0t, w1t = _weights(w0_all, cfg, transpose=True), _weights(w1_all, cfg, transpose=True)
+    gwc = gw_all.contiguous()
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
     rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
