@@ -138,7 +138,8 @@ def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
 # (BLOCK_M, BLOCK_N, warps, stages), BLOCK_K the heuristic's. 3xtf32: the fastest three at
 # the Neo shape (benchmarks/results/2026-12-01-h200-h, run 3), of 6 measured. 3xfp16: the
 # tiles whose sm_90 compile (triton 3.6 and 3.8) has no spills, from one to two warpgroups
-# (tests/test_so2_level3.py checks the spills).
+# (tests/test_so2_level3.py checks the spills); the H200 sweeps picked 64x64, 64x128 and
+# 128x128 (benchmarks/results/2026-12-01-h200-l, run 10b).
 TF32X3_TILES = ((32, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3))
 FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 3))
 

@@ -191,6 +191,13 @@ def _gemm_t(a, w0t, w1t, res, out, d, cfg):
 # kernel's bitwise contract with the relay is untouched.
 SIGMA_BLOCK_M = 64
 SIGMA_WARPS = 4
+# The backward head (no dots: a scaled transposing copy and a row sum) has its own too: at Neo
+# (647000, 3, 32) 16 rows on 4 warps ran at the copy ceiling, 1.166 ms against 1.477 ms with the
+# GEMM config's 64 rows (results/2026-12-01-h200-m, run 12). Its outputs do not depend on the
+# row block (each grad_alpha row sums its BLOCK_C chunks in order; checked bitwise there), and
+# both backward routes run the same head.
+HEAD_BLOCK_M = 16
+HEAD_WARPS = 4
 
 
 def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
@@ -296,11 +303,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     w0t, w1t = _weights(w0_all, cfg, transpose=True), _weights(w1_all, cfg, transpose=True)
     gwc = gw_all.contiguous()
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
-    rows = (F * cdiv(E, cfg.block_m),)
     g = torch.empty((F, E, d.row), dtype=dt, device=dev)
-    so2_bwd_head_kernel[rows](grad_out.contiguous(), x_local.contiguous(), alpha.contiguous(), g, grad_alpha,
-                              F, E, d.row, APPLY_ALPHA=apply_alpha, BLOCK_M=cfg.block_m, BLOCK_C=128,
-                              num_warps=cfg.num_warps)
+    so2_bwd_head_kernel[(F * cdiv(E, HEAD_BLOCK_M),)](
+        grad_out.contiguous(), x_local.contiguous(), alpha.contiguous(), g, grad_alpha, F, E, d.row,
+        APPLY_ALPHA=apply_alpha, BLOCK_M=HEAD_BLOCK_M, BLOCK_C=128, num_warps=HEAD_WARPS)
     if weight_grads:
         weight_grad(u_final[..., :d.m0], g[..., :d.m0], dws[0][ng])
         weight_grad(u_final[..., d.m0:], g[..., d.m0:], dws[1][ng])
