@@ -492,20 +492,25 @@ def _reference_fn(lmax: int, cf: int):
     return reference
 
 
+def float64_reference(inp: Inputs, lmax: int, cf: int) -> tuple:
+    """(x, the gradients make_step returns) of the reference on float64 copies of ``inp``."""
+    n_grads = len(inp.grad_args())
+    args = [t.detach().double().requires_grad_(i < n_grads) for i, t in enumerate(inp.args())]
+    x = so2_stack_reference(*args, lmax=lmax, focus_dim=cf)
+    return (x.detach(), *torch.autograd.grad(x, args[:n_grads], inp.grad_out.double()))
+
+
 def full_e_reference(inp: Inputs, lmax: int, cf: int, training: bool):
     """Check 2's reference outputs at full E: eager fp32 (force backward) or float64 (training
     backward: a weight gradient sums over all E rows, so eager fp32's own error grows with E and
     it cannot be the yardstick). None if it fails (out of memory): finiteness is then checked alone."""
-    n_grads = len(inp.grad_args())
     try:
         if training:
-            args = [t.detach().double().requires_grad_(i < n_grads) for i, t in enumerate(inp.args())]
-            x = so2_stack_reference(*args, lmax=lmax, focus_dim=cf)
-            ref = (x.detach(), *torch.autograd.grad(x, args[:n_grads], inp.grad_out.double()))
+            ref = float64_reference(inp, lmax, cf)
         else:
             x = _reference_fn(lmax, cf)(*inp.args())
             ref = (x.detach(), *torch.autograd.grad(x, inp.grad_args(), inp.grad_out))
-        del x
+            del x
         sync(inp.grad_out.device.type)
         return ref
     except Exception as exc:  # noqa: BLE001
@@ -695,12 +700,7 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     # 1. float64 check at E_c.
     e_c = check_edges_for(n_edges, args.check_edges)
     inp = make_inputs(e_c, lmax, cf, device, args.seed + 1000 * lmax + cf, args.training)
-    n_grads = len(inp.grad_args())
-    ref_in = [t.detach().double().requires_grad_(i < n_grads) for i, t in enumerate(inp.args())]
-    ref_x = so2_stack_reference(*ref_in, lmax=lmax, focus_dim=cf)
-    ref_g = torch.autograd.grad(ref_x, ref_in[:n_grads], inp.grad_out.double())
-    ref = (ref_x.detach(), *ref_g)
-    del ref_in, ref_x, ref_g
+    ref = float64_reference(inp, lmax, cf)
     say(f"  check 1: float64 reference at E_c = {e_c}")
     passed = []
     for p in live:
@@ -743,7 +743,7 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     ref = full_e_reference(inp, lmax, cf, args.training)
     say(f"  check 2: full E = {n_edges} against the {'float64' if args.training else 'eager fp32'} reference"
         + ("" if ref is not None else ": reference failed, finiteness only"))
-    steps, outs = {}, {}
+    steps, eager_errs = {}, {}
     for p in sorted(passed, key=lambda p: p.kind != "eager"):   # eager first: its errors set the bound
         row = rows[p.name]
         step = make_step(p, inp)
@@ -764,8 +764,8 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         row["full_e_vs_eager" if not args.training else "full_e_f64"] = errs
         del out
         if p.kind == "eager":
-            outs["eager"] = errs
-        bound = full_e_bounds(errs, outs.get("eager", {}))
+            eager_errs = errs
+        bound = full_e_bounds(errs, eager_errs)
         if not finite or not all(math.isfinite(v) and v <= bound[n] for n, v in errs.items()):
             row.update(status="not equivalent",
                        error=f"full E: {'non-finite output; ' if not finite else ''}errors {errs}, bounds {bound}")
