@@ -239,16 +239,14 @@ def so2_gemm_kernel(
         tl.store((z_ptr + base) + offs, to_output(acc, z_ptr), mask=mask)
         gate = (n - CF) % LG
         acc *= tl.load((sigma_ptr + first * LG) + (rows[:, None] * LG + gate[None, :]), mask=mask, other=0.0)
-        res = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
-    elif MODE == FINAL:
+    if MODE == FINAL:
         y = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32) + acc
         if APPLY_ALPHA:
             alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(tl.float32)
             y = y * alpha[:, None]
         out_offs = (edges * F + focus) * ROW
         tl.store(out_ptr + out_offs[:, None] + n[None, :], to_output(y, out_ptr), mask=mask)
-    else:
+    else:   # BWD, and FWD_GATED with acc gated above
         res = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
 

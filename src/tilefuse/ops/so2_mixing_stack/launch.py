@@ -20,6 +20,8 @@ another address, accumulated in the same order, so the results are bitwise uncha
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ... import launches
@@ -65,12 +67,10 @@ def split_fp16(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     hi = torch.empty(w.shape, dtype=torch.float16, device=w.device)
     lo = torch.empty_like(hi)
     inv = torch.empty((*lead, N), dtype=torch.float32, device=w.device)
-    if hi.numel():
-        flat = w.reshape(-1, K, N)           # a view for stacked weights and their W^T views
+    if inv.numel():                          # K = 0 too: the kernel writes zero columns' scales
+        flat = w.reshape(math.prod(lead), K, N)   # a view for stacked weights and their W^T views
         split_fp16_kernel[(flat.shape[0], cdiv(N, 32))](
             flat, hi, lo, inv, K, N, flat.stride(0), flat.stride(1), flat.stride(2), BLOCK_K=64, BLOCK_N=32)
-    else:
-        inv.fill_(2.0 ** -126)               # K = 0: zero columns' scale
     return hi, lo, inv
 
 
