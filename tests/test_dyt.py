@@ -229,7 +229,7 @@ def test_prefetch_configs_only_where_they_run():
     """prefetch is a candidate only for 16-bit x with 8+ elements a thread: in the backward
     channels-last only and at 8+ warps, in the forward (both layouts) at up to 8 warps;
     anywhere else it is outside the space (a table entry with it there is invalid). The
-    heuristic's forward never prefetches (not yet timed on a GPU)."""
+    heuristic's forward prefetches only at 4096 columns and more."""
     from tilefuse.ops.dyt import configs
     from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
     bf16_bwd = DyTProblem("bwd", 2 ** 20, 64, 2, False)
@@ -244,9 +244,11 @@ def test_prefetch_configs_only_where_they_run():
     for layout in (False, True):
         bf16_fwd = DyTProblem("fwd", 2 ** 20, 64, 2, layout)
         pf = [c for c in configs.candidates(bf16_fwd) if c.prefetch]
-        assert pf and all(c.num_warps <= 8 and c.programs_per_sm <= 4 for c in pf)
-        assert not configs.heuristic(bf16_fwd).prefetch
+        assert pf and all(c.num_warps <= 8 and c.programs_per_sm <= 16 for c in pf)
+        assert DyTConfig(8, 64, 2, 8, True) in pf
+        assert not configs.heuristic(bf16_fwd).prefetch       # 64 columns: the plain forward
         assert not configs.keep(bf16_fwd, DyTConfig(64, 64, 16, 2, True))
+    assert configs.heuristic(DyTProblem("fwd", 2 ** 14, 4096, 2, False)) == DyTConfig(1, 2048, 2, 8, True)
 
 
 _SM90_PERSISTENT = r'''

@@ -72,9 +72,11 @@ class DyTConfig:
 # spec's grid at 2**26 elements. fp32 and the 16-bit forward below 4096 columns:
 # benchmarks/results/2026-11-29-h200 and 2026-11-29-h200-c (whose run 4 re-swept every entry
 # with this table as the baseline), the 16-bit forward re-checked in 2026-12-01-h200-j run 1;
-# the 16-bit backward: 2026-12-01-h200-i run 2 (prefetching won every width by 1.05-1.30x); the
-# 16-bit forward at 4096 and 8192 columns: 2026-12-01-h200-j run 4 (the persistent prefetching
-# forward, 1.04x). No simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
+# the 16-bit backward: 2026-12-01-h200-i run 2 (prefetching won every width by 1.05-1.30x), at 16
+# columns 512-row tiles (2026-12-02-h200-n run 1: 1.11x the 256-row tile); the 16-bit forward at
+# 4096 and 8192 columns: the persistent prefetching forward (2026-12-01-h200-j run 4), with 2-warp
+# programs 8 an SM (2026-12-02-h200-n run 1: 1.03x the 8-warp programs 2 an SM, which leave 16
+# warps an SM to cover the loads' latency against 16 here). No simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
 # win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256, 2048 on 2 warps at
 # 1024). fp32 forward: 1024 on 4 warps is within 1% of the best at every width.
 _FITTED = {
@@ -82,9 +84,9 @@ _FITTED = {
                  512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
                  8192: (2048, 4, 4)},
     ("fwd", 2): {16: (2048, 2, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
-                 512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (8192, 8, 2),
-                 8192: (8192, 8, 2)},
-    ("bwd", 2): {16: (4096, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
+                 512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 2, 8),
+                 8192: (2048, 2, 8)},
+    ("bwd", 2): {16: (8192, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
                  512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 8, 1), 4096: (8192, 16, 1),
                  8192: (2048, 8, 2)},
 }
@@ -118,11 +120,13 @@ def candidates(p: DyTProblem) -> list[DyTConfig]:
     """Every config worth timing for ``p``, pruned. The heuristic default is always included."""
     cols_p2 = next_power_of_2(max(p.n_cols, 1))
     block_ns = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192) if n <= max(cols_p2, 16)]
-    block_ms = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    block_ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     warps = (2, 4, 8, 16)
     # programs_per_sm sizes a persistent grid: the backward's, and the prefetching forward's
-    # (the plain forward has one program per tile and keeps the field at 4).
-    spaces = [((1, 2, 4, 8), (False, True))] if p.pass_ == "bwd" else [((4,), (False,)), ((1, 2, 4), (True,))]
+    # (the plain forward has one program per tile and keeps the field at 4). The forward's small
+    # programs (2-4 warps) need 8-16 of them an SM to keep 16-32 warps resident.
+    spaces = [((1, 2, 4, 8), (False, True))] if p.pass_ == "bwd" else \
+        [((4,), (False,)), ((1, 2, 4, 8, 16), (True,))]
     out = [c for pps, prefetch in spaces
            for c in (DyTConfig(m, n, w, s, f) for m, n, w, s, f
                      in itertools.product(block_ms, block_ns, warps, pps, prefetch))
