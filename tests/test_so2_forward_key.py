@@ -13,7 +13,7 @@ import torch
 
 import tilefuse
 from tilefuse import tuning
-from tilefuse.ops.so2_mixing_stack import configs, kernels
+from tilefuse.ops.so2_mixing_stack import configs, kernels, launch
 from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.tuning.sweep import REJECTED, TIMED
@@ -111,11 +111,11 @@ def test_the_forward_runs_its_keys_winner_at_level_2_only(tuning_table, monkeypa
         return x, set(gemm.seen), set(gate.seen)
 
     x_before, gemm_m, gate_m = forward_tiles(2)          # no entry yet: the heuristic's tiles
-    assert gemm_m == gate_m == {heuristic}
+    assert gemm_m == {heuristic} and gate_m == {launch.GATE_BLOCK_M}     # the gate: its own launch shape
     problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=64, n_focus=1, n_layers=3, forward=True)
     tuning.register("so2_mixing_stack", {so2_tune.key_of(problem): TILE})
     x_tuned, gemm_m, gate_m = forward_tiles(2)
-    assert gemm_m == gate_m == {TILE.block_m}
+    assert gemm_m == {TILE.block_m} and gate_m == {launch.GATE_BLOCK_M}
     assert torch.equal(x_tuned, x_before)                # the same K order: bitwise the same x_local
     for level in (1, 3):   # level 1 never reads the table; level 3 without a variant takes the exact entry
         _, gemm_m, _ = forward_tiles(level)

@@ -143,10 +143,10 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
     for layer in range(ng):
         u_next = torch.empty_like(u)
         z = z_all[layer]
-        so2_fwd_gate_kernel[(F * cdiv(E, cfg.block_m),)](
+        so2_fwd_gate_kernel[(F * cdiv(E, GATE_BLOCK_M),)](
             u, w0c[layer], gwc[layer], z, u_next, sigma, E, d.row, d.m0, d.lg, d.focus_dim,
-            IEEE=_ieee(u), BLOCK_M=cfg.block_m, CF_P=cf_padded(d.focus_dim), BLOCK_K=cfg.block_k,
-            num_warps=cfg.num_warps,
+            IEEE=_ieee(u), BLOCK_M=GATE_BLOCK_M, CF_P=cf_padded(d.focus_dim), BLOCK_K=cfg.block_k,
+            num_warps=GATE_WARPS,
         )
         common = dict(z=z, sigma=sigma)
         _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
@@ -198,6 +198,15 @@ SIGMA_WARPS = 4
 # both backward routes run the same head.
 HEAD_BLOCK_M = 16
 HEAD_WARPS = 4
+# The forward gate and the relay's pointwise kernel (a few small IEEE dots and element-wise
+# work) too: 32 rows on 2 warps (16 rows a warp, where the sigma kernel's IEEE-dot cliff came
+# with 8) was the fastest or within 1% of it for both at all three benchmark shapes, Cf 32 and
+# 64, where the GEMM config's 64 rows on 4 warps took 1.01-1.24x (gate) and 1.05-1.06x
+# (pointwise) as long (results/2026-12-02-h200-n, run 1). Their outputs do not depend on the
+# row block (checked bitwise there), so neither the fused kernel's bitwise contract with the
+# relay nor the forward changes.
+GATE_BLOCK_M, GATE_WARPS = 32, 2
+POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
 
 
 def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
@@ -207,7 +216,6 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     tuples, ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
     from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
-    rows = (F * cdiv(E, cfg.block_m),)
     cf_p = cf_padded(d.focus_dim)
     so2_bwd_sigma_kernel[(F * cdiv(E, SIGMA_BLOCK_M),)](z, gw, sigma, E, d.row, d.lg, d.focus_dim, IEEE=_ieee(z),
                                                        BLOCK_M=SIGMA_BLOCK_M, CF_P=cf_p, num_warps=SIGMA_WARPS,
@@ -215,9 +223,10 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     # num_stages=1: the group loop needs no software pipelining (memory-bound, one program per
     # BLOCK_M edges); Triton's default of 3 stages asked for 368 KiB of shared memory at
     # focus_dim 96-128 on the H200 (limit 227 KiB).
-    so2_bwd_pointwise_kernel[rows](g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg,
-                                   d.focus_dim, WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=cfg.block_m,
-                                   CF_P=cf_p, num_warps=cfg.num_warps, num_stages=1)
+    so2_bwd_pointwise_kernel[(F * cdiv(E, POINTWISE_BLOCK_M),)](
+        g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg, d.focus_dim,
+        WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf_p, num_warps=POINTWISE_WARPS,
+        num_stages=1)
     _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
