@@ -19,6 +19,7 @@ the forward's convention. Here:
 - the weight gradients, chunked over the edges (launch.weight_grad), match float64.
 """
 
+import dataclasses
 import inspect
 
 import pytest
@@ -135,8 +136,11 @@ def test_backward_gemms_read_weights_with_unit_inner_stride(recorded, route, wei
     assert all(torch.isfinite(t).all() for t in grads[:2])
     if weight_grads:
         assert all(torch.isfinite(t).all() for t in grads[2])
-    bwd = [a for a in recorded["gemm"] if _value(a["MODE"]) == _value(kernels.BWD)]
-    assert len(bwd) == len(recorded["gemm"]), "the backward launches only BWD-mode GEMMs"
+    bwd = [a for a in recorded["gemm"] if _value(a["MODE"]) in (_value(kernels.BWD), _value(kernels.BWD_HEAD))]
+    assert len(bwd) == len(recorded["gemm"]), "the backward launches only BWD / BWD_HEAD-mode GEMMs"
+    # the first GEMM reads grad_out itself (BWD_HEAD) unless the weight gradients need the head's g
+    heads = [i for i, a in enumerate(recorded["gemm"]) if _value(a["MODE"]) == _value(kernels.BWD_HEAD)]
+    assert heads == ([] if weight_grads else [0, 1])
     want_gemm, want_fused = _expected_bwd_weights(ins["w0_all"], ins["w1_all"], route == "fused")
     assert len(bwd) == len(want_gemm) and len(recorded["fused"]) == len(want_fused)
     for what, launched, wanted in (("BWD GEMM", bwd, want_gemm), ("fused", recorded["fused"], want_fused)):
@@ -296,3 +300,30 @@ def test_training_backward_with_chunked_weight_grads_matches_float64(monkeypatch
     _, ref = reference_grads(args, L, CF, True, ins["grad_out"])
     for got, want in zip(dws, ref[2:5]):
         assert rel(got, want) < REL_TOL
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("apply_alpha", [True, False], ids=["alpha", "no-alpha"])
+@pytest.mark.parametrize("precision", ["ieee", "3xfp16"])
+def test_first_gemm_reading_grad_out_matches_the_stored_head(dtype, apply_alpha, precision, one_intra_op_thread):
+    """Without weight gradients the backward's first GEMM reads grad_out itself (BWD_HEAD: a and
+    the residual as grad_out * alpha, rounded to the gradient's dtype) and the head stores no g;
+    with them the head stores g and that GEMM reads it (BWD). Both give bitwise the same grad_u0
+    and grad_alpha, relay and fused, exact and 3xfp16 (the level-3 split of a); grad_out is
+    edge-major with partial row tiles (37 edges), so a wrong row mapping changes the result."""
+    if dtype != torch.float32 and precision != "ieee":
+        pytest.skip("the level-3 split runs on float32 only")
+    ins = {k: v.to(dtype) for k, v in _inputs(seed=3).items()}
+    x, z_all, u_final = launch.forward(ins["u0"], ins["alpha"], ins["w0_all"], ins["w1_all"], ins["gw_all"], D,
+                                       apply_alpha)
+    relay = dataclasses.replace(RELAY, precision=precision)
+    args = (ins["grad_out"], x, z_all, u_final, ins["alpha"], ins["w0_all"], ins["w1_all"], ins["gw_all"], D,
+            apply_alpha)
+    stored = launch.backward(*args, True, config=relay)
+    folded = launch.backward(*args, False, config=relay)
+    assert stored[2] is not None and folded[2] is None
+    for name, a, b in (("grad_u0", stored[0], folded[0]), ("grad_alpha", stored[1], folded[1])):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"{name}: folded head differs from the stored head"
+    if dtype == torch.float32 and precision == "ieee":     # the fused route: exact float32 only
+        fused_out = launch.backward(*args, False, config=FUSED)
+        assert torch.equal(fused_out[0], stored[0]) and torch.equal(fused_out[1], stored[1])

@@ -249,7 +249,7 @@ for cfg in level3_candidates(3, 32):
         continue
     sig = {"a_ptr": "*fp32", "w_ptr": "*fp16", "wlo_ptr": "*fp16", "wscale_ptr": "*fp32", "res_ptr": "*fp32",
            "out_ptr": "*fp32", "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
-    for mode in (K.FWD_GATED, K.FINAL, K.BWD):   # as launched: unit inner stride, 16-divisible segments (Cf 32)
+    for mode in (K.FWD_GATED, K.FINAL, K.BWD, K.BWD_HEAD):   # as launched: unit inner stride, 16-divisible segments (Cf 32)
         ce = dict(w_stride_n=1, MODE=mode, APPLY_ALPHA=True, DOT_PRECISION=cfg.precision, BLOCK_M=cfg.block_m,
                   BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         c, usage = compile_sm90(K.so2_gemm_kernel, dict(sig), ce, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -275,7 +275,7 @@ def test_fp16x3_tiles_compile_for_sm90_without_spills():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
     report = run_compile_script(_SM90_LEVEL3)
     assert report.pop("split_fp16_kernel")["stack"] == 0
-    assert len(report) == 3 * len(configs.FP16X3_TILES)
+    assert len(report) == 4 * len(configs.FP16X3_TILES)
     for name, usage in report.items():
         assert usage["stack"] == 0, (name, usage)
         assert usage["wgmma"] > 0 and usage["async_copies"] >= 3, (name, usage)

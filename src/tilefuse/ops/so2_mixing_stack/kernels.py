@@ -21,6 +21,7 @@ from ..triton_common import dot_f32acc, sigmoid_f32, to_output
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
 BWD = tl.constexpr(2)         # g_next = g_cur + gz_seg @ W^T (the launcher passes a contiguous W^T)
+BWD_HEAD = tl.constexpr(3)    # BWD with g_cur = grad_out * alpha read edge-major (the head's g, never stored)
 
 
 @triton.jit
@@ -168,6 +169,10 @@ def so2_gemm_kernel(
     - FWD_GATED: z_ptr[n] = acc; out = res + acc * sigma[(n - CF) % LG] (sigma (F, E, LG) fp32).
     - FINAL: out (E, F, ROW) edge-major = (res + acc) * alpha[e, f] (alpha (E, F) if APPLY_ALPHA).
     - BWD: out = res + acc.
+    - BWD_HEAD: BWD for the backward's first GEMM, a_ptr = res_ptr = grad_out (E, F, ROW)
+      edge-major: a and res are read as g = grad_out * alpha[e, f] (APPLY_ALPHA), rounded to
+      out's dtype, exactly the g the backward head would have stored (so2_bwd_head_kernel),
+      which then need not be written and read back.
     Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)); K is walked in BLOCK_K steps, in order.
     DOT_PRECISION: "ieee" (FMA dots); "tf32" (16-bit inputs, whose products TF32 holds exactly);
     the level-3 splits (configs.py), whose K tiles each sum their three products
@@ -193,6 +198,14 @@ def so2_gemm_kernel(
     # tensor-core tiles' FWD_GATED epilogue (the compile test in tests/test_so2_level3.py).
     first = focus.to(tl.int64) * E + edge0
     tile = rows[:, None] * ROW
+    if MODE == BWD_HEAD:    # a and res edge-major: row (edge, focus) at (edge * F + focus) * ROW
+        a_first = edge0 * F + focus
+        a_tile = rows[:, None] * (F * ROW)
+        if APPLY_ALPHA:
+            a_alpha = tl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(tl.float32)
+    else:
+        a_first = first
+        a_tile = tile
     w_offset = focus.to(tl.int64) * w_focus_stride
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if DOT_PRECISION == "3xfp16":
@@ -200,8 +213,10 @@ def so2_gemm_kernel(
     for k0 in range(0, K_LEN, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K_LEN
-        a = tl.load((a_ptr + first * ROW) + (tile + (K_START + k)[None, :]), mask=emask[:, None] & kmask[None, :],
-                    other=0.0).to(tl.float32)
+        a = tl.load((a_ptr + a_first * ROW) + (a_tile + (K_START + k)[None, :]),
+                    mask=emask[:, None] & kmask[None, :], other=0.0).to(tl.float32)
+        if MODE == BWD_HEAD and APPLY_ALPHA:
+            a = to_output(a * a_alpha[:, None], out_ptr).to(tl.float32)
         w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
         wmask = kmask[:, None] & nmask[None, :]
         w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0)
@@ -246,8 +261,10 @@ def so2_gemm_kernel(
             y = y * alpha[:, None]
         out_offs = (edges * F + focus) * ROW
         tl.store(out_ptr + out_offs[:, None] + n[None, :], to_output(y, out_ptr), mask=mask)
-    else:   # BWD, and FWD_GATED with acc gated above
-        res = tl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(tl.float32)
+    else:   # BWD, BWD_HEAD, and FWD_GATED with acc gated above
+        res = tl.load((res_ptr + a_first * ROW) + (a_tile + n[None, :]), mask=mask, other=0.0).to(tl.float32)
+        if MODE == BWD_HEAD and APPLY_ALPHA:
+            res = to_output(res * a_alpha[:, None], out_ptr).to(tl.float32)
         tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
 
 
@@ -255,9 +272,10 @@ def so2_gemm_kernel(
 def so2_bwd_head_kernel(
     grad_out_ptr, x_local_ptr, alpha_ptr, g_ptr, grad_alpha_ptr,
     F, E, ROW,
-    APPLY_ALPHA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
+    APPLY_ALPHA: tl.constexpr, WRITE_G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
-    """Backward head: g (F, E, ROW) focus-major = grad_out * alpha, and
+    """Backward head: g (F, E, ROW) focus-major = grad_out * alpha (WRITE_G only: where the
+    first GEMM reads grad_out itself, so2_gemm_kernel's BWD_HEAD, g is not stored), and
     grad_alpha[e, f] = sum_row(grad_out * x_local) / alpha (APPLY_ALPHA only).
 
     grad_out_ptr, x_local_ptr: (E, F, ROW) edge-major; alpha_ptr, grad_alpha_ptr: (E, F).
@@ -277,7 +295,8 @@ def so2_bwd_head_kernel(
             x = tl.load(x_local_ptr + src[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
             acc += go * x
             go = go * alpha[:, None]
-        tl.store(g_ptr + dst[:, None] + c[None, :], to_output(go, g_ptr), mask=mask)
+        if WRITE_G:
+            tl.store(g_ptr + dst[:, None] + c[None, :], to_output(go, g_ptr), mask=mask)
     if APPLY_ALPHA:
         ga = tl.sum(acc, axis=1) / alpha
         tl.store(grad_alpha_ptr + edges * F + focus, to_output(ga, grad_alpha_ptr), mask=emask)

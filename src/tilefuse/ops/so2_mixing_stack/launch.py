@@ -102,9 +102,9 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
     backward (module docstring); for a level-3 split config, one layer of ``_weights``'s tuple
     (heads, tails, inverse column scales) instead."""
-    from .kernels import so2_gemm_kernel
+    from .kernels import BWD_HEAD, so2_gemm_kernel
     w, w_lo, w_scale = w if isinstance(w, tuple) else (w, None, None)
-    F, E = a.shape[0], a.shape[1]
+    F, E = (a.shape[1], a.shape[0]) if mode is BWD_HEAD else (a.shape[0], a.shape[1])   # BWD_HEAD: a edge-major
     if n_len <= 0 or E == 0:
         return
     precision = cfg.dot_precision(_ieee(a))
@@ -169,17 +169,19 @@ def transposed(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(-1, -2).contiguous()
 
 
-def _gemm_t(a, w0t, w1t, res, out, d, cfg):
+def _gemm_t(a, w0t, w1t, res, out, d, cfg, head=None):
     """out = res + [a_m0 @ w0^T | a_m1 @ w1^T] (both segments), given w0t = W0^T, w1t = W1^T
     (F, M, M) with unit stride along the last dim (``transposed``); for a level-3 split config
     one layer of their ``_weights`` tuples. The composition route's config takes cuBLAS
-    instead (compose.gemm_t)."""
+    instead (compose.gemm_t). ``head`` = (alpha, apply_alpha): a and res are grad_out (E, F,
+    ROW), read as the head's g = grad_out * alpha (so2_gemm_kernel's BWD_HEAD); Triton only."""
     if cfg.compose:
         from . import compose
         return compose.gemm_t(a, w0t, w1t, res, out, d)
-    from .kernels import BWD
-    _gemm(BWD, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0)
-    _gemm(BWD, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1)
+    from .kernels import BWD, BWD_HEAD
+    mode, extra = (BWD, {}) if head is None else (BWD_HEAD, dict(alpha=head[0], apply_alpha=head[1]))
+    _gemm(mode, a, w0t, res, out, d, cfg, k_start=0, k_len=d.m0, n_start=0, n_len=d.m0, **extra)
+    _gemm(mode, a, w1t, res, out, d, cfg, k_start=d.m0, k_len=d.m1, n_start=d.m0, n_len=d.m1, **extra)
 
 
 # The relay's sigma kernel has its own launch shape, not the GEMM config's: at Cf 64 its IEEE
@@ -312,18 +314,28 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     w0t, w1t = _weights(w0_all, cfg, transpose=True), _weights(w1_all, cfg, transpose=True)
     gwc = gw_all.contiguous()
     z_all, u_final = z_all.contiguous(), u_final.contiguous()
-    g = torch.empty((F, E, d.row), dtype=dt, device=dev)
-    so2_bwd_head_kernel[(F * cdiv(E, HEAD_BLOCK_M),)](
-        grad_out.contiguous(), x_local.contiguous(), alpha.contiguous(), g, grad_alpha, F, E, d.row,
-        APPLY_ALPHA=apply_alpha, BLOCK_M=HEAD_BLOCK_M, BLOCK_C=128, num_warps=HEAD_WARPS)
+    # The head's g = grad_out * alpha, focus-major, is stored only where something other than
+    # the first GEMM reads it: the weight gradients, and the composition route's cuBLAS GEMM.
+    # Elsewhere that GEMM reads grad_out itself (BWD_HEAD: the same g, never written), and the
+    # head only sums grad_alpha.
+    grad_out_c, alpha_c = grad_out.contiguous(), alpha.contiguous()
+    store_g = weight_grads or cfg.compose
+    g = torch.empty((F, E, d.row), dtype=dt, device=dev) if store_g else None
+    if store_g or apply_alpha:
+        so2_bwd_head_kernel[(F * cdiv(E, HEAD_BLOCK_M),)](
+            grad_out_c, x_local.contiguous(), alpha_c, grad_out_c if g is None else g, grad_alpha, F, E, d.row,
+            APPLY_ALPHA=apply_alpha, WRITE_G=store_g, BLOCK_M=HEAD_BLOCK_M, BLOCK_C=128, num_warps=HEAD_WARPS)
     if weight_grads:
         weight_grad(u_final[..., :d.m0], g[..., :d.m0], dws[0][ng])
         weight_grad(u_final[..., d.m0:], g[..., d.m0:], dws[1][ng])
-    g_cur = torch.empty_like(g)
-    _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
+    g_cur = torch.empty((F, E, d.row), dtype=dt, device=dev)
+    if store_g:
+        _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
+    else:
+        _gemm_t(grad_out_c, _layer(w0t, ng), _layer(w1t, ng), grad_out_c, g_cur, d, cfg, head=(alpha_c, apply_alpha))
     if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
         sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
-        gz = torch.empty_like(g)
+        gz = torch.empty_like(g_cur)
         gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
     u_next = u_final
     for layer in range(ng - 1, -1, -1):
