@@ -76,19 +76,21 @@ class DyTConfig:
 # columns 512-row tiles (2026-12-02-h200-n run 1: 1.11x the 256-row tile); the 16-bit forward at
 # 4096 and 8192 columns: the persistent prefetching forward (2026-12-01-h200-j run 4), with 2-warp
 # programs 8 an SM (2026-12-02-h200-n run 1: 1.03x the 8-warp programs 2 an SM, which leave 16
-# warps an SM to cover the loads' latency against 16 here). No simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
+# warps an SM to cover the loads' latency against 16 here). The backward at 2048 and 8192 columns
+# (16-bit) and 4096 (fp32): 2026-12-02-h200-n run 4, re-swept after dalpha's accumulator shrank
+# (kernels._bwd_tile): 8192-element tiles on 16 warps won by 1.09-1.18x. No simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
 # win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256, 2048 on 2 warps at
 # 1024). fp32 forward: 1024 on 4 warps is within 1% of the best at every width.
 _FITTED = {
     ("bwd", 4): {16: (1024, 8, 4), 32: (2048, 16, 2), 64: (2048, 16, 2), 128: (4096, 8, 2), 256: (8192, 16, 1),
-                 512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (512, 4, 8),
+                 512: (2048, 8, 2), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (8192, 16, 1),
                  8192: (2048, 4, 4)},
     ("fwd", 2): {16: (2048, 2, 4), 32: (2048, 2, 4), 64: (4096, 2, 4), 128: (8192, 4, 4), 256: (4096, 2, 4),
                  512: (8192, 4, 4), 1024: (2048, 2, 4), 2048: (4096, 4, 4), 4096: (2048, 2, 8),
                  8192: (2048, 2, 8)},
     ("bwd", 2): {16: (8192, 16, 1), 32: (8192, 16, 1), 64: (8192, 16, 1), 128: (8192, 16, 1), 256: (8192, 16, 1),
-                 512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 8, 1), 4096: (8192, 16, 1),
-                 8192: (2048, 8, 2)},
+                 512: (8192, 16, 1), 1024: (8192, 16, 1), 2048: (8192, 16, 1), 4096: (8192, 16, 1),
+                 8192: (8192, 16, 1)},
 }
 _FITTED_PREFETCH = {("bwd", 2): frozenset(_FITTED[("bwd", 2)]), ("fwd", 2): frozenset({4096, 8192})}
 
