@@ -40,6 +40,18 @@ def sigmoid_f32(x):
 
 
 @triton.jit
+def mul_rn(a, b):
+    """a * b rounded to float32 on its own: compiled, the explicit rounding mode keeps the
+    compiler from contracting the product into a later add (an FMA would skip this rounding).
+    For a product that must equal one a kernel stored before (and read back) bitwise."""
+    if INTERPRETER:
+        return a * b
+    else:
+        return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
 def to_output(y, ptr):
     """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
     dtype = ptr.dtype.element_ty

@@ -16,7 +16,7 @@ an int64 base).
 import triton
 import triton.language as tl
 
-from ..triton_common import dot_f32acc, sigmoid_f32, to_output
+from ..triton_common import dot_f32acc, mul_rn, sigmoid_f32, to_output
 
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
@@ -216,7 +216,7 @@ def so2_gemm_kernel(
         a = tl.load((a_ptr + a_first * ROW) + (a_tile + (K_START + k)[None, :]),
                     mask=emask[:, None] & kmask[None, :], other=0.0).to(tl.float32)
         if MODE == BWD_HEAD and APPLY_ALPHA:
-            a = to_output(a * a_alpha[:, None], out_ptr).to(tl.float32)
+            a = to_output(mul_rn(a, a_alpha[:, None]), out_ptr).to(tl.float32)
         w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
         wmask = kmask[:, None] & nmask[None, :]
         w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0)
@@ -264,7 +264,9 @@ def so2_gemm_kernel(
     else:   # BWD, BWD_HEAD, and FWD_GATED with acc gated above
         res = tl.load((res_ptr + a_first * ROW) + (a_tile + n[None, :]), mask=mask, other=0.0).to(tl.float32)
         if MODE == BWD_HEAD and APPLY_ALPHA:
-            res = to_output(res * a_alpha[:, None], out_ptr).to(tl.float32)
+            # not contracted into res + acc: the head rounded g before the GEMM read it (on the
+            # H200 the contracted form differed from the stored head in the last bit)
+            res = to_output(mul_rn(res, a_alpha[:, None]), out_ptr).to(tl.float32)
         tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
 
 
