@@ -249,7 +249,8 @@ for cfg in level3_candidates(3, 32):
         continue
     sig = {"a_ptr": "*fp32", "w_ptr": "*fp16", "wlo_ptr": "*fp16", "wscale_ptr": "*fp32", "res_ptr": "*fp32",
            "out_ptr": "*fp32", "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
-    for mode in (K.FWD_GATED, K.FINAL, K.BWD, K.BWD_HEAD):   # as launched: unit inner stride, 16-divisible segments (Cf 32)
+    # as launched: unit inner stride, 16-divisible segments (Cf 32)
+    for mode in (K.FWD_GATED, K.FINAL, K.BWD, K.BWD_HEAD):
         ce = dict(w_stride_n=1, MODE=mode, APPLY_ALPHA=True, DOT_PRECISION=cfg.precision, BLOCK_M=cfg.block_m,
                   BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k)
         c, usage = compile_sm90(K.so2_gemm_kernel, dict(sig), ce, num_warps=cfg.num_warps, num_stages=cfg.num_stages,

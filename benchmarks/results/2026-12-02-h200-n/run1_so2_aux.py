@@ -6,7 +6,8 @@ as a parameter, so that the gate's launch shape can be judged at Cf 64 too. Outp
 bitwise with the current choice's; "of copy" = the bytes the kernel must move / time / the
 copy ceiling measured here. do_bench medians.
 
-    RUN_E=400000 RUN_LMAX=2 RUN_CF=64 PYTHONPATH=src python3 benchmarks/results/2026-12-02-h200-n/run1_so2_aux.py
+    RUN_E=400000 RUN_LMAX=2 RUN_CF=64 PYTHONPATH=src \
+        python3 benchmarks/results/2026-12-02-h200-n/run1_so2_aux.py
 """
 import os
 import time

@@ -235,8 +235,9 @@ def dyt_bwd_cols_kernel(
     (dbias only with HAS_BIAS). dalpha_part_ptr: (n_groups * n_col_blocks,) float32.
     Grid: n_groups * n_col_blocks programs. Program ``pid`` owns column block
     ``pid % n_col_blocks`` and visits row blocks ``g, g + n_groups, ...`` with
-    ``g = pid // n_col_blocks``, accumulating BLOCK_M x BLOCK_N float32 tiles that it reduces
-    once at the end. The order of every sum is fixed by the config: bitwise reproducible.
+    ``g = pid // n_col_blocks``, accumulating BLOCK_M x BLOCK_N float32 tiles (dweight, dbias;
+    dalpha a column per 16 bytes of x, _bwd_tile) that it reduces once at the end. The order of
+    every sum is fixed by the config: bitwise reproducible.
 
     PREFETCH: each iteration first loads the next row block's x and dy (masked off past the
     last row), then does the current block's arithmetic, so two row blocks' loads are in
