@@ -202,11 +202,12 @@ HEAD_BLOCK_M = 16
 HEAD_WARPS = 4
 # The forward gate and the relay's pointwise kernel (a few small IEEE dots and element-wise
 # work) too: 32 rows on 2 warps (16 rows a warp, where the sigma kernel's IEEE-dot cliff came
-# with 8) was the fastest or within 1% of it for both at all three benchmark shapes, Cf 32 and
-# 64, where the GEMM config's 64 rows on 4 warps took 1.01-1.24x (gate) and 1.05-1.06x
-# (pointwise) as long (results/2026-12-02-h200-n, run 1). Their outputs do not depend on the
-# row block (checked bitwise there), so neither the fused kernel's bitwise contract with the
-# relay nor the forward changes.
+# with 8). At the three benchmark shapes (results/2026-12-02-h200-n, run 1) the GEMM config's
+# 64 rows on 4 warps took 1.01-1.24x (gate) and 1.05-1.06x (pointwise) as long. The pointwise
+# kernel was the fastest or within 1% of it everywhere; the gate was at (300000, 6, 32) and
+# (400000, 2, 64), and at Neo 32 rows on 4 warps were 1.16x faster still, but 1.20x slower at
+# Cf 64 (8 rows a warp). Their outputs do not depend on the row block (checked bitwise there),
+# so neither the fused kernel's bitwise contract with the relay nor the forward changes.
 GATE_BLOCK_M, GATE_WARPS = 32, 2
 POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
 
