@@ -212,7 +212,7 @@ def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc
     # dalpha only needs a total: each thread first sums its own 16-byte runs of a row (the
     # reshape and the sum stay in registers), so its accumulator is 4-8x smaller than the
     # tile's. With three tile-sized accumulators the 16-warp tiles spilled (up to 200 bytes of
-    # stack at 8192 elements on triton 3.6; 0-16 now).
+    # stack at 8192 elements on triton 3.6; 0-56 now).
     dalpha_acc += tl.sum(tl.reshape(x * g, dalpha_acc.shape + (x.shape[1] // dalpha_acc.shape[1],)), axis=2)
     if HAS_BIAS:
         dbias_acc += dy
