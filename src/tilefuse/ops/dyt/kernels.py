@@ -199,6 +199,14 @@ def dyt_fwd_persistent_kernel(
 
 
 @triton.jit
+def _dalpha_acc(x_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dalpha's zero accumulator for BLOCK_M x BLOCK_N tiles of x: a column per 16 bytes of a
+    row, at least one (_bwd_tile sums each thread's runs into it)."""
+    RUN: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
+    return tl.zeros((BLOCK_M, (BLOCK_N + RUN - 1) // RUN), dtype=tl.float32)
+
+
+@triton.jit
 def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc, HAS_BIAS: tl.constexpr):
     """One tile of the backward: stores dx = alpha dy w (1 - t^2) and returns the float32
     accumulators with this tile's dy*t, x*g (and dy) added. x, dy: the tile as loaded (x's
@@ -210,9 +218,9 @@ def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc
     tl.store(dx_ptrs, to_output(alpha * g, dx_ptrs), mask=mask)
     dweight_acc += dy * t
     # dalpha only needs a total: each thread first sums its own 16-byte runs of a row (the
-    # reshape and the sum stay in registers), so its accumulator is 4-8x smaller than the
-    # tile's. With three tile-sized accumulators the 16-warp tiles spilled (up to 200 bytes of
-    # stack at 8192 elements on triton 3.6; 0-56 now).
+    # reshape and the sum stay in registers), so its accumulator (_dalpha_acc) is 4-8x smaller
+    # than the tile. A third tile-sized accumulator beside dweight's and dbias's made the
+    # 16-warp 8192-element tiles spill (up to 200 bytes of stack on triton 3.6; 0-56 this way).
     dalpha_acc += tl.sum(tl.reshape(x * g, dalpha_acc.shape + (x.shape[1] // dalpha_acc.shape[1],)), axis=2)
     if HAS_BIAS:
         dbias_acc += dy
@@ -252,9 +260,7 @@ def dyt_bwd_cols_kernel(
     w = tl.load(weight_ptr + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
     dweight_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dbias_acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    # dalpha's accumulator: a column per 16 bytes of a row of x, at least one (_bwd_tile)
-    RUN: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
-    dalpha_acc = tl.zeros((BLOCK_M, (BLOCK_N + RUN - 1) // RUN), dtype=tl.float32)
+    dalpha_acc = _dalpha_acc(x_ptr, BLOCK_M, BLOCK_N)
 
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
     n_iter = tl.cdiv(n_row_blocks - group, n_groups)
@@ -314,9 +320,7 @@ def dyt_bwd_rows_kernel(
     """
     group = tl.program_id(0)
     alpha = tl.load(alpha_ptr).to(tl.float32)
-    # dalpha's accumulator: a column per 16 bytes of a row of x, at least one (_bwd_tile)
-    RUN: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
-    dalpha_acc = tl.zeros((BLOCK_M, (BLOCK_N + RUN - 1) // RUN), dtype=tl.float32)
+    dalpha_acc = _dalpha_acc(x_ptr, BLOCK_M, BLOCK_N)
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
     for i in range(0, tl.cdiv(n_row_blocks - group, n_groups)):
         row_block = group.to(tl.int64) + i * n_groups

@@ -152,6 +152,15 @@ def split_fp16_kernel(w_ptr, hi_ptr, lo_ptr, inv_ptr, K, N, stride_b, stride_k, 
 
 
 @triton.jit
+def head_g(grad_out, alpha, g_ptr):
+    """The backward head's g = grad_out * alpha (a row's alpha for each row of the tile), in
+    g_ptr's dtype. The product is rounded on its own (mul_rn: compiled, never contracted into
+    a later add), so so2_bwd_head_kernel, which stores g, and so2_gemm_kernel's BWD_HEAD, which
+    forms it again in its operand and residual loads, agree bitwise."""
+    return to_output(mul_rn(grad_out, alpha[:, None]), g_ptr)
+
+
+@triton.jit
 def so2_gemm_kernel(
     a_ptr, w_ptr, wlo_ptr, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
     F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG,
@@ -216,7 +225,7 @@ def so2_gemm_kernel(
         a = tl.load((a_ptr + a_first * ROW) + (a_tile + (K_START + k)[None, :]),
                     mask=emask[:, None] & kmask[None, :], other=0.0).to(tl.float32)
         if MODE == BWD_HEAD and APPLY_ALPHA:
-            a = to_output(mul_rn(a, a_alpha[:, None]), out_ptr).to(tl.float32)
+            a = head_g(a, a_alpha, out_ptr).to(tl.float32)
         w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
         wmask = kmask[:, None] & nmask[None, :]
         w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0)
@@ -264,9 +273,7 @@ def so2_gemm_kernel(
     else:   # BWD, BWD_HEAD, and FWD_GATED with acc gated above
         res = tl.load((res_ptr + a_first * ROW) + (a_tile + n[None, :]), mask=mask, other=0.0).to(tl.float32)
         if MODE == BWD_HEAD and APPLY_ALPHA:
-            # not contracted into res + acc: the head rounded g before the GEMM read it (on the
-            # H200 the contracted form differed from the stored head in the last bit)
-            res = to_output(mul_rn(res, a_alpha[:, None]), out_ptr).to(tl.float32)
+            res = head_g(res, a_alpha, out_ptr).to(tl.float32)
         tl.store((out_ptr + base) + offs, to_output(res + acc, out_ptr), mask=mask)
 
 
@@ -296,9 +303,12 @@ def so2_bwd_head_kernel(
         if APPLY_ALPHA:
             x = tl.load(x_local_ptr + src[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
             acc += go * x
-            go = go * alpha[:, None]
         if WRITE_G:
-            tl.store(g_ptr + dst[:, None] + c[None, :], to_output(go, g_ptr), mask=mask)
+            if APPLY_ALPHA:
+                g = head_g(go, alpha, g_ptr)
+            else:
+                g = to_output(go, g_ptr)
+            tl.store(g_ptr + dst[:, None] + c[None, :], g, mask=mask)
     if APPLY_ALPHA:
         ga = tl.sum(acc, axis=1) / alpha
         tl.store(grad_alpha_ptr + edges * F + focus, to_output(ga, grad_alpha_ptr), mask=emask)

@@ -102,9 +102,10 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     stride along n (the tile's inner index): W in the forward, the contiguous W^T in the
     backward (module docstring); for a level-3 split config, one layer of ``_weights``'s tuple
     (heads, tails, inverse column scales) instead."""
-    from .kernels import BWD_HEAD, so2_gemm_kernel
+    from .kernels import so2_gemm_kernel
     w, w_lo, w_scale = w if isinstance(w, tuple) else (w, None, None)
-    F, E = (a.shape[1], a.shape[0]) if mode is BWD_HEAD else (a.shape[0], a.shape[1])   # BWD_HEAD: a edge-major
+    F = w.shape[0]
+    E = a.shape[0] * a.shape[1] // F      # a: (F, E, ROW), or (E, F, ROW) edge-major (BWD_HEAD)
     if n_len <= 0 or E == 0:
         return
     precision = cfg.dot_precision(_ieee(a))
