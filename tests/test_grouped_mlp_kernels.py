@@ -353,7 +353,7 @@ def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     K loop (TMA copies for the descriptor variants: bf16 in every B mode, fp8_block's store, dGLU
     and wgrad; the fp8 limits carried over to them), and no spills except in the fp8 wgrad, fp8 fc1 + GLU and both dGLU tiles, which
     spill a few dozen bytes under some Triton versions (triton 3.6 on the H200 image: fp8 wgrad
-    56, fp8 GLU 40, fp8 dGLU with the epilogue's dz copy 80, bf16 dGLU 32; triton 3.8: only the
+    56 through pointers and 32 through TMA, fp8 GLU 40, fp8 dGLU with the epilogue's dz copy 80, bf16 dGLU 32; triton 3.8: only the
     fp8 wgrad and GLU) and were still the fastest measured on the H200 (configs.heuristic,
     configs.glu_config, configs.dglu_config)."""
     report = run_compile_script(_SM90_COMPILE)

@@ -39,11 +39,13 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     take BLOCK_N 64 (glu_config, dglu_config); the wgrads ran fastest with 64x128 tiles
     (BLOCK_M 64 of the weight's columns, BLOCK_N 128 of its rows) on 4 warps, 3 stages: 593 /
     316 TFLOP/s against 537 / 296 for 128x128 on 8 warps, with a 48-byte stack in the sm_90
-    compile under triton 3.8. mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the
-    16-bit tiles."""
+    compile under triton 3.8. The wgrads read their float8 data through TMA: 2.296 / 1.569 ms
+    against 2.427 / 1.755 through pointers at the first two shapes, the same tiles
+    (results/2026-12-02-h200-o run 2). mxfp8 / nvfp4 decode into bfloat16 in the loaders and
+    use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
-            return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3)
+            return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, tma=True)
         return GemmConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3)
     if recipe is None and itemsize <= 2:
         # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the
