@@ -280,32 +280,41 @@ def _training_step(x, a, w, b, dy):
 
 def test_repeated_calls_do_not_grow_memory(device):
     """A leak grows with every call; a one-time replacement does not. Tracing starts after the
-    warm-up, so in the first traced window every object that replaces an untraced one (a cache
-    slot, a free list's block: the GPU suite saw 4.4 KB at the C++ autograd apply once, after
-    other test files ran) looks new. The assertion is on a second window of 120 calls measured
-    from the end of the first: a leak of 32 bytes a call fails it."""
+    warm-up, so in a traced window every object that replaces an untraced one (a cache slot, a
+    free list's block) looks new: the GPU suite saw 4.4 KB at the C++ autograd apply once after
+    other test files ran (results/2026-12-01-h200-l run 9), and 7.0 KB in the 120 calls after
+    the first 40 once with only this file before it (results/2026-12-02-h200-o run 3), while
+    a fresh process grew by nothing in four windows of 40-480 calls (the same folder, run 4).
+    So three windows of 120 calls are measured after a first one of 40, each against the end
+    of the one before: a leak of 32 bytes a call grows every window past the bound and fails;
+    a one-time replacement inflates one window only."""
     x, a, w, b, dy = inputs((16, 32), device=device)
     step = _training_step(x, a, w, b, dy)
     for _ in range(5):
         step()
     gc.collect()
     tracemalloc.start()
+    windows = []
     try:
         for _ in range(40):
             step()
         gc.collect()
-        first = tracemalloc.take_snapshot()
-        for _ in range(120):
-            step()
-        gc.collect()
-        second = tracemalloc.take_snapshot()
+        prev = tracemalloc.take_snapshot()
+        for _ in range(3):
+            for _ in range(120):
+                step()
+            gc.collect()
+            snap = tracemalloc.take_snapshot()
+            ours = [s for s in snap.compare_to(prev, "lineno") if "tilefuse" in str(s.traceback)]
+            sites = "; ".join(f"{s.traceback} +{s.size_diff} B ({s.count_diff:+d} blocks)"
+                              for s in sorted(ours, key=lambda s: -s.size_diff)[:6])
+            windows.append((sum(s.size_diff for s in ours), sites))
+            prev = snap
     finally:
         tracemalloc.stop()
-    ours = [s for s in second.compare_to(first, "lineno") if "tilefuse" in str(s.traceback)]
-    grown = sum(s.size_diff for s in ours)
-    sites = "; ".join(f"{s.traceback} +{s.size_diff} B ({s.count_diff:+d} blocks)"
-                      for s in sorted(ours, key=lambda s: -s.size_diff)[:6])
-    assert grown < 120 * 32, f"tilefuse's Python objects grew by {grown} bytes over 120 calls: {sites}"
+    assert min(grown for grown, _ in windows) < 120 * 32, \
+        "tilefuse's Python objects grew in every window of 120 calls: " + " | ".join(
+            f"{grown} bytes: {sites}" for grown, sites in windows)
 
 
 # --- the lean path and the custom op agree bitwise ----------------------------------------------
