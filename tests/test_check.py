@@ -104,7 +104,8 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
            "tflops": 10.0, "host_p50_us_fwd": None, "host_p50_us_fwd_bwd": None}
     report = {"environment": {}, "verification": [], "benchmarks": {"grouped_glu_mlp": {
         "rows": [{**row, "provider": "tilefuse fused"},
-                 {**row, "provider": "tilefuse fp8_block", "speedup_vs_tilefuse_bf16": 1.17}],
+                 {**row, "provider": "tilefuse fp8_block", "speedup_vs_tilefuse_bf16": 1.17},
+                 {**row, "provider": "torch._grouped_mm GEMMs only (no glue)", "speedup_vs_compiled": 1.07}],
         "dense_tflops": {"bf16 matmul": 790.0, "fp8 _scaled_mm": "RuntimeError: no fp8"},
         "dense_shape": [16384, 4096, 7168]}}}
     path = tmp_path / "report.md"
@@ -112,7 +113,9 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
     md = path.read_text()
     assert "Dense cuBLAS ceilings measured in this run (16384x4096x7168): bf16 matmul 790 TFLOP/s, " \
            "fp8 _scaled_mm failed (RuntimeError: no fp8)." in md
-    assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |" in md
+    assert "| tilefuse fp8_block | 1.000 | 0.0% | 10 |  |  | 1.17x |  |" in md
+    assert "| torch._grouped_mm GEMMs only (no glue) | 1.000 | 0.0% | 10 |  |  |  | 1.07x |" in md
+    assert "| vs tilefuse bf16 | vs compile |" in md
 
 
 def test_grouped_section_renders_the_gemm_roles():
