@@ -233,13 +233,13 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
     }
 
 
-def _role_rows(E, T, H, F, i) -> list[dict]:
-    """Each GEMM role at the heuristic tiles (wgrads: the wgrad heuristic) against its
-    torch._grouped_mm GEMM(s), interleaved per role: ms, TFLOP/s and the time ratio."""
+def _role_rows(E, T, H, F, roles: dict) -> list[dict]:
+    """Each GEMM role of ``roles`` (gemm_roles) at the heuristic tiles (wgrads: the wgrad
+    heuristic) against its torch._grouped_mm GEMM(s), interleaved per role: ms, TFLOP/s and
+    the time ratio."""
     fwd, wgrad = configs.heuristic("fwd", 2), configs.heuristic("wgrad", 2)
     rows = []
-    for role, (ours, theirs, flop) in gemm_roles(i["counts"], i["x"].detach(), i["probs"].detach(), i["w1"].detach(),
-                                                 i["w2"].detach(), i["dy"]).items():
+    for role, (ours, theirs, flop) in roles.items():
         cfg = wgrad if role.startswith("wgrads") else fwd
         t = timing.interleaved({"tilefuse": lambda ours=ours, cfg=cfg: ours(cfg), "torch._grouped_mm": theirs},
                                graphs=True, rounds=5)
@@ -341,11 +341,11 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         # The six CUTLASS GEMMs of one step on ready operands and nothing else: the least time
         # any route that keeps torch._grouped_mm's GEMMs can take (its ratio to the compiled
         # composition bounds what such a route can reach: results/2026-12-02-h200-o run 2).
-        cutlass = [theirs for _, theirs, _ in gemm_roles(i["counts"], i["x"].detach(), i["probs"].detach(),
-                                                         i["w1"].detach(), i["w2"].detach(), dy).values()]
+        step_roles = gemm_roles(i["counts"], i["x"].detach(), i["probs"].detach(), i["w1"].detach(),
+                                i["w2"].detach(), dy)   # also timed role by role below (_role_rows)
 
         def gemms_only():
-            return [gemm() for gemm in cutlass]
+            return [theirs() for _, theirs, _ in step_roles.values()]
 
         providers = {"tilefuse (as called)": as_called_step,
                      "tilefuse compose route": compose_step,
@@ -407,7 +407,7 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                     # issue 16's targets are speedups over the compiled composition, same rounds
                     row["speedup_vs_compiled"] = timing.ratio(compiled, t)
             rows.append(row)
-        roles += _role_rows(E, T, H, F, i)
+        roles += _role_rows(E, T, H, F, step_roles)
     return {"rows": rows, "roles": roles, "dense_tflops": dense, "dense_shape": list(DENSE_SHAPE)}
 
 

@@ -77,8 +77,8 @@ class DyTConfig:
 # 4096 and 8192 columns: the persistent prefetching forward (2026-12-01-h200-j run 4), with 2-warp
 # programs 8 an SM (2026-12-02-h200-n run 1: 1.03x the 8-warp programs 2 an SM, the same 16 warps
 # an SM in four times the programs, each with a quarter of the tile). The backward at 2048 and
-# 8192 columns (16-bit) and 4096 (fp32): 2026-12-02-h200-n run 4, re-swept after dalpha's
-# accumulator shrank (kernels._bwd_tile): 8192-element tiles on 16 warps won by 1.09-1.18x. No
+# 8192 columns (16-bit) and 4096 (fp32): 2026-12-02-h200-n run 4, swept with dalpha's
+# per-16-byte accumulator (kernels._dalpha_acc): 8192-element tiles on 16 warps won by 1.09-1.18x. No
 # simple rule fits the winners (bf16 forward: 8192-element tiles on 4 warps
 # win by 27% and 12% at 128 and 512 columns, 4096 on 2 warps is best at 256, 2048 on 2 warps at
 # 1024). fp32 forward: 1024 on 4 warps is within 1% of the best at every width.
