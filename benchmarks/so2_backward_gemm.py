@@ -62,7 +62,6 @@ from tilefuse.ops.so2_mixing_stack import kernels, launch  # noqa: E402
 from tilefuse.ops.so2_mixing_stack.configs import So2Config, heuristic  # noqa: E402
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
-from tilefuse.utils import cdiv  # noqa: E402
 
 
 def bench_ms(fn, device) -> float:
@@ -100,7 +99,7 @@ class Shape:
 def old_bwd_gemm(a, w, res, out, k_start, k_len, s: Shape):
     """The pre-issue-15 backward launch: W^T read through W's swapped strides."""
     cfg, d = s.cfg, s.d
-    grid = (F * cdiv(s.E, cfg.block_m), cdiv(k_len, cfg.block_n))
+    grid = launch.tiled_grid(F, s.E, k_len, cfg)
     kernels.so2_gemm_kernel[grid](
         a, w, w, out, res, out, out, out, out, F, s.E, d.row, k_start, k_len, k_start, k_len, d.focus_dim, d.lg,
         w.stride(0), w.stride(2), w.stride(1), MODE=kernels.BWD, APPLY_ALPHA=False, DOT_PRECISION="ieee",
@@ -111,7 +110,7 @@ def old_bwd_gemm(a, w, res, out, k_start, k_len, s: Shape):
 def old_fused_layer(g_cur, z, gw, w0, w1, out, s: Shape):
     cfg, d = s.fused_cfg, s.d
     for w, start, length, seg_m0 in ((w0, 0, d.m0, True), (w1, d.m0, d.m1, False)):
-        kernels.so2_bwd_fused_kernel[(F * cdiv(s.E, cfg.block_m), cdiv(length, cfg.block_n))](
+        kernels.so2_bwd_fused_kernel[launch.tiled_grid(F, s.E, length, cfg)](
             g_cur, z, gw, w, out, s.E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
             w.stride(0), w.stride(2), w.stride(1), SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages)

@@ -31,7 +31,6 @@ from tilefuse.ops.so2_mixing_stack import kernels, launch
 from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import So2Config, heuristic
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims
-from tilefuse.utils import cdiv
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Partial row tiles (37 edges) and partial column tiles (M0 = M1 = 32 < BLOCK_N = 64); two gated
@@ -162,7 +161,7 @@ def test_forward_gemms_keep_unit_inner_stride(recorded, one_intra_op_thread):
 
 def _old_bwd_gemm(a, w, res, out, k_start, k_len, cfg):
     """The pre-issue-15 launch: W read through its swapped strides (kernel docstring's W^T)."""
-    grid = (F * cdiv(E, cfg.block_m), cdiv(k_len, cfg.block_n))
+    grid = launch.tiled_grid(F, E, k_len, cfg)
     kernels.so2_gemm_kernel[grid](
         a, w, w, out, res, out, out, out, out, F, E, D.row, k_start, k_len, k_start, k_len, D.focus_dim, D.lg,
         w.stride(0), w.stride(2), w.stride(1), MODE=kernels.BWD, APPLY_ALPHA=False, DOT_PRECISION="ieee",
@@ -172,7 +171,7 @@ def _old_bwd_gemm(a, w, res, out, k_start, k_len, cfg):
 
 def _old_fused(g_cur, z, gw, w0, w1, out, cfg):
     for w, start, length, seg_m0 in ((w0, 0, D.m0, True), (w1, D.m0, D.m1, False)):
-        kernels.so2_bwd_fused_kernel[(F * cdiv(E, cfg.block_m), cdiv(length, cfg.block_n))](
+        kernels.so2_bwd_fused_kernel[launch.tiled_grid(F, E, length, cfg)](
             g_cur, z, gw, w, out, E, D.row, D.m0, D.lg, D.focus_dim, start, length, start, length,
             w.stride(0), w.stride(2), w.stride(1), SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CF_P=D.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages)

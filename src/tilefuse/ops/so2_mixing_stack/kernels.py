@@ -33,6 +33,19 @@ def _row_block(pid, E, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
+def _tile(pid, E, N_LEN, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(focus, int64 index of the first edge, first column offset) of program ``pid`` of a
+    column-tiled kernel, over F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) programs (launch.
+    tiled_grid). A row block's column tiles are consecutive programs, so they run at about the
+    same time and the second and later read the row block's operand rows from L2; with the
+    column tile as the grid's slow dimension every column tile re-read the whole operand from
+    DRAM (2-3x the A bytes of a layer GEMM)."""
+    n_tiles = tl.cdiv(N_LEN, BLOCK_N)
+    focus, edge0 = _row_block(pid // n_tiles, E, BLOCK_M)
+    return focus, edge0, (pid % n_tiles) * BLOCK_N
+
+
+@triton.jit
 def _rows(pid, E, BLOCK_M: tl.constexpr):
     """(focus, int64 edge indices, edge mask) of program ``pid`` over F * cdiv(E, BLOCK_M)."""
     focus, edge0 = _row_block(pid, E, BLOCK_M)
@@ -182,7 +195,7 @@ def so2_gemm_kernel(
       edge-major: a and res are read as g = grad_out * alpha[e, f] (APPLY_ALPHA), rounded to
       out's dtype, exactly the g the backward head would have stored (so2_bwd_head_kernel),
       which then need not be written and read back.
-    Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)); K is walked in BLOCK_K steps, in order.
+    Grid: F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) (_tile); K is walked in BLOCK_K steps, in order.
     DOT_PRECISION: "ieee" (FMA dots); "tf32" (16-bit inputs, whose products TF32 holds exactly);
     the level-3 splits (configs.py), whose K tiles each sum their three products
     a_lo w_hi + a_hi w_lo + a_hi w_hi (small ones first) on the tensor cores from a zero
@@ -196,11 +209,11 @@ def so2_gemm_kernel(
       tile is scaled per row by a power of two (pow2_row_scale) and split into float16 here,
       and its products are scaled back (column, then row) before they join acc.
     """
-    focus, edge0 = _row_block(tl.program_id(0), E, BLOCK_M)
+    focus, edge0, n0 = _tile(tl.program_id(0), E, N_LEN, BLOCK_M, BLOCK_N)
     rows = tl.arange(0, BLOCK_M)
     edges = edge0 + rows
     emask = edges < E
-    n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = N_START + n0 + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
     # Offsets within the tile are int32 (below BLOCK_M * ROW) from the row block's int64 base:
     # int64 offsets would take 2 registers an element, and with them triton 3.6 spills the
@@ -421,10 +434,12 @@ def so2_bwd_fused_kernel(
     SEGMENT_M0: output and K columns [0, M0) (K tile 0 is gz_s, which needs every group's gq:
     the heavy pass); else [M0, ROW) (gz = g * sigma only).
     g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (a contiguous
-    W^T). Grid: (F * cdiv(E, BLOCK_M), cdiv(N_LEN, BLOCK_N)).
+    W^T). Grid: F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) (_tile).
     """
-    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
-    n = N_START + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    focus, edge0, n0 = _tile(tl.program_id(0), E, N_LEN, BLOCK_M, BLOCK_N)
+    edges = edge0 + tl.arange(0, BLOCK_M)
+    emask = edges < E
+    n = N_START + n0 + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
     cols = tl.arange(0, CF_P)
     cmask = cols < CF

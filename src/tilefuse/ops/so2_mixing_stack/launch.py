@@ -95,6 +95,13 @@ def _layer(w, i: int):
     return tuple(None if p is None else p[i] for p in w) if isinstance(w, tuple) else w[i]
 
 
+def tiled_grid(F: int, E: int, n_len: int, cfg: So2Config) -> tuple[int]:
+    """The 1-D grid of so2_gemm_kernel and so2_bwd_fused_kernel over one column segment: a
+    program per (focus, BLOCK_M-row block, BLOCK_N-column tile), a row block's column tiles
+    consecutive (kernels._tile)."""
+    return (F * cdiv(E, cfg.block_m) * cdiv(n_len, cfg.block_n),)
+
+
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
           z=None, sigma=None, alpha=None, apply_alpha=False):
     """One column segment of a layer GEMM (see kernels.so2_gemm_kernel): acc = a_seg @ w with
@@ -113,8 +120,7 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
         raise ValueError(f"so2 layer GEMM: {precision} dots got weights of another form")
     if w_scale is not None and (w_scale.stride(0) != w.stride(1) or w_scale.stride(1) != 1):
         raise ValueError("so2 layer GEMM: the column scales must be (F, N) rows as long as W's")
-    grid = (F * cdiv(E, cfg.block_m), cdiv(n_len, cfg.block_n))
-    so2_gemm_kernel[grid](
+    so2_gemm_kernel[tiled_grid(F, E, n_len, cfg)](
         a, w, w if w_lo is None else w_lo, out if w_scale is None else w_scale, res, out,
         z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg,
@@ -241,7 +247,7 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
     from .kernels import so2_bwd_fused_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
-        so2_bwd_fused_kernel[(F * cdiv(E, cfg.block_m), cdiv(length, cfg.block_n))](
+        so2_bwd_fused_kernel[tiled_grid(F, E, length, cfg)](
             g_cur, z, gw, wt, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
             wt.stride(0), wt.stride(1), wt.stride(2),
             SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF_P=d.focus_dim,
