@@ -13,8 +13,10 @@ from being software-pipelined; ``async copies``: the cp.async of a pipelined loo
 
 - ``dyt``: the forward and the column-partials backward at four tilings, fp32 and bf16 (bf16
   also the persistent prefetching forward, and the backward with PREFETCH at 8 warps);
-- ``so2``: the fused backward (both column passes) at Cf 16/32/64 and the relay's BWD GEMM
-  (exact, and each level-3 split at its candidate tiles, configs.py);
+- ``so2``: the fused backward (both column passes; sigma recomputed and from the sigma pass) at
+  Cf 16/32/64, in 3xfp16 at the relay's 3xfp16 tiles (configs.FUSED_FP16X3_TILES are those
+  without spills), and the relay's BWD GEMM (exact, and each
+  level-3 split at its candidate tiles, configs.py);
 - ``grouped``: the grouped GEMM's fc1 + GLU, fc2 dgrad + dGLU and store epilogues, bf16 and
   fp8_block;
 - ``quant``: the fp8_block quantizer at the tiles ``quant.launch.FP8_TILES`` holds, for the
@@ -130,15 +132,24 @@ def report_dyt(arch: int):
 
 # --------------------------------------------------------------------------- so2
 
-def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps):
+def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps, sigma_loaded=False, precision="ieee", stages=1):
+    """The fused backward specialised as launch.fused_layer's launches are: w_stride_n == 1, the
+    segment bounds, strides and pointers multiples of 16 (Cf a power of two >= 16), one stage
+    for the exact candidates (configs.fused_candidates)."""
     from tilefuse.ops.so2_mixing_stack import kernels as K
-    sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "w_ptr": "*fp32", "out_ptr": "*fp32",
+    weight = "*fp16" if precision == "3xfp16" else "*fp32"
+    sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "sigma_ptr": "*fp32", "w_ptr": weight,
+           "wlo_ptr": weight, "wscale_ptr": "*fp32", "out_ptr": "*fp32",
            "E": "i32", "ROW": "i32", "M0": "i32", "LG": "i32", "CF": "i32", "K_START": "i32", "K_LEN": "i32",
-           "N_START": "i32", "N_LEN": "i32", "w_focus_stride": "i32", "w_stride_k": "i32", "w_stride_n": "i32",
-           "SEGMENT_M0": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CF_P": "constexpr"}
-    return compile_kernel(K.so2_bwd_fused_kernel, sig, {"SEGMENT_M0": seg_m0, "BLOCK_M": block_m,
-                                                        "BLOCK_N": block_n, "CF_P": cf},
-                          ["g_ptr", "z_ptr", "gw_ptr", "w_ptr", "out_ptr", "ROW", "M0", "LG", "CF"], arch, warps)
+           "N_START": "i32", "N_LEN": "i32", "w_focus_stride": "i32", "w_stride_k": "i32", "w_stride_n": "constexpr",
+           "SEGMENT_M0": "constexpr", "SIGMA_LOADED": "constexpr", "DOT_PRECISION": "constexpr",
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CF_P": "constexpr"}
+    return compile_kernel(K.so2_bwd_fused_kernel, sig, {"w_stride_n": 1, "SEGMENT_M0": seg_m0,
+                                                        "SIGMA_LOADED": sigma_loaded, "DOT_PRECISION": precision,
+                                                        "BLOCK_M": block_m, "BLOCK_N": block_n, "CF_P": cf},
+                          ["g_ptr", "z_ptr", "gw_ptr", "sigma_ptr", "w_ptr", "wlo_ptr", "wscale_ptr", "out_ptr", "ROW",
+                           "M0", "LG", "CF", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"],
+                          arch, warps, num_stages=stages)
 
 
 def _so2_relay_gemm(arch, block_m, block_n, block_k, warps, precision="ieee", stages=3):
@@ -162,12 +173,20 @@ def _so2_relay_gemm(arch, block_m, block_n, block_k, warps, precision="ieee", st
 
 def report_so2(arch: int):
     from tilefuse.ops.so2_mixing_stack.configs import FP16X3_TILES, TF32X3_TILES
-    print("so2 fused backward (fp32, BLOCK_K = Cf):")
+    print("so2 fused backward (fp32, BLOCK_K = Cf; sigma recomputed, and read from the sigma pass):")
     for cf in (16, 32, 64):
         for seg in (True, False):
             for bm, bn, w in ((32, 64, 4), (64, 64, 8), (16, 128, 8)):
-                print(f"  Cf{cf:<3} {'m0 pass' if seg else 'm1 pass'} M{bm:<3} N{bn:<4} w{w}: "
-                      f"{summarize(_so2_fused(arch, seg, bm, bn, cf, w))}", flush=True)
+                for loaded in (False, True):
+                    print(f"  Cf{cf:<3} {'m0 pass' if seg else 'm1 pass'} M{bm:<3} N{bn:<4} w{w} "
+                          f"{'sigma-pass' if loaded else 'recompute '}: "
+                          f"{summarize(_so2_fused(arch, seg, bm, bn, cf, w, loaded))}", flush=True)
+    print("so2 fused backward, 3xfp16 with the sigma pass (level 3; the relay's 3xfp16 tiles, two stages):")
+    for cf in (32, 64):
+        for seg in (True, False):
+            for bm, bn, w, _ in FP16X3_TILES:
+                print(f"  Cf{cf:<3} {'m0 pass' if seg else 'm1 pass'} M{bm:<3} N{bn:<4} w{w} s2: "
+                      f"{summarize(_so2_fused(arch, seg, bm, bn, cf, w, True, '3xfp16', 2))}", flush=True)
     print("so2 relay GEMM (BWD mode; ieee: the exact path, 3xtf32 and 3xfp16: the level-3 variants):")
     tiles = {"ieee": ((32, 64, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2), (128, 64, 4, 2)),
              "3xtf32": TF32X3_TILES, "3xfp16": FP16X3_TILES}

@@ -115,21 +115,59 @@ def _force_grads(inputs, lmax, focus_dim, apply_alpha=True, seed=1):
     return torch.autograd.grad(x, (u0, alpha), grad_out)
 
 
+@pytest.mark.parametrize("sigma_pass", [False, True], ids=["recompute", "sigma-pass"])
 @pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha",
                          [(1, 1, 32, 37, True), (3, 2, 32, 129, False), (2, 2, 64, 33, True), (2, 1, 16, 1, False)],
                          ids=["L1-F1-C32-E37", "L3-F2-C32-E129-noalpha", "L2-F2-C64-E33", "L2-F1-C16-E1-noalpha"])
 def test_fused_is_bitwise_equal_to_relay_and_engages(tuning_table, lmax, n_focus, focus_dim, n_edges,
-                                                     apply_alpha, device):
+                                                     apply_alpha, sigma_pass, device):
     _, inputs = make(lmax, n_focus, focus_dim, n_edges, device)
     with tilefuse.level(2), launches.counting() as relay_launches:
         relay = _force_grads(inputs, lmax, focus_dim, apply_alpha)
     assert relay_launches["so2_bwd_fused_layer"] == 0
-    _register_fused(lmax, focus_dim, So2Config(16, 64, focus_dim, 4, 1, fused=True))
+    _register_fused(lmax, focus_dim, So2Config(16, 64, focus_dim, 4, 1, fused=True, sigma_pass=sigma_pass))
     with tilefuse.level(2), launches.counting() as fused_launches:
         fused = _force_grads(inputs, lmax, focus_dim, apply_alpha)
     assert fused_launches["so2_bwd_fused_layer"] == NL - 1 and fused_launches["so2_bwd_relay_layer"] == 0
+    assert fused_launches["so2_bwd_sigma_pass"] == (NL - 1 if sigma_pass else 0)
     for r, f in zip(relay, fused):
         assert torch.equal(r, f)
+
+
+def test_fused_sigma_pass_reads_the_sigma_kernels_output(monkeypatch, device):
+    """The sigma-pass fused kernel reads sigma from the buffer the sigma kernel wrote (equal to
+    recomputing it), and only that buffer: overwriting the buffer after the sigma kernel changes
+    its output."""
+    from tilefuse.ops.so2_mixing_stack import kernels
+    lmax, focus_dim, E = 2, 16, 37
+    d, inputs = make(lmax, 1, focus_dim, E, device, grad=False)
+    u0, alpha, w0, w1, gw = inputs
+    _, z_all, _ = launch.forward(u0, alpha, w0, w1, gw, d, True)
+    g = torch.randn(1, E, d.row, generator=torch.Generator().manual_seed(3)).to(device)
+    w0t, w1t = launch.transposed(w0[0]), launch.transposed(w1[0])
+
+    def layer(sigma_pass):
+        cfg = So2Config(16, 64, focus_dim, 4, 1, fused=True, sigma_pass=sigma_pass)
+        out = torch.full_like(g, float("nan"))
+        launch.fused_layer(g, z_all[0], gw[0], w0t, w1t, out, d, cfg, torch.empty(1, E, d.lg, device=device))
+        return out
+
+    recomputed, loaded = layer(False), layer(True)
+    assert not torch.isnan(loaded).any() and torch.equal(loaded, recomputed)
+
+    real = kernels.so2_bwd_sigma_kernel
+
+    class ThenHalf:   # the sigma kernel's launch, then 0.5 written over its output
+        def __getitem__(self, grid):
+            def launch_(z, gw_, sigma, *args, **kwargs):
+                real[grid](z, gw_, sigma, *args, **kwargs)
+                sigma.fill_(0.5)
+            return launch_
+
+    monkeypatch.setattr(kernels, "so2_bwd_sigma_kernel", ThenHalf())
+    overwritten = layer(True)
+    assert not torch.isnan(overwritten).any() and not torch.equal(overwritten, loaded)
+    assert torch.equal(layer(False), recomputed)     # the recomputing kernel never reads the buffer
 
 
 def test_every_guard_false_side_routes_to_the_relay(tuning_table, device):

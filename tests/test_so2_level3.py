@@ -22,12 +22,15 @@ from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, TF32X3, So2Conf
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
-from test_so2_kernels import make
+from test_so2_kernels import NL, make
 from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
 LMAX, CF = 1, 16
+# One config of each kind the level-3 space holds: the two relay splits and the fused route in
+# 3xfp16 with the relay's sigma pass.
 VARIANTS = {TF32X3: So2Config(32, 64, 16, 4, 2, precision=TF32X3),
-            FP16X3: So2Config(64, 64, 16, 4, 3, precision=FP16X3)}
+            FP16X3: So2Config(64, 64, 16, 4, 3, precision=FP16X3),
+            "fused-" + FP16X3: So2Config(64, 64, 16, 4, 2, fused=True, sigma_pass=True, precision=FP16X3)}
 
 
 def _problem(n_edges=37):
@@ -52,19 +55,27 @@ def _sweep(device, variant):
 
 # --- config space and keys ---------------------------------------------------------------
 
-@pytest.mark.parametrize("precision", sorted(VARIANTS))
-def test_config_precision_is_checked_and_named(precision):
-    variant = VARIANTS[precision]
-    assert variant.name.endswith(f"-{precision}")
+@pytest.mark.parametrize("label", sorted(VARIANTS))
+def test_config_precision_is_checked_and_named(label):
+    variant = VARIANTS[label]
+    precision = variant.precision
+    assert variant.name.endswith(f"-{precision}") and variant.name.startswith(variant.route)
     assert So2Config().precision == "ieee" and "-ieee" not in So2Config().name
     with pytest.raises(ValueError, match="precision"):
         So2Config(precision="tf32")
-    with pytest.raises(ValueError, match="fused"):
-        So2Config(16, 64, 16, 4, 1, fused=True, precision=precision)
+    if precision == FP16X3:   # the fused route takes 3xfp16 (and the exact dots), not 3xtf32
+        assert So2Config(16, 64, 16, 4, 1, fused=True, precision=precision).route == "fused"
+    else:
+        with pytest.raises(ValueError, match="fused"):
+            So2Config(16, 64, 16, 4, 1, fused=True, precision=precision)
     with pytest.raises(ValueError, match="compose"):
         So2Config(compose=True, precision=precision)
+    with pytest.raises(ValueError, match="sigma_pass"):
+        So2Config(sigma_pass=True, precision=precision)
     assert variant.dot_precision(True) == precision
     assert variant.dot_precision(False) == "tf32" == So2Config().dot_precision(False)
+    assert variant.relay() == So2Config(variant.block_m, variant.block_n, variant.block_k, variant.num_warps,
+                                        variant.num_stages, precision=precision)
 
 
 def test_level3_keys_and_their_config_space():
@@ -76,14 +87,19 @@ def test_level3_keys_and_their_config_space():
         fam.problem_for_key("L3-C32-x2-l3")
     candidates = fam.candidates(p)
     assert {c.precision for c in candidates} == {TF32X3, FP16X3}      # both splits are timed
-    assert all(not c.fused and not c.compose for c in candidates)
+    assert not any(c.compose for c in candidates)
+    fused = [c for c in candidates if c.fused]   # Cf 32: the fused guards hold
+    assert fused and all(c.precision == FP16X3 and c.sigma_pass and c.block_k == 32 for c in fused)
+    assert not any(c.fused for c in fam.candidates(fam.problem_for_key("L2-C48-x4-l3")))   # Cf 48: no fusion
     assert len(set(candidates)) == len(candidates)
     variant = candidates[0]
-    assert fam.is_valid("L3-C32-x4-l3", variant)
+    assert fam.is_valid("L3-C32-x4-l3", variant) and fam.is_valid("L3-C32-x4-l3", fused[0])
     assert not fam.is_valid("L3-C32-x4", variant)           # never on an exact key
+    assert not fam.is_valid("L3-C32-x4", fused[0])
     assert not fam.is_valid("L3-C32-x4-l3", So2Config(32, 64, 32, 4, 1, fused=True))
     assert all(fam.change(c) == tuning.ROUTE for c in candidates)
     assert fam.expected_launches(p, variant) == ("so2_fwd_layer", "so2_bwd_relay_layer")
+    assert fam.expected_launches(p, fused[0]) == ("so2_fwd_layer", "so2_bwd_fused_layer")
     assert {q.level3 for q in fam.default_problems()} == {False, True}
     (cli,) = fam.problems_from_cli("3x32", "fp32", "level3")
     assert cli.level3 and fam.key(cli) == "L3-C32-x4-l3"
@@ -244,8 +260,22 @@ from tilefuse.ops.so2_mixing_stack.configs import FP16X3, level3_candidates
 
 out = {}
 ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_focus_stride", "w_stride_k"]
+fused_ints = ["E", "ROW", "M0", "LG", "CF", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"]
 for cfg in level3_candidates(3, 32):
     if cfg.precision != FP16X3:
+        continue
+    if cfg.fused:   # both column passes, as launch.fused_layer launches them
+        sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "sigma_ptr": "*fp32", "w_ptr": "*fp16",
+               "wlo_ptr": "*fp16", "wscale_ptr": "*fp32", "out_ptr": "*fp32", **{n: "i32" for n in fused_ints}}
+        for seg in (True, False):
+            ce = dict(w_stride_n=1, SEGMENT_M0=seg, SIGMA_LOADED=cfg.sigma_pass, DOT_PRECISION=cfg.precision,
+                      BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF_P=cfg.block_k)
+            c, usage = compile_sm90(K.so2_bwd_fused_kernel, dict(sig), ce, num_warps=cfg.num_warps,
+                                    num_stages=cfg.num_stages,
+                                    divisible=[n for n in sig if n.endswith("_ptr")] + fused_ints[1:])
+            usage["wgmma"] = c.asm["ptx"].count("wgmma.mma_async")
+            usage["async_copies"] = c.asm["ttgir"].count("async_copy_global_to_local")
+            out[f"{cfg.name}-{'m0' if seg else 'm1'}"] = usage
         continue
     sig = {"a_ptr": "*fp32", "w_ptr": "*fp16", "wlo_ptr": "*fp16", "wscale_ptr": "*fp32", "res_ptr": "*fp32",
            "out_ptr": "*fp32", "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
@@ -267,16 +297,17 @@ print(json.dumps(out))
 
 
 def test_fp16x3_tiles_compile_for_sm90_without_spills():
-    """Every 3xfp16 candidate tile, each epilogue, compiled for sm_90 as launched: no spills,
-    the products on wgmma, the operand tiles loaded by pipelined async copies. The FWD_GATED
-    epilogue is the tight one at 64 outputs a thread (244-250 registers on triton 3.6;
+    """Every 3xfp16 candidate, each epilogue of the relay GEMM and both passes of the fused
+    kernel, compiled for sm_90 as launched: no spills, the products on wgmma, the operand tiles
+    loaded by pipelined async copies. The relay's FWD_GATED epilogue is the tight one at 64
+    outputs a thread (244-250 registers on triton 3.6), the fused m = 0 pass at 128x128 (255;
     compile_report.py shows them)."""
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
     report = run_compile_script(_SM90_LEVEL3)
     assert report.pop("split_fp16_kernel")["stack"] == 0
-    assert len(report) == 4 * len(configs.FP16X3_TILES)
+    assert len(report) == 4 * len(configs.FP16X3_TILES) + 2 * len(configs.FUSED_FP16X3_TILES)
     for name, usage in report.items():
         assert usage["stack"] == 0, (name, usage)
         assert usage["wgmma"] > 0 and usage["async_copies"] >= 3, (name, usage)
@@ -353,6 +384,60 @@ def test_validation_rejects_a_variant_that_overflows_near_the_range_limit(tuning
     result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == REJECTED and "largest float32" in cand.reason and "not finite" in cand.reason
+
+
+# --- the fused route in 3xfp16 --------------------------------------------------------------
+
+@pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha",
+                         [(1, 1, 16, 37, True), (2, 2, 32, 129, False), (2, 1, 16, 1, True)],
+                         ids=["L1-F1-C16-E37", "L2-F2-C32-E129-noalpha", "L2-F1-C16-E1"])
+def test_fused_fp16x3_is_bitwise_its_relay(lmax, n_focus, focus_dim, n_edges, apply_alpha, device):
+    """The fused kernel's contract in 3xfp16: equal bit for bit to the relay with the same tiles
+    and precision (So2Config.relay), which is what runs where the fused guards fail."""
+    from tilefuse import launches
+    from tilefuse.ops.so2_mixing_stack import launch
+    d, inputs = make(lmax, n_focus, focus_dim, n_edges, device, grad=False)
+    u0, alpha, w0, w1, gw = inputs
+    grad_out = torch.randn(n_edges, n_focus, d.row, generator=torch.Generator().manual_seed(2)).to(device)
+    fused = So2Config(32, 64, focus_dim, 4, 2, fused=True, sigma_pass=True, precision=FP16X3)
+    x_local, z_all, u_final = launch.forward(u0, alpha, w0, w1, gw, d, apply_alpha, config=fused)
+    results = {}
+    for cfg in (fused, fused.relay()):
+        with launches.counting() as launched:
+            results[cfg.route] = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0, w1, gw, d,
+                                                 apply_alpha, False, config=cfg)
+        assert launched[f"so2_bwd_{cfg.route}_layer"] == NL - 1
+    (gu_f, ga_f, _), (gu_r, ga_r, _) = results["fused"], results["relay"]
+    assert torch.equal(gu_f, gu_r) and torch.equal(ga_f, ga_r)
+    exact = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0, w1, gw, d, apply_alpha, False)
+    torch.testing.assert_close(gu_f, exact[0], rtol=1e-5, atol=1e-5)   # a 3xfp16 result, not the exact one
+
+
+def test_a_fused_variant_with_weight_gradients_runs_its_relay(tuning_table, monkeypatch, device):
+    """Weight gradients need gz in memory: at level 3 a fused variant's key then runs the relay
+    with the variant's tiles and precision; the force backward runs the fused route."""
+    from tilefuse import launches
+    variant = VARIANTS["fused-" + FP16X3]
+    monkeypatch.setattr(so2_tune, "level3_candidates", lambda lmax, cf: [variant])
+    if torch.device(device).type == "cuda":
+        monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "note": "test"}))
+        monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+    assert _sweep(device, variant).winner == variant
+    spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
+    monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
+    d, inputs = make(LMAX, 1, CF, 37, device)
+    with tilefuse.level(3), launches.counting() as launched:
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=LMAX, focus_dim=CF)
+        grads = torch.autograd.grad(x, inputs, torch.ones_like(x))     # weight gradients too
+    assert launched["so2_bwd_relay_layer"] == NL - 1 and launched["so2_bwd_fused_layer"] == 0
+    assert set(spy.seen) == {FP16X3}
+    assert all(torch.isfinite(g).all() for g in grads)
+    spy.seen.clear()
+    with tilefuse.level(3), launches.counting() as launched:   # the force backward: weights without grad
+        x = tilefuse.so2_mixing_stack(*inputs[:2], *[w.detach() for w in inputs[2:]], lmax=LMAX, focus_dim=CF)
+        torch.autograd.grad(x, inputs[:2], torch.ones_like(x))
+    assert launched["so2_bwd_fused_layer"] == NL - 1 and launched["so2_bwd_relay_layer"] == 0
+    assert set(spy.seen) == {FP16X3}
 
 
 # --- dispatch ----------------------------------------------------------------------------

@@ -80,10 +80,12 @@ def _check_case(lmax, n_focus, focus_dim, n_edges, device, dtype, apply_alpha, w
     return _row(path, case, errors, TOL[dtype], engaged, "" if engaged else f"launches: {dict(launched)}")
 
 
-def _check_fused(lmax, n_focus, focus_dim, n_edges, device) -> dict:
-    """Fused (forced runtime table entry) vs relay: bitwise, and the fused kernel must launch."""
+def _check_fused(lmax, n_focus, focus_dim, n_edges, device, sigma_pass=False) -> dict:
+    """Fused (forced runtime table entry; sigma recomputed, or from the relay's sigma pass) vs
+    relay: bitwise, and the fused kernel must launch."""
     _, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device)
     problem = So2Problem(lmax, focus_dim, 4)
+    cfg = configs.So2Config(32, 64, focus_dim, 4, 1, fused=True, sigma_pass=sigma_pass)
 
     def force_grads():
         x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
@@ -92,18 +94,20 @@ def _check_fused(lmax, n_focus, focus_dim, n_edges, device) -> dict:
     with policy.level(2):
         with launches.counting() as relay_launches:
             relay = force_grads()
-        tuning.register("so2_mixing_stack", {problem: configs.So2Config(32, 64, focus_dim, 4, 1, fused=True)})
+        tuning.register("so2_mixing_stack", {problem: cfg})
         try:
             with launches.counting() as fused_launches:
                 fused = force_grads()
         finally:
             tuning.unregister("so2_mixing_stack", [problem])
     equal = all(torch.equal(r, f) for r, f in zip(relay, fused))
-    engaged = fused_launches["so2_bwd_fused_layer"] == NL - 1 and relay_launches["so2_bwd_fused_layer"] == 0
+    engaged = (fused_launches["so2_bwd_fused_layer"] == NL - 1 and relay_launches["so2_bwd_fused_layer"] == 0
+               and fused_launches["so2_bwd_sigma_pass"] == (NL - 1 if sigma_pass else 0))
     errors = {"max|fused-relay|": max(float((r - f).abs().max()) for r, f in zip(relay, fused))}
     detail = ("" if equal else "fused differs from relay; ") + ("" if engaged else
                                                                f"fused launches {dict(fused_launches)}")
-    return _row("fused backward (forced entry)", f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}", errors, 0.0,
+    path = "fused backward, sigma pass (forced entry)" if sigma_pass else "fused backward (forced entry)"
+    return _row(path, f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}", errors, 0.0,
                 equal and engaged, detail) | {"worst_error_over_bound": 0.0 if equal else math.inf}
 
 
@@ -133,7 +137,7 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
                                                                  (shapes[1], torch.bfloat16, True, False)]
     out = [_check_case(*s, device, dt, aa, w) for s, dt, aa, w in progress(cases, desc="so2 verify")]
     fused_shapes = [s for s in shapes if configs.fused_supported(s[2], True)]
-    out += [_check_fused(*s, device) for s in fused_shapes]
+    out += [_check_fused(*s, device, sigma_pass) for s in fused_shapes for sigma_pass in (False, True)]
     out.append(_check_double_backward(device))
     return out
 
@@ -144,9 +148,12 @@ SHAPES = [(3, 32), (6, 32), (2, 64)]   # (lmax, focus_dim); production shape fir
 
 
 def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[configs.So2Config]:
-    """A few fused configs from the tuning space, plus the table's pick when it is fused."""
+    """A few fused configs from the tuning space (sigma recomputed, and two with the relay's
+    sigma pass), plus the table's pick when it is fused."""
     picks = [configs.So2Config(32, 64, focus_dim, 4, 1, True), configs.So2Config(64, 64, focus_dim, 8, 1, True),
-             configs.So2Config(32, 128, focus_dim, 8, 1, True), configs.So2Config(16, 128, focus_dim, 4, 1, True)]
+             configs.So2Config(32, 128, focus_dim, 8, 1, True), configs.So2Config(16, 128, focus_dim, 4, 1, True),
+             configs.So2Config(32, 64, focus_dim, 4, 1, True, sigma_pass=True),
+             configs.So2Config(64, 64, focus_dim, 8, 1, True, sigma_pass=True)]
     if table_pick.fused and table_pick not in picks:
         picks.append(table_pick)
     return picks
@@ -185,11 +192,13 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0t, w1t, g_next, sig, gz, None, d, relay_cfg)}
     for cfg in fused_cfgs:
         layer["fused layer " + cfg.name] = (
-            lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0t, w1t, g_next, d, cfg))
+            lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0t, w1t, g_next, d, cfg, sig))
     for name, t in timing.interleaved(layer, graphs=True, rounds=7).items():
         row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
         if row["status"] == "ok":
-            row["fused_floor_fraction_of_copy"] = fused_bytes / (row["ms"] * 1e-3) / 1e9 / copy_gbs
+            # the fused floor; a sigma pass also writes and reads sigma
+            floor = fused_bytes + (2 * sigma_bytes if "-sigma-" in name else 0)
+            row["fused_floor_fraction_of_copy"] = floor / (row["ms"] * 1e-3) / 1e9 / copy_gbs
         rows.append(row)
 
     # The whole force backward.

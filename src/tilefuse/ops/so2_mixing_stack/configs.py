@@ -35,6 +35,9 @@ EXACT = "ieee"
 TF32X3 = "3xtf32"
 FP16X3 = "3xfp16"
 PRECISIONS = (EXACT, TF32X3, FP16X3)
+# The fused backward's K tiles take the relay GEMM's tile products (kernels.tile_product) in
+# these precisions; 3xtf32, slower than the exact dots on the H200, is left out.
+FUSED_PRECISIONS = (EXACT, FP16X3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +45,11 @@ class So2Config:
     """GEMM tiles of the stack's kernels, the backward route (the relay: three kernels per
     gated layer; with ``fused``, one fused kernel per layer and column segment; with
     ``compose``, the relay's pointwise kernels and cuBLAS batched GEMMs, compose.py) and the
-    precision of the layer GEMMs' dots (``PRECISIONS``; the fused route is exact only). The
-    backward always uses the config; the forward uses the tiles and precision of a level-3
+    precision of the layer GEMMs' dots (``PRECISIONS``; the fused route takes the exact dots or
+    3xfp16, the composition route the exact dots only). ``sigma_pass`` (fused only): each
+    layer's gate sigmoid is written once by the relay's sigma kernel and read by the fused
+    kernel, instead of recomputed by every program of it (kernels.so2_bwd_fused_kernel).
+    The backward always uses the config; the forward uses the tiles and precision of a level-3
     entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
     heuristic's (op.forward_config)."""
 
@@ -55,14 +61,20 @@ class So2Config:
     fused: bool = False
     precision: str = EXACT
     compose: bool = False
+    sigma_pass: bool = False
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"So2Config.precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if (self.fused or self.compose) and self.precision != EXACT:
-            raise ValueError("So2Config: the fused and compose backward routes are exact only (precision 'ieee')")
+        if self.compose and self.precision != EXACT:
+            raise ValueError("So2Config: the compose backward route is exact only (precision 'ieee')")
+        if self.fused and self.precision not in FUSED_PRECISIONS:
+            raise ValueError(f"So2Config: the fused backward route takes precision {' or '.join(FUSED_PRECISIONS)}, "
+                             f"got {self.precision!r}")
         if self.fused and self.compose:
             raise ValueError("So2Config: fused and compose are two backward routes; set one")
+        if self.sigma_pass and not self.fused:
+            raise ValueError("So2Config: sigma_pass is a variant of the fused route (set fused=True)")
 
     @property
     def route(self) -> str:
@@ -74,7 +86,13 @@ class So2Config:
     def name(self) -> str:
         suffix = "" if self.precision == EXACT else f"-{self.precision}"
         tiles = f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
-        return f"{self.route}-{tiles}{suffix}"
+        return f"{self.route}{'-sigma' if self.sigma_pass else ''}-{tiles}{suffix}"
+
+    def relay(self) -> "So2Config":
+        """The relay with this config's tiles and precision: bitwise the fused route's result
+        (the fused kernel's contract), so where a fused config cannot run (weight gradients),
+        this runs the same arithmetic."""
+        return dataclasses.replace(self, fused=False, sigma_pass=False)
 
     def dot_precision(self, dtype_is_fp32: bool) -> str:
         """The layer GEMMs' DOT_PRECISION (kernels.so2_gemm_kernel) for inputs of that dtype."""
@@ -99,16 +117,24 @@ def fused_applies(cfg: So2Config, focus_dim: int, dtype_is_fp32: bool, weight_gr
 
 
 def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
-    """Fused configs worth timing against the relay (BLOCK_K is always focus_dim). One stage:
-    the fused kernel's K loop walks sub-tiles whose loads are few and latency is hidden by
-    occupancy; every extra candidate costs two compiles per sweep.
+    """Fused configs worth timing against the relay (BLOCK_K is always focus_dim), each with
+    sigma recomputed in every program and with the relay's sigma pass (``sigma_pass``). One
+    stage: the fused kernel's K loop walks sub-tiles whose loads are few and latency is hidden
+    by occupancy; every extra candidate costs two compiles per sweep.
+
+    Recomputing sigma costs every program L (m = 0 pass) or 2 L (|m| = 1 pass) gate dots of
+    BLOCK_M x Cf x Cf FMAs and the gate weights' registers: on the H200 the fastest recomputing
+    fused config took 1.72x (L3-C32) and 2.13x (L6-C32) the relay's backward
+    (benchmarks/results/2026-12-02-h200-p run 4), where the relay's sigma kernel writes sigma
+    once per layer (0.34 ms of a 5.7 ms relay layer at Neo: results/2026-12-01-h200-m).
 
     No 16-row tiles on 8 warps: on the H200 (triton 3.6) the fused kernel with 16x128 tiles on
     8 warps differed from the relay in the last bit at focus_dim 16 (about 1 element in 6;
     benchmarks/results/2026-11-29-h200-b/so2_bitwise_diag.py), where every other config
     measured was bitwise equal. The sweep's bitwise check would reject it on the swept inputs, but the contract must hold at
     every edge count, so the space leaves that layout out."""
-    return [So2Config(block_m, block_n, focus_dim, num_warps, 1, fused=True)
+    return [So2Config(block_m, block_n, focus_dim, num_warps, 1, fused=True, sigma_pass=sigma_pass)
+            for sigma_pass in (False, True)
             for block_m in (16, 32, 64) for block_n in (64, 128) for num_warps in (4, 8)
             if not (block_m == 16 and num_warps == 8)]
 
@@ -144,13 +170,27 @@ TF32X3_TILES = ((32, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3))
 FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 3))
 
 
+# The fused route in 3xfp16 (level 3, with the relay's sigma pass): (BLOCK_M, BLOCK_N, warps,
+# stages). Its K tiles hold more than the relay GEMM's (g, sigma and, on the m = 0 pass, every
+# group's z and gq), so of the relay's 3xfp16 tiles only these compile for sm_90 without spills
+# at Cf 32 and both passes (triton 3.6; 64x64 on 4 warps at Cf 64 too: 155-214 registers,
+# benchmarks/compile_report.py --ops so2); the others spill 8-1264 bytes.
+FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
+
+
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
-    """The split-precision relay configs a level-3 key's sweep validates and times against the
-    exact heuristic relay."""
+    """The split-precision configs a level-3 key's sweep validates and times against the exact
+    heuristic relay: relay configs of both splits, and where the fused guards allow it
+    (fused_supported; BLOCK_K = focus_dim) the fused route in 3xfp16 with the relay's sigma
+    pass (FUSED_FP16X3_TILES)."""
     base = heuristic(lmax, focus_dim)
-    return [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
-            for precision, tiles in ((FP16X3, FP16X3_TILES), (TF32X3, TF32X3_TILES))
-            for block_m, block_n, num_warps, num_stages in tiles]
+    out = [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
+           for precision, tiles in ((FP16X3, FP16X3_TILES), (TF32X3, TF32X3_TILES))
+           for block_m, block_n, num_warps, num_stages in tiles]
+    if fused_supported(focus_dim, True) and base.block_k == focus_dim:
+        out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
+                          precision=FP16X3) for block_m, block_n, num_warps, num_stages in FUSED_FP16X3_TILES]
+    return out
 
 
 def cf_padded(focus_dim: int) -> int:

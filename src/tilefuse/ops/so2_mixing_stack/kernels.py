@@ -165,6 +165,62 @@ def split_fp16_kernel(w_ptr, hi_ptr, lo_ptr, inv_ptr, K, N, stride_b, stride_k, 
 
 
 @triton.jit
+def column_scales(wscale_ptr, focus, w_stride_k, cols, cmask, DOT_PRECISION: tl.constexpr):
+    """A 3xfp16 weight's inverse column scales (launch.split_fp16) for the tile's columns
+    ``cols`` of ``focus`` (rows of w_stride_k scales); ones (unread) for the other precisions."""
+    if DOT_PRECISION == "3xfp16":
+        return tl.load(wscale_ptr + focus.to(tl.int64) * w_stride_k + cols, mask=cmask, other=0.0)
+    else:
+        return tl.full(cols.shape, 1.0, tl.float32)
+
+
+@triton.jit
+def tile_product(acc, a, w, w_lo, inv_col, DOT_PRECISION: tl.constexpr):
+    """acc + a @ w for one K tile of a layer GEMM: ``a`` (BLOCK_M, BLOCK_K) float32, ``w`` the
+    weight tile as the precision stores it (w_lo its tail tile and inv_col its column scales,
+    where the precision has them). The relay GEMM (so2_gemm_kernel) and the fused kernel both
+    call this, so the same a and the same tiles give the same acc bit for bit.
+
+    - "ieee": FMA dots; "tf32": 16-bit inputs, whose products TF32 holds exactly.
+    - The level-3 splits sum their three products a_lo w_hi + a_hi w_lo + a_hi w_hi (small ones
+      first) on the tensor cores from a zero accumulator and then add them to acc with float32
+      arithmetic (tensor cores truncate while they accumulate: carried across the whole K walk,
+      that doubled the error against float64 on the H200, benchmarks/results/2026-12-01-h200-h,
+      runs 2-3):
+      - "3xtf32": w and w_lo TF32 heads and tails (float32); a is split here.
+      - "3xfp16": w and w_lo float16 heads and tails of W scaled by a power of two per column,
+        inv_col the inverse scales (launch.split_fp16); a is scaled per row by a power of two
+        (pow2_row_scale) and split into float16 here, and the products are scaled back (column,
+        then row) before they join acc.
+    """
+    if DOT_PRECISION == "3xfp16":
+        scale, inv = pow2_row_scale(a)
+        a_s = a * scale[:, None]
+        a_hi = a_s.to(tl.float16)
+        a_lo = (a_s - a_hi.to(tl.float32)).to(tl.float16)
+        part = tl.dot(a_lo, w, tl.zeros(acc.shape, dtype=tl.float32))
+        part = tl.dot(a_hi, w_lo, part)
+        part = tl.dot(a_hi, w, part)
+        # Column scale first: part * inv_col is the tile's products with a's row scale still
+        # in, at most 2**15 BLOCK_K times W's column maximum, so neither step leaves float32's
+        # range unless the result does (one row-times-column factor would fall below it where
+        # the row's and the column's maxima multiply to less than 2**-98).
+        acc += (part * inv_col[None, :]) * inv[:, None]
+    elif DOT_PRECISION == "3xtf32":
+        a_hi = tf32_round(a)
+        a_lo = tf32_round(a - a_hi)
+        # The dot chain's first accumulator is zero but the last one is not, so Triton cannot
+        # fold the add into the MMA.
+        part = tl.dot(a_lo, w, tl.zeros(acc.shape, dtype=tl.float32), input_precision="tf32")
+        part = tl.dot(a_hi, w_lo, part, input_precision="tf32")
+        part = tl.dot(a_hi, w, part, input_precision="tf32")
+        acc += part
+    else:
+        acc = tl.dot(a, w.to(tl.float32), acc, input_precision=DOT_PRECISION)
+    return acc
+
+
+@triton.jit
 def head_g(grad_out, alpha, g_ptr):
     """The backward head's g = grad_out * alpha (a row's alpha for each row of the tile), in
     g_ptr's dtype. The product is rounded on its own (mul_rn: compiled, never contracted into
@@ -196,18 +252,11 @@ def so2_gemm_kernel(
       out's dtype, exactly the g the backward head would have stored (so2_bwd_head_kernel),
       which then need not be written and read back.
     Grid: F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) (_tile); K is walked in BLOCK_K steps, in order.
-    DOT_PRECISION: "ieee" (FMA dots); "tf32" (16-bit inputs, whose products TF32 holds exactly);
-    the level-3 splits (configs.py), whose K tiles each sum their three products
-    a_lo w_hi + a_hi w_lo + a_hi w_hi (small ones first) on the tensor cores from a zero
-    accumulator and then add them to acc with float32 arithmetic (tensor cores truncate while
-    they accumulate: carried across the whole K walk, that doubled the error against float64 on
-    the H200, benchmarks/results/2026-12-01-h200-h, runs 2-3):
-    - "3xtf32": w_ptr holds W's TF32 heads and wlo_ptr its TF32 tails (float32, same strides);
-      the a tile is split here.
-    - "3xfp16": w_ptr / wlo_ptr hold float16 heads and tails of W scaled by a power of two per
-      column, wscale_ptr (F, w_stride_k) float32 the inverse scales (launch.split_fp16); the a
-      tile is scaled per row by a power of two (pow2_row_scale) and split into float16 here,
-      and its products are scaled back (column, then row) before they join acc.
+    DOT_PRECISION: how each K tile's product is taken (tile_product): "ieee", "tf32" (16-bit
+    inputs) or a level-3 split (configs.py): "3xtf32" (w_ptr / wlo_ptr W's TF32 heads and tails,
+    float32, same strides) or "3xfp16" (w_ptr / wlo_ptr float16 heads and tails of W scaled by a
+    power of two per column, wscale_ptr (F, w_stride_k) float32 the inverse scales:
+    launch.split_fp16).
     """
     focus, edge0, n0 = _tile(tl.program_id(0), E, N_LEN, BLOCK_M, BLOCK_N)
     rows = tl.arange(0, BLOCK_M)
@@ -230,8 +279,7 @@ def so2_gemm_kernel(
         a_tile = tile
     w_offset = focus.to(tl.int64) * w_focus_stride
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if DOT_PRECISION == "3xfp16":
-        inv_col = tl.load(wscale_ptr + focus.to(tl.int64) * w_stride_k + (n - K_START), mask=nmask, other=0.0)
+    inv_col = column_scales(wscale_ptr, focus, w_stride_k, n - K_START, nmask, DOT_PRECISION)
     for k0 in range(0, K_LEN, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K_LEN
@@ -242,32 +290,10 @@ def so2_gemm_kernel(
         w_offs = w_offset + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
         wmask = kmask[:, None] & nmask[None, :]
         w = tl.load(w_ptr + w_offs, mask=wmask, other=0.0)
-        if DOT_PRECISION == "3xfp16":
+        w_lo = w
+        if DOT_PRECISION == "3xfp16" or DOT_PRECISION == "3xtf32":
             w_lo = tl.load(wlo_ptr + w_offs, mask=wmask, other=0.0)
-            scale, inv = pow2_row_scale(a)
-            a_s = a * scale[:, None]
-            a_hi = a_s.to(tl.float16)
-            a_lo = (a_s - a_hi.to(tl.float32)).to(tl.float16)
-            part = tl.dot(a_lo, w, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))
-            part = tl.dot(a_hi, w_lo, part)
-            part = tl.dot(a_hi, w, part)
-            # Column scale first: part * inv_col is the tile's products with a's row scale still
-            # in, at most 2**15 BLOCK_K times W's column maximum, so neither step leaves
-            # float32's range unless the result does (one row-times-column factor would fall
-            # below it where the row's and the column's maxima multiply to less than 2**-98).
-            acc += (part * inv_col[None, :]) * inv[:, None]
-        elif DOT_PRECISION == "3xtf32":
-            w_lo = tl.load(wlo_ptr + w_offs, mask=wmask, other=0.0)
-            a_hi = tf32_round(a)
-            a_lo = tf32_round(a - a_hi)
-            # The dot chain's first accumulator is zero but the last one is not, so Triton
-            # cannot fold the add into the MMA.
-            part = tl.dot(a_lo, w, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision="tf32")
-            part = tl.dot(a_hi, w_lo, part, input_precision="tf32")
-            part = tl.dot(a_hi, w, part, input_precision="tf32")
-            acc += part
-        else:
-            acc = tl.dot(a, w.to(tl.float32), acc, input_precision=DOT_PRECISION)
+        acc = tile_product(acc, a, w, w_lo, inv_col, DOT_PRECISION)
     mask = emask[:, None] & nmask[None, :]
     base, offs = first * ROW, tile + n[None, :]
     if MODE == FWD_GATED:
@@ -419,65 +445,109 @@ def so2_bwd_pointwise_kernel(
 
 @triton.jit
 def so2_bwd_fused_kernel(
-    g_ptr, z_ptr, gw_ptr, w_ptr, out_ptr,
+    g_ptr, z_ptr, gw_ptr, sigma_ptr, w_ptr, wlo_ptr, wscale_ptr, out_ptr,
     E, ROW, M0, LG, CF, K_START, K_LEN, N_START, N_LEN,
     w_focus_stride, w_stride_k, w_stride_n,
-    SEGMENT_M0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CF_P: tl.constexpr,
+    SEGMENT_M0: tl.constexpr, SIGMA_LOADED: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CF_P: tl.constexpr,
 ):
     """Fused per-layer backward (fp32, CF a power of two == BLOCK_K == CF_P):
     out[:, n] = g[:, n] + sum_k gz[:, K_START + k] W^T[k, n - K_START], with gz formed in
-    registers one K tile (one sub-tile) at a time, never stored; sigma recomputed per program.
+    registers one K tile (one sub-tile) at a time, never stored.
+
+    sigma: with SIGMA_LOADED read from sigma_ptr (F, E, LG) float32, the relay's sigma kernel's
+    output (so2_bwd_sigma_kernel, run once per layer before this kernel); else recomputed by
+    every program from the saved z (gate_sigma_group), and sigma_ptr is not read.
 
     Bitwise equal to relay = sigma kernel + pointwise kernel + so2_gemm_kernel(BWD) with
-    BLOCK_K = CF: the gz values come from the same helpers in the same operation order, and the
-    K tiles are accumulated in the same order with the same tl.dot shapes.
+    BLOCK_K = CF and the same tiles, warps and DOT_PRECISION: sigma is the sigma kernel's
+    (loaded, or recomputed by the same helper), the gz values come from the same helpers in
+    the same operation order, and the K tiles are accumulated in the same order by the same
+    tile_product. DOT_PRECISION: "ieee", or "3xfp16" with the split weights of so2_gemm_kernel
+    (w_ptr / wlo_ptr float16 heads and tails, wscale_ptr the inverse column scales).
     SEGMENT_M0: output and K columns [0, M0) (K tile 0 is gz_s, which needs every group's gq:
     the heavy pass); else [M0, ROW) (gz = g * sigma only).
     g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (a contiguous
     W^T). Grid: F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) (_tile).
     """
     focus, edge0, n0 = _tile(tl.program_id(0), E, N_LEN, BLOCK_M, BLOCK_N)
-    edges = edge0 + tl.arange(0, BLOCK_M)
-    emask = edges < E
+    rows = tl.arange(0, BLOCK_M)
+    emask = edge0 + rows < E
     n = N_START + n0 + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
+    # CF == CF_P (the launch's guard): a sub-tile is exactly CF_P columns, and with the
+    # constexpr the compiler sees the loads' alignment and vectorizes them.
     cols = tl.arange(0, CF_P)
-    cmask = cols < CF
+    cmask = cols < CF_P
     mask = emask[:, None] & cmask[None, :]
-    row = (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None]
-    gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
+    # The row block's surfaces from int64 bases, int32 offsets within the tile (below
+    # BLOCK_M * ROW), as so2_gemm_kernel: int64 offset tensors take two registers an element.
+    first = focus.to(tl.int64) * E + edge0
+    g_base, z_base = g_ptr + first * ROW, z_ptr + first * ROW
+    row = rows[:, None] * ROW
+    sig_base, sig_row = sigma_ptr + first * LG, rows[:, None] * LG
+    gw_base = gw_ptr + focus.to(tl.int64) * CF_P * LG
     w_base = w_ptr + focus.to(tl.int64) * w_focus_stride
-    s = tl.load(z_ptr + row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    wlo_base = wlo_ptr + focus.to(tl.int64) * w_focus_stride
+    inv_col = column_scales(wscale_ptr, focus, w_stride_k, n - K_START, nmask, DOT_PRECISION)
+    s = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)    # the scalars, where sigma is recomputed
+    if not SIGMA_LOADED:
+        s = tl.load(z_base + row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if SEGMENT_M0:
         acc_s = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
-        for g0 in range(0, LG, CF):
-            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
-            gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
+        for g0 in range(0, LG, CF_P):
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF_P, LG, CF_P, SIGMA_LOADED)
+            gq, gz_a, gz_b, gz_c = group_backward(g_base, z_base, row, g0, sigma, cols, mask, M0, LG, CF_P)
             acc_s = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc_s, input_precision="ieee")
-        gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc_s)
-        acc = tl.dot(gz_s, _w_tile(w_base, 0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n),
-                     acc, input_precision="ieee")
-        for g0 in range(0, LG, CF):
-            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
-            g = tl.load(g_ptr + row + (CF + g0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
-            acc = tl.dot(g * sigma, _w_tile(w_base, CF + g0, cols, n, nmask, K_START, K_LEN, w_stride_k,
-                                            w_stride_n), acc, input_precision="ieee")
+        gz_s = scalar_backward(g_base, z_base, row, cols, mask, acc_s)
+        w, w_lo = _w_tiles(w_base, wlo_base, 0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
+                           DOT_PRECISION)
+        acc = tile_product(acc, gz_s, w, w_lo, inv_col, DOT_PRECISION)
+        for g0 in range(0, LG, CF_P):
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF_P, LG, CF_P, SIGMA_LOADED)
+            g = tl.load(g_base + row + (CF_P + g0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
+            w, w_lo = _w_tiles(w_base, wlo_base, CF_P + g0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
+                               DOT_PRECISION)
+            acc = tile_product(acc, g * sigma, w, w_lo, inv_col, DOT_PRECISION)
     else:
-        for k0 in range(0, K_LEN, CF):
-            sigma = gate_sigma_group(s, gw_ptr, focus, k0 % LG, CF, LG, CF_P, True)
-            g = tl.load(g_ptr + row + (K_START + k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
-            acc = tl.dot(g * sigma, _w_tile(w_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n),
-                         acc, input_precision="ieee")
+        for k0 in range(0, K_LEN, CF_P):
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, k0 % LG, cols, mask, CF_P, LG, CF_P,
+                                 SIGMA_LOADED)
+            g = tl.load(g_base + row + (K_START + k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
+            w, w_lo = _w_tiles(w_base, wlo_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
+                               DOT_PRECISION)
+            acc = tile_product(acc, g * sigma, w, w_lo, inv_col, DOT_PRECISION)
     omask = emask[:, None] & nmask[None, :]
     offs = row + n[None, :]
-    res = tl.load(g_ptr + offs, mask=omask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, to_output(res + acc, out_ptr), mask=omask)
+    res = tl.load(g_base + offs, mask=omask, other=0.0).to(tl.float32)
+    tl.store((out_ptr + first * ROW) + offs, to_output(res + acc, out_ptr), mask=omask)
 
 
 @triton.jit
-def _w_tile(w_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n):
-    """W rows k0 .. k0 + CF_P (segment-relative), columns n; the relay GEMM's w load."""
+def _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF, LG, CF_P: tl.constexpr,
+                 SIGMA_LOADED: tl.constexpr):
+    """One gate group's sigma tile for the fused kernel: the sigma kernel's (loaded from the
+    row block's sigma rows at sig_base + sig_row) or recomputed from s by gate_sigma_group,
+    the sigma kernel's own helper (so both are the same values)."""
+    if SIGMA_LOADED:
+        return tl.load(sig_base + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
+    else:
+        return gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
+
+
+@triton.jit
+def _w_tiles(w_base, wlo_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
+             DOT_PRECISION: tl.constexpr):
+    """The weight's head and tail tiles (the tail is the head where the precision has none) for
+    rows k0 .. k0 + CF_P (segment-relative) and columns n of one focus's weights at w_base /
+    wlo_base, as so2_gemm_kernel loads them."""
     k = k0 + cols
-    return tl.load(w_base + k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n,
-                   mask=(k < K_LEN)[:, None] & nmask[None, :], other=0.0).to(tl.float32)
+    offs = k[:, None] * w_stride_k + (n - K_START)[None, :] * w_stride_n
+    wmask = (k < K_LEN)[:, None] & nmask[None, :]
+    w = tl.load(w_base + offs, mask=wmask, other=0.0)
+    if DOT_PRECISION == "3xfp16" or DOT_PRECISION == "3xtf32":
+        w_lo = tl.load(wlo_base + offs, mask=wmask, other=0.0)
+    else:
+        w_lo = w
+    return w, w_lo

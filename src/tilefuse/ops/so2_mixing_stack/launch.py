@@ -102,6 +102,18 @@ def tiled_grid(F: int, E: int, n_len: int, cfg: So2Config) -> tuple[int]:
     return (F * cdiv(E, cfg.block_m) * cdiv(n_len, cfg.block_n),)
 
 
+def _weight_parts(w, precision: str):
+    """(heads, tails or None, inverse column scales or None) of one layer's weights as
+    ``_layer`` gives them (a tensor, or a level-3 split's tuple), checked against the dots'
+    ``precision``."""
+    w, w_lo, w_scale = w if isinstance(w, tuple) else (w, None, None)
+    if (w_lo is None) != (precision not in (TF32X3, FP16X3)) or (w_scale is None) != (precision != FP16X3):
+        raise ValueError(f"so2 layer GEMM: {precision} dots got weights of another form")
+    if w_scale is not None and (w_scale.stride(0) != w.stride(1) or w_scale.stride(1) != 1):
+        raise ValueError("so2 layer GEMM: the column scales must be (F, N) rows as long as W's")
+    return w, w_lo, w_scale
+
+
 def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n_start, n_len,
           z=None, sigma=None, alpha=None, apply_alpha=False):
     """One column segment of a layer GEMM (see kernels.so2_gemm_kernel): acc = a_seg @ w with
@@ -110,16 +122,12 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     backward (module docstring); for a level-3 split config, one layer of ``_weights``'s tuple
     (heads, tails, inverse column scales) instead."""
     from .kernels import so2_gemm_kernel
-    w, w_lo, w_scale = w if isinstance(w, tuple) else (w, None, None)
+    precision = cfg.dot_precision(_ieee(a))
+    w, w_lo, w_scale = _weight_parts(w, precision)
     F = w.shape[0]
     E = a.shape[0] * a.shape[1] // F      # a: (F, E, ROW), or (E, F, ROW) edge-major (BWD_HEAD)
     if n_len <= 0 or E == 0:
         return
-    precision = cfg.dot_precision(_ieee(a))
-    if (w_lo is None) != (precision not in (TF32X3, FP16X3)) or (w_scale is None) != (precision != FP16X3):
-        raise ValueError(f"so2 layer GEMM: {precision} dots got weights of another form")
-    if w_scale is not None and (w_scale.stride(0) != w.stride(1) or w_scale.stride(1) != 1):
-        raise ValueError("so2 layer GEMM: the column scales must be (F, N) rows as long as W's")
     so2_gemm_kernel[tiled_grid(F, E, n_len, cfg)](
         a, w, w if w_lo is None else w_lo, out if w_scale is None else w_scale, res, out,
         z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
@@ -219,39 +227,57 @@ GATE_BLOCK_M, GATE_WARPS = 32, 2
 POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
 
 
+def _sigma(z, gw, sigma, d: So2Dims) -> None:
+    """sigma (F, E, LG) float32 of one gated layer, recomputed from its saved z (the relay's
+    sigma kernel; the fused route's sigma pass runs the same launch)."""
+    from .kernels import so2_bwd_sigma_kernel
+    F, E = z.shape[0], z.shape[1]
+    so2_bwd_sigma_kernel[(F * cdiv(E, SIGMA_BLOCK_M),)](z, gw, sigma, E, d.row, d.lg, d.focus_dim, IEEE=_ieee(z),
+                                                       BLOCK_M=SIGMA_BLOCK_M, CF_P=cf_padded(d.focus_dim),
+                                                       num_warps=SIGMA_WARPS, num_stages=1)
+
+
 def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
     """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
     ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
     layer's w0t = W0^T and w1t = W1^T (``transposed``; for a level-3 split their ``_weights``
     tuples, ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
-    from .kernels import so2_bwd_pointwise_kernel, so2_bwd_sigma_kernel
+    from .kernels import so2_bwd_pointwise_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
-    cf_p = cf_padded(d.focus_dim)
-    so2_bwd_sigma_kernel[(F * cdiv(E, SIGMA_BLOCK_M),)](z, gw, sigma, E, d.row, d.lg, d.focus_dim, IEEE=_ieee(z),
-                                                       BLOCK_M=SIGMA_BLOCK_M, CF_P=cf_p, num_warps=SIGMA_WARPS,
-                                                       num_stages=1)
-    # num_stages=1: the group loop needs no software pipelining (memory-bound, one program per
-    # BLOCK_M edges); Triton's default of 3 stages asked for 368 KiB of shared memory at
-    # focus_dim 96-128 on the H200 (limit 227 KiB).
+    # num_stages=1 (here and in _sigma): the group loop needs no software pipelining
+    # (memory-bound, one program per BLOCK_M edges); Triton's default of 3 stages asked for
+    # 368 KiB of shared memory at focus_dim 96-128 on the H200 (limit 227 KiB).
+    _sigma(z, gw, sigma, d)
     so2_bwd_pointwise_kernel[(F * cdiv(E, POINTWISE_BLOCK_M),)](
         g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg, d.focus_dim,
-        WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf_p, num_warps=POINTWISE_WARPS,
-        num_stages=1)
+        WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
+        num_warps=POINTWISE_WARPS, num_stages=1)
     _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
-def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config):
+def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=None):
     """out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T] by the fused kernel: two passes over
-    disjoint column segments (the m = 0 pass carries the scalar chain), given w0t = W0^T and
-    w1t = W1^T (``transposed``)."""
+    disjoint column segments (the m = 0 pass carries the scalar chain), given the layer's w0t =
+    W0^T and w1t = W1^T (``transposed``; for 3xfp16 their ``_weights`` tuples). With
+    ``cfg.sigma_pass`` the relay's sigma kernel writes sigma (F, E, LG) float32 into ``sigma``
+    (allocated here when None) first and the fused kernel reads it; else every program
+    recomputes it."""
     from .kernels import so2_bwd_fused_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
+    if cfg.sigma_pass:
+        if sigma is None:
+            sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=g_cur.device)
+        _sigma(z, gw, sigma, d)
+        launches.record("so2_bwd_sigma_pass")
+    precision = cfg.dot_precision(_ieee(g_cur))
     for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
+        w, w_lo, w_scale = _weight_parts(wt, precision)
         so2_bwd_fused_kernel[tiled_grid(F, E, length, cfg)](
-            g_cur, z, gw, wt, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
-            wt.stride(0), wt.stride(1), wt.stride(2),
-            SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF_P=d.focus_dim,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            g_cur, z, gw, sigma if cfg.sigma_pass else out, w, w if w_lo is None else w_lo,
+            out if w_scale is None else w_scale, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
+            w.stride(0), w.stride(1), w.stride(2),
+            SEGMENT_M0=seg_m0, SIGMA_LOADED=cfg.sigma_pass, DOT_PRECISION=precision, BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     launches.record("so2_bwd_fused_layer")
 
@@ -341,8 +367,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
     else:
         _gemm_t(grad_out_c, _layer(w0t, ng), _layer(w1t, ng), grad_out_c, g_cur, d, cfg, head=(alpha_c, apply_alpha))
-    if not cfg.fused:   # the relay's intermediates (the fused kernel keeps gz and sigma in registers)
-        sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev)
+    # The relay's intermediates (the fused kernel keeps gz in registers; sigma too unless the
+    # config has the sigma pass).
+    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if not cfg.fused or cfg.sigma_pass else None
+    if not cfg.fused:
         gz = torch.empty_like(g_cur)
         gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
     u_next = u_final
@@ -350,7 +378,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         z = z_all[layer]
         g_next = torch.empty_like(g_cur)
         if cfg.fused:
-            fused_layer(g_cur, z, gwc[layer], w0t[layer], w1t[layer], g_next, d, cfg)
+            fused_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, d, cfg, sigma)
             g_cur = g_next
             continue
         relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)

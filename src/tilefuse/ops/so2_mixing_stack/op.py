@@ -22,8 +22,9 @@ from .tune import So2Problem
 
 def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
                   ) -> configs.So2Config | None:
-    """At level 3, fp32: the level-3 key's winner (a tf32x3 relay config whose entry records
-    its passed accuracy validation; tune.py), which then runs the forward and the backward.
+    """At level 3, fp32: the level-3 key's winner (a split-precision config, relay or fused,
+    whose entry records its passed accuracy validation; tune.py), which then runs the forward
+    and the backward.
     None otherwise (below level 3, another dtype, the key never swept, or the exact path won):
     the exact configs run."""
     if policy.get_level() < 3 or dtype != torch.float32:
@@ -49,7 +50,8 @@ def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
                     weight_grads: bool) -> configs.So2Config:
     """The backward route and tiles. At level 3 the level-3 key's winner when it has one
-    (``level3_config``). At level >= 2 the tuning table's winner for (lmax, focus_dim, dtype)
+    (``level3_config``; a fused winner where the fused guards fail: its relay, So2Config.relay).
+    At level >= 2 the tuning table's winner for (lmax, focus_dim, dtype)
     on this GPU: relay tiles apply everywhere; a fused winner only when every guard holds
     (fp32, focus_dim a power of two in [16, 64], no weight gradients: they need gz/gq in
     memory), else the heuristic relay. Double backward never gets here (see
@@ -59,6 +61,11 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
         return relay
     variant = level3_config(d, dtype, n_edges, n_focus, n_layers)
     if variant is not None:
+        # A fused variant where the fused guards fail (weight gradients): the relay with its
+        # tiles and precision, bitwise the fused route's result (the fused kernel's contract),
+        # so the arithmetic the validation measured.
+        if variant.fused and not configs.fused_applies(variant, d.focus_dim, dtype == torch.float32, weight_grads):
+            return variant.relay()
         return variant
     # The edge count varies per call: bucketed (the key ignores it; the problem sizes a sweep's
     # inputs), so the lookup memo holds one entry per power of two, not one per edge count.

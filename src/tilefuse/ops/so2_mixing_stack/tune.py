@@ -6,7 +6,8 @@ heuristic tiles). Candidates are other relay tiles (a tile change, 1% margin; BL
 unchanged), the composition route (the relay's pointwise kernels with cuBLAS GEMMs, compose.py;
 a route change, 3% margin) and, where the guards allow fusion (fp32, focus_dim a power of two
 in [16, 64]), fused configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim; a route
-change). Relay tiles and fused configs must be bitwise equal to the heuristic relay (the fused
+change; each with sigma recomputed per program and with the relay's sigma pass). Relay tiles
+and fused configs must be bitwise equal to the heuristic relay (the fused
 kernel's contract; for relay tiles the same K order); the composition orders its sums as cuBLAS
 does, so it must agree within the fp32 chain's tolerance (``compose_tolerance``). Every
 candidate must launch its route's kernels; a sweep where a guard or the policy routed a
@@ -21,7 +22,8 @@ then see the same inputs whichever forward tiles ran.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
 the exact heuristic relay, the candidates are split-precision relay configs (3xfp16 and
-3xtf32, configs.level3_candidates; a route change). A candidate is validated, not compared
+3xtf32) and, where the fused guards allow it, the fused route in 3xfp16 with the relay's sigma
+pass (configs.level3_candidates; a route change). A candidate is validated, not compared
 bitwise (``validate``):
 - at the sweep's production-size inputs (2**19 edges), the normwise error of each output
   (x_local, grad_u0, grad_alpha) against a float64 reference is at most ``LEVEL3_ERROR_RATIO``
@@ -225,7 +227,8 @@ class So2Family(TuningFamily):
         return ROUTE if config.route != "relay" or config.precision != EXACT else TILE
 
     def complexity(self, config: So2Config) -> tuple:
-        return (config.fused, config.compose, config.num_warps, config.num_stages, config.block_m * config.block_n)
+        return (config.fused, config.compose, config.sigma_pass, config.num_warps, config.num_stages,
+                config.block_m * config.block_n)
 
     def check_entry(self, key: str, config, measured) -> None:
         """A level-3 entry choosing a reduced-precision config must carry its passed
