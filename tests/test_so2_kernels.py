@@ -285,6 +285,20 @@ def test_relay_candidates_keep_block_k_and_leave_out_the_heuristic():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_fused_candidates_come_with_and_without_the_sigma_pass():
+    cands = configs.fused_candidates(3, 32)
+    assert len(set(cands)) == len(cands)
+    assert all(c.fused and c.block_k == 32 and c.route == "fused" for c in cands)
+    recompute = {(c.block_m, c.block_n, c.num_warps) for c in cands if not c.sigma_pass}
+    sigma_pass = {(c.block_m, c.block_n, c.num_warps) for c in cands if c.sigma_pass and c.num_stages == 1}
+    assert recompute and recompute == sigma_pass       # every one-stage tile in both forms
+    pipelined = {(c.block_m, c.block_n, c.num_warps) for c in cands if c.num_stages == 2}
+    assert pipelined == set(configs.FUSED_SIGMA_PASS_PIPELINED)
+    assert all(c.sigma_pass for c in cands if c.num_stages == 2)
+    assert all("-sigma-" in c.name for c in cands if c.sigma_pass)
+    assert not any("-sigma-" in c.name for c in cands if not c.sigma_pass)
+
+
 def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, monkeypatch):
     small = [So2Config(16, 64, 32, 4, 1, True)]
     so2_candidates(monkeypatch, fused=small)

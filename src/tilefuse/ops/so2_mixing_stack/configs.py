@@ -116,11 +116,20 @@ def fused_applies(cfg: So2Config, focus_dim: int, dtype_is_fp32: bool, weight_gr
     return (not weight_grads and cfg.block_k == focus_dim and fused_supported(focus_dim, dtype_is_fp32))
 
 
+# With the sigma pass the fused kernel's K loop is the relay GEMM's plus gz = g * sigma: 80-83%
+# of its sm_90 instructions FFMA at Cf 32 against the relay GEMM's 85% (triton 3.6; 1.5 times
+# as many, 76%, where it recomputes sigma), so the relay's winning tiles (L3-C32: 64x64,
+# L6-C32: 32x128, both 4 warps) are candidates with the relay's two stages too (96-168
+# registers, no spills).
+FUSED_SIGMA_PASS_PIPELINED = ((64, 64, 4), (32, 128, 4))
+
+
 def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     """Fused configs worth timing against the relay (BLOCK_K is always focus_dim), each with
-    sigma recomputed in every program and with the relay's sigma pass (``sigma_pass``). One
-    stage: the fused kernel's K loop walks sub-tiles whose loads are few and latency is hidden
-    by occupancy; every extra candidate costs two compiles per sweep.
+    sigma recomputed in every program and with the relay's sigma pass (``sigma_pass``), on one
+    stage (the fused kernel's K loop walks sub-tiles whose loads are few and latency is hidden
+    by occupancy; every extra candidate costs two compiles per sweep), and with the sigma pass
+    the relay's pipelined tiles (FUSED_SIGMA_PASS_PIPELINED).
 
     Recomputing sigma costs every program L (m = 0 pass) or 2 L (|m| = 1 pass) gate dots of
     BLOCK_M x Cf x Cf FMAs and the gate weights' registers: on the H200 the fastest recomputing
@@ -133,10 +142,12 @@ def fused_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     benchmarks/results/2026-11-29-h200-b/so2_bitwise_diag.py), where every other config
     measured was bitwise equal. The sweep's bitwise check would reject it on the swept inputs, but the contract must hold at
     every edge count, so the space leaves that layout out."""
-    return [So2Config(block_m, block_n, focus_dim, num_warps, 1, fused=True, sigma_pass=sigma_pass)
-            for sigma_pass in (False, True)
-            for block_m in (16, 32, 64) for block_n in (64, 128) for num_warps in (4, 8)
-            if not (block_m == 16 and num_warps == 8)]
+    one_stage = [So2Config(block_m, block_n, focus_dim, num_warps, 1, fused=True, sigma_pass=sigma_pass)
+                 for sigma_pass in (False, True)
+                 for block_m in (16, 32, 64) for block_n in (64, 128) for num_warps in (4, 8)
+                 if not (block_m == 16 and num_warps == 8)]
+    return one_stage + [So2Config(block_m, block_n, focus_dim, num_warps, 2, fused=True, sigma_pass=True)
+                        for block_m, block_n, num_warps in FUSED_SIGMA_PASS_PIPELINED]
 
 
 # Relay tiles worth timing against the heuristic's 32x64 on 4 warps (BLOCK_K stays the
