@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run 5 (prepared for the next device session, not run: this session's device time was spent).
-# The fused route with the relay's sigma pass (e45c87d), exact and in 3xfp16 at level 3: the GPU
+# The fused route with the relay's sigma pass (e45c87d, d86f699), exact and in 3xfp16 at level 3: the GPU
 # tests of its bitwise contracts, then L3-C32 and L6-C32 re-swept (the backward with the
 # sigma-pass fused candidates, the level-3 key with the fused 3xfp16 ones), exported. Run 6
 # sweeps L2-C64 and runs so2_peers.py on the swept table (the same TILEFUSE_CACHE_DIR).
