@@ -37,9 +37,9 @@ def _tile(pid, E, N_LEN, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """(focus, int64 index of the first edge, first column offset) of program ``pid`` of a
     column-tiled kernel, over F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) programs (launch.
     tiled_grid). A row block's column tiles are consecutive programs, so they run at about the
-    same time and the second and later read the row block's operand rows from L2; with the
-    column tile as the grid's slow dimension every column tile re-read the whole operand from
-    DRAM (2-3x the A bytes of a layer GEMM)."""
+    same time and the second and later read the row block's operand rows from L2 (with the
+    column tile as the grid's slow dimension, each column tile would stream the whole operand
+    from DRAM again: 2-3x the A bytes of a layer GEMM)."""
     n_tiles = tl.cdiv(N_LEN, BLOCK_N)
     focus, edge0 = _row_block(pid // n_tiles, E, BLOCK_M)
     return focus, edge0, (pid % n_tiles) * BLOCK_N
