@@ -140,7 +140,7 @@ def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps, sigma_loaded=False, pr
     weight = "*fp16" if precision == "3xfp16" else "*fp32"
     sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "sigma_ptr": "*fp32", "w_ptr": weight,
            "wlo_ptr": weight, "wscale_ptr": "*fp32", "out_ptr": "*fp32",
-           "E": "i32", "ROW": "i32", "M0": "i32", "LG": "i32", "CF": "i32", "K_START": "i32", "K_LEN": "i32",
+           "E": "i32", "ROW": "i32", "M0": "i32", "LG": "i32", "K_START": "i32", "K_LEN": "i32",
            "N_START": "i32", "N_LEN": "i32", "w_focus_stride": "i32", "w_stride_k": "i32", "w_stride_n": "constexpr",
            "SEGMENT_M0": "constexpr", "SIGMA_LOADED": "constexpr", "DOT_PRECISION": "constexpr",
            "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CF_P": "constexpr"}
@@ -148,7 +148,7 @@ def _so2_fused(arch, seg_m0, block_m, block_n, cf, warps, sigma_loaded=False, pr
                                                         "SIGMA_LOADED": sigma_loaded, "DOT_PRECISION": precision,
                                                         "BLOCK_M": block_m, "BLOCK_N": block_n, "CF_P": cf},
                           ["g_ptr", "z_ptr", "gw_ptr", "sigma_ptr", "w_ptr", "wlo_ptr", "wscale_ptr", "out_ptr", "ROW",
-                           "M0", "LG", "CF", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"],
+                           "M0", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"],
                           arch, warps, num_stages=stages)
 
 

@@ -111,7 +111,7 @@ def old_fused_layer(g_cur, z, gw, w0, w1, out, s: Shape):
     cfg, d = s.fused_cfg, s.d
     for w, start, length, seg_m0 in ((w0, 0, d.m0, True), (w1, d.m0, d.m1, False)):
         kernels.so2_bwd_fused_kernel[launch.tiled_grid(F, s.E, length, cfg)](
-            g_cur, z, gw, out, w, w, out, out, s.E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
+            g_cur, z, gw, out, w, w, out, out, s.E, d.row, d.m0, d.lg, start, length, start, length,
             w.stride(0), w.stride(2), w.stride(1), SEGMENT_M0=seg_m0, SIGMA_LOADED=False,
             DOT_PRECISION="ieee", BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages)

@@ -172,7 +172,7 @@ def _old_bwd_gemm(a, w, res, out, k_start, k_len, cfg):
 def _old_fused(g_cur, z, gw, w0, w1, out, cfg):
     for w, start, length, seg_m0 in ((w0, 0, D.m0, True), (w1, D.m0, D.m1, False)):
         kernels.so2_bwd_fused_kernel[launch.tiled_grid(F, E, length, cfg)](
-            g_cur, z, gw, out, w, w, out, out, E, D.row, D.m0, D.lg, D.focus_dim, start, length, start, length,
+            g_cur, z, gw, out, w, w, out, out, E, D.row, D.m0, D.lg, start, length, start, length,
             w.stride(0), w.stride(2), w.stride(1), SEGMENT_M0=seg_m0, SIGMA_LOADED=False,
             DOT_PRECISION="ieee", BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CF_P=D.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages)

@@ -260,7 +260,7 @@ from tilefuse.ops.so2_mixing_stack.configs import FP16X3, level3_candidates
 
 out = {}
 ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_focus_stride", "w_stride_k"]
-fused_ints = ["E", "ROW", "M0", "LG", "CF", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"]
+fused_ints = ["E", "ROW", "M0", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"]
 for cfg in level3_candidates(3, 32):
     if cfg.precision != FP16X3:
         continue

@@ -190,15 +190,15 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     gz = torch.empty_like(g_cur)
 
     layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0t, w1t, g_next, sig, gz, None, d, relay_cfg)}
+    floors = {}   # the fused floor of each fused layer; a sigma pass also writes and reads sigma
     for cfg in fused_cfgs:
         layer["fused layer " + cfg.name] = (
             lambda cfg=cfg: launch.fused_layer(g_cur, z, gwc, w0t, w1t, g_next, d, cfg, sig))
+        floors["fused layer " + cfg.name] = fused_bytes + (2 * sigma_bytes if cfg.sigma_pass else 0)
     for name, t in timing.interleaved(layer, graphs=True, rounds=7).items():
         row = _bench_row("layer", lmax, focus_dim, n_edges, name, t, common)
         if row["status"] == "ok":
-            # the fused floor; a sigma pass also writes and reads sigma
-            floor = fused_bytes + (2 * sigma_bytes if "-sigma-" in name else 0)
-            row["fused_floor_fraction_of_copy"] = floor / (row["ms"] * 1e-3) / 1e9 / copy_gbs
+            row["fused_floor_fraction_of_copy"] = floors.get(name, fused_bytes) / (row["ms"] * 1e-3) / 1e9 / copy_gbs
         rows.append(row)
 
     # The whole force backward.

@@ -446,12 +446,13 @@ def so2_bwd_pointwise_kernel(
 @triton.jit
 def so2_bwd_fused_kernel(
     g_ptr, z_ptr, gw_ptr, sigma_ptr, w_ptr, wlo_ptr, wscale_ptr, out_ptr,
-    E, ROW, M0, LG, CF, K_START, K_LEN, N_START, N_LEN,
+    E, ROW, M0, LG, K_START, K_LEN, N_START, N_LEN,
     w_focus_stride, w_stride_k, w_stride_n,
     SEGMENT_M0: tl.constexpr, SIGMA_LOADED: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CF_P: tl.constexpr,
 ):
-    """Fused per-layer backward (fp32, CF a power of two == BLOCK_K == CF_P):
+    """Fused per-layer backward (fp32, Cf = CF_P a power of two == BLOCK_K; launch.fused_layer's
+    guard, so a sub-tile is exactly CF_P columns):
     out[:, n] = g[:, n] + sum_k gz[:, K_START + k] W^T[k, n - K_START], with gz formed in
     registers one K tile (one sub-tile) at a time, never stored.
 
@@ -460,14 +461,14 @@ def so2_bwd_fused_kernel(
     every program from the saved z (gate_sigma_group), and sigma_ptr is not read.
 
     Bitwise equal to relay = sigma kernel + pointwise kernel + so2_gemm_kernel(BWD) with
-    BLOCK_K = CF and the same tiles, warps and DOT_PRECISION: sigma is the sigma kernel's
+    BLOCK_K = Cf and the same tiles, warps and DOT_PRECISION: sigma is the sigma kernel's
     (loaded, or recomputed by the same helper), the gz values come from the same helpers in
     the same operation order, and the K tiles are accumulated in the same order by the same
     tile_product. DOT_PRECISION: "ieee", or "3xfp16" with the split weights of so2_gemm_kernel
     (w_ptr / wlo_ptr float16 heads and tails, wscale_ptr the inverse column scales).
     SEGMENT_M0: output and K columns [0, M0) (K tile 0 is gz_s, which needs every group's gq:
     the heavy pass); else [M0, ROW) (gz = g * sigma only).
-    g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, CF, LG); W as in so2_gemm_kernel (a contiguous
+    g_ptr, z_ptr, out_ptr: (F, E, ROW); gw_ptr: (F, Cf, LG); W as in so2_gemm_kernel (a contiguous
     W^T). Grid: F * cdiv(E, BLOCK_M) * cdiv(N_LEN, BLOCK_N) (_tile).
     """
     focus, edge0, n0 = _tile(tl.program_id(0), E, N_LEN, BLOCK_M, BLOCK_N)
@@ -475,8 +476,8 @@ def so2_bwd_fused_kernel(
     emask = edge0 + rows < E
     n = N_START + n0 + tl.arange(0, BLOCK_N)
     nmask = n < N_START + N_LEN
-    # CF == CF_P (the launch's guard): a sub-tile is exactly CF_P columns, and with the
-    # constexpr the compiler sees the loads' alignment and vectorizes them.
+    # Sub-tiles walked in constexpr CF_P steps: the compiler sees the loads' alignment and
+    # vectorizes them.
     cols = tl.arange(0, CF_P)
     cmask = cols < CF_P
     mask = emask[:, None] & cmask[None, :]
@@ -497,7 +498,7 @@ def so2_bwd_fused_kernel(
     if SEGMENT_M0:
         acc_s = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
         for g0 in range(0, LG, CF_P):
-            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF_P, LG, CF_P, SIGMA_LOADED)
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, LG, CF_P, SIGMA_LOADED)
             gq, gz_a, gz_b, gz_c = group_backward(g_base, z_base, row, g0, sigma, cols, mask, M0, LG, CF_P)
             acc_s = tl.dot(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc_s, input_precision="ieee")
         gz_s = scalar_backward(g_base, z_base, row, cols, mask, acc_s)
@@ -505,14 +506,14 @@ def so2_bwd_fused_kernel(
                            DOT_PRECISION)
         acc = tile_product(acc, gz_s, w, w_lo, inv_col, DOT_PRECISION)
         for g0 in range(0, LG, CF_P):
-            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF_P, LG, CF_P, SIGMA_LOADED)
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, LG, CF_P, SIGMA_LOADED)
             g = tl.load(g_base + row + (CF_P + g0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
             w, w_lo = _w_tiles(w_base, wlo_base, CF_P + g0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
                                DOT_PRECISION)
             acc = tile_product(acc, g * sigma, w, w_lo, inv_col, DOT_PRECISION)
     else:
         for k0 in range(0, K_LEN, CF_P):
-            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, k0 % LG, cols, mask, CF_P, LG, CF_P,
+            sigma = _group_sigma(s, gw_ptr, sig_base, sig_row, focus, k0 % LG, cols, mask, LG, CF_P,
                                  SIGMA_LOADED)
             g = tl.load(g_base + row + (K_START + k0 + cols)[None, :], mask=mask, other=0.0).to(tl.float32)
             w, w_lo = _w_tiles(w_base, wlo_base, k0, cols, n, nmask, K_START, K_LEN, w_stride_k, w_stride_n,
@@ -525,7 +526,7 @@ def so2_bwd_fused_kernel(
 
 
 @triton.jit
-def _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF, LG, CF_P: tl.constexpr,
+def _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, LG, CF_P: tl.constexpr,
                  SIGMA_LOADED: tl.constexpr):
     """One gate group's sigma tile for the fused kernel: the sigma kernel's (loaded from the
     row block's sigma rows at sig_base + sig_row) or recomputed from s by gate_sigma_group,
@@ -533,7 +534,7 @@ def _group_sigma(s, gw_ptr, sig_base, sig_row, focus, g0, cols, mask, CF, LG, CF
     if SIGMA_LOADED:
         return tl.load(sig_base + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
     else:
-        return gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, True)
+        return gate_sigma_group(s, gw_ptr, focus, g0, CF_P, LG, CF_P, True)
 
 
 @triton.jit

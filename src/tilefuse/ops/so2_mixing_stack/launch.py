@@ -274,7 +274,7 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=N
         w, w_lo, w_scale = _weight_parts(wt, precision)
         so2_bwd_fused_kernel[tiled_grid(F, E, length, cfg)](
             g_cur, z, gw, sigma if cfg.sigma_pass else out, w, w if w_lo is None else w_lo,
-            out if w_scale is None else w_scale, out, E, d.row, d.m0, d.lg, d.focus_dim, start, length, start, length,
+            out if w_scale is None else w_scale, out, E, d.row, d.m0, d.lg, start, length, start, length,
             w.stride(0), w.stride(1), w.stride(2),
             SEGMENT_M0=seg_m0, SIGMA_LOADED=cfg.sigma_pass, DOT_PRECISION=precision, BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
