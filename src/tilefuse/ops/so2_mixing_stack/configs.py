@@ -176,13 +176,14 @@ def relay_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
 # the Neo shape (benchmarks/results/2026-12-01-h200-h, run 3), of 6 measured. 3xfp16: the
 # tiles whose sm_90 compile (triton 3.6 and 3.8) has no spills, from one to two warpgroups
 # (tests/test_so2_level3.py checks the spills); the H200 sweeps picked 64x64, 64x128 and
-# 128x128 (benchmarks/results/2026-12-01-h200-l, run 10b). 128x64 on two warpgroups (118
-# registers) ran the Neo GEMM pairs 1.05-1.12x faster than 64x64 on one (2026-12-02-h200-q
-# run 1). A K tile of 2 Cf was never faster than the best Cf tile there, exact or 3xfp16
-# (same tile: exact 0.89-1.11x, 3xfp16 0.66-1.02x the Cf tile's speed): BLOCK_K stays the
-# heuristic's.
+# 128x128 (benchmarks/results/2026-12-01-h200-l, run 10b). Measured and left out
+# (benchmarks/results/2026-12-02-h200-q): 128x64 on two warpgroups (its Neo GEMM pairs looked
+# 1.05-1.12x faster than 64x64 alone, but the level-3 sweeps timed the whole op at 1.442x /
+# 1.753x the baseline against the winners' 1.571x / 2.001x at L3-C32 / L6-C32); a K tile of
+# 2 Cf, never faster than the best Cf tile, exact or 3xfp16 (same tile: exact 0.89-1.11x,
+# 3xfp16 0.66-1.02x the Cf tile's speed), so BLOCK_K stays the heuristic's.
 TF32X3_TILES = ((32, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3))
-FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3), (64, 128, 4, 3), (128, 128, 8, 3))
+FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 3))
 
 
 # The fused route in 3xfp16 (level 3, with the relay's sigma pass): (BLOCK_M, BLOCK_N, warps,
