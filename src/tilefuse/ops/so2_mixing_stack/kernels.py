@@ -191,7 +191,11 @@ def tile_product(acc, a, w, w_lo, inv_col, DOT_PRECISION: tl.constexpr):
       - "3xfp16": w and w_lo float16 heads and tails of W scaled by a power of two per column,
         inv_col the inverse scales (launch.split_fp16); a is scaled per row by a power of two
         (pow2_row_scale) and split into float16 here, and the products are scaled back (column,
-        then row) before they join acc.
+        then row) before they join acc. Each row's scale from its maximum over the whole K
+        segment (a first pass over A, the scales applied once in the epilogue) ran 0.74-0.89x
+        as fast on the H200, and accumulating the products on the tensor cores across K besides
+        0.75-0.90x with 2.5-3.6x the exact path's error (benchmarks/results/2026-12-02-h200-q,
+        run 2): the three waits a K tile (the split tile is a register operand of wgmma) stay.
     """
     if DOT_PRECISION == "3xfp16":
         scale, inv = pow2_row_scale(a)
