@@ -1,4 +1,5 @@
-"""so2_mixing_stack's level-3 variants (3xTF32 and 3xFP16 layer GEMMs): their config space
+"""so2_mixing_stack's level-3 variants (3xTF32 and 3xFP16 layer GEMMs, the latter also with the
+forward gate's scalar block in 3xFP16): their config space
 and keys, their validation against float64 (and that the validation rejects broken variants),
 that they engage only at level 3, only on a key whose entry records a passed validation, and
 the splits themselves (heads, tails, power-of-two scales, range limits).
@@ -18,7 +19,7 @@ import tilefuse
 from tilefuse import tuning
 from tilefuse.ops.so2_mixing_stack import configs, kernels
 from tilefuse.ops.so2_mixing_stack import tune as so2_tune
-from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, TF32X3, So2Config
+from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, FP16X3_GATE, TF32X3, So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
@@ -26,10 +27,11 @@ from test_so2_kernels import NL, make
 from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
 LMAX, CF = 1, 16
-# One config of each kind the level-3 space holds: the two relay splits and the fused route in
-# 3xfp16 with the relay's sigma pass.
+# One config of each kind the level-3 space holds: the two relay splits (3xfp16 also with the
+# gate's scalar block split) and the fused route in 3xfp16 with the relay's sigma pass.
 VARIANTS = {TF32X3: So2Config(32, 64, 16, 4, 2, precision=TF32X3),
             FP16X3: So2Config(64, 64, 16, 4, 3, precision=FP16X3),
+            FP16X3_GATE: So2Config(64, 64, 16, 4, 3, precision=FP16X3_GATE),
             "fused-" + FP16X3: So2Config(64, 64, 16, 4, 2, fused=True, sigma_pass=True, precision=FP16X3)}
 
 
@@ -63,7 +65,7 @@ def test_config_precision_is_checked_and_named(label):
     assert So2Config().precision == "ieee" and "-ieee" not in So2Config().name
     with pytest.raises(ValueError, match="precision"):
         So2Config(precision="tf32")
-    if precision == FP16X3:   # the fused route takes 3xfp16 (and the exact dots), not 3xtf32
+    if precision == FP16X3:   # the fused route takes 3xfp16 (and the exact dots), no other split
         assert So2Config(16, 64, 16, 4, 1, fused=True, precision=precision).route == "fused"
     else:
         with pytest.raises(ValueError, match="fused"):
@@ -72,8 +74,11 @@ def test_config_precision_is_checked_and_named(label):
         So2Config(compose=True, precision=precision)
     with pytest.raises(ValueError, match="sigma_pass"):
         So2Config(sigma_pass=True, precision=precision)
-    assert variant.dot_precision(True) == precision
+    assert variant.dot_precision(True) == (FP16X3 if precision == FP16X3_GATE else precision)
+    assert variant.gate_precision(True) == (FP16X3 if precision == FP16X3_GATE else EXACT)
+    assert So2Config().gate_precision(True) == EXACT and So2Config().dot_precision(True) == EXACT
     assert variant.dot_precision(False) == "tf32" == So2Config().dot_precision(False)
+    assert variant.gate_precision(False) == "tf32" == So2Config().gate_precision(False)
     assert variant.relay() == So2Config(variant.block_m, variant.block_n, variant.block_k, variant.num_warps,
                                         variant.num_stages, precision=precision)
 
@@ -86,7 +91,10 @@ def test_level3_keys_and_their_config_space():
     with pytest.raises(ValueError, match="fp32 level-3"):
         fam.problem_for_key("L3-C32-x2-l3")
     candidates = fam.candidates(p)
-    assert {c.precision for c in candidates} == {TF32X3, FP16X3}      # both splits are timed
+    assert {c.precision for c in candidates} == {TF32X3, FP16X3, FP16X3_GATE}   # every split is timed
+    tiles = lambda precision: {(c.block_m, c.block_n, c.num_warps, c.num_stages)  # noqa: E731
+                               for c in candidates if c.precision == precision and not c.fused}
+    assert tiles(FP16X3_GATE) == tiles(FP16X3) == set(configs.FP16X3_TILES)  # the gate's split at each 3xfp16 tile
     assert not any(c.compose for c in candidates)
     fused = [c for c in candidates if c.fused]   # Cf 32: the fused guards hold
     assert fused and all(c.precision == FP16X3 and c.sigma_pass and c.block_k == 32 for c in fused)
@@ -240,6 +248,35 @@ def test_fp16x3_gemm_is_finite_and_accurate_near_float32s_limits(device):
     assert ok.all(), f"{int((~ok).sum())} elements outside the bound"
 
 
+@pytest.mark.parametrize("n_edges", [37, 70])
+def test_the_gate_splits_its_scalar_block_only_for_the_gate_variant(n_edges, monkeypatch, device):
+    """The forward gate kernel's s = u_m0 @ W0[:, :Cf] (saved as z[..., :Cf] of every gated
+    layer): under a "3xfp16-gate" config in 3xfp16 from the layer GEMMs' split weights, within
+    the split's bound of float64, also for rows near float32's limits and partial row blocks;
+    under plain 3xfp16 the exact dots (bitwise the exact path's s), so existing 3xfp16 table
+    entries keep the arithmetic they were validated with."""
+    from tuning_helpers import LaunchSpy
+    from tilefuse.ops.so2_mixing_stack import launch
+    d, (u0, alpha, w0, w1, gw) = make(LMAX, 2, CF, n_edges, "cpu", grad=False)
+    u0 = u0.clone()
+    u0[0, :3] *= 2.0 ** 100                      # rows far above the rest, and far below
+    u0[1, 3:6] *= 2.0 ** -100
+    spy = LaunchSpy(kernels.so2_fwd_gate_kernel, "S_PRECISION")
+    monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", spy)
+    s_first = {}
+    for name, cfg in (("exact", So2Config(64, 64, CF, 4, 2)), (FP16X3, VARIANTS[FP16X3]),
+                      (FP16X3_GATE, VARIANTS[FP16X3_GATE])):
+        spy.seen.clear()
+        z_all = launch.forward(*(t.to(device) for t in (u0, alpha, w0, w1, gw)), d, True, config=cfg)[1]
+        assert spy.seen == [FP16X3 if name == FP16X3_GATE else EXACT] * (NL - 1)
+        s_first[name] = z_all[0, ..., :CF].cpu()
+    assert torch.equal(s_first[FP16X3], s_first["exact"])
+    got = s_first[FP16X3_GATE]
+    assert torch.isfinite(got).all()
+    ok = _within_split_bound(got, u0, w0[0, :, :, :CF])
+    assert ok.all(), f"{int((~ok).sum())} elements outside the bound"
+
+
 def test_a_level3_gemm_refuses_weights_of_another_form(device):
     from tilefuse.ops.so2_mixing_stack.launch import _gemm, split_fp16, split_tf32
     d = So2Dims(LMAX, CF)
@@ -292,13 +329,26 @@ sig = {"w_ptr": "*fp32", "hi_ptr": "*fp16", "lo_ptr": "*fp16", "inv_ptr": "*fp32
        **{n: "i32" for n in ("K", "N", "stride_b", "stride_k", "stride_n")}}
 c, usage = compile_sm90(K.split_fp16_kernel, sig, dict(BLOCK_K=64, BLOCK_N=32), num_warps=4)
 out["split_fp16_kernel"] = usage
+# The forward gate kernel at its launch shape (launch.GATE_BLOCK_M rows, GATE_WARPS), its
+# scalar block exact and in 3xfp16 (the "3xfp16-gate" configs), Cf 32.
+from tilefuse.ops.so2_mixing_stack.launch import GATE_BLOCK_M, GATE_WARPS
+for s_precision, weight in (("ieee", "*fp32"), (FP16X3, "*fp16")):
+    sig = {"u_ptr": "*fp32", "w0_ptr": weight, "w0lo_ptr": weight, "w0scale_ptr": "*fp32", "gw_ptr": "*fp32",
+           "z_ptr": "*fp32", "u_next_ptr": "*fp32", "sigma_ptr": "*fp32",
+           **{n: "i32" for n in ("E", "ROW", "M0", "LG", "CF")}}
+    ce = dict(IEEE=True, S_PRECISION=s_precision, BLOCK_M=GATE_BLOCK_M, CF_P=32, BLOCK_K=32)
+    c, usage = compile_sm90(K.so2_fwd_gate_kernel, sig, ce, num_warps=GATE_WARPS,
+                            divisible=[n for n in sig if n.endswith("_ptr")] + ["ROW", "M0", "LG", "CF"])
+    usage["mma"] = c.asm["ptx"].count("mma.sync") + c.asm["ptx"].count("wgmma.mma_async")
+    out[f"gate-{s_precision}"] = usage
 print(json.dumps(out))
 '''
 
 
 def test_fp16x3_tiles_compile_for_sm90_without_spills():
     """Every 3xfp16 candidate, each epilogue of the relay GEMM and both passes of the fused
-    kernel, compiled for sm_90 as launched: no spills, the products on wgmma, the operand tiles
+    kernel, and the forward gate kernel with its scalar block split (the "3xfp16-gate"
+    configs; the exact gate beside it), compiled for sm_90 as launched: no spills, the products on wgmma, the operand tiles
     loaded by pipelined async copies. The relay's FWD_GATED epilogue is the tight one at 64
     outputs a thread (244-250 registers on triton 3.6), the fused m = 0 pass at 128x128 (255;
     compile_report.py shows them)."""
@@ -307,6 +357,9 @@ def test_fp16x3_tiles_compile_for_sm90_without_spills():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
     report = run_compile_script(_SM90_LEVEL3)
     assert report.pop("split_fp16_kernel")["stack"] == 0
+    exact_gate, split_gate = report.pop("gate-ieee"), report.pop(f"gate-{FP16X3}")
+    assert exact_gate["stack"] == 0 == split_gate["stack"], (exact_gate, split_gate)
+    assert exact_gate["mma"] == 0 < split_gate["mma"]      # the split's products on the tensor cores
     assert len(report) == 4 * len(configs.FP16X3_TILES) + 2 * len(configs.FUSED_FP16X3_TILES)
     for name, usage in report.items():
         assert usage["stack"] == 0, (name, usage)
@@ -453,9 +506,11 @@ def _run_op(device, lmax=LMAX):
 def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, one_variant, monkeypatch, device):
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
+    gate = LaunchSpy(kernels.so2_fwd_gate_kernel, "S_PRECISION")     # the gate's scalar block
+    monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", gate)
     with tilefuse.level(3):   # no level-3 entry yet: exact
         _run_op(device)
-    assert spy.seen and set(spy.seen) == {"ieee"}
+    assert spy.seen and set(spy.seen) == {"ieee"} == set(gate.seen)
 
     if torch.device(device).type == "cuda":   # on the GPU the sweep's own timing decides; install the variant
         monkeypatch.setattr(so2_tune.So2Family, "validate",
@@ -465,19 +520,24 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
 
     for level in (0, 1, 2):
         spy.seen.clear()
+        gate.seen.clear()
         with tilefuse.level(level):
             _run_op(device)
         assert set(spy.seen) == (set() if level == 0 else {"ieee"}), level     # level 0: the reference
+        assert set(gate.seen) == set(spy.seen), level
 
     spy.seen.clear()
+    gate.seen.clear()
     with tilefuse.level(3):
         x3, g3 = _run_op(device)
-    assert spy.seen and set(spy.seen) == {one_variant.precision}          # forward and backward GEMMs
+    assert spy.seen and set(spy.seen) == {one_variant.dot_precision(True)}   # forward and backward GEMMs
+    assert gate.seen and set(gate.seen) == {one_variant.gate_precision(True)}
 
     spy.seen.clear()
+    gate.seen.clear()
     with tilefuse.level(3):   # another key (lmax 2) has no level-3 entry: exact
         _run_op(device, lmax=2)
-    assert set(spy.seen) == {"ieee"}
+    assert set(spy.seen) == {"ieee"} == set(gate.seen)
 
     spy.seen.clear()
     with tilefuse.level(2):
@@ -497,9 +557,12 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
     assert _sweep(device, one_variant).winner == one_variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
+    gate = LaunchSpy(kernels.so2_fwd_gate_kernel, "S_PRECISION")
+    monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", gate)
     d, inputs = make(LMAX, 1, CF, 37, device)
     with tilefuse.level(3):
         x_local, z_all, u_final = torch.ops.tilefuse.so2_stack_fwd(*[t.detach() for t in inputs], LMAX, CF, True)
         torch.ops.tilefuse.so2_stack_bwd(torch.randn_like(x_local), x_local, z_all, u_final,
                                          *[t.detach() for t in inputs[1:]], LMAX, CF, True, False)
-    assert spy.seen and set(spy.seen) == {one_variant.precision}
+    assert spy.seen and set(spy.seen) == {one_variant.dot_precision(True)}
+    assert gate.seen and set(gate.seen) == {one_variant.gate_precision(True)}

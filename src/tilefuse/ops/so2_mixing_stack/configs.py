@@ -30,11 +30,22 @@ from ...utils import next_power_of_2
 #     and tails keep 22 bits of each operand (TF32's split: 22 as well).
 #   The H200's measurements of 3xtf32, and the variants tried before it:
 #   benchmarks/results/2026-12-01-h200-h.
+#   - "3xfp16-gate": 3xfp16, and the forward gate kernel's scalar block s = u_m0 @ W0[:, :Cf]
+#     (the gated layer GEMM's first Cf columns, which the gate kernel computes) in 3xfp16 too,
+#     from the same split weights. The other precisions compute s with the exact dots. At
+#     Neo the gate kernel took 1.9 ms of a 20-21 ms level-3 step (results/2026-12-01-h200-m
+#     run 11); by count its two IEEE GEMMs (s, and s @ gw for sigma) take longer at the FMA
+#     rate the layer GEMMs reach than its bytes at bandwidth (about 0.5 against 0.4 ms a
+#     layer), so s on the tensor cores should leave it memory-bound (not yet measured: the
+#     level-3 sweeps decide). The gate dots sigma = sigmoid(s @ gw) stay IEEE, as in the
+#     backward's sigma recompute from the saved s: forward and backward gate the same s the
+#     same way.
 # 16-bit inputs take TF32 dots in every config (their products are exact in TF32).
 EXACT = "ieee"
 TF32X3 = "3xtf32"
 FP16X3 = "3xfp16"
-PRECISIONS = (EXACT, TF32X3, FP16X3)
+FP16X3_GATE = "3xfp16-gate"
+PRECISIONS = (EXACT, TF32X3, FP16X3, FP16X3_GATE)
 # The fused backward's K tiles take the relay GEMM's tile products (kernels.tile_product) in
 # these precisions; 3xtf32, slower than the exact dots on the H200, is left out.
 FUSED_PRECISIONS = (EXACT, FP16X3)
@@ -96,7 +107,17 @@ class So2Config:
 
     def dot_precision(self, dtype_is_fp32: bool) -> str:
         """The layer GEMMs' DOT_PRECISION (kernels.so2_gemm_kernel) for inputs of that dtype."""
-        return self.precision if dtype_is_fp32 else "tf32"
+        if not dtype_is_fp32:
+            return "tf32"
+        return FP16X3 if self.precision == FP16X3_GATE else self.precision
+
+    def gate_precision(self, dtype_is_fp32: bool) -> str:
+        """The forward gate kernel's S_PRECISION for its scalar block s (kernels.
+        so2_fwd_gate_kernel): 3xfp16 for a "3xfp16-gate" config, else the exact dots ("ieee";
+        "tf32" for 16-bit inputs, whose products TF32 holds exactly)."""
+        if not dtype_is_fp32:
+            return "tf32"
+        return FP16X3 if self.precision == FP16X3_GATE else EXACT
 
 
 # The fused kernel forms gate dots in registers: above this focus_dim the per-program gate
@@ -196,12 +217,13 @@ FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     """The split-precision configs a level-3 key's sweep validates and times against the exact
-    heuristic relay: relay configs of both splits, and where the fused guards allow it
+    heuristic relay: relay configs of both splits (3xfp16 also with the gate's scalar block in
+    3xfp16, FP16X3_GATE), and where the fused guards allow it
     (fused_supported; BLOCK_K = focus_dim) the fused route in 3xfp16 with the relay's sigma
     pass (FUSED_FP16X3_TILES)."""
     base = heuristic(lmax, focus_dim)
     out = [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
-           for precision, tiles in ((FP16X3, FP16X3_TILES), (TF32X3, TF32X3_TILES))
+           for precision, tiles in ((FP16X3, FP16X3_TILES), (FP16X3_GATE, FP16X3_TILES), (TF32X3, TF32X3_TILES))
            for block_m, block_n, num_warps, num_stages in tiles]
     if fused_supported(focus_dim, True) and base.block_k == focus_dim:
         out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,

@@ -70,16 +70,21 @@ def gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P: tl.constexpr, IEEE: tl.
 
 @triton.jit
 def so2_fwd_gate_kernel(
-    u_ptr, w0_ptr, gw_ptr, z_ptr, u_next_ptr, sigma_ptr,
+    u_ptr, w0_ptr, w0lo_ptr, w0scale_ptr, gw_ptr, z_ptr, u_next_ptr, sigma_ptr,
     E, ROW, M0, LG, CF,
-    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr, BLOCK_K: tl.constexpr,
+    IEEE: tl.constexpr, S_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """The scalar block of one gated layer, and its gate.
 
     u_ptr: (F, E, ROW) layer input. w0_ptr: (F, M0, M0) this layer's m = 0 weights.
     gw_ptr: (F, CF, LG). Writes z[..., :CF] = s = u_m0 @ w0[:, :CF],
     u_next[..., :CF] = u + s * sigmoid(s), and sigma (F, E, LG) = sigmoid(s @ gw) (float32).
-    Grid: F * cdiv(E, BLOCK_M).
+    S_PRECISION: how s's K tiles are multiplied: "ieee" / "tf32" (dot_f32acc, IEEE saying
+    which), or "3xfp16" (tile_product; w0_ptr / w0lo_ptr the float16 heads and tails of W0
+    scaled per column and w0scale_ptr (F, M0) the inverse scales, launch.split_fp16: the layer
+    GEMMs' split weights). The gate dots s @ gw are IEEE (IEEE) in every case, as in the
+    backward's sigma recompute (so2_bwd_sigma_kernel). Grid: F * cdiv(E, BLOCK_M).
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     row_base = focus.to(tl.int64) * E * ROW + edges * ROW
@@ -87,13 +92,20 @@ def so2_fwd_gate_kernel(
     cmask = cols < CF
     acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
     w_base = focus.to(tl.int64) * M0 * M0
+    inv_col = column_scales(w0scale_ptr, focus, M0, cols, cmask, S_PRECISION)
     for k0 in range(0, M0, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         a = tl.load(u_ptr + row_base[:, None] + k[None, :], mask=emask[:, None] & (k < M0)[None, :],
                     other=0.0).to(tl.float32)
-        w = tl.load(w0_ptr + w_base + k[:, None] * M0 + cols[None, :],
-                    mask=(k < M0)[:, None] & cmask[None, :], other=0.0).to(tl.float32)
-        acc = dot_f32acc(a, w, acc, IEEE)
+        w_offs = w_base + k[:, None] * M0 + cols[None, :]
+        wmask = (k < M0)[:, None] & cmask[None, :]
+        if S_PRECISION == "3xfp16":
+            w = tl.load(w0_ptr + w_offs, mask=wmask, other=0.0)
+            w_lo = tl.load(w0lo_ptr + w_offs, mask=wmask, other=0.0)
+            acc = tile_product(acc, a, w, w_lo, inv_col, S_PRECISION)
+        else:
+            w = tl.load(w0_ptr + w_offs, mask=wmask, other=0.0).to(tl.float32)
+            acc = dot_f32acc(a, w, acc, IEEE)
     mask = emask[:, None] & cmask[None, :]
     offs = row_base[:, None] + cols[None, :]
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)

@@ -155,13 +155,17 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
     sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=u0.device)
     w0c, w1c, gwc = w0_all.contiguous(), w1_all.contiguous(), gw_all.contiguous()
     w0g, w1g = _weights(w0c, cfg), _weights(w1c, cfg)
+    gate_precision = cfg.gate_precision(_ieee(u))
     for layer in range(ng):
         u_next = torch.empty_like(u)
         z = z_all[layer]
+        # The gate's scalar block reads W0 as the layer GEMMs do where it takes their split
+        # (the split's heads, tails and column scales), else W0 itself.
+        w0s = _weight_parts(_layer(w0g, layer), FP16X3) if gate_precision == FP16X3 else (w0c[layer],) * 3
         so2_fwd_gate_kernel[(F * cdiv(E, GATE_BLOCK_M),)](
-            u, w0c[layer], gwc[layer], z, u_next, sigma, E, d.row, d.m0, d.lg, d.focus_dim,
-            IEEE=_ieee(u), BLOCK_M=GATE_BLOCK_M, CF_P=cf_padded(d.focus_dim), BLOCK_K=cfg.block_k,
-            num_warps=GATE_WARPS,
+            u, *w0s, gwc[layer], z, u_next, sigma, E, d.row, d.m0, d.lg, d.focus_dim,
+            IEEE=_ieee(u), S_PRECISION=gate_precision, BLOCK_M=GATE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
+            BLOCK_K=cfg.block_k, num_warps=GATE_WARPS,
         )
         common = dict(z=z, sigma=sigma)
         _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,

@@ -21,10 +21,10 @@ baseline's: the backward routes, whose fused == relay contract is stated on the 
 then see the same inputs whichever forward tiles ran.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
-the exact heuristic relay, the candidates are split-precision relay configs (3xfp16 and
-3xtf32) and, where the fused guards allow it, the fused route in 3xfp16 with the relay's sigma
-pass (configs.level3_candidates; a route change). A candidate is validated, not compared
-bitwise (``validate``):
+the exact heuristic relay, the candidates are split-precision relay configs (3xfp16, also
+with the forward gate's scalar block split, and 3xtf32) and, where the fused guards allow it,
+the fused route in 3xfp16 with the relay's sigma pass (configs.level3_candidates; a route
+change). A candidate is validated, not compared bitwise (``validate``):
 - at the sweep's production-size inputs (2**19 edges), the normwise error of each output
   (x_local, grad_u0, grad_alpha) against a float64 reference is at most ``LEVEL3_ERROR_RATIO``
   times the exact path's error on the same inputs;
