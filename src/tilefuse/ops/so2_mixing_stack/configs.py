@@ -47,7 +47,8 @@ FP16X3 = "3xfp16"
 FP16X3_GATE = "3xfp16-gate"
 PRECISIONS = (EXACT, TF32X3, FP16X3, FP16X3_GATE)
 # The fused backward's K tiles take the relay GEMM's tile products (kernels.tile_product) in
-# these precisions; 3xtf32, slower than the exact dots on the H200, is left out.
+# these precisions; 3xtf32, slower than the exact dots on the H200, is left out, and so is
+# 3xfp16-gate (it differs from 3xfp16 only in the forward; its level-3 candidates are relays).
 FUSED_PRECISIONS = (EXACT, FP16X3)
 
 
