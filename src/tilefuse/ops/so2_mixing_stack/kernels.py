@@ -207,7 +207,11 @@ def tile_product(acc, a, w, w_lo, inv_col, DOT_PRECISION: tl.constexpr):
         segment (a first pass over A, the scales applied once in the epilogue) ran 0.74-0.89x
         as fast on the H200, and accumulating the products on the tensor cores across K besides
         0.75-0.90x with 2.5-3.6x the exact path's error (benchmarks/results/2026-12-02-h200-q,
-        run 2): the three waits a K tile (the split tile is a register operand of wgmma) stay.
+        run 2): the three waits a K tile stay. Triton (3.6 and 3.8) waits after every wgmma
+        of a chain that starts from zero inside the K loop, whether the split tile is a
+        register operand or, with the product computed transposed, a shared-memory one (sm_90
+        compiles, benchmarks/compile_report.py's method); issuing the three and waiting once
+        needs explicit wgmma control (Gluon's warpgroup_mma / warpgroup_mma_wait).
     """
     if DOT_PRECISION == "3xfp16":
         scale, inv = pow2_row_scale(a)
