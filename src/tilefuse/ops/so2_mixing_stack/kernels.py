@@ -80,11 +80,11 @@ def so2_fwd_gate_kernel(
     u_ptr: (F, E, ROW) layer input. w0_ptr: (F, M0, M0) this layer's m = 0 weights.
     gw_ptr: (F, CF, LG). Writes z[..., :CF] = s = u_m0 @ w0[:, :CF],
     u_next[..., :CF] = u + s * sigmoid(s), and sigma (F, E, LG) = sigmoid(s @ gw) (float32).
-    S_PRECISION: how s's K tiles are multiplied: "ieee" / "tf32" (dot_f32acc, IEEE saying
-    which), or "3xfp16" (tile_product; w0_ptr / w0lo_ptr the float16 heads and tails of W0
-    scaled per column and w0scale_ptr (F, M0) the inverse scales, launch.split_fp16: the layer
-    GEMMs' split weights). The gate dots s @ gw are IEEE (IEEE) in every case, as in the
-    backward's sigma recompute (so2_bwd_sigma_kernel). Grid: F * cdiv(E, BLOCK_M).
+    S_PRECISION: how s's K tiles are multiplied, by the layer GEMMs' tile_product: "ieee" or
+    "tf32" (16-bit inputs) on W0 itself, or "3xfp16" (w0_ptr / w0lo_ptr the float16 heads and
+    tails of W0 scaled per column, w0scale_ptr (F, M0) the inverse scales: launch.split_fp16,
+    the layer GEMMs' split weights). The gate dots s @ gw take IEEE's dots in every case, as
+    the backward's sigma recompute does (so2_bwd_sigma_kernel). Grid: F * cdiv(E, BLOCK_M).
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     row_base = focus.to(tl.int64) * E * ROW + edges * ROW
@@ -99,13 +99,11 @@ def so2_fwd_gate_kernel(
                     other=0.0).to(tl.float32)
         w_offs = w_base + k[:, None] * M0 + cols[None, :]
         wmask = (k < M0)[:, None] & cmask[None, :]
+        w = tl.load(w0_ptr + w_offs, mask=wmask, other=0.0)
+        w_lo = w
         if S_PRECISION == "3xfp16":
-            w = tl.load(w0_ptr + w_offs, mask=wmask, other=0.0)
             w_lo = tl.load(w0lo_ptr + w_offs, mask=wmask, other=0.0)
-            acc = tile_product(acc, a, w, w_lo, inv_col, S_PRECISION)
-        else:
-            w = tl.load(w0_ptr + w_offs, mask=wmask, other=0.0).to(tl.float32)
-            acc = dot_f32acc(a, w, acc, IEEE)
+        acc = tile_product(acc, a, w, w_lo, inv_col, S_PRECISION)
     mask = emask[:, None] & cmask[None, :]
     offs = row_base[:, None] + cols[None, :]
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
