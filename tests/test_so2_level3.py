@@ -277,6 +277,30 @@ def test_the_gate_splits_its_scalar_block_only_for_the_gate_variant(n_edges, mon
     assert ok.all(), f"{int((~ok).sum())} elements outside the bound"
 
 
+def test_the_gate_launches_on_gate_warps_and_its_outputs_do_not_depend_on_them(monkeypatch, device):
+    """The forward launches its gate kernel on launch.gate_warps' warps (4 for the exact s at
+    Cf 32, 2 for the split s), and the forward's outputs are bitwise the same with the other
+    warp count (each element of s and sigma is one fixed-order dot), exact and 3xfp16-gate.
+    The interpreter ignores warps; the GPU run is the one that can differ."""
+    from tilefuse.ops.so2_mixing_stack import launch
+    cf = 32
+    d, inputs = make(LMAX, 2, cf, 45, "cpu", grad=False)
+    inputs = [t.to(device) for t in inputs]
+    spy = LaunchSpy(kernels.so2_fwd_gate_kernel, "num_warps")
+    monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", spy)
+    chosen = launch.gate_warps
+    for cfg, warps in ((So2Config(64, 64, cf, 4, 2), 4), (So2Config(64, 64, cf, 4, 3, precision=FP16X3_GATE), 2)):
+        outs = []
+        for pick in (chosen, lambda focus_dim, s_precision: 6 - chosen(focus_dim, s_precision)):
+            monkeypatch.setattr(launch, "gate_warps", pick)
+            spy.seen.clear()
+            outs.append(launch.forward(*inputs, d, True, config=cfg))
+            assert spy.seen == [pick(cf, cfg.gate_precision(True))] * (NL - 1)
+        assert spy.seen == [6 - warps] * (NL - 1)
+        for a, b in zip(*outs):
+            assert torch.equal(a, b)
+
+
 def test_a_level3_gemm_refuses_weights_of_another_form(device):
     from tilefuse.ops.so2_mixing_stack.launch import _gemm, split_fp16, split_tf32
     d = So2Dims(LMAX, CF)
@@ -329,15 +353,15 @@ sig = {"w_ptr": "*fp32", "hi_ptr": "*fp16", "lo_ptr": "*fp16", "inv_ptr": "*fp32
        **{n: "i32" for n in ("K", "N", "stride_b", "stride_k", "stride_n")}}
 c, usage = compile_sm90(K.split_fp16_kernel, sig, dict(BLOCK_K=64, BLOCK_N=32), num_warps=4)
 out["split_fp16_kernel"] = usage
-# The forward gate kernel at its launch shape (launch.GATE_BLOCK_M rows, GATE_WARPS), its
+# The forward gate kernel at its launch shape (launch.GATE_BLOCK_M rows, gate_warps), its
 # scalar block exact and in 3xfp16 (the "3xfp16-gate" configs), Cf 32.
-from tilefuse.ops.so2_mixing_stack.launch import GATE_BLOCK_M, GATE_WARPS
+from tilefuse.ops.so2_mixing_stack.launch import GATE_BLOCK_M, gate_warps
 for s_precision, weight in (("ieee", "*fp32"), (FP16X3, "*fp16")):
     sig = {"u_ptr": "*fp32", "w0_ptr": weight, "w0lo_ptr": weight, "w0scale_ptr": "*fp32", "gw_ptr": "*fp32",
            "z_ptr": "*fp32", "u_next_ptr": "*fp32", "sigma_ptr": "*fp32",
            **{n: "i32" for n in ("E", "ROW", "M0", "LG", "CF")}}
     ce = dict(IEEE=True, S_PRECISION=s_precision, BLOCK_M=GATE_BLOCK_M, CF_P=32, BLOCK_K=32)
-    c, usage = compile_sm90(K.so2_fwd_gate_kernel, sig, ce, num_warps=GATE_WARPS,
+    c, usage = compile_sm90(K.so2_fwd_gate_kernel, sig, ce, num_warps=gate_warps(32, s_precision),
                             divisible=[n for n in sig if n.endswith("_ptr")] + ["ROW", "M0", "LG", "CF"])
     usage["mma"] = c.asm["ptx"].count("mma.sync") + c.asm["ptx"].count("wgmma.mma_async")
     out[f"gate-{s_precision}"] = usage

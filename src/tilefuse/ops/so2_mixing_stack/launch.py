@@ -26,7 +26,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv
-from .configs import FP16X3, TF32X3, So2Config, cf_padded, fused_applies, heuristic
+from .configs import EXACT, FP16X3, TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -165,7 +165,7 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
         so2_fwd_gate_kernel[(F * cdiv(E, GATE_BLOCK_M),)](
             u, *w0s, gwc[layer], z, u_next, sigma, E, d.row, d.m0, d.lg, d.focus_dim,
             IEEE=_ieee(u), S_PRECISION=gate_precision, BLOCK_M=GATE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
-            BLOCK_K=cfg.block_k, num_warps=GATE_WARPS,
+            BLOCK_K=cfg.block_k, num_warps=gate_warps(d.focus_dim, gate_precision),
         )
         common = dict(z=z, sigma=sigma)
         _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
@@ -225,10 +225,20 @@ HEAD_WARPS = 4
 # 64 rows on 4 warps took 1.01-1.24x (gate) and 1.05-1.06x (pointwise) as long. The pointwise
 # kernel was the fastest or within 1% of it everywhere; the gate was at (300000, 6, 32) and
 # (400000, 2, 64), and at Neo 32 rows on 4 warps were 1.16x faster still, but 1.20x slower at
-# Cf 64 (8 rows a warp). Their outputs do not depend on the row block (checked bitwise there),
-# so neither the fused kernel's bitwise contract with the relay nor the forward changes.
-GATE_BLOCK_M, GATE_WARPS = 32, 2
+# Cf 64 (8 rows a warp). Their outputs do not depend on the row block or the warps (checked
+# bitwise there), so neither the fused kernel's bitwise contract with the relay nor the forward
+# changes. The gate's warps follow gate_warps.
+GATE_BLOCK_M = 32
 POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
+
+
+def gate_warps(focus_dim: int, s_precision: str) -> int:
+    """Warps of the forward gate kernel's 32-row launch: 4 where its scalar block s is exact
+    at Cf 32, else 2. Measured on the H200 (results/2026-12-02-h200-q run 4, ms a call, 2 / 4
+    warps): exact s at Cf 32, 0.889 / 0.757 at Neo and 0.633 / 0.626 at (300000, 6, 32); at Cf
+    64 1.236 / 1.501 at (400000, 2, 64); s in 3xfp16 0.851 / 0.914, 0.608 / 0.711 and
+    1.114 / 1.191. Other Cf were not measured and keep 2."""
+    return 4 if s_precision == EXACT and cf_padded(focus_dim) == 32 else 2
 
 
 def _sigma(z, gw, sigma, d: So2Dims) -> None:
