@@ -119,21 +119,17 @@ WGRAD_COUNTS = {
 }
 
 
-@pytest.mark.parametrize("group", [8, 2], ids=["group8", "group2"])
-@pytest.mark.parametrize("counts", WGRAD_COUNTS.values(), ids=WGRAD_COUNTS.keys())
-@pytest.mark.parametrize("recipe", recipes.RECIPES)
-def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, group, device, monkeypatch):
-    """Each expert's gradient from its own rows; three row tiles (the last partial) and two
-    column tiles per expert, in one group of row tiles or in groups of 2 (the last partial)."""
-    monkeypatch.setattr(launch, "WGRAD_GROUP_N", group)
-    E, T, N, M = len(counts), sum(counts), 80, 48
+def _check_wgrad(recipe, counts, cfg, n_dim, m_dim, device):
+    """launch._wgrad with ``cfg`` on the column-quantized copies of random (T, n_dim) and
+    (T, m_dim) operands against the float64 GEMM of the dequantized copies, expert by expert
+    (zeros for an expert without rows)."""
+    E, T = len(counts), sum(counts)
     g = torch.Generator().manual_seed(2)
-    a = (torch.randn(T, N, generator=g) * torch.logspace(-1, 1, T)[:, None]).to(device)
-    b = torch.randn(T, M, generator=g).to(device)
+    a = (torch.randn(T, n_dim, generator=g) * torch.logspace(-1, 1, T)[:, None]).to(device)
+    b = torch.randn(T, m_dim, generator=g).to(device)
     c = torch.tensor(counts, dtype=torch.int32, device=device)
-    out = torch.full((E, N, M), float("nan"), device=device)
-    launch._wgrad(recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b), out, c, T, SMALL[recipe],
-                  recipe)
+    out = torch.full((E, n_dim, m_dim), float("nan"), device=device)
+    launch._wgrad(recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b), out, c, T, cfg, recipe)
     a64, b64 = recipes.dequant_cols(recipe, a).double(), recipes.dequant_cols(recipe, b).double()
     start = 0
     for e, m in enumerate(counts):
@@ -144,6 +140,24 @@ def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, gr
         if m == 0:
             assert torch.count_nonzero(out[e]) == 0
         start += m
+
+
+@pytest.mark.parametrize("group", [8, 2], ids=["group8", "group2"])
+@pytest.mark.parametrize("counts", WGRAD_COUNTS.values(), ids=WGRAD_COUNTS.keys())
+@pytest.mark.parametrize("recipe", recipes.RECIPES)
+def test_wgrad_equals_float64_gemm_of_column_quantized_copies(recipe, counts, group, device, monkeypatch):
+    """Each expert's gradient from its own rows; three row tiles (the last partial) and two
+    column tiles per expert, in one group of row tiles or in groups of 2 (the last partial)."""
+    monkeypatch.setattr(launch, "WGRAD_GROUP_N", group)
+    _check_wgrad(recipe, counts, SMALL[recipe], 80, 48, device)
+
+
+def test_fp8_wgrad_at_its_heuristic_tile(device):
+    """fp8_block's wgrad at the tile the op launches (configs.heuristic: through TMA on the
+    GPU), two row tiles and two column tiles per expert, each second one partial, over the
+    128-token blocks of WGRAD_COUNTS' T588."""
+    cfg = heuristic("wgrad", 2, "fp8_block")
+    _check_wgrad("fp8_block", WGRAD_COUNTS["T588"], cfg, cfg.block_n + 16, cfg.block_m + 72, device)
 
 
 def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):

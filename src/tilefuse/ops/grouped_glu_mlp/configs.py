@@ -41,11 +41,14 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     316 TFLOP/s against 537 / 296 for 128x128 on 8 warps, with a 48-byte stack in the sm_90
     compile under triton 3.8. The wgrads read their float8 data through TMA: 2.296 / 1.569 ms
     against 2.427 / 1.755 through pointers at the first two shapes, the same tiles
-    (results/2026-12-02-h200-o run 2). mxfp8 / nvfp4 decode into bfloat16 in the loaders and
-    use the 16-bit tiles."""
+    (results/2026-12-02-h200-o run 2). Through TMA the transposed tile, BLOCK_M 128 of the
+    weight's columns and BLOCK_N 64 of its rows (4 warps, 3 stages), was the fastest of 15
+    TMA launch shapes at each of the spec's three shapes: 2.076 / 1.484 / 2.060 ms against
+    2.738 / 1.635 / 2.164 for 64x128 in the same run (results/2026-12-02-h200-r run 1).
+    mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
-            return GemmConfig(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, tma=True)
+            return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=4, num_stages=3, tma=True)
         return GemmConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3)
     if recipe is None and itemsize <= 2:
         # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the
