@@ -156,6 +156,38 @@ def profile_bf16(E, T, H, F, rounds):
               3 * (gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F)), rounds)
 
 
+def fp8_roles(counts, x, probs, w1, w2, dy, z, h, dz) -> dict:
+    """{role: (run(cfg), flop)}: each fp8_block GEMM launch of a step on its quantized operands
+    (z, h and dz given: the step's shapes), the fc2-dgrad + dGLU at ``cfg`` itself, and the two
+    weight gradients together ("wgrads (dW1 + dW2)") on the column-wise copies."""
+    r = "fp8_block"
+    T, H = x.shape
+    F = w2.shape[2]
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    hout, dzout = torch.empty_like(h), torch.empty_like(dz)
+    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
+    part = torch.empty(T, F // 16 + 1, device=x.device)
+    xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
+    w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
+    w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
+    cols = {name: recipes.quantize_cols(r, t) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
+    return {
+        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, xq, w1q, hout, counts, c, K=H, N=F, b_strides=None,
+                                           ldc=hout.stride(0), F=F, probs=probs, z=z, act=0, interleave=32,
+                                           recipe=r), gemm_flop(T, 2 * F, H)),
+        "fc2": (lambda c: launch._gemm(EPI_STORE, hq, w2q, y, counts, c, K=F, N=H, b_strides=None, ldc=y.stride(0),
+                                       probs=probs, recipe=r), gemm_flop(T, H, F)),
+        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dyq, w2t, dzout, counts, c, K=H, N=F, b_strides=None,
+                                               ldc=dzout.stride(0), F=F, probs=probs, z=z, part=part, act=0,
+                                               interleave=32, recipe=r), gemm_flop(T, F, H)),
+        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dzq, w1t, dx, counts, c, K=2 * F, N=H, b_strides=None,
+                                          ldc=dx.stride(0), recipe=r), gemm_flop(T, H, 2 * F)),
+        "wgrads (dW1 + dW2)": (lambda c: (launch._wgrad(cols["dz"], cols["x"], dw1, counts, T, c, r),
+                                          launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)),
+                               gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F)),
+    }
+
+
 def profile_fp8(E, T, H, F, rounds):
     r = "fp8_block"
     inputs = problem(E, T, H, F)
@@ -163,10 +195,6 @@ def profile_fp8(E, T, H, F, rounds):
     z = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
     h = torch.randn(T, F, device=DEVICE, dtype=torch.bfloat16)
     dz = torch.randn(T, 2 * F, device=DEVICE, dtype=torch.bfloat16)
-    y, dx = torch.empty_like(x), torch.empty_like(x)
-    hout, dzout = torch.empty_like(h), torch.empty_like(dz)
-    dw1, dw2 = torch.empty_like(w1), torch.empty_like(w2)
-    part = torch.empty(T, F // 16 + 1, device=DEVICE)
     print(f"\nE {E} T {T} H {H} F {F}: fp8_block (balanced counts)")
     quant = {
         "rows x": lambda: recipes.quantize_rows(r, x), "rows h": lambda: recipes.quantize_rows(r, h),
@@ -183,31 +211,12 @@ def profile_fp8(E, T, H, F, rounds):
     used = [n for n in quant if n not in ("W1", "W2", "W1 dgrad", "W2 dgrad")]   # what a step runs
     total = sum(tq[n].median_ms for n in used if isinstance(tq[n], timing.Timing))
     print(f"  a step's quantizers (rows, weight pairs, cols): {total:.3f} ms")
-    xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
-    w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
-    w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
-    cols = {name: recipes.quantize_cols(r, t) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
-    roles = {
-        "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, xq, w1q, hout, counts, c, K=H, N=F, b_strides=None,
-                                           ldc=hout.stride(0), F=F, probs=probs, z=z, act=0, interleave=32,
-                                           recipe=r), gemm_flop(T, 2 * F, H)),
-        "fc2": (lambda c: launch._gemm(EPI_STORE, hq, w2q, y, counts, c, K=F, N=H, b_strides=None, ldc=y.stride(0),
-                                       probs=probs, recipe=r), gemm_flop(T, H, F)),
-        "dgrad2+dGLU": (lambda c: launch._gemm(EPI_DGLU, dyq, w2t, dzout, counts, c, K=H, N=F, b_strides=None,
-                                               ldc=dzout.stride(0), F=F, probs=probs, z=z, part=part, act=0,
-                                               interleave=32, recipe=r), gemm_flop(T, F, H)),
-        "dgrad1": (lambda c: launch._gemm(EPI_STORE, dzq, w1t, dx, counts, c, K=2 * F, N=H, b_strides=None,
-                                          ldc=dx.stride(0), recipe=r), gemm_flop(T, H, 2 * F)),
-    }
+    roles = fp8_roles(counts, x, probs, w1, w2, dy, z, h, dz)
     gemms = FP8_GEMMS[:1] if TINY else FP8_GEMMS
     for name, (fn, flop) in roles.items():
-        table(name, {c.name: (lambda c=c, fn=fn: fn(c)) for c in gemms
+        tiles = (FP8_WGRADS[:1] if TINY else FP8_WGRADS) if name.startswith("wgrads") else gemms
+        table(name, {c.name: (lambda c=c, fn=fn: fn(c)) for c in tiles
                      if not (name == "dgrad2+dGLU" and c.block_n > 64)}, flop, rounds)
-    table("wgrads (dW1 + dW2)",
-          {c.name: (lambda c=c: (launch._wgrad(cols["dz"], cols["x"], dw1, counts, T, c, r),
-                                 launch._wgrad(cols["dy"], cols["h"], dw2, counts, T, c, r)))
-           for c in (FP8_WGRADS[:1] if TINY else FP8_WGRADS)},
-          gemm_flop(T, 2 * F, H) + gemm_flop(T, H, F), rounds)
     steps = {f"fp8_block wgrad {wc.name if wc else 'heuristic'}": (lambda wc=wc: step(*inputs, recipe=r,
                                                                                        wgrad_config=wc))
              for wc in ((None,) if TINY else (None, FP8_WGRADS[1], FP8_WGRADS[2]))}
