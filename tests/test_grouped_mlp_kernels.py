@@ -134,8 +134,8 @@ FP8_TMA = [GemmConfig(32, 32, 128, 4, 2, 2), GemmConfig(32, 64, 128, 4, 2, 2)]
 @pytest.mark.parametrize("base", FP8_TMA, ids=["tile32", "tile64-dz-copy"])
 def test_fp8_tma_reads_match_pointer_reads(base, interleave, device, monkeypatch):
     """fp8_block with GemmConfig.tma: every GEMM launch but the fc1 + GLU (launch.tma_plan says
-    why) and both weight gradients read through descriptors, and the results are bitwise the
-    pointer path's but dprobs (bounded as in the 16-bit test, with the dequantized dy and W2
+    why) and both weight gradients read through descriptors (the dGLU does without it too), and
+    the results are bitwise the pointer path's but dprobs (bounded as in the 16-bit test, with the dequantized dy and W2
     dgrad copy the dGLU multiplies)."""
     from tilefuse.ops.grouped_glu_mlp import recipes
     counts, H, F = [45, 0, 83, 1], 128, 128
@@ -146,7 +146,8 @@ def test_fp8_tma_reads_match_pointer_reads(base, interleave, device, monkeypatch
     inputs = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2", "dy")]
     runs = [fused_outputs(*inputs, "swiglu", interleave, cfg, "fp8_block")
             for cfg in (base, dataclasses.replace(base, tma=True))]
-    assert planned == [False] * 4 + [False, True, True, True] and wgrads == [False] * 2 + [True] * 2   # not the GLU
+    # not the GLU; the dGLU reads through descriptors in both runs (configs.dglu_config)
+    assert planned == [False, False, True, False] + [False, True, True, True] and wgrads == [False] * 2 + [True] * 2
     dy_q = recipes.dequant_rows("fp8_block", i["dy"])
     w2_q = recipes.dequant_weight("fp8_block", i["w2"], transpose=True)
     assert_bitwise_but_dprobs(runs, dprob_reorder_bound(dy_q, runs[0][1], w2_q, counts, "swiglu", interleave))

@@ -205,8 +205,11 @@ def test_fp8_glu_and_dglu_tiles_are_capped_and_16_bit_tiles_are_not():
     assert glu_config(cfg, "fp8_block") == GemmConfig(128, 64, 128, 4, 3, 2)   # the threads follow the tile
     assert glu_config(cfg, None) is cfg and glu_config(cfg, "mxfp8") is cfg
     assert dglu_config(cfg) == GemmConfig(128, 64, 128, 8, 3, 1)
-    assert dglu_config(cfg, "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2)   # 64 rows on 4 warps
-    assert dglu_config(GemmConfig(64, 128, 128, 4, 3, 2), "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2)
+    # 64 rows on 4 warps; the fp8 dGLU reads through TMA whatever the config says
+    assert dglu_config(cfg, "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2, tma=True)
+    assert dglu_config(GemmConfig(64, 128, 128, 4, 3, 2), "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2, tma=True)
+    assert dglu_config(GemmConfig(64, 128, 128, 4, 3, 2, tma=True), "fp8_block").tma
+    assert not dglu_config(cfg).tma and not dglu_config(cfg, "mxfp8").tma
     assert glu_config(GemmConfig(64, 128, 128, 4, 3, 2), "fp8_block") == GemmConfig(64, 64, 128, 4, 3, 2)
 
 

@@ -18,8 +18,9 @@ class GemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     programs_per_sm: int = 2
-    # Read the 16-bit operands of the recipe-free GEMMs through TMA tensor descriptors where
-    # their layouts allow it (launch.tma_plan says when); the same tiles and dots either way.
+    # Read the operands (16-bit without a recipe, or fp8_block's float8 data) through TMA
+    # tensor descriptors where their layouts allow it (launch.tma_plan says when); the same
+    # tiles and dots either way.
     tma: bool = False
 
     @property
@@ -125,7 +126,10 @@ def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
 # 1.05 / 0.65 / 0.79 ms, results/2026-11-30-h200-e run 3) with the epilogue's dz copy, whose
 # sm_90 compile spills 80 bytes under triton 3.6 (the image measured) and none under 3.8. The
 # 16-bit dGLU keeps 128 rows on 8 warps (1.32 against 1.51 ms at the first shape, within 4% at
-# the other two; 32 bytes of spills under triton 3.6, none under 3.8).
+# the other two; 32 bytes of spills under triton 3.6, none under 3.8). Its float8 data and z
+# through TMA ran the 64x64 tile 1.28-1.31x faster than through pointers at the three shapes
+# (3 or 4 stages alike) and the whole fp8 step 1.02-1.03x (results/2026-12-02-h200-r runs
+# 5-6), so the fp8 dGLU reads through descriptors whatever the config's tma says.
 FP8_DGLU_MAX_BLOCK_M = 64
 
 
@@ -133,8 +137,8 @@ FP8_DGLU_MAX_BLOCK_M = 64
 def dglu_config(cfg: GemmConfig, recipe: str | None = None) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N, and for fp8_block BLOCK_M at most FP8_DGLU_MAX_BLOCK_M (warps shrinking
-    with the tile, to 4 at least, and programs per SM growing by the same factor)."""
+    with the tile, to 4 at least, and programs per SM growing by the same factor) and TMA on."""
     capped = _cap(cfg, "block_n", DGLU_MAX_BLOCK_N, keep_threads=False)
     if recipe != "fp8_block":
         return capped
-    return _cap(capped, "block_m", FP8_DGLU_MAX_BLOCK_M, keep_threads=True)
+    return dataclasses.replace(_cap(capped, "block_m", FP8_DGLU_MAX_BLOCK_M, keep_threads=True), tma=True)
