@@ -73,13 +73,16 @@ BF16_WGRADS = [GemmConfig(128, 128, 64, 8, 3), GemmConfig(128, 128, 64, 8, 3, tm
 STEPS = [(BF16_MAIN, BF16_WGRADS[0]), (BF16_GEMMS[1], BF16_WGRADS[1]), (BF16_GEMMS[3], BF16_WGRADS[3])]
 # fp8_block: the tilings of the earlier profiles through pointers, and the leading ones with the
 # float8 data through TMA (GemmConfig.tma: every role but the fc1 + GLU, launch.tma_plan).
+# The 64x64 tile through TMA is the dGLU's (configs.dglu_config); 128x64 through TMA the wgrad
+# heuristic (results/2026-12-02-h200-r runs 1 and 4-6).
 FP8_GEMMS = [GemmConfig(128, 64, 128, 8, 3, 1), GemmConfig(128, 64, 128, 8, 4, 1), GemmConfig(128, 128, 128, 8, 3, 1),
              GemmConfig(64, 128, 128, 4, 3, 2), GemmConfig(64, 64, 128, 4, 4, 2), GemmConfig(128, 64, 128, 4, 3, 2),
-             GemmConfig(128, 128, 128, 8, 3, 1, True), GemmConfig(64, 128, 128, 4, 3, 2, True)]
+             GemmConfig(128, 128, 128, 8, 3, 1, True), GemmConfig(64, 128, 128, 4, 3, 2, True),
+             GemmConfig(64, 64, 128, 4, 3, 2, True)]
 FP8_WGRADS = [GemmConfig(64, 128, 128, 4, 3), GemmConfig(128, 128, 128, 8, 3), GemmConfig(128, 128, 128, 8, 4),
               GemmConfig(64, 64, 128, 4, 3), GemmConfig(128, 64, 128, 4, 3), GemmConfig(128, 64, 128, 8, 3),
               GemmConfig(256, 128, 128, 8, 3), GemmConfig(64, 128, 128, 4, 3, tma=True),
-              GemmConfig(128, 128, 128, 8, 3, tma=True)]
+              GemmConfig(128, 128, 128, 8, 3, tma=True), GemmConfig(128, 64, 128, 4, 3, tma=True)]
 
 ROUNDS = 5
 TIMER = None if DEVICE == "cuda" else timing.WallTimer()
