@@ -135,8 +135,8 @@ FP8_TMA = [GemmConfig(32, 32, 128, 4, 2, 2), GemmConfig(32, 64, 128, 4, 2, 2)]
 def test_fp8_tma_reads_match_pointer_reads(base, interleave, device, monkeypatch):
     """fp8_block with GemmConfig.tma: every GEMM launch but the fc1 + GLU (launch.tma_plan says
     why) and both weight gradients read through descriptors (the dGLU does without it too), and
-    the results are bitwise the pointer path's but dprobs (bounded as in the 16-bit test, with the dequantized dy and W2
-    dgrad copy the dGLU multiplies)."""
+    the results are bitwise the pointer path's but dprobs (bounded as in the 16-bit test, with
+    the dequantized dy and W2 dgrad copy the dGLU multiplies)."""
     from tilefuse.ops.grouped_glu_mlp import recipes
     counts, H, F = [45, 0, 83, 1], 128, 128
     i = random_inputs(counts, H, F, torch.bfloat16, bias=True, device=device,

@@ -289,14 +289,18 @@ def test_the_gate_launches_on_gate_warps_and_its_outputs_do_not_depend_on_them(m
     spy = LaunchSpy(kernels.so2_fwd_gate_kernel, "num_warps")
     monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", spy)
     chosen = launch.gate_warps
+    other = {2: 4, 4: 2}
+
+    def swapped(focus_dim, s_precision):
+        return other[chosen(focus_dim, s_precision)]
     for cfg, warps in ((So2Config(64, 64, cf, 4, 2), 4), (So2Config(64, 64, cf, 4, 3, precision=FP16X3_GATE), 2)):
         outs = []
-        for pick in (chosen, lambda focus_dim, s_precision: 6 - chosen(focus_dim, s_precision)):
+        for pick in (chosen, swapped):
             monkeypatch.setattr(launch, "gate_warps", pick)
             spy.seen.clear()
             outs.append(launch.forward(*inputs, d, True, config=cfg))
             assert spy.seen == [pick(cf, cfg.gate_precision(True))] * (NL - 1)
-        assert spy.seen == [6 - warps] * (NL - 1)
+        assert spy.seen == [other[warps]] * (NL - 1)
         for a, b in zip(*outs):
             assert torch.equal(a, b)
 
