@@ -29,6 +29,7 @@ Tolerances:
   operands on its path (y: x, W1, h, W2 -> 4; dx: dy, W2, dz, W1 and z's x, W1 -> 6; ...).
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -158,6 +159,36 @@ def test_fp8_wgrad_at_its_heuristic_tile(device):
     128-token blocks of WGRAD_COUNTS' T588."""
     cfg = heuristic("wgrad", 2, "fp8_block")
     _check_wgrad("fp8_block", WGRAD_COUNTS["T588"], cfg, cfg.block_n + 16, cfg.block_m + 72, device)
+
+
+def test_register_cap_is_a_config_field_the_descriptor_launches_take(monkeypatch):
+    """GemmConfig.maxnreg: named, range-checked, stored in tables like any field; the launch
+    passes it to Triton when it reads through descriptors and compiles the pointer loads
+    uncapped (configs.GemmConfig says why)."""
+    from tilefuse.ops.grouped_glu_mlp import kernels
+    cfg = heuristic("wgrad", 2, "fp8_block")
+    assert cfg.maxnreg == 168 and cfg.name.endswith("-tma-r168")
+    assert "-r" not in heuristic("wgrad", 2).name
+    for bad in (16, 256):
+        with pytest.raises(ValueError, match="maxnreg"):
+            GemmConfig(maxnreg=bad)
+    stored = FAMILY.config_to_dict(cfg)
+    assert stored["maxnreg"] == 168 and FAMILY.config_from_dict(stored) == cfg
+    with pytest.raises(TypeError, match="maxnreg"):
+        FAMILY.config_from_dict({**stored, "maxnreg": 168.0})
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((kw["TMA"], kw["maxnreg"]))
+
+    monkeypatch.setattr(kernels, "grouped_wgrad_kernel", Recorder())
+    a = recipes.quantize_cols("fp8_block", torch.randn(256, 128))
+    out = torch.empty((2, 128, 128))
+    counts = torch.tensor([100, 156], dtype=torch.int32)
+    for c in (cfg, dataclasses.replace(cfg, tma=False)):
+        launch._wgrad(a, a, out, counts, 256, c, "fp8_block")
+    assert launched == [(True, 168), (False, None)]
 
 
 def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):

@@ -22,11 +22,22 @@ class GemmConfig:
     # tensor descriptors where their layouts allow it (launch.tma_plan says when); the same
     # tiles and dots either way.
     tma: bool = False
+    # Registers per thread the kernel is compiled to (Triton's ``maxnreg``), or None: the
+    # compiler's choice. A cap trades spills for more programs per SM (fp8_block's wgrad:
+    # heuristic). It applies to launches through descriptors (tma, where launch.py's plan
+    # takes them); the pointer loads compile uncapped, since their tiles spill under a cap
+    # measured with descriptors (fp8_block's wgrad at 168: a 224-byte stack, triton 3.6).
+    maxnreg: int | None = None
+
+    def __post_init__(self):
+        if self.maxnreg is not None and not 24 <= self.maxnreg <= 255:
+            raise ValueError(f"GemmConfig.maxnreg must be None or in [24, 255], got {self.maxnreg}")
 
     @property
     def name(self) -> str:
         return (f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
-                f"-p{self.programs_per_sm}" + ("-tma" if self.tma else ""))
+                f"-p{self.programs_per_sm}" + ("-tma" if self.tma else "")
+                + (f"-r{self.maxnreg}" if self.maxnreg is not None else ""))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:
@@ -46,10 +57,17 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     weight's columns and BLOCK_N 64 of its rows (4 warps, 3 stages), was the fastest of 15
     TMA launch shapes at each of the spec's three shapes: 2.076 / 1.484 / 2.060 ms against
     2.738 / 1.635 / 2.164 for 64x128 in the same run (results/2026-12-02-h200-r run 1).
+    That tile compiles to 255 registers (two programs an SM); capped at 168 (maxnreg: three an
+    SM, a 24-byte stack under triton 3.6) with its shared blocks through the descriptors and
+    the expert offsets summed as vectors, the dW1 launch ran 1.18x / 1.58x / 1.87x faster at
+    the three shapes with whole 128-token blocks an expert, and 1.32x / 1.77x / 2.01x with
+    every expert sharing blocks (1.525 -> 1.311 / 1.038 -> 0.658 / 1.379 -> 0.737 ms;
+    results/2026-12-02-h200-r run 7).
     mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
-            return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=4, num_stages=3, tma=True)
+            return GemmConfig(block_m=128, block_n=64, block_k=128, num_warps=4, num_stages=3, tma=True,
+                              maxnreg=168)
         return GemmConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3)
     if recipe is None and itemsize <= 2:
         # Measured on the H200 (benchmarks/results/2026-11-29-h200-b/run3/grouped_profile.txt): for the

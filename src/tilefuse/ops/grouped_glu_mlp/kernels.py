@@ -537,20 +537,16 @@ def grouped_gemm_kernel(
 
 
 @triton.jit
-def _expert_rows(counts_ptr, expert, E, VECTOR: tl.constexpr = True):
-    """(first row, row count) of ``expert`` from the device-side counts. VECTOR: the counts
-    before it are summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not
-    one load per expert in sequence. The fp8_block wgrad keeps the sequential scan: it runs
-    at 255 registers, and under triton 3.8 the vector sum raised its sm_90 spill stack from
-    48 to 88 bytes (not timed on the GPU)."""
+def _expert_rows(counts_ptr, expert):
+    """(first row, row count) of ``expert`` from the device-side counts: the counts before it
+    summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not one load per
+    expert in sequence. The fp8_block wgrad took the sequential scan until
+    results/2026-12-02-h200-r run 7: with its register cap the vector sum ran it 1.0-1.9x faster
+    (most at 128 experts)."""
     start = 0
-    if VECTOR:
-        for e0 in range(0, expert, EXPERT_CHUNK):
-            e = e0 + tl.arange(0, EXPERT_CHUNK)
-            start += tl.sum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32))
-    else:
-        for e in range(0, E):
-            start += tl.where(e < expert, tl.load(counts_ptr + e).to(tl.int32), 0)
+    for e0 in range(0, expert, EXPERT_CHUNK):
+        e = e0 + tl.arange(0, EXPERT_CHUNK)
+        start += tl.sum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32))
     return start, tl.load(counts_ptr + expert).to(tl.int32)
 
 
@@ -601,9 +597,26 @@ def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, 
 
 
 @triton.jit
+def wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, blk, start, count,
+                         BLOCK_K: tl.constexpr):
+    """wgrad_fp8_step(MASKED=True) through the descriptors: acc + the product of the 128-token
+    block ``blk`` the expert shares with a neighbour, both copies' tiles read whole, the tokens
+    outside [start, start + count) zeroed in registers (float8 zero bits) before the dot. The
+    same products as the masked pointer loads; without the pointer tiles the sm_90 build does
+    not spill (results/2026-12-02-h200-r run 7)."""
+    t = blk * BLOCK_K + tl.arange(0, BLOCK_K)
+    tmask = (t >= start) & (t < start + count)
+    at = a_desc.load([row_n, blk * BLOCK_K]).to(tl.uint8, bitcast=True)
+    b = b_desc.load([row_m, blk * BLOCK_K]).to(tl.uint8, bitcast=True)
+    at = tl.where(tmask[None, :], at, 0).to(tl.float8e4nv, bitcast=True)
+    b = tl.where(tmask[None, :], b, 0).to(tl.float8e4nv, bitcast=True).T
+    return fp8_scaled_dot(acc, at, b, a_scale, b_scale)
+
+
+@triton.jit
 def grouped_wgrad_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc,
-    T, N, M, E, lda, ldb, a_scale_ld, b_scale_ld,
+    T, N, M, lda, ldb, a_scale_ld, b_scale_ld,
     IEEE: tl.constexpr, RECIPE: tl.constexpr, TMA: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_N: tl.constexpr,
 ):
@@ -625,15 +638,17 @@ def grouped_wgrad_kernel(
     TMA (16-bit without a recipe, or fp8_block): the K steps that lie wholly inside the
     expert's rows read A and B through a_desc and b_desc ((T, N) and (T, M), tiles [BLOCK_K,
     BLOCK_N] and [BLOCK_K, BLOCK_M]; fp8_block: the copies (N, Tp) and (M, Tp), tiles [BLOCK_N,
-    BLOCK_K] and [BLOCK_M, BLOCK_K]); the partial steps (rows of another expert) load masked
-    through the pointers. The same steps in the same order as without TMA.
+    BLOCK_K] and [BLOCK_M, BLOCK_K]). The partial steps (rows of another expert) load masked
+    through the pointers, except fp8_block's, whose shared blocks come through the
+    descriptors too with the other expert's tokens zeroed in registers (wgrad_fp8_masked_tma).
+    The same steps in the same order as without TMA.
     """
     expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
     n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     nmask = n < N
     mmask = m < M
-    start, count = _expert_rows(counts_ptr, expert, E, RECIPE != RECIPE_FP8_BLOCK)
+    start, count = _expert_rows(counts_ptr, expert)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if RECIPE == RECIPE_NONE:
         k_tail = 0
@@ -680,13 +695,21 @@ def grouped_wgrad_kernel(
         if (count > 0) & (head < first_full):
             a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head, a_scale_ld,
                                                 b_scale_ld)
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, head * BLOCK_K, start,
-                                 count, lda, ldb, True, BLOCK_K)
+            if TMA:
+                acc = wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, tile_n * BLOCK_N, tile_m * BLOCK_M,
+                                           head, start, count, BLOCK_K)
+            else:
+                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, head * BLOCK_K,
+                                     start, count, lda, ldb, True, BLOCK_K)
         if (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full):
             a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, end_full,
                                                 a_scale_ld, b_scale_ld)
-            acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, end_full * BLOCK_K,
-                                 start, count, lda, ldb, True, BLOCK_K)
+            if TMA:
+                acc = wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, tile_n * BLOCK_N, tile_m * BLOCK_M,
+                                           end_full, start, count, BLOCK_K)
+            else:
+                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask,
+                                     end_full * BLOCK_K, start, count, lda, ldb, True, BLOCK_K)
     else:
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)
@@ -708,7 +731,7 @@ def grouped_wgrad_kernel(
 
 @triton.jit
 def grouped_colsum_kernel(
-    a_ptr, scale_ptr, c_ptr, counts_ptr, T, N, E, lda,
+    a_ptr, scale_ptr, c_ptr, counts_ptr, T, N, lda,
     HAS_SCALE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Bias gradients: C[e, n] = sum over rows t of e of scale[t] * A[t, n] (scale = 1 without
@@ -717,7 +740,7 @@ def grouped_colsum_kernel(
     expert = tl.program_id(0)
     n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
-    start, count = _expert_rows(counts_ptr, expert, E)
+    start, count = _expert_rows(counts_ptr, expert)
     acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, count, BLOCK_K):
         rows = start + k0 + tl.arange(0, BLOCK_K)

@@ -264,6 +264,7 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         QUANT_DZ=dz_rows is not None, TMA=plan is not None, B_MODE=b_mode, Z_MODE=z_mode,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        maxnreg=cfg.maxnreg if plan is not None else None,
     )
 
 
@@ -297,11 +298,12 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     plan = wgrad_tma_plan(a_data, b_data, wcfg, recipe)
     a_desc, b_desc = plan if plan is not None else (None, None)
     grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),)](
-        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim, E,
+        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim,
         a_data.stride(0), b_data.stride(0), a_ld, b_ld,
         IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], TMA=plan is not None, BLOCK_N=wcfg.block_n,
         BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps,
-        num_stages=wcfg.num_stages)
+        num_stages=wcfg.num_stages,
+        maxnreg=wcfg.maxnreg if plan is not None else None)
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None,
@@ -356,11 +358,11 @@ def bias_grads(dz, dy, probs, counts, b1, b2):
     db1 = db2 = None
     if b1 is not None:
         db1 = torch.empty_like(b1, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(dz.shape[1], 64))](dz, dz, db1, counts, T, dz.shape[1], E, dz.stride(0),
+        grouped_colsum_kernel[(E, cdiv(dz.shape[1], 64))](dz, dz, db1, counts, T, dz.shape[1], dz.stride(0),
                                                            HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
     if b2 is not None:
         db2 = torch.empty_like(b2, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(dy.shape[1], 64))](dy, probs, db2, counts, T, dy.shape[1], E, dy.stride(0),
+        grouped_colsum_kernel[(E, cdiv(dy.shape[1], 64))](dy, probs, db2, counts, T, dy.shape[1], dy.stride(0),
                                                            HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
     return db1, db2
 
