@@ -82,9 +82,14 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # two through TMA: the heuristic's tiles, and 64x128 on 4 warps, the fastest tile measured for
 # fc2 and the fc1 dgrad (0.593 / 1.157 ms at the first shape against 0.645 / 1.323 for the
 # heuristic's, results/2026-12-02-h200-o run 2; its GLU and dGLU launches take 64x64 tiles).
+# The last is that tile capped at 168 registers, three programs an SM (GemmConfig.maxnreg; the
+# GLU's pointer launch stays uncapped): fc2 1.05-1.19x, the dGLU 1.13-1.15x and the fc1 dgrad
+# 1.00-1.08x faster at the spec's shapes 2-3, the GLU 0.92-0.96x (results/2026-12-02-h200-s
+# run 3); the sweep decides per key. At shape 1's 8-warp tiles caps ran every role slower.
 _CANDIDATES_FP8 = (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),
+    (64, 128, 128, 4, 3, 3, True, 168),
 )
 
 
