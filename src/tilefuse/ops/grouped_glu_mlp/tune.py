@@ -82,14 +82,15 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # two through TMA: the heuristic's tiles, and 64x128 on 4 warps, the fastest tile measured for
 # fc2 and the fc1 dgrad (0.593 / 1.157 ms at the first shape against 0.645 / 1.323 for the
 # heuristic's, results/2026-12-02-h200-o run 2; its GLU and dGLU launches take 64x64 tiles).
-# The last is that tile capped at 168 registers, three programs an SM (GemmConfig.maxnreg; the
-# GLU's pointer launch stays uncapped): fc2 1.05-1.19x, the dGLU 1.13-1.15x and the fc1 dgrad
-# 1.00-1.08x faster at the spec's shapes 2-3, the GLU 0.92-0.96x (results/2026-12-02-h200-s
-# run 3); the sweep decides per key. At shape 1's 8-warp tiles caps ran every role slower.
+# Left out as measured: that tile capped at 168 registers, three programs an SM
+# (GemmConfig.maxnreg, which the GLU's pointer launch does not take). It ran fc2 1.05-1.19x,
+# the dGLU 1.13-1.15x and the fc1 dgrad 1.00-1.08x faster at the spec's shapes 2-3, the GLU
+# 0.92-0.96x (results/2026-12-02-h200-s run 3), and the whole op 0.958x / 1.004x / 1.026x the
+# baseline at the three keys against 1.012x / 1.020x / 1.034x uncapped (run 4). Caps on
+# shape 1's 8-warp tiles ran every role 1.2-2x slower.
 _CANDIDATES_FP8 = (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),
-    (64, 128, 128, 4, 3, 3, True, 168),
 )
 
 
