@@ -58,11 +58,14 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     TMA launch shapes at each of the spec's three shapes: 2.076 / 1.484 / 2.060 ms against
     2.738 / 1.635 / 2.164 for 64x128 in the same run (results/2026-12-02-h200-r run 1).
     That tile compiles to 255 registers (two programs an SM); capped at 168 (maxnreg: three an
-    SM, a 24-byte stack under triton 3.6) with its shared blocks through the descriptors and
-    the expert offsets summed as vectors, the dW1 launch ran 1.16x / 1.58x / 1.87x faster at
-    the three shapes with whole 128-token blocks an expert, and 1.29x / 1.77x / 2.01x with
-    every expert sharing blocks (1.525 -> 1.311 / 1.038 -> 0.658 / 1.379 -> 0.737 ms;
-    results/2026-12-02-h200-r run 7).
+    SM) with its shared blocks through the descriptors and the expert offsets summed as
+    vectors, the dW1 launch ran 1.16x / 1.58x / 1.87x faster at the three shapes with whole
+    128-token blocks an expert, and 1.29x / 1.77x / 2.01x with every expert sharing blocks
+    (1.525 -> 1.311 / 1.038 -> 0.658 / 1.379 -> 0.737 ms; results/2026-12-02-h200-r run 7).
+    Zeroing the shared blocks' other tokens in the A tile only (kernels.wgrad_fp8_masked_tma)
+    took the capped build from a 24-byte stack to none (161 registers, triton 3.6) and ran the
+    launch 1.22x / 1.44x / 1.41x faster again with shared blocks, 1.03-1.05x with whole ones
+    (results/2026-12-02-h200-s run 6).
     mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":

@@ -600,16 +600,20 @@ def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, 
 def wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, blk, start, count,
                          BLOCK_K: tl.constexpr):
     """wgrad_fp8_step(MASKED=True) through the descriptors: acc + the product of the 128-token
-    block ``blk`` the expert shares with a neighbour, both copies' tiles read whole, the tokens
-    outside [start, start + count) zeroed in registers (float8 zero bits) before the dot. The
-    same products as the masked pointer loads; without the pointer tiles the sm_90 build does
-    not spill (results/2026-12-02-h200-r run 7)."""
+    block ``blk`` the expert shares with a neighbour. Both tiles are read whole; the tokens
+    outside [start, start + count) are zeroed (float8 zero bits) in the A tile only, in
+    registers, and B goes from shared memory to the tensor cores as in the loop. For finite
+    data the products are the masked pointer loads' (0 * b = 0): bitwise the same results.
+    A NaN code among the other expert's B tokens (a NaN in its x or h rows) reaches this
+    expert's gradient through 0 * NaN; an inf there already does through the shared block's
+    scale in either form. Zeroing B too costs a register pass of the larger tile: with
+    routed counts the launch ran 1.22-1.44x slower so (results/2026-12-02-h200-s run 6); at 168
+    registers this form compiles without spills (triton 3.6, sm_90)."""
     t = blk * BLOCK_K + tl.arange(0, BLOCK_K)
     tmask = (t >= start) & (t < start + count)
     at = a_desc.load([row_n, blk * BLOCK_K]).to(tl.uint8, bitcast=True)
-    b = b_desc.load([row_m, blk * BLOCK_K]).to(tl.uint8, bitcast=True)
     at = tl.where(tmask[None, :], at, 0).to(tl.float8e4nv, bitcast=True)
-    b = tl.where(tmask[None, :], b, 0).to(tl.float8e4nv, bitcast=True).T
+    b = b_desc.load([row_m, blk * BLOCK_K]).T
     return fp8_scaled_dot(acc, at, b, a_scale, b_scale)
 
 
@@ -640,8 +644,8 @@ def grouped_wgrad_kernel(
     BLOCK_N] and [BLOCK_K, BLOCK_M]; fp8_block: the copies (N, Tp) and (M, Tp), tiles [BLOCK_N,
     BLOCK_K] and [BLOCK_M, BLOCK_K]). The partial steps (rows of another expert) load masked
     through the pointers, except fp8_block's, whose shared blocks come through the
-    descriptors too with the other expert's tokens zeroed in registers (wgrad_fp8_masked_tma).
-    The same steps in the same order as without TMA.
+    descriptors too with the other expert's tokens zeroed in the A tile (wgrad_fp8_masked_tma
+    says what that means for NaN data). The same steps in the same order as without TMA.
     """
     expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
     n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
