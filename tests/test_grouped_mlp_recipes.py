@@ -172,6 +172,9 @@ def test_register_cap_is_a_config_field_the_descriptor_launches_take(monkeypatch
     for bad in (16, 256):
         with pytest.raises(ValueError, match="maxnreg"):
             GemmConfig(maxnreg=bad)
+    for bad in ("168", 168.0, True):
+        with pytest.raises(TypeError, match="maxnreg"):
+            GemmConfig(maxnreg=bad)
     stored = FAMILY.config_to_dict(cfg)
     assert stored["maxnreg"] == 168 and FAMILY.config_from_dict(stored) == cfg
     with pytest.raises(TypeError, match="maxnreg"):

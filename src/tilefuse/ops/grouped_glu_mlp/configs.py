@@ -26,11 +26,15 @@ class GemmConfig:
     # compiler's choice. A cap trades spills for more programs per SM (fp8_block's wgrad:
     # heuristic). It applies to launches through descriptors (tma, where launch.py's plan
     # takes them); the pointer loads compile uncapped, since their tiles spill under a cap
-    # measured with descriptors (fp8_block's wgrad at 168: a 224-byte stack, triton 3.6).
+    # measured with descriptors (fp8_block's wgrad at 168: a 392-byte stack, triton 3.6).
     maxnreg: int | None = None
 
     def __post_init__(self):
-        if self.maxnreg is not None and not 24 <= self.maxnreg <= 255:
+        if self.maxnreg is None:
+            return
+        if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
+            raise TypeError(f"GemmConfig.maxnreg must be an int or None, got {type(self.maxnreg).__name__}")
+        if not 24 <= self.maxnreg <= 255:
             raise ValueError(f"GemmConfig.maxnreg must be None or in [24, 255], got {self.maxnreg}")
 
     @property
