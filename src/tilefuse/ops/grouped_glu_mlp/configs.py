@@ -66,10 +66,10 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     vectors, the dW1 launch ran 1.16x / 1.58x / 1.87x faster at the three shapes with whole
     128-token blocks an expert, and 1.29x / 1.77x / 2.01x with every expert sharing blocks
     (1.525 -> 1.311 / 1.038 -> 0.658 / 1.379 -> 0.737 ms; results/2026-12-02-h200-r run 7).
-    Zeroing the shared blocks' other tokens in the A tile only (kernels.wgrad_fp8_masked_tma)
-    took the capped build from a 24-byte stack to none (161 registers, triton 3.6) and ran the
-    launch 1.22x / 1.44x / 1.41x faster again with shared blocks, 1.03-1.05x with whole ones
-    (results/2026-12-02-h200-s run 6).
+    With the shared blocks' other tokens zeroed in the A tile only (kernels.wgrad_fp8_masked_tma)
+    the capped build compiles without spills (161 registers, triton 3.6; zeroing both tiles left
+    a 24-byte stack), and the launch ran 1.22x / 1.44x / 1.41x faster than with both zeroed
+    where experts share blocks, 1.03-1.05x where they do not (results/2026-12-02-h200-s run 6).
     mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":

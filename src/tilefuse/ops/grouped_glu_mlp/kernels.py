@@ -540,9 +540,9 @@ def grouped_gemm_kernel(
 def _expert_rows(counts_ptr, expert):
     """(first row, row count) of ``expert`` from the device-side counts: the counts before it
     summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not one load per
-    expert in sequence. The fp8_block wgrad took the sequential scan until
-    results/2026-12-02-h200-r run 7: with its register cap the vector sum ran it 1.0-1.9x faster
-    (most at 128 experts)."""
+    expert in sequence. For the fp8_block wgrad at its register cap the vector sum ran the
+    launch 1.0-1.9x faster than a sequential scan, most at 128 experts
+    (results/2026-12-02-h200-r run 7)."""
     start = 0
     for e0 in range(0, expert, EXPERT_CHUNK):
         e = e0 + tl.arange(0, EXPERT_CHUNK)
