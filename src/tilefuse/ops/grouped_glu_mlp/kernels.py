@@ -618,6 +618,19 @@ def wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, bl
 
 
 @triton.jit
+def wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
+                           row_n, row_m, blk, start, count, lda, ldb, a_scale_ld, b_scale_ld, TMA: tl.constexpr,
+                           BLOCK_K: tl.constexpr):
+    """acc + the product of the 128-token block ``blk`` the expert shares with a neighbour, with
+    its scales: through the descriptors (wgrad_fp8_masked_tma) or masked pointer loads."""
+    a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, blk, a_scale_ld, b_scale_ld)
+    if TMA:
+        return wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, blk, start, count, BLOCK_K)
+    return wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, blk * BLOCK_K, start, count,
+                          lda, ldb, True, BLOCK_K)
+
+
+@triton.jit
 def grouped_wgrad_kernel(
     a_ptr, b_ptr, c_ptr, counts_ptr, a_scale_ptr, b_scale_ptr, gscale_ptr, a_desc, b_desc,
     T, N, M, lda, ldb, a_scale_ld, b_scale_ld,
@@ -697,23 +710,13 @@ def grouped_wgrad_kernel(
                                      count, lda, ldb, False, BLOCK_K)
         head = start // BLOCK_K
         if (count > 0) & (head < first_full):
-            a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, head, a_scale_ld,
-                                                b_scale_ld)
-            if TMA:
-                acc = wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, tile_n * BLOCK_N, tile_m * BLOCK_M,
-                                           head, start, count, BLOCK_K)
-            else:
-                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, head * BLOCK_K,
-                                     start, count, lda, ldb, True, BLOCK_K)
+            acc = wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask,
+                                         mmask, tile_n * BLOCK_N, tile_m * BLOCK_M, head, start, count, lda, ldb,
+                                         a_scale_ld, b_scale_ld, TMA, BLOCK_K)
         if (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full):
-            a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, end_full,
-                                                a_scale_ld, b_scale_ld)
-            if TMA:
-                acc = wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, tile_n * BLOCK_N, tile_m * BLOCK_M,
-                                           end_full, start, count, BLOCK_K)
-            else:
-                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask,
-                                     end_full * BLOCK_K, start, count, lda, ldb, True, BLOCK_K)
+            acc = wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask,
+                                         mmask, tile_n * BLOCK_N, tile_m * BLOCK_M, end_full, start, count, lda, ldb,
+                                         a_scale_ld, b_scale_ld, TMA, BLOCK_K)
     else:
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)
