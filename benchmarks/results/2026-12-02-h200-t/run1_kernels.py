@@ -1,0 +1,97 @@
+"""Run 1's probe kernels: a dense block-scaled fp8 GEMM (fp8_block's forward layout: A (M, K)
+with 1x128 row scales sa (M, K/128), B (N, K) with 128x128 block scales sb (N/128, K/128)),
+C bf16 = sum over 128-K chunks of (A @ B^T)[chunk] * sa * sb. M, N multiples of the tile, K of
+128. fp8_gemm_triton: what Triton emits for `acc += dot * scale` (a wait after each chunk's
+wgmma). fp8_gemm_gluon: the same through TMA and an mbarrier ring; OVERLAP keeps one chunk's
+wgmma in flight while the previous chunk is rescaled (two accumulators)."""
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma, warpgroup_mma_init,
+                                                             warpgroup_mma_wait)
+
+_tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+
+
+@gluon.jit
+def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
+                   BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+                   num_warps: gl.constexpr):
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 32])
+    pid = gl.program_id(0)
+    nt = gl.cdiv(N, BN)
+    pm = pid // nt
+    pn = pid % nt
+    a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BM, 128], a_desc.layout)
+    b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, 128], b_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for p0 in gl.static_range(STAGES):
+        mbarrier.init(bars.index(p0), count=1)
+    nk = K // 128
+    nbytes: gl.constexpr = (BM + BN) * 128
+    for p in gl.static_range(STAGES - 1):
+        mbarrier.expect(bars.index(p), nbytes, pred=p < nk)
+        _tma_load(a_desc, [pm * BM, p * 128], bars.index(p), a_s.index(p), pred=p < nk)
+        _tma_load(b_desc, [pn * BN, p * 128], bars.index(p), b_s.index(p), pred=p < nk)
+    rows = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    sb_base = sb_ptr + (pn * BN // 128) * lsb
+    zero = gl.zeros([BM, BN], gl.float32, mma)
+    acc = gl.zeros([BM, BN], gl.float32, mma)
+    if OVERLAP:
+        prev = warpgroup_mma_init(zero)
+        prev_sc = gl.zeros([BM], gl.float32, gl.SliceLayout(1, mma))
+        for i in range(nk):
+            s = i % STAGES
+            mbarrier.wait(bars.index(s), (i // STAGES) & 1)
+            cur = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
+            sc = gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i)
+            done = warpgroup_mma_wait(1, deps=[prev])
+            acc = acc + done * prev_sc[:, None]
+            prev = cur
+            prev_sc = sc
+            nxt = i + STAGES - 1
+            t = nxt % STAGES
+            mbarrier.expect(bars.index(t), nbytes, pred=nxt < nk)
+            _tma_load(a_desc, [pm * BM, nxt * 128], bars.index(t), a_s.index(t), pred=nxt < nk)
+            _tma_load(b_desc, [pn * BN, nxt * 128], bars.index(t), b_s.index(t), pred=nxt < nk)
+        done = warpgroup_mma_wait(0, deps=[prev])
+        acc = acc + done * prev_sc[:, None]
+    else:
+        for i in range(nk):
+            s = i % STAGES
+            mbarrier.wait(bars.index(s), (i // STAGES) & 1)
+            cur = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
+            sc = gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i)
+            done = warpgroup_mma_wait(0, deps=[cur])
+            acc = acc + done * sc[:, None]
+            nxt = i + STAGES - 1
+            t = nxt % STAGES
+            mbarrier.expect(bars.index(t), nbytes, pred=nxt < nk)
+            _tma_load(a_desc, [pm * BM, nxt * 128], bars.index(t), a_s.index(t), pred=nxt < nk)
+            _tma_load(b_desc, [pn * BN, nxt * 128], bars.index(t), b_s.index(t), pred=nxt < nk)
+    for p1 in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(p1))
+    oblk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(acc.to(gl.bfloat16), oblk)
+    r = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, oblk))
+    c = pn * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, oblk))
+    gl.store(c_ptr + r[:, None].to(gl.int64) * N + c[None, :], out)
+
+
+@triton.jit
+def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    nt = tl.cdiv(N, BN)
+    pm = pid // nt
+    pn = pid % nt
+    rm = pm * BM + tl.arange(0, BM)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for i in range(K // 128):
+        a = a_desc.load([pm * BM, i * 128])
+        b = b_desc.load([pn * BN, i * 128])
+        sc = tl.load(sa_ptr + rm * lsa + i) * tl.load(sb_ptr + (pn * BN // 128) * lsb + i)
+        acc = acc + tl.dot(a, b.T) * sc[:, None]
+    rn = pn * BN + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16))
