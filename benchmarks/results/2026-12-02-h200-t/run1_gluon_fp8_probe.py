@@ -8,7 +8,8 @@ outstanding (chunk i-1 done) and rescale chunk i-1 while chunk i runs (two accum
 
 A dense probe, not the grouped kernel: C (M, N) bf16 = sum over 128-K chunks of
 (A8 @ B8^T)[chunk] * sa[row, chunk] * sb[N-block, chunk], A8 (M, K) and B8 (N, K) float8_e4m3
-with 1x128 row scales for A and 128x128 block scales for B (fp8_block's forward layout).
+with 1x128 row scales for A and 128x128 block scales for B (fp8_block's forward layout), or
+1x128 scales on both (the wgrads' layout, "column scales 1", as one dense GEMM).
 Providers, interleaved, CUDA-graph replay:
 - triton: the algorithm the shipped grouped kernel runs (TMA descriptors, acc + dot * scale);
 - gluon wait0: the same in Gluon with the wait after each chunk (isolates Gluon from the overlap);
@@ -34,43 +35,45 @@ from grouped_profile import table  # noqa: E402
 from run1_kernels import fp8_gemm_gluon, fp8_gemm_triton  # noqa: E402
 
 print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
-SHAPES = {"shape1 fc1": (16384, 7168, 4096), "shape1 fc2": (16384, 4096, 3584),
-          "shape2 fc1": (32768, 2816, 2048), "shape3 fc1": (65536, 1536, 2048), "shape2 fc2": (32768, 2048, 1408)}
+SHAPES = {"shape1 fc1": (16384, 7168, 4096, 0), "shape1 fc2": (16384, 4096, 3584, 0),
+          "shape2 fc1": (32768, 2816, 2048, 0), "shape3 fc1": (65536, 1536, 2048, 0), "shape2 fc2": (32768, 2048, 1408, 0),
+          # the wgrads' layout (1x128 scales on both operands, K the tokens), as one dense GEMM
+          "shape1 dW1 dense": (7168, 4096, 16384, 1), "shape2 dW1 dense": (2816, 2048, 32768, 1)}
 TRITON = [(128, 128, 8, 4), (64, 128, 4, 4)]
-GLUON = [(128, 128, 8, 4), (128, 128, 8, 6), (64, 128, 4, 6)]
+GLUON = [(128, 128, 8, 4), (128, 128, 8, 6), (64, 128, 4, 4)]
 
 
 def pow2(shape, g):
     return torch.exp2(torch.randint(-6, 6, shape, generator=g).float()).cuda()
 
 
-for name, (M, N, K) in SHAPES.items():
+for name, (M, N, K, COLS) in SHAPES.items():
     g = torch.Generator().manual_seed(0)
     a8 = (torch.randn(M, K, generator=g) * 8).clamp(-448, 448).to(torch.float8_e4m3fn).cuda()
     b8 = (torch.randn(N, K, generator=g) * 8).clamp(-448, 448).to(torch.float8_e4m3fn).cuda()
     sa = pow2((M, K // 128), g) * torch.rand(M, K // 128, generator=g).cuda().add(0.5)
-    sb = pow2((triton.cdiv(N, 128), K // 128), g)
+    sb = pow2((N if COLS else triton.cdiv(N, 128), K // 128), g)
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-    print(f"\n## {name}: M {M} N {N} K {K}", flush=True)
+    print(f"\n## {name}: M {M} N {N} K {K} column scales {COLS}", flush=True)
 
     def run_triton(BM, BN, W, S):
         ad = TensorDescriptor.from_tensor(a8, [BM, 128])
         bd = TensorDescriptor.from_tensor(b8, [BN, 128])
         grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
         return lambda: fp8_gemm_triton[grid](ad, bd, sa, sb, c, M, N, K, K // 128, K // 128, BM=BM, BN=BN,
-                                             num_warps=W, num_stages=S)
+                                             COLS=COLS, num_warps=W, num_stages=S)
 
     def run_gluon(BM, BN, W, S, OV):
         ad = GluonDesc.from_tensor(a8, [BM, 128], gl.NVMMASharedLayout.get_default_for([BM, 128], gl.float8e4nv))
         bd = GluonDesc.from_tensor(b8, [BN, 128], gl.NVMMASharedLayout.get_default_for([BN, 128], gl.float8e4nv))
         grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
         return lambda: fp8_gemm_gluon[grid](ad, bd, sa, sb, c, M, N, K, K // 128, K // 128, BM=BM, BN=BN,
-                                            STAGES=S, OVERLAP=OV, num_warps=W)
+                                            STAGES=S, OVERLAP=OV, COLS=COLS, num_warps=W)
 
     # float64 reference on 256 rows
     rows = torch.arange(0, M, M // 256, device="cuda")[:256]
     ad64 = a8[rows].double().view(256, K // 128, 128) * sa[rows].double()[:, :, None]
-    bs = sb.double().repeat_interleave(128, 0)[:N]
+    bs = sb.double() if COLS else sb.double().repeat_interleave(128, 0)[:N]
     bd64 = b8.double().view(N, K // 128, 128) * bs[:, :, None]
     ref = ad64.reshape(256, K) @ bd64.reshape(N, K).t()
     outs = {}

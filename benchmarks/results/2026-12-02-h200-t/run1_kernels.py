@@ -2,7 +2,8 @@
 with 1x128 row scales sa (M, K/128), B (N, K) with 128x128 block scales sb (N/128, K/128)),
 C bf16 = sum over 128-K chunks of (A @ B^T)[chunk] * sa * sb. M, N multiples of the tile, K of
 128. fp8_gemm_triton: what Triton emits for `acc += dot * scale` (a wait after each chunk's
-wgmma). fp8_gemm_gluon: the same through TMA and an mbarrier ring; OVERLAP keeps one chunk's
+wgmma). COLS: sb (N, K/128) per column instead (the wgrad's 1x128 x 1x128 layout).
+fp8_gemm_gluon: the same through TMA and an mbarrier ring; OVERLAP keeps one chunk's
 wgmma in flight while the previous chunk is rescaled (two accumulators)."""
 import triton
 import triton.language as tl
@@ -17,7 +18,7 @@ _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_glo
 @gluon.jit
 def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
                    BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                   num_warps: gl.constexpr):
+                   COLS: gl.constexpr, num_warps: gl.constexpr):
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 32])
     pid = gl.program_id(0)
@@ -36,36 +37,54 @@ def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
         _tma_load(a_desc, [pm * BM, p * 128], bars.index(p), a_s.index(p), pred=p < nk)
         _tma_load(b_desc, [pn * BN, p * 128], bars.index(p), b_s.index(p), pred=p < nk)
     rows = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    # column scales load one per thread, then move to the accumulator's column layout (loading
+    # them there would hold BN / 4 64-bit addresses a thread: spills)
+    sbl: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    cols = pn * BN + gl.arange(0, BN, layout=sbl)
     sb_base = sb_ptr + (pn * BN // 128) * lsb
     zero = gl.zeros([BM, BN], gl.float32, mma)
     acc = gl.zeros([BM, BN], gl.float32, mma)
     if OVERLAP:
         prev = warpgroup_mma_init(zero)
-        prev_sc = gl.zeros([BM], gl.float32, gl.SliceLayout(1, mma))
+        prev_sa = gl.zeros([BM], gl.float32, gl.SliceLayout(1, mma))
         for i in range(nk):
             s = i % STAGES
             mbarrier.wait(bars.index(s), (i // STAGES) & 1)
             cur = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
-            sc = gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i)
-            done = warpgroup_mma_wait(1, deps=[prev])
-            acc = acc + done * prev_sc[:, None]
+            if COLS:   # chunk i-1's scales, loaded now (carrying them a chunk costs registers: spills)
+                j = gl.maximum(i - 1, 0)
+                psa = gl.load(sa_ptr + rows * lsa + j)
+                psb = gl.convert_layout(gl.load(sb_ptr + cols * lsb + j), gl.SliceLayout(0, mma))
+                done = warpgroup_mma_wait(1, deps=[prev])
+                acc = acc + (done * psb[None, :]) * psa[:, None]
+            else:
+                sa = gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i)
+                done = warpgroup_mma_wait(1, deps=[prev])
+                acc = acc + done * prev_sa[:, None]
+                prev_sa = sa
             prev = cur
-            prev_sc = sc
             nxt = i + STAGES - 1
             t = nxt % STAGES
             mbarrier.expect(bars.index(t), nbytes, pred=nxt < nk)
             _tma_load(a_desc, [pm * BM, nxt * 128], bars.index(t), a_s.index(t), pred=nxt < nk)
             _tma_load(b_desc, [pn * BN, nxt * 128], bars.index(t), b_s.index(t), pred=nxt < nk)
         done = warpgroup_mma_wait(0, deps=[prev])
-        acc = acc + done * prev_sc[:, None]
+        if COLS:
+            psb = gl.convert_layout(gl.load(sb_ptr + cols * lsb + nk - 1), gl.SliceLayout(0, mma))
+            acc = acc + (done * psb[None, :]) * gl.load(sa_ptr + rows * lsa + nk - 1)[:, None]
+        else:
+            acc = acc + done * prev_sa[:, None]
     else:
         for i in range(nk):
             s = i % STAGES
             mbarrier.wait(bars.index(s), (i // STAGES) & 1)
             cur = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), zero, use_acc=False, is_async=True)
-            sc = gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i)
             done = warpgroup_mma_wait(0, deps=[cur])
-            acc = acc + done * sc[:, None]
+            if COLS:
+                psb = gl.convert_layout(gl.load(sb_ptr + cols * lsb + i), gl.SliceLayout(0, mma))
+                acc = acc + (done * psb[None, :]) * gl.load(sa_ptr + rows * lsa + i)[:, None]
+            else:
+                acc = acc + done * (gl.load(sa_ptr + rows * lsa + i) * gl.load(sb_base + i))[:, None]
             nxt = i + STAGES - 1
             t = nxt % STAGES
             mbarrier.expect(bars.index(t), nbytes, pred=nxt < nk)
@@ -81,17 +100,21 @@ def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
 
 
 @triton.jit
-def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM: tl.constexpr, BN: tl.constexpr):
+def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM: tl.constexpr, BN: tl.constexpr,
+                    COLS: tl.constexpr):
     pid = tl.program_id(0)
     nt = tl.cdiv(N, BN)
     pm = pid // nt
     pn = pid % nt
     rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
     acc = tl.zeros((BM, BN), tl.float32)
     for i in range(K // 128):
         a = a_desc.load([pm * BM, i * 128])
         b = b_desc.load([pn * BN, i * 128])
-        sc = tl.load(sa_ptr + rm * lsa + i) * tl.load(sb_ptr + (pn * BN // 128) * lsb + i)
-        acc = acc + tl.dot(a, b.T) * sc[:, None]
-    rn = pn * BN + tl.arange(0, BN)
+        if COLS:
+            acc = acc + tl.dot(a, b.T) * (tl.load(sa_ptr + rm * lsa + i)[:, None] * tl.load(sb_ptr + rn * lsb + i)[None, :])
+        else:
+            sc = tl.load(sa_ptr + rm * lsa + i) * tl.load(sb_ptr + (pn * BN // 128) * lsb + i)
+            acc = acc + tl.dot(a, b.T) * sc[:, None]
     tl.store(c_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16))
