@@ -101,7 +101,7 @@ def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
 
 @triton.jit
 def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM: tl.constexpr, BN: tl.constexpr,
-                    COLS: tl.constexpr):
+                    COLS: tl.constexpr, NOSCALE: tl.constexpr = 0, BK: tl.constexpr = 128):
     pid = tl.program_id(0)
     nt = tl.cdiv(N, BN)
     pm = pid // nt
@@ -109,6 +109,19 @@ def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     acc = tl.zeros((BM, BN), tl.float32)
+    if NOSCALE:   # run 2's ceiling: a plain fp8 GEMM (one accumulator carried through K, no scales)
+        for i in range(K // 128):
+            acc = tl.dot(a_desc.load([pm * BM, i * 128]), b_desc.load([pn * BN, i * 128]).T, acc)
+        rn = pn * BN + tl.arange(0, BN)
+        tl.store(c_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16))
+        return
+    if BK > 128:   # run 2's sensitivity probe (not the recipe): one BK-wide dot and one rescale per BK
+        for i in range(K // BK):
+            sc = tl.load(sa_ptr + rm * lsa + i) * tl.load(sb_ptr + (pn * BN // 128) * lsb + i)
+            acc = acc + tl.dot(a_desc.load([pm * BM, i * BK]), b_desc.load([pn * BN, i * BK]).T) * sc[:, None]
+        rn = pn * BN + tl.arange(0, BN)
+        tl.store(c_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16))
+        return
     for i in range(K // 128):
         a = a_desc.load([pm * BM, i * 128])
         b = b_desc.load([pn * BN, i * 128])
