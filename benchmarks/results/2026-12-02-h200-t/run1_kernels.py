@@ -99,6 +99,77 @@ def fp8_gemm_gluon(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
     gl.store(c_ptr + r[:, None].to(gl.int64) * N + c[None, :], out)
 
 
+@gluon.jit
+def _refill(a_desc, b_desc, a_s, b_s, bars, c, nk, pm, pn, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr):
+    """Load chunk c into its ring stage (c % STAGES), if c is a chunk (0 <= c < nk)."""
+    t = c % STAGES
+    ok = (c >= 0) & (c < nk)
+    mbarrier.expect(bars.index(t), (BM + BN) * 128, pred=ok)
+    _tma_load(a_desc, [pm * BM, c * 128], bars.index(t), a_s.index(t), pred=ok)
+    _tma_load(b_desc, [pn * BN, c * 128], bars.index(t), b_s.index(t), pred=ok)
+
+
+@gluon.jit
+def fp8_gemm_gluon2(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
+                    BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """Run 3: two chunks an iteration, both wgmma issued before the first wait; the first
+    chunk's rescale runs while the second's wgmma does, the second's after a full wait, so no
+    unfinished product crosses the loop's back edge. fp8_gemm_gluon's OVERLAP carries one
+    across it, and ptxas then serialises every wgmma (C7514: "non wgmma instructions reading
+    accumulator registers ... between start and end of the pipeline stage"; a WARPGROUP.DEPBAR
+    after each wgmma in its SASS), which is why run 1 measured it slower. Forward layout only."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 32])
+    pid = gl.program_id(0)
+    nt = gl.cdiv(N, BN)
+    pm = pid // nt
+    pn = pid % nt
+    a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BM, 128], a_desc.layout)
+    b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BN, 128], b_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for p0 in gl.static_range(STAGES):
+        mbarrier.init(bars.index(p0), count=1)
+    nk = K // 128
+    for p in gl.static_range(STAGES):
+        _refill(a_desc, b_desc, a_s, b_s, bars, p, nk, pm, pn, BM, BN, STAGES)
+    rows = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    sb_base = sb_ptr + (pn * BN // 128) * lsb
+    zero = gl.zeros([BM, BN], gl.float32, mma)
+    acc = gl.zeros([BM, BN], gl.float32, mma)
+    for j in range(nk // 2):
+        c0 = 2 * j
+        c1 = c0 + 1
+        mbarrier.wait(bars.index(c0 % STAGES), (c0 // STAGES) & 1)
+        t_a = warpgroup_mma(a_s.index(c0 % STAGES), b_s.index(c0 % STAGES).permute((1, 0)), zero, use_acc=False,
+                            is_async=True)
+        mbarrier.wait(bars.index(c1 % STAGES), (c1 // STAGES) & 1)
+        t_b = warpgroup_mma(a_s.index(c1 % STAGES), b_s.index(c1 % STAGES).permute((1, 0)), zero, use_acc=False,
+                            is_async=True)
+        sc_a = gl.load(sa_ptr + rows * lsa + c0) * gl.load(sb_base + c0)
+        sc_b = gl.load(sa_ptr + rows * lsa + c1) * gl.load(sb_base + c1)
+        d_a = warpgroup_mma_wait(1, deps=[t_a])
+        acc = acc + d_a * sc_a[:, None]
+        _refill(a_desc, b_desc, a_s, b_s, bars, c0 + STAGES, nk, pm, pn, BM, BN, STAGES)
+        d_b = warpgroup_mma_wait(0, deps=[t_b])
+        acc = acc + d_b * sc_b[:, None]
+        _refill(a_desc, b_desc, a_s, b_s, bars, c1 + STAGES, nk, pm, pn, BM, BN, STAGES)
+    if nk % 2 == 1:
+        c0 = nk - 1
+        mbarrier.wait(bars.index(c0 % STAGES), (c0 // STAGES) & 1)
+        t_a = warpgroup_mma(a_s.index(c0 % STAGES), b_s.index(c0 % STAGES).permute((1, 0)), zero, use_acc=False,
+                            is_async=True)
+        sc_a = gl.load(sa_ptr + rows * lsa + c0) * gl.load(sb_base + c0)
+        d_a = warpgroup_mma_wait(0, deps=[t_a])
+        acc = acc + d_a * sc_a[:, None]
+    for p1 in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(p1))
+    oblk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(acc.to(gl.bfloat16), oblk)
+    r = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, oblk))
+    c = pn * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, oblk))
+    gl.store(c_ptr + r[:, None].to(gl.int64) * N + c[None, :], out)
+
+
 @triton.jit
 def fp8_gemm_triton(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb, BM: tl.constexpr, BN: tl.constexpr,
                     COLS: tl.constexpr, NOSCALE: tl.constexpr = 0, BK: tl.constexpr = 128):
