@@ -110,14 +110,27 @@ def _refill(a_desc, b_desc, a_s, b_s, bars, c, nk, pm, pn, BM: gl.constexpr, BN:
 
 
 @gluon.jit
+def _promote(acc, d, sa_ptr, sb_ptr, rows, cols, sb_base, c, lsa, lsb, COLS: gl.constexpr):
+    """acc + d * (chunk c's scales): row scales of A times B's block scale, or (COLS) times
+    B's column scales, loaded one per thread and moved to the accumulator's column layout."""
+    if COLS:
+        sb = gl.convert_layout(gl.load(sb_ptr + cols * lsb + c), gl.SliceLayout(0, d.type.layout))
+        return acc + (d * sb[None, :]) * gl.load(sa_ptr + rows * lsa + c)[:, None]
+    else:
+        return acc + d * (gl.load(sa_ptr + rows * lsa + c) * gl.load(sb_base + c))[:, None]
+
+
+@gluon.jit
 def fp8_gemm_gluon2(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
-                    BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+                    BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+                    COLS: gl.constexpr = 0):
     """Run 3: two chunks an iteration, both wgmma issued before the first wait; the first
     chunk's rescale runs while the second's wgmma does, the second's after a full wait, so no
     unfinished product crosses the loop's back edge. fp8_gemm_gluon's OVERLAP carries one
     across it, and ptxas then serialises every wgmma (C7514: "non wgmma instructions reading
     accumulator registers ... between start and end of the pipeline stage"; a WARPGROUP.DEPBAR
-    after each wgmma in its SASS), which is why run 1 measured it slower. Forward layout only."""
+    after each wgmma in its SASS), which is why run 1 measured it slower. COLS (run 4): the
+    wgrads' layout, as fp8_gemm_gluon's."""
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 32])
     pid = gl.program_id(0)
@@ -133,6 +146,7 @@ def fp8_gemm_gluon2(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
     for p in gl.static_range(STAGES):
         _refill(a_desc, b_desc, a_s, b_s, bars, p, nk, pm, pn, BM, BN, STAGES)
     rows = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    cols = pn * BN + gl.arange(0, BN, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
     sb_base = sb_ptr + (pn * BN // 128) * lsb
     zero = gl.zeros([BM, BN], gl.float32, mma)
     acc = gl.zeros([BM, BN], gl.float32, mma)
@@ -145,22 +159,19 @@ def fp8_gemm_gluon2(a_desc, b_desc, sa_ptr, sb_ptr, c_ptr, M, N, K, lsa, lsb,
         mbarrier.wait(bars.index(c1 % STAGES), (c1 // STAGES) & 1)
         t_b = warpgroup_mma(a_s.index(c1 % STAGES), b_s.index(c1 % STAGES).permute((1, 0)), zero, use_acc=False,
                             is_async=True)
-        sc_a = gl.load(sa_ptr + rows * lsa + c0) * gl.load(sb_base + c0)
-        sc_b = gl.load(sa_ptr + rows * lsa + c1) * gl.load(sb_base + c1)
         d_a = warpgroup_mma_wait(1, deps=[t_a])
-        acc = acc + d_a * sc_a[:, None]
+        acc = _promote(acc, d_a, sa_ptr, sb_ptr, rows, cols, sb_base, c0, lsa, lsb, COLS)
         _refill(a_desc, b_desc, a_s, b_s, bars, c0 + STAGES, nk, pm, pn, BM, BN, STAGES)
         d_b = warpgroup_mma_wait(0, deps=[t_b])
-        acc = acc + d_b * sc_b[:, None]
+        acc = _promote(acc, d_b, sa_ptr, sb_ptr, rows, cols, sb_base, c1, lsa, lsb, COLS)
         _refill(a_desc, b_desc, a_s, b_s, bars, c1 + STAGES, nk, pm, pn, BM, BN, STAGES)
     if nk % 2 == 1:
         c0 = nk - 1
         mbarrier.wait(bars.index(c0 % STAGES), (c0 // STAGES) & 1)
         t_a = warpgroup_mma(a_s.index(c0 % STAGES), b_s.index(c0 % STAGES).permute((1, 0)), zero, use_acc=False,
                             is_async=True)
-        sc_a = gl.load(sa_ptr + rows * lsa + c0) * gl.load(sb_base + c0)
         d_a = warpgroup_mma_wait(0, deps=[t_a])
-        acc = acc + d_a * sc_a[:, None]
+        acc = _promote(acc, d_a, sa_ptr, sb_ptr, rows, cols, sb_base, c0, lsa, lsb, COLS)
     for p1 in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(p1))
     oblk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])

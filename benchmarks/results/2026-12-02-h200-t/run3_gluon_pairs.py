@@ -1,4 +1,4 @@
-"""Run 3 (GPU only): fp8_gemm_gluon2 (run1_kernels.py), two 128-K chunks an iteration with both
+"""Run 3 (GPU only; with argument `cols`, run 4): fp8_gemm_gluon2 (run1_kernels.py), two 128-K chunks an iteration with both
 wgmma in flight before the first wait, so the first chunk's rescale overlaps the second's wgmma
 (ptxas does not serialise it: SASS ARRIVE ARRIVE DEPBAR 1 DEPBAR 0 a loop iteration, 228
 registers, triton 3.6 and 3.8) against the Triton form (the op's) and run 1's Gluon wait-0, at
@@ -6,7 +6,11 @@ fp8_block's forward layout, dense, the shapes of run 1. Bitwise against the Trit
 against float64 on 256 rows; interleaved, graph replay, 5 rounds. Plus run 2's no-scale
 128x128 w8 (the fp8 ceiling of a Triton tile) and cuBLAS fp8 / bf16.
 
-    PYTHONPATH=src python3 benchmarks/results/2026-12-02-h200-t/run3_gluon_pairs.py
+Run 4 (`cols`): the same at the wgrads' layout (1x128 scales on both operands, COLS), as dense
+GEMMs of each shape's dW1 (M = 2F, N = H, K = T), against the Triton form at 64x128 and at the
+shipped wgrad heuristic's 128x64 w4 s3 with a 168-register cap.
+
+    PYTHONPATH=src python3 benchmarks/results/2026-12-02-h200-t/run3_gluon_pairs.py [cols]
 """
 import sys
 from pathlib import Path
@@ -23,8 +27,11 @@ from grouped_profile import table  # noqa: E402
 from run1_kernels import fp8_gemm_gluon, fp8_gemm_gluon2, fp8_gemm_triton  # noqa: E402
 
 print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
-SHAPES = {"shape1 fc1": (16384, 7168, 4096), "shape1 fc2": (16384, 4096, 3584), "shape2 fc1": (32768, 2816, 2048),
-          "shape3 fc1": (65536, 1536, 2048), "shape2 fc2": (32768, 2048, 1408)}
+COLS = int(sys.argv[1:] == ["cols"])
+SHAPES = {"shape1 dW1 dense": (7168, 4096, 16384), "shape2 dW1 dense": (2816, 2048, 32768),
+          "shape3 dW1 dense": (1536, 2048, 65536)} if COLS else {
+    "shape1 fc1": (16384, 7168, 4096), "shape1 fc2": (16384, 4096, 3584), "shape2 fc1": (32768, 2816, 2048),
+    "shape3 fc1": (65536, 1536, 2048), "shape2 fc2": (32768, 2048, 1408)}
 
 for name, (M, N, K) in SHAPES.items():
     g = torch.Generator().manual_seed(0)
@@ -32,15 +39,15 @@ for name, (M, N, K) in SHAPES.items():
     b8 = (torch.randn(N, K, generator=g) * 8).clamp(-448, 448).to(torch.float8_e4m3fn).cuda()
     sa = torch.exp2(torch.randint(-6, 6, (M, K // 128), generator=g).float()).cuda() * torch.rand(
         M, K // 128, generator=g).cuda().add(0.5)
-    sb = torch.exp2(torch.randint(-6, 6, (triton.cdiv(N, 128), K // 128), generator=g).float()).cuda()
+    sb = torch.exp2(torch.randint(-6, 6, (N if COLS else triton.cdiv(N, 128), K // 128), generator=g).float()).cuda()
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     print(f"\n## {name}: M {M} N {N} K {K}", flush=True)
 
-    def tri(BM, BN, W, S, NS=0):
+    def tri(BM, BN, W, S, NS=0, **kw):
         ad, bd = TensorDescriptor.from_tensor(a8, [BM, 128]), TensorDescriptor.from_tensor(b8, [BN, 128])
         grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-        return lambda: fp8_gemm_triton[grid](ad, bd, sa, sb, c, M, N, K, K // 128, K // 128, BM=BM, BN=BN, COLS=0,
-                                             NOSCALE=NS, num_warps=W, num_stages=S)
+        return lambda: fp8_gemm_triton[grid](ad, bd, sa, sb, c, M, N, K, K // 128, K // 128, BM=BM, BN=BN, COLS=COLS,
+                                             NOSCALE=NS, num_warps=W, num_stages=S, **kw)
 
     def glu(kernel, BM, BN, W, S, **kw):
         ad = GluonDesc.from_tensor(a8, [BM, 128], gl.NVMMASharedLayout.get_default_for([BM, 128], gl.float8e4nv))
@@ -50,12 +57,15 @@ for name, (M, N, K) in SHAPES.items():
                                     num_warps=W, **kw)
 
     provs = {"triton 64x128 w4 s4": tri(64, 128, 4, 4), "triton 64x128 w4 s3": tri(64, 128, 4, 3),
-             "gluon wait0 64x128 w4 s4": glu(fp8_gemm_gluon, 64, 128, 4, 4, OVERLAP=0, COLS=0)}
-    for BM, BN, W, S in ((64, 128, 4, 4), (64, 128, 4, 3), (128, 128, 8, 4), (128, 128, 8, 6)):
-        provs[f"gluon pairs {BM}x{BN} w{W} s{S}"] = glu(fp8_gemm_gluon2, BM, BN, W, S)
+             "gluon wait0 64x128 w4 s4": glu(fp8_gemm_gluon, 64, 128, 4, 4, OVERLAP=0, COLS=COLS)}
+    if COLS:
+        provs["triton 128x64 w4 s3 maxnreg 168"] = tri(128, 64, 4, 3, maxnreg=168)
+    for BM, BN, W, S in ((64, 128, 4, 4), (64, 128, 4, 3), (128, 128, 8, 4)) + (((128, 64, 4, 4),) if COLS else ((128, 128, 8, 6),)):
+        provs[f"gluon pairs {BM}x{BN} w{W} s{S}"] = glu(fp8_gemm_gluon2, BM, BN, W, S, COLS=COLS)
     rows = torch.arange(0, M, M // 256, device="cuda")[:256]
     ad64 = a8[rows].double().view(256, K // 128, 128) * sa[rows].double()[:, :, None]
-    bd64 = b8.double().view(N, K // 128, 128) * sb.double().repeat_interleave(128, 0)[:N][:, :, None]
+    bs = sb.double() if COLS else sb.double().repeat_interleave(128, 0)[:N]
+    bd64 = b8.double().view(N, K // 128, 128) * bs[:, :, None]
     ref = ad64.reshape(256, K) @ bd64.reshape(N, K).t()
     outs = {}
     for label, fn in provs.items():
