@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 5 (GPU only): run5_gluon_3xfp16.py, the level-3 layer GEMM in Gluon with one wgmma wait a
+# Run 5 (GPU only): run5_gluon_3xfp16.py, the level-3 layer GEMM in Gluon (pointer and TMA weights) with one wgmma wait a
 # K tile against so2_gemm_kernel's 3xfp16.   OUT=... bash benchmarks/results/2026-12-02-h200-t/run5.sh
 set -u
 cd "$(dirname "$0")/../../.."

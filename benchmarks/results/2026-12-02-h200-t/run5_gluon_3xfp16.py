@@ -17,7 +17,11 @@ to the float32 accumulator as kernels.tile_product does, column scale then row s
 result is so2_gemm_kernel's bit for bit (checked here). The SASS of its loop: one
 WARPGROUP.ARRIVE and one WARPGROUP.DEPBAR a K tile (checked on the CPU, triton 3.6 and 3.8).
 
-Per shape: the backward pair (m = 0 and |m| = 1 segments of one layer) of both at the level-3
+gemm3x_gluon_tma: the same with the weight tiles through TMA (no registers hold them or their
+addresses: 135 registers at 64x64, none of the tiles here spills; gemm3x_gluon spills at 64x128
+and at BLOCK_K 64).
+
+Per shape: the backward pair (m = 0 and |m| = 1 segments of one layer) of all three at the level-3
 keys' tiles and beside them, bitwise compared, their normwise error against float64 on the
 first 2**16 edges, and the time (timing.interleaved, CUDA-graph replay, 5 rounds). Gluon
 kernels do not run in Triton's interpreter, so this is GPU only.
@@ -32,8 +36,10 @@ import sys
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma, warpgroup_mma_init,
-                                                             warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                             warpgroup_mma_init, warpgroup_mma_wait)
+
+_tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
 
 
 # Gluon is experimental: triton 3.6 names the CTA barrier thread_barrier, 3.8 barrier.
@@ -138,6 +144,112 @@ def gemm3x_gluon(a_ptr, w_ptr, wlo_ptr, wscale_ptr, res_ptr, out_ptr, E, ROW, K_
     gl.store((out_ptr + first * ROW) + offs, res + out, mask=mask)
 
 
+@gluon.jit
+def _w_tiles(wd, wlod, w_s, wlo_s, bars, focus, K_LEN, k_tile, n_k, n0, BLOCK_K: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA: K tile k_tile's weight head and tail tiles into ring slot k_tile % 2 (if k_tile < n_k)."""
+    slot = k_tile % 2
+    ok = k_tile < n_k
+    mbarrier.expect(bars.index(slot), 2 * BLOCK_K * BLOCK_N * 2, pred=ok)
+    row = focus * K_LEN + k_tile * BLOCK_K
+    _tma_load(wd, [row, n0], bars.index(slot), w_s.index(slot), pred=ok)
+    _tma_load(wlod, [row, n0], bars.index(slot), wlo_s.index(slot), pred=ok)
+
+
+@gluon.jit
+def gemm3x_gluon_tma(a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, E, ROW, K_START, K_LEN, N_START, N_LEN,
+                     w_stride_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                     num_warps: gl.constexpr):
+    """gemm3x_gluon with the weight head and tail tiles through TMA (2-D descriptors over the
+    (F * K_LEN, N_LEN) weights, tiles [BLOCK_K, BLOCK_N]; K_LEN a multiple of BLOCK_K) straight
+    into the shared-memory ring: no registers hold them or their addresses (gemm3x_gluon spills
+    at 64x128 and at BLOCK_K 64). The activation tile still goes through registers (it is
+    split there)."""
+    ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+    oblk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [num_warps, 1], [1, 0])
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])
+    a_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.float16)
+    a_hi_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
+    a_lo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
+    w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
+    wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wlod.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+
+    pid = gl.program_id(0)
+    n_tiles = gl.cdiv(N_LEN, BLOCK_N)
+    n_row_blocks = gl.cdiv(E, BLOCK_M)
+    rb = pid // n_tiles
+    focus = rb // n_row_blocks
+    edge0 = (rb % n_row_blocks).to(gl.int64) * BLOCK_M
+    n0 = (pid % n_tiles) * BLOCK_N
+    first = focus.to(gl.int64) * E + edge0
+    n_k = K_LEN // BLOCK_K
+
+    rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
+    kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, ablk))
+    amask = ((edge0 + rows) < E)[:, None]
+    a_base = a_ptr + first * ROW + K_START
+    cvec: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    cn = N_START + n0 + gl.arange(0, BLOCK_N, layout=cvec)
+    inv_col = gl.convert_layout(gl.load(wscale_ptr + focus.to(gl.int64) * w_stride_k + (cn - K_START),
+                                        mask=cn < N_START + N_LEN, other=0.0), gl.SliceLayout(0, mma))
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+    p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+    _w_tiles(wd, wlod, w_s, wlo_s, bars, focus, K_LEN, 0, n_k, n0, BLOCK_K, BLOCK_N)
+    a = gl.load(a_base + (rows[:, None] * ROW + kk[None, :]), mask=amask, other=0.0)
+    for i in range(n_k):
+        # the next K tile's activation loads first (masked off past the last tile)
+        a_next = gl.load(a_base + (rows[:, None] * ROW + ((i + 1) * BLOCK_K + kk)[None, :]),
+                         mask=amask & (i + 1 < n_k), other=0.0)
+        scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
+        a_s = a * scale[:, None]
+        a_hi = a_s.to(gl.float16)
+        a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
+        slot = i % 2
+        a_hi_s.index(slot).store(a_hi)
+        a_lo_s.index(slot).store(a_lo)
+        fence_async_shared()
+        _cta_barrier()
+        # every warp is past the last tile's wait, so slot (i + 1) % 2 is free for its weights
+        _w_tiles(wd, wlod, w_s, wlo_s, bars, focus, K_LEN, i + 1, n_k, n0, BLOCK_K, BLOCK_N)
+        mbarrier.wait(bars.index(slot), (i // 2) & 1)
+        part = warpgroup_mma(a_lo_s.index(slot), w_s.index(slot), p, use_acc=False, is_async=True)
+        part = warpgroup_mma(a_hi_s.index(slot), wlo_s.index(slot), part, is_async=True)
+        part = warpgroup_mma(a_hi_s.index(slot), w_s.index(slot), part, is_async=True)
+        p = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+        acc += (p * inv_col[None, :]) * gl.convert_layout(inv, gl.SliceLayout(1, mma))[:, None]
+        a = a_next
+    mbarrier.invalidate(bars.index(0))
+    mbarrier.invalidate(bars.index(1))
+    on = N_START + n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, oblk))
+    orow = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, oblk))
+    mask = ((edge0 + orow) < E)[:, None] & (on < N_START + N_LEN)[None, :]
+    offs = orow[:, None] * ROW + on[None, :]
+    res = gl.load((res_ptr + first * ROW) + offs, mask=mask, other=0.0)
+    gl.store((out_ptr + first * ROW) + offs, res + gl.convert_layout(acc, oblk), mask=mask)
+
+
+def gluon_tma_pair(a, w0t, w1t, res, out, d, block_m, block_n, warps):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDesc
+    layout = gl.NVMMASharedLayout.get_default_for([d.focus_dim, block_n], gl.float16)
+    calls = []
+    for (w, w_lo, w_scale), k_start, k_len in ((w0t, 0, d.m0), (w1t, d.m0, d.m1)):
+        assert w.is_contiguous() and w_lo.is_contiguous() and k_len % d.focus_dim == 0
+        n_focus, n_edges = w.shape[0], a.shape[1]
+        wd = GluonDesc.from_tensor(w.view(-1, w.shape[-1]), [d.focus_dim, block_n], layout)
+        wlod = GluonDesc.from_tensor(w_lo.view(-1, w.shape[-1]), [d.focus_dim, block_n], layout)
+        grid = (n_focus * -(-n_edges // block_m) * -(-k_len // block_n),)
+        calls.append((grid, wd, wlod, w_scale, n_edges, k_start, k_len, w.stride(1)))
+
+    def run():
+        for grid, wd, wlod, w_scale, n_edges, k_start, k_len, stride_k in calls:
+            gemm3x_gluon_tma[grid](a, wd, wlod, w_scale, res, out, n_edges, d.row, k_start, k_len, k_start, k_len,
+                                   stride_k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=d.focus_dim, num_warps=warps)
+    return run
+
+
 def gluon_pair(a, w0t, w1t, res, out, d, block_m, block_n, warps):
     for (w, w_lo, w_scale), k_start, k_len in ((w0t, 0, d.m0), (w1t, d.m0, d.m1)):
         n_focus, n_edges = w.shape[0], a.shape[1]
@@ -174,16 +286,18 @@ def main():
             w0t, w1t = (launch._layer(launch._weights(x, cfg, transpose=True), 0) for x in (w0, w1))
             calls = {"triton": lambda w0t=w0t, w1t=w1t, cfg=cfg: launch._gemm_t(a, w0t, w1t, res, out, d, cfg),
                      "gluon": lambda w0t=w0t, w1t=w1t, bm=bm, bn=bn, warps=warps:
-                         gluon_pair(a, w0t, w1t, res, out, d, bm, bn, warps)}
+                         gluon_pair(a, w0t, w1t, res, out, d, bm, bn, warps),
+                     "gluon-tma": gluon_tma_pair(a, w0t, w1t, res, out, d, bm, bn, warps)}
             got = {}
             for name, fn in calls.items():
                 out.fill_(float("nan"))
                 fn()
                 got[name] = out.clone()
                 err = float((out[:, :n].double() - ref).norm() / ref.norm())
-                print(f"  M{bm} N{bn} w{warps} {name:6s}: error vs float64 {err:.3e}, finite {bool(out.isfinite().all())}")
+                print(f"  M{bm} N{bn} w{warps} {name:9s}: error vs float64 {err:.3e}, finite {bool(out.isfinite().all())}")
                 providers[f"M{bm} N{bn} w{warps} {name}"] = fn
-            print(f"  M{bm} N{bn} w{warps}: gluon bitwise equal to triton: {torch.equal(got['gluon'], got['triton'])}")
+            for name in ("gluon", "gluon-tma"):
+                print(f"  M{bm} N{bn} w{warps}: {name} bitwise equal to triton: {torch.equal(got[name], got['triton'])}")
             del got
         t = timing.interleaved(providers, graphs=True, rounds=5)
         for name, r in t.items():
