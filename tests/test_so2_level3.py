@@ -93,7 +93,7 @@ def test_level3_keys_and_their_config_space():
     candidates = fam.candidates(p)
     assert {c.precision for c in candidates} == {TF32X3, FP16X3, FP16X3_GATE}   # every split is timed
     tiles = lambda precision: {(c.block_m, c.block_n, c.num_warps, c.num_stages)  # noqa: E731
-                               for c in candidates if c.precision == precision and not c.fused}
+                               for c in candidates if c.precision == precision and not c.fused and not c.wgmma}
     assert tiles(FP16X3_GATE) == tiles(FP16X3) == set(configs.FP16X3_TILES)  # the gate's split at each 3xfp16 tile
     assert not any(c.compose for c in candidates)
     fused = [c for c in candidates if c.fused]   # Cf 32: the fused guards hold
@@ -327,7 +327,7 @@ out = {}
 ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_focus_stride", "w_stride_k"]
 fused_ints = ["E", "ROW", "M0", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_focus_stride", "w_stride_k"]
 for cfg in level3_candidates(3, 32):
-    if cfg.precision != FP16X3:
+    if cfg.precision != FP16X3 or cfg.wgmma:   # the Gluon kernel's compile: test_so2_wgmma.py
         continue
     if cfg.fused:   # both column passes, as launch.fused_layer launches them
         sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "sigma_ptr": "*fp32", "w_ptr": "*fp16",

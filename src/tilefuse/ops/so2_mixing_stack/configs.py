@@ -61,6 +61,10 @@ class So2Config:
     3xfp16, the composition route the exact dots only). ``sigma_pass`` (fused only): each
     layer's gate sigmoid is written once by the relay's sigma kernel and read by the fused
     kernel, instead of recomputed by every program of it (kernels.so2_bwd_fused_kernel).
+    ``wgmma`` (relay, 3xfp16 or 3xfp16-gate only): the layer GEMMs, forward and backward, run
+    wgmma_kernels.so2_gemm3x_wgmma_kernel (Gluon: the three products of a K tile waited for
+    once, the weight tiles through TMA into a two-slot ring, so ``num_stages`` does not apply)
+    where it can run, else so2_gemm_kernel: bitwise the same result either way.
     The backward always uses the config; the forward uses the tiles and precision of a level-3
     entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
     heuristic's (op.forward_config)."""
@@ -74,6 +78,7 @@ class So2Config:
     precision: str = EXACT
     compose: bool = False
     sigma_pass: bool = False
+    wgmma: bool = False
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -87,6 +92,9 @@ class So2Config:
             raise ValueError("So2Config: fused and compose are two backward routes; set one")
         if self.sigma_pass and not self.fused:
             raise ValueError("So2Config: sigma_pass is a variant of the fused route (set fused=True)")
+        if self.wgmma and (self.fused or self.compose or self.precision not in (FP16X3, FP16X3_GATE)):
+            raise ValueError("So2Config: wgmma is a variant of the relay's 3xfp16 layer GEMMs (precision "
+                             f"'3xfp16' or '3xfp16-gate', not fused or compose), got {self!r}")
 
     @property
     def route(self) -> str:
@@ -96,7 +104,7 @@ class So2Config:
 
     @property
     def name(self) -> str:
-        suffix = "" if self.precision == EXACT else f"-{self.precision}"
+        suffix = ("" if self.precision == EXACT else f"-{self.precision}") + ("-wgmma" if self.wgmma else "")
         tiles = f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
         return f"{self.route}{'-sigma' if self.sigma_pass else ''}-{tiles}{suffix}"
 
@@ -214,6 +222,12 @@ FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 
 # at Cf 32 and both passes (triton 3.6; 64x64 on 4 warps at Cf 64 too: 155-214 registers,
 # benchmarks/compile_report.py --ops so2); the others spill 8-1264 bytes.
 FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
+# The relay's 3xfp16 GEMMs in Gluon (So2Config.wgmma; num_stages 2 names its two-slot ring).
+# Against so2_gemm_kernel's 3xfp16 at the same tiles the backward GEMM pair ran 1.06-1.34x
+# faster at the three benchmark shapes, bitwise the same (results/2026-12-02-h200-t run 5);
+# 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
+# in the sm_90 compile (triton 3.6 and 3.8).
+WGMMA_TILES = ((64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 2), (128, 128, 8, 2))
 
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
@@ -221,11 +235,15 @@ def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     heuristic relay: relay configs of both splits (3xfp16 also with the gate's scalar block in
     3xfp16, FP16X3_GATE), and where the fused guards allow it
     (fused_supported; BLOCK_K = focus_dim) the fused route in 3xfp16 with the relay's sigma
-    pass (FUSED_FP16X3_TILES)."""
+    pass (FUSED_FP16X3_TILES); and both 3xfp16 relays with their GEMMs in Gluon (wgmma,
+    WGMMA_TILES) where BLOCK_K = focus_dim is a multiple of 16 (wgmma's K step)."""
     base = heuristic(lmax, focus_dim)
     out = [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
            for precision, tiles in ((FP16X3, FP16X3_TILES), (FP16X3_GATE, FP16X3_TILES), (TF32X3, TF32X3_TILES))
            for block_m, block_n, num_warps, num_stages in tiles]
+    if base.block_k == focus_dim and focus_dim % 16 == 0:
+        out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, precision=precision, wgmma=True)
+                for precision in (FP16X3, FP16X3_GATE) for block_m, block_n, num_warps, num_stages in WGMMA_TILES]
     if fused_supported(focus_dim, True) and base.block_k == focus_dim:
         out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
                           precision=FP16X3) for block_m, block_n, num_warps, num_stages in FUSED_FP16X3_TILES]

@@ -128,6 +128,10 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
     E = a.shape[0] * a.shape[1] // F      # a: (F, E, ROW), or (E, F, ROW) edge-major (BWD_HEAD)
     if n_len <= 0 or E == 0:
         return
+    if cfg.wgmma and precision == FP16X3 and _gemm_wgmma(
+            mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alpha, d, cfg, F, E, k_start, k_len,
+            n_start, n_len):
+        return
     so2_gemm_kernel[tiled_grid(F, E, n_len, cfg)](
         a, w, w if w_lo is None else w_lo, out if w_scale is None else w_scale, res, out,
         z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
@@ -137,6 +141,39 @@ def _gemm(mode, a, w, res, out, d: So2Dims, cfg: So2Config, *, k_start, k_len, n
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
+
+
+def wgmma_applies(a, w, out, cfg: So2Config, k_len: int) -> bool:
+    """Whether so2_gemm3x_wgmma_kernel runs a ``cfg.wgmma`` layer GEMM (else so2_gemm_kernel
+    does, with the same bits): it can run on a's device (wgmma_kernels.available), float32
+    activations and output, the weight tiles' K walk stays inside one focus's rows (k_len a
+    multiple of BLOCK_K, itself a multiple of wgmma's 16), and a warp group takes 64 rows."""
+    from . import wgmma_kernels
+    return (a.dtype == torch.float32 and out.dtype == torch.float32 and w.dtype == torch.float16
+            and cfg.block_k % 16 == 0 and k_len % cfg.block_k == 0 and cfg.num_warps % 4 == 0
+            and cfg.block_m == 16 * cfg.num_warps and wgmma_kernels.available(a.device))
+
+
+def _gemm_wgmma(mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alpha, d, cfg, F, E, k_start, k_len,
+                n_start, n_len) -> bool:
+    """_gemm through wgmma_kernels.so2_gemm3x_wgmma_kernel (So2Config.wgmma); False, having
+    launched nothing, where it does not apply (wgmma_applies, or weights outside the
+    descriptors' layout)."""
+    from . import wgmma_kernels
+    if not wgmma_applies(a, w, out, cfg, k_len):
+        return False
+    descs = wgmma_kernels.descriptors(w, w_lo, cfg.block_k, cfg.block_n)
+    if descs is None:
+        return False
+    wgmma_kernels.so2_gemm3x_wgmma_kernel[tiled_grid(F, E, n_len, cfg)](
+        a, *descs, w_scale, res, out,
+        z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
+        F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg, w.shape[1], w_scale.stride(0),
+        MODE=getattr(mode, "value", mode), APPLY_ALPHA=apply_alpha, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps,
+    )
+    launches.record("so2_gemm3x_wgmma")
+    return True
 
 
 def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, config: So2Config | None = None):

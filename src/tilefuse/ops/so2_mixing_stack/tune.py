@@ -189,10 +189,18 @@ def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
     scales = ({"grad_scale": pow2(125, g_max)}, {"u_scale": pow2(100, u_max)}, {"grad_scale": pow2(-120, g_med)})
     return {name: _scaled(i, **scale) for name, scale in zip(RANGE_SETS, scales)}
 
+def _wgmma_runs_here() -> bool:
+    """Whether a wgmma config's layer GEMMs run in Gluon where sweeps run (the current CUDA
+    device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
+    so2_gemm_kernel, the same bits, and is timed as that."""
+    from . import wgmma_kernels
+    return torch.cuda.is_available() and wgmma_kernels.available(torch.device("cuda", torch.cuda.current_device()))
+
+
 class So2Family(TuningFamily):
     name = "so2_mixing_stack"
     config_class = So2Config
-    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
+    source_files = (_HERE / "kernels.py", _HERE / "wgmma_kernels.py", _HERE / "configs.py", _HERE / "launch.py")
 
     def key(self, problem: So2Problem) -> str:
         return key_of(problem)
@@ -227,7 +235,7 @@ class So2Family(TuningFamily):
         return ROUTE if config.route != "relay" or config.precision != EXACT else TILE
 
     def complexity(self, config: So2Config) -> tuple:
-        return (config.fused, config.compose, config.sigma_pass, config.num_warps, config.num_stages,
+        return (config.fused, config.compose, config.sigma_pass, config.wgmma, config.num_warps, config.num_stages,
                 config.block_m * config.block_n)
 
     def check_entry(self, key: str, config, measured) -> None:
@@ -285,6 +293,8 @@ class So2Family(TuningFamily):
         if problem.forward:
             return ("so2_fwd_layer", "so2_fwd_final")
         bwd = (f"so2_bwd_{choice.route}_layer",) + (("so2_bwd_compose_gemm",) if choice.compose else ())
+        if choice.wgmma and _wgmma_runs_here():   # its layer GEMMs in Gluon, proven; elsewhere so2_gemm_kernel
+            bwd += ("so2_gemm3x_wgmma",)
         return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:

@@ -1,0 +1,224 @@
+"""The level-3 (3xfp16) layer GEMM on Hopper in Gluon: kernels.so2_gemm_kernel's arithmetic with
+one wgmma wait a K tile instead of three. Only ``@gluon.jit`` code and its availability;
+launch.py launches (So2Config.wgmma).
+
+Why Gluon: so2_gemm_kernel's 3xfp16 K loop sums three tensor-core products from a zero
+accumulator a K tile, and Triton (3.6, 3.8) waits after each of the three wgmma
+(kernels.tile_product). Here the three are issued back to back and waited for once, with the
+weight head and tail tiles brought by TMA straight into a double-buffered shared-memory ring
+(registers holding them and their addresses spilled the larger tiles), while the activation
+tile, which is split in registers, is loaded through pointers a K tile ahead. No unfinished
+product crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 /
+C7514, benchmarks/results/2026-12-02-h200-t run 5).
+
+The arithmetic is so2_gemm_kernel's, operation for operation: the same row scales and float16
+splits of the activation tile (pow2 scale of the row's maximum), the same three products in
+the same order (a_lo w_hi, a_hi w_lo, a_hi w_hi) from a zero accumulator, joined to the float32
+accumulator as (part * inv_col) * inv_row, and the same epilogues (modes FWD_GATED, FINAL, BWD,
+BWD_HEAD). The results are bitwise so2_gemm_kernel's (tests/test_so2_wgmma.py, GPU). Gluon
+kernels do not run in Triton's interpreter: ``available`` says where they run, and launch.py
+takes so2_gemm_kernel elsewhere (the same bits).
+
+Layout contract (launch.py checks it and otherwise falls back): fp32 activations (F, E, ROW)
+focus-major, or (E, F, ROW) edge-major for BWD_HEAD; the weight heads and tails float16
+contiguous (F, K_W, N_W), read through 2-D descriptors over (F * K_W, N_W) with tiles
+[BLOCK_K, BLOCK_N]; K_LEN a multiple of BLOCK_K (a K tile never reaches into the next focus's
+rows); the inverse column scales (F, N_W) float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                 warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses so2_gemm_kernel
+    gluon = None
+
+from .kernels import BWD, BWD_HEAD, FINAL, FWD_GATED  # noqa: E402,F401 - so2_gemm_kernel's modes (constexprs)
+
+
+def available(device: torch.device) -> bool:
+    """Whether so2_gemm3x_wgmma_kernel can run on ``device``: Gluon's Hopper API imported, a
+    CUDA device of compute capability 9.x (wgmma is sm_90's), and not Triton's interpreter."""
+    import os
+    if gluon is None or device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+if gluon is not None:
+    # Gluon is experimental and its names move: triton 3.6 calls the TMA load
+    # async_copy_global_to_shared and the CTA barrier thread_barrier, 3.8 async_load and barrier.
+    _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
+
+    @gluon.jit
+    def _pow2_scale(amax):
+        """kernels.pow2_scale: (s, 1/s), powers of two with amax * s in [2**14, 2**15)."""
+        exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+        biased = gl.minimum(gl.maximum(268 - exponent, 1), 253)
+        return (biased << 23).to(gl.float32, bitcast=True), ((254 - biased) << 23).to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _head_g(x, alpha):
+        """kernels.head_g for a float32 output: x * alpha rounded on its own (mul.rn: never
+        contracted into a later add)."""
+        return gl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, alpha], dtype=gl.float32,
+                                         is_pure=True, pack=1)
+
+    @gluon.jit
+    def _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, k_tile, n_k, w_col0, BLOCK_K: gl.constexpr,
+                      BLOCK_N: gl.constexpr):
+        """TMA: K tile ``k_tile``'s weight head and tail tiles into ring slot k_tile % 2, if
+        k_tile < n_k."""
+        slot = k_tile % 2
+        ok = k_tile < n_k
+        mbarrier.expect(bars.index(slot), 2 * BLOCK_K * BLOCK_N * 2, pred=ok)
+        _tma_load(wd, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), w_s.index(slot), pred=ok)
+        _tma_load(wlod, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), wlo_s.index(slot), pred=ok)
+
+    @gluon.jit
+    def so2_gemm3x_wgmma_kernel(
+        a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+        F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
+        MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
+        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
+    ):
+        """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
+        grid and program order), the weights through the descriptors wd / wlod (heads / tails
+        as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
+        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        oblk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [num_warps, 1], [1, 0])
+        cvec: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, BLOCK_N, 16])
+        a_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.float16)
+        a_hi_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
+        a_lo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
+        w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
+        wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wlod.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(bars.index(0), count=1)
+        mbarrier.init(bars.index(1), count=1)
+
+        # kernels._tile: a row block's column tiles are consecutive programs
+        pid = gl.program_id(0)
+        n_tiles = gl.cdiv(N_LEN, BLOCK_N)
+        n_row_blocks = gl.cdiv(E, BLOCK_M)
+        rb = pid // n_tiles
+        focus = rb // n_row_blocks
+        edge0 = (rb % n_row_blocks).to(gl.int64) * BLOCK_M
+        n0 = (pid % n_tiles) * BLOCK_N
+        first = focus.to(gl.int64) * E + edge0
+        n_k = K_LEN // BLOCK_K
+
+        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
+        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, ablk))
+        amask = ((edge0 + rows) < E)[:, None]
+        if MODE == BWD_HEAD:   # a edge-major: row (edge, focus) at (edge * F + focus) * ROW
+            a_base = a_ptr + (edge0 * F + focus) * ROW + K_START
+            a_row = rows[:, None] * (F * ROW)
+            if APPLY_ALPHA:
+                a_alpha = gl.load(alpha_ptr + (edge0 + rows) * F + focus, mask=(edge0 + rows) < E,
+                                  other=0.0).to(gl.float32)
+        else:
+            a_base = a_ptr + first * ROW + K_START
+            a_row = rows[:, None] * ROW
+        cn = N_START + n0 + gl.arange(0, BLOCK_N, layout=cvec)
+        inv_col = gl.convert_layout(gl.load(wscale_ptr + focus.to(gl.int64) * w_stride_k + (cn - K_START),
+                                            mask=cn < N_START + N_LEN, other=0.0), gl.SliceLayout(0, mma))
+        w_row0 = focus * w_rows
+        w_col0 = N_START - K_START + n0
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        # the first wgmma's accumulator operand (ignored: use_acc=False): the last K tile's
+        # products, whose registers are free by then
+        p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, BLOCK_K, BLOCK_N)
+        a = gl.load(a_base + (a_row + kk[None, :]), mask=amask, other=0.0)
+        for i in range(n_k):
+            # the next K tile's activations first (masked off past the last tile)
+            a_next = gl.load(a_base + (a_row + ((i + 1) * BLOCK_K + kk)[None, :]), mask=amask & (i + 1 < n_k),
+                             other=0.0)
+            if MODE == BWD_HEAD and APPLY_ALPHA:
+                a = _head_g(a, a_alpha[:, None])
+            scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
+            a_s = a * scale[:, None]
+            a_hi = a_s.to(gl.float16)
+            a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
+            slot = i % 2
+            a_hi_s.index(slot).store(a_hi)
+            a_lo_s.index(slot).store(a_lo)
+            fence_async_shared()
+            _cta_barrier()
+            # every warp is past the last K tile's wait: slot (i + 1) % 2 is free for the next weights
+            _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + 1, n_k, w_col0, BLOCK_K, BLOCK_N)
+            mbarrier.wait(bars.index(slot), (i // 2) & 1)
+            part = warpgroup_mma(a_lo_s.index(slot), w_s.index(slot), p, use_acc=False, is_async=True)
+            part = warpgroup_mma(a_hi_s.index(slot), wlo_s.index(slot), part, is_async=True)
+            part = warpgroup_mma(a_hi_s.index(slot), w_s.index(slot), part, is_async=True)
+            p = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+            acc += (p * inv_col[None, :]) * gl.convert_layout(inv, gl.SliceLayout(1, mma))[:, None]
+            a = a_next
+        mbarrier.invalidate(bars.index(0))
+        mbarrier.invalidate(bars.index(1))
+
+        # The epilogue walks the tile in EPI_N-column chunks read back from shared memory: at
+        # BLOCK_N 128 the whole tile's z, sigma, res and output addresses at once spilled the
+        # FWD_GATED epilogue (160 bytes, sm_90 compile). Element-wise, so the same values.
+        EPI_N: gl.constexpr = 64 if BLOCK_N > 64 else BLOCK_N
+        epi_s = gl.allocate_shared_memory(gl.float32, [BLOCK_M, BLOCK_N], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        epi_s.store(acc)
+        _cta_barrier()
+        orow = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, oblk))
+        edges = edge0 + orow
+        emask = edges < E
+        base = first * ROW
+        if MODE == FINAL and APPLY_ALPHA:
+            alpha = gl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(gl.float32)
+        if MODE == BWD_HEAD and APPLY_ALPHA:
+            alpha_o = gl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(gl.float32)
+        for c in gl.static_range(BLOCK_N // EPI_N):
+            y = epi_s.slice(c * EPI_N, EPI_N, dim=1).load(oblk)
+            n = N_START + n0 + c * EPI_N + gl.arange(0, EPI_N, layout=gl.SliceLayout(0, oblk))
+            mask = emask[:, None] & (n < N_START + N_LEN)[None, :]
+            offs = orow[:, None] * ROW + n[None, :]
+            if MODE == FWD_GATED:
+                gl.store((z_ptr + base) + offs, y.to(z_ptr.dtype.element_ty), mask=mask)
+                gate = (n - CF) % LG
+                y *= gl.load((sigma_ptr + first * LG) + (orow[:, None] * LG + gate[None, :]), mask=mask, other=0.0)
+            if MODE == FINAL:
+                y = gl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(gl.float32) + y
+                if APPLY_ALPHA:
+                    y = y * alpha[:, None]
+                out_offs = (edges * F + focus) * ROW
+                gl.store(out_ptr + out_offs[:, None] + n[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+            else:   # BWD, BWD_HEAD, and FWD_GATED with y gated above
+                if MODE == BWD_HEAD:
+                    res = gl.load((res_ptr + (edge0 * F + focus) * ROW) + (orow[:, None] * (F * ROW) + n[None, :]),
+                                  mask=mask, other=0.0).to(gl.float32)
+                    if APPLY_ALPHA:
+                        res = _head_g(res, alpha_o[:, None])
+                else:
+                    res = gl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(gl.float32)
+                gl.store((out_ptr + base) + offs, (res + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+def descriptors(w: torch.Tensor, w_lo: torch.Tensor, block_k: int, block_n: int):
+    """The 2-D TMA descriptors over one layer's float16 weight heads and tails (F, K_W, N_W)
+    for so2_gemm3x_wgmma_kernel, or None where the layout contract (module docstring) does not
+    hold: contiguous, 16-byte aligned rows and bases."""
+    if gluon is None:
+        return None
+    if not (w.is_contiguous() and w_lo.is_contiguous() and w.dtype == torch.float16 and w_lo.dtype == torch.float16
+            and w.shape == w_lo.shape and w.dim() == 3):
+        return None
+    if (w.shape[-1] * 2) % 16 or w.data_ptr() % 16 or w_lo.data_ptr() % 16:
+        return None
+    layout = gl.NVMMASharedLayout.get_default_for([block_k, block_n], gl.float16)
+    flat = (-1, w.shape[-1])
+    return (TensorDescriptor.from_tensor(w.view(flat), [block_k, block_n], layout),
+            TensorDescriptor.from_tensor(w_lo.view(flat), [block_k, block_n], layout))
