@@ -201,9 +201,11 @@ def test_wgmma_kernel_is_bitwise_so2_gemm_kernel(tile, mode, apply_alpha):
             assert bool(seen["so2_gemm3x_wgmma"]) == wgmma
             outs.append((out, z))
         (want, want_z), (got, got_z) = outs
-        assert torch.equal(got, want), (lmax, cf)
+        # bit patterns: the columns outside the segment keep their NaN fill in both
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (lmax, cf)
+        assert not torch.isnan(got[..., seg["n_start"]:seg["n_start"] + seg["n_len"]]).any()
         if m == kernels.FWD_GATED:
-            assert torch.equal(got_z, want_z)
+            assert torch.equal(got_z.view(torch.int32), want_z.view(torch.int32))
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
