@@ -169,8 +169,8 @@ def _gemm_wgmma(mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alph
         a, *descs, w_scale, res, out,
         z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg, w.shape[1], w_scale.stride(0),
-        MODE=getattr(mode, "value", mode), APPLY_ALPHA=apply_alpha, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps,
+        MODE=getattr(mode, "value", mode), APPLY_ALPHA=apply_alpha,   # the kernels' modes are tl.constexprs
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, num_warps=cfg.num_warps,
     )
     launches.record("so2_gemm3x_wgmma")
     return True

@@ -189,6 +189,7 @@ def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
     scales = ({"grad_scale": pow2(125, g_max)}, {"u_scale": pow2(100, u_max)}, {"grad_scale": pow2(-120, g_med)})
     return {name: _scaled(i, **scale) for name, scale in zip(RANGE_SETS, scales)}
 
+
 def _wgmma_runs_here() -> bool:
     """Whether a wgmma config's layer GEMMs run in Gluon where sweeps run (the current CUDA
     device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
