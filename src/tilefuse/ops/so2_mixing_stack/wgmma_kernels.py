@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from ..triton_common import INTERPRETER
+from .kernels import BWD, BWD_HEAD, FINAL, FWD_GATED  # noqa: F401 - so2_gemm_kernel's modes (constexprs)
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -39,14 +42,11 @@ try:
 except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses so2_gemm_kernel
     gluon = None
 
-from .kernels import BWD, BWD_HEAD, FINAL, FWD_GATED  # noqa: E402,F401 - so2_gemm_kernel's modes (constexprs)
-
 
 def available(device: torch.device) -> bool:
     """Whether so2_gemm3x_wgmma_kernel can run on ``device``: Gluon's Hopper API imported, a
     CUDA device of compute capability 9.x (wgmma is sm_90's), and not Triton's interpreter."""
-    import os
-    if gluon is None or device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if gluon is None or device.type != "cuda" or INTERPRETER:
         return False
     return torch.cuda.get_device_capability(device)[0] == 9
 
