@@ -323,6 +323,9 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=N
     precision = cfg.dot_precision(_ieee(g_cur))
     for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
         w, w_lo, w_scale = _weight_parts(wt, precision)
+        if cfg.wgmma and precision == FP16X3 and _fused_wgmma(g_cur, z, gw, sigma, w, w_lo, w_scale, out, d, cfg,
+                                                               start, length, seg_m0):
+            continue
         so2_bwd_fused_kernel[tiled_grid(F, E, length, cfg)](
             g_cur, z, gw, sigma if cfg.sigma_pass else out, w, w if w_lo is None else w_lo,
             out if w_scale is None else w_scale, out, E, d.row, d.m0, d.lg, start, length, start, length,
@@ -331,6 +334,28 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=N
             BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     launches.record("so2_bwd_fused_layer")
+
+
+def _fused_wgmma(g_cur, z, gw, sigma, w, w_lo, w_scale, out, d: So2Dims, cfg: So2Config, start: int, length: int,
+                 seg_m0: bool) -> bool:
+    """One column segment of fused_layer through wgmma_kernels.so2_bwd_fused3x_wgmma_kernel
+    (a fused ``cfg.wgmma`` config, which has the sigma pass: ``sigma`` holds it); False,
+    having launched nothing, where it does not apply (wgmma_applies, the descriptors' layout),
+    and so2_bwd_fused_kernel runs the segment instead, with the same bits."""
+    from . import wgmma_kernels
+    if not wgmma_applies(g_cur, w, out, cfg, length):
+        return False
+    descs = wgmma_kernels.descriptors(w, w_lo, cfg.block_k, cfg.block_n)
+    if descs is None:
+        return False
+    F, E = g_cur.shape[0], g_cur.shape[1]
+    wgmma_kernels.so2_bwd_fused3x_wgmma_kernel[tiled_grid(F, E, length, cfg)](
+        g_cur, z, gw, sigma, *descs, w_scale, out, E, d.row, d.m0, d.lg, start, length, start, length, w.shape[1],
+        w_scale.stride(0), SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF=d.focus_dim,
+        num_warps=cfg.num_warps,
+    )
+    launches.record("so2_bwd_fused3x_wgmma")
+    return True
 
 
 # Weight gradients contract over the edges: (K x E) @ (E x N) per focus stream, K and N at most a

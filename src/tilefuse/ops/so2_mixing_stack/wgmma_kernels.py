@@ -82,98 +82,92 @@ if gluon is not None:
         _tma_load(wd, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), w_s.index(slot), pred=ok)
         _tma_load(wlod, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), wlo_s.index(slot), pred=ok)
 
+    @gluon.constexpr_function
+    def _mma_layout(block_n, num_warps):
+        """The wgmma accumulator's layout: a warp group per 64 rows, BLOCK_N wide instructions."""
+        block_n, num_warps = getattr(block_n, "value", block_n), getattr(num_warps, "value", num_warps)
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 16])
+
     @gluon.jit
-    def so2_gemm3x_wgmma_kernel(
-        a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
-        F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
-        MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
-        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
-    ):
-        """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
-        grid and program order), the weights through the descriptors wd / wlod (heads / tails
-        as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
-        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
-        oblk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [num_warps, 1], [1, 0])
-        cvec: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                      instr_shape=[16, BLOCK_N, 16])
+    def _ring(wd, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr):
+        """The K loop's shared memory: two slots each of the split activation tile (head, tail)
+        and of the weight head and tail tiles (in the descriptor ``wd``'s layout), and the
+        weight slots' two mbarriers."""
         a_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.float16)
         a_hi_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
         a_lo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
         w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
-        wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wlod.layout)
+        wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
         bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         mbarrier.init(bars.index(0), count=1)
         mbarrier.init(bars.index(1), count=1)
+        return a_hi_s, a_lo_s, w_s, wlo_s, bars
 
-        # kernels._tile: a row block's column tiles are consecutive programs
+    @gluon.jit
+    def _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0, w_col0,
+                BLOCK_K: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+        """K tile ``i`` of the 3xfp16 product (kernels.tile_product, operation for operation):
+        the float32 activation tile ``a`` scaled per row by a power of two and split into
+        float16 head and tail (into ring slot i % 2), the TMA of tile i + 1's weights issued,
+        then the three wgmma a_lo w_hi, a_hi w_lo, a_hi w_hi issued back to back from a zero
+        accumulator and waited for once, and joined to ``acc`` as (part * inv_col) * inv_row.
+        ``p`` is the last K tile's product (its registers are the first wgmma's ignored
+        accumulator operand). Returns (acc, p)."""
+        mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
+        scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
+        a_s = a * scale[:, None]
+        a_hi = a_s.to(gl.float16)
+        a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
+        slot = i % 2
+        a_hi_s.index(slot).store(a_hi)
+        a_lo_s.index(slot).store(a_lo)
+        fence_async_shared()
+        _cta_barrier()
+        # every warp is past the last K tile's wait: slot (i + 1) % 2 is free for the next weights
+        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + 1, n_k, w_col0, BLOCK_K, BLOCK_N)
+        mbarrier.wait(bars.index(slot), (i // 2) & 1)
+        part = warpgroup_mma(a_lo_s.index(slot), w_s.index(slot), p, use_acc=False, is_async=True)
+        part = warpgroup_mma(a_hi_s.index(slot), wlo_s.index(slot), part, is_async=True)
+        part = warpgroup_mma(a_hi_s.index(slot), w_s.index(slot), part, is_async=True)
+        p = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+        acc += (p * inv_col[None, :]) * gl.convert_layout(inv, gl.SliceLayout(1, mma))[:, None]
+        return acc, p
+
+    @gluon.jit
+    def _tile_of(E, N_LEN, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+        """kernels._tile: (focus, int64 first edge, first column offset) of this program; a row
+        block's column tiles are consecutive programs."""
         pid = gl.program_id(0)
         n_tiles = gl.cdiv(N_LEN, BLOCK_N)
         n_row_blocks = gl.cdiv(E, BLOCK_M)
         rb = pid // n_tiles
-        focus = rb // n_row_blocks
-        edge0 = (rb % n_row_blocks).to(gl.int64) * BLOCK_M
-        n0 = (pid % n_tiles) * BLOCK_N
-        first = focus.to(gl.int64) * E + edge0
-        n_k = K_LEN // BLOCK_K
+        return rb // n_row_blocks, (rb % n_row_blocks).to(gl.int64) * BLOCK_M, (pid % n_tiles) * BLOCK_N
 
-        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
-        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, ablk))
-        amask = ((edge0 + rows) < E)[:, None]
-        if MODE == BWD_HEAD:   # a edge-major: row (edge, focus) at (edge * F + focus) * ROW
-            a_base = a_ptr + (edge0 * F + focus) * ROW + K_START
-            a_row = rows[:, None] * (F * ROW)
-            if APPLY_ALPHA:
-                a_alpha = gl.load(alpha_ptr + (edge0 + rows) * F + focus, mask=(edge0 + rows) < E,
-                                  other=0.0).to(gl.float32)
-        else:
-            a_base = a_ptr + first * ROW + K_START
-            a_row = rows[:, None] * ROW
+    @gluon.jit
+    def _column_scales(wscale_ptr, focus, w_stride_k, N_START, N_LEN, K_START, n0, BLOCK_N: gl.constexpr,
+                       num_warps: gl.constexpr):
+        """The tile's inverse weight column scales, in the accumulator's column layout."""
+        cvec: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
         cn = N_START + n0 + gl.arange(0, BLOCK_N, layout=cvec)
-        inv_col = gl.convert_layout(gl.load(wscale_ptr + focus.to(gl.int64) * w_stride_k + (cn - K_START),
-                                            mask=cn < N_START + N_LEN, other=0.0), gl.SliceLayout(0, mma))
-        w_row0 = focus * w_rows
-        w_col0 = N_START - K_START + n0
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        # the first wgmma's accumulator operand (ignored: use_acc=False): the last K tile's
-        # products, whose registers are free by then
-        p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, BLOCK_K, BLOCK_N)
-        a = gl.load(a_base + (a_row + kk[None, :]), mask=amask, other=0.0)
-        for i in range(n_k):
-            # the next K tile's activations first (masked off past the last tile)
-            a_next = gl.load(a_base + (a_row + ((i + 1) * BLOCK_K + kk)[None, :]), mask=amask & (i + 1 < n_k),
-                             other=0.0)
-            if MODE == BWD_HEAD and APPLY_ALPHA:
-                a = _head_g(a, a_alpha[:, None])
-            scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
-            a_s = a * scale[:, None]
-            a_hi = a_s.to(gl.float16)
-            a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
-            slot = i % 2
-            a_hi_s.index(slot).store(a_hi)
-            a_lo_s.index(slot).store(a_lo)
-            fence_async_shared()
-            _cta_barrier()
-            # every warp is past the last K tile's wait: slot (i + 1) % 2 is free for the next weights
-            _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + 1, n_k, w_col0, BLOCK_K, BLOCK_N)
-            mbarrier.wait(bars.index(slot), (i // 2) & 1)
-            part = warpgroup_mma(a_lo_s.index(slot), w_s.index(slot), p, use_acc=False, is_async=True)
-            part = warpgroup_mma(a_hi_s.index(slot), wlo_s.index(slot), part, is_async=True)
-            part = warpgroup_mma(a_hi_s.index(slot), w_s.index(slot), part, is_async=True)
-            p = warpgroup_mma_wait(num_outstanding=0, deps=[part])
-            acc += (p * inv_col[None, :]) * gl.convert_layout(inv, gl.SliceLayout(1, mma))[:, None]
-            a = a_next
-        mbarrier.invalidate(bars.index(0))
-        mbarrier.invalidate(bars.index(1))
+        scales = gl.load(wscale_ptr + focus.to(gl.int64) * w_stride_k + (cn - K_START), mask=cn < N_START + N_LEN,
+                         other=0.0)
+        return gl.convert_layout(scales, gl.SliceLayout(0, _mma_layout(BLOCK_N, num_warps)))
 
-        # The epilogue walks the tile in EPI_N-column chunks read back from shared memory: at
-        # BLOCK_N 128 the whole tile's z, sigma, res and output addresses at once spilled the
-        # FWD_GATED epilogue (160 bytes, sm_90 compile). Element-wise, so the same values.
+    @gluon.jit
+    def _epilogue(acc, out_ptr, res_ptr, z_ptr, sigma_ptr, alpha_ptr, F, E, ROW, CF, LG, N_START, N_LEN, focus,
+                  edge0, n0, MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+        """so2_gemm_kernel's epilogue of ``mode`` on the finished tile ``acc``.
+
+        It walks the tile in EPI_N-column chunks read back from shared memory: at BLOCK_N 128
+        the whole tile's z, sigma, res and output addresses at once spilled the FWD_GATED
+        epilogue (160 bytes, sm_90 compile). Element-wise, so the same values."""
+        oblk: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [num_warps, 1], [1, 0])
         EPI_N: gl.constexpr = 64 if BLOCK_N > 64 else BLOCK_N
         epi_s = gl.allocate_shared_memory(gl.float32, [BLOCK_M, BLOCK_N], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
         epi_s.store(acc)
         _cta_barrier()
+        first = focus.to(gl.int64) * E + edge0
         orow = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, oblk))
         edges = edge0 + orow
         emask = edges < E
@@ -206,6 +200,165 @@ if gluon is not None:
                 else:
                     res = gl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(gl.float32)
                 gl.store((out_ptr + base) + offs, (res + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+    @gluon.jit
+    def so2_gemm3x_wgmma_kernel(
+        a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+        F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
+        MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
+        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
+    ):
+        """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
+        grid and program order), the weights through the descriptors wd / wlod (heads / tails
+        as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
+        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
+        a_hi_s, a_lo_s, w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, BLOCK_K)
+        focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
+        first = focus.to(gl.int64) * E + edge0
+        n_k = K_LEN // BLOCK_K
+
+        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
+        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, ablk))
+        amask = ((edge0 + rows) < E)[:, None]
+        if MODE == BWD_HEAD:   # a edge-major: row (edge, focus) at (edge * F + focus) * ROW
+            a_base = a_ptr + (edge0 * F + focus) * ROW + K_START
+            a_row = rows[:, None] * (F * ROW)
+            if APPLY_ALPHA:
+                a_alpha = gl.load(alpha_ptr + (edge0 + rows) * F + focus, mask=(edge0 + rows) < E,
+                                  other=0.0).to(gl.float32)
+        else:
+            a_base = a_ptr + first * ROW + K_START
+            a_row = rows[:, None] * ROW
+        inv_col = _column_scales(wscale_ptr, focus, w_stride_k, N_START, N_LEN, K_START, n0, BLOCK_N, num_warps)
+        w_row0 = focus * w_rows
+        w_col0 = N_START - K_START + n0
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, BLOCK_K, BLOCK_N)
+        a = gl.load(a_base + (a_row + kk[None, :]), mask=amask, other=0.0)
+        for i in range(n_k):
+            # the next K tile's activations first (masked off past the last tile)
+            a_next = gl.load(a_base + (a_row + ((i + 1) * BLOCK_K + kk)[None, :]), mask=amask & (i + 1 < n_k),
+                             other=0.0)
+            if MODE == BWD_HEAD and APPLY_ALPHA:
+                a = _head_g(a, a_alpha[:, None])
+            acc, p = _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0,
+                             w_col0, BLOCK_K, BLOCK_N, num_warps)
+            a = a_next
+        mbarrier.invalidate(bars.index(0))
+        mbarrier.invalidate(bars.index(1))
+        _epilogue(acc, out_ptr, res_ptr, z_ptr, sigma_ptr, alpha_ptr, F, E, ROW, CF, LG, N_START, N_LEN, focus,
+                  edge0, n0, MODE, APPLY_ALPHA, BLOCK_M, BLOCK_N, num_warps)
+
+    @gluon.jit
+    def _sigmoid(x):
+        """triton_common.sigmoid_f32."""
+        return 1.0 / (1.0 + gl.exp(-x))
+
+    @gluon.jit
+    def _scalar_gz(g_base, z_base, sig_base, gw_base, a_row, s_row, kk, amask, M0, LG,
+                   CF: gl.constexpr, BLOCK_M: gl.constexpr, num_warps: gl.constexpr):
+        """gz_s, the m = 0 segment's first K tile, as so2_bwd_pointwise_kernel forms it
+        (kernels.group_backward then kernels.scalar_backward, operation for operation): per
+        gate group gsigma = g_a z_a + g_b z_b, += g_c z_c; gq = gsigma sigma (1 - sigma); the
+        groups' gq @ gw^T summed by one FMA chain per element in group and k order (tl.dot's
+        "ieee" dots: c = fma(a_k, b_k, c), k ascending); then gz_s = g_s s0 (1 + s (1 - s0)) +
+        that sum, s0 = sigmoid(s). In ``kk``'s layout.
+
+        The chain runs through shared memory DOT_K k at a time: a CF-long FMA dot's operands
+        in registers (every k of a thread's rows and columns) spilled the kernel at Cf 64 and
+        set its register count at Cf 32. Chunks of one chain in order are the same chain."""
+        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        DOT_K: gl.constexpr = 16   # tl.dot's smallest K
+        flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        gq_s = gl.allocate_shared_memory(gl.float32, [BLOCK_M, CF], flat)
+        gwt_s = gl.allocate_shared_memory(gl.float32, [CF, CF], flat)
+        jj = gl.arange(0, CF, layout=gl.SliceLayout(1, ablk))
+        acc_s = gl.zeros([BLOCK_M, CF], gl.float32, layout=ablk)
+        for g0 in range(0, LG, CF):
+            sigma = gl.load(sig_base + s_row + (g0 + kk)[None, :], mask=amask, other=0.0)
+            g_a = gl.load(g_base + a_row + (CF + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            z_a = gl.load(z_base + a_row + (CF + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            g_b = gl.load(g_base + a_row + (M0 + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            z_b = gl.load(z_base + a_row + (M0 + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            g_c = gl.load(g_base + a_row + (M0 + LG + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            z_c = gl.load(z_base + a_row + (M0 + LG + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
+            gsigma = g_a * z_a + g_b * z_b
+            gsigma += g_c * z_c
+            gq = gsigma * sigma * (1.0 - sigma)
+            _cta_barrier()   # the last group's chunks are read
+            gq_s.store(gq)
+            gwt_s.store(gl.load(gw_base + kk[None, :] * LG + (g0 + jj)[:, None]))   # (j, c) = gw[c, g0 + j]
+            _cta_barrier()
+            for k0 in gl.static_range(0, CF, DOT_K):
+                acc_s = gl.dot_fma(gq_s.slice(k0, DOT_K, dim=1).load(gl.DotOperandLayout(0, ablk, 0)),
+                                   gwt_s.slice(k0, DOT_K, dim=0).load(gl.DotOperandLayout(1, ablk, 0)), acc_s)
+        g_s = gl.load(g_base + a_row + kk[None, :], mask=amask, other=0.0).to(gl.float32)
+        s = gl.load(z_base + a_row + kk[None, :], mask=amask, other=0.0).to(gl.float32)
+        s0 = _sigmoid(s)
+        return g_s * s0 * (1.0 + s * (1.0 - s0)) + acc_s
+
+    @gluon.jit
+    def so2_bwd_fused3x_wgmma_kernel(
+        g_ptr, z_ptr, gw_ptr, sigma_ptr, wd, wlod, wscale_ptr, out_ptr,
+        E, ROW, M0, LG, K_START, K_LEN, N_START, N_LEN, w_rows, w_stride_k,
+        SEGMENT_M0: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CF: gl.constexpr,
+        num_warps: gl.constexpr,
+    ):
+        """kernels.so2_bwd_fused_kernel with SIGMA_LOADED and DOT_PRECISION "3xfp16" (its
+        docstring: arguments, segments and grid; BLOCK_K = CF, one K tile a sub-tile), its K
+        tiles' products as so2_gemm3x_wgmma_kernel's (the weights through the descriptors wd /
+        wlod). The gz tiles are formed in registers as the relay's pointwise kernel forms them
+        (gz = g * sigma; on the m = 0 segment first gz_s, _scalar_gz), so the result is
+        bitwise the relay's: sigma kernel, pointwise kernel, then the 3xfp16 layer GEMM with
+        the same tiles, in Triton or in Gluon.
+
+        sigma_ptr (F, E, LG) float32 is the relay's sigma kernel's output, written once per
+        layer before this kernel; g_ptr, z_ptr, out_ptr (F, E, ROW); gw_ptr (F, CF, LG)."""
+        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
+        a_hi_s, a_lo_s, w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, CF)
+        focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
+        first = focus.to(gl.int64) * E + edge0
+        n_k = K_LEN // CF
+
+        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
+        kk = gl.arange(0, CF, layout=gl.SliceLayout(0, ablk))
+        amask = ((edge0 + rows) < E)[:, None]
+        g_base = g_ptr + first * ROW
+        a_row = rows[:, None] * ROW
+        sig_base = sigma_ptr + first * LG
+        s_row = rows[:, None] * LG
+        inv_col = _column_scales(wscale_ptr, focus, w_stride_k, N_START, N_LEN, K_START, n0, BLOCK_N, num_warps)
+        w_row0 = focus * w_rows
+        w_col0 = N_START - K_START + n0
+        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, CF, BLOCK_N)
+        # K tile i reads g's sub-tile K_START + i CF and sigma's gate columns (i CF - SHIFT) % LG:
+        # on the m = 0 segment sub-tile i >= 1 is gate group i - 1 (tile 0 is gz_s), on the
+        # |m| = 1 segment the stripes' sub-tiles take the groups in order, twice.
+        if SEGMENT_M0:
+            SHIFT: gl.constexpr = CF
+            a = _scalar_gz(g_base, z_ptr + first * ROW, sig_base, gw_ptr + focus.to(gl.int64) * CF * LG, a_row, s_row,
+                           kk, amask, M0, LG, CF, BLOCK_M, num_warps)
+        else:
+            SHIFT: gl.constexpr = 0
+            a = gl.load(g_base + (a_row + (K_START + kk)[None, :]), mask=amask, other=0.0) \
+                * gl.load(sig_base + (s_row + kk[None, :]), mask=amask, other=0.0)
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+        for i in range(n_k):
+            # the next K tile's g and sigma first (masked off past the last tile)
+            ok = amask & (i + 1 < n_k)
+            g_next = gl.load(g_base + (a_row + (K_START + (i + 1) * CF + kk)[None, :]), mask=ok, other=0.0)
+            acc, p = _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0,
+                             w_col0, CF, BLOCK_N, num_warps)
+            a = g_next * gl.load(sig_base + (s_row + (((i + 1) * CF - SHIFT) % LG + kk)[None, :]), mask=ok, other=0.0)
+        mbarrier.invalidate(bars.index(0))
+        mbarrier.invalidate(bars.index(1))
+        _epilogue(acc, out_ptr, g_ptr, out_ptr, out_ptr, out_ptr, 1, E, ROW, CF, LG, N_START, N_LEN, focus,
+                  edge0, n0, BWD, False, BLOCK_M, BLOCK_N, num_warps)
+
 
 def descriptors(w: torch.Tensor, w_lo: torch.Tensor, block_k: int, block_n: int):
     """The 2-D TMA descriptors over one layer's float16 weight heads and tails (F, K_W, N_W)
