@@ -9,6 +9,7 @@ tile); on a Hopper GPU the kernel itself against so2_gemm_kernel in every mode.
 
 import pytest
 import torch
+import triton
 
 from tilefuse import launches
 from tilefuse.ops.so2_mixing_stack import configs, kernels, launch, wgmma_kernels
@@ -46,7 +47,7 @@ def test_level3_candidates_hold_the_wgmma_tiles_where_block_k_fits():
     for lmax, cf in ((3, 32), (6, 32), (1, 16), (2, 64)):   # the fused route in Gluon: not at Cf 64 (spills)
         got = {(c.block_m, c.block_n, c.num_warps, c.num_stages)
                for c in configs.level3_candidates(lmax, cf) if c.wgmma and c.fused}
-        assert got == (set(configs.WGMMA_TILES) if cf in configs.FUSED_WGMMA_FOCUS_DIMS else set()), (lmax, cf)
+        assert got == (set(configs.WGMMA_TILES) if cf < 64 else set()), (lmax, cf)
         assert all(c.sigma_pass and c.precision == FP16X3 for c in configs.level3_candidates(lmax, cf)
                    if c.wgmma and c.fused)
     fam = so2_tune.FAMILY
@@ -190,6 +191,31 @@ def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile()
         assert u["wgmma"] == 3 * (cf // 16), (name, u)
 
 
+@pytest.mark.parametrize("lmax,focus_dim,edges", [(3, 32, 70), (1, 16, 37), (6, 32, 33)])
+def test_the_gluon_routes_sigma_pass_writes_the_relays_sigma_and_gz_s(lmax, focus_dim, edges, device):
+    """so2_bwd_sigma_gzs_kernel (the fused Gluon route's sigma pass, at its launch shape):
+    sigma bitwise the relay's sigma kernel's, gz_s bitwise the first Cf columns of the relay's
+    pointwise kernel's gz (the same helpers, the same dot shapes); partial row blocks."""
+    d = So2Dims(lmax, focus_dim)
+    gen = torch.Generator().manual_seed(lmax)
+    F = 2
+    g_cur, z = torch.randn(F, edges, d.row, generator=gen), torch.randn(F, edges, d.row, generator=gen) * 2
+    gw = torch.randn(F, focus_dim, d.lg, generator=gen) * focus_dim ** -0.5
+    g_cur, z, gw = g_cur.to(device), z.to(device), gw.to(device)
+    sigma, gz = torch.empty(F, edges, d.lg, device=device), torch.empty_like(g_cur)
+    launch._sigma(z, gw, sigma, d)
+    kernels.so2_bwd_pointwise_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
+        g_cur, z, sigma, gw, gz, sigma, edges, d.row, d.m0, d.lg, focus_dim, WRITE_GQ=False, IEEE=True,
+        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, num_warps=launch.POINTWISE_WARPS, num_stages=1)
+    got_sigma = torch.full_like(sigma, float("nan"))
+    got_gzs = torch.full((F, edges, focus_dim), float("nan"), device=device)
+    kernels.so2_bwd_sigma_gzs_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
+        g_cur, z, gw, got_sigma, got_gzs, edges, d.row, d.m0, d.lg, focus_dim, IEEE=True,
+        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, num_warps=launch.POINTWISE_WARPS, num_stages=1)
+    assert torch.equal(got_sigma, sigma)
+    assert torch.equal(got_gzs, gz[..., :focus_dim])
+
+
 _SM90_FUSED = r"""
 import json, pathlib, re, subprocess, tempfile
 import triton
@@ -197,17 +223,26 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 from tilefuse.ops.so2_mixing_stack import wgmma_kernels as W
-from tilefuse.ops.so2_mixing_stack.configs import FUSED_WGMMA_FOCUS_DIMS, WGMMA_TILES
+from tilefuse.ops.so2_mixing_stack.configs import FUSED_WGMMA_TILES
+from sm90_helpers import compile_sm90
+from tilefuse.ops.so2_mixing_stack import kernels as K
+from tilefuse.ops.so2_mixing_stack.launch import POINTWISE_BLOCK_M, POINTWISE_WARPS
 
 out = {}
-ints = ["E", "ROW", "M0", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_rows", "w_stride_k"]
+ints = ["E", "ROW", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_rows", "w_stride_k"]
 cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-for cf in FUSED_WGMMA_FOCUS_DIMS:
-    for bm, bn, warps, _ in WGMMA_TILES:
+for cf, tiles in FUSED_WGMMA_TILES.items():
+    sig = {n: "*fp32" for n in ("g_ptr", "z_ptr", "gw_ptr", "sigma_ptr", "gzs_ptr")}
+    sig.update({n: "i32" for n in ("E", "ROW", "M0", "LG", "CF")})
+    c, usage = compile_sm90(K.so2_bwd_sigma_gzs_kernel, sig, dict(IEEE=True, BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf),
+                            num_warps=POINTWISE_WARPS, num_stages=1,
+                            divisible=[n for n in sig if n.endswith("_ptr")] + ["ROW", "M0", "LG", "CF"])
+    out[f"Cf{cf}-sigma-gzs"] = usage
+    for bm, bn, warps, _ in tiles:
         for seg in (True, False):
             lay = gl.NVMMASharedLayout.get_default_for([cf, bn], gl.float16)
             desc = "tensordesc<fp16[%d, %d],%s>" % (cf, bn, lay)
-            sig = {"g_ptr": "*fp32", "z_ptr": "*fp32", "gw_ptr": "*fp32", "sigma_ptr": "*fp32", "wd": desc,
+            sig = {"g_ptr": "*fp32", "gzs_ptr": "*fp32", "sigma_ptr": "*fp32", "wd": desc,
                    "wlod": desc, "wscale_ptr": "*fp32", "out_ptr": "*fp32", **{n: "i32" for n in ints}}
             ce = dict(SEGMENT_M0=seg, BLOCK_M=bm, BLOCK_N=bn, CF=cf, num_warps=warps)
             src = GluonASTSource(W.so2_bwd_fused3x_wgmma_kernel, {**sig, **{k: "constexpr" for k in ce}},
@@ -230,10 +265,13 @@ print(json.dumps(out))
 @pytest.mark.skipif(not nvidia_compiler_available() or wgmma_kernels.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_fused_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile():
-    """Both column passes of the fused Gluon kernel at every WGMMA_TILES tile and every
-    FUSED_WGMMA_FOCUS_DIMS focus dim: no stack, a K tile's three products and one wait."""
+    """Both column passes of the fused Gluon kernel at every FUSED_WGMMA_TILES tile and focus
+    dim: no stack, a K tile's three products and one wait; its sigma pass (the Triton
+    so2_bwd_sigma_gzs_kernel at its launch shape) without stack too."""
     usage = run_compile_script(_SM90_FUSED)
-    assert len(usage) == 2 * len(configs.WGMMA_TILES) * len(configs.FUSED_WGMMA_FOCUS_DIMS)
+    assert len(usage) == sum(2 * len(t) + 1 for t in configs.FUSED_WGMMA_TILES.values())
+    for cf in configs.FUSED_WGMMA_TILES:
+        assert usage.pop(f"Cf{cf}-sigma-gzs")["stack"] == 0, cf
     for name, u in usage.items():
         cf = int(name.split("-")[0][2:])
         assert u["stack"] == 0 and u["waits"] == 1 and u["wgmma"] == 3 * (cf // 16), (name, u)

@@ -232,11 +232,14 @@ FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
 # 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
 # in the sm_90 compile (triton 3.6 and 3.8).
 WGMMA_TILES = ((64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 2), (128, 128, 8, 2))
-# The fused route with the sigma pass in Gluon (So2Config.wgmma with fused): WGMMA_TILES at the
-# focus dims where both passes compile for sm_90 without spills (triton 3.6 and 3.8). At Cf 64
-# the m = 0 pass, which forms gz_s (every gate group's g, z and gq, and the FMA dots gq @ gw^T)
-# before its K loop, spills 256-320 bytes at every tile.
-FUSED_WGMMA_FOCUS_DIMS = (16, 32)
+# The fused route with the sigma pass in Gluon (So2Config.wgmma with fused), per focus dim: the
+# WGMMA_TILES whose kernels compile for sm_90 without spills (triton 3.6 and 3.8). Not at Cf 64:
+# its sigma pass (kernels.so2_bwd_sigma_gzs_kernel: the gate dots and gz_s's gq @ gw^T dots of
+# 64 x 64) spills 24-11616 bytes at every launch shape of 16-64 rows on 2-8 warps (the relay's
+# pointwise kernel, one of those dots, spills 240 bytes at its launch shape), and the |m| = 1
+# pass 8 bytes at BLOCK_N 128. An earlier form that built gz_s in the m = 0 pass itself took
+# 224-255 registers at Cf 32 (two programs an SM) and spilled 240-320 bytes at Cf 64.
+FUSED_WGMMA_TILES = {16: WGMMA_TILES, 32: WGMMA_TILES}
 
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
@@ -246,7 +249,7 @@ def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     (fused_supported; BLOCK_K = focus_dim) the fused route in 3xfp16 with the relay's sigma
     pass (FUSED_FP16X3_TILES); and both 3xfp16 relays with their GEMMs in Gluon (wgmma,
     WGMMA_TILES) where BLOCK_K = focus_dim is a multiple of 16 (wgmma's K step), and the fused
-    route with the sigma pass in Gluon too at FUSED_WGMMA_FOCUS_DIMS."""
+    route with the sigma pass in Gluon too (FUSED_WGMMA_TILES)."""
     base = heuristic(lmax, focus_dim)
     out = [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
            for precision, tiles in ((FP16X3, FP16X3_TILES), (FP16X3_GATE, FP16X3_TILES), (TF32X3, TF32X3_TILES))
@@ -257,9 +260,9 @@ def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     if fused_supported(focus_dim, True) and base.block_k == focus_dim:
         out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
                           precision=FP16X3) for block_m, block_n, num_warps, num_stages in FUSED_FP16X3_TILES]
-        if focus_dim in FUSED_WGMMA_FOCUS_DIMS:
-            out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
-                              precision=FP16X3, wgmma=True) for block_m, block_n, num_warps, num_stages in WGMMA_TILES]
+        out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
+                          precision=FP16X3, wgmma=True)
+                for block_m, block_n, num_warps, num_stages in FUSED_WGMMA_TILES.get(focus_dim, ())]
     return out
 
 

@@ -252,70 +252,22 @@ if gluon is not None:
                   edge0, n0, MODE, APPLY_ALPHA, BLOCK_M, BLOCK_N, num_warps)
 
     @gluon.jit
-    def _sigmoid(x):
-        """triton_common.sigmoid_f32."""
-        return 1.0 / (1.0 + gl.exp(-x))
-
-    @gluon.jit
-    def _scalar_gz(g_base, z_base, sig_base, gw_base, a_row, s_row, kk, amask, M0, LG,
-                   CF: gl.constexpr, BLOCK_M: gl.constexpr, num_warps: gl.constexpr):
-        """gz_s, the m = 0 segment's first K tile, as so2_bwd_pointwise_kernel forms it
-        (kernels.group_backward then kernels.scalar_backward, operation for operation): per
-        gate group gsigma = g_a z_a + g_b z_b, += g_c z_c; gq = gsigma sigma (1 - sigma); the
-        groups' gq @ gw^T summed by one FMA chain per element in group and k order (tl.dot's
-        "ieee" dots: c = fma(a_k, b_k, c), k ascending); then gz_s = g_s s0 (1 + s (1 - s0)) +
-        that sum, s0 = sigmoid(s). In ``kk``'s layout.
-
-        The chain runs through shared memory DOT_K k at a time: a CF-long FMA dot's operands
-        in registers (every k of a thread's rows and columns) spilled the kernel at Cf 64 and
-        set its register count at Cf 32. Chunks of one chain in order are the same chain."""
-        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
-        DOT_K: gl.constexpr = 16   # tl.dot's smallest K
-        flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-        gq_s = gl.allocate_shared_memory(gl.float32, [BLOCK_M, CF], flat)
-        gwt_s = gl.allocate_shared_memory(gl.float32, [CF, CF], flat)
-        jj = gl.arange(0, CF, layout=gl.SliceLayout(1, ablk))
-        acc_s = gl.zeros([BLOCK_M, CF], gl.float32, layout=ablk)
-        for g0 in range(0, LG, CF):
-            sigma = gl.load(sig_base + s_row + (g0 + kk)[None, :], mask=amask, other=0.0)
-            g_a = gl.load(g_base + a_row + (CF + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            z_a = gl.load(z_base + a_row + (CF + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            g_b = gl.load(g_base + a_row + (M0 + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            z_b = gl.load(z_base + a_row + (M0 + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            g_c = gl.load(g_base + a_row + (M0 + LG + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            z_c = gl.load(z_base + a_row + (M0 + LG + g0 + kk)[None, :], mask=amask, other=0.0).to(gl.float32)
-            gsigma = g_a * z_a + g_b * z_b
-            gsigma += g_c * z_c
-            gq = gsigma * sigma * (1.0 - sigma)
-            _cta_barrier()   # the last group's chunks are read
-            gq_s.store(gq)
-            gwt_s.store(gl.load(gw_base + kk[None, :] * LG + (g0 + jj)[:, None]))   # (j, c) = gw[c, g0 + j]
-            _cta_barrier()
-            for k0 in gl.static_range(0, CF, DOT_K):
-                acc_s = gl.dot_fma(gq_s.slice(k0, DOT_K, dim=1).load(gl.DotOperandLayout(0, ablk, 0)),
-                                   gwt_s.slice(k0, DOT_K, dim=0).load(gl.DotOperandLayout(1, ablk, 0)), acc_s)
-        g_s = gl.load(g_base + a_row + kk[None, :], mask=amask, other=0.0).to(gl.float32)
-        s = gl.load(z_base + a_row + kk[None, :], mask=amask, other=0.0).to(gl.float32)
-        s0 = _sigmoid(s)
-        return g_s * s0 * (1.0 + s * (1.0 - s0)) + acc_s
-
-    @gluon.jit
     def so2_bwd_fused3x_wgmma_kernel(
-        g_ptr, z_ptr, gw_ptr, sigma_ptr, wd, wlod, wscale_ptr, out_ptr,
-        E, ROW, M0, LG, K_START, K_LEN, N_START, N_LEN, w_rows, w_stride_k,
+        g_ptr, gzs_ptr, sigma_ptr, wd, wlod, wscale_ptr, out_ptr,
+        E, ROW, LG, K_START, K_LEN, N_START, N_LEN, w_rows, w_stride_k,
         SEGMENT_M0: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CF: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         """kernels.so2_bwd_fused_kernel with SIGMA_LOADED and DOT_PRECISION "3xfp16" (its
-        docstring: arguments, segments and grid; BLOCK_K = CF, one K tile a sub-tile), its K
-        tiles' products as so2_gemm3x_wgmma_kernel's (the weights through the descriptors wd /
-        wlod). The gz tiles are formed in registers as the relay's pointwise kernel forms them
-        (gz = g * sigma; on the m = 0 segment first gz_s, _scalar_gz), so the result is
-        bitwise the relay's: sigma kernel, pointwise kernel, then the 3xfp16 layer GEMM with
-        the same tiles, in Triton or in Gluon.
+        docstring: segments and grid; BLOCK_K = CF, one K tile a sub-tile), its K tiles'
+        products as so2_gemm3x_wgmma_kernel's (the weights through the descriptors wd / wlod).
+        The gz tiles are g * sigma formed in registers, as the relay's pointwise kernel forms
+        them, except the m = 0 segment's first, gz_s, which kernels.so2_bwd_sigma_gzs_kernel
+        wrote beside sigma (it needs every gate group's g, z and gq). So the result is bitwise
+        the relay's (sigma kernel, pointwise kernel, then the 3xfp16 layer GEMM with the same
+        tiles, in Triton or in Gluon) and the Triton fused kernel's.
 
-        sigma_ptr (F, E, LG) float32 is the relay's sigma kernel's output, written once per
-        layer before this kernel; g_ptr, z_ptr, out_ptr (F, E, ROW); gw_ptr (F, CF, LG)."""
+        g_ptr, out_ptr (F, E, ROW); gzs_ptr (F, E, CF) and sigma_ptr (F, E, LG) float32."""
         ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
         a_hi_s, a_lo_s, w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, CF)
@@ -339,8 +291,7 @@ if gluon is not None:
         # |m| = 1 segment the stripes' sub-tiles take the groups in order, twice.
         if SEGMENT_M0:
             SHIFT: gl.constexpr = CF
-            a = _scalar_gz(g_base, z_ptr + first * ROW, sig_base, gw_ptr + focus.to(gl.int64) * CF * LG, a_row, s_row,
-                           kk, amask, M0, LG, CF, BLOCK_M, num_warps)
+            a = gl.load(gzs_ptr + first * CF + (rows[:, None] * CF + kk[None, :]), mask=amask, other=0.0)
         else:
             SHIFT: gl.constexpr = 0
             a = gl.load(g_base + (a_row + (K_START + kk)[None, :]), mask=amask, other=0.0) \
