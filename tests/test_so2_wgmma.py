@@ -214,6 +214,12 @@ def test_the_gluon_routes_sigma_pass_writes_the_relays_sigma_and_gz_s(lmax, focu
         BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, num_warps=launch.POINTWISE_WARPS, num_stages=1)
     assert torch.equal(got_sigma, sigma)
     assert torch.equal(got_gzs, gz[..., :focus_dim])
+    only = torch.full((F, edges, focus_dim), float("nan"), device=device)    # the pointwise kernel's GZ_S_ONLY
+    kernels.so2_bwd_pointwise_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
+        g_cur, z, sigma, gw, only, sigma, edges, d.row, d.m0, d.lg, focus_dim, WRITE_GQ=False, IEEE=True,
+        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, GZ_S_ONLY=True, num_warps=launch.POINTWISE_WARPS,
+        num_stages=1)
+    assert torch.equal(only, gz[..., :focus_dim])
 
 
 _SM90_FUSED = r"""

@@ -431,8 +431,11 @@ def so2_bwd_pointwise_kernel(
     g_ptr, z_ptr, sigma_ptr, gw_ptr, gz_ptr, gq_ptr,
     E, ROW, M0, LG, CF,
     WRITE_GQ: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
+    GZ_S_ONLY: tl.constexpr = False,
 ):
-    """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32.
+    """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32. With GZ_S_ONLY
+    only gz_s, into gz_ptr (F, E, CF): the first K tile of the fused Gluon route's m = 0 pass,
+    which forms the other gz tiles itself (wgmma_kernels.so2_bwd_fused3x_wgmma_kernel).
 
     Per gate group (its m = 0 sub-tile and its two stripe sub-tiles):
     gz = g * sigma, gsigma = sum of g * z over the three, gq = gsigma * sigma * (1 - sigma);
@@ -451,14 +454,19 @@ def so2_bwd_pointwise_kernel(
     for g0 in range(0, LG, CF):
         sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
         gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
-        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
-        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
+        if not GZ_S_ONLY:
+            tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
+            tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
+            tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
         if WRITE_GQ:
             tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
         acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
-    tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
+    if GZ_S_ONLY:
+        tl.store(gz_ptr + (focus.to(tl.int64) * E * CF + edges * CF)[:, None] + cols[None, :],
+                 to_output(gz_s, gz_ptr), mask=mask)
+    else:
+        tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 
 
 @triton.jit

@@ -302,9 +302,10 @@ if gluon is not None:
             # the next K tile's g and sigma first (masked off past the last tile)
             ok = amask & (i + 1 < n_k)
             g_next = gl.load(g_base + (a_row + (K_START + (i + 1) * CF + kk)[None, :]), mask=ok, other=0.0)
+            sig_next = gl.load(sig_base + (s_row + (((i + 1) * CF - SHIFT) % LG + kk)[None, :]), mask=ok, other=0.0)
             acc, p = _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0,
                              w_col0, CF, BLOCK_N, num_warps)
-            a = g_next * gl.load(sig_base + (s_row + (((i + 1) * CF - SHIFT) % LG + kk)[None, :]), mask=ok, other=0.0)
+            a = g_next * sig_next
         mbarrier.invalidate(bars.index(0))
         mbarrier.invalidate(bars.index(1))
         _epilogue(acc, out_ptr, g_ptr, out_ptr, out_ptr, out_ptr, 1, E, ROW, CF, LG, N_START, N_LEN, focus,
