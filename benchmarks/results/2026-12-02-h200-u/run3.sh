@@ -13,3 +13,9 @@ tail -3 $OUT/run3/pytest.txt
 PYTHONUNBUFFERED=1 PYTHONPATH=src timeout 300 python3 benchmarks/results/2026-12-02-h200-u/run3_components.py \
   > $OUT/run3/components.txt 2>&1; echo "exit $?" >> $OUT/run3/components.txt
 cat $OUT/run3/components.txt
+# Nsight Compute of the two |m| = 1 passes at Neo (run3_ncu.py)
+PYTHONPATH=src timeout 200 ncu --clock-control none --kernel-name regex:"so2_gemm3x_wgmma_kernel|so2_bwd_fused3x_wgmma_kernel" \
+  --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+  python3 benchmarks/results/2026-12-02-h200-u/run3_ncu.py > $OUT/run3/ncu.txt 2>&1
+echo "exit $?" >> $OUT/run3/ncu.txt
+grep -E "so2_|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occ|Stall|Issue Slots|Eligible|Block Limit|L2 Hit|L1/TEX Hit|exit" $OUT/run3/ncu.txt | head -60
