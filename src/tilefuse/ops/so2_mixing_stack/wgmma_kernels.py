@@ -83,6 +83,14 @@ if gluon is not None:
         _tma_load(wlod, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), wlo_s.index(slot), pred=ok)
 
     @gluon.constexpr_function
+    def _a_layout(block_n, num_warps):
+        """The activation tile's layout: wgmma's register A operand (float16 pairs along K), so
+        the tile is loaded, scaled and split where wgmma reads it, with no trip through shared
+        memory (Nsight Compute, results/2026-12-02-h200-u run 3: L1/TEX, shared memory
+        included, was the busiest unit at 76% with the split tile stored to and read from it)."""
+        return gl.DotOperandLayout(operand_index=0, parent=_mma_layout(block_n, num_warps), k_width=2)
+
+    @gluon.constexpr_function
     def _mma_layout(block_n, num_warps):
         """The wgmma accumulator's layout: a warp group per 64 rows, BLOCK_N wide instructions."""
         block_n, num_warps = getattr(block_n, "value", block_n), getattr(num_warps, "value", num_warps)
@@ -90,45 +98,39 @@ if gluon is not None:
 
     @gluon.jit
     def _ring(wd, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr):
-        """The K loop's shared memory: two slots each of the split activation tile (head, tail)
-        and of the weight head and tail tiles (in the descriptor ``wd``'s layout), and the
-        weight slots' two mbarriers."""
-        a_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], gl.float16)
-        a_hi_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
-        a_lo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_M, BLOCK_K], a_sl)
+        """The K loop's shared memory: two slots each of the weight head and tail tiles (in the
+        descriptor ``wd``'s layout), and their two mbarriers."""
         w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
         wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
         bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         mbarrier.init(bars.index(0), count=1)
         mbarrier.init(bars.index(1), count=1)
-        return a_hi_s, a_lo_s, w_s, wlo_s, bars
+        return w_s, wlo_s, bars
 
     @gluon.jit
-    def _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0, w_col0,
+    def _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0, w_col0,
                 BLOCK_K: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
         """K tile ``i`` of the 3xfp16 product (kernels.tile_product, operation for operation):
-        the float32 activation tile ``a`` scaled per row by a power of two and split into
-        float16 head and tail (into ring slot i % 2), the TMA of tile i + 1's weights issued,
-        then the three wgmma a_lo w_hi, a_hi w_lo, a_hi w_hi issued back to back from a zero
-        accumulator and waited for once, and joined to ``acc`` as (part * inv_col) * inv_row.
-        ``p`` is the last K tile's product (its registers are the first wgmma's ignored
-        accumulator operand). Returns (acc, p)."""
+        the float32 activation tile ``a`` (in _a_layout) scaled per row by a power of two and
+        split into float16 head and tail in registers, the TMA of tile i + 1's weights issued
+        (into ring slot (i + 1) % 2), then the three wgmma a_lo w_hi, a_hi w_lo, a_hi w_hi
+        issued back to back from a zero accumulator and waited for once, and joined to ``acc``
+        as (part * inv_col) * inv_row. ``p`` is the last K tile's product (its registers are the
+        first wgmma's ignored accumulator operand). Returns (acc, p)."""
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
         scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
         a_s = a * scale[:, None]
         a_hi = a_s.to(gl.float16)
         a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
         slot = i % 2
-        a_hi_s.index(slot).store(a_hi)
-        a_lo_s.index(slot).store(a_lo)
-        fence_async_shared()
+        # every warp is past the last K tile's wait (its wgmma read slot (i + 1) % 2): free for
+        # the next weights
         _cta_barrier()
-        # every warp is past the last K tile's wait: slot (i + 1) % 2 is free for the next weights
         _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + 1, n_k, w_col0, BLOCK_K, BLOCK_N)
         mbarrier.wait(bars.index(slot), (i // 2) & 1)
-        part = warpgroup_mma(a_lo_s.index(slot), w_s.index(slot), p, use_acc=False, is_async=True)
-        part = warpgroup_mma(a_hi_s.index(slot), wlo_s.index(slot), part, is_async=True)
-        part = warpgroup_mma(a_hi_s.index(slot), w_s.index(slot), part, is_async=True)
+        part = warpgroup_mma(a_lo, w_s.index(slot), p, use_acc=False, is_async=True)
+        part = warpgroup_mma(a_hi, wlo_s.index(slot), part, is_async=True)
+        part = warpgroup_mma(a_hi, w_s.index(slot), part, is_async=True)
         p = warpgroup_mma_wait(num_outstanding=0, deps=[part])
         acc += (p * inv_col[None, :]) * gl.convert_layout(inv, gl.SliceLayout(1, mma))[:, None]
         return acc, p
@@ -211,9 +213,9 @@ if gluon is not None:
         """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
         grid and program order), the weights through the descriptors wd / wlod (heads / tails
         as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
-        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        ablk: gl.constexpr = _a_layout(BLOCK_N, num_warps)
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
-        a_hi_s, a_lo_s, w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, BLOCK_K)
+        w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, BLOCK_K)
         focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
         first = focus.to(gl.int64) * E + edge0
         n_k = K_LEN // BLOCK_K
@@ -243,7 +245,7 @@ if gluon is not None:
                              other=0.0)
             if MODE == BWD_HEAD and APPLY_ALPHA:
                 a = _head_g(a, a_alpha[:, None])
-            acc, p = _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0,
+            acc, p = _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0,
                              w_col0, BLOCK_K, BLOCK_N, num_warps)
             a = a_next
         mbarrier.invalidate(bars.index(0))
@@ -268,9 +270,9 @@ if gluon is not None:
         tiles, in Triton or in Gluon) and the Triton fused kernel's.
 
         g_ptr, out_ptr (F, E, ROW); gzs_ptr (F, E, CF) and sigma_ptr (F, E, LG) float32."""
-        ablk: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+        ablk: gl.constexpr = _a_layout(BLOCK_N, num_warps)
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
-        a_hi_s, a_lo_s, w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, CF)
+        w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, CF)
         focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
         first = focus.to(gl.int64) * E + edge0
         n_k = K_LEN // CF
@@ -303,7 +305,7 @@ if gluon is not None:
             ok = amask & (i + 1 < n_k)
             g_next = gl.load(g_base + (a_row + (K_START + (i + 1) * CF + kk)[None, :]), mask=ok, other=0.0)
             sig_next = gl.load(sig_base + (s_row + (((i + 1) * CF - SHIFT) % LG + kk)[None, :]), mask=ok, other=0.0)
-            acc, p = _k_step(acc, p, a, i, n_k, inv_col, a_hi_s, a_lo_s, w_s, wlo_s, bars, wd, wlod, w_row0,
+            acc, p = _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0,
                              w_col0, CF, BLOCK_N, num_warps)
             a = g_next * sig_next
         mbarrier.invalidate(bars.index(0))
