@@ -9,7 +9,6 @@ tile); on a Hopper GPU the kernel itself against so2_gemm_kernel in every mode.
 
 import pytest
 import torch
-import triton
 
 from tilefuse import launches
 from tilefuse.ops.so2_mixing_stack import configs, kernels, launch, wgmma_kernels
@@ -28,10 +27,8 @@ def test_wgmma_is_a_variant_of_the_relays_3xfp16_gemms():
     assert WGMMA.name == "relay-M64-N64-K16-w4-s2-3xfp16-wgmma" and WGMMA.route == "relay"
     assert So2Config(64, 64, 16, 4, 2, precision=FP16X3_GATE, wgmma=True).name.endswith("-3xfp16-gate-wgmma")
     assert WGMMA.relay() == WGMMA
-    fused = So2Config(64, 64, 16, 4, 2, fused=True, sigma_pass=True, precision=FP16X3, wgmma=True)
-    assert fused.name == "fused-sigma-M64-N64-K16-w4-s2-3xfp16-wgmma" and fused.route == "fused"
-    assert fused.relay() == WGMMA           # where the fused guards fail: the wgmma relay, the same bits
-    for bad in (dict(), dict(precision=TF32X3), dict(precision=FP16X3, fused=True), dict(compose=True)):
+    for bad in (dict(), dict(precision=TF32X3), dict(precision=FP16X3, fused=True),
+                dict(precision=FP16X3, fused=True, sigma_pass=True)):
         with pytest.raises(ValueError, match="wgmma"):
             So2Config(64, 64, 16, 4, 2, wgmma=True, **bad)
 
@@ -44,12 +41,6 @@ def test_level3_candidates_hold_the_wgmma_tiles_where_block_k_fits():
         assert all(c.block_k == cf for c in configs.level3_candidates(lmax, cf) if c.wgmma)
     for cf in (48, 24):   # BLOCK_K 32 is not the focus dim: no K tile per sub-tile, no wgmma
         assert not any(c.wgmma for c in configs.level3_candidates(2, cf))
-    for lmax, cf in ((3, 32), (6, 32), (1, 16), (2, 64)):   # the fused route in Gluon: not at Cf 64 (spills)
-        got = {(c.block_m, c.block_n, c.num_warps, c.num_stages)
-               for c in configs.level3_candidates(lmax, cf) if c.wgmma and c.fused}
-        assert got == (set(configs.WGMMA_TILES) if cf < 64 else set()), (lmax, cf)
-        assert all(c.sigma_pass and c.precision == FP16X3 for c in configs.level3_candidates(lmax, cf)
-                   if c.wgmma and c.fused)
     fam = so2_tune.FAMILY
     wg = next(c for c in configs.level3_candidates(3, 32) if c.wgmma)
     assert fam.is_valid("L3-C32-x4-l3", wg) and not fam.is_valid("L3-C32-x4", wg)
@@ -59,16 +50,11 @@ def test_level3_candidates_hold_the_wgmma_tiles_where_block_k_fits():
 def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     fam, p = so2_tune.FAMILY, so2_tune.FAMILY.problem_for_key("L3-C32-x4-l3")
     wg = next(c for c in configs.level3_candidates(3, 32) if c.wgmma)
-    fused = next(c for c in configs.level3_candidates(3, 32) if c.wgmma and c.fused)
     monkeypatch.setattr(so2_tune, "_wgmma_runs_here", lambda: True)
     assert "so2_gemm3x_wgmma" in fam.expected_launches(p, wg)
-    assert "so2_bwd_fused3x_wgmma" not in fam.expected_launches(p, wg)
     assert "so2_gemm3x_wgmma" not in fam.expected_launches(p, So2Config(64, 64, 32, 4, 2, precision=FP16X3))
-    assert fam.expected_launches(p, fused) == ("so2_fwd_layer", "so2_bwd_fused_layer", "so2_gemm3x_wgmma",
-                                               "so2_bwd_fused3x_wgmma")
     monkeypatch.setattr(so2_tune, "_wgmma_runs_here", lambda: False)
     assert "so2_gemm3x_wgmma" not in fam.expected_launches(p, wg)
-    assert fam.expected_launches(p, fused) == ("so2_fwd_layer", "so2_bwd_fused_layer")
 
 
 def test_wgmma_applies_only_to_its_layout(monkeypatch):
@@ -122,23 +108,6 @@ def test_a_wgmma_config_gives_the_triton_kernels_bits(device, precision):
     assert (seen["so2_gemm3x_wgmma"] > 0) == HOPPER
 
 
-def test_a_fused_wgmma_config_gives_the_triton_fused_kernels_and_the_relays_bits(device):
-    """The fused route with the sigma pass in Gluon: on Hopper so2_bwd_fused3x_wgmma_kernel runs
-    both column passes of each gated layer, elsewhere so2_bwd_fused_kernel; either way the bits
-    of the Triton fused kernel and of the relay with the same tiles (lmax 1, Cf 16, 37 edges:
-    a partial row block)."""
-    fused = So2Config(64, 64, 16, 4, 2, fused=True, sigma_pass=True, precision=FP16X3, wgmma=True)
-    plain = So2Config(64, 64, 16, 4, 2, fused=True, sigma_pass=True, precision=FP16X3)
-    got, seen = _stack(device, fused)
-    for other in (plain, fused.relay(), plain.relay()):
-        want, seen_other = _stack(device, other)
-        for a, b in zip(got, want):
-            assert torch.equal(a, b), other.name
-        assert not seen_other["so2_bwd_fused3x_wgmma"]
-    assert seen["so2_bwd_fused_layer"] == 2 and seen["so2_bwd_sigma_pass"] == 2   # two gated layers
-    assert seen["so2_bwd_fused3x_wgmma"] == (4 if HOPPER else 0)   # both column passes of each
-
-
 _SM90_WGMMA = r'''
 import json, pathlib, re, subprocess, tempfile
 import triton
@@ -189,98 +158,6 @@ def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile()
         assert u["stack"] == 0, (name, u)
         assert u["waits"] == 1, (name, u)
         assert u["wgmma"] == 3 * (cf // 16), (name, u)
-
-
-@pytest.mark.parametrize("lmax,focus_dim,edges", [(3, 32, 70), (1, 16, 37), (6, 32, 33)])
-def test_the_gluon_routes_sigma_pass_writes_the_relays_sigma_and_gz_s(lmax, focus_dim, edges, device):
-    """so2_bwd_sigma_gzs_kernel (the fused Gluon route's sigma pass, at its launch shape):
-    sigma bitwise the relay's sigma kernel's, gz_s bitwise the first Cf columns of the relay's
-    pointwise kernel's gz (the same helpers, the same dot shapes); partial row blocks."""
-    d = So2Dims(lmax, focus_dim)
-    gen = torch.Generator().manual_seed(lmax)
-    F = 2
-    g_cur, z = torch.randn(F, edges, d.row, generator=gen), torch.randn(F, edges, d.row, generator=gen) * 2
-    gw = torch.randn(F, focus_dim, d.lg, generator=gen) * focus_dim ** -0.5
-    g_cur, z, gw = g_cur.to(device), z.to(device), gw.to(device)
-    sigma, gz = torch.empty(F, edges, d.lg, device=device), torch.empty_like(g_cur)
-    launch._sigma(z, gw, sigma, d)
-    kernels.so2_bwd_pointwise_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
-        g_cur, z, sigma, gw, gz, sigma, edges, d.row, d.m0, d.lg, focus_dim, WRITE_GQ=False, IEEE=True,
-        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, num_warps=launch.POINTWISE_WARPS, num_stages=1)
-    got_sigma = torch.full_like(sigma, float("nan"))
-    got_gzs = torch.full((F, edges, focus_dim), float("nan"), device=device)
-    kernels.so2_bwd_sigma_gzs_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
-        g_cur, z, gw, got_sigma, got_gzs, edges, d.row, d.m0, d.lg, focus_dim, IEEE=True,
-        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, num_warps=launch.POINTWISE_WARPS, num_stages=1)
-    assert torch.equal(got_sigma, sigma)
-    assert torch.equal(got_gzs, gz[..., :focus_dim])
-    only = torch.full((F, edges, focus_dim), float("nan"), device=device)    # the pointwise kernel's GZ_S_ONLY
-    kernels.so2_bwd_pointwise_kernel[(F * triton.cdiv(edges, launch.POINTWISE_BLOCK_M),)](
-        g_cur, z, sigma, gw, only, sigma, edges, d.row, d.m0, d.lg, focus_dim, WRITE_GQ=False, IEEE=True,
-        BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=focus_dim, GZ_S_ONLY=True, num_warps=launch.POINTWISE_WARPS,
-        num_stages=1)
-    assert torch.equal(only, gz[..., :focus_dim])
-
-
-_SM90_FUSED = r"""
-import json, pathlib, re, subprocess, tempfile
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-from tilefuse.ops.so2_mixing_stack import wgmma_kernels as W
-from tilefuse.ops.so2_mixing_stack.configs import FUSED_WGMMA_TILES
-from sm90_helpers import compile_sm90
-from tilefuse.ops.so2_mixing_stack import kernels as K
-from tilefuse.ops.so2_mixing_stack.launch import POINTWISE_BLOCK_M, POINTWISE_WARPS
-
-out = {}
-ints = ["E", "ROW", "LG", "K_START", "K_LEN", "N_START", "N_LEN", "w_rows", "w_stride_k"]
-cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-for cf, tiles in FUSED_WGMMA_TILES.items():
-    sig = {n: "*fp32" for n in ("g_ptr", "z_ptr", "gw_ptr", "sigma_ptr", "gzs_ptr")}
-    sig.update({n: "i32" for n in ("E", "ROW", "M0", "LG", "CF")})
-    c, usage = compile_sm90(K.so2_bwd_sigma_gzs_kernel, sig, dict(IEEE=True, BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf),
-                            num_warps=POINTWISE_WARPS, num_stages=1,
-                            divisible=[n for n in sig if n.endswith("_ptr")] + ["ROW", "M0", "LG", "CF"])
-    out[f"Cf{cf}-sigma-gzs"] = usage
-    for bm, bn, warps, _ in tiles:
-        for seg in (True, False):
-            lay = gl.NVMMASharedLayout.get_default_for([cf, bn], gl.float16)
-            desc = "tensordesc<fp16[%d, %d],%s>" % (cf, bn, lay)
-            sig = {"g_ptr": "*fp32", "gzs_ptr": "*fp32", "sigma_ptr": "*fp32", "wd": desc,
-                   "wlod": desc, "wscale_ptr": "*fp32", "out_ptr": "*fp32", **{n: "i32" for n in ints}}
-            ce = dict(SEGMENT_M0=seg, BLOCK_M=bm, BLOCK_N=bn, CF=cf, num_warps=warps)
-            src = GluonASTSource(W.so2_bwd_fused3x_wgmma_kernel, {**sig, **{k: "constexpr" for k in ce}},
-                                 constexprs=ce)
-            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(c.asm["cubin"])
-                f.flush()
-                usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                                       text=True).stdout
-                sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
-            regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-            out[f"Cf{cf}-M{bm}-N{bn}-w{warps}-{'m0' if seg else 'm1'}"] = {
-                "regs": int(regs), "stack": int(stack), "wgmma": c.asm["ptx"].count("wgmma.mma_async"),
-                "waits": sass.count("WARPGROUP.DEPBAR")}
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.skipif(not nvidia_compiler_available() or wgmma_kernels.gluon is None,
-                    reason="needs Triton's NVIDIA backend with Gluon")
-def test_fused_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile():
-    """Both column passes of the fused Gluon kernel at every FUSED_WGMMA_TILES tile and focus
-    dim: no stack, a K tile's three products and one wait; its sigma pass (the Triton
-    so2_bwd_sigma_gzs_kernel at its launch shape) without stack too."""
-    usage = run_compile_script(_SM90_FUSED)
-    assert len(usage) == sum(2 * len(t) + 1 for t in configs.FUSED_WGMMA_TILES.values())
-    for cf in configs.FUSED_WGMMA_TILES:
-        assert usage.pop(f"Cf{cf}-sigma-gzs")["stack"] == 0, cf
-    for name, u in usage.items():
-        cf = int(name.split("-")[0][2:])
-        assert u["stack"] == 0 and u["waits"] == 1 and u["wgmma"] == 3 * (cf // 16), (name, u)
 
 
 # --- Hopper only ---------------------------------------------------------------------------
@@ -347,43 +224,3 @@ def test_wgmma_stack_at_production_tiles_is_bitwise_and_empty_edges_are_fine():
     x_local, _, _ = launch.forward(u0, alpha, w0, w1, gw, d, True, config=So2Config(64, 64, 32, 4, 2, precision=FP16X3,
                                                                                     wgmma=True))
     assert x_local.shape == (0, 2, d.row)
-
-
-@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
-@pytest.mark.parametrize("tile", configs.WGMMA_TILES)
-def test_fused_wgmma_layer_is_bitwise_the_triton_fused_kernel_and_the_relay(tile):
-    """One gated layer's backward through the fused Gluon kernel against so2_bwd_fused_kernel
-    (same tiles, 3xfp16, the sigma pass) and against the relay (sigma, pointwise, the layer GEMM
-    in Triton and in Gluon): the same bits, at Cf 16 and 32, lmax 1 to 6 (one to six gate groups
-    in gz_s), partial row blocks and a partial column tile (lmax 3 at BLOCK_N 128)."""
-    block_m, block_n, warps, stages = tile
-    for lmax, cf, edges in ((3, 32, 1000), (6, 32, 333), (1, 16, 129), (2, 16, 70)):
-        d = So2Dims(lmax, cf)
-        gen = torch.Generator(device="cuda").manual_seed(lmax + cf)
-        F = 2
-        g_cur = torch.randn(F, edges, d.row, generator=gen, device="cuda")
-        z = torch.randn(F, edges, d.row, generator=gen, device="cuda") * 2
-        gw = torch.randn(F, cf, d.lg, generator=gen, device="cuda") * cf ** -0.5
-        w0 = torch.randn(1, F, d.m0, d.m0, generator=gen, device="cuda") * d.m0 ** -0.5
-        w1 = torch.randn(1, F, d.m1, d.m1, generator=gen, device="cuda") * d.m1 ** -0.5
-        w0t = launch._layer(launch.split_fp16(w0.transpose(-1, -2)), 0)
-        w1t = launch._layer(launch.split_fp16(w1.transpose(-1, -2)), 0)
-        outs = {}
-        for name, fused, wgmma in (("gluon", True, True), ("triton", True, False), ("relay-gluon", False, True),
-                                   ("relay", False, False)):
-            cfg = So2Config(block_m, block_n, cf, warps, stages, fused=fused, sigma_pass=fused, precision=FP16X3,
-                            wgmma=wgmma)
-            out = torch.full((F, edges, d.row), float("nan"), device="cuda")
-            with launches.counting() as seen:
-                if fused:
-                    launch.fused_layer(g_cur, z, gw, w0t, w1t, out, d, cfg)
-                else:
-                    sigma = torch.empty(F, edges, d.lg, device="cuda")
-                    gz = torch.empty_like(g_cur)
-                    launch.relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, None, d, cfg)
-            assert seen["so2_bwd_fused3x_wgmma"] == (2 if name == "gluon" else 0)
-            assert seen["so2_gemm3x_wgmma"] == (2 if name == "relay-gluon" else 0)
-            outs[name] = out
-        assert not torch.isnan(outs["gluon"]).any()
-        for name in ("triton", "relay-gluon", "relay"):
-            assert torch.equal(outs["gluon"].view(torch.int32), outs[name].view(torch.int32)), (lmax, cf, name)

@@ -61,12 +61,10 @@ class So2Config:
     3xfp16, the composition route the exact dots only). ``sigma_pass`` (fused only): each
     layer's gate sigmoid is written once by the relay's sigma kernel and read by the fused
     kernel, instead of recomputed by every program of it (kernels.so2_bwd_fused_kernel).
-    ``wgmma`` (3xfp16 relays, or the fused route with the sigma pass in 3xfp16): the layer
-    GEMMs, forward and backward, run wgmma_kernels.so2_gemm3x_wgmma_kernel (Gluon: the three
-    products of a K tile waited for once, the weight tiles through TMA into a two-slot ring, so
-    ``num_stages`` does not apply), and a fused config's layer kernels
-    wgmma_kernels.so2_bwd_fused3x_wgmma_kernel, where they can run, else so2_gemm_kernel and
-    so2_bwd_fused_kernel: bitwise the same result either way.
+    ``wgmma`` (relay, 3xfp16 or 3xfp16-gate only): the layer GEMMs, forward and backward, run
+    wgmma_kernels.so2_gemm3x_wgmma_kernel (Gluon: the three products of a K tile waited for
+    once, the weight tiles through TMA into a two-slot ring, so ``num_stages`` does not apply)
+    where it can run, else so2_gemm_kernel: bitwise the same result either way.
     The backward always uses the config; the forward uses the tiles and precision of a level-3
     entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
     heuristic's (op.forward_config)."""
@@ -94,11 +92,9 @@ class So2Config:
             raise ValueError("So2Config: fused and compose are two backward routes; set one")
         if self.sigma_pass and not self.fused:
             raise ValueError("So2Config: sigma_pass is a variant of the fused route (set fused=True)")
-        if self.wgmma and not (self.precision in (FP16X3, FP16X3_GATE) and not self.compose
-                               and (not self.fused or (self.sigma_pass and self.precision == FP16X3))):
-            raise ValueError("So2Config: wgmma is a variant of the 3xfp16 layer GEMMs: of the relay (precision "
-                             "'3xfp16' or '3xfp16-gate') or of the fused route with the sigma pass ('3xfp16'), "
-                             f"not compose; got {self!r}")
+        if self.wgmma and (self.fused or self.compose or self.precision not in (FP16X3, FP16X3_GATE)):
+            raise ValueError("So2Config: wgmma is a variant of the relay's 3xfp16 layer GEMMs (precision "
+                             f"'3xfp16' or '3xfp16-gate', not fused or compose), got {self!r}")
 
     @property
     def route(self) -> str:
@@ -232,14 +228,6 @@ FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
 # 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
 # in the sm_90 compile (triton 3.6 and 3.8).
 WGMMA_TILES = ((64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 2), (128, 128, 8, 2))
-# The fused route with the sigma pass in Gluon (So2Config.wgmma with fused), per focus dim: the
-# WGMMA_TILES whose kernels compile for sm_90 without spills (triton 3.6 and 3.8). Not at Cf 64:
-# its sigma pass (kernels.so2_bwd_sigma_gzs_kernel: the gate dots and gz_s's gq @ gw^T dots of
-# 64 x 64) spills 24-11616 bytes at every launch shape of 16-64 rows on 2-8 warps (the relay's
-# pointwise kernel, one of those dots, spills 240 bytes at its launch shape), and the |m| = 1
-# pass 8 bytes at BLOCK_N 128. An earlier form that built gz_s in the m = 0 pass itself took
-# 224-255 registers at Cf 32 (two programs an SM) and spilled 240-320 bytes at Cf 64.
-FUSED_WGMMA_TILES = {16: WGMMA_TILES, 32: WGMMA_TILES}
 
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
@@ -248,8 +236,7 @@ def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     3xfp16, FP16X3_GATE), and where the fused guards allow it
     (fused_supported; BLOCK_K = focus_dim) the fused route in 3xfp16 with the relay's sigma
     pass (FUSED_FP16X3_TILES); and both 3xfp16 relays with their GEMMs in Gluon (wgmma,
-    WGMMA_TILES) where BLOCK_K = focus_dim is a multiple of 16 (wgmma's K step), and the fused
-    route with the sigma pass in Gluon too (FUSED_WGMMA_TILES)."""
+    WGMMA_TILES) where BLOCK_K = focus_dim is a multiple of 16 (wgmma's K step)."""
     base = heuristic(lmax, focus_dim)
     out = [So2Config(block_m, block_n, base.block_k, num_warps, num_stages, precision=precision)
            for precision, tiles in ((FP16X3, FP16X3_TILES), (FP16X3_GATE, FP16X3_TILES), (TF32X3, TF32X3_TILES))
@@ -260,9 +247,6 @@ def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
     if fused_supported(focus_dim, True) and base.block_k == focus_dim:
         out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
                           precision=FP16X3) for block_m, block_n, num_warps, num_stages in FUSED_FP16X3_TILES]
-        out += [So2Config(block_m, block_n, focus_dim, num_warps, num_stages, fused=True, sigma_pass=True,
-                          precision=FP16X3, wgmma=True)
-                for block_m, block_n, num_warps, num_stages in FUSED_WGMMA_TILES.get(focus_dim, ())]
     return out
 
 

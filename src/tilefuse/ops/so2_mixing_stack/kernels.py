@@ -431,11 +431,8 @@ def so2_bwd_pointwise_kernel(
     g_ptr, z_ptr, sigma_ptr, gw_ptr, gz_ptr, gq_ptr,
     E, ROW, M0, LG, CF,
     WRITE_GQ: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
-    GZ_S_ONLY: tl.constexpr = False,
 ):
-    """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32. With GZ_S_ONLY
-    only gz_s, into gz_ptr (F, E, CF): the first K tile of the fused Gluon route's m = 0 pass,
-    which forms the other gz tiles itself (wgmma_kernels.so2_bwd_fused3x_wgmma_kernel).
+    """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32.
 
     Per gate group (its m = 0 sub-tile and its two stripe sub-tiles):
     gz = g * sigma, gsigma = sum of g * z over the three, gq = gsigma * sigma * (1 - sigma);
@@ -454,50 +451,14 @@ def so2_bwd_pointwise_kernel(
     for g0 in range(0, LG, CF):
         sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
         gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-        if not GZ_S_ONLY:
-            tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
-            tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
-            tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
+        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
+        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
+        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
         if WRITE_GQ:
             tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
         acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
-    if GZ_S_ONLY:
-        tl.store(gz_ptr + (focus.to(tl.int64) * E * CF + edges * CF)[:, None] + cols[None, :],
-                 to_output(gz_s, gz_ptr), mask=mask)
-    else:
-        tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
-
-
-@triton.jit
-def so2_bwd_sigma_gzs_kernel(
-    g_ptr, z_ptr, gw_ptr, sigma_ptr, gzs_ptr,
-    E, ROW, M0, LG, CF,
-    IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
-):
-    """The sigma pass of the fused route in Gluon (wgmma_kernels.so2_bwd_fused3x_wgmma_kernel):
-    sigma (F, E, LG) float32 as so2_bwd_sigma_kernel computes it, and gz_s (F, E, CF) float32,
-    the m = 0 segment's first K tile, as so2_bwd_pointwise_kernel computes it (the same helpers
-    in the same order: gate_sigma_group, group_backward, the gq @ gw^T dots, scalar_backward),
-    so both are the relay's values bit for bit. It reads g and z whole (gz_s needs every
-    group's gq) and writes no other gz: the fused kernel forms g * sigma itself.
-    g_ptr, z_ptr: (F, E, ROW); gw_ptr: (F, CF, LG). Grid: F * cdiv(E, BLOCK_M)."""
-    focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
-    cols = tl.arange(0, CF_P)
-    cmask = cols < CF
-    mask = emask[:, None] & cmask[None, :]
-    row = (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None]
-    sig_row = (focus.to(tl.int64) * E * LG + edges * LG)[:, None]
-    gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
-    s = tl.load(z_ptr + row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
-    for g0 in range(0, LG, CF):
-        sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
-        tl.store(sigma_ptr + sig_row + (g0 + cols)[None, :], sigma, mask=mask)
-        gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-        acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
-    gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
-    tl.store(gzs_ptr + (focus.to(tl.int64) * E * CF + edges * CF)[:, None] + cols[None, :], gz_s, mask=mask)
+    tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 
 
 @triton.jit

@@ -312,18 +312,15 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=N
     W0^T and w1t = W1^T (``transposed``; for 3xfp16 their ``_weights`` tuples). With
     ``cfg.sigma_pass`` the relay's sigma kernel writes sigma (F, E, LG) float32 into ``sigma``
     (allocated here when None) first and the fused kernel reads it; else every program
-    recomputes it. A ``cfg.wgmma`` config runs the Gluon fused kernel where it can
-    (``_fused_wgmma``), else this Triton route: the same bits."""
+    recomputes it."""
     from .kernels import so2_bwd_fused_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
-    precision = cfg.dot_precision(_ieee(g_cur))
-    if cfg.sigma_pass and sigma is None:
-        sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=g_cur.device)
-    if cfg.wgmma and precision == FP16X3 and _fused_wgmma(g_cur, z, gw, sigma, w0t, w1t, out, d, cfg):
-        return
     if cfg.sigma_pass:
+        if sigma is None:
+            sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=g_cur.device)
         _sigma(z, gw, sigma, d)
         launches.record("so2_bwd_sigma_pass")
+    precision = cfg.dot_precision(_ieee(g_cur))
     for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
         w, w_lo, w_scale = _weight_parts(wt, precision)
         so2_bwd_fused_kernel[tiled_grid(F, E, length, cfg)](
@@ -334,39 +331,6 @@ def fused_layer(g_cur, z, gw, w0t, w1t, out, d: So2Dims, cfg: So2Config, sigma=N
             BLOCK_N=cfg.block_n, CF_P=d.focus_dim, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     launches.record("so2_bwd_fused_layer")
-
-
-def _fused_wgmma(g_cur, z, gw, sigma, w0t, w1t, out, d: So2Dims, cfg: So2Config) -> bool:
-    """fused_layer through the Gluon kernels (a fused ``cfg.wgmma`` config, 3xfp16 split weights
-    w0t / w1t): kernels.so2_bwd_sigma_gzs_kernel writes sigma and gz_s (the m = 0 segment's
-    first K tile), then wgmma_kernels.so2_bwd_fused3x_wgmma_kernel runs both column passes.
-    False, having launched nothing, where either pass cannot run in Gluon (wgmma_applies, the
-    descriptors' layout): fused_layer's Triton route then runs the layer, with the same bits."""
-    from . import wgmma_kernels
-    from .kernels import so2_bwd_sigma_gzs_kernel
-    segments = []
-    for wt, start, length, seg_m0 in ((w0t, 0, d.m0, True), (w1t, d.m0, d.m1, False)):
-        w, w_lo, w_scale = _weight_parts(wt, FP16X3)
-        descs = wgmma_kernels.descriptors(w, w_lo, cfg.block_k, cfg.block_n) \
-            if wgmma_applies(g_cur, w, out, cfg, length) else None
-        if descs is None:
-            return False
-        segments.append((descs, w, w_scale, start, length, seg_m0))
-    F, E = g_cur.shape[0], g_cur.shape[1]
-    gz_s = torch.empty((F, E, d.focus_dim), dtype=torch.float32, device=g_cur.device)
-    so2_bwd_sigma_gzs_kernel[(F * cdiv(E, POINTWISE_BLOCK_M),)](
-        g_cur, z, gw, sigma, gz_s, E, d.row, d.m0, d.lg, d.focus_dim, IEEE=True, BLOCK_M=POINTWISE_BLOCK_M,
-        CF_P=d.focus_dim, num_warps=POINTWISE_WARPS, num_stages=1)
-    launches.record("so2_bwd_sigma_pass")
-    for descs, w, w_scale, start, length, seg_m0 in segments:
-        wgmma_kernels.so2_bwd_fused3x_wgmma_kernel[tiled_grid(F, E, length, cfg)](
-            g_cur, gz_s, sigma, *descs, w_scale, out, E, d.row, d.lg, start, length, start, length, w.shape[1],
-            w_scale.stride(0), SEGMENT_M0=seg_m0, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CF=d.focus_dim,
-            num_warps=cfg.num_warps,
-        )
-        launches.record("so2_bwd_fused3x_wgmma")
-    launches.record("so2_bwd_fused_layer")
-    return True
 
 
 # Weight gradients contract over the edges: (K x E) @ (E x N) per focus stream, K and N at most a

@@ -294,8 +294,8 @@ class So2Family(TuningFamily):
         if problem.forward:
             return ("so2_fwd_layer", "so2_fwd_final")
         bwd = (f"so2_bwd_{choice.route}_layer",) + (("so2_bwd_compose_gemm",) if choice.compose else ())
-        if choice.wgmma and _wgmma_runs_here():   # its layer GEMMs in Gluon, proven; elsewhere the Triton kernels
-            bwd += ("so2_gemm3x_wgmma",) + (("so2_bwd_fused3x_wgmma",) if choice.fused else ())
+        if choice.wgmma and _wgmma_runs_here():   # its layer GEMMs in Gluon, proven; elsewhere so2_gemm_kernel
+            bwd += ("so2_gemm3x_wgmma",)
         return ("so2_fwd_layer", *bwd) if problem.level3 else bwd
 
     def compare(self, problem: So2Problem, inputs: So2Inputs, got: dict, want: dict) -> list[str]:

@@ -7,9 +7,12 @@ accumulator a K tile, and Triton (3.6, 3.8) waits after each of the three wgmma
 (kernels.tile_product). Here the three are issued back to back and waited for once, with the
 weight head and tail tiles brought by TMA straight into a double-buffered shared-memory ring
 (registers holding them and their addresses spilled the larger tiles), while the activation
-tile, which is split in registers, is loaded through pointers a K tile ahead. No unfinished
-product crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 /
-C7514, benchmarks/results/2026-12-02-h200-t run 5).
+tile is loaded through pointers a K tile ahead, in the layout of wgmma's register A operand,
+and scaled and split there: its float16 head and tail never go through shared memory (with
+them stored to and read from it, Nsight Compute had L1/TEX the busiest unit at 76%; in
+registers the backward GEMM passes ran 1.02-1.09x faster, benchmarks/results/2026-12-02-h200-u
+runs 3-4). No unfinished product crosses the loop's back edge: where one does, ptxas
+serialises every wgmma (C7515 / C7514, benchmarks/results/2026-12-02-h200-t run 5).
 
 The arithmetic is so2_gemm_kernel's, operation for operation: the same row scales and float16
 splits of the activation tile (pow2 scale of the row's maximum), the same three products in
@@ -252,66 +255,6 @@ if gluon is not None:
         mbarrier.invalidate(bars.index(1))
         _epilogue(acc, out_ptr, res_ptr, z_ptr, sigma_ptr, alpha_ptr, F, E, ROW, CF, LG, N_START, N_LEN, focus,
                   edge0, n0, MODE, APPLY_ALPHA, BLOCK_M, BLOCK_N, num_warps)
-
-    @gluon.jit
-    def so2_bwd_fused3x_wgmma_kernel(
-        g_ptr, gzs_ptr, sigma_ptr, wd, wlod, wscale_ptr, out_ptr,
-        E, ROW, LG, K_START, K_LEN, N_START, N_LEN, w_rows, w_stride_k,
-        SEGMENT_M0: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CF: gl.constexpr,
-        num_warps: gl.constexpr,
-    ):
-        """kernels.so2_bwd_fused_kernel with SIGMA_LOADED and DOT_PRECISION "3xfp16" (its
-        docstring: segments and grid; BLOCK_K = CF, one K tile a sub-tile), its K tiles'
-        products as so2_gemm3x_wgmma_kernel's (the weights through the descriptors wd / wlod).
-        The gz tiles are g * sigma formed in registers, as the relay's pointwise kernel forms
-        them, except the m = 0 segment's first, gz_s, which kernels.so2_bwd_sigma_gzs_kernel
-        wrote beside sigma (it needs every gate group's g, z and gq). So the result is bitwise
-        the relay's (sigma kernel, pointwise kernel, then the 3xfp16 layer GEMM with the same
-        tiles, in Triton or in Gluon) and the Triton fused kernel's.
-
-        g_ptr, out_ptr (F, E, ROW); gzs_ptr (F, E, CF) and sigma_ptr (F, E, LG) float32."""
-        ablk: gl.constexpr = _a_layout(BLOCK_N, num_warps)
-        mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
-        w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, CF)
-        focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
-        first = focus.to(gl.int64) * E + edge0
-        n_k = K_LEN // CF
-
-        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
-        kk = gl.arange(0, CF, layout=gl.SliceLayout(0, ablk))
-        amask = ((edge0 + rows) < E)[:, None]
-        g_base = g_ptr + first * ROW
-        a_row = rows[:, None] * ROW
-        sig_base = sigma_ptr + first * LG
-        s_row = rows[:, None] * LG
-        inv_col = _column_scales(wscale_ptr, focus, w_stride_k, N_START, N_LEN, K_START, n0, BLOCK_N, num_warps)
-        w_row0 = focus * w_rows
-        w_col0 = N_START - K_START + n0
-        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, CF, BLOCK_N)
-        # K tile i reads g's sub-tile K_START + i CF and sigma's gate columns (i CF - SHIFT) % LG:
-        # on the m = 0 segment sub-tile i >= 1 is gate group i - 1 (tile 0 is gz_s), on the
-        # |m| = 1 segment the stripes' sub-tiles take the groups in order, twice.
-        if SEGMENT_M0:
-            SHIFT: gl.constexpr = CF
-            a = gl.load(gzs_ptr + first * CF + (rows[:, None] * CF + kk[None, :]), mask=amask, other=0.0)
-        else:
-            SHIFT: gl.constexpr = 0
-            a = gl.load(g_base + (a_row + (K_START + kk)[None, :]), mask=amask, other=0.0) \
-                * gl.load(sig_base + (s_row + kk[None, :]), mask=amask, other=0.0)
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        for i in range(n_k):
-            # the next K tile's g and sigma first (masked off past the last tile)
-            ok = amask & (i + 1 < n_k)
-            g_next = gl.load(g_base + (a_row + (K_START + (i + 1) * CF + kk)[None, :]), mask=ok, other=0.0)
-            sig_next = gl.load(sig_base + (s_row + (((i + 1) * CF - SHIFT) % LG + kk)[None, :]), mask=ok, other=0.0)
-            acc, p = _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0,
-                             w_col0, CF, BLOCK_N, num_warps)
-            a = g_next * sig_next
-        mbarrier.invalidate(bars.index(0))
-        mbarrier.invalidate(bars.index(1))
-        _epilogue(acc, out_ptr, g_ptr, out_ptr, out_ptr, out_ptr, 1, E, ROW, CF, LG, N_START, N_LEN, focus,
-                  edge0, n0, BWD, False, BLOCK_M, BLOCK_N, num_warps)
 
 
 def descriptors(w: torch.Tensor, w_lo: torch.Tensor, block_k: int, block_n: int):
