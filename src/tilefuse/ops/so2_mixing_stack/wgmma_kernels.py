@@ -39,8 +39,7 @@ from .kernels import BWD, BWD_HEAD, FINAL, FWD_GATED  # noqa: F401 - so2_gemm_ke
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                                 warpgroup_mma_wait)
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses so2_gemm_kernel
     gluon = None
@@ -100,7 +99,7 @@ if gluon is not None:
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 16])
 
     @gluon.jit
-    def _ring(wd, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr):
+    def _ring(wd, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr):
         """The K loop's shared memory: two slots each of the weight head and tail tiles (in the
         descriptor ``wd``'s layout), and their two mbarriers."""
         w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
@@ -216,15 +215,15 @@ if gluon is not None:
         """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
         grid and program order), the weights through the descriptors wd / wlod (heads / tails
         as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
-        ablk: gl.constexpr = _a_layout(BLOCK_N, num_warps)
+        a_layout: gl.constexpr = _a_layout(BLOCK_N, num_warps)
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
-        w_s, wlo_s, bars = _ring(wd, BLOCK_M, BLOCK_N, BLOCK_K)
+        w_s, wlo_s, bars = _ring(wd, BLOCK_N, BLOCK_K)
         focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
         first = focus.to(gl.int64) * E + edge0
         n_k = K_LEN // BLOCK_K
 
-        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, ablk))
-        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, ablk))
+        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, a_layout))
+        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, a_layout))
         amask = ((edge0 + rows) < E)[:, None]
         if MODE == BWD_HEAD:   # a edge-major: row (edge, focus) at (edge * F + focus) * ROW
             a_base = a_ptr + (edge0 * F + focus) * ROW + K_START
