@@ -105,6 +105,9 @@ def gemm3x_ws_kernel(a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, F, E, ROW, K
                       edge0, n0, BWD, False, BLOCK_M, BLOCK_N, num_warps)
             _cta_barrier()   # the epilogue's shared tile is read before the next one is written
             acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
+            # a fresh ignored accumulator operand: the last product's registers need not live
+            # through the epilogue
+            p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         a = a_next
     mbarrier.invalidate(bar.index(0))
 
