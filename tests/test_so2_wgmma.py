@@ -82,6 +82,21 @@ def test_descriptors_refuse_weights_outside_the_contract():
     assert wgmma_kernels.descriptors(odd, odd.clone(), 16, 64) is None
 
 
+@pytest.mark.skipif(wgmma_kernels.gluon is None, reason="this Triton has no Gluon Hopper API")
+def test_activation_descriptor_refuses_activations_outside_the_contract():
+    a = torch.zeros(2, 100, 48)
+    focus_major = wgmma_kernels.activation_descriptor(a, False, 64, 16)
+    edge_major = wgmma_kernels.activation_descriptor(a, True, 64, 16)
+    assert list(focus_major.shape) == [200, 48] and list(edge_major.shape) == [2, 4800]
+    assert list(focus_major.block_shape) == [64, 16]
+    misaligned = torch.zeros(2 * 100 * 48 + 1)[1:].view(2, 100, 48)                         # base 4 bytes off
+    assert wgmma_kernels.activation_descriptor(misaligned, False, 64, 16) is None
+    assert wgmma_kernels.activation_descriptor(a.transpose(0, 1), False, 64, 16) is None    # not contiguous
+    assert wgmma_kernels.activation_descriptor(a.double(), False, 64, 16) is None           # not float32
+    assert wgmma_kernels.activation_descriptor(torch.zeros(2, 10, 18), False, 64, 16) is None   # 72-byte rows
+    assert wgmma_kernels.activation_descriptor(a[0], False, 64, 16) is None                 # not (F, E, ROW)
+
+
 def _stack(device, cfg, edges=37, seed=0):
     """Forward + backward (grad_u0, grad_alpha) of the stack at lmax 1, Cf 16 with ``cfg``,
     and the launches it made."""
@@ -126,7 +141,8 @@ cases = [(cf, tile, mode) for tile in WGMMA_TILES for mode in (K.FWD_GATED, K.FI
 for cf, (bm, bn, warps, _), mode in cases:
     lay = gl.NVMMASharedLayout.get_default_for([cf, bn], gl.float16)
     desc = "tensordesc<fp16[%d, %d],%s>" % (cf, bn, lay)
-    sig = {"a_ptr": "*fp32", "wd": desc, "wlod": desc, "wscale_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32",
+    adesc = "tensordesc<fp32[%d, %d],%s>" % (bm, cf, gl.NVMMASharedLayout.get_default_for([bm, cf], gl.float32))
+    sig = {"ad": adesc, "wd": desc, "wlod": desc, "wscale_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32",
            "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
     ce = dict(MODE=mode, APPLY_ALPHA=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cf, num_warps=warps)
     src = GluonASTSource(W.so2_gemm3x_wgmma_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
@@ -206,6 +222,23 @@ def test_wgmma_kernel_is_bitwise_so2_gemm_kernel(tile, mode, apply_alpha):
         assert not torch.isnan(got[..., seg["n_start"]:seg["n_start"] + seg["n_len"]]).any()
         if m == kernels.FWD_GATED:
             assert torch.equal(got_z.view(torch.int32), want_z.view(torch.int32))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_activations_outside_the_descriptor_contract_take_the_triton_kernel():
+    """A misaligned activation base (no TMA descriptor) launches so2_gemm_kernel: the same bits."""
+    d, a, res, sigma, alpha, weights, seg = _segment_inputs(kernels.BWD, 3, 32, 1000, seed=5)
+    shifted = torch.empty(a.numel() + 1, device="cuda")[1:].view(a.shape)
+    shifted.copy_(a)
+    outs = []
+    for act, wgmma in ((a, False), (shifted, True)):
+        cfg = So2Config(64, 64, 32, 4, 2, precision=FP16X3, wgmma=wgmma)
+        out = torch.full_like(res, float("nan"))
+        with launches.counting() as seen:
+            launch._gemm(kernels.BWD, act, weights, res, out, d, cfg, **seg)
+        assert not seen["so2_gemm3x_wgmma"]
+        outs.append(out)
+    assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32))
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")

@@ -157,16 +157,18 @@ def wgmma_applies(a, w, out, cfg: So2Config, k_len: int) -> bool:
 def _gemm_wgmma(mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alpha, d, cfg, F, E, k_start, k_len,
                 n_start, n_len) -> bool:
     """_gemm through wgmma_kernels.so2_gemm3x_wgmma_kernel (So2Config.wgmma); False, having
-    launched nothing, where it does not apply (wgmma_applies, or weights outside the
-    descriptors' layout)."""
+    launched nothing, where it does not apply (wgmma_applies, or activations or weights outside
+    the descriptors' layout)."""
     from . import wgmma_kernels
+    from .kernels import BWD_HEAD
     if not wgmma_applies(a, w, out, cfg, k_len):
         return False
     descs = wgmma_kernels.descriptors(w, w_lo, cfg.block_k, cfg.block_n)
-    if descs is None:
+    ad = wgmma_kernels.activation_descriptor(a, mode == BWD_HEAD, cfg.block_m, cfg.block_k)
+    if descs is None or ad is None:
         return False
     wgmma_kernels.so2_gemm3x_wgmma_kernel[tiled_grid(F, E, n_len, cfg)](
-        a, *descs, w_scale, res, out,
+        ad, *descs, w_scale, res, out,
         z if z is not None else out, sigma if sigma is not None else out, alpha if alpha is not None else out,
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg, w.shape[1], w_scale.stride(0),
         MODE=getattr(mode, "value", mode), APPLY_ALPHA=apply_alpha,   # the kernels' modes are tl.constexprs

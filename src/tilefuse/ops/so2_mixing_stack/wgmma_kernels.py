@@ -6,13 +6,16 @@ Why Gluon: so2_gemm_kernel's 3xfp16 K loop sums three tensor-core products from 
 accumulator a K tile, and Triton (3.6, 3.8) waits after each of the three wgmma
 (kernels.tile_product). Here the three are issued back to back and waited for once, with the
 weight head and tail tiles brought by TMA straight into a double-buffered shared-memory ring
-(registers holding them and their addresses spilled the larger tiles), while the activation
-tile is loaded through pointers a K tile ahead, in the layout of wgmma's register A operand,
-and scaled and split there: its float16 head and tail never go through shared memory (with
-them stored to and read from it, Nsight Compute had L1/TEX the busiest unit at 76%; in
-registers the backward GEMM passes ran 1.02-1.09x faster, benchmarks/results/2026-12-02-h200-u
-runs 3-4). No unfinished product crosses the loop's back edge: where one does, ptxas
-serialises every wgmma (C7515 / C7514, benchmarks/results/2026-12-02-h200-t run 5).
+(registers holding them and their addresses spilled the larger tiles). The float32 activation
+tiles come by TMA too, into a ring of A_STAGES slots, and each is read from there in the layout
+of wgmma's register A operand and scaled and split in registers: its float16 head and tail
+never go through shared memory (with them stored to and read from it, Nsight Compute had
+L1/TEX the busiest unit at 76%; in registers the backward GEMM passes ran 1.02-1.09x faster,
+benchmarks/results/2026-12-02-h200-u runs 3-4). The activation tiles were loaded through
+pointers a K tile ahead before: by TMA the backward GEMM pair ran 1.03-1.39x faster at the
+benchmark shapes, bitwise the same (results/2026-12-03-h200-v run 2). No unfinished product
+crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 / C7514,
+benchmarks/results/2026-12-02-h200-t run 5).
 
 The arithmetic is so2_gemm_kernel's, operation for operation: the same row scales and float16
 splits of the activation tile (pow2 scale of the row's maximum), the same three products in
@@ -23,7 +26,11 @@ kernels do not run in Triton's interpreter: ``available`` says where they run, a
 takes so2_gemm_kernel elsewhere (the same bits).
 
 Layout contract (launch.py checks it and otherwise falls back): fp32 activations (F, E, ROW)
-focus-major, or (E, F, ROW) edge-major for BWD_HEAD; the weight heads and tails float16
+focus-major, or (E, F, ROW) edge-major for BWD_HEAD, contiguous with a 16-byte aligned base,
+read through a 2-D descriptor (``activation_descriptor``) with tiles [BLOCK_M, BLOCK_K]: over
+(F * E, ROW) focus-major, where a row block's rows past E are the next focus's first rows (read,
+multiplied and never stored: a GEMM's rows do not mix) and rows past F * E read as zeros;
+over (E, F * ROW) edge-major; the weight heads and tails float16
 contiguous (F, K_W, N_W), read through 2-D descriptors over (F * K_W, N_W) with tiles
 [BLOCK_K, BLOCK_N]; K_LEN a multiple of BLOCK_K (a K tile never reaches into the next focus's
 rows); the inverse column scales (F, N_W) float32.
@@ -54,6 +61,12 @@ def available(device: torch.device) -> bool:
 
 
 if gluon is not None:
+    # The activation ring's depth. Two slots (a K tile loading while the last is multiplied)
+    # were the fastest or within the spread of three and four at every tile and shape of
+    # results/2026-12-03-h200-v run 2, and take the least shared memory (at Cf 64 three slots
+    # left two 64x64 programs an SM, two slots three).
+    A_STAGES = gl.constexpr(2)
+
     # Gluon is experimental and its names move: triton 3.6 calls the TMA load
     # async_copy_global_to_shared and the CTA barrier thread_barrier, 3.8 async_load and barrier.
     _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
@@ -206,54 +219,85 @@ if gluon is not None:
                 gl.store((out_ptr + base) + offs, (res + y).to(out_ptr.dtype.element_ty), mask=mask)
 
     @gluon.jit
+    def _a_tile(ad, a_s, a_bars, a_row0, a_col0, k_tile, n_k, A_STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+                BLOCK_K: gl.constexpr):
+        """TMA: K tile ``k_tile``'s activation tile into ring slot k_tile % A_STAGES, if
+        k_tile < n_k."""
+        slot = k_tile % A_STAGES
+        ok = k_tile < n_k
+        mbarrier.expect(a_bars.index(slot), BLOCK_M * BLOCK_K * 4, pred=ok)
+        _tma_load(ad, [a_row0, a_col0 + k_tile * BLOCK_K], a_bars.index(slot), a_s.index(slot), pred=ok)
+
+    @gluon.jit
     def so2_gemm3x_wgmma_kernel(
-        a_ptr, wd, wlod, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
+        ad, wd, wlod, wscale_ptr, res_ptr, out_ptr, z_ptr, sigma_ptr, alpha_ptr,
         F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
         MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
     ):
         """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
-        grid and program order), the weights through the descriptors wd / wlod (heads / tails
-        as 2-D (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
+        grid and program order), the activations through the descriptor ad (module docstring;
+        tiles [BLOCK_M, BLOCK_K]), the weights through wd / wlod (heads / tails as 2-D
+        (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
         a_layout: gl.constexpr = _a_layout(BLOCK_N, num_warps)
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
         w_s, wlo_s, bars = _ring(wd, BLOCK_N, BLOCK_K)
+        a_s = gl.allocate_shared_memory(gl.float32, [A_STAGES, BLOCK_M, BLOCK_K], ad.layout)
+        a_bars = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(A_STAGES):
+            mbarrier.init(a_bars.index(s), count=1)
         focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
-        first = focus.to(gl.int64) * E + edge0
         n_k = K_LEN // BLOCK_K
-
-        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, a_layout))
-        kk = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, a_layout))
-        amask = ((edge0 + rows) < E)[:, None]
-        if MODE == BWD_HEAD:   # a edge-major: row (edge, focus) at (edge * F + focus) * ROW
-            a_base = a_ptr + (edge0 * F + focus) * ROW + K_START
-            a_row = rows[:, None] * (F * ROW)
+        if MODE == BWD_HEAD:   # a edge-major (E, F * ROW): focus f's K columns start at f * ROW
+            a_row0 = edge0.to(gl.int32)
+            a_col0 = focus * ROW + K_START
             if APPLY_ALPHA:
+                rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, a_layout))
                 a_alpha = gl.load(alpha_ptr + (edge0 + rows) * F + focus, mask=(edge0 + rows) < E,
                                   other=0.0).to(gl.float32)
-        else:
-            a_base = a_ptr + first * ROW + K_START
-            a_row = rows[:, None] * ROW
+        else:                  # a focus-major (F * E, ROW)
+            a_row0 = (focus.to(gl.int64) * E + edge0).to(gl.int32)
+            a_col0 = K_START
+        for s in gl.static_range(A_STAGES):
+            _a_tile(ad, a_s, a_bars, a_row0, a_col0, s, n_k, A_STAGES, BLOCK_M, BLOCK_K)
         inv_col = _column_scales(wscale_ptr, focus, w_stride_k, N_START, N_LEN, K_START, n0, BLOCK_N, num_warps)
         w_row0 = focus * w_rows
         w_col0 = N_START - K_START + n0
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, BLOCK_K, BLOCK_N)
-        a = gl.load(a_base + (a_row + kk[None, :]), mask=amask, other=0.0)
         for i in range(n_k):
-            # the next K tile's activations first (masked off past the last tile)
-            a_next = gl.load(a_base + (a_row + ((i + 1) * BLOCK_K + kk)[None, :]), mask=amask & (i + 1 < n_k),
-                             other=0.0)
+            slot = i % A_STAGES
+            mbarrier.wait(a_bars.index(slot), (i // A_STAGES) & 1)
+            a = a_s.index(slot).load(a_layout)
             if MODE == BWD_HEAD and APPLY_ALPHA:
                 a = _head_g(a, a_alpha[:, None])
+            # _k_step's CTA barrier comes after every warp's read of slot i % A_STAGES, so the
+            # slot takes K tile i + A_STAGES after it
             acc, p = _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0,
                              w_col0, BLOCK_K, BLOCK_N, num_warps)
-            a = a_next
+            _a_tile(ad, a_s, a_bars, a_row0, a_col0, i + A_STAGES, n_k, A_STAGES, BLOCK_M, BLOCK_K)
         mbarrier.invalidate(bars.index(0))
         mbarrier.invalidate(bars.index(1))
+        for s in gl.static_range(A_STAGES):
+            mbarrier.invalidate(a_bars.index(s))
         _epilogue(acc, out_ptr, res_ptr, z_ptr, sigma_ptr, alpha_ptr, F, E, ROW, CF, LG, N_START, N_LEN, focus,
                   edge0, n0, MODE, APPLY_ALPHA, BLOCK_M, BLOCK_N, num_warps)
+
+
+def activation_descriptor(a: torch.Tensor, edge_major: bool, block_m: int, block_k: int):
+    """The 2-D TMA descriptor over the float32 activations ``a`` for so2_gemm3x_wgmma_kernel:
+    (F, E, ROW) focus-major read as (F * E, ROW), or with ``edge_major`` (E, F, ROW) read as
+    (E, F * ROW), tiles [block_m, block_k]; None where the layout contract (module docstring)
+    does not hold: contiguous, a 16-byte aligned base, rows a multiple of 16 bytes, and the
+    tile coordinates inside int32."""
+    if gluon is None or a.dtype != torch.float32 or a.dim() != 3 or not a.is_contiguous():
+        return None
+    rows, width = (a.shape[0], a.shape[1] * a.shape[2]) if edge_major else (a.shape[0] * a.shape[1], a.shape[2])
+    if a.data_ptr() % 16 or (width * 4) % 16 or rows + block_m >= 2 ** 31 or width >= 2 ** 31:
+        return None
+    layout = gl.NVMMASharedLayout.get_default_for([block_m, block_k], gl.float32)
+    return TensorDescriptor.from_tensor(a.view(rows, width), [block_m, block_k], layout)
 
 
 def descriptors(w: torch.Tensor, w_lo: torch.Tensor, block_k: int, block_n: int):
