@@ -11,9 +11,10 @@ tiles come by TMA too, into a ring of A_STAGES slots, and each is read from ther
 of wgmma's register A operand and scaled and split in registers: its float16 head and tail
 never go through shared memory (with them stored to and read from it, Nsight Compute had
 L1/TEX the busiest unit at 76%; in registers the backward GEMM passes ran 1.02-1.09x faster,
-benchmarks/results/2026-12-02-h200-u runs 3-4). The activation tiles were loaded through
-pointers a K tile ahead before: by TMA the backward GEMM pair ran 1.03-1.39x faster at the
-benchmark shapes, bitwise the same (results/2026-12-03-h200-v run 2). No unfinished product
+benchmarks/results/2026-12-02-h200-u runs 3-4). The TMA ring keeps a tile in flight without
+registers or per-element addresses: against pointer loads a K tile ahead the backward GEMM
+pair ran 1.03-1.39x faster at the benchmark shapes, bitwise the same (results/2026-12-03-h200-v
+run 2). No unfinished product
 crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 / C7514,
 benchmarks/results/2026-12-02-h200-t run 5).
 
