@@ -170,39 +170,6 @@ def test_fused_sigma_pass_reads_the_sigma_kernels_output(monkeypatch, device):
     assert torch.equal(layer(False), recomputed)     # the recomputing kernel never reads the buffer
 
 
-@pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges", [(3, 2, 32, 37), (2, 1, 48, 33), (2, 2, 16, 1)],
-                         ids=["L3-F2-C32-E37", "L2-F1-C48-E33", "L2-F2-C16-E1"])
-def test_pointwise_recomputes_the_sigma_kernels_sigma(lmax, n_focus, focus_dim, n_edges, device):
-    """The relay's pointwise kernel with sigma recomputed from z (what relay_layer runs) writes
-    the same gz and gq, bit for bit, as the sigma kernel followed by the pointwise kernel
-    reading its surface; and it never reads the sigma pointer (NaN there changes nothing).
-    Partial row blocks, a Cf that is not a power of two (padded gate lanes), one edge."""
-    from tilefuse.ops.so2_mixing_stack import kernels
-    d, inputs = make(lmax, n_focus, focus_dim, n_edges, device, grad=False)
-    u0, alpha, w0, w1, gw = inputs
-    _, z_all, _ = launch.forward(u0, alpha, w0, w1, gw, d, True)
-    z, gwc = z_all[0], gw[0].contiguous()
-    g = torch.randn(n_focus, n_edges, d.row, generator=torch.Generator().manual_seed(5)).to(device)
-    grid = (n_focus * -(-n_edges // launch.POINTWISE_BLOCK_M),)
-    outs = {}
-    for loaded in (True, False):
-        sigma = torch.full((n_focus, n_edges, d.lg), float("nan"), device=device)
-        if loaded:
-            launch._sigma(z, gwc, sigma, d)
-        gz = torch.full_like(g, float("nan"))
-        gq = torch.full((n_focus, n_edges, d.lg), float("nan"), device=device)
-        kernels.so2_bwd_pointwise_kernel[grid](
-            g, z, sigma, gwc, gz, gq, n_edges, d.row, d.m0, d.lg, d.focus_dim, WRITE_GQ=True,
-            SIGMA_LOADED=loaded, IEEE=True, BLOCK_M=launch.POINTWISE_BLOCK_M,
-            CF_P=configs.cf_padded(focus_dim), num_warps=launch.POINTWISE_WARPS, num_stages=1)
-        outs[loaded] = gz, gq
-    for want, got in zip(outs[True], outs[False]):
-        assert not torch.isnan(got).any()
-        assert torch.equal(got, want)
-    if n_edges > 1:   # not a vacuous comparison: the gating moved gz away from g
-        assert not torch.equal(outs[False][0][..., d.focus_dim:], g[..., d.focus_dim:])
-
-
 def test_every_guard_false_side_routes_to_the_relay(tuning_table, device):
     lmax, focus_dim = 2, 32
     _register_fused(lmax, focus_dim)

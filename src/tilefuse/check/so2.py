@@ -176,7 +176,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     fused_cfgs = _fused_bench_configs(focus_dim, chosen) if configs.fused_supported(focus_dim, True) else []
     surface = 2 * n_edges * d.row * 4          # one (F, E, ROW) fp32 surface
     sigma_bytes = 2 * n_edges * d.lg * 4
-    relay_bytes = 6 * surface   # pointwise g, z read + gz written (sigma recomputed there); GEMM gz, g read + out written
+    relay_bytes = 6 * surface + 2 * sigma_bytes   # sigma w+r; pointwise g,z r + gz w; GEMM gz,g r + out w
     fused_bytes = 3 * surface                                    # g, z read; g_next written
     common = {"table_picks": chosen.name, "relay_layer_bytes": relay_bytes, "fused_layer_bytes": fused_bytes,
               "copy_ceiling_gbs": copy_gbs}
@@ -189,7 +189,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     sig = torch.empty((2, n_edges, d.lg), dtype=torch.float32, device="cuda")
     gz = torch.empty_like(g_cur)
 
-    layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0t, w1t, g_next, gz, None, d, relay_cfg)}
+    layer = {"relay layer": lambda: launch.relay_layer(g_cur, z, gwc, w0t, w1t, g_next, sig, gz, None, d, relay_cfg)}
     floors = {}   # the fused floor of each fused layer; a sigma pass also writes and reads sigma
     for cfg in fused_cfgs:
         layer["fused layer " + cfg.name] = (

@@ -430,18 +430,15 @@ def scalar_backward(g_ptr, z_ptr, row, cols, mask, acc):
 def so2_bwd_pointwise_kernel(
     g_ptr, z_ptr, sigma_ptr, gw_ptr, gz_ptr, gq_ptr,
     E, ROW, M0, LG, CF,
-    WRITE_GQ: tl.constexpr, SIGMA_LOADED: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
-    CF_P: tl.constexpr,
+    WRITE_GQ: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CF_P: tl.constexpr,
 ):
     """Relay step 2: gz (F, E, ROW) and, with WRITE_GQ, gq (F, E, LG) float32.
 
     Per gate group (its m = 0 sub-tile and its two stripe sub-tiles):
     gz = g * sigma, gsigma = sum of g * z over the three, gq = gsigma * sigma * (1 - sigma);
     then gz_s = g_s * s0 * (1 + s (1 - s0)) + sum over groups of gq @ gw^T (group order).
-    sigma: with SIGMA_LOADED read from sigma_ptr (F, E, LG) float32 (so2_bwd_sigma_kernel's
-    output); else recomputed here from the saved scalars s = z[..., :CF] by the sigma kernel's
-    own helper (gate_sigma_group: the same values), and sigma_ptr is not read.
-    g_ptr, z_ptr: (F, E, ROW); gw_ptr: (F, CF, LG). Grid: F * cdiv(E, BLOCK_M).
+    g_ptr, z_ptr: (F, E, ROW); sigma_ptr: (F, E, LG) fp32; gw_ptr: (F, CF, LG).
+    Grid: F * cdiv(E, BLOCK_M).
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     cols = tl.arange(0, CF_P)
@@ -450,15 +447,9 @@ def so2_bwd_pointwise_kernel(
     row = (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None]
     sig_row = (focus.to(tl.int64) * E * LG + edges * LG)[:, None]
     gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
-    s = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
-    if not SIGMA_LOADED:   # loaded as so2_bwd_sigma_kernel loads it
-        s = tl.load(z_ptr + row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
     for g0 in range(0, LG, CF):
-        if SIGMA_LOADED:
-            sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
-        else:
-            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
+        sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
         gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
         tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
         tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)

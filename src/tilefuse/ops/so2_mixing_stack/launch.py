@@ -3,7 +3,7 @@
 Forward, per gated layer: the gate kernel (scalar block s, its activation, sigma) and the gated
 GEMM over the m = 0 gated columns and the |m| = 1 columns (residual and gating in the
 epilogue); then the final layer GEMM, stored edge-major with alpha.
-Backward relay, per gated layer in reverse: pointwise (sigma recomputed, gz, gq) -> transposed-
+Backward relay, per gated layer in reverse: sigma recompute -> pointwise (gz, gq) -> transposed-
 weight GEMM with the residual. Weight gradients use batched GEMMs (torch, chunked over the edges:
 ``weight_grad``) over the materialised gz/gq and the inputs recovered backwards,
 u_l = u_{l+1} - act(z_l).
@@ -290,25 +290,21 @@ def _sigma(z, gw, sigma, d: So2Dims) -> None:
                                                        num_warps=SIGMA_WARPS, num_stages=1)
 
 
-def relay_layer(g_cur, z, gw, w0t, w1t, out, gz, gq, d: So2Dims, cfg: So2Config):
-    """One gated layer's relay: gz (F, E, ROW) and, when ``gq`` is given, gq (F, E, LG), with
-    the gate's sigma recomputed from z's scalars inside the pointwise kernel; then out = g_cur +
-    [gz_m0 @ w0^T | gz_m1 @ w1^T], given the layer's w0t = W0^T and w1t = W1^T (``transposed``;
-    for a level-3 split their ``_weights`` tuples, ``_gemm_t``), by so2_gemm_kernel, or by
-    cuBLAS for a ``compose`` config (compose.py).
-
-    sigma in the pointwise kernel (SIGMA_LOADED=False) rather than from the sigma kernel's
-    (F, E, LG) surface: the same values (the same helper, kernels.gate_sigma_group), one launch
-    and a write and a read of that surface less per layer."""
+def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2Config):
+    """One gated layer's relay: sigma (F, E, LG) recomputed from z; gz (F, E, ROW) and, when
+    ``gq`` is given, gq (F, E, LG); then out = g_cur + [gz_m0 @ w0^T | gz_m1 @ w1^T], given the
+    layer's w0t = W0^T and w1t = W1^T (``transposed``; for a level-3 split their ``_weights``
+    tuples, ``_gemm_t``), by so2_gemm_kernel, or by cuBLAS for a ``compose`` config (compose.py)."""
     from .kernels import so2_bwd_pointwise_kernel
     F, E = g_cur.shape[0], g_cur.shape[1]
     # num_stages=1 (here and in _sigma): the group loop needs no software pipelining
     # (memory-bound, one program per BLOCK_M edges); Triton's default of 3 stages asked for
     # 368 KiB of shared memory at focus_dim 96-128 on the H200 (limit 227 KiB).
+    _sigma(z, gw, sigma, d)
     so2_bwd_pointwise_kernel[(F * cdiv(E, POINTWISE_BLOCK_M),)](
-        g_cur, z, gz, gw, gz, gz if gq is None else gq, E, d.row, d.m0, d.lg, d.focus_dim,
-        WRITE_GQ=gq is not None, SIGMA_LOADED=False, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M,
-        CF_P=cf_padded(d.focus_dim), num_warps=POINTWISE_WARPS, num_stages=1)
+        g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg, d.focus_dim,
+        WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
+        num_warps=POINTWISE_WARPS, num_stages=1)
     _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
@@ -424,9 +420,9 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
         _gemm_t(g, _layer(w0t, ng), _layer(w1t, ng), g, g_cur, d, cfg)
     else:
         _gemm_t(grad_out_c, _layer(w0t, ng), _layer(w1t, ng), grad_out_c, g_cur, d, cfg, head=(alpha_c, apply_alpha))
-    # The relay's intermediates (the fused kernel keeps gz in registers); sigma is a surface
-    # only for the fused route's sigma pass (the relay recomputes it in its pointwise kernel).
-    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if cfg.fused and cfg.sigma_pass else None
+    # The relay's intermediates (the fused kernel keeps gz in registers; sigma too unless the
+    # config has the sigma pass).
+    sigma = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if not cfg.fused or cfg.sigma_pass else None
     if not cfg.fused:
         gz = torch.empty_like(g_cur)
         gq = torch.empty((F, E, d.lg), dtype=torch.float32, device=dev) if weight_grads else None
@@ -438,7 +434,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             fused_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, d, cfg, sigma)
             g_cur = g_next
             continue
-        relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, gz, gq, d, cfg)
+        relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
             u_l = u_next - gate_act(z, gwc[layer], d)[0]
             weight_grad(u_l[..., :d.m0], gz[..., :d.m0], dws[0][layer])
