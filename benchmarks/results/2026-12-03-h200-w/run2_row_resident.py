@@ -110,7 +110,8 @@ def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, g_base, 
 @gluon.jit
 def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0scale_ptr, w1d, w1lod, w1scale_ptr,
                               out_ptr, E, L: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr,
-                              BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+                              BLOCK_N: gl.constexpr, num_warps: gl.constexpr, PHASES: gl.constexpr = 3):
+    # PHASES (run 3's decomposition, results wrong unless 3): bit 0 runs phase 1, bit 1 phase 2
     M0: gl.constexpr = (L + 1) * CF
     M1: gl.constexpr = 2 * L * CF
     LG: gl.constexpr = L * CF
@@ -150,7 +151,7 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
     s_row = rows[:, None] * LG
     DOT_K: gl.constexpr = 16
     acc_s = gl.zeros([BLOCK_M, CF], gl.float32, layout=ablk)
-    for j in range(L):   # a loop, not unrolled: each group's seven tiles, not all groups' at once
+    for j in range(L if PHASES % 2 == 1 else 0):   # a loop, not unrolled: each group's seven tiles, not all groups' at once
         g0 = j * CF
         sigma = gl.load(sig_base + s_row + (g0 + kk)[None, :], mask=amask, other=0.0)
         g_a = gl.load(g_base + a_row + (CF + g0 + kk)[None, :], mask=amask, other=0.0)
@@ -172,12 +173,16 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
         for k0 in gl.static_range(0, CF, DOT_K):
             acc_s = gl.dot_fma(gq_s.slice(k0, DOT_K, dim=1).load(gl.DotOperandLayout(0, ablk, 0)),
                                gwt_s.slice(k0, DOT_K, dim=0).load(gl.DotOperandLayout(1, ablk, 0)), acc_s)
-    g_s = gl.load(g_base + a_row + kk[None, :], mask=amask, other=0.0)
-    s = gl.load(z_base + a_row + kk[None, :], mask=amask, other=0.0)
-    s0 = _sigmoid(s)
-    _stash(g_s * s0 * (1.0 + s * (1.0 - s0)) + acc_s, 0, hi_s, lo_s, inv_s)
+    if PHASES % 2 == 1:
+        g_s = gl.load(g_base + a_row + kk[None, :], mask=amask, other=0.0)
+        s = gl.load(z_base + a_row + kk[None, :], mask=amask, other=0.0)
+        s0 = _sigmoid(s)
+        _stash(g_s * s0 * (1.0 + s * (1.0 - s0)) + acc_s, 0, hi_s, lo_s, inv_s)
     fence_async_shared()
     _cta_barrier()
+    if PHASES // 2 == 0:   # phase 1 only: one element out, so that nothing is dead code
+        gl.store(out_ptr + first * ROW + rows, hi_s.index(0).load(ablk).to(gl.float32).sum(axis=1), mask=(edge0 + rows) < E)
+        return
 
     # phase 2: both segments' GEMMs from the resident tiles
     orow = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
@@ -192,7 +197,7 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
     mbarrier.invalidate(bars.index(1))
 
 
-def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d):
+def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3):
     """out = the relay layer's result; w0t / w1t one layer's split W^T (launch._weights tuples)."""
     from tilefuse.ops.so2_mixing_stack import launch
     F, E = g_cur.shape[0], g_cur.shape[1]
@@ -201,7 +206,7 @@ def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d):
     d1 = W.descriptors(w1t[0], w1t[1], d.focus_dim, BLOCK_N)
     row_resident_layer_kernel[(F * -(-E // BLOCK_M),)](
         g_cur, z, gw, sigma, *d0, w0t[2], *d1, w1t[2], out, E, L=d.lmax, CF=d.focus_dim, BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, num_warps=4)
+        BLOCK_N=BLOCK_N, num_warps=4, PHASES=phases)
 
 
 def main(argv):
@@ -210,8 +215,11 @@ def main(argv):
     from tilefuse.ops.so2_mixing_stack.configs import FP16X3, So2Config
     from tilefuse.tuning.timing import interleaved
     shapes = [(647000, 3, 32), (300000, 6, 32), (400000, 2, 64)]
+    decompose = bool(argv and argv[0] == "--decompose")
     if argv and argv[0] == "--small":
         shapes = [(1000, 3, 32), (1037, 2, 64), (999, 6, 32)]
+    if decompose:   # run 3: where the row-resident kernel's time goes, at Neo
+        shapes = [(647000, 3, 32)]
     cfg = So2Config(64, 64, 32, 4, 2, precision=FP16X3, wgmma=True)
     print(torch.cuda.get_device_name(), torch.__version__)
     print("| shape | relay layer (sigma + pointwise + GEMM pair), ms | row-resident, ms | speedup | bitwise "
@@ -240,9 +248,20 @@ def main(argv):
             continue
         same = torch.equal(want, got)
         diff = float((got.double() - want.double()).norm() / (want.double() - g.double()).norm())
-        t = interleaved({
+        providers = {
             "relay": lambda: launch.relay_layer(g, z, gwc, w0t, w1t, want, sigma, gz, None, d, c),
-            "row": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, got, d)}, rounds=7, graphs=True)
+            "row": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, got, d)}
+        if decompose:
+            scratch = torch.empty_like(g)
+            providers.update({
+                "sigma kernel alone": lambda: launch._sigma(z, gwc, sigma, d),
+                "sigma + phase 1 alone": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, scratch, d, phases=1),
+                "sigma + phase 2 alone": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, scratch, d, phases=2),
+                "copy of one surface": lambda: scratch.copy_(g)})
+        t = interleaved(providers, rounds=7, graphs=True)
+        if decompose:
+            for name, v in t.items():
+                print(f"  {name}: {v.median_ms:.3f} ms [{v.min_ms:.3f}-{v.max_ms:.3f}]", flush=True)
         r, o = t["relay"], t["row"]
         print(f"| ({E}, {lmax}, {cf}) | {r.median_ms:.3f} [{r.min_ms:.3f}-{r.max_ms:.3f}] "
               f"| {o.median_ms:.3f} [{o.min_ms:.3f}-{o.max_ms:.3f}] | {r.median_ms / o.median_ms:.3f}x | {same} "
