@@ -59,35 +59,44 @@ def _stash(a, t, hi_s, lo_s, inv_s):
 
 
 @gluon.jit
-def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, g_base, out_base, emask_o, orow,
-             focus, it, T0: gl.constexpr, NK: gl.constexpr, N: gl.constexpr, COL0: gl.constexpr,
-             ROW: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-             num_warps: gl.constexpr):
+def _issue(wd, wlod, bars, w_s, wlo_s, slot, row, col, CF: gl.constexpr, BLOCK_N: gl.constexpr):
+    """TMA: one K tile's weight head and tail tiles into ring slot ``slot``."""
+    mbarrier.expect(bars.index(slot), 2 * CF * BLOCK_N * 2)
+    _tma_load(wd, [row, col], bars.index(slot), w_s.index(slot))
+    _tma_load(wlod, [row, col], bars.index(slot), wlo_s.index(slot))
+
+
+@gluon.jit
+def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, nwd, nwlod, n_row0, g_base, out_base,
+             emask_o, orow, focus, it, T0: gl.constexpr, NK: gl.constexpr, N: gl.constexpr, COL0: gl.constexpr,
+             HAS_NEXT: gl.constexpr, ROW: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr,
+             BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
     """One column segment: out[:, COL0 + n] = g[:, COL0 + n] + sum over its NK K tiles (from
     slot T0) of gz_t @ W^T[t, n], in BLOCK_N-column chunks. ``it`` counts the weight ring's
-    K tiles so far (slot it % 2, phase (it // 2) & 1); returns it."""
+    K tiles so far (slot it % 2, phase (it // 2) & 1); the segment's first weight tiles are
+    already on their way into slot it % 2 (the caller's, or the last segment's last step), and
+    its last step issues the next chunk's first tiles, or with HAS_NEXT the next segment's
+    (descriptors nwd / nwlod, its rows from n_row0). Returns it."""
     mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
     cvec: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    CHUNKS: gl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     w_row0 = focus * N
-    for c in gl.static_range((N + BLOCK_N - 1) // BLOCK_N):
+    for c in gl.static_range(CHUNKS):
         n0 = c * BLOCK_N
         cn = n0 + gl.arange(0, BLOCK_N, layout=cvec)
         inv_col = gl.convert_layout(gl.load(wscale_ptr + focus.to(gl.int64) * N + cn, mask=cn < N, other=0.0),
                                     gl.SliceLayout(0, mma))
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        slot = it % 2
-        mbarrier.expect(bars.index(slot), 2 * CF * BLOCK_N * 2)
-        _tma_load(wd, [w_row0, n0], bars.index(slot), w_s.index(slot))
-        _tma_load(wlod, [w_row0, n0], bars.index(slot), wlo_s.index(slot))
         for k in gl.static_range(NK):
             slot = it % 2
             _cta_barrier()   # every warp is past the last wait: the other slot is free
             if k + 1 < NK:
-                nxt = (it + 1) % 2
-                mbarrier.expect(bars.index(nxt), 2 * CF * BLOCK_N * 2)
-                _tma_load(wd, [w_row0 + (k + 1) * CF, n0], bars.index(nxt), w_s.index(nxt))
-                _tma_load(wlod, [w_row0 + (k + 1) * CF, n0], bars.index(nxt), wlo_s.index(nxt))
+                _issue(wd, wlod, bars, w_s, wlo_s, (it + 1) % 2, w_row0 + (k + 1) * CF, n0, CF, BLOCK_N)
+            elif c + 1 < CHUNKS:
+                _issue(wd, wlod, bars, w_s, wlo_s, (it + 1) % 2, w_row0, n0 + BLOCK_N, CF, BLOCK_N)
+            elif HAS_NEXT:
+                _issue(nwd, nwlod, bars, w_s, wlo_s, (it + 1) % 2, n_row0, 0, CF, BLOCK_N)
             mbarrier.wait(bars.index(slot), (it // 2) & 1)
             part = warpgroup_mma(lo_s.index(T0 + k), w_s.index(slot), p, use_acc=False, is_async=True)
             part = warpgroup_mma(hi_s.index(T0 + k), wlo_s.index(slot), part, is_async=True)
@@ -110,7 +119,8 @@ def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, g_base, 
 @gluon.jit
 def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0scale_ptr, w1d, w1lod, w1scale_ptr,
                               out_ptr, E, L: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr,
-                              BLOCK_N: gl.constexpr, num_warps: gl.constexpr, PHASES: gl.constexpr = 3):
+                              BLOCK_N: gl.constexpr, num_warps: gl.constexpr, PHASES: gl.constexpr = 3,
+                              FMA_CHAIN: gl.constexpr = False):
     # PHASES (run 3's decomposition, results wrong unless 3): bit 0 runs phase 1, bit 1 phase 2
     M0: gl.constexpr = (L + 1) * CF
     M1: gl.constexpr = 2 * L * CF
@@ -170,9 +180,16 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
         gq_s.store(gq)
         gwt_s.store(gl.load(gw_base + kk[None, :] * LG + (g0 + jj)[:, None]))   # (j, c) = gw[c, g0 + j]
         _cta_barrier()
-        for k0 in gl.static_range(0, CF, DOT_K):
-            acc_s = gl.dot_fma(gq_s.slice(k0, DOT_K, dim=1).load(gl.DotOperandLayout(0, ablk, 0)),
-                               gwt_s.slice(k0, DOT_K, dim=0).load(gl.DotOperandLayout(1, ablk, 0)), acc_s)
+        if FMA_CHAIN:
+            # the same chain one k at a time: c = fma(gq[:, k], gw^T[k, :], c), k ascending, with
+            # a column of gq and a row of gw^T read from shared memory per k (8 registers, where
+            # dot_fma's operands of 16 k take 128)
+            for k in gl.static_range(CF):
+                acc_s = gl.fma(gq_s.slice(k, 1, dim=1).load(ablk), gwt_s.slice(k, 1, dim=0).load(ablk), acc_s)
+        else:
+            for k0 in gl.static_range(0, CF, DOT_K):
+                acc_s = gl.dot_fma(gq_s.slice(k0, DOT_K, dim=1).load(gl.DotOperandLayout(0, ablk, 0)),
+                                   gwt_s.slice(k0, DOT_K, dim=0).load(gl.DotOperandLayout(1, ablk, 0)), acc_s)
     if PHASES % 2 == 1:
         g_s = gl.load(g_base + a_row + kk[None, :], mask=amask, other=0.0)
         s = gl.load(z_base + a_row + kk[None, :], mask=amask, other=0.0)
@@ -189,15 +206,17 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
     emask_o = (edge0 + orow) < E
     out_base = out_ptr + first * ROW
     it = 0
-    it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w0d, w0lod, w0scale_ptr, g_base, out_base, emask_o,
-                  orow, focus, it, 0, L + 1, M0, 0, ROW, CF, BLOCK_M, BLOCK_N, num_warps)
-    it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w1d, w1lod, w1scale_ptr, g_base, out_base, emask_o,
-                  orow, focus, it, L + 1, 2 * L, M1, M0, ROW, CF, BLOCK_M, BLOCK_N, num_warps)
+    _issue(w0d, w0lod, bars, w_s, wlo_s, 0, focus * M0, 0, CF, BLOCK_N)
+    it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w0d, w0lod, w0scale_ptr, w1d, w1lod, focus * M1, g_base,
+                  out_base, emask_o, orow, focus, it, 0, L + 1, M0, 0, True, ROW, CF, BLOCK_M, BLOCK_N, num_warps)
+    it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w1d, w1lod, w1scale_ptr, w1d, w1lod, 0, g_base,
+                  out_base, emask_o, orow, focus, it, L + 1, 2 * L, M1, M0, False, ROW, CF, BLOCK_M, BLOCK_N,
+                  num_warps)
     mbarrier.invalidate(bars.index(0))
     mbarrier.invalidate(bars.index(1))
 
 
-def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3):
+def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3, fma_chain=False):
     """out = the relay layer's result; w0t / w1t one layer's split W^T (launch._weights tuples)."""
     from tilefuse.ops.so2_mixing_stack import launch
     F, E = g_cur.shape[0], g_cur.shape[1]
@@ -206,7 +225,7 @@ def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3):
     d1 = W.descriptors(w1t[0], w1t[1], d.focus_dim, BLOCK_N)
     row_resident_layer_kernel[(F * -(-E // BLOCK_M),)](
         g_cur, z, gw, sigma, *d0, w0t[2], *d1, w1t[2], out, E, L=d.lmax, CF=d.focus_dim, BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, num_warps=4, PHASES=phases)
+        BLOCK_N=BLOCK_N, num_warps=4, PHASES=phases, FMA_CHAIN=fma_chain)
 
 
 def main(argv):
@@ -252,7 +271,12 @@ def main(argv):
             "relay": lambda: launch.relay_layer(g, z, gwc, w0t, w1t, want, sigma, gz, None, d, c),
             "row": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, got, d)}
         if decompose:
+            chain = torch.full_like(g, float("nan"))
+            row_resident_layer(g, z, gwc, w0t, w1t, sigma, chain, d, fma_chain=True)
+            print(f"  gz_s by a gl.fma chain: bitwise the relay's {torch.equal(chain, want)}", flush=True)
             scratch = torch.empty_like(g)
+            providers["row, gz_s by a gl.fma chain"] = lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, chain,
+                                                                                  d, fma_chain=True)
             providers.update({
                 "sigma kernel alone": lambda: launch._sigma(z, gwc, sigma, d),
                 "sigma + phase 1 alone": lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, scratch, d, phases=1),
