@@ -70,7 +70,7 @@ def _issue(wd, wlod, bars, w_s, wlo_s, slot, row, col, CF: gl.constexpr, BLOCK_N
 def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, nwd, nwlod, n_row0, g_base, out_base,
              emask_o, orow, focus, it, T0: gl.constexpr, NK: gl.constexpr, N: gl.constexpr, COL0: gl.constexpr,
              HAS_NEXT: gl.constexpr, ROW: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+             BLOCK_N: gl.constexpr, num_warps: gl.constexpr, OVERLAP: gl.constexpr):
     """One column segment: out[:, COL0 + n] = g[:, COL0 + n] + sum over its NK K tiles (from
     slot T0) of gz_t @ W^T[t, n], in BLOCK_N-column chunks. ``it`` counts the weight ring's
     K tiles so far (slot it % 2, phase (it // 2) & 1); the segment's first weight tiles are
@@ -88,7 +88,34 @@ def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, nwd, nwl
                                     gl.SliceLayout(0, mma))
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        for k in gl.static_range(NK):
+        if OVERLAP:
+            # run 4: step k's three wgmma are issued before step k - 1's product is waited for and
+            # joined, so the tensor cores work while the last product is rescaled (two product
+            # registers sets live; the loop is unrolled, so nothing in flight crosses a back edge)
+            for k in gl.static_range(NK):
+                slot = it % 2
+                mbarrier.wait(bars.index(slot), (it // 2) & 1)
+                part = warpgroup_mma(lo_s.index(T0 + k), w_s.index(slot), p, use_acc=False, is_async=True)
+                part = warpgroup_mma(hi_s.index(T0 + k), wlo_s.index(slot), part, is_async=True)
+                part = warpgroup_mma(hi_s.index(T0 + k), w_s.index(slot), part, is_async=True)
+                if k > 0:
+                    prev = warpgroup_mma_wait(num_outstanding=3, deps=[prev])
+                _cta_barrier()   # every warp is past step k - 1's wait: its slot is free
+                if k + 1 < NK:
+                    _issue(wd, wlod, bars, w_s, wlo_s, (it + 1) % 2, w_row0 + (k + 1) * CF, n0, CF, BLOCK_N)
+                elif c + 1 < CHUNKS:
+                    _issue(wd, wlod, bars, w_s, wlo_s, (it + 1) % 2, w_row0, n0 + BLOCK_N, CF, BLOCK_N)
+                elif HAS_NEXT:
+                    _issue(nwd, nwlod, bars, w_s, wlo_s, (it + 1) % 2, n_row0, 0, CF, BLOCK_N)
+                if k > 0:
+                    inv_row = inv_s.index(T0 + k - 1).load(gl.SliceLayout(1, mma))
+                    acc += (prev * inv_col[None, :]) * inv_row[:, None]
+                prev = part
+                it += 1
+            prev = warpgroup_mma_wait(num_outstanding=0, deps=[prev])
+            inv_row = inv_s.index(T0 + NK - 1).load(gl.SliceLayout(1, mma))
+            acc += (prev * inv_col[None, :]) * inv_row[:, None]
+        for k in gl.static_range(NK if not OVERLAP else 0):
             slot = it % 2
             _cta_barrier()   # every warp is past the last wait: the other slot is free
             if k + 1 < NK:
@@ -120,7 +147,7 @@ def _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, wd, wlod, wscale_ptr, nwd, nwl
 def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0scale_ptr, w1d, w1lod, w1scale_ptr,
                               out_ptr, E, L: gl.constexpr, CF: gl.constexpr, BLOCK_M: gl.constexpr,
                               BLOCK_N: gl.constexpr, num_warps: gl.constexpr, PHASES: gl.constexpr = 3,
-                              FMA_CHAIN: gl.constexpr = False):
+                              FMA_CHAIN: gl.constexpr = False, OVERLAP: gl.constexpr = False):
     # PHASES (run 3's decomposition, results wrong unless 3): bit 0 runs phase 1, bit 1 phase 2
     M0: gl.constexpr = (L + 1) * CF
     M1: gl.constexpr = 2 * L * CF
@@ -208,15 +235,16 @@ def row_resident_layer_kernel(g_ptr, z_ptr, gw_ptr, sigma_ptr, w0d, w0lod, w0sca
     it = 0
     _issue(w0d, w0lod, bars, w_s, wlo_s, 0, focus * M0, 0, CF, BLOCK_N)
     it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w0d, w0lod, w0scale_ptr, w1d, w1lod, focus * M1, g_base,
-                  out_base, emask_o, orow, focus, it, 0, L + 1, M0, 0, True, ROW, CF, BLOCK_M, BLOCK_N, num_warps)
+                  out_base, emask_o, orow, focus, it, 0, L + 1, M0, 0, True, ROW, CF, BLOCK_M, BLOCK_N, num_warps,
+                  OVERLAP)
     it = _segment(hi_s, lo_s, inv_s, w_s, wlo_s, bars, w1d, w1lod, w1scale_ptr, w1d, w1lod, 0, g_base,
                   out_base, emask_o, orow, focus, it, L + 1, 2 * L, M1, M0, False, ROW, CF, BLOCK_M, BLOCK_N,
-                  num_warps)
+                  num_warps, OVERLAP)
     mbarrier.invalidate(bars.index(0))
     mbarrier.invalidate(bars.index(1))
 
 
-def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3, fma_chain=False):
+def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3, fma_chain=False, overlap=False):
     """out = the relay layer's result; w0t / w1t one layer's split W^T (launch._weights tuples)."""
     from tilefuse.ops.so2_mixing_stack import launch
     F, E = g_cur.shape[0], g_cur.shape[1]
@@ -225,7 +253,7 @@ def row_resident_layer(g_cur, z, gw, w0t, w1t, sigma, out, d, phases=3, fma_chai
     d1 = W.descriptors(w1t[0], w1t[1], d.focus_dim, BLOCK_N)
     row_resident_layer_kernel[(F * -(-E // BLOCK_M),)](
         g_cur, z, gw, sigma, *d0, w0t[2], *d1, w1t[2], out, E, L=d.lmax, CF=d.focus_dim, BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, num_warps=4, PHASES=phases, FMA_CHAIN=fma_chain)
+        BLOCK_N=BLOCK_N, num_warps=4, PHASES=phases, FMA_CHAIN=fma_chain, OVERLAP=overlap)
 
 
 def main(argv):
@@ -274,7 +302,14 @@ def main(argv):
             chain = torch.full_like(g, float("nan"))
             row_resident_layer(g, z, gwc, w0t, w1t, sigma, chain, d, fma_chain=True)
             print(f"  gz_s by a gl.fma chain: bitwise the relay's {torch.equal(chain, want)}", flush=True)
+            ov = torch.full_like(g, float("nan"))
+            row_resident_layer(g, z, gwc, w0t, w1t, sigma, ov, d, overlap=True)
+            print(f"  steps overlapped (run 4): bitwise the relay's {torch.equal(ov, want)}", flush=True)
+            providers["row, steps overlapped"] = lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, ov, d,
+                                                                            overlap=True)
             scratch = torch.empty_like(g)
+            providers["sigma + phase 2 alone, steps overlapped"] = lambda: row_resident_layer(
+                g, z, gwc, w0t, w1t, sigma, scratch, d, phases=2, overlap=True)
             providers["row, gz_s by a gl.fma chain"] = lambda: row_resident_layer(g, z, gwc, w0t, w1t, sigma, chain,
                                                                                   d, fma_chain=True)
             providers.update({
