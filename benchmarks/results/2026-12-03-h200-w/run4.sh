@@ -11,3 +11,7 @@ python3 -c "import torch,triton;print(torch.__version__,triton.__version__)" >> 
 PYTHONPATH=src timeout 200 python3 benchmarks/results/2026-12-03-h200-w/run2_row_resident.py --decompose > $OUT/run4/decompose.txt 2>&1
 echo "exit $?" >> $OUT/run4/decompose.txt
 grep -E "^\||^  |exit|Error" $OUT/run4/decompose.txt | tail -14
+# and run4_overlap_gemm.py: the shipped wgmma GEMM's K steps overlapped the same way (64x64 tiles), bitwise and timed
+PYTHONPATH=src timeout 200 python3 benchmarks/results/2026-12-03-h200-w/run4_overlap_gemm.py > $OUT/run4/overlap_gemm.txt 2>&1
+echo "exit $?" >> $OUT/run4/overlap_gemm.txt
+grep -E "ms \(|bitwise|exit|Error" $OUT/run4/overlap_gemm.txt | tail -14
