@@ -31,6 +31,12 @@ def test_wgmma_is_a_variant_of_the_relays_3xfp16_gemms():
                 dict(precision=FP16X3, fused=True, sigma_pass=True)):
         with pytest.raises(ValueError, match="wgmma"):
             So2Config(64, 64, 16, 4, 2, wgmma=True, **bad)
+    # num_stages is the weight ring's depth: 2 to WGMMA_MAX_STAGES slots
+    for stages in (2, configs.WGMMA_MAX_STAGES):
+        assert So2Config(64, 64, 16, 4, stages, precision=FP16X3, wgmma=True).num_stages == stages
+    for stages in (1, configs.WGMMA_MAX_STAGES + 1):
+        with pytest.raises(ValueError, match="weight ring"):
+            So2Config(64, 64, 16, 4, stages, precision=FP16X3, wgmma=True)
 
 
 def test_level3_candidates_hold_the_wgmma_tiles_where_block_k_fits():
@@ -138,13 +144,14 @@ ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_
 cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 cases = [(cf, tile, mode) for tile in WGMMA_TILES for mode in (K.FWD_GATED, K.FINAL, K.BWD, K.BWD_HEAD)
          for cf in (32,)] + [(64, tile, K.BWD) for tile in WGMMA_TILES]
-for cf, (bm, bn, warps, _), mode in cases:
+cases += [(cf, (64, 64, 4, stages), K.BWD) for cf in (32, 64) for stages in (3, 4)]   # deeper weight rings
+for cf, (bm, bn, warps, stages), mode in cases:
     lay = gl.NVMMASharedLayout.get_default_for([cf, bn], gl.float16)
     desc = "tensordesc<fp16[%d, %d],%s>" % (cf, bn, lay)
     adesc = "tensordesc<fp32[%d, %d],%s>" % (bm, cf, gl.NVMMASharedLayout.get_default_for([bm, cf], gl.float32))
     sig = {"ad": adesc, "wd": desc, "wlod": desc, "wscale_ptr": "*fp32", "res_ptr": "*fp32", "out_ptr": "*fp32",
            "z_ptr": "*fp32", "sigma_ptr": "*fp32", "alpha_ptr": "*fp32", **{n: "i32" for n in ints}}
-    ce = dict(MODE=mode, APPLY_ALPHA=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cf, num_warps=warps)
+    ce = dict(MODE=mode, APPLY_ALPHA=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cf, num_warps=warps, W_STAGES=stages)
     src = GluonASTSource(W.so2_gemm3x_wgmma_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
     c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -153,7 +160,7 @@ for cf, (bm, bn, warps, _), mode in cases:
         usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-    out[f"Cf{cf}-M{bm}-N{bn}-w{warps}-mode{mode}"] = {
+    out[f"Cf{cf}-M{bm}-N{bn}-w{warps}-s{stages}-mode{mode}"] = {
         "regs": int(regs), "stack": int(stack), "wgmma": c.asm["ptx"].count("wgmma.mma_async"),
         "waits": sass.count("WARPGROUP.DEPBAR"), "arrives": sass.count("WARPGROUP.ARRIVE")}
 print(json.dumps(out))
@@ -163,12 +170,13 @@ print(json.dumps(out))
 @pytest.mark.skipif(not nvidia_compiler_available() or wgmma_kernels.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile():
-    """Every WGMMA_TILES tile, each mode at Cf 32 and the backward at Cf 64: no stack, the three
+    """Every WGMMA_TILES tile, each mode at Cf 32 and the backward at Cf 64, and 64x64 with weight
+    rings of 3 and 4 slots: no stack, the three
     products of a K tile (wgmma instructions of k16 each) and ONE wait in the SASS. ptxas
     serialises a wgmma chain (a wait after each: C7514 / C7515) when other instructions touch
     its accumulator while it runs, which is what this kernel exists to avoid."""
     usage = run_compile_script(_SM90_WGMMA)
-    assert len(usage) == 4 * 4 + 4
+    assert len(usage) == 4 * 4 + 4 + 4
     for name, u in usage.items():
         cf = int(name.split("-")[0][2:])
         assert u["stack"] == 0, (name, u)
@@ -196,8 +204,12 @@ def _segment_inputs(mode, lmax, cf, edges, seed):
     return d, a, res, sigma, alpha, weights, seg
 
 
+# Weight rings deeper than the candidates' two slots (So2Config.num_stages of a wgmma config).
+DEEP_RINGS = ((64, 64, 4, 3), (64, 64, 4, 4), (64, 128, 4, 4))
+
+
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
-@pytest.mark.parametrize("tile", configs.WGMMA_TILES)
+@pytest.mark.parametrize("tile", configs.WGMMA_TILES + DEEP_RINGS)
 @pytest.mark.parametrize("mode", ["FWD_GATED", "FINAL", "BWD", "BWD_HEAD"])
 @pytest.mark.parametrize("apply_alpha", [True, False])
 def test_wgmma_kernel_is_bitwise_so2_gemm_kernel(tile, mode, apply_alpha):

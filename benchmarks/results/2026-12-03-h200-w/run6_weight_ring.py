@@ -138,6 +138,10 @@ def main():
                 providers[f"ring{stages} M{bm} N{bn} w{warps}"] = \
                     lambda bm=bm, bn=bn, warps=warps, stages=stages: \
                     wring_pair(gz, w0t, w1t, res, out, d, bm, bn, warps, stages)
+            for stages in (3, 4):   # the product kernel's ring at that depth (So2Config.num_stages, since 2026-12-03)
+                pcfg = So2Config(bm, bn, cf, warps, stages, precision=FP16X3, wgmma=True)
+                providers[f"product-s{stages} M{bm} N{bn} w{warps}"] = \
+                    lambda pcfg=pcfg: launch._gemm_t(gz, w0t, w1t, res, out, d, pcfg)
         for name, fn in providers.items():
             out.fill_(float("nan"))
             try:
@@ -148,7 +152,7 @@ def main():
                 print(f"  {name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
         providers = {k: v for k, v in providers.items() if k in outs}
         for name, o in outs.items():
-            base = outs.get("shipped " + name.split(" ", 1)[1])
+            base = outs.get("shipped " + name.split(" ", 1)[1])   # the shipped two-slot kernel at the tile
             print(f"  {name:24s} bitwise the shipped kernel's at its tile: "
                   f"{base is not None and torch.equal(o, base)}", flush=True)
         del outs

@@ -63,7 +63,8 @@ class So2Config:
     kernel, instead of recomputed by every program of it (kernels.so2_bwd_fused_kernel).
     ``wgmma`` (relay, 3xfp16 or 3xfp16-gate only): the layer GEMMs, forward and backward, run
     wgmma_kernels.so2_gemm3x_wgmma_kernel (Gluon: the three products of a K tile waited for
-    once, the weight tiles through TMA into a two-slot ring, so ``num_stages`` does not apply)
+    once, the weight tiles through TMA into a ring of ``num_stages`` slots, 2 to WGMMA_MAX_STAGES,
+    each K tile's requested num_stages - 1 tiles ahead)
     where it can run, else so2_gemm_kernel: bitwise the same result either way.
     The backward always uses the config; the forward uses the tiles and precision of a level-3
     entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
@@ -95,6 +96,9 @@ class So2Config:
         if self.wgmma and (self.fused or self.compose or self.precision not in (FP16X3, FP16X3_GATE)):
             raise ValueError("So2Config: wgmma is a variant of the relay's 3xfp16 layer GEMMs (precision "
                              f"'3xfp16' or '3xfp16-gate', not fused or compose), got {self!r}")
+        if self.wgmma and not 2 <= self.num_stages <= WGMMA_MAX_STAGES:
+            raise ValueError(f"So2Config: a wgmma config's num_stages is its weight ring's depth, 2 to "
+                             f"{WGMMA_MAX_STAGES}, got {self.num_stages}")
 
     @property
     def route(self) -> str:
@@ -222,12 +226,16 @@ FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 
 # at Cf 32 and both passes (triton 3.6; 64x64 on 4 warps at Cf 64 too: 155-214 registers,
 # benchmarks/compile_report.py --ops so2); the others spill 8-1264 bytes.
 FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
-# The relay's 3xfp16 GEMMs in Gluon (So2Config.wgmma; num_stages 2 names its two-slot ring).
+# The relay's 3xfp16 GEMMs in Gluon (So2Config.wgmma; num_stages is the weight tiles' ring depth:
+# 2 requests each K tile's weights one tile ahead, as every tile below does; deeper rings are in
+# the kernel (their sm_90 compiles keep the same registers, results/2026-12-03-h200-w run 6) but
+# not yet timed on a GPU, so not among the candidates).
 # Against so2_gemm_kernel's 3xfp16 at the same tiles the backward GEMM pair ran 1.06-1.34x
 # faster at the three benchmark shapes, bitwise the same (results/2026-12-02-h200-t run 5);
 # 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
 # in the sm_90 compile (triton 3.6 and 3.8).
 WGMMA_TILES = ((64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 2), (128, 128, 8, 2))
+WGMMA_MAX_STAGES = 4
 
 
 def level3_candidates(lmax: int, focus_dim: int) -> list[So2Config]:

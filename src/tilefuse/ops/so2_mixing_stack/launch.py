@@ -173,6 +173,7 @@ def _gemm_wgmma(mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alph
         F, E, d.row, k_start, k_len, n_start, n_len, d.focus_dim, d.lg, w.shape[1], w_scale.stride(0),
         MODE=getattr(mode, "value", mode), APPLY_ALPHA=apply_alpha,   # the kernels' modes are tl.constexprs
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, num_warps=cfg.num_warps,
+        W_STAGES=cfg.num_stages,
     )
     launches.record("so2_gemm3x_wgmma")
     return True

@@ -5,8 +5,10 @@ launch.py launches (So2Config.wgmma).
 Why Gluon: so2_gemm_kernel's 3xfp16 K loop sums three tensor-core products from a zero
 accumulator a K tile, and Triton (3.6, 3.8) waits after each of the three wgmma
 (kernels.tile_product). Here the three are issued back to back and waited for once, with the
-weight head and tail tiles brought by TMA straight into a double-buffered shared-memory ring
-(registers holding them and their addresses spilled the larger tiles). The float32 activation
+weight head and tail tiles brought by TMA straight into a shared-memory ring (registers holding
+them and their addresses spilled the larger tiles) of So2Config.num_stages slots, each K tile's
+weights requested num_stages - 1 tiles ahead (2 in every tuning candidate; 3-4 compile to the
+same registers but are not yet timed, benchmarks/results/2026-12-03-h200-w run 6). The float32 activation
 tiles come by TMA too, into a ring of A_STAGES slots, and each is read from there in the layout
 of wgmma's register A operand and scaled and split in registers: its float16 head and tail
 never go through shared memory (with them stored to and read from it, Nsight Compute had
@@ -89,10 +91,10 @@ if gluon is not None:
 
     @gluon.jit
     def _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, k_tile, n_k, w_col0, BLOCK_K: gl.constexpr,
-                      BLOCK_N: gl.constexpr):
-        """TMA: K tile ``k_tile``'s weight head and tail tiles into ring slot k_tile % 2, if
-        k_tile < n_k."""
-        slot = k_tile % 2
+                      BLOCK_N: gl.constexpr, W_STAGES: gl.constexpr):
+        """TMA: K tile ``k_tile``'s weight head and tail tiles into ring slot k_tile % W_STAGES,
+        if k_tile < n_k."""
+        slot = k_tile % W_STAGES
         ok = k_tile < n_k
         mbarrier.expect(bars.index(slot), 2 * BLOCK_K * BLOCK_N * 2, pred=ok)
         _tma_load(wd, [w_row0 + k_tile * BLOCK_K, w_col0], bars.index(slot), w_s.index(slot), pred=ok)
@@ -113,37 +115,37 @@ if gluon is not None:
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 16])
 
     @gluon.jit
-    def _ring(wd, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr):
-        """The K loop's shared memory: two slots each of the weight head and tail tiles (in the
-        descriptor ``wd``'s layout), and their two mbarriers."""
-        w_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
-        wlo_s = gl.allocate_shared_memory(gl.float16, [2, BLOCK_K, BLOCK_N], wd.layout)
-        bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(bars.index(0), count=1)
-        mbarrier.init(bars.index(1), count=1)
+    def _ring(wd, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, W_STAGES: gl.constexpr):
+        """The K loop's shared memory: W_STAGES slots each of the weight head and tail tiles (in
+        the descriptor ``wd``'s layout), and their mbarriers."""
+        w_s = gl.allocate_shared_memory(gl.float16, [W_STAGES, BLOCK_K, BLOCK_N], wd.layout)
+        wlo_s = gl.allocate_shared_memory(gl.float16, [W_STAGES, BLOCK_K, BLOCK_N], wd.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [W_STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(W_STAGES):
+            mbarrier.init(bars.index(s), count=1)
         return w_s, wlo_s, bars
 
     @gluon.jit
     def _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0, w_col0,
-                BLOCK_K: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+                BLOCK_K: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr, W_STAGES: gl.constexpr):
         """K tile ``i`` of the 3xfp16 product (kernels.tile_product, operation for operation):
         the float32 activation tile ``a`` (in _a_layout) scaled per row by a power of two and
-        split into float16 head and tail in registers, the TMA of tile i + 1's weights issued
-        (into ring slot (i + 1) % 2), then the three wgmma a_lo w_hi, a_hi w_lo, a_hi w_hi
-        issued back to back from a zero accumulator and waited for once, and joined to ``acc``
-        as (part * inv_col) * inv_row. ``p`` is the last K tile's product (its registers are the
-        first wgmma's ignored accumulator operand). Returns (acc, p)."""
+        split into float16 head and tail in registers, the TMA of tile i + W_STAGES - 1's
+        weights issued (into the ring slot tile i - 1 used), then the three wgmma a_lo w_hi,
+        a_hi w_lo, a_hi w_hi issued back to back from a zero accumulator and waited for once,
+        and joined to ``acc`` as (part * inv_col) * inv_row. ``p`` is the last K tile's product
+        (its registers are the first wgmma's ignored accumulator operand). Returns (acc, p)."""
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
         scale, inv = _pow2_scale(gl.max(gl.abs(a), axis=1))
         a_s = a * scale[:, None]
         a_hi = a_s.to(gl.float16)
         a_lo = (a_s - a_hi.to(gl.float32)).to(gl.float16)
-        slot = i % 2
-        # every warp is past the last K tile's wait (its wgmma read slot (i + 1) % 2): free for
-        # the next weights
+        slot = i % W_STAGES
+        # every warp is past the last K tile's wait (its wgmma read slot (i - 1) % W_STAGES):
+        # free for the weights W_STAGES - 1 tiles ahead
         _cta_barrier()
-        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + 1, n_k, w_col0, BLOCK_K, BLOCK_N)
-        mbarrier.wait(bars.index(slot), (i // 2) & 1)
+        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, i + W_STAGES - 1, n_k, w_col0, BLOCK_K, BLOCK_N, W_STAGES)
+        mbarrier.wait(bars.index(slot), (i // W_STAGES) & 1)
         part = warpgroup_mma(a_lo, w_s.index(slot), p, use_acc=False, is_async=True)
         part = warpgroup_mma(a_hi, wlo_s.index(slot), part, is_async=True)
         part = warpgroup_mma(a_hi, w_s.index(slot), part, is_async=True)
@@ -235,14 +237,17 @@ if gluon is not None:
         F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
         MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
+        W_STAGES: gl.constexpr,
     ):
         """kernels.so2_gemm_kernel with DOT_PRECISION "3xfp16" (its docstring: arguments, modes,
         grid and program order), the activations through the descriptor ad (module docstring;
         tiles [BLOCK_M, BLOCK_K]), the weights through wd / wlod (heads / tails as 2-D
-        (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]); wscale_ptr (F, w_stride_k)."""
+        (F * w_rows, N_W) tensors, tiles [BLOCK_K, BLOCK_N]) into a ring of W_STAGES slots,
+        each K tile's requested W_STAGES - 1 tiles ahead (So2Config.num_stages);
+        wscale_ptr (F, w_stride_k)."""
         a_layout: gl.constexpr = _a_layout(BLOCK_N, num_warps)
         mma: gl.constexpr = _mma_layout(BLOCK_N, num_warps)
-        w_s, wlo_s, bars = _ring(wd, BLOCK_N, BLOCK_K)
+        w_s, wlo_s, bars = _ring(wd, BLOCK_N, BLOCK_K, W_STAGES)
         a_s = gl.allocate_shared_memory(gl.float32, [A_STAGES, BLOCK_M, BLOCK_K], ad.layout)
         a_bars = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(A_STAGES):
@@ -266,7 +271,8 @@ if gluon is not None:
         w_col0 = N_START - K_START + n0
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
         p = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, 0, n_k, w_col0, BLOCK_K, BLOCK_N)
+        for s in gl.static_range(W_STAGES - 1):
+            _weight_tiles(wd, wlod, w_s, wlo_s, bars, w_row0, s, n_k, w_col0, BLOCK_K, BLOCK_N, W_STAGES)
         for i in range(n_k):
             slot = i % A_STAGES
             mbarrier.wait(a_bars.index(slot), (i // A_STAGES) & 1)
@@ -276,10 +282,10 @@ if gluon is not None:
             # _k_step's CTA barrier comes after every warp's read of slot i % A_STAGES, so the
             # slot takes K tile i + A_STAGES after it
             acc, p = _k_step(acc, p, a, i, n_k, inv_col, w_s, wlo_s, bars, wd, wlod, w_row0,
-                             w_col0, BLOCK_K, BLOCK_N, num_warps)
+                             w_col0, BLOCK_K, BLOCK_N, num_warps, W_STAGES)
             _a_tile(ad, a_s, a_bars, a_row0, a_col0, i + A_STAGES, n_k, A_STAGES, BLOCK_M, BLOCK_K)
-        mbarrier.invalidate(bars.index(0))
-        mbarrier.invalidate(bars.index(1))
+        for s in gl.static_range(W_STAGES):
+            mbarrier.invalidate(bars.index(s))
         for s in gl.static_range(A_STAGES):
             mbarrier.invalidate(a_bars.index(s))
         _epilogue(acc, out_ptr, res_ptr, z_ptr, sigma_ptr, alpha_ptr, F, E, ROW, CF, LG, N_START, N_LEN, focus,
