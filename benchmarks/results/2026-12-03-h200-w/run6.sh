@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run 6 (prepared, not run): tests/test_so2_wgmma.py on the GPU (the product kernel's deeper weight rings bitwise
 # so2_gemm_kernel in every mode); run6_weight_ring.py, the wgmma GEMM (BWD mode) with its weight tiles prefetched
-# W_STAGES - 1 K tiles ahead (2 = the shipped schedule, 3, 4; the probe's kernel and the product's num_stages),
+# num_stages - 1 K tiles ahead (So2Config.num_stages of a wgmma config: 2 = every candidate's schedule, 3, 4),
 # 64x64 and 64x128, bitwise and timed at the three shapes.
 #   OUT=... bash benchmarks/results/2026-12-03-h200-w/run6.sh
 set -u
