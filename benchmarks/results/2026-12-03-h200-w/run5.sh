@@ -1,8 +1,8 @@
 #!/bin/bash
 # Run 5: so2_peers.py on the product
-# tree (the built-in table of e232b0d; the relay as it ships) at the three shapes: level 3 against DeePMD-kit fp16x3
-# (the device budget left no room for the exact path, whose code has not changed since -u run 5); then, as long as
-# the call lasts, run5_gate_stages.py (the forward gate's launch shape and pipelining depth). Carries .whl.
+# tree (the built-in table of e232b0d; the relay as it ships) at the three shapes: level 3 against DeePMD-kit fp16x3;
+# run5_gate_stages.py (the forward gate's launch shape and pipelining depth); then the exact path against DeePMD-kit
+# fp32 and torch.compile. Carries .whl. About 6 minutes.
 #   OUT=... bash benchmarks/results/2026-12-03-h200-w/run5.sh
 set -u
 cd "$(dirname "$0")/../../.."
@@ -15,6 +15,10 @@ PYTHONPATH=/tmp/site:$PWD/src timeout 150 python3 benchmarks/so2_peers.py --roun
   --peers tilefuse-l3,deepmd-fp16x3 --json $OUT/run5/peers_l3.json 2>&1 | grep -v Warn > $OUT/run5/peers_l3.txt
 echo "peers exit $?" >> $OUT/run5/peers_l3.txt
 grep -E "^\| [0-9]|exit" $OUT/run5/peers_l3.txt | tail -8
-PYTHONPATH=src timeout 70 python3 benchmarks/results/2026-12-03-h200-w/run5_gate_stages.py > $OUT/run5/gate.txt 2>&1
+PYTHONPATH=src timeout 100 python3 benchmarks/results/2026-12-03-h200-w/run5_gate_stages.py > $OUT/run5/gate.txt 2>&1
 echo "exit $?" >> $OUT/run5/gate.txt
 grep -E "^##|\]|exit|Error" $OUT/run5/gate.txt | tail -45
+PYTHONPATH=/tmp/site:$PWD/src timeout 230 python3 benchmarks/so2_peers.py --rounds 3 --deepmd-tiles h20 \
+  --peers tilefuse,deepmd,compile --json $OUT/run5/peers_exact.json 2>&1 | grep -v Warn > $OUT/run5/peers_exact.txt
+echo "peers exit $?" >> $OUT/run5/peers_exact.txt
+grep -E "^\| [0-9]|exit" $OUT/run5/peers_exact.txt | tail -12
