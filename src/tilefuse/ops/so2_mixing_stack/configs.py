@@ -228,8 +228,8 @@ FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 
 FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
 # The relay's 3xfp16 GEMMs in Gluon (So2Config.wgmma; num_stages is the weight tiles' ring depth:
 # 2 requests each K tile's weights one tile ahead, as every tile below does; deeper rings are in
-# the kernel (their sm_90 compiles keep the same registers, results/2026-12-03-h200-w run 6) but
-# not yet timed on a GPU, so not among the candidates).
+# the kernel (their sm_90 compiles keep the same registers: tests/test_so2_wgmma.py) but not yet
+# timed on a GPU (results/2026-12-03-h200-w run 6 is prepared to), so not among the candidates).
 # Against so2_gemm_kernel's 3xfp16 at the same tiles the backward GEMM pair ran 1.06-1.34x
 # faster at the three benchmark shapes, bitwise the same (results/2026-12-02-h200-t run 5);
 # 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
