@@ -228,8 +228,9 @@ FP16X3_TILES = ((64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 
 FUSED_FP16X3_TILES = ((64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2))
 # The relay's 3xfp16 GEMMs in Gluon (So2Config.wgmma; num_stages is the weight tiles' ring depth:
 # 2 requests each K tile's weights one tile ahead, as every tile below does; deeper rings are in
-# the kernel (their sm_90 compiles keep the same registers: tests/test_so2_wgmma.py) but not yet
-# timed on a GPU (results/2026-12-03-h200-w run 6 is prepared to), so not among the candidates).
+# the kernel (their sm_90 compiles keep the same registers: tests/test_so2_wgmma.py), bitwise the
+# same on the GPU and 1.06-1.31x slower at 64x64 (results/2026-12-03-h200-w run 6; at 64x128 they
+# gain 2-8% at Cf 32, still behind 64x64, and lose 1.6x at Cf 64), so not among the candidates).
 # Against so2_gemm_kernel's 3xfp16 at the same tiles the backward GEMM pair ran 1.06-1.34x
 # faster at the three benchmark shapes, bitwise the same (results/2026-12-02-h200-t run 5);
 # 64 rows on 4 warps or 128 on 8 (a warp group's wgmma takes 64 rows); none of these spills
