@@ -171,10 +171,10 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile():
     """Every WGMMA_TILES tile, each mode at Cf 32 and the backward at Cf 64, and 64x64 with weight
-    rings of 3 and 4 slots: no stack, the three
-    products of a K tile (wgmma instructions of k16 each) and ONE wait in the SASS. ptxas
-    serialises a wgmma chain (a wait after each: C7514 / C7515) when other instructions touch
-    its accumulator while it runs, which is what this kernel exists to avoid."""
+    rings of 3 and 4 slots: no stack, the three products of a K tile (wgmma instructions of k16
+    each) and ONE wait in the SASS. ptxas serialises a wgmma chain (a wait after each: C7514 /
+    C7515) when other instructions touch its accumulator while it runs, which is what this
+    kernel exists to avoid."""
     usage = run_compile_script(_SM90_WGMMA)
     assert len(usage) == 4 * 4 + 4 + 4
     for name, u in usage.items():

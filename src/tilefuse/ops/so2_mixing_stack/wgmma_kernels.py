@@ -8,11 +8,10 @@ accumulator a K tile, and Triton (3.6, 3.8) waits after each of the three wgmma
 weight head and tail tiles brought by TMA straight into a shared-memory ring (registers holding
 them and their addresses spilled the larger tiles) of So2Config.num_stages slots, each K tile's
 weights requested num_stages - 1 tiles ahead (2 in every tuning candidate; 3-4 compile to the
-same registers, give the same bits and ran 1.06-1.31x slower at 64x64,
-benchmarks/results/2026-12-03-h200-w run 6). The float32
-activation tiles come by TMA too, into a ring of A_STAGES slots, and each is read from there in
-the layout of wgmma's register A operand and scaled and split in registers: its float16 head and tail
-never go through shared memory (with them stored to and read from it, Nsight Compute had
+same registers, give the same bits and ran 1.06-1.31x slower at 64x64, benchmarks/results/
+2026-12-03-h200-w run 6). The float32 activation tiles come by TMA too, into a ring of A_STAGES
+slots, and each is read from there in the layout of wgmma's register A operand and scaled and
+split in registers: its float16 head and tail never go through shared memory (with them stored to and read from it, Nsight Compute had
 L1/TEX the busiest unit at 76%; in registers the backward GEMM passes ran 1.02-1.09x faster,
 benchmarks/results/2026-12-02-h200-u runs 3-4). The TMA ring keeps a tile in flight without
 registers or per-element addresses: against pointer loads a K tile ahead the backward GEMM
