@@ -312,10 +312,15 @@ def gemm_pairs(rounds):
                         launch._gemm_t(gz, w0t, w1t, res, out, d, cfg)
                 providers[name] = run
         outs = {}
-        for name, fn in providers.items():
+        for name, fn in list(providers.items()):
             out.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - a probe: reported, and not timed
+                print(f"  {name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                del providers[name]
+                continue
             outs[name] = out.clone()
         for name, o in outs.items():
             ref = outs[f"shipped {name.split()[-2]} {name.split()[-1]}"]
@@ -327,6 +332,9 @@ def gemm_pairs(rounds):
         t = timing.interleaved(providers, graphs=True, rounds=rounds)
         base = t["shipped M64 N64"].median_ms
         for name, r in t.items():
+            if isinstance(r, Exception):
+                print(f"  {name:28s} {type(r).__name__}: {str(r)[:200]}", flush=True)
+                continue
             print(f"  {name:28s} {r.median_ms:8.3f} ms (spread {r.spread:.1%})  {base / r.median_ms:.3f}x", flush=True)
         del gz, res, out
         torch.cuda.empty_cache()
@@ -367,6 +375,9 @@ def whole_step(rounds, programs):
         t = timing.interleaved({n: step(v) for n, v in variants.items()}, graphs=False, rounds=rounds)
         base = t["shipped"].median_ms
         for name, r in t.items():
+            if isinstance(r, Exception):
+                print(f"  {name:20s} {type(r).__name__}: {str(r)[:200]}", flush=True)
+                continue
             print(f"  {name:20s} {r.median_ms:8.3f} ms (spread {r.spread:.1%})  {base / r.median_ms:.3f}x", flush=True)
         del inp
         torch.cuda.empty_cache()
