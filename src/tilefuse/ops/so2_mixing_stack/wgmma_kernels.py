@@ -18,7 +18,9 @@ registers or per-element addresses: against pointer loads a K tile ahead the bac
 pair ran 1.03-1.39x faster at the benchmark shapes, bitwise the same (results/2026-12-03-h200-v
 run 2). No unfinished product
 crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 / C7514,
-benchmarks/results/2026-12-02-h200-t run 5).
+benchmarks/results/2026-12-02-h200-t run 5). One program a tile: a persistent grid whose rings
+run on across tiles was bitwise and no faster at Cf 32 (0.99-1.00x; 0.83x at Cf 64), at the same
+issue rate under Nsight Compute (results/2026-12-03-h200-y runs 1-2).
 
 The arithmetic is so2_gemm_kernel's, operation for operation: the same row scales and float16
 splits of the activation tile (pow2 scale of the row's maximum), the same three products in
