@@ -34,8 +34,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import run1_persistent as R1  # noqa: E402
 from tilefuse.ops.so2_mixing_stack.kernels import BWD_HEAD  # noqa: E402
-from tilefuse.ops.so2_mixing_stack.wgmma_kernels import (_a_layout, _column_scales, _epilogue, _head_g,  # noqa: E402
-                                                         _mma_layout, _pow2_scale, _tile_of, _tma_load)
+from tilefuse.ops.so2_mixing_stack.wgmma_kernels import (_a_layout, _column_scales, _cta_barrier,  # noqa: E402
+                                                         _epilogue, _head_g, _mma_layout, _pow2_scale, _tile_of,
+                                                         _tma_load)
 
 
 @gluon.jit
@@ -91,8 +92,9 @@ def gemm3x_ws_kernel(
     F, E, ROW, K_START, K_LEN, N_START, N_LEN, CF, LG, w_rows, w_stride_k,
     MODE: gl.constexpr, APPLY_ALPHA: gl.constexpr,
     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, num_warps: gl.constexpr,
-    W_STAGES: gl.constexpr,
+    W_STAGES: gl.constexpr, INIT_FENCE: gl.constexpr = False, WORKER_REGS: gl.constexpr = 24,
 ):
+    # INIT_FENCE / WORKER_REGS: run 8's bisection of run 7's fault (defaults: run 6 as it ran)
     a_layout: gl.constexpr = _a_layout(BLOCK_N, num_warps)
     a_s = gl.allocate_shared_memory(gl.float32, [W_STAGES, BLOCK_M, BLOCK_K], ad.layout)
     w_s = gl.allocate_shared_memory(gl.float16, [W_STAGES, BLOCK_K, BLOCK_N], wd.layout)
@@ -102,6 +104,9 @@ def gemm3x_ws_kernel(
     for s in gl.static_range(W_STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
+    if INIT_FENCE:   # the inits ordered before the async proxy (TMA complete_tx) uses the barriers
+        fence_async_shared()
+        _cta_barrier()
     focus, edge0, n0 = _tile_of(E, N_LEN, BLOCK_M, BLOCK_N)
     n_k = K_LEN // BLOCK_K
     rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, a_layout))
@@ -123,7 +128,7 @@ def gemm3x_ws_kernel(
                      BLOCK_N, num_warps, W_STAGES)),
         (_producer, (ad, wd, wlod, a_s, w_s, wlo_s, ready, empty, a_row0, a_col0, w_row0, w_col0, n_k, BLOCK_M,
                      BLOCK_N, BLOCK_K, W_STAGES)),
-    ], [1], [24])
+    ], [1], [WORKER_REGS])
     for s in gl.static_range(W_STAGES):
         mbarrier.invalidate(ready.index(s))
         mbarrier.invalidate(empty.index(s))
@@ -164,14 +169,14 @@ class WS:
     ring of ``stages`` slots and ``maxnreg`` (the per-thread launch budget of its 8 warps: 80
     leaves the consumers 136 registers and three programs an SM, 64 leaves them 104 and four)."""
 
-    def __init__(self, stages, maxnreg):
-        self.stages, self.maxnreg = stages, maxnreg
-        self.name = f"ws s{stages} maxnreg {maxnreg}"
+    def __init__(self, stages, maxnreg, **extra):
+        self.stages, self.maxnreg, self.extra = stages, maxnreg, extra
+        self.name = f"ws s{stages} maxnreg {maxnreg}" + "".join(f" {k}={v}" for k, v in extra.items())
 
     def __getitem__(self, grid):
         def launch(*args, **kw):
             kw["W_STAGES"] = self.stages
-            return gemm3x_ws_kernel[grid](*args, maxnreg=self.maxnreg, **kw)
+            return gemm3x_ws_kernel[grid](*args, maxnreg=self.maxnreg, **kw, **self.extra)
         return launch
 
 
