@@ -11,13 +11,13 @@ weights requested num_stages - 1 tiles ahead (2 in every tuning candidate; 3-4 c
 same registers, give the same bits and ran 1.06-1.31x slower at 64x64, benchmarks/results/
 2026-12-03-h200-w run 6). The float32 activation tiles come by TMA too, into a ring of A_STAGES
 slots, and each is read from there in the layout of wgmma's register A operand and scaled and
-split in registers: its float16 head and tail never go through shared memory (with them stored to and read from it, Nsight Compute had
-L1/TEX the busiest unit at 76%; in registers the backward GEMM passes ran 1.02-1.09x faster,
-benchmarks/results/2026-12-02-h200-u runs 3-4). The TMA ring keeps a tile in flight without
-registers or per-element addresses: against pointer loads a K tile ahead the backward GEMM
-pair ran 1.03-1.39x faster at the benchmark shapes, bitwise the same (results/2026-12-03-h200-v
-run 2). No unfinished product
-crosses the loop's back edge: where one does, ptxas serialises every wgmma (C7515 / C7514,
+split in registers: its float16 head and tail never go through shared memory (with them stored
+to and read from it, Nsight Compute had L1/TEX the busiest unit at 76%; in registers the
+backward GEMM passes ran 1.02-1.09x faster, benchmarks/results/2026-12-02-h200-u runs 3-4). The
+TMA ring keeps a tile in flight without registers or per-element addresses: against pointer
+loads a K tile ahead the backward GEMM pair ran 1.03-1.39x faster at the benchmark shapes,
+bitwise the same (results/2026-12-03-h200-v run 2). No unfinished product crosses the loop's
+back edge: where one does, ptxas serialises every wgmma (C7515 / C7514,
 benchmarks/results/2026-12-02-h200-t run 5). One program a tile: a persistent grid whose rings
 run on across tiles was bitwise and no faster at Cf 32 (0.99-1.00x; 0.83x at Cf 64), at the same
 issue rate under Nsight Compute (results/2026-12-03-h200-y runs 1-2).
