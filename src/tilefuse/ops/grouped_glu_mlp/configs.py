@@ -28,8 +28,21 @@ class GemmConfig:
     # takes them); the pointer loads compile uncapped, since their tiles spill under a cap
     # measured with descriptors (fp8_block's wgrad at 168: a 392-byte stack, triton 3.6).
     maxnreg: int | None = None
+    # fp8_block's store GEMMs (fc2, fc1 dgrad) through the warp-specialised Gluon kernel
+    # (ws_kernels: one program an SM, a producer warp and two consumer warp groups; the same
+    # bits). Its tile is fixed at 128x128 with 128-wide K chunks, num_stages the depth of its
+    # ring; the config's warps, programs per SM and tma do not apply to it. Where it cannot run
+    # (another recipe or role, not Hopper, the interpreter, operands outside its layout) the
+    # launch is grouped_gemm_kernel's with these tiles. The GLU and dGLU launches derived from
+    # the config (glu_config, dglu_config) drop it.
+    ws: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.ws, bool):
+            raise TypeError(f"GemmConfig.ws must be a bool, got {type(self.ws).__name__}")
+        if self.ws and not self.block_m == self.block_n == self.block_k == 128:
+            raise ValueError("GemmConfig.ws takes the 128x128x128 tile (ws_kernels.BLOCK), got "
+                             f"{self.block_m}x{self.block_n}x{self.block_k}")
         if self.maxnreg is None:
             return
         if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
@@ -41,7 +54,7 @@ class GemmConfig:
     def name(self) -> str:
         return (f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
                 f"-p{self.programs_per_sm}" + ("-tma" if self.tma else "")
-                + (f"-r{self.maxnreg}" if self.maxnreg is not None else ""))
+                + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else ""))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:
@@ -141,6 +154,7 @@ def _cap(cfg: GemmConfig, field: str, cap: int, keep_threads: bool) -> GemmConfi
 def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
     """The config the fc1 + GLU launch uses: ``cfg``, with BLOCK_N at most FP8_GLU_MAX_BLOCK_N
     for fp8_block (warps and programs per SM scaled with the tile)."""
+    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg   # the GLU runs grouped_gemm_kernel
     if recipe != "fp8_block":
         return cfg
     return _cap(cfg, "block_n", FP8_GLU_MAX_BLOCK_N, keep_threads=True)
@@ -163,6 +177,7 @@ def dglu_config(cfg: GemmConfig, recipe: str | None = None) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N, and for fp8_block BLOCK_M at most FP8_DGLU_MAX_BLOCK_M (warps shrinking
     with the tile, to 4 at least, and programs per SM growing by the same factor) and TMA on."""
+    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg   # the dGLU runs grouped_gemm_kernel
     capped = _cap(cfg, "block_n", DGLU_MAX_BLOCK_N, keep_threads=False)
     if recipe != "fp8_block":
         return capped

@@ -217,12 +217,18 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     b: the (E, ., .) weight with b_strides (e, k, n) giving element (k, n) of B_e, or a
     recipes.QuantWeight with recipe (strides then follow from its layout). dz_rows (EPI_DGLU,
     where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
-    row-wise copy."""
-    from .kernels import EPI_DGLU, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
+    row-wise copy. A ``cfg.ws`` config runs fp8_block's store GEMMs through
+    ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits)."""
+    from .kernels import EPI_DGLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
     if T == 0 or N == 0:
         return
+    if cfg.ws and recipe == "fp8_block" and epilogue == EPI_STORE:
+        from . import ws_kernels
+        if ws_kernels.launch(a, b, c, counts, N=N, stages=cfg.num_stages, probs=probs, bias=bias):
+            launches.record("grouped_fp8_ws_gemm")
+            return
     bound = cdiv(T, cfg.block_m) + E
     total = bound * cdiv(N, dglu_tile_n(cfg) if epilogue == EPI_DGLU else cfg.block_n)
     programs = max(1, min(total, cfg.programs_per_sm * num_sms(c.device)))

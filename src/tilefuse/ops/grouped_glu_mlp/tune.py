@@ -88,9 +88,14 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # 0.92-0.96x (results/2026-12-02-h200-s run 3), and the whole op 0.958x / 1.004x / 1.026x the
 # baseline at the three keys against 1.012x / 1.020x / 1.034x uncapped (run 4). Caps on
 # shape 1's 8-warp tiles ran every role 1.2-2x slower.
+# The last: the heuristic with fc2 and the fc1 dgrad through the warp-specialised Gluon kernel
+# (GemmConfig.ws; its GLU and dGLU launches are the heuristic's). Those two roles ran 1.34x /
+# 1.40x faster so at the first shape, and 0.90-1.01x the best Triton tile at shapes 2-3
+# (results/2026-12-03-h200-z run 3).
 _CANDIDATES_FP8 = (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),
+    (128, 128, 128, 8, 3, 2, False, None, True),
 )
 
 
@@ -109,11 +114,19 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
     return configs
 
 
+def _ws_runs_here() -> bool:
+    """Whether a ``ws`` config's store GEMMs run in Gluon where sweeps run (the current CUDA
+    device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
+    grouped_gemm_kernel, the same bits, and is timed as that."""
+    from . import ws_kernels
+    return torch.cuda.is_available() and ws_kernels.available(torch.device("cuda", torch.cuda.current_device()))
+
+
 class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
     source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
-                    _HERE / "compose.py")
+                    _HERE / "compose.py", _HERE / "ws_kernels.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
@@ -189,7 +202,11 @@ class GroupedFamily(TuningFamily):
     def expected_launches(self, p, choice) -> tuple[str, ...]:
         if choice == COMPOSE:
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd")
-        return ("grouped_mlp_unfused",) if choice == UNFUSED else ("grouped_mlp_fwd", "grouped_mlp_bwd")
+        if choice == UNFUSED:
+            return ("grouped_mlp_unfused",)
+        if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
+            return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm")
+        return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 
     def compare(self, p: GroupedProblem, inputs, got: dict, want: dict) -> list[str]:
         """Fused vs the baseline (the compose route or the unfused composition) on the same

@@ -1,0 +1,264 @@
+"""fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad) warp-specialised in Gluon, one
+program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its availability and its launch.
+
+Why: kernels.grouped_gemm_kernel waits for each 128-wide K chunk's wgmma before it rescales
+the chunk into the float32 accumulator. At 64x128 on 4 warps (two programs an SM) it ran fc2
+and the fc1 dgrad at 785-885 TFLOP/s; at 128x128 on 8 warps, where a chunk's operands cost
+half the L2 traffic per FLOP, one program an SM has nothing to hide its waits and rescales
+behind, and (triton 3.6) the CTA barriers Triton puts around each TMA hold its two warp
+groups together (results/2026-12-02-h200-t run 2). Here one producer warp issues every TMA
+(a chunk of A, 128 rows x 128, and of B, 128 columns x 128, under one mbarrier, STAGES chunks
+ahead) and two consumer warp groups each own 64 rows of the 128x128 tile, handing each ring
+slot back through an mbarrier both arrive on, with no CTA barrier between them. Persistent:
+program p takes tiles p, p + P, ... in grouped_gemm_kernel's order (row tile major; the
+expert cursor of kernels.advance_expert, read from the device-side counts: no host sync).
+
+The arithmetic per output is grouped_gemm_kernel's, operation for operation (kernels.
+fp8_scaled_dot: acc + dot(a8, b8) * (a_scale * b_scale), each chunk's dot from zero, chunks in
+K order, then + p * bias and the rounding to c's dtype), so the outputs are bitwise its
+(tests/test_grouped_mlp_ws.py). On the H200 at the spec's first shape it ran fc2 and the fc1
+dgrad 1.16x / 1.09x faster than the best Triton tile and 1.40x / 1.34x faster than the
+heuristic's; at the finer-grained shapes 2-3 (K 768-2816) 0.90-1.01x the best Triton tile
+(results/2026-12-03-h200-z run 3), so the tuner decides per key.
+
+Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
+False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
+two or more programs an SM gave wrong results under triton 3.6 (results/2026-12-03-h200-y runs
+7-8); this one runs one (its 128 KB ring and 12 warps at 168 registers fill an SM).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...utils import cdiv
+from ..triton_common import INTERPRETER
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses grouped_gemm_kernel
+    gluon = None
+
+# The tile: 128 rows (64 a consumer warp group) x 128 columns, K chunks of 128 (the scaling
+# block). Registers: 168 a thread at launch for the 12 warps (4 + 4 consumers, 1 producer in a
+# warp group of its own), reallocated to 232 for the consumers and 40 for the producer; sm_90
+# compile (triton 3.6 and 3.8): no stack.
+BLOCK = 128
+MAXNREG = 168
+CONSUMER_REGS = 232
+PRODUCER_REGS = 40
+MAX_STAGES = 5   # 5 x 32 KB of ring, the most an SM holds beside the barriers
+
+
+def available(device: torch.device) -> bool:
+    """Whether fp8_ws_gemm_kernel can run on ``device``: Gluon's Hopper API imported, a CUDA
+    device of compute capability 9.x, and not Triton's interpreter."""
+    if gluon is None or device.type != "cuda" or INTERPRETER:
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+def _rows_ok(t: torch.Tensor) -> bool:
+    """A (rows, K) float8 operand the descriptors read as laid out."""
+    return (t.dim() == 2 and t.stride(1) == 1 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0
+            and t.shape[1] % BLOCK == 0)
+
+
+def applies(a, w, c, stages: int) -> bool:
+    """Whether ``launch`` runs: a recipes.QuantRows (T, K) and a QuantWeight (E, N, K) of
+    fp8_block, K-contiguous with 16-byte aligned rows, K and N multiples of 128, c (T, N) with
+    unit column stride, a ring of 2..MAX_STAGES slots, on a device where the kernel runs."""
+    data = w.data
+    return (available(c.device) and 2 <= stages <= MAX_STAGES and _rows_ok(a.data) and data.dim() == 3
+            and data.is_contiguous() and data.data_ptr() % 16 == 0 and data.shape[2] % BLOCK == 0
+            and data.shape[1] % BLOCK == 0 and c.stride(1) == 1 and a.data.shape[1] == data.shape[2])
+
+
+if gluon is not None:
+    # Gluon is experimental and its names move: triton 3.6 calls the TMA load
+    # async_copy_global_to_shared, 3.8 async_load.
+    _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+
+    @gluon.jit
+    def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
+        """kernels.advance_expert: the cursor (expert, row tiles and rows before it, its row
+        count) moved forward to ``row_tile``; expert == E past the last tile."""
+        while (expert < E) & (row_tile >= tiles_before + gl.cdiv(m, BLOCK_M)):
+            tiles_before += gl.cdiv(m, BLOCK_M)
+            rows_before += m
+            expert += 1
+            m = gl.load(counts_ptr + gl.minimum(expert, E - 1)).to(gl.int32)
+        return expert, tiles_before, rows_before, m
+
+    # The partitions take the same arguments (Gluon's rule for worker partitions).
+    @gluon.jit
+    def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
+                  HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                  STAGES: gl.constexpr):
+        """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
+        into the ring, each slot once both consumers have handed it back."""
+        n_col_tiles = gl.cdiv(N, BLOCK_N)
+        expert = 0
+        tiles_before = 0
+        rows_before = 0
+        m = gl.load(counts_ptr).to(gl.int32)
+        it = 0
+        for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+            row_tile = tile // n_col_tiles
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
+                b_row = expert * b_rows + (tile % n_col_tiles) * BLOCK_N
+                for kb in range(K // BLOCK_K):
+                    slot = it % STAGES
+                    mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
+                    bar = ready.index(slot)
+                    mbarrier.expect(bar, BLOCK_M * BLOCK_K + BLOCK_N * BLOCK_K)
+                    _tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
+                    _tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
+                    it += 1
+
+    @gluon.jit
+    def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
+                  HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
+        zero is waited for, its slot handed back, and the product joins acc as
+        acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
+        store epilogue (+ p * bias) from registers, rows past the expert's masked."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, BLOCK_N, 32])
+        row_l: gl.constexpr = gl.SliceLayout(1, mma)
+        col_l: gl.constexpr = gl.SliceLayout(0, mma)
+        n_col_tiles = gl.cdiv(N, BLOCK_N)
+        k_tiles = K // BLOCK_K
+        expert = 0
+        tiles_before = 0
+        rows_before = 0
+        m = gl.load(counts_ptr).to(gl.int32)
+        it = 0
+        part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+        for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+            row_tile = tile // n_col_tiles
+            col0 = (tile % n_col_tiles) * BLOCK_N
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
+                rows = row_start + WG * HALF + gl.arange(0, HALF, layout=row_l)
+                rmask = (rows < rows_before + m) & (rows < T)
+                rows64 = rows.to(gl.int64)
+                # B's 128x128 block scale: one per chunk for the tile's 128 columns.
+                bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
+                a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
+                b_next = gl.load(bs_base)
+                acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+                for kb in range(k_tiles):
+                    slot = it % STAGES
+                    a_scale = a_next
+                    b_scale = b_next
+                    mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                    part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)),
+                                         part, use_acc=False, is_async=True)
+                    k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
+                    a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
+                    b_next = gl.load(bs_base + k_next * bs_k)
+                    part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+                    mbarrier.arrive(empty.index(slot), count=1)
+                    acc = acc + part * (a_scale * b_scale)[:, None]
+                    it += 1
+                cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
+                cmask = cols < N
+                if HAS_BIAS:
+                    p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+                    bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                                   other=0.0).to(gl.float32)
+                    acc += p[:, None] * bias[None, :]
+                gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+                         mask=rmask[:, None] & cmask[None, :])
+
+    @gluon.jit
+    def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
+                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
+                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
+                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
+                           T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
+                           HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                           BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                           PRODUCER_REGS: gl.constexpr):
+        """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
+        RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
+        the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
+        a_scale_ptr (K / 128, T) float32, row stride a_scale_ld; b_scale_ptr the (E, N / 128,
+        K / 128) block scales at strides bs_e, bs_n, bs_k; c (T, N) row stride ldc; with
+        HAS_BIAS + probs[t] * bias[e, n] (bias row stride bias_e). n_tiles: (cdiv(T,
+        BLOCK_M) + E) * cdiv(N, BLOCK_N), the row-tile bound known on the host."""
+        a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+        b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
+        # (The argument tuples are written out: a tuple bound to a name first lost its
+        # constexprs under triton 3.6.)
+        gl.warp_specialize([
+            (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+            (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+            (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                         probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
+                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
+    """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
+    does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
+    (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
+    count (default one an SM; tests use fewer, so that programs take many tiles)."""
+    if not applies(a, w, c, stages):
+        return False
+    T, E = c.shape[0], counts.shape[0]
+    K = a.data.shape[1]
+    if T == 0 or N == 0:
+        return True
+    layout = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
+    a_desc = TensorDescriptor.from_tensor(a.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
+    w8 = w.data.view(torch.float8_e4m3fn)
+    b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, K), [BLOCK, BLOCK], layout)
+    n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, BLOCK)
+    sms = torch.cuda.get_device_properties(c.device).multi_processor_count
+    bs = w.scales.stride()
+    fp8_ws_gemm_kernel[(max(1, min(n_tiles, programs or sms)),)](
+        a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
+        bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
+        w.data.shape[1], bias.stride(0) if bias is not None else 0,
+        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return True

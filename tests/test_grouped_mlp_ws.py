@@ -1,0 +1,189 @@
+"""grouped_glu_mlp's warp-specialised fp8_block store GEMM (GemmConfig.ws, ws_kernels.py).
+
+The contract: a ``ws`` config gives grouped_gemm_kernel's fp8_block result bit for bit, on
+Hopper through fp8_ws_gemm_kernel (fc2 and the fc1 dgrad) and elsewhere (the CPU, other GPUs,
+operands outside its layout) through grouped_gemm_kernel itself. On the CPU these tests check
+the config, the dispatch and its fallback, the sweep's candidates and the sm_90 compile (no
+spills, 4 + 4 + 1 warps, four wgmma a consumer a K chunk); on a Hopper GPU the kernel itself
+against grouped_gemm_kernel, with skewed and empty experts, partial row tiles, bias, and few
+persistent programs.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+from tilefuse import launches
+from tilefuse.ops.grouped_glu_mlp import launch, recipes, ws_kernels
+from tilefuse.ops.grouped_glu_mlp import tune as grouped_tune
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+
+from sm90_helpers import nvidia_compiler_available, run_compile_script
+
+HOPPER = torch.cuda.is_available() and ws_kernels.available(torch.device("cuda"))
+WS = dataclasses.replace(heuristic("fwd", 2, "fp8_block"), ws=True)
+
+
+def test_ws_config_is_checked_and_named():
+    assert WS.name.endswith("-ws") and not heuristic("fwd", 2, "fp8_block").name.endswith("-ws")
+    with pytest.raises(TypeError, match="ws"):
+        GemmConfig(128, 128, 128, 8, 3, ws=1)
+    with pytest.raises(ValueError, match="128x128x128"):
+        GemmConfig(64, 128, 128, 4, 3, ws=True)
+    with pytest.raises(ValueError, match="128x128x128"):
+        GemmConfig(128, 128, 64, 8, 3, ws=True)
+
+
+def test_the_glu_and_dglu_launches_drop_ws():
+    """Only the store GEMMs take the Gluon kernel: the GLU and dGLU configs derived from a ws
+    config are the ones derived from the same config without it."""
+    base = dataclasses.replace(WS, ws=False)
+    for recipe in ("fp8_block", None):
+        assert glu_config(WS, recipe) == glu_config(base, recipe)
+        assert dglu_config(WS, recipe) == dglu_config(base, recipe)
+
+
+def test_the_fp8_sweep_times_the_ws_config_and_only_the_fp8_sweep():
+    fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")
+    bf16 = dataclasses.replace(fp8, recipe="")
+    assert WS in grouped_tune.candidates_for(fp8)
+    assert not any(c.ws for c in grouped_tune.candidates_for(bf16))
+    assert grouped_tune.FAMILY.is_valid(grouped_tune.FAMILY.key(fp8), WS)
+
+
+def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
+    fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")
+    base = dataclasses.replace(WS, ws=False)
+    monkeypatch.setattr(grouped_tune, "_ws_runs_here", lambda: False)
+    assert "grouped_fp8_ws_gemm" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    monkeypatch.setattr(grouped_tune, "_ws_runs_here", lambda: True)
+    assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    assert "grouped_fp8_ws_gemm" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+
+
+def _quantized_operands(E, T, N, K, device, seed=0, counts=None):
+    g = torch.Generator().manual_seed(seed)
+    if counts is None:
+        counts = [T // 2, 0, T - T // 2 - T // 7, T // 7][:E] + [0] * max(0, E - 4)
+        counts[-1] += T - sum(counts)
+    a = torch.randn(T, K, generator=g).bfloat16().to(device)
+    w = (torch.randn(E, N, K, generator=g) * 0.05).bfloat16().to(device)
+    counts = torch.tensor(counts, dtype=torch.int32, device=device)
+    return recipes.quantize_rows("fp8_block", a), recipes.quantize_weight("fp8_block", w), counts
+
+
+def test_applies_only_where_the_kernel_runs(device):
+    qa, qw, counts = _quantized_operands(3, 64, 128, 128, device)
+    c = torch.empty(64, 128, dtype=torch.bfloat16, device=device)
+    ran = ws_kernels.launch(qa, qw, c, counts, N=128, stages=3)
+    assert ran == HOPPER
+    if HOPPER:   # the layout contract (the device is fine): a bad ring depth, a transposed output
+        assert not ws_kernels.applies(qa, qw, c, 1) and not ws_kernels.applies(qa, qw, c, ws_kernels.MAX_STAGES + 1)
+        assert not ws_kernels.applies(qa, qw, torch.empty(128, 64, dtype=c.dtype, device=device).t(), 3)
+
+
+def test_a_ws_config_gives_the_triton_kernels_bits(device):
+    """The whole fp8_block forward and backward with a ws config equals the same config
+    without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
+    and the fc1 dgrad), through grouped_gemm_kernel elsewhere (the fallback)."""
+    counts = [70, 0, 45, 13]
+    i = random_inputs(counts, 128, 128, torch.bfloat16, bias=True, device=device,
+                      generator=torch.Generator().manual_seed(3))
+    outs = []
+    for cfg in (dataclasses.replace(WS, ws=False), WS):
+        with launches.counting() as launched:
+            y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu", 32,
+                                     config=cfg, recipe="fp8_block")
+            grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z,
+                                    h, "swiglu", 32, config=cfg, recipe="fp8_block")
+        assert launched["grouped_fp8_ws_gemm"] == (2 if cfg.ws and HOPPER else 0)
+        outs.append((y, z, h, *grads))
+    for name, want, got in zip(("y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"), *outs):
+        assert torch.equal(want.view(torch.int16) if want.dtype == torch.bfloat16 else want,
+                           got.view(torch.int16) if got.dtype == torch.bfloat16 else got), name
+
+
+_SM90_WS = r'''
+import json, pathlib, re, subprocess, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilefuse.ops.grouped_glu_mlp import ws_kernels as W
+
+out = {}
+lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
+desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
+ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e"]
+cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+for stages in (2, 3, W.MAX_STAGES):
+    for has_bias in (False, True):
+        sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
+               "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", **{n: "i32" for n in ints}}
+        ce = dict(HAS_BIAS=has_bias, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK, BLOCK_K=W.BLOCK, STAGES=stages,
+                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+        src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
+        c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(c.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
+                                   text=True).stdout
+            sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+        out[f"s{stages}-bias{int(has_bias)}"] = {
+            "regs": int(regs), "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+            "qgmma": sass.count("QGMMA"), "waits": sass.count("WARPGROUP.DEPBAR"),
+            "setmaxnreg": sass.count("USETMAXREG")}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(not nvidia_compiler_available() or ws_kernels.gluon is None,
+                    reason="needs Triton's NVIDIA backend with Gluon")
+def test_ws_kernel_compiles_for_sm90_without_spills():
+    """Each ring depth, with and without bias: no stack, 12 warps (two consumer warp groups and
+    the producer's), the registers reallocated between them (setmaxnreg), each consumer's K
+    chunk four k32 wgmma and one wait, and the ring within an SM's 227 KB."""
+    usage = run_compile_script(_SM90_WS)
+    assert len(usage) == 6
+    for name, u in usage.items():
+        assert u["stack"] == 0, (name, u)
+        assert u["warps"] == 12, (name, u)
+        assert u["setmaxnreg"] > 0, (name, u)
+        assert u["qgmma"] == 2 * 4 and u["waits"] == 2, (name, u)
+        assert u["smem"] <= 227 * 1024, (name, u)
+
+
+# --- Hopper only ---------------------------------------------------------------------------
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("E,T,N,K,bias", [(4, 1000, 384, 256, False), (5, 777, 256, 384, True),
+                                          (3, 300, 128, 128, False), (2, 130, 128, 640, True)])
+@pytest.mark.parametrize("programs", [None, 1, 3])
+@pytest.mark.parametrize("stages", [2, 3, ws_kernels.MAX_STAGES])
+def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, stages):
+    qa, qw, counts = _quantized_operands(E, T, N, K, "cuda", seed=T)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    probs = torch.rand(T, generator=g, device="cuda")
+    b = torch.randn(E, N, generator=g, device="cuda").bfloat16() if bias else None
+    want = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = torch.full_like(want, float("nan"))
+    launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=K, N=N, b_strides=(0, 0, 0),
+                 ldc=N, probs=probs, bias=b, recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, got, counts, N=N, stages=stages, probs=probs, bias=b, programs=programs)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all():
+    qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
+    want = torch.full((513, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = torch.full_like(want, float("nan"))
+    launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=256, N=256,
+                 b_strides=(0, 0, 0), ldc=256, recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, got, counts, N=256, stages=3)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
