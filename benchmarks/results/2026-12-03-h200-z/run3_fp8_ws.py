@@ -87,9 +87,12 @@ def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale
               BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
     """One warp group: rows [64 WG, 64 WG + 64) of every tile; each chunk's wgmma from zero,
     waited for, the slot handed back, then acc + part * (a_scale * b_scale); the store
-    epilogue (+ p * bias) from registers."""
+    epilogue (+ p * bias) from registers. BLOCK_N 256 (run 4): the tile's two 128-column
+    halves one after the other through one product register set (a 128-wide wgmma, its wait
+    and its rescale each), so that a chunk's A bytes serve twice the columns."""
     HALF: gl.constexpr = BLOCK_M // 2
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
+    SUB: gl.constexpr = 128
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB, 32])
     row_l: gl.constexpr = gl.SliceLayout(1, mma)
     col_l: gl.constexpr = gl.SliceLayout(0, mma)
     n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -99,7 +102,7 @@ def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale
     rows_before = 0
     m = gl.load(counts_ptr).to(gl.int32)
     it = 0
-    part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+    part = gl.zeros([HALF, SUB], gl.float32, mma)
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
         row_tile = tile // n_col_tiles
         col0 = (tile % n_col_tiles) * BLOCK_N
@@ -113,29 +116,53 @@ def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale
             bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
             a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
             b_next = gl.load(bs_base)
-            acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+            b_next1 = b_next
+            if BLOCK_N == 256:
+                b_next1 = gl.load(bs_base + gl.where((col0 + SUB) < N, bs_n, 0))
+            acc = gl.zeros([HALF, SUB], gl.float32, mma)
+            acc1 = gl.zeros([HALF, SUB], gl.float32, mma)
             for kb in range(k_tiles):
                 slot = it % STAGES
                 a_scale = a_next
                 b_scale = b_next
+                b_scale1 = b_next1
                 mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-                part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)), part,
-                                     use_acc=False, is_async=True)
+                part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).slice(0, SUB).permute((1, 0)),
+                                     part, use_acc=False, is_async=True)
                 k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads itself
                 a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
                 b_next = gl.load(bs_base + k_next * bs_k)
+                if BLOCK_N == 256:
+                    b_next1 = gl.load(bs_base + k_next * bs_k + gl.where((col0 + SUB) < N, bs_n, 0))
                 part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
-                mbarrier.arrive(empty.index(slot), count=1)
+                if BLOCK_N == 128:
+                    mbarrier.arrive(empty.index(slot), count=1)
                 acc = acc + part * (a_scale * b_scale)[:, None]
+                if BLOCK_N == 256:
+                    part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF),
+                                         b_s.index(slot).slice(SUB, SUB).permute((1, 0)), part, use_acc=False,
+                                         is_async=True)
+                    part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+                    mbarrier.arrive(empty.index(slot), count=1)
+                    acc1 = acc1 + part * (a_scale * b_scale1)[:, None]
                 it += 1
-            cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
-            cmask = cols < N
-            if HAS_BIAS:
-                p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-                bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask, other=0.0).to(gl.float32)
-                acc += p[:, None] * bias[None, :]
-            gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
-                     mask=rmask[:, None] & cmask[None, :])
+            _store(acc, c_ptr, probs_ptr, bias_ptr, rows64, rmask, col0, N, ldc, expert, bias_e, HAS_BIAS, col_l)
+            if BLOCK_N == 256:
+                _store(acc1, c_ptr, probs_ptr, bias_ptr, rows64, rmask, col0 + SUB, N, ldc, expert, bias_e, HAS_BIAS,
+                       col_l)
+
+
+@gluon.jit
+def _store(acc, c_ptr, probs_ptr, bias_ptr, rows64, rmask, col0, N, ldc, expert, bias_e, HAS_BIAS: gl.constexpr,
+           col_l: gl.constexpr):
+    cols = col0 + gl.arange(0, acc.shape[1], layout=col_l)
+    cmask = cols < N
+    if HAS_BIAS:
+        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+        bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask, other=0.0).to(gl.float32)
+        acc += p[:, None] * bias[None, :]
+    gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=rmask[:, None] & cmask[None, :])
 
 
 @gluon.jit
@@ -186,7 +213,7 @@ BLOCK = 128
 
 
 def launch_ws(a_rows, w, c, counts, *, K, N, probs=None, bias=None, stages=4, maxnreg=168, consumer_regs=232,
-              producer_regs=40, programs=None):
+              producer_regs=40, programs=None, block_n=BLOCK):
     """fc2 / fc1 dgrad through fp8_ws_gemm_kernel: a_rows a recipes.QuantRows (T, K), w a
     recipes.QuantWeight (E, N, K) K-contiguous, c (T, N)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -196,15 +223,16 @@ def launch_ws(a_rows, w, c, counts, *, K, N, probs=None, bias=None, stages=4, ma
     w8 = w.data.view(torch.float8_e4m3fn)
     lay = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
     a_desc = TensorDescriptor.from_tensor(a8, [BLOCK, BLOCK], lay)
-    b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, w8.shape[2]), [BLOCK, BLOCK], lay)
-    n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, BLOCK)
+    b_lay = gl.NVMMASharedLayout.get_default_for([block_n, BLOCK], gl.float8e4nv)
+    b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, w8.shape[2]), [block_n, BLOCK], b_lay)
+    n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, block_n)
     sms = torch.cuda.get_device_properties(c.device).multi_processor_count
     bs = w.scales.stride()
     fp8_ws_gemm_kernel[(min(n_tiles, programs or sms),)](
         a_desc, b_desc, counts, c, a_rows.scales, w.scales, probs if probs is not None else c,
         bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a_rows.scale_ld, bs[0], bs[2], bs[1],
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
-        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
+        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=block_n, BLOCK_K=BLOCK, STAGES=stages,
         CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs, num_warps=4, maxnreg=maxnreg)
 
 
@@ -218,11 +246,14 @@ def compile_report():
     lay = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
     desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (BLOCK, BLOCK, lay)
     ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e"]
-    for stages, maxnreg, cregs, pregs in ((4, 168, 232, 40), (3, 168, 232, 40), (5, 168, 232, 40)):
+    for bn, stages, maxnreg, cregs, pregs in ((128, 4, 168, 232, 40), (128, 3, 168, 232, 40), (256, 3, 168, 232, 40), (256, 3, 168, 240, 24),
+                                              (256, 4, 168, 232, 40)):
         for has_bias in (False, True):
-            sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
+            bdesc = "tensordesc<fp8e4nv[%d, %d],%s>" % (bn, BLOCK, gl.NVMMASharedLayout.get_default_for([bn, BLOCK],
+                                                                                                     gl.float8e4nv))
+            sig = {"a_desc": desc, "b_desc": bdesc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
                    "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", **{n: "i32" for n in ints}}
-            ce = dict(HAS_BIAS=has_bias, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
+            ce = dict(HAS_BIAS=has_bias, BLOCK_M=BLOCK, BLOCK_N=bn, BLOCK_K=BLOCK, STAGES=stages,
                       CONSUMER_REGS=cregs, PRODUCER_REGS=pregs)
             src = GluonASTSource(fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
             c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": maxnreg})
@@ -233,18 +264,42 @@ def compile_report():
                                        text=True).stdout
                 sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
             regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-            print(json.dumps({"stages": stages, "bias": has_bias, "maxnreg": maxnreg, "regs": int(regs),
+            print(json.dumps({"block_n": bn, "stages": stages, "cregs": cregs, "bias": has_bias, "maxnreg": maxnreg, "regs": int(regs),
                               "stack": int(stack), "smem": c.metadata.shared, "bar.sync": sass.count("BAR.SYNC"),
                               "setmaxnreg": sass.count("USETMAXREG"), "qgmma": sass.count("QGMMA"),
                               "depbar": sass.count("WARPGROUP.DEPBAR"), "warps": c.metadata.num_warps}), flush=True)
 
 
 SHAPES = ((8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768))
+# --wide (run 4): BLOCK_N 256 beside 128 (two 128-column halves a consumer, one after the other).
+WIDE = "--wide" in sys.argv
+
+
+def ncu_launches():
+    """Shape 1's fc2 once through the product's ws kernel and once through the Triton kernel at
+    64x128 on 4 warps via TMA (ncu --kernel-name regex:"fp8_ws_gemm|grouped_gemm")."""
+    from tilefuse.ops.grouped_glu_mlp import launch, recipes, ws_kernels
+    from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
+    from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
+    E, T, H, F = SHAPES[0]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    counts = torch.full((E,), T // E, device="cuda", dtype=torch.int32)
+    a = torch.randn(T, F, generator=g, device="cuda").bfloat16()
+    w = torch.randn(E, H, F, generator=g, device="cuda").bfloat16() * 0.05
+    qa, qw = recipes.quantize_rows("fp8_block", a), recipes.quantize_weight("fp8_block", w)
+    c = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
+    assert ws_kernels.launch(qa, qw, c, counts, N=H, stages=3)
+    launch._gemm(EPI_STORE, qa, qw, c, counts, GemmConfig(64, 128, 128, 4, 3, tma=True), K=F, N=H,
+                 b_strides=(0, 0, 0), ldc=H, recipe="fp8_block")
+    torch.cuda.synchronize()
 
 
 def main():
     if "--compile" in sys.argv:
         compile_report()
+        return 0
+    if "--ncu" in sys.argv:
+        ncu_launches()
         return 0
     from tilefuse.ops.grouped_glu_mlp import launch, recipes
     from tilefuse.ops.grouped_glu_mlp.configs import heuristic
@@ -268,13 +323,14 @@ def main():
         cfg = heuristic("fwd", 2, "fp8_block")
         launch._gemm(EPI_STORE, qa, qw, want, counts, cfg, K=K, N=N, b_strides=(0, 0, 0), ldc=N, probs=probs, bias=b,
                      recipe="fp8_block")
-        for programs in (None, 1, 3):
+        for programs, bn in ((None, 128), (1, 128), (3, 128)) + (((None, 256), (3, 256)) if WIDE else ()):
             got.fill_(float("nan"))
-            launch_ws(qa, qw, got, counts, K=K, N=N, probs=probs, bias=b, programs=programs)
+            launch_ws(qa, qw, got, counts, K=K, N=N, probs=probs, bias=b, programs=programs, block_n=bn)
             torch.cuda.synchronize()
             same = torch.equal(got.view(torch.int16), want.view(torch.int16))
             ok &= same
-            print(f"  E={E} T={T} N={N} K={K} bias={bias} programs={programs}: bitwise the Triton launch's: {same}"
+            print(f"  E={E} T={T} N={N} K={K} bias={bias} programs={programs} BLOCK_N {bn}: bitwise the Triton launch's: "
+                  f"{same}"
                   + ("" if same else f" (max |diff| {(got.float() - want.float()).abs().max().item():.3g}, "
                      f"nan {got.isnan().sum().item()})"), flush=True)
     # Timing: fc2 (K = F, N = H) and fc1 dgrad (K = 2F, N = H) at the spec's shapes, balanced counts.
@@ -296,8 +352,9 @@ def main():
             providers["triton 64x128 w4 s3 tma"] = lambda: launch._gemm(EPI_STORE, qa, qw, c, counts, tma64, K=K, N=H,
                                                                         b_strides=(0, 0, 0), ldc=H,
                                                                         recipe="fp8_block")
-            for stages in (3, 4, 5):
-                providers[f"ws 128x128 s{stages}"] = (lambda s=stages: launch_ws(qa, qw, c, counts, K=K, N=H, stages=s))
+            for stages, bn in ((3, 128), (3, 256), (4, 256)) if WIDE else ((3, 128), (4, 128), (5, 128)):
+                providers[f"ws 128x{bn} s{stages}"] = (lambda s=stages, bn=bn: launch_ws(qa, qw, c, counts, K=K, N=H,
+                                                                                        stages=s, block_n=bn))
             outs = {}
             for name, fn in providers.items():
                 c.fill_(float("nan"))

@@ -18,5 +18,12 @@ timeout 200 python3 -m tilefuse.cli tune --op grouped_glu_mlp --dtype fp8_block 
 echo "tune exit $?" >> $OUT/run4/tune-fp8.txt
 python3 -m tilefuse.cli tune --export-builtin $OUT/run4 >> $OUT/run4/tune-fp8.txt 2>&1
 grep -v Warn $OUT/run4/tune-fp8.txt | tail -30
+timeout 90 ncu --clock-control none --kernel-name regex:"fp8_ws_gemm|grouped_gemm" \
+  --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
+  --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis python3 $R/run3_fp8_ws.py --ncu > $OUT/run4/ncu.txt 2>&1
+echo "exit $?" >> $OUT/run4/ncu.txt
+grep -E "fp8_ws_gemm|grouped_gemm|Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache|Issue Slots|Tensor|Eligible|Warp Cycles Per Issued|exit" $OUT/run4/ncu.txt | head -40
+timeout 150 python3 $R/run3_fp8_ws.py --wide > $OUT/run4/ws-wide.txt 2>&1; echo "exit $?" >> $OUT/run4/ws-wide.txt
+cat $OUT/run4/ws-wide.txt
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_grouped_mlp_recipes.py > $OUT/run4/pytest-recipes.txt 2>&1
 echo "exit $?" >> $OUT/run4/pytest-recipes.txt; tail -3 $OUT/run4/pytest-recipes.txt
