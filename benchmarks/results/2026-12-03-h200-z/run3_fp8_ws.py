@@ -334,7 +334,7 @@ def main():
                   + ("" if same else f" (max |diff| {(got.float() - want.float()).abs().max().item():.3g}, "
                      f"nan {got.isnan().sum().item()})"), flush=True)
     # Timing: fc2 (K = F, N = H) and fc1 dgrad (K = 2F, N = H) at the spec's shapes, balanced counts.
-    for E, T, H, F in SHAPES:
+    for E, T, H, F in SHAPES[:1] if WIDE else SHAPES:   # --wide: shape 1 only
         g = torch.Generator(device="cuda").manual_seed(E)
         counts = torch.full((E,), T // E, device="cuda", dtype=torch.int32)
         for role, K in (("fc2", F), ("fc1 dgrad", 2 * F)):
