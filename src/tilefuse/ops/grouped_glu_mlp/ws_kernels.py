@@ -102,19 +102,18 @@ if gluon is not None:
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
-        step = gl.num_programs(0)
-        # The cursor of this program's first tile; each next one is found while a tile's first
-        # chunk loads (_next_cursor).
-        zero = gl.program_id(0) * 0   # the cursor's fields are loop-carried int32 tensors
-        expert, tiles_before, rows_before, m = _advance(gl.program_id(0) // n_col_tiles, counts_ptr, E, zero, zero,
-                                                        zero, gl.load(counts_ptr).to(gl.int32), BLOCK_M)
+        expert = 0
+        tiles_before = 0
+        rows_before = 0
+        m = gl.load(counts_ptr).to(gl.int32)
         it = 0
-        for tile in range(gl.program_id(0), n_tiles, step):
+        for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
             row_tile = tile // n_col_tiles
-            cur_expert = expert
-            row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
-            if cur_expert < E:
-                b_row = cur_expert * b_rows + (tile % n_col_tiles) * BLOCK_N
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
+                b_row = expert * b_rows + (tile % n_col_tiles) * BLOCK_N
                 for kb in range(K // BLOCK_K):
                     slot = it % STAGES
                     mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
@@ -122,9 +121,6 @@ if gluon is not None:
                     mbarrier.expect(bar, BLOCK_M * BLOCK_K + BLOCK_N * BLOCK_K)
                     _tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
                     _tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
-                    if kb == 0:
-                        expert, tiles_before, rows_before, m = _advance((tile + step) // n_col_tiles, counts_ptr, E,
-                                                                        expert, tiles_before, rows_before, m, BLOCK_M)
                     it += 1
 
     @gluon.jit
@@ -135,10 +131,10 @@ if gluon is not None:
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
         zero is waited for, its slot handed back, and the product joins acc as
         acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
-        store epilogue (+ p * bias) from registers, rows past the expert's masked. The next
-        tile's expert cursor is advanced while the first chunk's wgmma runs: with 64-128
-        experts a persistent step of 132 tiles crosses one or two experts, two dependent count
-        loads that would otherwise stall both warp groups at every tile."""
+        store epilogue (+ p * bias) from registers, rows past the expert's masked. (Advancing
+        the next tile's expert cursor under the first chunk's wgmma instead of at the tile's
+        start was bitwise and 0.93-0.99x in all six role timings, results/2026-12-03-h200-z
+        run 4.)"""
         HALF: gl.constexpr = BLOCK_M // 2
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 32])
@@ -146,24 +142,24 @@ if gluon is not None:
         col_l: gl.constexpr = gl.SliceLayout(0, mma)
         n_col_tiles = gl.cdiv(N, BLOCK_N)
         k_tiles = K // BLOCK_K
-        step = gl.num_programs(0)
-        zero = gl.program_id(0) * 0   # the cursor's fields are loop-carried int32 tensors
-        expert, tiles_before, rows_before, m = _advance(gl.program_id(0) // n_col_tiles, counts_ptr, E, zero, zero,
-                                                        zero, gl.load(counts_ptr).to(gl.int32), BLOCK_M)
+        expert = 0
+        tiles_before = 0
+        rows_before = 0
+        m = gl.load(counts_ptr).to(gl.int32)
         it = 0
         part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
-        for tile in range(gl.program_id(0), n_tiles, step):
+        for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
             row_tile = tile // n_col_tiles
             col0 = (tile % n_col_tiles) * BLOCK_N
-            cur_expert = expert
-            row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
-            row_end = rows_before + m
-            if cur_expert < E:
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
                 rows = row_start + WG * HALF + gl.arange(0, HALF, layout=row_l)
-                rmask = (rows < row_end) & (rows < T)
+                rmask = (rows < rows_before + m) & (rows < T)
                 rows64 = rows.to(gl.int64)
                 # B's 128x128 block scale: one per chunk for the tile's 128 columns.
-                bs_base = b_scale_ptr + cur_expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
+                bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
                 a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
                 b_next = gl.load(bs_base)
                 acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
@@ -174,9 +170,6 @@ if gluon is not None:
                     mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
                     part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)),
                                          part, use_acc=False, is_async=True)
-                    if kb == 0:   # the next tile's cursor (its count loads) while this chunk's wgmma runs
-                        expert, tiles_before, rows_before, m = _advance((tile + step) // n_col_tiles, counts_ptr, E,
-                                                                        expert, tiles_before, rows_before, m, BLOCK_M)
                     k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
                     a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
                     b_next = gl.load(bs_base + k_next * bs_k)
@@ -188,7 +181,7 @@ if gluon is not None:
                 cmask = cols < N
                 if HAS_BIAS:
                     p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-                    bias = gl.load(bias_ptr + cur_expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                    bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
                                    other=0.0).to(gl.float32)
                     acc += p[:, None] * bias[None, :]
                 gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
