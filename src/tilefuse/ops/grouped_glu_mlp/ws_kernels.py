@@ -223,7 +223,7 @@ if gluon is not None:
                            T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                            HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                           PRODUCER_REGS: gl.constexpr, SCALE_AHEAD: gl.constexpr = 1):
+                           PRODUCER_REGS: gl.constexpr, SCALE_AHEAD: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
         the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
