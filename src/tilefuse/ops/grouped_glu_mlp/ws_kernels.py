@@ -98,7 +98,7 @@ if gluon is not None:
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr, SCALE_AHEAD: gl.constexpr):
+                  STAGES: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -127,14 +127,14 @@ if gluon is not None:
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, SCALE_AHEAD: gl.constexpr):
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
         zero is waited for, its slot handed back, and the product joins acc as
         acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
         store epilogue (+ p * bias) from registers, rows past the expert's masked. (Advancing
         the next tile's expert cursor under the first chunk's wgmma instead of at the tile's
         start was bitwise and 0.93-0.99x in all six role timings, results/2026-12-03-h200-z
-        run 4.)"""
+        run 4; loading the chunk scales two chunks ahead, bitwise and 0.90-0.95x, run 6.)"""
         HALF: gl.constexpr = BLOCK_M // 2
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 32])
@@ -162,30 +162,17 @@ if gluon is not None:
                 bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
                 a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
                 b_next = gl.load(bs_base)
-                # SCALE_AHEAD 2: a second register stage, the loads two chunks ahead
-                k1 = gl.minimum(1, k_tiles - 1)
-                a_next2 = gl.load(a_scale_ptr + k1 * a_scale_ld + rows64, mask=rmask & (SCALE_AHEAD == 2), other=0.0)
-                b_next2 = b_next
-                if SCALE_AHEAD == 2:
-                    b_next2 = gl.load(bs_base + k1 * bs_k)
                 acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
                 for kb in range(k_tiles):
                     slot = it % STAGES
                     a_scale = a_next
                     b_scale = b_next
-                    if SCALE_AHEAD == 2:
-                        a_next = a_next2
-                        b_next = b_next2
                     mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
                     part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)),
                                          part, use_acc=False, is_async=True)
-                    k_next = gl.minimum(kb + SCALE_AHEAD, k_tiles - 1)   # the last chunks reload the last
-                    if SCALE_AHEAD == 2:
-                        a_next2 = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
-                        b_next2 = gl.load(bs_base + k_next * bs_k)
-                    else:
-                        a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
-                        b_next = gl.load(bs_base + k_next * bs_k)
+                    k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
+                    a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
+                    b_next = gl.load(bs_base + k_next * bs_k)
                     part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
                     mbarrier.arrive(empty.index(slot), count=1)
                     acc = acc + part * (a_scale * b_scale)[:, None]
@@ -204,26 +191,26 @@ if gluon is not None:
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, SCALE_AHEAD: gl.constexpr):
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, SCALE_AHEAD)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, SCALE_AHEAD: gl.constexpr):
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, SCALE_AHEAD)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
                            T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                            HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                           PRODUCER_REGS: gl.constexpr, SCALE_AHEAD: gl.constexpr):
+                           PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
         the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
@@ -243,18 +230,17 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, SCALE_AHEAD)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, SCALE_AHEAD)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, SCALE_AHEAD)),
+                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
-           scale_ahead: int = 1) -> bool:
+def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
@@ -277,6 +263,5 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
         bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, SCALE_AHEAD=scale_ahead, num_warps=4,
-        maxnreg=MAXNREG)
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
