@@ -187,6 +187,8 @@ if gluon is not None:
                 gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
                          mask=rmask[:, None] & cmask[None, :])
 
+    # One wrapper a consumer warp group: its index is a constexpr, and an integer literal in a
+    # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
     @gluon.jit
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
