@@ -19,12 +19,13 @@ K order, then + p * bias and the rounding to c's dtype), so the outputs are bitw
 (tests/test_grouped_mlp_ws.py). On the H200 at the spec's first shape it ran fc2 and the fc1
 dgrad 1.16x / 1.09x faster than the best Triton tile and 1.40x / 1.34x faster than the
 heuristic's; at the finer-grained shapes 2-3 (K 768-2816) 0.90-1.01x the best Triton tile
-(results/2026-12-03-h200-z run 3), so the tuner decides per key.
+(results/2026-12-03-h200-z run 3), so the tuner decides per key (the H200 sweep took it at
+the first shape: the whole op 1.055x, run 4).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
 two or more programs an SM gave wrong results under triton 3.6 (results/2026-12-03-h200-y runs
-7-8); this one runs one (its 128 KB ring and 12 warps at 168 registers fill an SM).
+7-8); this one runs one (its 12 warps at 168 registers take an SM's whole register file).
 """
 
 from __future__ import annotations
