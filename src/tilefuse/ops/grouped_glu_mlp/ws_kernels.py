@@ -99,7 +99,7 @@ if gluon is not None:
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr):
+                  STAGES: gl.constexpr, COALESCED: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -128,7 +128,7 @@ if gluon is not None:
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, COALESCED: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
         zero is waited for, its slot handed back, and the product joins acc as
         acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
@@ -185,8 +185,16 @@ if gluon is not None:
                     bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
                                    other=0.0).to(gl.float32)
                     acc += p[:, None] * bias[None, :]
-                gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
-                         mask=rmask[:, None] & cmask[None, :])
+                if COALESCED:   # run 7: through a layout of 8 consecutive columns a thread
+                    store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+                    out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+                    srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+                    scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
+                    smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
+                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+                else:
+                    gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+                             mask=rmask[:, None] & cmask[None, :])
 
     # One wrapper a consumer warp group: its index is a constexpr, and an integer literal in a
     # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
@@ -194,26 +202,26 @@ if gluon is not None:
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
+                   STAGES: gl.constexpr, COALESCED: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
+                   STAGES: gl.constexpr, COALESCED: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
                            T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                            HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                           PRODUCER_REGS: gl.constexpr):
+                           PRODUCER_REGS: gl.constexpr, COALESCED: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
         the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
@@ -233,17 +241,18 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
+def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
+           coalesced: bool = False) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
@@ -266,5 +275,6 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
         bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, COALESCED=coalesced, num_warps=4,
+        maxnreg=MAXNREG)
     return True
