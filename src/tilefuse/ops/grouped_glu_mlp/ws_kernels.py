@@ -252,7 +252,7 @@ if gluon is not None:
 
 
 def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
-           coalesced: bool = False) -> bool:
+           coalesced: bool = True) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
