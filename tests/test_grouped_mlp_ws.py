@@ -124,7 +124,7 @@ for stages in (2, 3, W.MAX_STAGES):
         sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
                "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", **{n: "i32" for n in ints}}
         ce = dict(HAS_BIAS=has_bias, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK, BLOCK_K=W.BLOCK, STAGES=stages,
-                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS, COALESCED=False)
+                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:

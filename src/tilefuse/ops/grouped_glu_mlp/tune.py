@@ -89,9 +89,10 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # baseline at the three keys against 1.012x / 1.020x / 1.034x uncapped (run 4). Caps on
 # shape 1's 8-warp tiles ran every role 1.2-2x slower.
 # The last: the heuristic with fc2 and the fc1 dgrad through the warp-specialised Gluon kernel
-# (GemmConfig.ws; its GLU and dGLU launches are the heuristic's). Against the heuristic's tile,
-# fc2 ran 1.40x and the fc1 dgrad 1.34x faster so at the first shape; at shapes 2-3 they ran
-# 0.90-1.01x the best Triton tile (results/2026-12-03-h200-z run 3).
+# (GemmConfig.ws; its GLU and dGLU launches are the heuristic's). Those two roles ran 1.07-1.19x
+# faster so than at the best Triton tile, 64x128 on 4 warps through TMA, at the spec's three
+# shapes (results/2026-12-03-h200-z run 7), and the whole op 1.034x / 1.058x / 1.048x the
+# heuristic (run 8).
 _CANDIDATES_FP8 = (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),

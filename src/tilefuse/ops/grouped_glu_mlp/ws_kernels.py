@@ -16,11 +16,11 @@ expert cursor of kernels.advance_expert, read from the device-side counts: no ho
 The arithmetic per output is grouped_gemm_kernel's, operation for operation (kernels.
 fp8_scaled_dot: acc + dot(a8, b8) * (a_scale * b_scale), each chunk's dot from zero, chunks in
 K order, then + p * bias and the rounding to c's dtype), so the outputs are bitwise its
-(tests/test_grouped_mlp_ws.py). On the H200 at the spec's first shape it ran fc2 and the fc1
-dgrad 1.16x / 1.09x faster than the best Triton tile and 1.40x / 1.34x faster than the
-heuristic's; at the finer-grained shapes 2-3 (K 768-2816) 0.90-1.01x the best Triton tile
-(results/2026-12-03-h200-z run 3), so the tuner decides per key (the H200 sweep took it at
-the first shape: the whole op 1.055x, run 4).
+(tests/test_grouped_mlp_ws.py). On the H200 it ran fc2 and the fc1 dgrad 1.07-1.19x faster
+than the best Triton tile (64x128 on 4 warps through TMA) at the spec's three shapes, once its
+epilogue stored through a coalescing layout (results/2026-12-03-h200-z run 7; before that
+0.90-1.01x at the finer-grained shapes 2-3, run 3), and the fp8 sweep takes it at all three
+keys (the whole op 1.034x / 1.058x / 1.048x the heuristic, run 8); the tuner decides per key.
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
@@ -99,7 +99,7 @@ if gluon is not None:
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr, COALESCED: gl.constexpr):
+                  STAGES: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -128,11 +128,11 @@ if gluon is not None:
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, COALESCED: gl.constexpr):
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
         zero is waited for, its slot handed back, and the product joins acc as
         acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
-        store epilogue (+ p * bias) from registers, rows past the expert's masked. (Advancing
+        store epilogue (+ p * bias), rows past the expert's masked. (Advancing
         the next tile's expert cursor under the first chunk's wgmma instead of at the tile's
         start was bitwise and 0.93-0.99x in all six role timings, results/2026-12-03-h200-z
         run 4; loading the chunk scales two chunks ahead, bitwise and 0.90-0.95x, run 6.)"""
@@ -141,6 +141,7 @@ if gluon is not None:
                                                       instr_shape=[16, BLOCK_N, 32])
         row_l: gl.constexpr = gl.SliceLayout(1, mma)
         col_l: gl.constexpr = gl.SliceLayout(0, mma)
+        store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
         n_col_tiles = gl.cdiv(N, BLOCK_N)
         k_tiles = K // BLOCK_K
         expert = 0
@@ -185,16 +186,15 @@ if gluon is not None:
                     bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
                                    other=0.0).to(gl.float32)
                     acc += p[:, None] * bias[None, :]
-                if COALESCED:   # run 7: through a layout of 8 consecutive columns a thread
-                    store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
-                    out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
-                    srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
-                    scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
-                    smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
-                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
-                else:
-                    gl.store(c_ptr + rows64[:, None] * ldc + cols[None, :], acc.to(c_ptr.dtype.element_ty),
-                             mask=rmask[:, None] & cmask[None, :])
+                # The rounded tile goes through a layout of 8 consecutive columns a thread: 16-byte
+                # stores of whole sectors. Stored from wgmma's layout (4-byte stores, a warp's
+                # store 16 bytes in each of 8 rows) fc2 and the fc1 dgrad ran 1.05-1.32x slower
+                # (results/2026-12-03-h200-z run 7).
+                out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+                srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+                scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
+                smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
+                gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
 
     # One wrapper a consumer warp group: its index is a constexpr, and an integer literal in a
     # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
@@ -202,26 +202,26 @@ if gluon is not None:
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, COALESCED: gl.constexpr):
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, COALESCED: gl.constexpr):
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
                            T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                            HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                           PRODUCER_REGS: gl.constexpr, COALESCED: gl.constexpr):
+                           PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
         the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
@@ -241,18 +241,17 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, COALESCED)),
+                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
-           coalesced: bool = True) -> bool:
+def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
@@ -275,6 +274,5 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
         bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, COALESCED=coalesced, num_warps=4,
-        maxnreg=MAXNREG)
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
