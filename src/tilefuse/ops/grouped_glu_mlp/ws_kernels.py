@@ -1,5 +1,6 @@
 """fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad) warp-specialised in Gluon, one
-program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its availability and its launch.
+program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout check and its launch
+(``available``: ops/gluon_hopper.py).
 
 Why: kernels.grouped_gemm_kernel waits for each 128-wide K chunk's wgmma before it rescales
 the chunk into the float32 accumulator. At 64x128 on 4 warps (two programs an SM) it ran fc2
@@ -33,15 +34,8 @@ from __future__ import annotations
 import torch
 
 from ...utils import cdiv
-from ..triton_common import INTERPRETER
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses grouped_gemm_kernel
-    gluon = None
+from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
+                            warpgroup_mma, warpgroup_mma_wait)                      # of this module too
 
 # The tile: 128 rows (64 a consumer warp group) x 128 columns, K chunks of 128 (the scaling
 # block). Registers: 168 a thread at launch for the 12 warps (4 + 4 consumers, 1 producer in a
@@ -52,14 +46,6 @@ MAXNREG = 168
 CONSUMER_REGS = 232
 PRODUCER_REGS = 40
 MAX_STAGES = 5   # 5 x 32 KB of ring, the most an SM holds beside the barriers
-
-
-def available(device: torch.device) -> bool:
-    """Whether fp8_ws_gemm_kernel can run on ``device``: Gluon's Hopper API imported, a CUDA
-    device of compute capability 9.x, and not Triton's interpreter."""
-    if gluon is None or device.type != "cuda" or INTERPRETER:
-        return False
-    return torch.cuda.get_device_capability(device)[0] == 9
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -79,10 +65,6 @@ def applies(a, w, c, stages: int) -> bool:
 
 
 if gluon is not None:
-    # Gluon is experimental and its names move: triton 3.6 calls the TMA load
-    # async_copy_global_to_shared, 3.8 async_load.
-    _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
-
     @gluon.jit
     def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
         """kernels.advance_expert: the cursor (expert, row tiles and rows before it, its row
@@ -120,8 +102,8 @@ if gluon is not None:
                     mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_M * BLOCK_K + BLOCK_N * BLOCK_K)
-                    _tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
-                    _tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
+                    tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
+                    tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
                     it += 1
 
     @gluon.jit

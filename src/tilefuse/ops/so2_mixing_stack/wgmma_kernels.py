@@ -45,24 +45,9 @@ from __future__ import annotations
 
 import torch
 
-from ..triton_common import INTERPRETER
+from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
+                            warpgroup_mma, warpgroup_mma_wait)                      # of this module too
 from .kernels import BWD, BWD_HEAD, FINAL, FWD_GATED  # noqa: F401 - so2_gemm_kernel's modes (constexprs)
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:   # a Triton without Gluon's Hopper API: launch.py uses so2_gemm_kernel
-    gluon = None
-
-
-def available(device: torch.device) -> bool:
-    """Whether so2_gemm3x_wgmma_kernel can run on ``device``: Gluon's Hopper API imported, a
-    CUDA device of compute capability 9.x (wgmma is sm_90's), and not Triton's interpreter."""
-    if gluon is None or device.type != "cuda" or INTERPRETER:
-        return False
-    return torch.cuda.get_device_capability(device)[0] == 9
 
 
 if gluon is not None:
@@ -72,9 +57,8 @@ if gluon is not None:
     # left two 64x64 programs an SM, two slots three).
     A_STAGES = gl.constexpr(2)
 
-    # Gluon is experimental and its names move: triton 3.6 calls the TMA load
-    # async_copy_global_to_shared and the CTA barrier thread_barrier, 3.8 async_load and barrier.
-    _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+    # Gluon's names move: triton 3.6 calls the CTA barrier thread_barrier, 3.8 barrier.
+    _tma_load = tma_load
     _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 
     @gluon.jit

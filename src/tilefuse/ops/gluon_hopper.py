@@ -1,0 +1,37 @@
+"""Gluon's Hopper API as the ops' Gluon kernels import it (so2_mixing_stack.wgmma_kernels,
+grouped_glu_mlp.ws_kernels), and where those kernels can run.
+
+Gluon is experimental: a Triton without it leaves every name here None (``gluon is None``), and
+the ops then launch their Triton kernels. Its names also move between releases: triton 3.6
+calls the TMA load ``async_copy_global_to_shared``, 3.8 ``async_load`` (``tma_load``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .triton_common import INTERPRETER
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:
+    gluon = gl = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = TensorDescriptor = None
+
+tma_load = None if tma is None else (tma.async_load if hasattr(tma, "async_load")
+                                     else tma.async_copy_global_to_shared)
+
+
+def available(device: torch.device) -> bool:
+    """Whether Gluon's Hopper kernels can run on ``device``: the API imported, a CUDA device of
+    compute capability 9.x (wgmma and setmaxnreg are sm_90's), and not Triton's interpreter."""
+    if gluon is None or device.type != "cuda" or INTERPRETER:
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+def available_here() -> bool:
+    """``available`` on the current CUDA device (False without one): where a sweep runs."""
+    return torch.cuda.is_available() and available(torch.device("cuda", torch.cuda.current_device()))
