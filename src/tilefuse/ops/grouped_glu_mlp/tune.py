@@ -26,7 +26,6 @@ import torch
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2, normwise_rel_error
-from .. import gluon_hopper
 from . import compose
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
@@ -120,6 +119,7 @@ def _ws_runs_here() -> bool:
     """Whether a ``ws`` config's store GEMMs run in Gluon where sweeps run (the current CUDA
     device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
     grouped_gemm_kernel, the same bits, and is timed as that."""
+    from .. import gluon_hopper   # imports Triton: only where a sweep asks
     return gluon_hopper.available_here()
 
 

@@ -49,7 +49,6 @@ import torch
 
 from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
 from ...utils import normwise_rel_error
-from .. import gluon_hopper
 from . import configs, launch
 from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fused_supported, level3_candidates,
                       relay_candidates)
@@ -195,6 +194,7 @@ def _wgmma_runs_here() -> bool:
     """Whether a wgmma config's layer GEMMs run in Gluon where sweeps run (the current CUDA
     device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
     so2_gemm_kernel, the same bits, and is timed as that."""
+    from .. import gluon_hopper   # imports Triton: only where a sweep asks
     return gluon_hopper.available_here()
 
 
