@@ -233,6 +233,177 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+    # --- the weight gradients (grouped_wgrad_kernel's fp8_block arithmetic) -------------------
+
+    @gluon.jit
+    def _wgrad_tile(tile, counts_ptr, cur_expert, cur_start, N, M, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr):
+        """Tile ``tile`` of the wgrad launch: (expert, first row of A, first row of B, first
+        token of the expert, its token count, the cursor). Tiles run expert by expert, each
+        expert's (N / BLOCK_N) x (M / BLOCK_M) tiles row-major; the cursor (an expert and the
+        tokens before it) only moves forward, as a program's tiles do."""
+        m_tiles = M // BLOCK_M
+        per_expert = (N // BLOCK_N) * m_tiles
+        expert = tile // per_expert
+        local = tile % per_expert
+        while cur_expert < expert:
+            cur_start += gl.load(counts_ptr + cur_expert).to(gl.int32)
+            cur_expert += 1
+        count = gl.load(counts_ptr + expert).to(gl.int32)
+        return expert, (local // m_tiles) * BLOCK_N, (local % m_tiles) * BLOCK_M, cur_start, count, cur_expert
+
+    @gluon.jit
+    def _wgrad_blocks(start, count, BLOCK_K: gl.constexpr):
+        """grouped_wgrad_kernel's 128-token blocks of an expert, in its order: the blocks wholly
+        inside [start, start + count) (first_full, n_full of them), then the one it shares with
+        the expert before (head) and the one with the expert after (tail), each where it exists.
+        Returns (first_full, n_full, n_shared, head or tail block of shared chunk 0, tail)."""
+        first_full = gl.cdiv(start, BLOCK_K)
+        end_full = (start + count) // BLOCK_K
+        n_full = gl.maximum(end_full - first_full, 0)
+        head = start // BLOCK_K
+        has_head = (count > 0) & (head < first_full)
+        has_tail = (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full)
+        shared0 = gl.where(has_head, head, end_full)
+        return first_full, n_full, has_head.to(gl.int32) + has_tail.to(gl.int32), shared0, end_full
+
+    @gluon.jit
+    def _wgrad_producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                        N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
+                        BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp: every tile's token blocks (A's BLOCK_N rows, B's BLOCK_M rows, 128 tokens
+        each) into the ring in _wgrad_blocks' order, each slot once both consumers handed it back."""
+        pid = gl.program_id(0)
+        cur_expert = pid * 0
+        cur_start = pid * 0
+        it = 0
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            expert, row_n, row_m, start, count, cur_expert = _wgrad_tile(tile, counts_ptr, cur_expert, cur_start,
+                                                                         N, M, BLOCK_N, BLOCK_M)
+            cur_start = start
+            first_full, n_full, n_shared, shared0, tail = _wgrad_blocks(start, count, BLOCK_K)
+            for j in range(n_full + n_shared):
+                blk = gl.where(j < n_full, first_full + j, gl.where(j == n_full, shared0, tail))
+                slot = it % STAGES
+                mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
+                bar = ready.index(slot)
+                mbarrier.expect(bar, BLOCK_N * BLOCK_K + BLOCK_M * BLOCK_K)
+                tma_load(a_desc, [row_n, blk * BLOCK_K], bar, a_s.index(slot))
+                tma_load(b_desc, [row_m, blk * BLOCK_K], bar, b_s.index(slot))
+                it += 1
+
+    @gluon.jit
+    def _wgrad_consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                        N, M, n_tiles, a_scale_ld, b_scale_ld, WG: gl.constexpr, BLOCK_N: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp group: rows [64 WG, 64 WG + 64) of A's BLOCK_N rows, all BLOCK_M columns.
+        Each block's wgmma from zero, waited for, joined as acc + part * (a_scale * b_scale);
+        the shared blocks' A comes through registers with the other expert's tokens zeroed
+        (kernels.wgrad_fp8_masked_tma); then the tile rounded and stored."""
+        HALF: gl.constexpr = BLOCK_N // 2
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, BLOCK_M, 32])
+        a_reg: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=4)
+        tok_l: gl.constexpr = gl.SliceLayout(0, a_reg)
+        row_l: gl.constexpr = gl.SliceLayout(1, mma)
+        col_l: gl.constexpr = gl.SliceLayout(0, mma)
+        store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+        pid = gl.program_id(0)
+        cur_expert = pid * 0
+        cur_start = pid * 0
+        it = 0
+        part = gl.zeros([HALF, BLOCK_M], gl.float32, mma)
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            expert, row_n, row_m, start, count, cur_expert = _wgrad_tile(tile, counts_ptr, cur_expert, cur_start,
+                                                                         N, M, BLOCK_N, BLOCK_M)
+            cur_start = start
+            first_full, n_full, n_shared, shared0, tail = _wgrad_blocks(start, count, BLOCK_K)
+            n64 = (row_n + WG * HALF + gl.arange(0, HALF, layout=row_l)).to(gl.int64)
+            m64 = (row_m + gl.arange(0, BLOCK_M, layout=col_l)).to(gl.int64)
+            acc = gl.zeros([HALF, BLOCK_M], gl.float32, mma)
+            # The blocks inside the expert: A and B from shared memory.
+            # Each block's scales are loaded a block ahead, under the previous block's wgmma
+            # (the last reloads its own; block 0 stands in where there is none: never used).
+            blk = gl.where(n_full > 0, first_full, 0).to(gl.int64)
+            a_next = gl.load(a_scale_ptr + blk * a_scale_ld + n64)
+            b_next = gl.load(b_scale_ptr + blk * b_scale_ld + m64)
+            for j in range(n_full):
+                slot = it % STAGES
+                a_scale = a_next
+                b_scale = b_next
+                mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)),
+                                     part, use_acc=False, is_async=True)
+                blk = (first_full + gl.minimum(j + 1, n_full - 1)).to(gl.int64)
+                a_next = gl.load(a_scale_ptr + blk * a_scale_ld + n64)
+                b_next = gl.load(b_scale_ptr + blk * b_scale_ld + m64)
+                part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+                mbarrier.arrive(empty.index(slot), count=1)
+                acc = acc + part * (a_scale[:, None] * b_scale[None, :])
+                it += 1
+            # The shared blocks: A through registers, the other expert's tokens zeroed.
+            for j in range(n_shared):
+                shared = gl.where(j == 0, shared0, tail)
+                a_scale = gl.load(a_scale_ptr + shared.to(gl.int64) * a_scale_ld + n64)
+                b_scale = gl.load(b_scale_ptr + shared.to(gl.int64) * b_scale_ld + m64)
+                slot = it % STAGES
+                mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                t = shared * BLOCK_K + gl.arange(0, BLOCK_K, layout=tok_l)
+                keep = (t >= start) & (t < start + count)
+                a = a_s.index(slot).slice(WG * HALF, HALF).load(a_reg).to(gl.uint8, bitcast=True)
+                a = gl.where(keep[None, :], a, 0).to(gl.float8e4nv, bitcast=True)
+                part = warpgroup_mma(a, b_s.index(slot).permute((1, 0)), part, use_acc=False, is_async=True)
+                part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+                mbarrier.arrive(empty.index(slot), count=1)
+                acc = acc + part * (a_scale[:, None] * b_scale[None, :])
+                it += 1
+            out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+            srows = row_n + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+            scols = row_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, store_l))
+            base = c_ptr + expert.to(gl.int64) * N * M
+            gl.store(base + srows.to(gl.int64)[:, None] * M + scols[None, :], out)
+
+    @gluon.jit
+    def _wgrad_consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                         N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
+                         BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _wgrad_consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                        N, M, n_tiles, a_scale_ld, b_scale_ld, 0, BLOCK_N, BLOCK_M, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def _wgrad_consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                         N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
+                         BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _wgrad_consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                        N, M, n_tiles, a_scale_ld, b_scale_ld, 1, BLOCK_N, BLOCK_M, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def fp8_ws_wgrad_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, N, M, n_tiles,
+                            a_scale_ld, b_scale_ld, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
+                            BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                            PRODUCER_REGS: gl.constexpr):
+        """C[e] (N, M) = A[tokens of e]^T @ B[tokens of e], fp8_block (grouped_wgrad_kernel with
+        RECIPE_FP8_BLOCK): a_desc over the column-wise copy A^T (N, Tp) float8, tiles [BLOCK_N,
+        BLOCK_K]; b_desc over B^T (M, Tp), tiles [BLOCK_M, BLOCK_K]; a_scale_ptr (Tp / 128, N)
+        and b_scale_ptr (Tp / 128, M) float32, row strides a_scale_ld, b_scale_ld; c (E, N, M)
+        contiguous, written in full (zeros for experts without tokens). n_tiles: E * (N /
+        BLOCK_N) * (M / BLOCK_M)."""
+        a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, BLOCK_K], a_desc.layout)
+        b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_M, BLOCK_K], b_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
+        gl.warp_specialize([
+            (_wgrad_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                                N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N, BLOCK_M, BLOCK_K, STAGES)),
+            (_wgrad_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                                N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N, BLOCK_M, BLOCK_K, STAGES)),
+            (_wgrad_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
+                               N, M, n_tiles, a_scale_ld, b_scale_ld, BLOCK_N, BLOCK_M, BLOCK_K, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
 def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
@@ -257,4 +428,37 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return True
+
+
+def wgrad_applies(a, b, c, stages: int) -> bool:
+    """Whether ``launch_wgrad`` runs: the fp8_block column-wise copies a (N, Tp) and b (M, Tp)
+    (recipes.QuantRows) with 16-byte aligned unit-stride rows, Tp a positive multiple of 128, N and M
+    multiples of 128, c (E, N, M) contiguous, a ring of 2..MAX_STAGES slots, on a device where
+    the kernel runs."""
+    return (available(c.device) and 2 <= stages <= MAX_STAGES and _rows_ok(a.data) and _rows_ok(b.data)
+            and a.data.shape[1] == b.data.shape[1] and a.data.shape[1] > 0 and c.dim() == 3 and c.is_contiguous()
+            and c.shape[1:] == (a.data.shape[0], b.data.shape[0]) and c.shape[1] % BLOCK == 0
+            and c.shape[2] % BLOCK == 0)
+
+
+def launch_wgrad(a, b, c, counts, *, stages: int, programs: int | None = None) -> bool:
+    """c[e] = a[:, tokens of e] @ b[:, tokens of e]^T through fp8_ws_wgrad_kernel (the bits of
+    launch._wgrad's grouped_wgrad_kernel), or False where it does not apply (``wgrad_applies``):
+    launch.py then takes grouped_wgrad_kernel. a, b: recipes.QuantRows column-wise copies
+    (N, Tp), (M, Tp); c (E, N, M). ``programs``: as ``launch``'s."""
+    if not wgrad_applies(a, b, c, stages):
+        return False
+    E, N, M = c.shape
+    if c.numel() == 0:
+        return True
+    layout = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
+    a_desc = TensorDescriptor.from_tensor(a.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
+    b_desc = TensorDescriptor.from_tensor(b.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
+    n_tiles = E * (N // BLOCK) * (M // BLOCK)
+    sms = torch.cuda.get_device_properties(c.device).multi_processor_count
+    fp8_ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
+        a_desc, b_desc, counts, c, a.scales, b.scales, N, M, n_tiles, a.scale_ld, b.scale_ld,
+        BLOCK_N=BLOCK, BLOCK_M=BLOCK, BLOCK_K=BLOCK, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
