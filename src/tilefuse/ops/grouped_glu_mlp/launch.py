@@ -290,16 +290,9 @@ WGRAD_GROUP_N = 8
 
 def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     """c[e] (N, M) = a[rows of e]^T @ b[rows of e]: a (T, N), b (T, M) tensors, or with a recipe
-    their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp)). A ``wcfg.ws``
-    config runs fp8_block's through ws_kernels.fp8_ws_wgrad_kernel where it applies (the same
-    bits)."""
+    their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp))."""
     from .kernels import grouped_wgrad_kernel
     E, n_dim, m_dim = c.shape
-    if wcfg.ws and recipe == "fp8_block":
-        from . import ws_kernels
-        if ws_kernels.launch_wgrad(a, b, c, counts, stages=wcfg.num_stages):
-            launches.record("grouped_fp8_ws_wgrad")
-            return
     dummy = c
     a_data, b_data, a_scales, b_scales, a_ld, b_ld, gscale = a, b, dummy, dummy, 0, 0, dummy
     if recipe is not None:
