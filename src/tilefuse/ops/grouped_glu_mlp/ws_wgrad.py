@@ -1,0 +1,204 @@
+"""The 16-bit weight gradients warp-specialised in Gluon, one program an SM: dW_e = A_e^T B_e
+over each expert's ragged token rows (the compose route's two ``torch._grouped_mm`` wgrads).
+Only ``@gluon.jit`` code, its layout check and its launch (``available``: ops/gluon_hopper.py).
+
+The structure is ws_kernels.fp8_ws_gemm_kernel's: one producer warp issues every TMA (a chunk
+of BLOCK_K tokens of A's BLOCK_N columns and of B's BLOCK_M columns under one mbarrier, STAGES
+chunks ahead, straight from the row-major (T, N) and (T, M) activations: each expert's chunks
+start at its first row, wherever that is), two consumer warp groups each own 64 of the tile's
+BLOCK_N rows. With no per-chunk scales the products chain on one accumulator: each chunk's
+wgmma is issued before the previous one is waited for, and the previous one's ring slot goes
+back then. An expert's last chunk, where its rows end inside it, takes A through registers with
+the rows past the expert zeroed (the next expert's rows of B then meet zeros: a non-finite
+value there reaches this expert's gradient through 0 * inf or 0 * NaN, as in kernels.
+wgrad_fp8_masked_tma); past T the copy engine reads zeros. Tiles run expert by expert, the
+expert's first row from a cursor over the device-side counts (no host sync).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
+                            warpgroup_mma, warpgroup_mma_wait)                      # of this module too
+
+BLOCK_N = 128     # A's columns a tile (the gradient's rows): 64 a consumer warp group
+BLOCK_K = 64      # tokens a chunk
+MAXNREG = 168
+CONSUMER_REGS = 232
+PRODUCER_REGS = 40
+SMEM = 227 * 1024
+
+
+def _smem_bytes(block_m: int, stages: int, itemsize: int = 2) -> int:
+    """The ring and the two consumers' epilogue scratch (convert_layout of a 64 x BLOCK_M tile)."""
+    return stages * BLOCK_K * (BLOCK_N + block_m) * itemsize + 2 * 64 * block_m * itemsize + 1024
+
+
+def _rows_ok(t: torch.Tensor) -> bool:
+    return (t.dim() == 2 and t.dtype in (torch.bfloat16, torch.float16) and t.stride(1) == 1
+            and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 and t.numel() > 0)
+
+
+def applies(a, b, c, block_m: int, stages: int) -> bool:
+    """Whether ``launch`` runs: a (T, N) and b (T, M) 16-bit, one dtype, row-major with 16-byte
+    aligned rows, T > 0; c (E, N, M) contiguous of their dtype, N a multiple of 128; a tile of
+    BLOCK_M 128 or 256 columns and a ring that fits shared memory, on a device where the kernel
+    runs."""
+    return (available(c.device) and block_m in (128, 256) and stages >= 2 and _smem_bytes(block_m, stages) <= SMEM
+            and _rows_ok(a) and _rows_ok(b) and a.dtype == b.dtype == c.dtype and a.shape[0] == b.shape[0]
+            and c.dim() == 3 and c.is_contiguous() and tuple(c.shape[1:]) == (a.shape[1], b.shape[1])
+            and c.shape[1] % BLOCK_N == 0)
+
+
+if gluon is not None:
+    @gluon.jit
+    def _tile(tile, counts_ptr, cur_expert, cur_start, N, M, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr):
+        """Tile ``tile``: (expert, its first gradient row, first column, the expert's first token
+        and token count, the cursor's expert). Tiles run expert by expert, each expert's (N /
+        BLOCK_N) x cdiv(M, BLOCK_M) tiles row-major; the cursor (an expert and the tokens before
+        it) only moves forward, as a program's tiles do."""
+        m_tiles = gl.cdiv(M, BLOCK_M)
+        per_expert = (N // BLOCK_N) * m_tiles
+        expert = tile // per_expert
+        local = tile % per_expert
+        while cur_expert < expert:
+            cur_start += gl.load(counts_ptr + cur_expert).to(gl.int32)
+            cur_expert += 1
+        count = gl.load(counts_ptr + expert).to(gl.int32)
+        return expert, (local // m_tiles) * BLOCK_N, (local % m_tiles) * BLOCK_M, cur_start, count, cur_expert
+
+    @gluon.jit
+    def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp: every tile's token chunks (A's BLOCK_N columns, B's BLOCK_M columns) into the
+        ring, each slot once both consumers have handed it back."""
+        pid = gl.program_id(0)
+        cur_expert = pid * 0
+        cur_start = pid * 0
+        it = 0
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            expert, row_n, col_m, start, count, cur_expert = _tile(tile, counts_ptr, cur_expert, cur_start, N, M,
+                                                                   BLOCK_N, BLOCK_M)
+            cur_start = start
+            for k0 in range(0, count, BLOCK_K):
+                slot = it % STAGES
+                mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
+                bar = ready.index(slot)
+                mbarrier.expect(bar, BLOCK_K * (BLOCK_N + BLOCK_M) * 2)
+                tma_load(a_desc, [start + k0, row_n], bar, a_s.index(slot))
+                tma_load(b_desc, [start + k0, col_m], bar, b_s.index(slot))
+                it += 1
+
+    @gluon.jit
+    def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, WG: gl.constexpr,
+                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp group: gradient rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma is
+        chained on the accumulator and the previous chunk's slot handed back once it is done;
+        an expert's partial last chunk takes A through registers, its rows past the expert
+        zeroed; then the tile rounded and stored (columns past M masked)."""
+        HALF: gl.constexpr = BLOCK_N // 2
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, BLOCK_M, 16])
+        a_reg: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        tok_l: gl.constexpr = gl.SliceLayout(0, a_reg)
+        store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+        pid = gl.program_id(0)
+        cur_expert = pid * 0
+        cur_start = pid * 0
+        it = 0
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            expert, row_n, col_m, start, count, cur_expert = _tile(tile, counts_ptr, cur_expert, cur_start, N, M,
+                                                                   BLOCK_N, BLOCK_M)
+            cur_start = start
+            acc = gl.zeros([HALF, BLOCK_M], gl.float32, mma)
+            n_whole = count // BLOCK_K
+            for j in range(n_whole):
+                slot = it % STAGES
+                mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                acc = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF, dim=1).permute((1, 0)), b_s.index(slot),
+                                    acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+                # the previous chunk's product is done: its slot goes back
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=j > 0)
+                it += 1
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+            if n_whole > 0:
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            if n_whole * BLOCK_K < count:   # the expert's rows end inside this chunk
+                slot = it % STAGES
+                mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                keep = gl.arange(0, BLOCK_K, layout=tok_l) < count - n_whole * BLOCK_K
+                a = a_s.index(slot).slice(WG * HALF, HALF, dim=1).permute((1, 0)).load(a_reg)
+                a = gl.where(keep[None, :], a, gl.zeros_like(a))
+                acc = warpgroup_mma(a, b_s.index(slot), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+                mbarrier.arrive(empty.index(slot), count=1)
+                it += 1
+            out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+            srows = row_n + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+            scols = col_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, store_l))
+            base = c_ptr + expert.to(gl.int64) * N * M
+            gl.store(base + srows.to(gl.int64)[:, None] * M + scols[None, :], out, mask=(scols < M)[None, :])
+
+    # One wrapper a consumer warp group (ws_kernels' reason: a literal in a partition's
+    # argument tuple did not survive Gluon's flattening under triton 3.6).
+    @gluon.jit
+    def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 0, BLOCK_N, BLOCK_M,
+                  BLOCK_K, STAGES)
+
+    @gluon.jit
+    def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 1, BLOCK_N, BLOCK_M,
+                  BLOCK_K, STAGES)
+
+    @gluon.jit
+    def ws_wgrad_kernel(a_desc, b_desc, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        """C[e] (N, M) = A[rows of e]^T @ B[rows of e]: a_desc over A (T, N), tiles [BLOCK_K,
+        BLOCK_N]; b_desc over B (T, M), tiles [BLOCK_K, BLOCK_M]; c (E, N, M) contiguous, written
+        in full (zeros for experts without rows). n_tiles: E * (N / BLOCK_N) * cdiv(M, BLOCK_M)."""
+        a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], a_desc.layout)
+        b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_K, BLOCK_M], b_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
+        gl.warp_specialize([
+            (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
+                          BLOCK_K, STAGES)),
+            (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
+                          BLOCK_K, STAGES)),
+            (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
+                         BLOCK_K, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
+    """c[e] = a[rows of e]^T @ b[rows of e] through ws_wgrad_kernel, or False where it does not
+    apply (``applies``): the caller then takes its other route. a (T, N), b (T, M), c (E, N, M).
+    ``programs``: the persistent program count (default one an SM; tests use fewer)."""
+    if not applies(a, b, c, block_m, stages):
+        return False
+    E, N, M = c.shape
+    if c.numel() == 0:
+        return True
+    dtype = getattr(gl, _GL_DTYPES[a.dtype])
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_N],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N], dtype))
+    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, block_m],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_K, block_m], dtype))
+    n_tiles = E * (N // BLOCK_N) * ((M + block_m - 1) // block_m)
+    sms = torch.cuda.get_device_properties(c.device).multi_processor_count
+    ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
+        a_desc, b_desc, counts, c, N, M, n_tiles, BLOCK_N=BLOCK_N, BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return True
