@@ -179,7 +179,7 @@ def path_taken(i, interleave) -> str:
     if launched["grouped_mlp_fwd"]:
         return "fused kernels"
     if launched["grouped_mlp_compose"]:
-        return "compose route"
+        return "compose route" + (" with its wgrads in Gluon (a compose config)" if launched["grouped_ws_wgrad"] else "")
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 

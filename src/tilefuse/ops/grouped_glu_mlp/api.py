@@ -61,7 +61,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
 
     Paths (recipe None), chosen by op.route:
     - the fused Triton kernels, at level >= 2 where the tuning table holds a fused winner for
-      this shape key on this GPU (``tilefuse tune``);
+      this shape key on this GPU (``tilefuse tune``); or where its winner is the compose route
+      with the weight gradients in Gluon (``GemmConfig.compose``), that;
     - else, at level >= 1 wherever kernels run (CUDA; a CPU under Triton's interpreter) and
       ``torch._grouped_mm`` takes the inputs (bf16 / fp16 / fp32 with H and F multiples of
       16 bytes): the compose route (compose.py), every GEMM on ``torch._grouped_mm`` and the
@@ -108,6 +109,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         path = GemmConfig(*found) if isinstance(found, tuple) else found
     else:
         path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
+    if isinstance(path, GemmConfig) and path.compose:
+        return compose_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
+                             glu_interleave, wgrad=path)
     if isinstance(path, GemmConfig):
         return fused_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
                            glu_interleave, path, recipe)

@@ -31,6 +31,12 @@ Backward: five launches, one more per bias:
     dW2_e = dy_e^T h_e           _grouped_mm(dy^T, h, ends)      (E, H, F)
     db1_e = sum_t dz_t, db2_e = sum_t p_t dy_t                   kernels.grouped_colsum_kernel
 
+A tuned variant (a ``GemmConfig.compose`` table entry, never the baseline itself) runs the two
+weight gradients through ws_wgrad.py's warp-specialised Gluon kernel instead, where it runs (the
+same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it ran them
+1.09-1.13x faster than CUTLASS at the spec's shapes 2-3 and 0.98-1.03x at shape 1
+(benchmarks/results/2026-12-03-h200-aa run 3); the tuner decides per key.
+
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
 program in one order. The bias gradients are the colsum kernel's fixed-order per-expert sums.
@@ -143,10 +149,25 @@ def _zero_grads(x, probs, w1, w2, b1, b2):
     return x.new_empty((0, x.shape[1])), probs.new_empty((0,)), zeros(w1), zeros(w2), zeros(b1), zeros(b2)
 
 
+def _wgrad(a, b, counts, ends, n_experts: int, wgrad_block_m: int, wgrad_stages: int):
+    """dW_e = a_e^T b_e (E, N, M) for row-major a (T, N), b (T, M): through ws_wgrad's Gluon
+    kernel at tile (wgrad_block_m, wgrad_stages) where a tuned config asks for it
+    (wgrad_block_m > 0) and the kernel runs, else torch._grouped_mm."""
+    if wgrad_block_m:
+        from . import ws_wgrad
+        out = torch.empty((n_experts, a.shape[1], b.shape[1]), dtype=a.dtype, device=a.device)
+        if ws_wgrad.launch(a, b, out, counts, block_m=wgrad_block_m, stages=wgrad_stages):
+            launches.record("grouped_ws_wgrad")
+            return out
+    return torch._grouped_mm(a.t(), b, offs=ends)
+
+
 def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
-             glue: GlueConfig = DEFAULT_GLUE):
+             wgrad_block_m: int = 0, wgrad_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) from ``forward``'s z, h and ends; dx
     in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all contiguous.
+    wgrad_block_m > 0 (a ``GemmConfig.compose`` config's block_m and num_stages): the two
+    weight gradients through ws_wgrad's warp-specialised kernel where it runs.
     The other tensors as ``forward`` read them (op.compose_apply lays them out before the
     forward; z and h are its own outputs); dy of any strides (``y.sum().backward()`` gives an
     expanded one)."""
@@ -171,6 +192,6 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
         BLOCK_M=glue.dglu_block_m, BLOCK_F=glue.dglu_block_f, BLOCK_H=glue.dglu_block_f, E_CHUNK=E_CHUNK,
         num_warps=glue.num_warps)
     dx = torch._grouped_mm(dz, w1, offs=ends)
-    dw1 = torch._grouped_mm(dz.t(), x, offs=ends)
-    dw2 = torch._grouped_mm(dy.t(), h, offs=ends)
+    dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages)
+    dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages)
     return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

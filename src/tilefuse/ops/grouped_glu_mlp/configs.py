@@ -36,13 +36,26 @@ class GemmConfig:
     # launch is grouped_gemm_kernel's with these tiles. The GLU and dGLU launches derived from
     # the config (glu_config, dglu_config) drop it.
     ws: bool = False
+    # recipe None: not the fused kernels but the compose route (compose.py: vendor GEMMs, Triton
+    # glue) with its two weight gradients through the warp-specialised Gluon kernel
+    # (ws_wgrad.py) instead of torch._grouped_mm: block_m the gradient's columns a tile (128
+    # or 256), num_stages the depth of its ring; block_n 128 (gradient rows) and block_k 64
+    # (tokens a chunk) are the kernel's, the other fields do not apply. Where the kernel cannot
+    # run (not Hopper, the interpreter, layouts it does not take) the route's _grouped_mm
+    # wgrads run, whose bits it gave wherever it was compared (results/2026-12-03-h200-aa).
+    compose: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.ws, bool):
-            raise TypeError(f"GemmConfig.ws must be a bool, got {type(self.ws).__name__}")
+        for name in ("ws", "compose"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"GemmConfig.{name} must be a bool, got {type(getattr(self, name)).__name__}")
         if self.ws and not self.block_m == self.block_n == self.block_k == 128:
             raise ValueError("GemmConfig.ws takes the 128x128x128 tile (ws_kernels.BLOCK), got "
                              f"{self.block_m}x{self.block_n}x{self.block_k}")
+        if self.compose and (self.ws or self.block_n != 128 or self.block_k != 64 or self.block_m not in (128, 256)):
+            raise ValueError("GemmConfig.compose takes block_m 128 or 256, block_n 128, block_k 64 and no ws "
+                             f"(ws_wgrad's tiles), got {self.block_m}x{self.block_n}x{self.block_k}"
+                             + (" with ws" if self.ws else ""))
         if self.maxnreg is None:
             return
         if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
@@ -54,7 +67,8 @@ class GemmConfig:
     def name(self) -> str:
         return (f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
                 f"-p{self.programs_per_sm}" + ("-tma" if self.tma else "")
-                + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else ""))
+                + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else "")
+                + ("-compose" if self.compose else ""))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:

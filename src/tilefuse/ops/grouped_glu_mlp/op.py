@@ -41,8 +41,9 @@ def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
     unfused composition where kernels may not run there (level 0, no Triton, a CPU without the
     interpreter); else:
 
-    - recipe None: the tuning table's fused winner for the problem's key on this GPU at level
-      >= 2 (a GemmConfig); otherwise the baseline (what a key never swept runs too):
+    - recipe None: the tuning table's winner for the problem's key on this GPU at level >= 2
+      (a GemmConfig: the fused kernels' tiles, or with ``compose`` the compose route with its
+      weight gradients in Gluon); otherwise the baseline (what a key never swept runs too):
       ``COMPOSE``, the compose route, where ``torch._grouped_mm`` takes the dtype and row sizes
       (``compose.takes``), or None, the unfused composition (rows off 16 bytes);
     - a quantized recipe (no unfused composition on Hopper): its kernels, with the table's
@@ -297,27 +298,30 @@ def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)
 # --- the compose route (compose.py) ----------------------------------------------------------
 
 def _save_compose(ctx, inputs, z, h, ends):
-    """What the compose route's backward reads: the forward's inputs, z, h and the offsets."""
-    x, counts, probs, w1, w2, b1, b2, activation, interleave = inputs
+    """What the compose route's backward reads: the forward's inputs, z, h, the offsets and
+    the wgrad tile (0, 0: torch._grouped_mm; compose.backward)."""
+    x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages = inputs
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
     ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
+    ctx.wgrad = (wgrad_block_m, wgrad_stages)
 
 
 def _compose_grads(ctx, dy, backward):
-    """The gradients of the nine forward arguments from ``backward`` (compose.backward or its
+    """The gradients of the eleven forward arguments from ``backward`` (compose.backward or its
     custom op, which share a signature), or of the unfused composition under create_graph."""
     ends = ctx.saved_tensors[9]
 
     def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
-        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave)
-    return _kernel_grads(ctx, dy, run, 2)   # activation, interleave
+        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.wgrad)
+    return _kernel_grads(ctx, dy, run, 4)   # activation, interleave, the wgrad tile
 
 
 class ComposeFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave):
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages):
         y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
-        _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave), z, h, ends)
+        _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages),
+                      z, h, ends)
         return y
 
     @staticmethod
@@ -328,14 +332,15 @@ class ComposeFunction(torch.autograd.Function):
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
 def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                                w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
-                               activation: str, interleave: int
+                               activation: str, interleave: int, wgrad_block_m: int, wgrad_stages: int
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, z, h, ends) of compose.forward (interleave 0: halves)."""
+    """(y, z, h, ends) of compose.forward (interleave 0: halves); the wgrad tile is the
+    backward's (setup_context keeps it)."""
     return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
 
 
 @grouped_mlp_compose_fwd_op.register_fake
-def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave):
+def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages):
     T, F = x.shape[0], w2.shape[2]
     return (x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)),
             counts.new_empty(counts.shape, dtype=torch.int32))
@@ -345,18 +350,19 @@ def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave):
 def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, ends: torch.Tensor,
                                probs: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
                                b2: Optional[torch.Tensor], z: torch.Tensor, h: torch.Tensor, activation: str,
-                               interleave: int
+                               interleave: int, wgrad_block_m: int, wgrad_stages: int
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                           torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient is an
     empty tensor."""
     dx, dprobs, dw1, dw2, db1, db2 = compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation,
-                                                      interleave)
+                                                      interleave, wgrad_block_m, wgrad_stages)
     return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_compose_bwd_op.register_fake
-def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave):
+def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave, wgrad_block_m,
+                      wgrad_stages):
     return _grads_fake(x, probs, w1, w2, b1, b2)
 
 
@@ -374,13 +380,16 @@ torch.library.register_autograd("tilefuse::grouped_mlp_compose_fwd", _compose_ba
                                 setup_context=_compose_setup_context)
 
 
-def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave):
+def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
+                  wgrad: configs.GemmConfig | None = None):
     """y of the compose route for inputs of any strides. What its GEMMs and glue cannot read as
     laid out is copied here, once, before the forward (differentiable copies: gradients flow
-    back to the views), so the backward reads the saved copies as they are."""
+    back to the views), so the backward reads the saved copies as they are. ``wgrad``: a
+    ``GemmConfig.compose`` config, whose tile runs the weight gradients (compose.backward)."""
+    tile = (wgrad.block_m, wgrad.num_stages) if wgrad is not None else (0, 0)
     x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
     _, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():
         return grouped_mlp_compose_fwd_op(x, counts, probs, w1, w2, b1, b2, activation,
-                                          _interleave_arg(glu_interleave))[0]
-    return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)
+                                          _interleave_arg(glu_interleave), *tile)[0]
+    return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile)

@@ -75,6 +75,15 @@ _CANDIDATES_16BIT = (
     (128, 64, 64, 4, 4, 2, True), (64, 128, 64, 4, 4, 2, True), (64, 64, 64, 4, 4, 2, True),
 )
 _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32, 4, 3, 1), (128, 128, 32, 8, 3, 1))
+# 16-bit, where the compose route is the baseline: the compose route itself with its two weight
+# gradients through ws_wgrad's warp-specialised Gluon kernel (GemmConfig.compose: block_m the
+# gradient columns a tile, num_stages its ring). Against CUTLASS's wgrads (the baseline's) the
+# 256-column tile on a 3-slot ring ran 1.09-1.13x faster at the spec's shapes 2-3 and
+# 0.98-1.03x at shape 1, the 128-column one on 4 slots 1.02-1.06x and 0.99-1.01x, the
+# 256-column one on 2 slots 0.73-0.88x (results/2026-12-03-h200-aa run 3); the 256-column
+# tile on 4 slots (213 KB of shared memory) is the deepest ring that fits.
+_CANDIDATES_COMPOSE = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(256, 128, 64, 4, 4, 1, compose=True),
+                       GemmConfig(128, 128, 64, 4, 4, 1, compose=True))
 
 
 # fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic is the recipe's baseline
@@ -112,13 +121,16 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
     configs = [GemmConfig(*c) for c in table]
     if problem.recipe:
         configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe)]
+    elif problem.itemsize == 2 and compose.takes(problem.itemsize, problem.hidden, problem.ffn):
+        configs += _CANDIDATES_COMPOSE
     return configs
 
 
 def _ws_runs_here() -> bool:
-    """Whether a ``ws`` config's store GEMMs run in Gluon where sweeps run (the current CUDA
-    device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
-    grouped_gemm_kernel, the same bits, and is timed as that."""
+    """Whether a ``ws`` config's store GEMMs (or a ``compose`` config's wgrads) run in Gluon where
+    sweeps run (the current CUDA device; the CPU never): there its sweep must see them launch.
+    Elsewhere the config runs grouped_gemm_kernel (torch._grouped_mm), the same bits, and is
+    timed as that."""
     from .. import gluon_hopper   # imports Triton: only where a sweep asks
     return gluon_hopper.available_here()
 
@@ -127,7 +139,7 @@ class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
     source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
-                    _HERE / "compose.py", _HERE / "ws_kernels.py")
+                    _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
@@ -178,11 +190,12 @@ class GroupedFamily(TuningFamily):
         from . import launch
         from .reference import grouped_glu_mlp_unfused
         inter = p.interleave or None
-        if choice == COMPOSE:
+        if choice == COMPOSE or (isinstance(choice, GemmConfig) and choice.compose):
+            tile = (choice.block_m, choice.num_stages) if choice != COMPOSE else (0, 0)
             y, z, h, ends = compose.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"],
                                             p.activation, inter)
             dx, dprobs, dw1, dw2, _, _ = compose.backward(i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
-                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter)
+                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter, *tile)
             return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
         if choice == UNFUSED:
             leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
@@ -205,6 +218,9 @@ class GroupedFamily(TuningFamily):
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd")
         if choice == UNFUSED:
             return ("grouped_mlp_unfused",)
+        if choice.compose:   # the Gluon wgrads proven to run where they can, not the _grouped_mm fallback
+            gluon = ("grouped_ws_wgrad",) if _ws_runs_here() else ()
+            return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm")
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")

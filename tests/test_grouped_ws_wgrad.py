@@ -1,0 +1,242 @@
+"""grouped_glu_mlp's 16-bit weight gradients warp-specialised in Gluon (ws_wgrad.py) and the
+tuned route that runs them (GemmConfig.compose: the compose route with its two wgrads there).
+
+The contract: a ``compose`` config runs the compose route, bit for bit its results, with the
+wgrads through ws_wgrad_kernel where it runs (Hopper with Gluon; the sweep must see it launch)
+and through torch._grouped_mm elsewhere. On the CPU these tests check the config, the
+candidates and expected launches, the dispatch (launch counts, the same bits as the plain
+compose route), the custom-op path under torch.compile and the sm_90 compile (no spills,
+4 + 4 + 1 warps, 16 wgmma, the ring within shared memory); on a Hopper GPU the kernel against
+torch._grouped_mm and grouped_wgrad_kernel (bitwise on every case measured) and against float64,
+with experts ending inside a chunk, empty experts, partial column tiles and few persistent
+programs, and CUDA-graph capture of the route.
+"""
+
+import pytest
+import torch
+from test_grouped_compose import COMPOSE_LAUNCHES, FLOAT_NAMES, call_api, inputs
+
+import tilefuse
+from tilefuse import tuning
+from tilefuse.ops.grouped_glu_mlp import launch, ws_wgrad
+from tilefuse.ops.grouped_glu_mlp import tune as gtune
+from tilefuse.ops.grouped_glu_mlp.api import problem_for
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, heuristic
+from tilefuse.utils import normwise_rel_error
+
+from sm90_helpers import nvidia_compiler_available, run_compile_script
+
+pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
+
+HOPPER = torch.cuda.is_available() and ws_wgrad.available(torch.device("cuda"))
+WIDE = GemmConfig(256, 128, 64, 4, 3, 1, compose=True)
+NARROW = GemmConfig(128, 128, 64, 4, 4, 1, compose=True)
+DEEP = GemmConfig(256, 128, 64, 4, 4, 1, compose=True)
+
+
+def test_compose_config_is_checked_and_named():
+    assert WIDE.name.endswith("-compose") and not heuristic("fwd", 2).name.endswith("-compose")
+    with pytest.raises(TypeError, match="compose"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=1)
+    for bad in (dict(block_m=64), dict(block_n=64), dict(block_k=128)):
+        with pytest.raises(ValueError, match="compose"):
+            GemmConfig(**{**dict(block_m=256, block_n=128, block_k=64), **bad}, compose=True)
+    with pytest.raises(ValueError, match="compose"):
+        GemmConfig(128, 128, 128, 8, 3, compose=True, ws=True)
+
+
+def test_the_compose_candidates_only_where_the_compose_route_is_the_baseline():
+    bf16 = gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False)
+    assert {WIDE, NARROW, DEEP} <= set(gtune.candidates_for(bf16))
+    assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), WIDE)
+    assert not gtune.candidates_for(bf16)[0].compose   # the fused tiles stay first
+    for other in (gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False, "fp8_block"),
+                  gtune.GroupedProblem.of(4096, 256, 128, 8, 4, "swiglu", 32, False),     # fp32: not 16-bit
+                  gtune.GroupedProblem.of(4096, 12, 128, 8, 2, "swiglu", 32, False)):     # 24-byte rows: unfused
+        assert not any(c.compose for c in gtune.candidates_for(other)), other
+
+
+def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
+    bf16 = gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False)
+    monkeypatch.setattr(gtune, "_ws_runs_here", lambda: False)
+    assert gtune.FAMILY.expected_launches(bf16, WIDE) == COMPOSE_LAUNCHES
+    monkeypatch.setattr(gtune, "_ws_runs_here", lambda: True)
+    assert gtune.FAMILY.expected_launches(bf16, WIDE) == (*COMPOSE_LAUNCHES, "grouped_ws_wgrad")
+
+
+@pytest.mark.parametrize("config", [WIDE, NARROW], ids=lambda c: c.name)
+def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config):
+    """A table entry with ``compose`` runs the compose route (not the fused kernels), its wgrads
+    in Gluon where the kernel runs, and gives the plain compose route's bits."""
+    i = inputs([70, 0, 45, 13], 128, 128, torch.bfloat16, True, device, seed=3)
+    with tilefuse.level(2):
+        want, plain = call_api(i, "swiglu", 32)
+        tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 32, True): config})
+        got, launched = call_api(i, "swiglu", 32)
+    assert [launched[k] for k in COMPOSE_LAUNCHES] == [1, 1] and not launched["grouped_mlp_fwd"]
+    assert launched["grouped_ws_wgrad"] == (2 if HOPPER else 0) and not plain["grouped_ws_wgrad"]
+    for name, a, b in zip(("y", *FLOAT_NAMES), want, got):
+        assert torch.equal(a, b), name
+
+
+def test_a_compose_config_under_torch_compile(tuning_table, device):
+    """fullgraph compile of the public call with a compose entry: the compose custom ops carry
+    the wgrad tile, and y and every gradient equal the eager call's bitwise."""
+    i = inputs([9, 0, 14], 32, 32, torch.bfloat16, False, device, seed=4)
+    counts = i["counts"]
+    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 8, False): WIDE})
+
+    def f(x, p, w1, w2):
+        return tilefuse.grouped_glu_mlp(x, counts, p, w1, w2, glu_interleave=8)
+
+    with tilefuse.level(2):
+        want, _ = call_api(i, "swiglu", 8)
+        leaves = [i[k].detach().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+        torch._dynamo.reset()
+        y = torch.compile(f, fullgraph=True, backend="aot_eager" if device == "cpu" else "inductor")(*leaves)
+        got = (y, *torch.autograd.grad(y, leaves, i["dy"]))
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
+
+
+def test_applies_only_where_the_kernel_runs(device):
+    a = torch.randn(300, 256, device=device).bfloat16()
+    b = torch.randn(300, 384, device=device).bfloat16()
+    c = torch.empty(3, 256, 384, dtype=torch.bfloat16, device=device)
+    counts = torch.tensor([100, 0, 200], dtype=torch.int32, device=device)
+    assert ws_wgrad.launch(a, b, c, counts) == HOPPER
+    if HOPPER:   # the layout contract, the device being fine
+        assert ws_wgrad.applies(a, b, c, 256, 3) and ws_wgrad.applies(a, b, c, 128, 4)
+        assert not ws_wgrad.applies(a, b, c, 64, 3)                         # not a kernel tile
+        assert ws_wgrad.applies(a, b, c, 256, 4) and not ws_wgrad.applies(a, b, c, 256, 5)   # the ring fits
+        assert not ws_wgrad.applies(a, b, c, 256, 1)
+        assert not ws_wgrad.applies(a.float(), b.float(), c.float(), 256, 3)   # 16-bit only
+        assert not ws_wgrad.applies(a, b.half(), c, 256, 3)                 # one dtype
+        assert not ws_wgrad.applies(a[:, :200], b, c[:, :200], 256, 3)      # N not a multiple of 128
+        assert not ws_wgrad.applies(a[:0], b[:0], c, 256, 3)                # no rows
+        assert not ws_wgrad.applies(a, b, c.transpose(1, 2).contiguous().transpose(1, 2), 256, 3)
+
+
+_SM90 = r'''
+import json, pathlib, re, subprocess, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilefuse.ops.grouped_glu_mlp import ws_wgrad as W
+
+out = {}
+cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+for block_m, stages in ((256, 4), (256, 3), (256, 2), (128, 4)):
+    for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
+        la = gl.NVMMASharedLayout.get_default_for([W.BLOCK_K, W.BLOCK_N], dtype)
+        lb = gl.NVMMASharedLayout.get_default_for([W.BLOCK_K, block_m], dtype)
+        sig = {"a_desc": "tensordesc<%s[%d, %d],%s>" % (name, W.BLOCK_K, W.BLOCK_N, la),
+               "b_desc": "tensordesc<%s[%d, %d],%s>" % (name, W.BLOCK_K, block_m, lb),
+               "counts_ptr": "*i32", "c_ptr": "*" + name, "N": "i32", "M": "i32", "n_tiles": "i32"}
+        ce = dict(BLOCK_N=W.BLOCK_N, BLOCK_M=block_m, BLOCK_K=W.BLOCK_K, STAGES=stages,
+                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+        src = GluonASTSource(W.ws_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
+        c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(c.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
+                                   text=True).stdout
+            sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+        out[f"{name}-m{block_m}-s{stages}"] = {
+            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+            "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"),
+            "limit": W._smem_bytes(block_m, stages)}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(not nvidia_compiler_available() or ws_wgrad.gluon is None,
+                    reason="needs Triton's NVIDIA backend with Gluon")
+def test_ws_wgrad_compiles_for_sm90_without_spills():
+    """Each tile the candidates use, bf16 and fp16: no stack, 12 warps (two consumer warp
+    groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each of
+    the two consumers' two loops (shared and register A), and shared memory within both the
+    SM's 227 KB and the bound ``applies`` checks."""
+    usage = run_compile_script(_SM90)
+    assert len(usage) == 8
+    for name, u in usage.items():
+        assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
+        assert u["hgmma"] == 2 * 2 * 4, (name, u)
+        assert u["smem"] <= min(u["limit"], 227 * 1024), (name, u)
+
+
+# --- Hopper only ---------------------------------------------------------------------------
+
+def _reference(a, b, counts):
+    out, s = [], 0
+    for c in counts:
+        out.append(a[s:s + c].double().t() @ b[s:s + c].double())
+        s += c
+    return torch.stack(out)
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("counts,N,M", [([300, 0, 211, 17], 256, 384), ([64, 128, 192], 128, 128),
+                                        ([1, 63, 65, 0, 640], 384, 256), ([0, 0, 513, 0], 256, 320),
+                                        ([5, 7, 90, 20], 128, 128)])
+@pytest.mark.parametrize("tile", [(256, 4), (256, 3), (256, 2), (128, 4)])
+@pytest.mark.parametrize("programs", [None, 1, 3])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_ws_wgrad_is_bitwise_grouped_mm(counts, N, M, tile, programs, dtype):
+    """Against grouped_wgrad_kernel at the 16-bit heuristic tile and, for bf16, torch._grouped_mm
+    (CUTLASS, the compose route's wgrad): the same bits (each chains the products chunk after
+    chunk in token order); fp16's _grouped_mm is torch's per-group loop, another summation, so
+    there only close. And within a rounding of float64."""
+    g = torch.Generator().manual_seed(sum(counts) + N)
+    T = sum(counts)
+    a = torch.randn(T, N, generator=g).to(dtype).cuda()
+    b = torch.randn(T, M, generator=g).to(dtype).cuda()
+    c = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    got = torch.full((len(counts), N, M), float("nan"), dtype=dtype, device="cuda")
+    assert ws_wgrad.launch(a, b, got, c, block_m=tile[0], stages=tile[1], programs=programs)
+    want = torch._grouped_mm(a.t(), b, offs=torch.cumsum(c, 0).to(torch.int32))
+    triton_out = torch.empty_like(got)
+    launch._wgrad(a, b, triton_out, c, T, heuristic("wgrad", 2), None)
+    bits = torch.int16
+    assert torch.equal(got.view(bits), triton_out.view(bits))
+    if dtype == torch.bfloat16:
+        assert torch.equal(got.view(bits), want.view(bits))
+    else:
+        assert normwise_rel_error(got, want) < 2 * torch.finfo(dtype).eps
+    assert normwise_rel_error(got, _reference(a, b, counts)) < 2 * torch.finfo(dtype).eps
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_ws_wgrad_without_rows_falls_back():
+    a = torch.empty(0, 128, dtype=torch.bfloat16, device="cuda")
+    c = torch.empty(2, 128, 128, dtype=torch.bfloat16, device="cuda")
+    assert not ws_wgrad.launch(a, a, c, torch.zeros(2, dtype=torch.int32, device="cuda"))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_a_compose_config_captures_in_a_cuda_graph(tuning_table):
+    i = inputs([300, 0, 211, 17], 256, 128, torch.bfloat16, False, "cuda", seed=7)
+    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 32, False): WIDE})
+    leaves = [i[k].detach().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+
+    def step():
+        y = tilefuse.grouped_glu_mlp(leaves[0], i["counts"], *leaves[1:], glu_interleave=32)
+        return (y, *torch.autograd.grad(y, leaves, i["dy"]))
+
+    with tilefuse.level(2):
+        want = step()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = step()
+        graph.replay()
+        torch.cuda.synchronize()
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
