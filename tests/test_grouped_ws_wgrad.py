@@ -108,7 +108,8 @@ def test_applies_only_where_the_kernel_runs(device):
     if HOPPER:   # the layout contract, the device being fine
         assert ws_wgrad.applies(a, b, c, 256, 3) and ws_wgrad.applies(a, b, c, 128, 4)
         assert not ws_wgrad.applies(a, b, c, 64, 3)                         # not a kernel tile
-        assert ws_wgrad.applies(a, b, c, 256, 4) and not ws_wgrad.applies(a, b, c, 256, 5)   # the ring fits
+        assert not ws_wgrad.applies(a, b, c, 256, 4)                        # the ring and buffers do not fit
+        assert ws_wgrad.applies(a, b, c, 256, 4, epi_tma=False) and not ws_wgrad.applies(a, b, c, 256, 5, False)
         assert not ws_wgrad.applies(a, b, c, 256, 1)
         assert not ws_wgrad.applies(a.float(), b.float(), c.float(), 256, 3)   # 16-bit only
         assert not ws_wgrad.applies(a, b.half(), c, 256, 3)                 # one dtype
@@ -127,14 +128,15 @@ from tilefuse.ops.grouped_glu_mlp import ws_wgrad as W
 
 out = {}
 cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-for block_m, stages in ((256, 4), (256, 3), (256, 2), (128, 4)):
+for block_m, stages, epi in ((256, 3, True), (128, 5, True), (256, 4, False), (128, 4, False)):
     for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
-        la = gl.NVMMASharedLayout.get_default_for([W.BLOCK_K, W.BLOCK_N], dtype)
-        lb = gl.NVMMASharedLayout.get_default_for([W.BLOCK_K, block_m], dtype)
-        sig = {"a_desc": "tensordesc<%s[%d, %d],%s>" % (name, W.BLOCK_K, W.BLOCK_N, la),
-               "b_desc": "tensordesc<%s[%d, %d],%s>" % (name, W.BLOCK_K, block_m, lb),
-               "counts_ptr": "*i32", "c_ptr": "*" + name, "N": "i32", "M": "i32", "n_tiles": "i32"}
-        ce = dict(BLOCK_N=W.BLOCK_N, BLOCK_M=block_m, BLOCK_K=W.BLOCK_K, STAGES=stages,
+        def desc(shape):
+            return "tensordesc<%s[%d, %d],%s>" % (name, shape[0], shape[1],
+                                                  gl.NVMMASharedLayout.get_default_for(shape, dtype))
+        sig = {"a_desc": desc([W.BLOCK_K, W.BLOCK_N]), "b_desc": desc([W.BLOCK_K, block_m]),
+               "c_desc": desc([W.BLOCK_N // 2, block_m]), "counts_ptr": "*i32", "c_ptr": "*" + name,
+               "N": "i32", "M": "i32", "n_tiles": "i32"}
+        ce = dict(BLOCK_N=W.BLOCK_N, BLOCK_M=block_m, BLOCK_K=W.BLOCK_K, STAGES=stages, EPI_TMA=epi,
                   CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.ws_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
@@ -145,10 +147,10 @@ for block_m, stages in ((256, 4), (256, 3), (256, 2), (128, 4)):
                                    text=True).stdout
             sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
         regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-        out[f"{name}-m{block_m}-s{stages}"] = {
-            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
-            "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"),
-            "limit": W._smem_bytes(block_m, stages)}
+        out[f"{name}-m{block_m}-s{stages}-tma{int(epi)}"] = {
+            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps, "epi_tma": epi,
+            "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"), "tma_stores": sass.count("UTMASTG"),
+            "limit": W._smem_bytes(block_m, stages, epi)}
 print(json.dumps(out))
 '''
 
@@ -156,15 +158,16 @@ print(json.dumps(out))
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_wgrad.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_ws_wgrad_compiles_for_sm90_without_spills():
-    """Each tile the candidates use, bf16 and fp16: no stack, 12 warps (two consumer warp
-    groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each of
-    the two consumers' two loops (shared and register A), and shared memory within both the
-    SM's 227 KB and the bound ``applies`` checks."""
+    """Tiles and epilogues the candidates use, bf16 and fp16: no stack, 12 warps (two consumer
+    warp groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each
+    of the two consumers' two loops (shared and register A), one TMA store a consumer with the
+    TMA epilogue, and shared memory within both the SM's 227 KB and the bound ``applies``
+    checks."""
     usage = run_compile_script(_SM90)
     assert len(usage) == 8
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
-        assert u["hgmma"] == 2 * 2 * 4, (name, u)
+        assert u["hgmma"] == 2 * 2 * 4 and u["tma_stores"] == (2 if u["epi_tma"] else 0), (name, u)
         assert u["smem"] <= min(u["limit"], 227 * 1024), (name, u)
 
 
@@ -182,7 +185,7 @@ def _reference(a, b, counts):
 @pytest.mark.parametrize("counts,N,M", [([300, 0, 211, 17], 256, 384), ([64, 128, 192], 128, 128),
                                         ([1, 63, 65, 0, 640], 384, 256), ([0, 0, 513, 0], 256, 320),
                                         ([5, 7, 90, 20], 128, 128)])
-@pytest.mark.parametrize("tile", [(256, 4), (256, 3), (256, 2), (128, 4)])
+@pytest.mark.parametrize("tile", [(256, 3, True), (128, 5, True), (256, 4, False), (256, 2, False)])
 @pytest.mark.parametrize("programs", [None, 1, 3])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_ws_wgrad_is_bitwise_grouped_mm(counts, N, M, tile, programs, dtype):
@@ -196,7 +199,7 @@ def test_ws_wgrad_is_bitwise_grouped_mm(counts, N, M, tile, programs, dtype):
     b = torch.randn(T, M, generator=g).to(dtype).cuda()
     c = torch.tensor(counts, dtype=torch.int32, device="cuda")
     got = torch.full((len(counts), N, M), float("nan"), dtype=dtype, device="cuda")
-    assert ws_wgrad.launch(a, b, got, c, block_m=tile[0], stages=tile[1], programs=programs)
+    assert ws_wgrad.launch(a, b, got, c, block_m=tile[0], stages=tile[1], programs=programs, epi_tma=tile[2])
     want = torch._grouped_mm(a.t(), b, offs=torch.cumsum(c, 0).to(torch.int32))
     triton_out = torch.empty_like(got)
     launch._wgrad(a, b, triton_out, c, T, heuristic("wgrad", 2), None)

@@ -3,7 +3,8 @@ grouped_glu_mlp.ws_kernels), and where those kernels can run.
 
 Gluon is experimental: a Triton without it leaves every name here None (``gluon is None``), and
 the ops then launch their Triton kernels. Its names also move between releases: triton 3.6
-calls the TMA load ``async_copy_global_to_shared``, 3.8 ``async_load`` (``tma_load``).
+calls the TMA load ``async_copy_global_to_shared``, 3.8 ``async_load`` (``tma_load``), and the
+store ``async_copy_shared_to_global`` / ``async_store`` (``tma_store``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from .triton_common import INTERPRETER
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                  warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:
-    gluon = gl = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = TensorDescriptor = None
+    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = TensorDescriptor = None
 
 tma_load = None if tma is None else (tma.async_load if hasattr(tma, "async_load")
                                      else tma.async_copy_global_to_shared)
+tma_store = None if tma is None else (tma.async_store if hasattr(tma, "async_store")
+                                      else tma.async_copy_shared_to_global)
 
 
 def available(device: torch.device) -> bool:

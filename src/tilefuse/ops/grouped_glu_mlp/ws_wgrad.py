@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
-                            warpgroup_mma, warpgroup_mma_wait)                      # of this module too
+from ..gluon_hopper import (TensorDescriptor, available, fence_async_shared, gl, gluon,  # noqa: F401 - the API
+                            mbarrier, tma, tma_load, tma_store, warpgroup_mma,         # of this module too
+                            warpgroup_mma_wait)
 
 BLOCK_N = 128     # A's columns a tile (the gradient's rows): 64 a consumer warp group
 BLOCK_K = 64      # tokens a chunk
@@ -30,11 +31,13 @@ PRODUCER_REGS = 40
 SMEM = 227 * 1024
 
 
-def _smem_bytes(block_m: int, stages: int, itemsize: int = 2) -> int:
-    """Shared memory a launch takes, an upper bound: the ring, the epilogue's layout-conversion
-    scratch (16 KB in the sm_90 compiles under triton 3.6 and 3.8, whatever BLOCK_M) and the
-    barriers (tests/test_grouped_ws_wgrad.py compiles every candidate tile against it)."""
-    return stages * BLOCK_K * (BLOCK_N + block_m) * itemsize + 16 * 1024 + 1024
+def _smem_bytes(block_m: int, stages: int, epi_tma: bool = True, itemsize: int = 2) -> int:
+    """Shared memory a launch takes, an upper bound: the ring, the epilogue's buffers (a 64 x
+    BLOCK_M tile a consumer for the TMA store; else the layout conversion's 16 KB of scratch, as
+    compiled for sm_90 under triton 3.6 and 3.8) and the barriers (tests/test_grouped_ws_wgrad.py
+    compiles every candidate tile against it)."""
+    epilogue = 2 * 64 * block_m * itemsize if epi_tma else 16 * 1024
+    return stages * BLOCK_K * (BLOCK_N + block_m) * itemsize + epilogue + 1024
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -42,12 +45,13 @@ def _rows_ok(t: torch.Tensor) -> bool:
             and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 and t.numel() > 0)
 
 
-def applies(a, b, c, block_m: int, stages: int) -> bool:
+def applies(a, b, c, block_m: int, stages: int, epi_tma: bool = True) -> bool:
     """Whether ``launch`` runs: a (T, N) and b (T, M) 16-bit, one dtype, row-major with 16-byte
     aligned rows, T > 0; c (E, N, M) contiguous of their dtype, N a multiple of 128; a tile of
     BLOCK_M 128 or 256 columns and a ring that fits shared memory, on a device where the kernel
     runs."""
-    return (available(c.device) and block_m in (128, 256) and stages >= 2 and _smem_bytes(block_m, stages) <= SMEM
+    return (available(c.device) and block_m in (128, 256) and stages >= 2
+            and _smem_bytes(block_m, stages, epi_tma) <= SMEM
             and _rows_ok(a) and _rows_ok(b) and a.dtype == b.dtype == c.dtype and a.shape[0] == b.shape[0]
             and c.dim() == 3 and c.is_contiguous() and tuple(c.shape[1:]) == (a.shape[1], b.shape[1])
             and c.shape[1] % BLOCK_N == 0)
@@ -71,8 +75,9 @@ if gluon is not None:
         return expert, (local // m_tiles) * BLOCK_N, (local % m_tiles) * BLOCK_M, cur_start, count, cur_expert
 
     @gluon.jit
-    def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+    def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                  EPI_TMA: gl.constexpr):
         """One warp: every tile's token chunks (A's BLOCK_N columns, B's BLOCK_M columns) into the
         ring, each slot once both consumers have handed it back."""
         pid = gl.program_id(0)
@@ -93,8 +98,9 @@ if gluon is not None:
                 it += 1
 
     @gluon.jit
-    def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, WG: gl.constexpr,
-                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+    def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                  WG: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+                  STAGES: gl.constexpr, EPI_TMA: gl.constexpr):
         """One warp group: gradient rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma is
         chained on the accumulator and the previous chunk's slot handed back once it is done;
         an expert's partial last chunk takes A through registers, its rows past the expert
@@ -137,70 +143,85 @@ if gluon is not None:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
                 mbarrier.arrive(empty.index(slot), count=1)
                 it += 1
-            out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
-            srows = row_n + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
-            scols = col_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, store_l))
-            base = c_ptr + expert.to(gl.int64) * N * M
-            gl.store(base + srows.to(gl.int64)[:, None] * M + scols[None, :], out, mask=(scols < M)[None, :])
+            if EPI_TMA:
+                tma.store_wait(0)   # the last tile's store has read this warp group's buffer
+                c_s.index(WG).store(acc.to(c_ptr.dtype.element_ty))
+                fence_async_shared()
+                tma_store(c_desc, [expert * N + row_n + WG * HALF, col_m], c_s.index(WG))
+            else:
+                out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+                srows = row_n + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+                scols = col_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, store_l))
+                base = c_ptr + expert.to(gl.int64) * N * M
+                gl.store(base + srows.to(gl.int64)[:, None] * M + scols[None, :], out, mask=(scols < M)[None, :])
+        if EPI_TMA:
+            tma.store_wait(0)
 
     # One wrapper a consumer warp group (ws_kernels' reason: a literal in a partition's
     # argument tuple did not survive Gluon's flattening under triton 3.6).
     @gluon.jit
-    def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
-        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 0, BLOCK_N, BLOCK_M,
-                  BLOCK_K, STAGES)
+    def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                   EPI_TMA: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 0, BLOCK_N,
+                  BLOCK_M, BLOCK_K, STAGES, EPI_TMA)
 
     @gluon.jit
-    def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
-        _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 1, BLOCK_N, BLOCK_M,
-                  BLOCK_K, STAGES)
+    def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                   EPI_TMA: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 1, BLOCK_N,
+                  BLOCK_M, BLOCK_K, STAGES, EPI_TMA)
 
     @gluon.jit
-    def ws_wgrad_kernel(a_desc, b_desc, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N: gl.constexpr,
-                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+    def ws_wgrad_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, EPI_TMA: gl.constexpr,
                         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[e] (N, M) = A[rows of e]^T @ B[rows of e]: a_desc over A (T, N), tiles [BLOCK_K,
         BLOCK_N]; b_desc over B (T, M), tiles [BLOCK_K, BLOCK_M]; c (E, N, M) contiguous, written
-        in full (zeros for experts without rows). n_tiles: E * (N / BLOCK_N) * cdiv(M, BLOCK_M)."""
+        in full (zeros for experts without rows), through c_desc over c as (E * N, M), tiles
+        [BLOCK_N / 2, BLOCK_M], with EPI_TMA, else by pointers. n_tiles: E * (N / BLOCK_N) *
+        cdiv(M, BLOCK_M)."""
         a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], a_desc.layout)
         b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_K, BLOCK_M], b_desc.layout)
+        c_s = gl.allocate_shared_memory(c_desc.dtype, [2 if EPI_TMA else 1, BLOCK_N // 2, BLOCK_M], c_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
         gl.warp_specialize([
-            (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
-                          BLOCK_K, STAGES)),
-            (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
-                          BLOCK_K, STAGES)),
-            (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N, BLOCK_M,
-                         BLOCK_K, STAGES)),
+            (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                          BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
+            (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                          BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
+            (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+                         BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
+def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None,
+           epi_tma: bool = True) -> bool:
     """c[e] = a[rows of e]^T @ b[rows of e] through ws_wgrad_kernel, or False where it does not
     apply (``applies``): the caller then takes its other route. a (T, N), b (T, M), c (E, N, M).
     ``programs``: the persistent program count (default one an SM; tests use fewer)."""
-    if not applies(a, b, c, block_m, stages):
+    if not applies(a, b, c, block_m, stages, epi_tma):
         return False
     E, N, M = c.shape
     if c.numel() == 0:
         return True
     dtype = getattr(gl, _GL_DTYPES[a.dtype])
-    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_N],
-                                          gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N], dtype))
-    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, block_m],
-                                          gl.NVMMASharedLayout.get_default_for([BLOCK_K, block_m], dtype))
+
+    def descriptor(t, block):
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     n_tiles = E * (N // BLOCK_N) * ((M + block_m - 1) // block_m)
     sms = torch.cuda.get_device_properties(c.device).multi_processor_count
     ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
-        a_desc, b_desc, counts, c, N, M, n_tiles, BLOCK_N=BLOCK_N, BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
+        descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, c, N, M, n_tiles, BLOCK_N=BLOCK_N,
+        BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages, EPI_TMA=epi_tma, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
