@@ -30,8 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
 HOPPER = torch.cuda.is_available() and ws_wgrad.available(torch.device("cuda"))
 WIDE = GemmConfig(256, 128, 64, 4, 3, 1, compose=True)
-NARROW = GemmConfig(128, 128, 64, 4, 4, 1, compose=True)
-DEEP = GemmConfig(256, 128, 64, 4, 4, 1, compose=True)
+NARROW = GemmConfig(128, 128, 64, 4, 5, 1, compose=True)
 
 
 def test_compose_config_is_checked_and_named():
@@ -47,7 +46,7 @@ def test_compose_config_is_checked_and_named():
 
 def test_the_compose_candidates_only_where_the_compose_route_is_the_baseline():
     bf16 = gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False)
-    assert {WIDE, NARROW, DEEP} <= set(gtune.candidates_for(bf16))
+    assert {WIDE, NARROW} <= set(gtune.candidates_for(bf16))
     assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), WIDE)
     assert not gtune.candidates_for(bf16)[0].compose   # the fused tiles stay first
     for other in (gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False, "fp8_block"),
@@ -108,8 +107,8 @@ def test_applies_only_where_the_kernel_runs(device):
     if HOPPER:   # the layout contract, the device being fine
         assert ws_wgrad.applies(a, b, c, 256, 3) and ws_wgrad.applies(a, b, c, 128, 4)
         assert not ws_wgrad.applies(a, b, c, 64, 3)                         # not a kernel tile
-        assert not ws_wgrad.applies(a, b, c, 256, 4)                        # the ring and buffers do not fit
-        assert ws_wgrad.applies(a, b, c, 256, 4, epi_tma=False) and not ws_wgrad.applies(a, b, c, 256, 5, False)
+        assert not ws_wgrad.applies(a, b, c, 256, 4)                        # ring and buffers do not fit
+        assert ws_wgrad.applies(a, b, c, 128, 6) and not ws_wgrad.applies(a, b, c, 128, 7)
         assert not ws_wgrad.applies(a, b, c, 256, 1)
         assert not ws_wgrad.applies(a.float(), b.float(), c.float(), 256, 3)   # 16-bit only
         assert not ws_wgrad.applies(a, b.half(), c, 256, 3)                 # one dtype
@@ -128,15 +127,15 @@ from tilefuse.ops.grouped_glu_mlp import ws_wgrad as W
 
 out = {}
 cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-for block_m, stages, epi in ((256, 3, True), (128, 5, True), (256, 4, False), (128, 4, False)):
+for block_m, stages in ((256, 3), (256, 2), (128, 5), (128, 4)):
     for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
         def desc(shape):
             return "tensordesc<%s[%d, %d],%s>" % (name, shape[0], shape[1],
                                                   gl.NVMMASharedLayout.get_default_for(shape, dtype))
         sig = {"a_desc": desc([W.BLOCK_K, W.BLOCK_N]), "b_desc": desc([W.BLOCK_K, block_m]),
-               "c_desc": desc([W.BLOCK_N // 2, block_m]), "counts_ptr": "*i32", "c_ptr": "*" + name,
-               "N": "i32", "M": "i32", "n_tiles": "i32"}
-        ce = dict(BLOCK_N=W.BLOCK_N, BLOCK_M=block_m, BLOCK_K=W.BLOCK_K, STAGES=stages, EPI_TMA=epi,
+               "c_desc": desc([W.BLOCK_N // 2, block_m]), "counts_ptr": "*i32", "N": "i32", "M": "i32",
+               "n_tiles": "i32"}
+        ce = dict(BLOCK_N=W.BLOCK_N, BLOCK_M=block_m, BLOCK_K=W.BLOCK_K, STAGES=stages,
                   CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.ws_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
@@ -147,10 +146,10 @@ for block_m, stages, epi in ((256, 3, True), (128, 5, True), (256, 4, False), (1
                                    text=True).stdout
             sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
         regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-        out[f"{name}-m{block_m}-s{stages}-tma{int(epi)}"] = {
-            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps, "epi_tma": epi,
+        out[f"{name}-m{block_m}-s{stages}"] = {
+            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
             "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"), "tma_stores": sass.count("UTMASTG"),
-            "limit": W._smem_bytes(block_m, stages, epi)}
+            "limit": W._smem_bytes(block_m, stages)}
 print(json.dumps(out))
 '''
 
@@ -158,16 +157,15 @@ print(json.dumps(out))
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_wgrad.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_ws_wgrad_compiles_for_sm90_without_spills():
-    """Tiles and epilogues the candidates use, bf16 and fp16: no stack, 12 warps (two consumer
-    warp groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each
-    of the two consumers' two loops (shared and register A), one TMA store a consumer with the
-    TMA epilogue, and shared memory within both the SM's 227 KB and the bound ``applies``
-    checks."""
+    """The candidates' tiles and others, bf16 and fp16: no stack, 12 warps (two consumer warp
+    groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each of the
+    two consumers' two loops (shared and register A), one TMA store a consumer, and shared
+    memory within both the SM's 227 KB and the bound ``applies`` checks."""
     usage = run_compile_script(_SM90)
     assert len(usage) == 8
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
-        assert u["hgmma"] == 2 * 2 * 4 and u["tma_stores"] == (2 if u["epi_tma"] else 0), (name, u)
+        assert u["hgmma"] == 2 * 2 * 4 and u["tma_stores"] == 2, (name, u)
         assert u["smem"] <= min(u["limit"], 227 * 1024), (name, u)
 
 
@@ -185,7 +183,7 @@ def _reference(a, b, counts):
 @pytest.mark.parametrize("counts,N,M", [([300, 0, 211, 17], 256, 384), ([64, 128, 192], 128, 128),
                                         ([1, 63, 65, 0, 640], 384, 256), ([0, 0, 513, 0], 256, 320),
                                         ([5, 7, 90, 20], 128, 128)])
-@pytest.mark.parametrize("tile", [(256, 3, True), (128, 5, True), (256, 4, False), (256, 2, False)])
+@pytest.mark.parametrize("tile", [(256, 3), (256, 2), (128, 5)])
 @pytest.mark.parametrize("programs", [None, 1, 3])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_ws_wgrad_is_bitwise_grouped_mm(counts, N, M, tile, programs, dtype):
@@ -199,7 +197,7 @@ def test_ws_wgrad_is_bitwise_grouped_mm(counts, N, M, tile, programs, dtype):
     b = torch.randn(T, M, generator=g).to(dtype).cuda()
     c = torch.tensor(counts, dtype=torch.int32, device="cuda")
     got = torch.full((len(counts), N, M), float("nan"), dtype=dtype, device="cuda")
-    assert ws_wgrad.launch(a, b, got, c, block_m=tile[0], stages=tile[1], programs=programs, epi_tma=tile[2])
+    assert ws_wgrad.launch(a, b, got, c, block_m=tile[0], stages=tile[1], programs=programs)
     want = torch._grouped_mm(a.t(), b, offs=torch.cumsum(c, 0).to(torch.int32))
     triton_out = torch.empty_like(got)
     launch._wgrad(a, b, triton_out, c, T, heuristic("wgrad", 2), None)

@@ -78,12 +78,10 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # 16-bit, where the compose route is the baseline: the compose route itself with its two weight
 # gradients through ws_wgrad's warp-specialised Gluon kernel (GemmConfig.compose: block_m the
 # gradient columns a tile, num_stages its ring). Against CUTLASS's wgrads (the baseline's) the
-# 256-column tile on a 3-slot ring ran 1.09-1.13x faster at the spec's shapes 2-3 and
-# 0.98-1.03x at shape 1, the 128-column one on 4 slots 1.02-1.06x and 0.99-1.01x, the
-# 256-column one on 2 slots 0.73-0.88x (results/2026-12-03-h200-aa run 3); the 256-column
-# tile on 4 slots (213 KB of shared memory) is the deepest ring that fits.
-_CANDIDATES_COMPOSE = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(256, 128, 64, 4, 4, 1, compose=True),
-                       GemmConfig(128, 128, 64, 4, 4, 1, compose=True))
+# 256-column tile on a 3-slot ring ran 1.08-1.11x faster at the spec's shape 1 and 1.24-1.35x
+# at shapes 2-3, the 128-column one on 5 slots 1.03-1.11x and 1.26-1.31x (balanced and routed
+# counts, results/2026-12-03-h200-aa run 5); 256 columns on 2 slots ran 0.73-0.88x (run 3).
+_CANDIDATES_COMPOSE = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(128, 128, 64, 4, 5, 1, compose=True))
 
 
 # fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic is the recipe's baseline

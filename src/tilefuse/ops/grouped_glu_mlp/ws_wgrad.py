@@ -1,5 +1,5 @@
 """The 16-bit weight gradients warp-specialised in Gluon, one program an SM: dW_e = A_e^T B_e
-over each expert's ragged token rows (the compose route's two ``torch._grouped_mm`` wgrads).
+over each expert's ragged token rows (what the compose route runs on ``torch._grouped_mm``).
 Only ``@gluon.jit`` code, its layout check and its launch (``available``: ops/gluon_hopper.py).
 
 The structure is ws_kernels.fp8_ws_gemm_kernel's: one producer warp issues every TMA (a chunk
@@ -11,8 +11,17 @@ wgmma is issued before the previous one is waited for, and the previous one's ri
 back then. An expert's last chunk, where its rows end inside it, takes A through registers with
 the rows past the expert zeroed (the next expert's rows of B then meet zeros: a non-finite
 value there reaches this expert's gradient through 0 * inf or 0 * NaN, as in kernels.
-wgrad_fp8_masked_tma); past T the copy engine reads zeros. Tiles run expert by expert, the
-expert's first row from a cursor over the device-side counts (no host sync).
+wgrad_fp8_masked_tma); past T the copy engine reads zeros. The tile leaves through shared
+memory and an asynchronous TMA store, so the next tile's products start while it drains.
+Tiles run expert by expert, the expert's first row from a cursor over the device-side counts
+(no host sync).
+
+Measured on the H200 (benchmarks/results/2026-12-03-h200-aa run 5; dW1 + dW2 at the spec's
+shapes, balanced / routed counts, graph replay): the 256-column tile on a 3-slot ring ran
+1.11x / 1.08x, 1.35x / 1.29x and 1.34x / 1.24x CUTLASS's bf16 wgrads (``torch._grouped_mm``)
+at shapes 1-3, and gave their bits on every problem compared (and grouped_wgrad_kernel's at
+its 16-bit heuristic tile: each chains the products chunk by chunk in token order). The tuner
+decides per key whether the compose route takes it (GemmConfig.compose).
 """
 
 from __future__ import annotations
@@ -31,13 +40,11 @@ PRODUCER_REGS = 40
 SMEM = 227 * 1024
 
 
-def _smem_bytes(block_m: int, stages: int, epi_tma: bool = True, itemsize: int = 2) -> int:
-    """Shared memory a launch takes, an upper bound: the ring, the epilogue's buffers (a 64 x
-    BLOCK_M tile a consumer for the TMA store; else the layout conversion's 16 KB of scratch, as
-    compiled for sm_90 under triton 3.6 and 3.8) and the barriers (tests/test_grouped_ws_wgrad.py
-    compiles every candidate tile against it)."""
-    epilogue = 2 * 64 * block_m * itemsize if epi_tma else 16 * 1024
-    return stages * BLOCK_K * (BLOCK_N + block_m) * itemsize + epilogue + 1024
+def _smem_bytes(block_m: int, stages: int, itemsize: int = 2) -> int:
+    """Shared memory a launch takes, an upper bound: the ring, the two consumers' epilogue
+    buffers (64 x BLOCK_M each) and the barriers (tests/test_grouped_ws_wgrad.py compiles every
+    candidate tile against it)."""
+    return stages * BLOCK_K * (BLOCK_N + block_m) * itemsize + 2 * 64 * block_m * itemsize + 1024
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -45,13 +52,12 @@ def _rows_ok(t: torch.Tensor) -> bool:
             and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 and t.numel() > 0)
 
 
-def applies(a, b, c, block_m: int, stages: int, epi_tma: bool = True) -> bool:
+def applies(a, b, c, block_m: int, stages: int) -> bool:
     """Whether ``launch`` runs: a (T, N) and b (T, M) 16-bit, one dtype, row-major with 16-byte
     aligned rows, T > 0; c (E, N, M) contiguous of their dtype, N a multiple of 128; a tile of
     BLOCK_M 128 or 256 columns and a ring that fits shared memory, on a device where the kernel
     runs."""
-    return (available(c.device) and block_m in (128, 256) and stages >= 2
-            and _smem_bytes(block_m, stages, epi_tma) <= SMEM
+    return (available(c.device) and block_m in (128, 256) and stages >= 2 and _smem_bytes(block_m, stages) <= SMEM
             and _rows_ok(a) and _rows_ok(b) and a.dtype == b.dtype == c.dtype and a.shape[0] == b.shape[0]
             and c.dim() == 3 and c.is_contiguous() and tuple(c.shape[1:]) == (a.shape[1], b.shape[1])
             and c.shape[1] % BLOCK_N == 0)
@@ -75,9 +81,8 @@ if gluon is not None:
         return expert, (local // m_tiles) * BLOCK_N, (local % m_tiles) * BLOCK_M, cur_start, count, cur_expert
 
     @gluon.jit
-    def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                  EPI_TMA: gl.constexpr):
+    def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles,
+                  BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp: every tile's token chunks (A's BLOCK_N columns, B's BLOCK_M columns) into the
         ring, each slot once both consumers have handed it back."""
         pid = gl.program_id(0)
@@ -98,9 +103,9 @@ if gluon is not None:
                 it += 1
 
     @gluon.jit
-    def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
+    def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles,
                   WG: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr, EPI_TMA: gl.constexpr):
+                  STAGES: gl.constexpr):
         """One warp group: gradient rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma is
         chained on the accumulator and the previous chunk's slot handed back once it is done;
         an expert's partial last chunk takes A through registers, its rows past the expert
@@ -110,7 +115,6 @@ if gluon is not None:
                                                       instr_shape=[16, BLOCK_M, 16])
         a_reg: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         tok_l: gl.constexpr = gl.SliceLayout(0, a_reg)
-        store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
         pid = gl.program_id(0)
         cur_expert = pid * 0
         cur_start = pid * 0
@@ -143,72 +147,64 @@ if gluon is not None:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
                 mbarrier.arrive(empty.index(slot), count=1)
                 it += 1
-            if EPI_TMA:
-                tma.store_wait(0)   # the last tile's store has read this warp group's buffer
-                c_s.index(WG).store(acc.to(c_ptr.dtype.element_ty))
-                fence_async_shared()
-                tma_store(c_desc, [expert * N + row_n + WG * HALF, col_m], c_s.index(WG))
-            else:
-                out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
-                srows = row_n + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
-                scols = col_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, store_l))
-                base = c_ptr + expert.to(gl.int64) * N * M
-                gl.store(base + srows.to(gl.int64)[:, None] * M + scols[None, :], out, mask=(scols < M)[None, :])
-        if EPI_TMA:
-            tma.store_wait(0)
+            # The tile goes out through shared memory and one asynchronous TMA store (columns past
+            # M clipped by the copy engine): the next tile's products start while it drains. Stored
+            # by pointers from registers instead, the wgrads ran 1.03-1.15x slower
+            # (results/2026-12-03-h200-aa run 5).
+            tma.store_wait(0)   # the last tile's store has read this warp group's buffer
+            c_s.index(WG).store(acc.to(c_desc.dtype))
+            fence_async_shared()
+            tma_store(c_desc, [expert * N + row_n + WG * HALF, col_m], c_s.index(WG))
+        tma.store_wait(0)
 
     # One wrapper a consumer warp group (ws_kernels' reason: a literal in a partition's
     # argument tuple did not survive Gluon's flattening under triton 3.6).
     @gluon.jit
-    def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                   EPI_TMA: gl.constexpr):
-        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 0, BLOCK_N,
-                  BLOCK_M, BLOCK_K, STAGES, EPI_TMA)
+    def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles, 0, BLOCK_N,
+                  BLOCK_M, BLOCK_K, STAGES)
 
     @gluon.jit
-    def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                   EPI_TMA: gl.constexpr):
-        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles, 1, BLOCK_N,
-                  BLOCK_M, BLOCK_K, STAGES, EPI_TMA)
+    def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles, 1, BLOCK_N,
+                  BLOCK_M, BLOCK_K, STAGES)
 
     @gluon.jit
-    def ws_wgrad_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, M, n_tiles, BLOCK_N: gl.constexpr,
-                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, EPI_TMA: gl.constexpr,
+    def ws_wgrad_kernel(a_desc, b_desc, c_desc, counts_ptr, N, M, n_tiles, BLOCK_N: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
                         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[e] (N, M) = A[rows of e]^T @ B[rows of e]: a_desc over A (T, N), tiles [BLOCK_K,
-        BLOCK_N]; b_desc over B (T, M), tiles [BLOCK_K, BLOCK_M]; c (E, N, M) contiguous, written
-        in full (zeros for experts without rows), through c_desc over c as (E * N, M), tiles
-        [BLOCK_N / 2, BLOCK_M], with EPI_TMA, else by pointers. n_tiles: E * (N / BLOCK_N) *
-        cdiv(M, BLOCK_M)."""
+        BLOCK_N]; b_desc over B (T, M), tiles [BLOCK_K, BLOCK_M]; c_desc over C (E, N, M)
+        contiguous as (E * N, M), tiles [BLOCK_N / 2, BLOCK_M], written in full (zeros for
+        experts without rows). n_tiles: E * (N / BLOCK_N) * cdiv(M, BLOCK_M)."""
         a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], a_desc.layout)
         b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_K, BLOCK_M], b_desc.layout)
-        c_s = gl.allocate_shared_memory(c_desc.dtype, [2 if EPI_TMA else 1, BLOCK_N // 2, BLOCK_M], c_desc.layout)
+        c_s = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_N // 2, BLOCK_M], c_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
         gl.warp_specialize([
-            (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                          BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
-            (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                          BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
-            (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, M, n_tiles,
-                         BLOCK_N, BLOCK_M, BLOCK_K, STAGES, EPI_TMA)),
+            (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles, BLOCK_N,
+                          BLOCK_M, BLOCK_K, STAGES)),
+            (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles, BLOCK_N,
+                          BLOCK_M, BLOCK_K, STAGES)),
+            (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, N, M, n_tiles, BLOCK_N,
+                         BLOCK_M, BLOCK_K, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None,
-           epi_tma: bool = True) -> bool:
+def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
     """c[e] = a[rows of e]^T @ b[rows of e] through ws_wgrad_kernel, or False where it does not
     apply (``applies``): the caller then takes its other route. a (T, N), b (T, M), c (E, N, M).
     ``programs``: the persistent program count (default one an SM; tests use fewer)."""
-    if not applies(a, b, c, block_m, stages, epi_tma):
+    if not applies(a, b, c, block_m, stages):
         return False
     E, N, M = c.shape
     if c.numel() == 0:
@@ -221,7 +217,7 @@ def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: in
     sms = torch.cuda.get_device_properties(c.device).multi_processor_count
     ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
         descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
-        descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, c, N, M, n_tiles, BLOCK_N=BLOCK_N,
-        BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages, EPI_TMA=epi_tma, CONSUMER_REGS=CONSUMER_REGS,
-        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, N, M, n_tiles, BLOCK_N=BLOCK_N,
+        BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+        num_warps=4, maxnreg=MAXNREG)
     return True
