@@ -47,12 +47,12 @@ if TINY and not torch.cuda.is_available():
 import triton  # noqa: E402
 
 from tilefuse.check.bench import error_text  # noqa: E402
-from tilefuse.check.grouped import gemm_roles  # noqa: E402
+from tilefuse.check.grouped import GLUON_WGRADS, gemm_roles  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp import compose, launch, recipes  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
-from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.tune import COMPOSE_CANDIDATES, DEFAULT_SHAPES  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -146,6 +146,8 @@ def profile_bf16(E, T, H, F, rounds):
     print(f"\nE {E} T {T} H {H} F {F}: bf16 (dGLU: configs.dglu_config of each tile; balanced counts)")
     for name, (ours, theirs, flop) in gemm_roles(counts, x, probs, w1, w2, dy).items():
         tiles = (BF16_WGRADS[:2] if TINY else BF16_WGRADS) if name.startswith("wgrads") else gemms
+        if name == GLUON_WGRADS:   # the compose route's wgrads in Gluon (torch._grouped_mm off Hopper)
+            tiles = COMPOSE_CANDIDATES
         providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in tiles}
         if DEVICE == "cuda":
             providers["torch._grouped_mm"] = theirs

@@ -136,7 +136,8 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     """check.grouped.gemm_roles (the bench's and grouped_profile.py's per-role timing): each
     fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight
     gradients the same products, bf16 outputs: 1.6e-2 normwise; the GLU h from the peer's z),
-    at small tiles with ragged experts, one without tokens, through pointers and through TMA."""
+    at small tiles with ragged experts, one without tokens, through pointers and through TMA;
+    the Gluon wgrads at a compose tile (torch._grouped_mm where the kernel cannot run)."""
     import dataclasses
 
     import torch
@@ -146,9 +147,12 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device=device,
                       generator=torch.Generator().manual_seed(4))
     roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
-    assert list(roles) == ["fc1 + GLU", "fc2", "fc2 dgrad + dGLU", "fc1 dgrad", "wgrads (dW1 + dW2)"]
-    for cfg in (check_grouped.SMALL, dataclasses.replace(check_grouped.SMALL, tma=True)):
+    assert list(roles) == ["fc1 + GLU", "fc2", "fc2 dgrad + dGLU", "fc1 dgrad", "wgrads (dW1 + dW2)",
+                           check_grouped.GLUON_WGRADS]
+    for cfg in (check_grouped.SMALL, dataclasses.replace(check_grouped.SMALL, tma=True), check_grouped.GLUON_WGRAD_TILE):
         for role, (ours, theirs, flop) in roles.items():
+            if cfg.compose and role != check_grouped.GLUON_WGRADS:   # a compose tile is the Gluon wgrads' only
+                continue
             got, want = ours(cfg), theirs()
             assert flop > 0
             if role == "fc1 + GLU":

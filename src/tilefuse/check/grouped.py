@@ -179,6 +179,12 @@ GEMMS_ONLY = "torch._grouped_mm GEMMs only (no glue)"
 DENSE_SHAPE = (16384, 4096, 7168)   # M, K, N: the first spec shape's fc1 as one dense GEMM
 
 
+# The compose route's weight gradients in Gluon (ws_wgrad.py) as a role of its own, at the tile
+# the H200 table takes at the spec's shapes 2-3 (results/2026-12-03-h200-aa run 6).
+GLUON_WGRADS = "Gluon wgrads (dW1 + dW2)"
+GLUON_WGRAD_TILE = configs.GemmConfig(128, 128, 64, 4, 5, 1, compose=True)
+
+
 def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
     """{role: (fused(cfg), cutlass(), flop)} for each GEMM launch of a bf16 step (SwiGLU, no
     bias; z, h and dz random, of the shapes the step has): fused(cfg) runs the role's fused
@@ -216,6 +222,11 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
         launch._wgrad(dy, h, dw2, counts, T, cfg)
         return dw1, dw2
 
+    def gluon_wgrads(cfg):   # a GemmConfig.compose config's tile; ws_wgrad's default for any other
+        tile = (cfg.block_m, cfg.num_stages) if cfg.compose else (256, 3)
+        return (compose._wgrad(dz, x, counts, offs, counts.shape[0], *tile),
+                compose._wgrad(dy, h, counts, offs, counts.shape[0], *tile))
+
     def flop(m, n, k):
         return 2 * m * n * k
     return {
@@ -230,20 +241,32 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
         "wgrads (dW1 + dW2)": (wgrads, lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
                                                 torch._grouped_mm(dy.t(), h, offs=offs)),
                                flop(T, 2 * F, H) + flop(T, H, F)),
+        # The compose route's wgrads on ws_wgrad's warp-specialised Gluon kernel (where it runs;
+        # elsewhere torch._grouped_mm itself): what a GemmConfig.compose table entry runs.
+        GLUON_WGRADS: (gluon_wgrads, lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
+                                              torch._grouped_mm(dy.t(), h, offs=offs)),
+                       flop(T, 2 * F, H) + flop(T, H, F)),
     }
 
 
 def _role_rows(E, T, H, F, roles: dict) -> list[dict]:
     """Each GEMM role of ``roles`` (gemm_roles) at the heuristic tiles (wgrads: the wgrad
-    heuristic) against its torch._grouped_mm GEMM(s), interleaved per role: ms, TFLOP/s and
-    the time ratio."""
+    heuristic; the Gluon wgrads: GLUON_WGRAD_TILE) against its torch._grouped_mm GEMM(s),
+    interleaved per role: ms, TFLOP/s and the time ratio. A Gluon role that cannot run here
+    (it then runs torch._grouped_mm) says so in its config cell."""
     fwd, wgrad = configs.heuristic("fwd", 2), configs.heuristic("wgrad", 2)
     rows = []
     for role, (ours, theirs, flop) in roles.items():
-        cfg = wgrad if role.startswith("wgrads") else fwd
+        cfg = GLUON_WGRAD_TILE if role == GLUON_WGRADS else wgrad if role.startswith("wgrads") else fwd
+        name = cfg.name
+        if role == GLUON_WGRADS:
+            with launches.counting() as launched:
+                ours(cfg)
+            if not launched["grouped_ws_wgrad"]:
+                name += " (not on this device: torch._grouped_mm ran)"
         t = timing.interleaved({"tilefuse": lambda ours=ours, cfg=cfg: ours(cfg), "torch._grouped_mm": theirs},
                                graphs=True, rounds=5)
-        row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "role": role, "config": cfg.name}
+        row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "role": role, "config": name}
         for name, key in (("tilefuse", "tilefuse"), ("torch._grouped_mm", "grouped_mm")):
             fields = bench.timing_fields(t[name])
             row[f"{key}_ms"] = fields.get("ms")
@@ -437,7 +460,8 @@ def benchmark_markdown(b: dict) -> list[str]:
         lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['provider']} | "
                      f"{t} | {host} | {vs} |")
     if b.get("roles"):
-        lines += ["", "Each fused GEMM role (heuristic tiles) against the torch._grouped_mm GEMM doing the same work, "
+        lines += ["", "Each fused GEMM role (heuristic tiles) and the compose route's Gluon wgrads (a compose "
+                  "config's tile) against the torch._grouped_mm GEMM doing the same work, "
                   "interleaved per role (CUDA-graph replay). 'time vs _grouped_mm': tilefuse's time over CUTLASS's "
                   "(issue 16's target: within 1.05x).", "",
                   "| experts | tokens | H | F | role | config | tilefuse ms | TFLOP/s | _grouped_mm ms | TFLOP/s "

@@ -81,7 +81,7 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # 256-column tile on a 3-slot ring ran 1.08-1.11x faster at the spec's shape 1 and 1.24-1.35x
 # at shapes 2-3, the 128-column one on 5 slots 1.03-1.11x and 1.26-1.31x (balanced and routed
 # counts, results/2026-12-03-h200-aa run 5); 256 columns on 2 slots ran 0.73-0.88x (run 3).
-_CANDIDATES_COMPOSE = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(128, 128, 64, 4, 5, 1, compose=True))
+COMPOSE_CANDIDATES = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(128, 128, 64, 4, 5, 1, compose=True))
 
 
 # fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic is the recipe's baseline
@@ -120,7 +120,7 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
     if problem.recipe:
         configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe)]
     elif problem.itemsize == 2 and compose.takes(problem.itemsize, problem.hidden, problem.ffn):
-        configs += _CANDIDATES_COMPOSE
+        configs += COMPOSE_CANDIDATES
     return configs
 
 
