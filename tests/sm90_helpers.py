@@ -43,11 +43,18 @@ def compile_sm90(fn, signature: dict, constexprs: dict, *, divisible=(), **optio
     src = ASTSource(fn=fn, signature={**signature, **{k: "constexpr" for k in constexprs}}, constexprs=constexprs,
                     attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    usage = cubin_report(c)
+    return c, {"regs": usage["regs"], "stack": usage["stack"]}
+
+
+def cubin_report(compiled) -> dict:
+    """{"regs", "stack", "sass"} of a compiled kernel, from Triton's bundled cuobjdump."""
     cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(c.asm["cubin"])
+        f.write(compiled.asm["cubin"])
         f.flush()
         usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
                                text=True).stdout
+        sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
-    return c, {"regs": int(regs), "stack": int(stack)}
+    return {"regs": int(regs), "stack": int(stack), "sass": sass}

@@ -107,8 +107,9 @@ def test_a_ws_config_gives_the_triton_kernels_bits(device):
 
 
 _SM90_WS = r'''
-import json, pathlib, re, subprocess, tempfile
+import json
 import triton
+from sm90_helpers import cubin_report
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -118,7 +119,6 @@ out = {}
 lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
 desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
 ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e"]
-cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 for stages in (2, 3, W.MAX_STAGES):
     for has_bias in (False, True):
         sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
@@ -127,15 +127,10 @@ for stages in (2, 3, W.MAX_STAGES):
                   CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(c.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                                   text=True).stdout
-            sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+        u = cubin_report(c)
+        sass = u["sass"]
         out[f"s{stages}-bias{int(has_bias)}"] = {
-            "regs": int(regs), "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+            "regs": u["regs"], "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
             "qgmma": sass.count("QGMMA"), "waits": sass.count("WARPGROUP.DEPBAR"),
             "setmaxnreg": sass.count("USETMAXREG")}
 print(json.dumps(out))

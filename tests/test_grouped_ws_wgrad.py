@@ -118,15 +118,15 @@ def test_applies_only_where_the_kernel_runs(device):
 
 
 _SM90 = r'''
-import json, pathlib, re, subprocess, tempfile
+import json
 import triton
+from sm90_helpers import cubin_report
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 from tilefuse.ops.grouped_glu_mlp import ws_wgrad as W
 
 out = {}
-cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 for block_m, stages in ((256, 3), (256, 2), (128, 5), (128, 4)):
     for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
         def desc(shape):
@@ -139,15 +139,10 @@ for block_m, stages in ((256, 3), (256, 2), (128, 5), (128, 4)):
                   CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.ws_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(c.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                                   text=True).stdout
-            sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+        u = cubin_report(c)
+        sass = u["sass"]
         out[f"{name}-m{block_m}-s{stages}"] = {
-            "stack": int(stack), "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+            "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
             "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"), "tma_stores": sass.count("UTMASTG"),
             "limit": W._smem_bytes(block_m, stages)}
 print(json.dumps(out))

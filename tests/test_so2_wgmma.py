@@ -130,8 +130,9 @@ def test_a_wgmma_config_gives_the_triton_kernels_bits(device, precision):
 
 
 _SM90_WGMMA = r'''
-import json, pathlib, re, subprocess, tempfile
+import json
 import triton
+from sm90_helpers import cubin_report
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -141,7 +142,6 @@ from tilefuse.ops.so2_mixing_stack.configs import WGMMA_TILES
 
 out = {}
 ints = ["F", "E", "ROW", "K_START", "K_LEN", "N_START", "N_LEN", "CF", "LG", "w_rows", "w_stride_k"]
-cuobjdump = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 cases = [(cf, tile, mode) for tile in WGMMA_TILES for mode in (K.FWD_GATED, K.FINAL, K.BWD, K.BWD_HEAD)
          for cf in (32,)] + [(64, tile, K.BWD) for tile in WGMMA_TILES]
 cases += [(cf, (64, 64, 4, stages), K.BWD) for cf in (32, 64) for stages in (3, 4)]   # deeper weight rings
@@ -154,14 +154,10 @@ for cf, (bm, bn, warps, stages), mode in cases:
     ce = dict(MODE=mode, APPLY_ALPHA=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cf, num_warps=warps, W_STAGES=stages)
     src = GluonASTSource(W.so2_gemm3x_wgmma_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
     c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(c.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
-    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
+    u = cubin_report(c)
+    sass = u["sass"]
     out[f"Cf{cf}-M{bm}-N{bn}-w{warps}-s{stages}-mode{mode}"] = {
-        "regs": int(regs), "stack": int(stack), "wgmma": c.asm["ptx"].count("wgmma.mma_async"),
+        "regs": u["regs"], "stack": u["stack"], "wgmma": c.asm["ptx"].count("wgmma.mma_async"),
         "waits": sass.count("WARPGROUP.DEPBAR"), "arrives": sass.count("WARPGROUP.ARRIVE")}
 print(json.dumps(out))
 '''
