@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from ...device import num_sms
 from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
                             warpgroup_mma, warpgroup_mma_wait)                      # of this module too
@@ -249,7 +250,7 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
     w8 = w.data.view(torch.float8_e4m3fn)
     b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, K), [BLOCK, BLOCK], layout)
     n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, BLOCK)
-    sms = torch.cuda.get_device_properties(c.device).multi_processor_count
+    sms = num_sms(c.device)
     bs = w.scales.stride()
     fp8_ws_gemm_kernel[(max(1, min(n_tiles, programs or sms)),)](
         a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,

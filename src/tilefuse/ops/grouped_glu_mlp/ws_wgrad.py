@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import torch
 
+from ...device import num_sms
+from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, fence_async_shared, gl, gluon,  # noqa: F401 - the API
                             mbarrier, tma, tma_load, tma_store, warpgroup_mma,         # of this module too
                             warpgroup_mma_wait)
@@ -213,8 +215,8 @@ def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: in
 
     def descriptor(t, block):
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
-    n_tiles = E * (N // BLOCK_N) * ((M + block_m - 1) // block_m)
-    sms = torch.cuda.get_device_properties(c.device).multi_processor_count
+    n_tiles = E * (N // BLOCK_N) * cdiv(M, block_m)
+    sms = num_sms(c.device)
     ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
         descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
         descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, N, M, n_tiles, BLOCK_N=BLOCK_N,
