@@ -34,8 +34,8 @@ Backward: five launches, one more per bias:
 A tuned variant (a ``GemmConfig.compose`` table entry, never the baseline itself) runs the two
 weight gradients through ws_wgrad.py's warp-specialised Gluon kernel instead, where it runs (the
 same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it ran them
-1.09-1.13x faster than CUTLASS at the spec's shapes 2-3 and 0.98-1.03x at shape 1
-(benchmarks/results/2026-12-03-h200-aa run 3); the tuner decides per key.
+1.24-1.35x faster than CUTLASS at the spec's shapes 2-3 and 1.03-1.11x at shape 1
+(benchmarks/results/2026-12-03-h200-aa run 5); the tuner decides per key (run 6: shapes 2-3).
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
