@@ -61,8 +61,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
 
     Paths (recipe None), chosen by op.route:
     - the fused Triton kernels, at level >= 2 where the tuning table holds a fused winner for
-      this shape key on this GPU (``tilefuse tune``); or where its winner is the compose route
-      with the weight gradients in Gluon (``GemmConfig.compose``), that;
+      this shape key on this GPU (``tilefuse tune``);
+    - the compose route with its weight gradients on a warp-specialised Gluon kernel, at level
+      >= 2 where the table's winner is a ``GemmConfig.compose`` config (Hopper);
     - else, at level >= 1 wherever kernels run (CUDA; a CPU under Triton's interpreter) and
       ``torch._grouped_mm`` takes the inputs (bf16 / fp16 / fp32 with H and F multiples of
       16 bytes): the compose route (compose.py), every GEMM on ``torch._grouped_mm`` and the
