@@ -47,7 +47,7 @@ if TINY and not torch.cuda.is_available():
 import triton  # noqa: E402
 
 from tilefuse.check.bench import error_text  # noqa: E402
-from tilefuse.check.grouped import GLUON_WGRADS, gemm_roles  # noqa: E402
+from tilefuse.check.grouped import GLUON_ROWS, GLUON_WGRADS, gemm_roles  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp import compose, launch, recipes  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
@@ -147,7 +147,9 @@ def profile_bf16(E, T, H, F, rounds):
     for name, (ours, theirs, flop) in gemm_roles(counts, x, probs, w1, w2, dy).items():
         tiles = (BF16_WGRADS[:2] if TINY else BF16_WGRADS) if name.startswith("wgrads") else gemms
         if name == GLUON_WGRADS:   # the compose route's wgrads in Gluon (torch._grouped_mm off Hopper)
-            tiles = COMPOSE_CANDIDATES
+            tiles = [c for c in COMPOSE_CANDIDATES if not c.rows_block_n]
+        if name == GLUON_ROWS:     # its row GEMMs in Gluon: each rows tile once
+            tiles = [c for c in COMPOSE_CANDIDATES if c.rows_block_n and c.block_m == 256]
         providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in tiles}
         if DEVICE == "cuda":
             providers["torch._grouped_mm"] = theirs

@@ -137,7 +137,8 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight
     gradients the same products, bf16 outputs: 1.6e-2 normwise; the GLU h from the peer's z),
     at small tiles with ragged experts, one without tokens, through pointers and through TMA;
-    the Gluon wgrads at a compose tile (torch._grouped_mm where the kernel cannot run)."""
+    the Gluon wgrads and row GEMMs at a compose tile (torch._grouped_mm where the kernels
+    cannot run)."""
     import dataclasses
 
     import torch
@@ -148,10 +149,11 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
                       generator=torch.Generator().manual_seed(4))
     roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
     assert list(roles) == ["fc1 + GLU", "fc2", "fc2 dgrad + dGLU", "fc1 dgrad", "wgrads (dW1 + dW2)",
-                           check_grouped.GLUON_WGRADS]
-    for cfg in (check_grouped.SMALL, dataclasses.replace(check_grouped.SMALL, tma=True), check_grouped.GLUON_WGRAD_TILE):
+                           check_grouped.GLUON_WGRADS, check_grouped.GLUON_ROWS]
+    gluon = (check_grouped.GLUON_WGRADS, check_grouped.GLUON_ROWS)
+    for cfg in (check_grouped.SMALL, dataclasses.replace(check_grouped.SMALL, tma=True), check_grouped.GLUON_TILE):
         for role, (ours, theirs, flop) in roles.items():
-            if cfg.compose and role != check_grouped.GLUON_WGRADS:   # a compose tile is the Gluon wgrads' only
+            if cfg.compose != (role in gluon):   # a compose tile is the Gluon roles' only, and theirs
                 continue
             got, want = ours(cfg), theirs()
             assert flop > 0

@@ -308,10 +308,11 @@ def test_double_backward_differentiates_the_unfused_composition(tuning_table, de
 def test_custom_ops_opcheck(device):
     from tilefuse.ops.grouped_glu_mlp.op import grouped_mlp_compose_bwd_op, grouped_mlp_compose_fwd_op
     i = inputs([7, 0, 12], 32, 16, torch.float32, True, device, seed=12)
-    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "geglu", 8, 0, 0)
-    torch.library.opcheck(grouped_mlp_compose_fwd_op, args, test_utils=("test_schema", "test_faketensor"))
-    y, z, h, ends = grouped_mlp_compose_fwd_op(*args)
-    for tile in ((0, 0), (256, 3)):   # the _grouped_mm wgrads, and a compose config's tile
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "geglu", 8)
+    for tile in ((0, 0, 0, 0), (256, 3, 256, 3)):   # the route's _grouped_mm GEMMs, and a compose config's tiles
+        torch.library.opcheck(grouped_mlp_compose_fwd_op, (*args, *tile), test_utils=("test_schema", "test_faketensor"))
+    y, z, h, ends = grouped_mlp_compose_fwd_op(*args, 0, 0, 0, 0)
+    for tile in ((0, 0, 0, 0), (256, 3, 0, 0), (128, 5, 128, 5)):
         torch.library.opcheck(grouped_mlp_compose_bwd_op, (i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
                                                            i["w2"], None, i["b2"], z, h, "geglu", 8, *tile),
                               test_utils=("test_schema", "test_faketensor"))

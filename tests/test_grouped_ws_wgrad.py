@@ -31,6 +31,8 @@ pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 HOPPER = torch.cuda.is_available() and ws_wgrad.available(torch.device("cuda"))
 WIDE = GemmConfig(256, 128, 64, 4, 3, 1, compose=True)
 NARROW = GemmConfig(128, 128, 64, 4, 5, 1, compose=True)
+ROWS = GemmConfig(128, 128, 64, 4, 5, 1, compose=True, rows_block_n=128, rows_stages=5)   # + ws_rows
+WIDE_ROWS = GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=256, rows_stages=3)
 
 
 def test_compose_config_is_checked_and_named():
@@ -44,9 +46,23 @@ def test_compose_config_is_checked_and_named():
         GemmConfig(128, 128, 128, 8, 3, compose=True, ws=True)
 
 
+def test_the_rows_tile_is_checked_and_named():
+    assert ROWS.name.endswith("-compose-rows128s5") and WIDE.name.endswith("-compose")
+    with pytest.raises(TypeError, match="rows_block_n"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=128.0, rows_stages=4)
+    with pytest.raises(TypeError, match="rows_stages"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=128, rows_stages=True)
+    for bad in ((64, 4), (128, 1), (128, 0), (0, 3), (512, 3)):
+        with pytest.raises(ValueError, match="rows_block_n"):
+            GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=bad[0], rows_stages=bad[1])
+    with pytest.raises(ValueError, match="without compose"):
+        GemmConfig(rows_block_n=128, rows_stages=4)
+
+
 def test_the_compose_candidates_only_where_the_compose_route_is_the_baseline():
     bf16 = gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False)
-    assert {WIDE, NARROW} <= set(gtune.candidates_for(bf16))
+    assert {WIDE, NARROW, ROWS, WIDE_ROWS} <= set(gtune.candidates_for(bf16))
+    assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), ROWS)
     assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), WIDE)
     assert not gtune.candidates_for(bf16)[0].compose   # the fused tiles stay first
     for other in (gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False, "fp8_block"),
@@ -61,12 +77,16 @@ def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
     assert gtune.FAMILY.expected_launches(bf16, WIDE) == COMPOSE_LAUNCHES
     monkeypatch.setattr(gtune, "_ws_runs_here", lambda: True)
     assert gtune.FAMILY.expected_launches(bf16, WIDE) == (*COMPOSE_LAUNCHES, "grouped_ws_wgrad")
+    assert gtune.FAMILY.expected_launches(bf16, ROWS) == (*COMPOSE_LAUNCHES, "grouped_ws_wgrad", "grouped_ws_rows")
+    monkeypatch.setattr(gtune, "_ws_runs_here", lambda: False)
+    assert gtune.FAMILY.expected_launches(bf16, ROWS) == COMPOSE_LAUNCHES
 
 
-@pytest.mark.parametrize("config", [WIDE, NARROW], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [WIDE, NARROW, ROWS, WIDE_ROWS], ids=lambda c: c.name)
 def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config):
     """A table entry with ``compose`` runs the compose route (not the fused kernels), its wgrads
-    in Gluon where the kernel runs, and gives the plain compose route's bits."""
+    (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs) in Gluon where the kernels run, and
+    gives the plain compose route's bits."""
     i = inputs([70, 0, 45, 13], 128, 128, torch.bfloat16, True, device, seed=3)
     with tilefuse.level(2):
         want, plain = call_api(i, "swiglu", 32)
@@ -74,16 +94,18 @@ def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table
         got, launched = call_api(i, "swiglu", 32)
     assert [launched[k] for k in COMPOSE_LAUNCHES] == [1, 1] and not launched["grouped_mlp_fwd"]
     assert launched["grouped_ws_wgrad"] == (2 if HOPPER else 0) and not plain["grouped_ws_wgrad"]
+    assert launched["grouped_ws_rows"] == (4 if HOPPER and config.rows_block_n else 0) and not plain["grouped_ws_rows"]
     for name, a, b in zip(("y", *FLOAT_NAMES), want, got):
         assert torch.equal(a, b), name
 
 
-def test_a_compose_config_under_torch_compile(tuning_table, device):
+@pytest.mark.parametrize("config", [WIDE, ROWS], ids=lambda c: c.name)
+def test_a_compose_config_under_torch_compile(tuning_table, device, config):
     """fullgraph compile of the public call with a compose entry: the compose custom ops carry
-    the wgrad tile, and y and every gradient equal the eager call's bitwise."""
-    i = inputs([9, 0, 14], 32, 32, torch.bfloat16, False, device, seed=4)
+    the Gluon tiles, and y and every gradient equal the eager call's bitwise."""
+    i = inputs([9, 0, 14], 64, 64, torch.bfloat16, False, device, seed=4)
     counts = i["counts"]
-    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 8, False): WIDE})
+    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 8, False): config})
 
     def f(x, p, w1, w2):
         return tilefuse.grouped_glu_mlp(x, counts, p, w1, w2, glu_interleave=8)

@@ -179,10 +179,15 @@ GEMMS_ONLY = "torch._grouped_mm GEMMs only (no glue)"
 DENSE_SHAPE = (16384, 4096, 7168)   # M, K, N: the first spec shape's fc1 as one dense GEMM
 
 
-# The compose route's weight gradients in Gluon (ws_wgrad.py) as a role of its own, at the tile
-# the H200 table takes at the spec's shapes 2-3 (results/2026-12-03-h200-aa run 6).
+# The compose route's GEMMs in Gluon as roles of their own: the weight gradients (ws_wgrad.py)
+# at the tile the H200 table took at the spec's shapes 2-3 (results/2026-12-03-h200-aa run 6),
+# the four row-ragged GEMMs (ws_rows.py) at 256 columns on 3 slots (the fastest of run 1's tiles
+# at every shape but one, results/2026-12-03-h200-ab).
 GLUON_WGRADS = "Gluon wgrads (dW1 + dW2)"
-GLUON_WGRAD_TILE = configs.GemmConfig(128, 128, 64, 4, 5, 1, compose=True)
+GLUON_ROWS = "Gluon row GEMMs (fc1, fc2, fc2 dgrad, fc1 dgrad)"
+GLUON_TILE = configs.GemmConfig(128, 128, 64, 4, 5, 1, compose=True, rows_block_n=256, rows_stages=3)
+# Each Gluon role's launch record: where it is missing, torch._grouped_mm ran instead.
+_GLUON_LAUNCH = {GLUON_WGRADS: "grouped_ws_wgrad", GLUON_ROWS: "grouped_ws_rows"}
 
 
 def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
@@ -227,6 +232,14 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
         return (compose._wgrad(dz, x, counts, offs, counts.shape[0], *tile),
                 compose._wgrad(dy, h, counts, offs, counts.shape[0], *tile))
 
+    def gluon_rows(cfg):   # a compose config's rows tile; 256 columns on 3 slots for any other
+        tile = dict(block_n=cfg.rows_block_n, stages=cfg.rows_stages) if cfg.rows_block_n else dict(block_n=256,
+                                                                                                   stages=3)
+        return (compose._rows_gemm(x, w1, by_rows=True, counts=counts, ends=offs, **tile),
+                compose._rows_gemm(h, w2, by_rows=True, counts=counts, ends=offs, **tile),
+                compose._rows_gemm(dy, w2, by_rows=False, counts=counts, ends=offs, **tile),
+                compose._rows_gemm(dz, w1, by_rows=False, counts=counts, ends=offs, **tile))
+
     def flop(m, n, k):
         return 2 * m * n * k
     return {
@@ -246,23 +259,28 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
         GLUON_WGRADS: (gluon_wgrads, lambda: (torch._grouped_mm(dz.t(), x, offs=offs),
                                               torch._grouped_mm(dy.t(), h, offs=offs)),
                        flop(T, 2 * F, H) + flop(T, H, F)),
+        # Its fc1, fc2 and dgrads on ws_rows' kernel: what a table entry with a rows tile runs.
+        GLUON_ROWS: (gluon_rows, lambda: (torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs),
+                                          torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs),
+                                          torch._grouped_mm(dy, w2, offs=offs), torch._grouped_mm(dz, w1, offs=offs)),
+                     2 * (flop(T, 2 * F, H) + flop(T, H, F))),
     }
 
 
 def _role_rows(E, T, H, F, roles: dict) -> list[dict]:
     """Each GEMM role of ``roles`` (gemm_roles) at the heuristic tiles (wgrads: the wgrad
-    heuristic; the Gluon wgrads: GLUON_WGRAD_TILE) against its torch._grouped_mm GEMM(s),
+    heuristic; the Gluon roles: GLUON_TILE) against its torch._grouped_mm GEMM(s),
     interleaved per role: ms, TFLOP/s and the time ratio. A Gluon role that cannot run here
     (it then runs torch._grouped_mm) says so in its config cell."""
     fwd, wgrad = configs.heuristic("fwd", 2), configs.heuristic("wgrad", 2)
     rows = []
     for role, (ours, theirs, flop) in roles.items():
-        cfg = GLUON_WGRAD_TILE if role == GLUON_WGRADS else wgrad if role.startswith("wgrads") else fwd
+        cfg = GLUON_TILE if role in _GLUON_LAUNCH else wgrad if role.startswith("wgrads") else fwd
         name = cfg.name
-        if role == GLUON_WGRADS:
+        if role in _GLUON_LAUNCH:
             with launches.counting() as launched:
                 ours(cfg)
-            if not launched["grouped_ws_wgrad"]:
+            if not launched[_GLUON_LAUNCH[role]]:
                 name += " (not on this device: torch._grouped_mm ran)"
         t = timing.interleaved({"tilefuse": lambda ours=ours, cfg=cfg: ours(cfg), "torch._grouped_mm": theirs},
                                graphs=True, rounds=5)

@@ -112,7 +112,7 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
     if isinstance(path, GemmConfig) and path.compose:
         return compose_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
-                             glu_interleave, wgrad=path)
+                             glu_interleave, tuned=path)
     if isinstance(path, GemmConfig):
         return fused_apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
                            glu_interleave, path, recipe)

@@ -114,9 +114,39 @@ def _glue_kernels():
     return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel
 
 
-def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, glue: GlueConfig = DEFAULT_GLUE):
+# A tuned variant's Gluon tiles, (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages):
+# ``backward``'s weight gradients through ws_wgrad.py and ``forward``'s / ``backward``'s four
+# row-ragged GEMMs through ws_rows.py; a 0 block: those GEMMs on torch._grouped_mm.
+VENDOR = (0, 0, 0, 0)
+
+
+def gluon_tiles(config) -> tuple[int, int, int, int]:
+    """The Gluon tiles of a ``GemmConfig.compose`` config (block_m and num_stages: the wgrads';
+    rows_block_n and rows_stages: the row GEMMs'), VENDOR for anything else (the route itself)."""
+    if not getattr(config, "compose", False):
+        return VENDOR
+    return (config.block_m, config.num_stages, config.rows_block_n, config.rows_stages)
+
+
+def _rows_gemm(a, w, *, by_rows: bool, counts, ends, block_n: int, stages: int):
+    """a_e @ (w[e]^T if by_rows else w[e]) for each expert's rows of row-major a: through
+    ws_rows' Gluon kernel at tile (block_n, stages) where a tuned config asks for it (block_n >
+    0) and the kernel runs, else torch._grouped_mm."""
+    if block_n:
+        from . import ws_rows
+        out = torch.empty((a.shape[0], w.shape[1] if by_rows else w.shape[2]), dtype=a.dtype, device=a.device)
+        if ws_rows.launch(a, w, out, counts, rows=by_rows, block_n=block_n, stages=stages):
+            launches.record("grouped_ws_rows")
+            return out
+    return torch._grouped_mm(a, w.transpose(-2, -1) if by_rows else w, offs=ends)
+
+
+def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int = 0,
+            rows_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE):
     """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
-    bias; z, h and ends are what ``backward`` takes. Tensors of any strides."""
+    bias; z, h and ends are what ``backward`` takes. Tensors of any strides. rows_block_n > 0
+    (a ``GemmConfig.compose`` config's rows tile): fc1 and fc2 through ws_rows' kernel where
+    it runs."""
     glu_kernel, _, bias_kernel = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
@@ -127,14 +157,15 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, g
     launches.record("grouped_mlp_compose")
     if T == 0:
         return x.new_empty((0, H)), x.new_empty((0, 2 * F)), x.new_empty((0, F)), ends
-    z = torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends)
+    rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
+    z = _rows_gemm(x, w1, by_rows=True, **rows_tile)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
     glu_kernel[(cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f))](
         z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
         b1.stride(0) if b1 is not None else 0,
         ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_BIAS=b1 is not None,
         BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
-    y = torch._grouped_mm(h, w2.transpose(-2, -1), offs=ends)
+    y = _rows_gemm(h, w2, by_rows=True, **rows_tile)
     if b2 is not None:
         bias_kernel[(cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f))](
             y, b2, ends, probs, T, H, E, y.stride(0), b2.stride(0),
@@ -163,11 +194,13 @@ def _wgrad(a, b, counts, ends, n_experts: int, wgrad_block_m: int, wgrad_stages:
 
 
 def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
-             wgrad_block_m: int = 0, wgrad_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE):
+             wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0,
+             glue: GlueConfig = DEFAULT_GLUE):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) from ``forward``'s z, h and ends; dx
     in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all contiguous.
     wgrad_block_m > 0 (a ``GemmConfig.compose`` config's block_m and num_stages): the two
-    weight gradients through ws_wgrad's warp-specialised kernel where it runs.
+    weight gradients through ws_wgrad's warp-specialised kernel where it runs; rows_block_n > 0
+    (and rows_stages): the two dgrads through ws_rows' kernel where it runs.
     The other tensors as ``forward`` read them (op.compose_apply lays them out before the
     forward; z and h are its own outputs); dy of any strides (``y.sum().backward()`` gives an
     expanded one)."""
@@ -181,7 +214,8 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     # dy is reduced along H for the fc2 bias (dprobs' term and db2): summed_rows, so that the
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
-    dh = torch._grouped_mm(dy, w2, offs=ends)
+    rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
+    dh = _rows_gemm(dy, w2, by_rows=False, **rows_tile)
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
     dglu_kernel[(cdiv(T, glue.dglu_block_m),)](
@@ -191,7 +225,7 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
         ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_B1=b1 is not None, HAS_B2=b2 is not None,
         BLOCK_M=glue.dglu_block_m, BLOCK_F=glue.dglu_block_f, BLOCK_H=glue.dglu_block_f, E_CHUNK=E_CHUNK,
         num_warps=glue.num_warps)
-    dx = torch._grouped_mm(dz, w1, offs=ends)
+    dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
     dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages)
     dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages)
     return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

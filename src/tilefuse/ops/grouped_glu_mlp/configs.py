@@ -44,6 +44,14 @@ class GemmConfig:
     # run (not Hopper, the interpreter, layouts it does not take) the route's _grouped_mm
     # wgrads run, whose bits it gave wherever it was compared (results/2026-12-03-h200-aa).
     compose: bool = False
+    # A compose config's four row-ragged GEMMs (fc1, fc2 and the two dgrads) through ws_rows.py's
+    # warp-specialised Gluon kernel: rows_block_n its output columns a tile (128 or 256),
+    # rows_stages the depth of its ring; 0, 0: those GEMMs on torch._grouped_mm. Where the
+    # kernel cannot run (as for the wgrads, and the dgrads where K is off 64) the GEMM runs on
+    # torch._grouped_mm, whose bits it gave wherever compared (results/2026-12-03-h200-ab).
+    # Only with compose.
+    rows_block_n: int = 0
+    rows_stages: int = 0
 
     def __post_init__(self):
         for name in ("ws", "compose"):
@@ -56,6 +64,14 @@ class GemmConfig:
             raise ValueError("GemmConfig.compose takes block_m 128 or 256, block_n 128, block_k 64 and no ws "
                              f"(ws_wgrad's tiles), got {self.block_m}x{self.block_n}x{self.block_k}"
                              + (" with ws" if self.ws else ""))
+        for name in ("rows_block_n", "rows_stages"):
+            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
+                raise TypeError(f"GemmConfig.{name} must be an int, got {type(getattr(self, name)).__name__}")
+        rows = (self.rows_block_n, self.rows_stages)
+        if rows != (0, 0) and not (self.compose and self.rows_block_n in (128, 256) and self.rows_stages >= 2):
+            raise ValueError("GemmConfig.rows_block_n / rows_stages take 128 or 256 columns and a ring of 2 or "
+                             f"more on a compose config (ws_rows' tiles), or 0, 0; got {rows}"
+                             + ("" if self.compose else " without compose"))
         if self.maxnreg is None:
             return
         if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
@@ -68,7 +84,8 @@ class GemmConfig:
         return (f"M{self.block_m}-N{self.block_n}-K{self.block_k}-w{self.num_warps}-s{self.num_stages}"
                 f"-p{self.programs_per_sm}" + ("-tma" if self.tma else "")
                 + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else "")
-                + ("-compose" if self.compose else ""))
+                + ("-compose" if self.compose else "")
+                + (f"-rows{self.rows_block_n}s{self.rows_stages}" if self.rows_block_n else ""))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:

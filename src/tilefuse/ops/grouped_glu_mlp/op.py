@@ -299,29 +299,31 @@ def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)
 
 def _save_compose(ctx, inputs, z, h, ends):
     """What the compose route's backward reads: the forward's inputs, z, h, the offsets and
-    the wgrad tile (0, 0: torch._grouped_mm; compose.backward)."""
-    x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages = inputs
+    the Gluon tiles (compose.gluon_tiles; compose.VENDOR: torch._grouped_mm)."""
+    x, counts, probs, w1, w2, b1, b2, activation, interleave, *tiles = inputs
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
     ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
-    ctx.wgrad = (wgrad_block_m, wgrad_stages)
+    ctx.tiles = tuple(tiles)
 
 
 def _compose_grads(ctx, dy, backward):
-    """The gradients of the eleven forward arguments from ``backward`` (compose.backward or its
+    """The gradients of the thirteen forward arguments from ``backward`` (compose.backward or its
     custom op, which share a signature), or of the unfused composition under create_graph."""
     ends = ctx.saved_tensors[9]
 
     def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
-        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.wgrad)
-    return _kernel_grads(ctx, dy, run, 4)   # activation, interleave, the wgrad tile
+        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.tiles)
+    return _kernel_grads(ctx, dy, run, 6)   # activation, interleave, the four tile ints
 
 
 class ComposeFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages):
-        y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
-        _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages),
-                      z, h, ends)
+    def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
+                rows_block_n, rows_stages):
+        y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n,
+                                        rows_stages)
+        _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
+                            rows_block_n, rows_stages), z, h, ends)
         return y
 
     @staticmethod
@@ -332,15 +334,17 @@ class ComposeFunction(torch.autograd.Function):
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
 def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                                w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
-                               activation: str, interleave: int, wgrad_block_m: int, wgrad_stages: int
+                               activation: str, interleave: int, wgrad_block_m: int, wgrad_stages: int,
+                               rows_block_n: int, rows_stages: int
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, z, h, ends) of compose.forward (interleave 0: halves); the wgrad tile is the
-    backward's (setup_context keeps it)."""
-    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave)
+    """(y, z, h, ends) of compose.forward (interleave 0: halves) at the rows tile; the wgrad
+    tile is the backward's (setup_context keeps all four)."""
+    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n, rows_stages)
 
 
 @grouped_mlp_compose_fwd_op.register_fake
-def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages):
+def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
+                      rows_block_n, rows_stages):
     T, F = x.shape[0], w2.shape[2]
     return (x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)),
             counts.new_empty(counts.shape, dtype=torch.int32))
@@ -350,19 +354,21 @@ def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, 
 def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, ends: torch.Tensor,
                                probs: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
                                b2: Optional[torch.Tensor], z: torch.Tensor, h: torch.Tensor, activation: str,
-                               interleave: int, wgrad_block_m: int, wgrad_stages: int
+                               interleave: int, wgrad_block_m: int, wgrad_stages: int, rows_block_n: int,
+                               rows_stages: int
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                           torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient is an
     empty tensor."""
     dx, dprobs, dw1, dw2, db1, db2 = compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation,
-                                                      interleave, wgrad_block_m, wgrad_stages)
+                                                      interleave, wgrad_block_m, wgrad_stages, rows_block_n,
+                                                      rows_stages)
     return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_compose_bwd_op.register_fake
 def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave, wgrad_block_m,
-                      wgrad_stages):
+                      wgrad_stages, rows_block_n, rows_stages):
     return _grads_fake(x, probs, w1, w2, b1, b2)
 
 
@@ -381,12 +387,13 @@ torch.library.register_autograd("tilefuse::grouped_mlp_compose_fwd", _compose_ba
 
 
 def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
-                  wgrad: configs.GemmConfig | None = None):
+                  tuned: configs.GemmConfig | None = None):
     """y of the compose route for inputs of any strides. What its GEMMs and glue cannot read as
     laid out is copied here, once, before the forward (differentiable copies: gradients flow
-    back to the views), so the backward reads the saved copies as they are. ``wgrad``: a
-    ``GemmConfig.compose`` config, whose tile runs the weight gradients (compose.backward)."""
-    tile = (wgrad.block_m, wgrad.num_stages) if wgrad is not None else (0, 0)
+    back to the views), so the backward reads the saved copies as they are. ``tuned``: a
+    ``GemmConfig.compose`` config, whose tiles run the weight gradients and the row GEMMs
+    (compose.gluon_tiles)."""
+    tile = compose.gluon_tiles(tuned)
     x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
     _, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():

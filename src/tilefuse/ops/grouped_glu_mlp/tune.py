@@ -81,7 +81,15 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # 256-column tile on a 3-slot ring ran 1.08-1.11x faster at the spec's shape 1 and 1.24-1.35x
 # at shapes 2-3, the 128-column one on 5 slots 1.03-1.11x and 1.26-1.31x (balanced and routed
 # counts, results/2026-12-03-h200-aa run 5); 256 columns on 2 slots ran 0.73-0.88x (run 3).
-COMPOSE_CANDIDATES = (GemmConfig(256, 128, 64, 4, 3, 1, compose=True), GemmConfig(128, 128, 64, 4, 5, 1, compose=True))
+# With them, the route's four row-ragged GEMMs through ws_rows' kernel (GemmConfig.rows_block_n,
+# rows_stages) or not. The four together against CUTLASS's, balanced / routed counts
+# (results/2026-12-03-h200-ab run 1): 256 columns on 3 slots 1.06x / 1.14x, 1.13x / 1.23x and
+# 1.15x / 1.28x at the spec's shapes 1-3; 128 on 5 slots 1.02x / 1.06x, 1.13x / 1.25x, 1.16x /
+# 1.25x; 128 on 4 and on 6 no better than one of those anywhere (0.96-1.25x).
+_WGRAD_TILES = ((256, 3), (128, 5))
+_ROWS_TILES = ((0, 0), (256, 3), (128, 5))
+COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_block_n=rn, rows_stages=rs)
+                           for rn, rs in _ROWS_TILES for bm, s in _WGRAD_TILES)
 
 
 # fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic is the recipe's baseline
@@ -137,7 +145,7 @@ class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
     source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
-                    _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py")
+                    _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py", _HERE / "ws_rows.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
@@ -189,11 +197,11 @@ class GroupedFamily(TuningFamily):
         from .reference import grouped_glu_mlp_unfused
         inter = p.interleave or None
         if choice == COMPOSE or (isinstance(choice, GemmConfig) and choice.compose):
-            tile = (choice.block_m, choice.num_stages) if choice != COMPOSE else (0, 0)
+            tiles = compose.gluon_tiles(choice)
             y, z, h, ends = compose.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"],
-                                            p.activation, inter)
+                                            p.activation, inter, *tiles[2:])
             dx, dprobs, dw1, dw2, _, _ = compose.backward(i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
-                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter, *tile)
+                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter, *tiles)
             return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
         if choice == UNFUSED:
             leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
@@ -216,8 +224,10 @@ class GroupedFamily(TuningFamily):
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd")
         if choice == UNFUSED:
             return ("grouped_mlp_unfused",)
-        if choice.compose:   # the Gluon wgrads proven to run where they can, not the _grouped_mm fallback
-            gluon = ("grouped_ws_wgrad",) if _ws_runs_here() else ()
+        if choice.compose:   # the Gluon GEMMs proven to run where they can, not the _grouped_mm fallback
+            gluon = ()
+            if _ws_runs_here():
+                gluon = ("grouped_ws_wgrad",) + (("grouped_ws_rows",) if choice.rows_block_n else ())
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm")

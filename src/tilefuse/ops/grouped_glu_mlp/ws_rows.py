@@ -1,0 +1,237 @@
+"""The compose route's four row-ragged 16-bit GEMMs warp-specialised in Gluon, one program an SM:
+C[rows of e] = A[rows of e] @ B_e, with A (T, K) row-major and B_e an expert's weight read either
+by rows (``rows=True``: W (E, N, K), B_e = W[e]^T: fc1 and fc2) or by columns (``rows=False``:
+W (E, K, N), B_e = W[e]: the fc2 and fc1 dgrads). What the compose route runs on
+``torch._grouped_mm`` otherwise. Only ``@gluon.jit`` code, its layout check and its launch
+(``available``: ops/gluon_hopper.py).
+
+The loop is ws_wgrad.py's: one producer warp issues every TMA (a BLOCK_K-wide chunk of A's 128
+rows and of B's BLOCK_N columns under one mbarrier, STAGES chunks ahead); two consumer warp
+groups each own 64 of the tile's rows and chain each chunk's wgmma on one accumulator before
+waiting for the previous one, whose ring slot goes back then. Row tiles run expert by expert,
+BLOCK_M rows at a time from the expert's first row (a cursor over the device-side counts, no
+host sync), each row tile's column tiles side by side; rows past the expert are the next
+expert's (their products are computed and dropped). A warp group's 64 rows leave through shared
+memory and an asynchronous TMA store when they all belong to the expert (columns past N clipped
+by the copy engine), else through stores from registers with the rows past the expert masked.
+
+Edges: past K the copy engine reads zeros from A and, by rows, from W[e]; by columns a chunk of
+W[e]'s rows must not reach the next expert's, so K must be a multiple of BLOCK_K there
+(``applies``). Past N a tile reads the next expert's weight rows (by rows) or zeros (by
+columns), into columns that are never stored.
+
+Measured on the H200 (benchmarks/results/2026-12-03-h200-ab run 1; the four GEMMs of a step
+together, balanced / routed counts, graph replay): the 256-column tile on a 3-slot ring ran
+1.06x / 1.14x, 1.13x / 1.23x and 1.15x / 1.28x CUTLASS's (``torch._grouped_mm``) at the spec's
+shapes 1-3, and gave CUTLASS's bits on every problem compared (624 small ones, bf16 and fp16,
+and every timed one). The same kernel storing every tile from registers (a probe, results/
+2026-12-03-h200-aa run 8) ran 1.02-1.12x a GEMM at balanced counts. The tuner decides per key
+whether the compose route takes it (GemmConfig.rows_block_n).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...device import num_sms
+from ...utils import cdiv
+from ..gluon_hopper import (TensorDescriptor, available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
+                            tma_store, warpgroup_mma, warpgroup_mma_wait)
+from .ws_wgrad import _GL_DTYPES, CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok
+
+BLOCK_M = 128     # rows a tile: 64 a consumer warp group
+BLOCK_K = 64      # the contraction a chunk
+TILES = (128, 256)   # BLOCK_N, the output columns a tile
+
+
+def _smem_bytes(block_n: int, stages: int, itemsize: int = 2) -> int:
+    """Shared memory a launch takes, an upper bound: the ring, the two consumers' epilogue
+    buffers (64 x BLOCK_N each) and the barriers."""
+    return stages * BLOCK_K * (BLOCK_M + block_n) * itemsize + 2 * 64 * block_n * itemsize + 1024
+
+
+def applies(a, w, c, counts, *, rows: bool, block_n: int, stages: int) -> bool:
+    """Whether ``launch`` runs: a (T, K) and c (T, N) 16-bit row-major with 16-byte aligned rows,
+    T > 0; w contiguous of their dtype, (E, N, K) by rows or (E, K, N) by columns with K a
+    multiple of BLOCK_K, its rows 16-byte aligned; counts (E,) contiguous; a tile of 128 or 256 columns and
+    a ring that fits shared memory, on a device where the kernel runs."""
+    if not (available(c.device) and block_n in TILES and stages >= 2 and _smem_bytes(block_n, stages) <= SMEM
+            and _rows_ok(a) and _rows_ok(c) and a.dtype == w.dtype == c.dtype and w.dim() == 3
+            and w.is_contiguous() and w.shape[-1] * w.element_size() % 16 == 0 and w.data_ptr() % 16 == 0
+            and counts.dim() == 1 and counts.is_contiguous() and counts.shape[0] == w.shape[0]
+            and a.shape[0] == c.shape[0]):
+        return False
+    K, N = a.shape[1], c.shape[1]
+    return tuple(w.shape[1:]) == ((N, K) if rows else (K, N)) and (rows or K % BLOCK_K == 0)
+
+
+if gluon is not None:
+    @gluon.jit
+    def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
+        """Move the cursor (an expert, the row tiles and rows before it, its row count m) to the
+        expert of row tile ``row_tile``, or to E past the last one. It only moves forward, as a
+        program's tiles do."""
+        while (expert < E) & (row_tile >= tiles_before + gl.cdiv(m, BLOCK_M)):
+            tiles_before += gl.cdiv(m, BLOCK_M)
+            rows_before += m
+            expert += 1
+            m = gl.load(counts_ptr + gl.minimum(expert, E - 1)).to(gl.int32)
+        return expert, tiles_before, rows_before, m
+
+    @gluon.jit
+    def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
+                  ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                  STAGES: gl.constexpr):
+        """One warp: every tile's K chunks (A's rows, B's columns) into the ring, each slot once
+        both consumers have handed it back."""
+        n_col_tiles = gl.cdiv(N, BLOCK_N)
+        pid = gl.program_id(0)
+        expert = pid * 0
+        tiles_before = pid * 0
+        rows_before = pid * 0
+        m = gl.load(counts_ptr).to(gl.int32)
+        it = 0
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            row_tile = tile // n_col_tiles
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row0 = rows_before + (row_tile - tiles_before) * BLOCK_M
+                col0 = (tile % n_col_tiles) * BLOCK_N
+                for k0 in range(0, K, BLOCK_K):
+                    slot = it % STAGES
+                    mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
+                    bar = ready.index(slot)
+                    mbarrier.expect(bar, BLOCK_K * (BLOCK_M + BLOCK_N) * 2)
+                    tma_load(a_desc, [row0, k0], bar, a_s.index(slot))
+                    if ROWS:
+                        tma_load(b_desc, [expert * N + col0, k0], bar, b_s.index(slot))
+                    else:
+                        tma_load(b_desc, [expert * K + k0, col0], bar, b_s.index(slot))
+                    it += 1
+
+    @gluon.jit
+    def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
+                  WG: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp group: rows [64 WG, 64 WG + 64) of every tile, the chunks chained on the
+        accumulator, then stored (module docstring)."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, BLOCK_N, 16])
+        n_col_tiles = gl.cdiv(N, BLOCK_N)
+        pid = gl.program_id(0)
+        expert = pid * 0
+        tiles_before = pid * 0
+        rows_before = pid * 0
+        m = gl.load(counts_ptr).to(gl.int32)
+        it = 0
+        for tile in range(pid, n_tiles, gl.num_programs(0)):
+            row_tile = tile // n_col_tiles
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
+            if expert < E:
+                row0 = rows_before + (row_tile - tiles_before) * BLOCK_M + WG * HALF
+                col0 = (tile % n_col_tiles) * BLOCK_N
+                acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+                for j in range(gl.cdiv(K, BLOCK_K)):
+                    slot = it % STAGES
+                    mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                    if ROWS:
+                        b = b_s.index(slot).permute((1, 0))
+                    else:
+                        b = b_s.index(slot)
+                    acc = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b, acc, is_async=True)
+                    acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+                    # the previous chunk's product is done: its slot goes back
+                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=j > 0)
+                    it += 1
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                end = rows_before + m
+                if row0 + HALF <= end:
+                    # all 64 rows are the expert's: through shared memory and an asynchronous
+                    # TMA store, so the next tile's products start while it drains
+                    tma.store_wait(0)   # the last store has read this warp group's buffer
+                    c_s.index(WG).store(acc.to(c_desc.dtype))
+                    fence_async_shared()
+                    tma_store(c_desc, [row0, col0], c_s.index(WG))
+                else:
+                    # straight from the accumulator's layout: a layout change would take
+                    # scratch shared memory that the ring then could not have
+                    srows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, mma))
+                    scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+                    smask = (srows < end)[:, None] & (scols < N)[None, :]
+                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], acc.to(c_ptr.dtype.element_ty),
+                             mask=smask)
+        tma.store_wait(0)
+
+    # One wrapper a consumer warp group (ws_kernels' reason: a literal in a partition's
+    # argument tuple did not survive Gluon's flattening under triton 3.6).
+    @gluon.jit
+    def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
+                   ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, 0,
+                  ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
+                   ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, 1,
+                  ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+
+    @gluon.jit
+    def ws_rows_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, ROWS: gl.constexpr,
+                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                       CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        """C[rows of e] = A[rows of e] @ B_e: a_desc over A (T, K), tiles [BLOCK_M, BLOCK_K];
+        b_desc over W (E, N, K) as (E * N, K), tiles [BLOCK_N, BLOCK_K] (ROWS), or over W
+        (E, K, N) as (E * K, N), tiles [BLOCK_K, BLOCK_N]; c_desc over C (T, N), tiles
+        [BLOCK_M / 2, BLOCK_N], and c_ptr its data with row stride ldc. n_tiles:
+        (cdiv(T, BLOCK_M) + E) * cdiv(N, BLOCK_N), a bound on the row tiles (the tiles past the
+        last expert's do nothing)."""
+        a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+        if ROWS:
+            b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        else:
+            b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+        c_s = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_M // 2, BLOCK_N], c_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
+        gl.warp_specialize([
+            (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
+                          ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+            (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
+                          ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+            (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
+                         ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None) -> bool:
+    """c[rows of e] = a[rows of e] @ (w[e]^T if rows else w[e]) through ws_rows_kernel, or False
+    where it does not apply (``applies``): the caller then takes its other route. a (T, K),
+    c (T, N), w (E, N, K) or (E, K, N), counts (E,) on the device (their sum T: the caller's
+    contract, reference.assert_counts_on_device). ``programs``: the persistent program count
+    (default one an SM; tests use fewer)."""
+    if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
+        return False
+    T, K = a.shape
+    E, N = w.shape[0], c.shape[1]
+    dtype = getattr(gl, _GL_DTYPES[a.dtype])
+
+    def descriptor(t, block):
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
+    b_desc = (descriptor(w.view(E * N, K), [block_n, BLOCK_K]) if rows
+              else descriptor(w.view(E * K, N), [BLOCK_K, block_n]))
+    n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
+    ws_rows_kernel[(max(1, min(n_tiles, programs or num_sms(c.device))),)](
+        descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K, E,
+        n_tiles, c.stride(0), ROWS=rows, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=BLOCK_K, STAGES=stages,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return True
