@@ -179,7 +179,9 @@ def path_taken(i, interleave) -> str:
     if launched["grouped_mlp_fwd"]:
         return "fused kernels"
     if launched["grouped_mlp_compose"]:
-        return "compose route" + (" with its wgrads in Gluon (a compose config)" if launched["grouped_ws_wgrad"] else "")
+        gluon = [name for name, launch in (("wgrads", "grouped_ws_wgrad"), ("row GEMMs", "grouped_ws_rows"))
+                 if launched[launch]]
+        return "compose route" + (f" with its {' and '.join(gluon)} in Gluon (a compose config)" if gluon else "")
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 

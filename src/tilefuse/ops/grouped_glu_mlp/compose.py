@@ -35,7 +35,10 @@ A tuned variant (a ``GemmConfig.compose`` table entry, never the baseline itself
 weight gradients through ws_wgrad.py's warp-specialised Gluon kernel instead, where it runs (the
 same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it ran them
 1.24-1.35x faster than CUTLASS at the spec's shapes 2-3 and 1.03-1.11x at shape 1
-(benchmarks/results/2026-12-03-h200-aa run 5); the tuner decides per key (run 6: shapes 2-3).
+(benchmarks/results/2026-12-03-h200-aa run 5); the tuner decides per key. A variant with a rows
+tile also runs fc1, fc2 and the two dgrads through ws_rows.py's kernel (the same bits as
+``torch._grouped_mm`` wherever compared; 1.06-1.28x CUTLASS on the four at the spec's shapes,
+results/2026-12-03-h200-ab run 1): the H200 table's entry at all three (run 2).
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
