@@ -32,8 +32,10 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from tilefuse.ops.grouped_glu_mlp import ws_rows as W
 
 out = {}
-for rows in (True, False):
-    for block_n, stages in ((256, 3), (128, 4), (128, 6)):
+# (by rows, GLU activation code or -1, interleave, fc1 bias)
+cases = [(True, -1, 8, False), (False, -1, 8, False), (True, 0, 32, False), (True, 1, 8, True), (True, 0, 64, True)]
+for rows, glu, interleave, bias in cases:
+    for block_n, stages in ((256, 3), (128, 5), (128, 6)):
         for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
             def desc(shape):
                 return "tensordesc<%s[%d, %d],%s>" % (name, shape[0], shape[1],
@@ -41,15 +43,17 @@ for rows in (True, False):
             b = [block_n, W.BLOCK_K] if rows else [W.BLOCK_K, block_n]
             sig = {"a_desc": desc([W.BLOCK_M, W.BLOCK_K]), "b_desc": desc(b),
                    "c_desc": desc([W.BLOCK_M // 2, block_n]), "counts_ptr": "*i32", "c_ptr": "*" + name,
-                   "N": "i32", "K": "i32", "E": "i32", "n_tiles": "i32", "ldc": "i32"}
-            ce = dict(ROWS=rows, BLOCK_M=W.BLOCK_M, BLOCK_N=block_n, BLOCK_K=W.BLOCK_K, STAGES=stages,
-                      CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+                   "N": "i32", "K": "i32", "E": "i32", "n_tiles": "i32", "ldc": "i32", "h_ptr": "*" + name,
+                   "probs_ptr": "*fp32", "b1_ptr": "*" + name, "ldh": "i32", "b1_stride": "i32", "F": "i32"}
+            ce = dict(ROWS=rows, BLOCK_M=W.BLOCK_M, BLOCK_N=block_n, BLOCK_K=W.BLOCK_K, STAGES=stages, GLU=glu,
+                      INTERLEAVE=interleave, HAS_BIAS=bias, CONSUMER_REGS=W.CONSUMER_REGS,
+                      PRODUCER_REGS=W.PRODUCER_REGS)
             src = GluonASTSource(W.ws_rows_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
             c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                options={"num_warps": 4, "maxnreg": W.MAXNREG})
             u = cubin_report(c)
             sass = u["sass"]
-            out[f"{'rows' if rows else 'cols'}-{name}-n{block_n}-s{stages}"] = {
+            out[f"{'rows' if rows else 'cols'}-glu{glu}-i{interleave}-{name}-n{block_n}-s{stages}"] = {
                 "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
                 "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"),
                 "tma_stores": sass.count("UTMASTG"), "limit": W._smem_bytes(block_n, stages)}
@@ -60,13 +64,14 @@ print(json.dumps(out))
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_rows.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_ws_rows_compiles_for_sm90_without_spills():
-    """Both weight layouts at the candidate tiles, bf16 and fp16: no stack, 12 warps, the
+    """Both weight layouts at the candidate tiles, bf16 and fp16, and fc1 with the GLU epilogue
+    (both activations, interleaves 8 to 64, with and without bias): no stack, 12 warps, the
     registers reallocated, four k16 wgmma a chunk in each consumer, one TMA store a consumer
     (the halves wholly inside an expert), shared memory within the 227 KB and the bound
     ``applies`` checks (the masked stores go out from the accumulator's layout: a layout
     change would take scratch shared memory, 16 KB, that the 6-slot ring does not leave)."""
     usage = run_compile_script(_SM90)
-    assert len(usage) == 12
+    assert len(usage) == 5 * 3 * 2
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
         assert u["hgmma"] == 2 * 4 and u["tma_stores"] == 2, (name, u)
@@ -76,6 +81,23 @@ def test_ws_rows_compiles_for_sm90_without_spills():
 def test_the_tile_bound_leaves_out_what_does_not_fit():
     assert ws_rows._smem_bytes(256, 3) <= ws_rows.SMEM < ws_rows._smem_bytes(256, 4)
     assert ws_rows._smem_bytes(128, 6) <= ws_rows.SMEM < ws_rows._smem_bytes(128, 7)
+
+
+def test_glu_applies_to_whole_interleave_groups_only():
+    """The GLU epilogue needs each tile to hold whole (gate, up) groups: interleaves 8 to
+    block_n / 2, powers of two; not the halves layout (None or 0)."""
+    T, F, E = 50, 96, 3
+    z, h = torch.empty(T, 2 * F).bfloat16(), torch.empty(T, F).bfloat16()
+    probs, b1 = torch.rand(T), torch.zeros(E, 2 * F).bfloat16()
+
+    def ok(block_n=256, h=h, probs=probs, b1=b1, act=0, interleave=32):
+        return ws_rows.glu_applies(z, block_n, h, probs, b1, act, interleave)
+    assert ok() and ok(b1=None) and ok(act=1) and ok(interleave=8) and ok(interleave=128)
+    assert ok(block_n=128, interleave=64) and not ok(block_n=128, interleave=128)
+    for interleave in (None, 0, 4, 24, 256, 32.0):
+        assert not ok(interleave=interleave), interleave
+    assert not ok(act=2) and not ok(h=h.half()) and not ok(h=torch.empty(T, F + 8).bfloat16())
+    assert not ok(probs=torch.rand(2 * T)[::2]) and not ok(b1=torch.zeros(2 * F, E).bfloat16().t())
 
 
 def test_launch_declines_off_hopper():
@@ -164,3 +186,42 @@ def test_ws_rows_is_bitwise_grouped_mm(counts, H, F, tile, programs, dtype):
             assert normwise_rel_error(got, want) < 2 * torch.finfo(dtype).eps, role
         assert normwise_rel_error(got, _reference(a, w, rows, counts)) < 2 * torch.finfo(dtype).eps, role
     assert ran >= 2
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("counts,H,F", [([300, 0, 211, 17], 256, 192), ([1, 63, 65, 0, 640], 384, 256),
+                                        ([40], 64, 96), ([5, 7, 90, 20], 128, 136)])
+@pytest.mark.parametrize("tile", [(256, 3), (128, 5)])
+@pytest.mark.parametrize("activation,interleave,bias", [("swiglu", 32, False), ("geglu", 32, True),
+                                                        ("swiglu", 8, True), ("geglu", 64, False)])
+@pytest.mark.parametrize("probs_dtype", [torch.float32, torch.bfloat16])
+def test_the_glu_epilogue_is_bitwise_the_glu_kernel(counts, H, F, tile, activation, interleave, bias, probs_dtype):
+    """fc1 with the GLU epilogue: z bitwise torch._grouped_mm's, h bitwise compose_glu_kernel's
+    from that z (the same float32 math on the same rounded values), rows past the experts and
+    NaN-poisoned outputs all written."""
+    from tilefuse.ops.grouped_glu_mlp import compose
+    from tilefuse.ops.grouped_glu_mlp.launch import ACTIVATIONS
+    if interleave > tile[0] // 2 or F % interleave:
+        pytest.skip("the interleave does not fit the tile or F")
+    g = torch.Generator().manual_seed(sum(counts) + F)
+    T, E = sum(counts), len(counts)
+    x = torch.randn(T, H, generator=g).bfloat16().cuda()
+    w1 = (torch.randn(E, 2 * F, H, generator=g) * 0.05).bfloat16().cuda()
+    b1 = (torch.randn(E, 2 * F, generator=g) * 0.1).bfloat16().cuda() if bias else None
+    probs = torch.rand(T, generator=g).to(probs_dtype).cuda()
+    c = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    ends = torch.cumsum(c, 0).to(torch.int32)
+    z = torch.full((T, 2 * F), float("nan"), dtype=torch.bfloat16, device="cuda")
+    h = torch.full((T, F), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert ws_rows.launch(x, w1, z, c, rows=True, block_n=tile[0], stages=tile[1],
+                          glu=(h, probs, b1, ACTIVATIONS[activation], interleave))
+    want_z = torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends)
+    want_h = torch.empty_like(h)
+    glu_kernel = compose._glue_kernels()[0]
+    glue = compose.DEFAULT_GLUE
+    glu_kernel[(-(-T // glue.glu_block_m), -(-F // glue.glu_block_f))](
+        want_z, b1 if b1 is not None else want_z, ends, probs, want_h, T, F, E, want_z.stride(0), want_h.stride(0),
+        b1.stride(0) if b1 is not None else 0, ACT=ACTIVATIONS[activation], INTERLEAVE=interleave, HAS_BIAS=bias,
+        BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=compose.E_CHUNK, num_warps=glue.num_warps)
+    assert torch.equal(z.view(torch.int16), want_z.view(torch.int16))
+    assert torch.equal(h.view(torch.int16), want_h.view(torch.int16))

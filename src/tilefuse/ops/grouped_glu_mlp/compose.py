@@ -144,12 +144,29 @@ def _rows_gemm(a, w, *, by_rows: bool, counts, ends, block_n: int, stages: int):
     return torch._grouped_mm(a, w.transpose(-2, -1) if by_rows else w, offs=ends)
 
 
+def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block_n: int, stages: int):
+    """z = x_e W1_e^T with h = p act(z + b1_e) written beside it by ws_rows' kernel (the GLU
+    kernel's values, from the rounded z), where a rows tile asks for it and the kernel takes it
+    (``ws_rows.glu_applies``: gate and up interleaved by 8 to block_n / 2 columns); z, or None
+    (then the caller runs fc1 and the GLU kernel)."""
+    if not block_n:
+        return None
+    from . import ws_rows
+    z = torch.empty((x.shape[0], w1.shape[1]), dtype=x.dtype, device=x.device)
+    if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages,
+                          glu=(h, probs, b1, ACTIVATIONS[activation], glu_interleave)):
+        return None
+    launches.record("grouped_ws_rows")
+    launches.record("grouped_ws_rows_glu")
+    return z
+
+
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int = 0,
             rows_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE):
     """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
     bias; z, h and ends are what ``backward`` takes. Tensors of any strides. rows_block_n > 0
     (a ``GemmConfig.compose`` config's rows tile): fc1 and fc2 through ws_rows' kernel where
-    it runs."""
+    it runs, the GLU in fc1's epilogue where it takes the interleave (``_fc1_glu``)."""
     glu_kernel, _, bias_kernel = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
@@ -161,13 +178,15 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, r
     if T == 0:
         return x.new_empty((0, H)), x.new_empty((0, 2 * F)), x.new_empty((0, F)), ends
     rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
-    z = _rows_gemm(x, w1, by_rows=True, **rows_tile)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
-    glu_kernel[(cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f))](
-        z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
-        b1.stride(0) if b1 is not None else 0,
-        ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_BIAS=b1 is not None,
-        BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
+    z = _fc1_glu(x, w1, counts, probs, b1, h, activation, glu_interleave, rows_block_n, rows_stages)
+    if z is None:
+        z = _rows_gemm(x, w1, by_rows=True, **rows_tile)
+        glu_kernel[(cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f))](
+            z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
+            b1.stride(0) if b1 is not None else 0,
+            ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_BIAS=b1 is not None,
+            BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
     y = _rows_gemm(h, w2, by_rows=True, **rows_tile)
     if b2 is not None:
         bias_kernel[(cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f))](

@@ -37,6 +37,7 @@ from ...device import num_sms
 from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
                             tma_store, warpgroup_mma, warpgroup_mma_wait)
+from .kernels import glu_act
 from .ws_wgrad import _GL_DTYPES, CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok
 
 BLOCK_M = 128     # rows a tile: 64 a consumer warp group
@@ -80,8 +81,9 @@ if gluon is not None:
 
     @gluon.jit
     def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
-                  ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr):
+                  h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
+                  INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         """One warp: every tile's K chunks (A's rows, B's columns) into the ring, each slot once
         both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -111,11 +113,41 @@ if gluon is not None:
                     it += 1
 
     @gluon.jit
+    def _glu_epilogue(z_s, row0, end, col0, expert, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F,
+                      HALF: gl.constexpr, BLOCK_N: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
+                      HAS_BIAS: gl.constexpr):
+        """h = p * act(z_gate + b1_gate, z_up + b1_up) for the tile's activation columns, from
+        the rounded z tile in shared memory (z_s: HALF x BLOCK_N, FC1's columns col0...), the
+        math and rounding of compose_kernels.compose_glu_kernel; rows at or past ``end`` (the
+        expert's) and columns past F masked. With INTERLEAVE i the tile holds BLOCK_N / 2i
+        whole (gate, up) groups of i columns each."""
+        glu_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (INTERLEAVE // 8), INTERLEAVE // 8], [4, 1], [1, 0])
+        rows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, glu_l))
+        rmask = rows < end
+        rows64 = rows.to(gl.int64)
+        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+        cols = gl.arange(0, INTERLEAVE, layout=gl.SliceLayout(0, glu_l))
+        for g in gl.static_range(BLOCK_N // (2 * INTERLEAVE)):
+            zg = z_s.slice(g * 2 * INTERLEAVE, INTERLEAVE, dim=1).load(glu_l).to(gl.float32)
+            zu = z_s.slice(g * 2 * INTERLEAVE + INTERLEAVE, INTERLEAVE, dim=1).load(glu_l).to(gl.float32)
+            gate = col0 + g * 2 * INTERLEAVE + cols
+            j = (col0 // 2) + g * INTERLEAVE + cols
+            jmask = j < F
+            if HAS_BIAS:
+                bias = b1_ptr + expert.to(gl.int64) * b1_stride
+                zg += gl.load(bias + gate, mask=jmask, other=0.0).to(gl.float32)[None, :]
+                zu += gl.load(bias + gate + INTERLEAVE, mask=jmask, other=0.0).to(gl.float32)[None, :]
+            h = p[:, None] * glu_act(zg, zu, GLU)
+            gl.store(h_ptr + rows64[:, None] * ldh + j[None, :], h.to(h_ptr.dtype.element_ty),
+                     mask=rmask[:, None] & jmask[None, :])
+
+    @gluon.jit
     def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
-                  WG: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+                  h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, WG: gl.constexpr, ROWS: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                  GLU: gl.constexpr, INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile, the chunks chained on the
-        accumulator, then stored (module docstring)."""
+        accumulator, then stored, and with GLU >= 0 the GLU of the tile (module docstring)."""
         HALF: gl.constexpr = BLOCK_M // 2
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 16])
@@ -149,12 +181,15 @@ if gluon is not None:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
                 end = rows_before + m
-                if row0 + HALF <= end:
-                    # all 64 rows are the expert's: through shared memory and an asynchronous
-                    # TMA store, so the next tile's products start while it drains
-                    tma.store_wait(0)   # the last store has read this warp group's buffer
+                full = row0 + HALF <= end
+                if full or GLU >= 0:
+                    # through this warp group's buffer: the last store has read it
+                    tma.store_wait(0)
                     c_s.index(WG).store(acc.to(c_desc.dtype))
                     fence_async_shared()
+                if full:
+                    # all 64 rows are the expert's: an asynchronous TMA store, so the next
+                    # tile's products start while it drains
                     tma_store(c_desc, [row0, col0], c_s.index(WG))
                 else:
                     # straight from the accumulator's layout: a layout change would take
@@ -164,34 +199,48 @@ if gluon is not None:
                     smask = (srows < end)[:, None] & (scols < N)[None, :]
                     gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], acc.to(c_ptr.dtype.element_ty),
                              mask=smask)
+                if GLU >= 0:
+                    _glu_epilogue(c_s.index(WG), row0, end, col0, expert, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride,
+                                  F, HALF, BLOCK_N, GLU, INTERLEAVE, HAS_BIAS)
         tma.store_wait(0)
 
     # One wrapper a consumer warp group (ws_kernels' reason: a literal in a partition's
     # argument tuple did not survive Gluon's flattening under triton 3.6).
     @gluon.jit
     def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
-                   ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
-        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, 0,
-                  ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                   h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
+                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr,
+                  probs_ptr, b1_ptr, ldh, b1_stride, F, 0, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GLU, INTERLEAVE,
+                  HAS_BIAS)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
-                   ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
-        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, 1,
-                  ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                   h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
+                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
+        _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr,
+                  probs_ptr, b1_ptr, ldh, b1_stride, F, 1, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GLU, INTERLEAVE,
+                  HAS_BIAS)
 
     @gluon.jit
-    def ws_rows_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, ROWS: gl.constexpr,
-                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                       CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    def ws_rows_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr, probs_ptr, b1_ptr,
+                       ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                       BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
+                       HAS_BIAS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e: a_desc over A (T, K), tiles [BLOCK_M, BLOCK_K];
         b_desc over W (E, N, K) as (E * N, K), tiles [BLOCK_N, BLOCK_K] (ROWS), or over W
         (E, K, N) as (E * K, N), tiles [BLOCK_K, BLOCK_N]; c_desc over C (T, N), tiles
         [BLOCK_M / 2, BLOCK_N], and c_ptr its data with row stride ldc. n_tiles:
         (cdiv(T, BLOCK_M) + E) * cdiv(N, BLOCK_N), a bound on the row tiles (the tiles past the
-        last expert's do nothing)."""
+        last expert's do nothing).
+
+        GLU >= 0 (fc1: C is z, N = 2F, the activation code of launch.ACTIVATIONS): also h (T, F)
+        at h_ptr, row stride ldh, = p * act(z + b1_e) per compose_glu_kernel, with probs_ptr
+        (T,) contiguous, b1_ptr (E, 2F) row stride b1_stride (HAS_BIAS) and z's gate / up
+        columns interleaved by INTERLEAVE (a power of two, 8 to BLOCK_N / 2). GLU -1: those
+        arguments are not read."""
         a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         if ROWS:
             b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
@@ -205,21 +254,42 @@ if gluon is not None:
             mbarrier.init(empty.index(s), count=2)   # both consumer warp groups hand a slot back
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
-                          ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
+                          GLU, INTERLEAVE, HAS_BIAS)),
             (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
-                          ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
+                          GLU, INTERLEAVE, HAS_BIAS)),
             (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
-                         ldc, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                         ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
+                         GLU, INTERLEAVE, HAS_BIAS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None) -> bool:
+def glu_applies(z, block_n: int, h, probs, b1, act: int, interleave) -> bool:
+    """Whether ``launch`` can also write fc1's GLU (``glu=(h, probs, b1, act, interleave)``)
+    beside z (T, 2F): gate and up columns interleaved by a power of two from 8 to block_n / 2
+    (so a tile holds whole groups; the halves layout, interleave None, does not), h (T, F) of
+    z's dtype with unit column stride, probs (T,) contiguous, b1 None or (E, 2F) with unit
+    column stride, an activation code of launch.ACTIVATIONS."""
+    T, N = z.shape
+    return (isinstance(interleave, int) and 8 <= interleave <= block_n // 2 and interleave & (interleave - 1) == 0
+            and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
+            and h.dtype == z.dtype and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
+            and probs.is_contiguous() and (b1 is None or (b1.dim() == 2 and b1.shape[1] == N and b1.stride(1) == 1)))
+
+
+def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None,
+           glu=None) -> bool:
     """c[rows of e] = a[rows of e] @ (w[e]^T if rows else w[e]) through ws_rows_kernel, or False
-    where it does not apply (``applies``): the caller then takes its other route. a (T, K),
-    c (T, N), w (E, N, K) or (E, K, N), counts (E,) on the device (their sum T: the caller's
-    contract, reference.assert_counts_on_device). ``programs``: the persistent program count
-    (default one an SM; tests use fewer)."""
+    where it does not apply (``applies``, and with ``glu`` ``glu_applies``): the caller then
+    takes its other route. a (T, K), c (T, N), w (E, N, K) or (E, K, N), counts (E,) on the
+    device (their sum T: the caller's contract, reference.assert_counts_on_device).
+    ``programs``: the persistent program count (default one an SM; tests use fewer).
+    ``glu``: (h, probs, b1 or None, activation code, interleave) for fc1 (c = z): h also
+    written, compose_glu_kernel's values from the rounded z."""
     if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
+        return False
+    if glu is not None and not (rows and glu_applies(c, block_n, *glu)):
         return False
     T, K = a.shape
     E, N = w.shape[0], c.shape[1]
@@ -229,9 +299,12 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
         return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     b_desc = (descriptor(w.view(E * N, K), [block_n, BLOCK_K]) if rows
               else descriptor(w.view(E * K, N), [BLOCK_K, block_n]))
+    h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
     n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
     ws_rows_kernel[(max(1, min(n_tiles, programs or num_sms(c.device))),)](
         descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K, E,
-        n_tiles, c.stride(0), ROWS=rows, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=BLOCK_K, STAGES=stages,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        n_tiles, c.stride(0), h, probs, b1 if b1 is not None else h, h.stride(0),
+        b1.stride(0) if b1 is not None else 0, N // 2, ROWS=rows, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=BLOCK_K,
+        STAGES=stages, GLU=act, INTERLEAVE=interleave, HAS_BIAS=b1 is not None, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
