@@ -38,7 +38,8 @@ same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it 
 (benchmarks/results/2026-12-03-h200-aa run 5); the tuner decides per key. A variant with a rows
 tile also runs fc1, fc2 and the two dgrads through ws_rows.py's kernel (the same bits as
 ``torch._grouped_mm`` wherever compared; 1.06-1.28x CUTLASS on the four at the spec's shapes,
-results/2026-12-03-h200-ab run 1): the H200 table's entry at all three (run 2).
+results/2026-12-03-h200-ab run 1), and with an interleave of 8 to half its tile the GLU in
+fc1's epilogue (the GLU kernel's bits; run 4): the H200 table's entry at all three (run 4).
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one

@@ -14,6 +14,10 @@ host sync), each row tile's column tiles side by side; rows past the expert are 
 expert's (their products are computed and dropped). A warp group's 64 rows leave through shared
 memory and an asynchronous TMA store when they all belong to the expert (columns past N clipped
 by the copy engine), else through stores from registers with the rows past the expert masked.
+For fc1 with ``glu`` the warp group also computes the GLU of its rows from the rounded z it
+just wrote to shared memory (compose_kernels.compose_glu_kernel's float32 math, the same bits
+wherever compared) and stores h from registers: a tile holds whole (gate, up) groups when the
+interleave divides half its columns (``glu_applies``).
 
 Edges: past K the copy engine reads zeros from A and, by rows, from W[e]; by columns a chunk of
 W[e]'s rows must not reach the next expert's, so K must be a multiple of BLOCK_K there
@@ -25,8 +29,12 @@ together, balanced / routed counts, graph replay): the 256-column tile on a 3-sl
 1.06x / 1.14x, 1.13x / 1.23x and 1.15x / 1.28x CUTLASS's (``torch._grouped_mm``) at the spec's
 shapes 1-3, and gave CUTLASS's bits on every problem compared (624 small ones, bf16 and fp16,
 and every timed one). The same kernel storing every tile from registers (a probe, results/
-2026-12-03-h200-aa run 8) ran 1.02-1.12x a GEMM at balanced counts. The tuner decides per key
-whether the compose route takes it (GemmConfig.rows_block_n).
+2026-12-03-h200-aa run 8) ran 1.02-1.12x a GEMM at balanced counts. fc1 with the GLU in its
+epilogue against ws_rows' fc1 and the GLU kernel (interleave 32, run 4): 1.05x against 1.01x
+CUTLASS + GLU kernel at shape 1 (256 columns), within 1% of the unfused pair at shapes 2-3 (the
+GLU's math and stores then hold up the warp group's next tile about as long as the saved pass
+of z took). The tuner decides per key whether the compose route takes it (GemmConfig.
+rows_block_n).
 """
 
 from __future__ import annotations
