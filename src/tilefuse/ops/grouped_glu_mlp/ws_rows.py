@@ -43,10 +43,10 @@ import torch
 
 from ...device import num_sms
 from ...utils import cdiv
-from ..gluon_hopper import (TensorDescriptor, available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load,
-                            tma_store, warpgroup_mma, warpgroup_mma_wait)
+from ..gluon_hopper import (available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
+                            warpgroup_mma, warpgroup_mma_wait)
 from .kernels import glu_act
-from .ws_wgrad import _GL_DTYPES, CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok
+from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok, descriptor
 
 BLOCK_M = 128     # rows a tile: 64 a consumer warp group
 BLOCK_K = 64      # the contraction a chunk
@@ -301,10 +301,6 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
         return False
     T, K = a.shape
     E, N = w.shape[0], c.shape[1]
-    dtype = getattr(gl, _GL_DTYPES[a.dtype])
-
-    def descriptor(t, block):
-        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     b_desc = (descriptor(w.view(E * N, K), [block_n, BLOCK_K]) if rows
               else descriptor(w.view(E * K, N), [BLOCK_K, block_n]))
     h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)

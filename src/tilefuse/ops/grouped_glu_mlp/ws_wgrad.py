@@ -202,6 +202,13 @@ if gluon is not None:
 _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
+def descriptor(t: torch.Tensor, block: list[int]):
+    """A TMA descriptor over 16-bit ``t`` with ``block`` tiles in the default NVMMA swizzle (what
+    the 16-bit Gluon kernels here and in ws_rows.py read and store through)."""
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _GL_DTYPES[t.dtype]))
+    return TensorDescriptor.from_tensor(t, block, layout)
+
+
 def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
     """c[e] = a[rows of e]^T @ b[rows of e] through ws_wgrad_kernel, or False where it does not
     apply (``applies``): the caller then takes its other route. a (T, N), b (T, M), c (E, N, M).
@@ -211,10 +218,6 @@ def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: in
     E, N, M = c.shape
     if c.numel() == 0:
         return True
-    dtype = getattr(gl, _GL_DTYPES[a.dtype])
-
-    def descriptor(t, block):
-        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
     n_tiles = E * (N // BLOCK_N) * cdiv(M, block_m)
     sms = num_sms(c.device)
     ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
