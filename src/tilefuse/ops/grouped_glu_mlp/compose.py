@@ -153,9 +153,12 @@ def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block
     if not block_n:
         return None
     from . import ws_rows
-    z = torch.empty((x.shape[0], w1.shape[1]), dtype=x.dtype, device=x.device)
-    if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages,
-                          glu=(h, probs, b1, ACTIVATIONS[activation], glu_interleave)):
+    glu = (h, probs, b1, ACTIVATIONS[activation], glu_interleave)
+    shape = (x.shape[0], w1.shape[1])
+    if not ws_rows.glu_applies(shape, block_n, *glu):   # the halves layout: no z allocated twice
+        return None
+    z = torch.empty(shape, dtype=x.dtype, device=x.device)
+    if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu):
         return None
     launches.record("grouped_ws_rows")
     launches.record("grouped_ws_rows_glu")

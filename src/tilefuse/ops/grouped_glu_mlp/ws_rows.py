@@ -273,16 +273,17 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def glu_applies(z, block_n: int, h, probs, b1, act: int, interleave) -> bool:
+def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bool:
     """Whether ``launch`` can also write fc1's GLU (``glu=(h, probs, b1, act, interleave)``)
-    beside z (T, 2F): gate and up columns interleaved by a power of two from 8 to block_n / 2
-    (so a tile holds whole groups; the halves layout, interleave None, does not), h (T, F) of
-    z's dtype with unit column stride, probs (T,) contiguous, b1 None or (E, 2F) with unit
-    column stride, an activation code of launch.ACTIVATIONS."""
-    T, N = z.shape
+    beside a z of ``z_shape`` (T, 2F): gate and up columns interleaved by a power of two from 8
+    to block_n / 2 (so a tile holds whole groups; the halves layout, interleave None, does
+    not), h (T, F) with unit column stride (of z's dtype: ``launch`` checks), probs (T,)
+    contiguous, b1 None or (E, 2F) with unit column stride, an activation code of
+    launch.ACTIVATIONS."""
+    T, N = z_shape
     return (isinstance(interleave, int) and 8 <= interleave <= block_n // 2 and interleave & (interleave - 1) == 0
             and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
-            and h.dtype == z.dtype and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
+            and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
             and probs.is_contiguous() and (b1 is None or (b1.dim() == 2 and b1.shape[1] == N and b1.stride(1) == 1)))
 
 
@@ -297,7 +298,7 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
     written, compose_glu_kernel's values from the rounded z."""
     if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
         return False
-    if glu is not None and not (rows and glu_applies(c, block_n, *glu)):
+    if glu is not None and not (rows and glu[0].dtype == c.dtype and glu_applies(c.shape, block_n, *glu)):
         return False
     T, K = a.shape
     E, N = w.shape[0], c.shape[1]
