@@ -180,7 +180,7 @@ DENSE_SHAPE = (16384, 4096, 7168)   # M, K, N: the first spec shape's fc1 as one
 
 
 # The compose route's GEMMs in Gluon as roles of their own: the weight gradients (ws_wgrad.py)
-# at the tile the H200 table took at the spec's shapes 2-3 (results/2026-12-03-h200-aa run 6),
+# at the tile the H200 table took at the spec's shapes 2-3 in results/2026-12-03-h200-aa run 6,
 # the four row-ragged GEMMs (ws_rows.py) at 256 columns on 3 slots (the fastest of run 1's tiles
 # at every shape but one, results/2026-12-03-h200-ab).
 GLUON_WGRADS = "Gluon wgrads (dW1 + dW2)"
