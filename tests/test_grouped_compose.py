@@ -206,6 +206,44 @@ def test_tuner_baseline_is_the_compose_route():
     assert fam.baseline(fp8) != gtune.COMPOSE
 
 
+def test_default_grid_is_every_epilogue_key_of_the_spec_shapes():
+    fam = gtune.FAMILY
+    keys = [fam.key(p) for p in fam.default_problems()]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 2 * 2
+    assert keys[:3] == ["H4096-F3584-E8-x2-T16384-swiglu-s32", "H2048-F1408-E64-x2-T32768-swiglu-s32",
+                        "H2048-F768-E128-x2-T65536-swiglu-s32"]
+    for (e, t, h, f) in gtune.DEFAULT_SHAPES:
+        for act in ("swiglu", "geglu"):
+            for inter in (32, 0):
+                for bias in ("", "-bias"):
+                    assert f"H{h}-F{f}-E{e}-x2-T{t}-{act}-s{inter}{bias}" in keys
+    assert all(fam.problem_for_key(k) == p for k, p in zip(keys, fam.default_problems()))
+
+
+@pytest.mark.parametrize("shape, dtype, key", [
+    ("64x32768x2048x1408", None, "H2048-F1408-E64-x2-T32768-swiglu-s32"),
+    ("64x30000x2048x1408-geglu", "bf16", "H2048-F1408-E64-x2-T32768-geglu-s32"),
+    ("8x16384x4096x3584-s0-bias", "fp16", "H4096-F3584-E8-x2-T16384-swiglu-s0-bias"),
+    ("8x16384x4096x3584-geglu-s16", "fp8_block", "H4096-F3584-E8-x2-T16384-geglu-s16-fp8_block"),
+])
+def test_cli_shape_names_the_epilogue_key(shape, dtype, key):
+    (problem,) = gtune.FAMILY.problems_from_cli(shape, dtype, None)
+    assert gtune.FAMILY.key(problem) == key
+
+
+@pytest.mark.parametrize("shape, pass_, match", [
+    ("64x32768x2048", None, "EXPERTSxTOKENSxHxF"),
+    ("64x32768x2048x1408-relu", None, "EXPERTSxTOKENSxHxF"),
+    ("64x32768x2048x1408-s24", None, "power of two"),
+    ("64x32768x2048x1408-s256", None, "power of two"),   # 1408 is not a multiple of 256
+    ("0x32768x2048x1408", None, "zero size"),
+    ("64x32768x2048x1408", "fwd", "--pass"),
+])
+def test_cli_shape_refuses_what_is_not_a_key(shape, pass_, match):
+    with pytest.raises(ValueError, match=match):
+        gtune.FAMILY.problems_from_cli(shape, "bf16", pass_)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_sweep_times_fused_candidates_against_the_compose_baseline(tuning_table, monkeypatch):
     """A whole sweep with the compose baseline: its outputs pass the sweep's NaN-poisoned check,

@@ -41,6 +41,12 @@ UNFUSED = "unfused"   # elsewhere: reference.grouped_glu_mlp_unfused
 
 # The spec's three shapes (experts, tokens, H, F).
 DEFAULT_SHAPES = ((8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768))
+# The epilogue keys the default grid sweeps at each shape (activation, interleave (0: halves),
+# bias): the default first.
+EPILOGUE_GRID = tuple((act, inter, bias) for bias in (False, True) for act in ("swiglu", "geglu")
+                      for inter in (32, 0))
+# ``tilefuse tune --shape``: EXPERTSxTOKENSxHxF with the key's epilogue suffixes.
+_CLI_SHAPE = re.compile(r"(\d+)x(\d+)x(\d+)x(\d+)(?:-(?P<act>swiglu|geglu))?(?:-s(?P<inter>\d+))?(?P<bias>-bias)?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,19 +267,34 @@ class GroupedFamily(TuningFamily):
         return out
 
     def default_problems(self) -> list[GroupedProblem]:
-        return [GroupedProblem.of(t, h, f, e, 2, "swiglu", 32, False) for e, t, h, f in DEFAULT_SHAPES]
+        """The spec's grid: its three shapes, bf16, each epilogue key (SwiGLU and GeGLU,
+        interleave 32 and the halves layout, bias off and on). The default key (SwiGLU,
+        interleave 32, no bias) of each shape first."""
+        return [GroupedProblem.of(t, h, f, e, 2, act, inter, bias)
+                for act, inter, bias in EPILOGUE_GRID for e, t, h, f in DEFAULT_SHAPES]
 
     def problems_from_cli(self, shape: str, dtype, pass_) -> list[GroupedProblem]:
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)", shape or "")
+        m = _CLI_SHAPE.fullmatch(shape or "")
         if m is None:
-            raise ValueError(f"grouped_glu_mlp: --shape is EXPERTSxTOKENSxHxF, e.g. 64x32768x2048x1408; got {shape!r}")
+            raise ValueError(f"grouped_glu_mlp: --shape is EXPERTSxTOKENSxHxF[-ACTIVATION][-sINTERLEAVE][-bias], "
+                             f"e.g. 64x32768x2048x1408 (SwiGLU, interleave 32, no bias) or "
+                             f"64x32768x2048x1408-geglu-s0-bias (s0: the halves layout); got {shape!r}")
+        if pass_ is not None:
+            raise ValueError("grouped_glu_mlp: --pass does not apply (a key times forward + backward)")
         name = dtype or "bf16"
         recipe = ""
         if name in _QUANT_STEP:        # a recipe: bf16 inputs quantized by it
             name, recipe = "bf16", name
         itemsize = cli_itemsize("grouped_glu_mlp", name, also=tuple(_QUANT_STEP))
-        e, t, h, f = (int(v) for v in m.groups())
-        return [GroupedProblem.of(t, h, f, e, itemsize, "swiglu", 32, False, recipe)]
+        e, t, h, f = (int(v) for v in m.groups()[:4])
+        if 0 in (e, t, h, f):
+            raise ValueError(f"grouped_glu_mlp: --shape {shape!r} has a zero size")
+        interleave = 32 if m["inter"] is None else int(m["inter"])
+        if interleave and (interleave & (interleave - 1) or f % interleave):
+            raise ValueError(f"grouped_glu_mlp: --shape {shape!r}: the interleave must be 0 (halves) or a power "
+                             f"of two dividing F = {f}")
+        return [GroupedProblem.of(t, h, f, e, itemsize, m["act"] or "swiglu", interleave, m["bias"] is not None,
+                                  recipe)]
 
 
 FAMILY = GroupedFamily()
