@@ -2,7 +2,6 @@
 # Run 1 (GPU only): the bf16 sweep of grouped_glu_mlp's standard grid (the spec's three shapes x
 # SwiGLU / GeGLU x interleave 32 / halves x bias off / on; the three default keys are already
 # in the built-in table and skipped), after warm.py compiled every choice in parallel; exported.
-# The GPU tests of the new CLI grammar and grid ride along (CPU-only tests, run here too).
 #   OUT=... bash benchmarks/results/2026-12-03-h200-ac/run1.sh
 set -u
 cd "$(dirname "$0")/../../.."
