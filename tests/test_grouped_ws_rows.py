@@ -45,21 +45,18 @@ for rows, glu, interleave, bias in cases:
                    "c_desc": desc([W.BLOCK_M // 2, block_n]), "counts_ptr": "*i32", "c_ptr": "*" + name,
                    "N": "i32", "K": "i32", "E": "i32", "n_tiles": "i32", "ldc": "i32", "h_ptr": "*" + name,
                    "probs_ptr": "*fp32", "b1_ptr": "*" + name, "ldh": "i32", "b1_stride": "i32", "F": "i32"}
-            # the module's tile order, and grouped by 8 row tiles for the plain GEMMs at 256 x 3
-            groups = {W.GROUP_M} | ({8} if glu < 0 and (block_n, stages, name) == (256, 3, "bf16") else set())
-            for group_m in sorted(groups):
-                ce = dict(ROWS=rows, BLOCK_M=W.BLOCK_M, BLOCK_N=block_n, BLOCK_K=W.BLOCK_K, STAGES=stages, GLU=glu,
-                          INTERLEAVE=interleave, HAS_BIAS=bias, GROUP_M=group_m, CONSUMER_REGS=W.CONSUMER_REGS,
-                          PRODUCER_REGS=W.PRODUCER_REGS)
-                src = GluonASTSource(W.ws_rows_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
-                c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                   options={"num_warps": 4, "maxnreg": W.MAXNREG})
-                u = cubin_report(c)
-                sass = u["sass"]
-                out[f"{'rows' if rows else 'cols'}-glu{glu}-i{interleave}-{name}-n{block_n}-s{stages}-g{group_m}"] = {
-                    "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
-                    "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"),
-                    "tma_stores": sass.count("UTMASTG"), "limit": W._smem_bytes(block_n, stages)}
+            ce = dict(ROWS=rows, BLOCK_M=W.BLOCK_M, BLOCK_N=block_n, BLOCK_K=W.BLOCK_K, STAGES=stages, GLU=glu,
+                      INTERLEAVE=interleave, HAS_BIAS=bias, CONSUMER_REGS=W.CONSUMER_REGS,
+                      PRODUCER_REGS=W.PRODUCER_REGS)
+            src = GluonASTSource(W.ws_rows_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
+            c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                               options={"num_warps": 4, "maxnreg": W.MAXNREG})
+            u = cubin_report(c)
+            sass = u["sass"]
+            out[f"{'rows' if rows else 'cols'}-glu{glu}-i{interleave}-{name}-n{block_n}-s{stages}"] = {
+                "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+                "hgmma": sass.count("HGMMA"), "setmaxnreg": sass.count("USETMAXREG"),
+                "tma_stores": sass.count("UTMASTG"), "limit": W._smem_bytes(block_n, stages)}
 print(json.dumps(out))
 '''
 
@@ -74,7 +71,7 @@ def test_ws_rows_compiles_for_sm90_without_spills():
     ``applies`` checks (the masked stores go out from the accumulator's layout: a layout
     change would take scratch shared memory, 16 KB, that the 6-slot ring does not leave)."""
     usage = run_compile_script(_SM90)
-    assert len(usage) == 5 * 3 * 2 + (2 if ws_rows.GROUP_M != 8 else 0)
+    assert len(usage) == 5 * 3 * 2
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
         assert u["hgmma"] == 2 * 4 and u["tma_stores"] == 2, (name, u)

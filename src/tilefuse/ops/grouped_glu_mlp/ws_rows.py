@@ -51,7 +51,6 @@ from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok, des
 BLOCK_M = 128     # rows a tile: 64 a consumer warp group
 BLOCK_K = 64      # the contraction a chunk
 TILES = (128, 256)   # BLOCK_N, the output columns a tile
-GROUP_M = 1          # row tiles a group of the tile order (_tile_coords)
 
 
 def _smem_bytes(block_n: int, stages: int, itemsize: int = 2) -> int:
@@ -89,42 +88,26 @@ if gluon is not None:
         return expert, tiles_before, rows_before, m
 
     @gluon.jit
-    def _tile_coords(tile, n_col_tiles, n_row_tiles, GROUP_M: gl.constexpr):
-        """(row tile, column tile, the group's first row tile) of a program's ``tile``: tiles
-        run GROUP_M row tiles at a time (fewer in the last group), each group's column tiles
-        one after the other and its row tiles side by side within a column, so the programs
-        at work share B's columns and A's rows in L2. GROUP_M 1: each row tile's column tiles
-        side by side."""
-        per_group = GROUP_M * n_col_tiles
-        first = (tile // per_group) * GROUP_M
-        rows = gl.minimum(n_row_tiles - first, GROUP_M)
-        within = tile % per_group
-        return first + within % rows, within // rows, first
-
-    @gluon.jit
     def _producer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
                   h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
-                  INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+                  INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         """One warp: every tile's K chunks (A's rows, B's columns) into the ring, each slot once
         both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
         pid = gl.program_id(0)
-        # the cursor at the first row tile of the current group (it only moves forward)
-        g_expert = pid * 0
-        g_tiles_before = pid * 0
-        g_rows_before = pid * 0
-        g_m = gl.load(counts_ptr).to(gl.int32)
+        expert = pid * 0
+        tiles_before = pid * 0
+        rows_before = pid * 0
+        m = gl.load(counts_ptr).to(gl.int32)
         it = 0
         for tile in range(pid, n_tiles, gl.num_programs(0)):
-            row_tile, col_tile, first = _tile_coords(tile, n_col_tiles, n_tiles // n_col_tiles, GROUP_M)
-            g_expert, g_tiles_before, g_rows_before, g_m = _advance(first, counts_ptr, E, g_expert, g_tiles_before,
-                                                                    g_rows_before, g_m, BLOCK_M)
-            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, g_expert, g_tiles_before,
-                                                            g_rows_before, g_m, BLOCK_M)
+            row_tile = tile // n_col_tiles
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
             if expert < E:
                 row0 = rows_before + (row_tile - tiles_before) * BLOCK_M
-                col0 = col_tile * BLOCK_N
+                col0 = (tile % n_col_tiles) * BLOCK_N
                 for k0 in range(0, K, BLOCK_K):
                     slot = it % STAGES
                     mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
@@ -170,7 +153,7 @@ if gluon is not None:
     def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
                   h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, WG: gl.constexpr, ROWS: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                  GLU: gl.constexpr, INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+                  GLU: gl.constexpr, INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile, the chunks chained on the
         accumulator, then stored, and with GLU >= 0 the GLU of the tile (module docstring)."""
         HALF: gl.constexpr = BLOCK_M // 2
@@ -178,20 +161,18 @@ if gluon is not None:
                                                       instr_shape=[16, BLOCK_N, 16])
         n_col_tiles = gl.cdiv(N, BLOCK_N)
         pid = gl.program_id(0)
-        g_expert = pid * 0
-        g_tiles_before = pid * 0
-        g_rows_before = pid * 0
-        g_m = gl.load(counts_ptr).to(gl.int32)
+        expert = pid * 0
+        tiles_before = pid * 0
+        rows_before = pid * 0
+        m = gl.load(counts_ptr).to(gl.int32)
         it = 0
         for tile in range(pid, n_tiles, gl.num_programs(0)):
-            row_tile, col_tile, first = _tile_coords(tile, n_col_tiles, n_tiles // n_col_tiles, GROUP_M)
-            g_expert, g_tiles_before, g_rows_before, g_m = _advance(first, counts_ptr, E, g_expert, g_tiles_before,
-                                                                    g_rows_before, g_m, BLOCK_M)
-            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, g_expert, g_tiles_before,
-                                                            g_rows_before, g_m, BLOCK_M)
+            row_tile = tile // n_col_tiles
+            expert, tiles_before, rows_before, m = _advance(row_tile, counts_ptr, E, expert, tiles_before,
+                                                            rows_before, m, BLOCK_M)
             if expert < E:
                 row0 = rows_before + (row_tile - tiles_before) * BLOCK_M + WG * HALF
-                col0 = col_tile * BLOCK_N
+                col0 = (tile % n_col_tiles) * BLOCK_N
                 acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
                 for j in range(gl.cdiv(K, BLOCK_K)):
                     slot = it % STAGES
@@ -237,26 +218,25 @@ if gluon is not None:
     def _consumer0(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
                    h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
-                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr,
                   probs_ptr, b1_ptr, ldh, b1_stride, F, 0, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GLU, INTERLEAVE,
-                  HAS_BIAS, GROUP_M)
+                  HAS_BIAS)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
                    h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr,
-                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+                   INTERLEAVE: gl.constexpr, HAS_BIAS: gl.constexpr):
         _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr,
                   probs_ptr, b1_ptr, ldh, b1_stride, F, 1, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GLU, INTERLEAVE,
-                  HAS_BIAS, GROUP_M)
+                  HAS_BIAS)
 
     @gluon.jit
     def ws_rows_kernel(a_desc, b_desc, c_desc, counts_ptr, c_ptr, N, K, E, n_tiles, ldc, h_ptr, probs_ptr, b1_ptr,
                        ldh, b1_stride, F, ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                        BLOCK_K: gl.constexpr, STAGES: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
-                       HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                       PRODUCER_REGS: gl.constexpr):
+                       HAS_BIAS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e: a_desc over A (T, K), tiles [BLOCK_M, BLOCK_K];
         b_desc over W (E, N, K) as (E * N, K), tiles [BLOCK_N, BLOCK_K] (ROWS), or over W
         (E, K, N) as (E * K, N), tiles [BLOCK_K, BLOCK_N]; c_desc over C (T, N), tiles
@@ -283,13 +263,13 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
                           ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
-                          GLU, INTERLEAVE, HAS_BIAS, GROUP_M)),
+                          GLU, INTERLEAVE, HAS_BIAS)),
             (_consumer1, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
                           ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
-                          GLU, INTERLEAVE, HAS_BIAS, GROUP_M)),
+                          GLU, INTERLEAVE, HAS_BIAS)),
             (_producer, (a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles,
                          ldc, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F, ROWS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES,
-                         GLU, INTERLEAVE, HAS_BIAS, GROUP_M)),
+                         GLU, INTERLEAVE, HAS_BIAS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -308,17 +288,14 @@ def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bo
 
 
 def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None,
-           glu=None, group_m: int = GROUP_M) -> bool:
+           glu=None) -> bool:
     """c[rows of e] = a[rows of e] @ (w[e]^T if rows else w[e]) through ws_rows_kernel, or False
     where it does not apply (``applies``, and with ``glu`` ``glu_applies``): the caller then
     takes its other route. a (T, K), c (T, N), w (E, N, K) or (E, K, N), counts (E,) on the
     device (their sum T: the caller's contract, reference.assert_counts_on_device).
     ``programs``: the persistent program count (default one an SM; tests use fewer).
     ``glu``: (h, probs, b1 or None, activation code, interleave) for fc1 (c = z): h also
-    written, compose_glu_kernel's values from the rounded z. ``group_m``: the row tiles a group
-    of the tile order (``_tile_coords``; the results do not depend on it)."""
-    if isinstance(group_m, bool) or not (isinstance(group_m, int) and group_m >= 1):
-        raise ValueError(f"ws_rows.launch: group_m must be a positive int, got {group_m!r}")
+    written, compose_glu_kernel's values from the rounded z."""
     if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
         return False
     if glu is not None and not (rows and glu[0].dtype == c.dtype and glu_applies(c.shape, block_n, *glu)):
@@ -333,6 +310,6 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
         descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K, E,
         n_tiles, c.stride(0), h, probs, b1 if b1 is not None else h, h.stride(0),
         b1.stride(0) if b1 is not None else 0, N // 2, ROWS=rows, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=BLOCK_K,
-        STAGES=stages, GLU=act, INTERLEAVE=interleave, HAS_BIAS=b1 is not None, GROUP_M=group_m,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        STAGES=stages, GLU=act, INTERLEAVE=interleave, HAS_BIAS=b1 is not None, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
