@@ -102,6 +102,25 @@ def test_compose_matches_reference(activation, interleave, bias, dtype, tuning_t
     assert_matches_reference(got, reference(i, activation, interleave), i, dtype, COUNTS)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_forward_without_grad_records_no_node_and_gives_the_same_bits(bias, tuning_table, device):
+    """Nothing to differentiate (inputs without grad, or torch.no_grad): the route's forward
+    runs without its autograd.Function (no node, as a native op), with the same y bit for bit."""
+    i = inputs(COUNTS, 32, 16, torch.bfloat16, bias, device, seed=3)
+    (want, *_), _ = call_api(i, "swiglu", 8)
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    kw = dict(activation="swiglu", glu_interleave=8, fc1_bias=i["b1"], fc2_bias=i["b2"])
+    with launches.counting() as launched:
+        plain = grouped_glu_mlp(*args, **kw)
+        leaves = [t.detach().requires_grad_(True) for t in args[:1] + args[2:]]
+        with torch.no_grad():
+            no_grad = grouped_glu_mlp(leaves[0], i["counts"], *leaves[1:], **kw)
+    assert launched["grouped_mlp_compose"] == 2 and not launched["grouped_mlp_compose_bwd"]
+    for y in (plain, no_grad):
+        assert y.grad_fn is None and not y.requires_grad
+        assert torch.equal(y.view(torch.int16), want.view(torch.int16))
+
+
 @pytest.mark.parametrize("counts", [[0, 13, 24, 0], [40], [1, 0, 0, 2], [0, 0, 0, 0]],
                          ids=["empty-ends", "one-expert", "few-rows", "T0"])
 def test_splits(counts, tuning_table, device):
@@ -204,6 +223,30 @@ def test_tuner_baseline_is_the_compose_route():
     assert fam.expected_launches(odd, gtune.UNFUSED) == ("grouped_mlp_unfused",)
     fp8 = fam.problem_for_key("H2048-F1408-E64-x2-T32768-swiglu-s32-fp8_block")
     assert fam.baseline(fp8) != gtune.COMPOSE
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("counts", [(5,), (5, 0, 9, 1), (0, 0), tuple(range(100)), (0,) * 33 + (7,)])
+def test_ends_are_the_cumsum_of_valid_counts(counts, dtype):
+    """compose._ends: torch.cumsum's int32 offsets in one launch, E from 1 to past a power of two."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    c = torch.tensor(counts, dtype=dtype, device=device)
+    ends = compose._ends(c, sum(counts))
+    assert ends.dtype == torch.int32 and torch.equal(ends, torch.cumsum(c, 0, dtype=torch.int32))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA a failed check is a device-side assert "
+                                                      "(the context is lost); on the CPU it raises at once")
+@pytest.mark.parametrize("counts", [(5, 0, 8), (9, -1, 7), (2 ** 32 + 5, 0, 10), (5, 0, 11)],
+                         ids=["sum-short", "negative", "int32-wrap", "sum-long"])
+def test_ends_check_the_counts(counts):
+    """Counts that are negative or do not sum to T fail the route's device-side check, also
+    where their int32 offsets would wrap to T (the sum is checked in int64)."""
+    i = inputs((5, 0, 10), 16, 8, torch.float32, False, "cpu")
+    bad = torch.tensor(counts, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="tokens_per_expert must be non-negative and sum to T"):
+        compose.forward(i["x"], bad, i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8)
+    assert compose._ends(torch.tensor((5, 0, 10)), 15).tolist() == [5, 5, 15]
 
 
 def test_default_grid_is_every_epilogue_key_of_the_spec_shapes():

@@ -225,3 +225,35 @@ def test_the_glu_epilogue_is_bitwise_the_glu_kernel(counts, H, F, tile, activati
         BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=compose.E_CHUNK, num_warps=glue.num_warps)
     assert torch.equal(z.view(torch.int16), want_z.view(torch.int16))
     assert torch.equal(h.view(torch.int16), want_h.view(torch.int16))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_later_launches_skip_the_jit_and_give_its_bits():
+    """ws_rows and ws_wgrad launch through triton_common.SpecializingLauncher: after the first
+    launch of a specialization the compiled kernel's launcher runs (the JIT count does not
+    move), with the JIT's results bit for bit; a new specialization (a row stride off 16
+    elements) goes through the JIT once."""
+    from tilefuse.ops import triton_common
+    from tilefuse.ops.grouped_glu_mlp import ws_wgrad
+    counts = [300, 0, 211, 17]
+    c = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    a, w, rows, b = _problem(counts, 256, 192, torch.bfloat16, 5)["fc1"]
+    x, dz = a, torch.randn(a.shape[0], 384, device="cuda").bfloat16()
+
+    def run():
+        z = torch.full((a.shape[0], b.shape[-1]), float("nan"), dtype=a.dtype, device="cuda")
+        dw = torch.full((len(counts), 384, 256), float("nan"), dtype=a.dtype, device="cuda")
+        assert ws_rows.launch(a, w, z, c, rows=True) and ws_wgrad.launch(dz, x, dw, c)
+        return z, dw
+    with triton_common.jit_launches():
+        want = run()
+    run()
+    before = triton_common.jit_launch_count()
+    got = run()
+    assert triton_common.jit_launch_count() == before, "the direct route did not run"
+    for g, wnt in zip(got, want):
+        assert torch.equal(g.view(torch.int16), wnt.view(torch.int16))
+    wide = torch.full((a.shape[0], b.shape[-1] + 8), float("nan"), dtype=a.dtype, device="cuda")
+    assert ws_rows.launch(a, w, wide[:, :b.shape[-1]], c, rows=True)
+    assert triton_common.jit_launch_count() == before + 1
+    assert torch.equal(wide[:, :b.shape[-1]].view(torch.int16), want[0].view(torch.int16))

@@ -12,11 +12,14 @@ Compiled kernels take the plain paths.
 
 Beside the @triton.jit helpers, ``CompiledLauncher`` (host side): the cheap launch route for
 kernels launched many times with the same grid and scalars (a compiled kernel's launcher
-instead of the JIT's per-call binding and specialization).
+instead of the JIT's per-call binding and specialization), and ``SpecializingLauncher``, the
+same for kernels whose grid and arguments change per call (the Gluon GEMMs).
 """
 
 import contextlib
+import functools
 
+import torch
 import triton
 import triton.language as tl
 
@@ -175,6 +178,112 @@ class CompiledLauncher:
         global _jit_launches
         _jit_launches += 1
         return self.fn[self.grid](*tensors, *self.scalars, **self.kwargs)
+
+
+class SpecializingLauncher:
+    """One @triton.jit or @gluon.jit kernel launched with arguments that change from call to
+    call (tensors, integers, TMA tensor descriptors), its trailing constexprs given per call
+    and its launch options fixed: ``launcher(grid, args, constexprs)`` launches
+    ``fn[grid](*args, **dict(zip(names, constexprs)), **options)``.
+
+    Where CompiledLauncher fixes everything but the tensors, this one looks a compiled kernel
+    up by the specialization Triton computes from the arguments (``specialization``): a
+    tensor's dtype and 16-byte alignment, an integer's ``== 1``, divisibility by 16 and width,
+    a descriptor's dtype, block, layout, padding and the same of its shape and strides; with
+    the current device and the constexprs. The first launch of each key goes through the JIT
+    (which compiles and returns the kernel), later ones hand it to ``_launch_compiled``: the
+    JIT's binding and specialization cost tens of microseconds a launch on the H200 host
+    (benchmarks/results/2026-12-03-h200-ac run 3: a ws_rows launch took 73-76 us, the JIT's
+    run about 50 of them). Descriptors are passed to the compiled kernel's launcher as they
+    are (it builds the CUtensorMap, as for the JIT), tensors as their addresses.
+
+    The key is at least as fine as Triton's own: a kernel compiled for one specialization
+    never runs arguments of another. What the direct route skips, and its fallback to the JIT
+    when a direct launch raises, are CompiledLauncher's. The JIT runs every launch under the
+    interpreter, and for a kernel whose constexprs are not its trailing parameters."""
+
+    __slots__ = ("fn", "arg_names", "n_const", "options", "direct", "_entries")
+
+    def __init__(self, fn, **options):
+        self.fn = fn
+        self.options = options
+        self.arg_names = tuple(fn.arg_names)
+        # the JIT knows its constexprs (the interpreter's function does not: there the caller's
+        # count is taken as it is)
+        const_index = getattr(fn, "constexprs", None)
+        n = len(self.arg_names)
+        trailing = const_index is not None and sorted(const_index) == list(range(n - len(const_index), n))
+        self.n_const = len(const_index) if const_index is not None else None
+        self.direct = trailing and not INTERPRETER and _triton_knobs is not None
+        self._entries: dict = {}
+
+    def __call__(self, grid, args: tuple, constexprs: tuple):
+        if self.direct and DIRECT_LAUNCH:
+            device = current_cuda_device()
+            try:
+                key = (device, constexprs, *map(specialization, args))
+            except TypeError:   # an argument kind without a rule: the JIT decides
+                return self._jit(grid, args, constexprs) and None
+            entry = self._entries.get(key)
+            if entry is not None:
+                grid3 = tuple(grid) + (1,) * (3 - len(grid))
+                launch_args = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+                try:
+                    return _launch_compiled(entry, grid, grid3, current_cuda_stream(device), launch_args, args,
+                                            constexprs)
+                except Exception as exc:   # noqa: BLE001  the JIT below reports a real error again
+                    self.direct = False
+                    import warnings
+                    warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its "
+                                  f"launches go through Triton's JIT from now on", RuntimeWarning, stacklevel=2)
+            compiled = self._jit(grid, args, constexprs)
+            if entry is None:
+                entry = _compiled_entry(compiled)
+                if entry is not None:
+                    self._entries[key] = entry
+            return None
+        self._jit(grid, args, constexprs)
+        return None
+
+    def _jit(self, grid, args, constexprs):
+        global _jit_launches
+        _jit_launches += 1
+        if self.n_const is not None and self.n_const != len(constexprs):
+            raise TypeError(f"{getattr(self.fn, '__name__', self.fn)}: {len(constexprs)} constexprs given, the kernel "
+                            f"has {self.n_const}")
+        names = self.arg_names[len(self.arg_names) - len(constexprs):]
+        return self.fn[grid](*args, **dict(zip(names, constexprs)), **self.options)
+
+
+@functools.lru_cache(maxsize=None)
+def specializing_launcher(fn, **options) -> SpecializingLauncher:
+    """The one SpecializingLauncher of ``fn`` with these launch options (num_warps, ...)."""
+    return SpecializingLauncher(fn, **options)
+
+
+def _int_specialization(v: int):
+    return (v == 1, v % 16 == 0, -0x80000000 <= v <= 0x7FFFFFFF, v < 1 << 63)
+
+
+def specialization(arg):
+    """What of one kernel argument selects a compiled kernel in Triton's JIT (triton/runtime/
+    jit.py and backends/compiler.py in 3.6 and 3.8: a pointer on its dtype and 16-byte
+    alignment, an integer on ``== 1``, divisibility by 16 and its type's width, a tensor
+    descriptor on its dtype, block, layout and padding; its shape and strides are integers
+    passed beside it), or finer. TypeError for an argument kind the launcher does not know."""
+    cls = arg.__class__
+    if cls is int:
+        return _int_specialization(arg)
+    if isinstance(arg, torch.Tensor):
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if arg is None or cls is bool or cls is float:
+        return (cls, arg) if cls is bool or arg is None else cls
+    base = getattr(arg, "base", None)
+    if isinstance(base, torch.Tensor) and hasattr(arg, "block_shape"):
+        return (cls, base.dtype, base.data_ptr() % 16 == 0, tuple(arg.block_shape), getattr(arg, "layout", None),
+                getattr(arg, "padding", None), tuple(map(_int_specialization, arg.shape)),
+                tuple(map(_int_specialization, arg.strides)))
+    raise TypeError(f"specialization: no rule for a {cls.__name__} argument")
 
 
 def _trailing_constexpr_names(fn, n_scalars: int, constexprs: dict):

@@ -76,13 +76,16 @@ import dataclasses
 import torch
 
 from ... import launches
-from ...utils import cdiv
+from ...utils import cdiv, next_power_of_2
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
-from .reference import _row_major, assert_counts_on_device, grouped_mm_takes
+from .reference import COUNTS_MESSAGE, _row_major, assert_counts_on_device, grouped_mm_takes
 
 # Experts scanned per step by compose_kernels.row_experts (a program compares its rows with this many
 # end offsets at a time; a constant, so E does not recompile the kernels).
 E_CHUNK = 32
+# compose_ends_kernel reads every count in one block of the next power of two; past this many
+# experts torch.cumsum and reference.assert_counts_on_device run instead.
+MAX_ENDS_EXPERTS = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +119,32 @@ NAME = "compose"
 def _glue_kernels():
     from .compose_kernels import compose_bias_kernel, compose_dglu_kernel, compose_glu_kernel
     return compose_glu_kernel, compose_dglu_kernel, compose_bias_kernel
+
+
+def _launcher(kernel, num_warps: int):
+    """``kernel``'s launcher (triton_common.SpecializingLauncher: the JIT once per argument
+    specialization, then the compiled kernel's launcher; the JIT's own per-call path costs
+    tens of microseconds of host time)."""
+    from ..triton_common import specializing_launcher
+    return specializing_launcher(kernel, num_warps=num_warps)
+
+
+def _ends(counts, n_tokens: int):
+    """ends = cumsum(counts) as int32 on the device, with the counts checked there as
+    reference.assert_counts_on_device checks them (non-negative, summing to T: a device-side
+    assertion otherwise, no host sync), in one launch (compose_ends_kernel) and the assertion
+    where torch.cumsum and the check took six."""
+    E = counts.shape[0]
+    if E == 0 or E > MAX_ENDS_EXPERTS:
+        ends = torch.cumsum(counts, 0, dtype=torch.int32)
+        assert_counts_on_device(counts, ends, n_tokens)
+        return ends
+    from .compose_kernels import compose_ends_kernel
+    ends = torch.empty(E, dtype=torch.int32, device=counts.device)
+    ok = torch.empty((), dtype=torch.bool, device=counts.device)
+    _launcher(compose_ends_kernel, 4)((1,), (counts, ends, ok, E, n_tokens), (next_power_of_2(E),))
+    torch._assert_async(ok, COUNTS_MESSAGE)
+    return ends
 
 
 # A tuned variant's Gluon tiles, (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages):
@@ -166,18 +195,18 @@ def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int = 0,
-            rows_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE):
+            rows_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE, laid_out: bool = False):
     """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
-    bias; z, h and ends are what ``backward`` takes. Tensors of any strides. rows_block_n > 0
-    (a ``GemmConfig.compose`` config's rows tile): fc1 and fc2 through ws_rows' kernel where
-    it runs, the GLU in fc1's epilogue where it takes the interleave (``_fc1_glu``)."""
+    bias; z, h and ends are what ``backward`` takes. Tensors of any strides, or with
+    ``laid_out`` as ``lay_out`` returns them (then not checked again). rows_block_n > 0 (a
+    ``GemmConfig.compose`` config's rows tile): fc1 and fc2 through ws_rows' kernel where it
+    runs, the GLU in fc1's epilogue where it takes the interleave (``_fc1_glu``)."""
     glu_kernel, _, bias_kernel = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
-    x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
-    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
-    ends = torch.cumsum(counts, 0, dtype=torch.int32)
-    assert_counts_on_device(counts, ends, T)
+    if not laid_out:
+        x, counts, probs, w1, w2, b1, b2 = lay_out(x, counts, probs, w1, w2, b1, b2)
+    ends = _ends(counts, T)
     launches.record("grouped_mlp_compose")
     if T == 0:
         return x.new_empty((0, H)), x.new_empty((0, 2 * F)), x.new_empty((0, F)), ends
@@ -186,17 +215,28 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, r
     z = _fc1_glu(x, w1, counts, probs, b1, h, activation, glu_interleave, rows_block_n, rows_stages)
     if z is None:
         z = _rows_gemm(x, w1, by_rows=True, **rows_tile)
-        glu_kernel[(cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f))](
-            z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
-            b1.stride(0) if b1 is not None else 0,
-            ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_BIAS=b1 is not None,
-            BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
+        _launcher(glu_kernel, glue.num_warps)(
+            (cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f)),
+            (z, b1 if b1 is not None else z, ends, probs, h, T, F, E, z.stride(0), h.stride(0),
+             b1.stride(0) if b1 is not None else 0),
+            (ACTIVATIONS[activation], glu_interleave or 0, b1 is not None, glue.glu_block_m, glue.glu_block_f,
+             E_CHUNK))
     y = _rows_gemm(h, w2, by_rows=True, **rows_tile)
     if b2 is not None:
-        bias_kernel[(cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f))](
-            y, b2, ends, probs, T, H, E, y.stride(0), b2.stride(0),
-            BLOCK_M=glue.glu_block_m, BLOCK_N=glue.glu_block_f, E_CHUNK=E_CHUNK, num_warps=glue.num_warps)
+        _launcher(bias_kernel, glue.num_warps)(
+            (cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f)),
+            (y, b2, ends, probs, T, H, E, y.stride(0), b2.stride(0)),
+            (glue.glu_block_m, glue.glu_block_f, E_CHUNK))
     return y, z, h, ends
+
+
+def lay_out(x, counts, probs, w1, w2, b1, b2):
+    """The forward's tensors as its GEMMs and glue read them (``torch._grouped_mm``'s operands
+    by ``reference._row_major``, the glue's by ``launch.kernel_layouts``), copies only where
+    needed."""
+    x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
+    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    return x, counts, probs, w1, w2, b1, b2
 
 
 def _zero_grads(x, probs, w1, w2, b1, b2):
@@ -244,13 +284,13 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     dh = _rows_gemm(dy, w2, by_rows=False, **rows_tile)
     dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
-    dglu_kernel[(cdiv(T, glue.dglu_block_m),)](
-        dh, z, b1 if b1 is not None else z, ends, probs, dy_summed, b2 if b2 is not None else z, dz, dprobs,
-        T, F, H, E, dh.stride(0), z.stride(0), dz.stride(0), dy_summed.stride(0),
-        b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0,
-        ACT=ACTIVATIONS[activation], INTERLEAVE=glu_interleave or 0, HAS_B1=b1 is not None, HAS_B2=b2 is not None,
-        BLOCK_M=glue.dglu_block_m, BLOCK_F=glue.dglu_block_f, BLOCK_H=glue.dglu_block_f, E_CHUNK=E_CHUNK,
-        num_warps=glue.num_warps)
+    _launcher(dglu_kernel, glue.num_warps)(
+        (cdiv(T, glue.dglu_block_m),),
+        (dh, z, b1 if b1 is not None else z, ends, probs, dy_summed, b2 if b2 is not None else z, dz, dprobs,
+         T, F, H, E, dh.stride(0), z.stride(0), dz.stride(0), dy_summed.stride(0),
+         b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0),
+        (ACTIVATIONS[activation], glu_interleave or 0, b1 is not None, b2 is not None, glue.dglu_block_m,
+         glue.dglu_block_f, glue.dglu_block_f, E_CHUNK))
     dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
     dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages)
     dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages)

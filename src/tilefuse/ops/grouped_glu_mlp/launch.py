@@ -359,17 +359,17 @@ def bias_grads(dz, dy, probs, counts, b1, b2):
     """(db1 or None, db2 or None): the per-expert column sums of dz (T, 2F) and of p * dy (T, H),
     in fixed order (grouped_colsum_kernel), each in its bias's dtype; dz and dy row-major with
     unit column stride."""
+    from ..triton_common import specializing_launcher
     from .kernels import grouped_colsum_kernel
+    colsum = specializing_launcher(grouped_colsum_kernel, num_warps=4)
     T, E = dz.shape[0], counts.shape[0]
     db1 = db2 = None
     if b1 is not None:
         db1 = torch.empty_like(b1, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(dz.shape[1], 64))](dz, dz, db1, counts, T, dz.shape[1], dz.stride(0),
-                                                           HAS_SCALE=False, BLOCK_K=32, BLOCK_N=64)
+        colsum((E, cdiv(dz.shape[1], 64)), (dz, dz, db1, counts, T, dz.shape[1], dz.stride(0)), (False, 32, 64))
     if b2 is not None:
         db2 = torch.empty_like(b2, memory_format=torch.contiguous_format)
-        grouped_colsum_kernel[(E, cdiv(dy.shape[1], 64))](dy, probs, db2, counts, T, dy.shape[1], dy.stride(0),
-                                                           HAS_SCALE=True, BLOCK_K=32, BLOCK_N=64)
+        colsum((E, cdiv(dy.shape[1], 64)), (dy, probs, db2, counts, T, dy.shape[1], dy.stride(0)), (True, 32, 64))
     return db1, db2
 
 

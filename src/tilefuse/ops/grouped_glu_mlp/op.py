@@ -30,7 +30,7 @@ from ... import policy
 from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
 from . import compose, configs, launch, recipes
-from .reference import _row_major, grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
+from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
 
 
 COMPOSE = compose.NAME   # route's answer for the compose route
@@ -321,7 +321,7 @@ class ComposeFunction(torch.autograd.Function):
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
                 rows_block_n, rows_stages):
         y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n,
-                                        rows_stages)
+                                        rows_stages, laid_out=True)
         _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
                             rows_block_n, rows_stages), z, h, ends)
         return y
@@ -394,9 +394,12 @@ def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
     ``GemmConfig.compose`` config, whose tiles run the weight gradients and the row GEMMs
     (compose.gluon_tiles)."""
     tile = compose.gluon_tiles(tuned)
-    x, w1, w2 = _row_major(x), _row_major(w1), _row_major(w2)
-    _, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
+    x, counts, probs, w1, w2, b1, b2 = compose.lay_out(x, counts, probs, w1, w2, b1, b2)
     if torch.compiler.is_compiling():
         return grouped_mlp_compose_fwd_op(x, counts, probs, w1, w2, b1, b2, activation,
                                           _interleave_arg(glu_interleave), *tile)[0]
+    if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, probs, w1, w2, b1, b2))):
+        # nothing to differentiate: the forward alone, as a native op records no autograd node
+        return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile[2:],
+                               laid_out=True)[0]
     return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile)

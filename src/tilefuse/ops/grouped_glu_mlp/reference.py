@@ -374,7 +374,10 @@ def assert_counts_on_device(tokens_per_expert: torch.Tensor, ends: torch.Tensor,
     if tokens_per_expert.numel() == 0:
         return
     ok = (ends[-1] == n_tokens) & (tokens_per_expert >= 0).all()
-    torch._assert_async(ok, "grouped_glu_mlp: tokens_per_expert must be non-negative and sum to T = x.shape[0]")
+    torch._assert_async(ok, COUNTS_MESSAGE)
+
+
+COUNTS_MESSAGE = "grouped_glu_mlp: tokens_per_expert must be non-negative and sum to T = x.shape[0]"
 
 
 def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> torch.Tensor:

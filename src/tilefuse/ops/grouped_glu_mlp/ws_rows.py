@@ -39,6 +39,8 @@ rows_block_n).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ...device import num_sms
@@ -306,10 +308,18 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
               else descriptor(w.view(E * K, N), [BLOCK_K, block_n]))
     h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
     n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
-    ws_rows_kernel[(max(1, min(n_tiles, programs or num_sms(c.device))),)](
-        descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K, E,
-        n_tiles, c.stride(0), h, probs, b1 if b1 is not None else h, h.stride(0),
-        b1.stride(0) if b1 is not None else 0, N // 2, ROWS=rows, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=BLOCK_K,
-        STAGES=stages, GLU=act, INTERLEAVE=interleave, HAS_BIAS=b1 is not None, CONSUMER_REGS=CONSUMER_REGS,
-        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    _launcher()((max(1, min(n_tiles, programs or num_sms(c.device))),),
+                (descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K,
+                 E, n_tiles, c.stride(0), h, probs, b1 if b1 is not None else h, h.stride(0),
+                 b1.stride(0) if b1 is not None else 0, N // 2),
+                (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS,
+                 PRODUCER_REGS))
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _launcher():
+    """ws_rows_kernel's launcher (triton_common.SpecializingLauncher: the JIT once per argument
+    specialization, then the compiled kernel's launcher)."""
+    from ..triton_common import SpecializingLauncher
+    return SpecializingLauncher(ws_rows_kernel, num_warps=4, maxnreg=MAXNREG)

@@ -26,6 +26,8 @@ decides per key whether the compose route takes it (GemmConfig.compose).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ...device import num_sms
@@ -202,11 +204,16 @@ if gluon is not None:
 _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
+@functools.lru_cache(maxsize=64)
+def _layout(block: tuple[int, ...], dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for(list(block), getattr(gl, _GL_DTYPES[dtype]))
+
+
 def descriptor(t: torch.Tensor, block: list[int]):
     """A TMA descriptor over 16-bit ``t`` with ``block`` tiles in the default NVMMA swizzle (what
-    the 16-bit Gluon kernels here and in ws_rows.py read and store through)."""
-    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _GL_DTYPES[t.dtype]))
-    return TensorDescriptor.from_tensor(t, block, layout)
+    the 16-bit Gluon kernels here and in ws_rows.py read and store through); the layout is
+    built once per (block, dtype)."""
+    return TensorDescriptor.from_tensor(t, block, _layout(tuple(block), t.dtype))
 
 
 def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
@@ -220,9 +227,16 @@ def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: in
         return True
     n_tiles = E * (N // BLOCK_N) * cdiv(M, block_m)
     sms = num_sms(c.device)
-    ws_wgrad_kernel[(max(1, min(n_tiles, programs or sms)),)](
-        descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
-        descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, N, M, n_tiles, BLOCK_N=BLOCK_N,
-        BLOCK_M=block_m, BLOCK_K=BLOCK_K, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
-        num_warps=4, maxnreg=MAXNREG)
+    _launcher()((max(1, min(n_tiles, programs or sms)),),
+                (descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
+                 descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, N, M, n_tiles),
+                (BLOCK_N, block_m, BLOCK_K, stages, CONSUMER_REGS, PRODUCER_REGS))
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _launcher():
+    """ws_wgrad_kernel's launcher (triton_common.SpecializingLauncher: the JIT once per
+    argument specialization, then the compiled kernel's launcher)."""
+    from ..triton_common import SpecializingLauncher
+    return SpecializingLauncher(ws_wgrad_kernel, num_warps=4, maxnreg=MAXNREG)

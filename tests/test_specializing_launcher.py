@@ -1,0 +1,189 @@
+"""triton_common.SpecializingLauncher: a kernel whose arguments change per call, launched
+through the JIT once per argument specialization and then through the compiled kernel's
+launcher (the Gluon GEMMs' host route). Route choices with a fake JIT and compiled kernel (any
+machine); the real kernels' direct launches against the JIT's: tests/test_grouped_ws_rows.py
+and tests/test_grouped_ws_wgrad.py (Hopper)."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from tilefuse.ops import triton_common
+from tilefuse.ops.triton_common import SpecializingLauncher, specialization
+
+
+class _FakeCompiled:
+    name = "fake_kernel"
+
+    def __init__(self, log):
+        self.log, self.function, self.packed_metadata = log, object(), ("packed",)
+        self.fail = False
+
+    def run(self, *args):
+        if self.fail:
+            raise TypeError("launcher signature changed")
+        self.log.append(("direct", args))
+
+    def launch_metadata(self, grid, stream, *args):
+        return {"grid": grid, "args": args}
+
+
+class _FakeJIT:
+    """A JITFunction stand-in: (desc, x_ptr, n, BLOCK constexpr, MODE constexpr)."""
+
+    arg_names = ["desc", "x_ptr", "n", "BLOCK", "MODE"]
+    constexprs = [3, 4]
+    __name__ = "fake_kernel"
+
+    def __init__(self):
+        self.log = []
+        self.compiled = _FakeCompiled(self.log)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.log.append(("jit", grid, args, kwargs))
+            return self.compiled
+        return launch
+
+
+@dataclasses.dataclass
+class _Desc:
+    """The fields of a (Gluon) TensorDescriptor that the launcher keys on."""
+    base: torch.Tensor
+    shape: list
+    strides: list
+    block_shape: list
+    layout: str = "nvmma"
+    padding: str = "zero"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 0)
+    monkeypatch.setattr(triton_common, "current_cuda_stream", lambda device: 1234)
+    fn = _FakeJIT()
+    launcher = SpecializingLauncher(fn, num_warps=4)
+    launcher.direct = True        # as on a GPU (the interpreter always takes the JIT)
+    return fn, launcher
+
+
+def _desc(t, block=(16, 16)):
+    return _Desc(t, list(t.shape), list(t.stride()), list(block))
+
+
+def test_goes_direct_after_the_first_launch_of_a_key(fake):
+    fn, launch = fake
+    x = torch.zeros(64, 32)
+    d = _desc(x)
+    launch((5,), (d, x, 48), (64, "a"))
+    launch((7, 2), (d, x, 48), (64, "a"))
+    (jit, direct) = fn.log
+    assert jit == ("jit", (5,), (d, x, 48), {"BLOCK": 64, "MODE": "a", "num_warps": 4})
+    # the JIT's launch call: the grid, descriptors as they are, pointers as ints, constexprs
+    assert direct == ("direct", (7, 2, 1, 1234, fn.compiled.function, ("packed",), None, None, None,
+                                 d, x.data_ptr(), 48, 64, "a"))
+
+
+@pytest.mark.parametrize("change", ["int==1", "int%16", "int width", "alignment", "dtype", "block", "layout",
+                                    "desc stride", "constexpr", "device"])
+def test_a_new_specialization_goes_through_the_jit(fake, monkeypatch, change):
+    fn, launch = fake
+    buf = torch.zeros(4096)
+    x = buf[:2048].view(64, 32)
+    args, consts = [_desc(x), x, 48], (64, "a")
+    launch((1,), tuple(args), consts)
+    launch((1,), tuple(args), consts)
+    if change == "int==1":
+        args[2] = 1
+    elif change == "int%16":
+        args[2] = 40
+    elif change == "int width":
+        args[2] = 48 << 32
+    elif change == "alignment":
+        args[1] = buf[1:2049].view(64, 32)        # 4 bytes off a 16-byte boundary
+    elif change == "dtype":
+        args[1] = x.double()
+    elif change == "block":
+        args[0] = _desc(x, (32, 16))
+    elif change == "layout":
+        args[0] = dataclasses.replace(_desc(x), layout="other")
+    elif change == "desc stride":
+        args[0] = _desc(buf[:2040].view(60, 34))   # 34: not a multiple of 16
+    elif change == "constexpr":
+        consts = (128, "a")
+    elif change == "device":
+        monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 1)
+    launch((1,), tuple(args), consts)
+    launch((1,), tuple(args), consts)
+    assert [e[0] for e in fn.log] == ["jit", "direct", "jit", "direct"], change
+
+
+def test_the_specialization_of_each_argument_kind():
+    assert specialization(1) != specialization(17) != specialization(16) != specialization(32 << 32)
+    assert specialization(16) == specialization(48) and specialization(3) == specialization(5)
+    x = torch.zeros(64)
+    assert specialization(x) == (torch.float32, True) and specialization(x[1:]) == (torch.float32, False)
+    assert specialization(torch.nn.Parameter(x)) == specialization(x)
+    assert specialization(None) != specialization(False) != specialization(True)
+    with pytest.raises(TypeError, match="no rule"):
+        specialization("text")
+
+
+def test_an_argument_without_a_rule_goes_through_the_jit(fake):
+    fn, launch = fake
+    x = torch.zeros(16)
+    for _ in range(2):
+        launch((1,), ([1, 2], x, 16), (64, "a"))
+    assert [e[0] for e in fn.log] == ["jit", "jit"]
+
+
+def test_passes_the_arguments_and_metadata_to_launch_hooks(fake):
+    fn, launch = fake
+    x = torch.zeros(16)
+    d = _desc(x.view(4, 4))
+    launch((1,), (d, x, 16), (64, "a"))
+    hook = triton_common._triton_knobs.runtime.launch_enter_hook
+    seen = []
+    hook.add(seen.append)
+    try:
+        launch((1,), (d, x, 16), (64, "a"))
+    finally:
+        hook.remove(seen.append)
+    args = fn.log[-1][1]
+    assert args[6] == {"grid": (1,), "args": (d, x, 16, 64, "a")} and args[7] is hook
+    assert args[9] is d and args[10] is x                # as the JIT passes them
+
+
+def test_falls_back_to_the_jit_when_a_direct_launch_fails(fake):
+    fn, launch = fake
+    x = torch.zeros(16)
+    launch((1,), (None, x, 16), (64, "a"))
+    fn.compiled.fail = True
+    with pytest.warns(RuntimeWarning, match="through Triton's JIT"):
+        launch((1,), (None, x, 16), (64, "a"))
+    launch((1,), (None, x, 16), (64, "a"))
+    assert [e[0] for e in fn.log] == ["jit", "jit", "jit"] and not launch.direct
+
+
+def test_jit_launches_context_sends_every_launch_through_the_jit(fake):
+    fn, launch = fake
+    x = torch.zeros(16)
+    launch((1,), (None, x, 16), (64, "a"))
+    before = triton_common.jit_launch_count()
+    with triton_common.jit_launches():
+        launch((1,), (None, x, 16), (64, "a"))
+    assert triton_common.jit_launch_count() == before + 1 and [e[0] for e in fn.log] == ["jit", "jit"]
+
+
+def test_constexprs_must_match_the_kernels_trailing_ones(fake):
+    fn, launch = fake
+    with pytest.raises(TypeError, match="1 constexprs given, the kernel has 2"):
+        launch((1,), (None, torch.zeros(4), 4), (64,))
+
+
+def test_constexprs_not_trailing_launch_through_the_jit_only():
+    class Mixed(_FakeJIT):
+        arg_names = ["BLOCK", "x_ptr", "n", "MODE", "desc"]
+        constexprs = [0, 3]
+    assert not SpecializingLauncher(Mixed()).direct
