@@ -9,6 +9,8 @@ store ``async_copy_shared_to_global`` / ``async_store`` (``tma_store``).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .triton_common import INTERPRETER
@@ -30,10 +32,16 @@ tma_store = None if tma is None else (tma.async_store if hasattr(tma, "async_sto
 
 def available(device: torch.device) -> bool:
     """Whether Gluon's Hopper kernels can run on ``device``: the API imported, a CUDA device of
-    compute capability 9.x (wgmma and setmaxnreg are sm_90's), and not Triton's interpreter."""
+    compute capability 9.x (wgmma and setmaxnreg are sm_90's), and not Triton's interpreter.
+    Asked on every launch: the capability is read once per device."""
     if gluon is None or device.type != "cuda" or INTERPRETER:
         return False
-    return torch.cuda.get_device_capability(device)[0] == 9
+    return _hopper(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper(index: int) -> bool:
+    return torch.cuda.get_device_capability(index)[0] == 9
 
 
 def available_here() -> bool:

@@ -187,7 +187,7 @@ def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block
     if not ws_rows.glu_applies(shape, block_n, *glu):   # the halves layout: no z allocated twice
         return None
     z = torch.empty(shape, dtype=x.dtype, device=x.device)
-    if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu):
+    if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu, glu_checked=True):
         return None
     launches.record("grouped_ws_rows")
     launches.record("grouped_ws_rows_glu")

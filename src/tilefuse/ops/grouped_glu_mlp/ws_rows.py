@@ -290,17 +290,19 @@ def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bo
 
 
 def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None,
-           glu=None) -> bool:
+           glu=None, glu_checked: bool = False) -> bool:
     """c[rows of e] = a[rows of e] @ (w[e]^T if rows else w[e]) through ws_rows_kernel, or False
     where it does not apply (``applies``, and with ``glu`` ``glu_applies``): the caller then
     takes its other route. a (T, K), c (T, N), w (E, N, K) or (E, K, N), counts (E,) on the
     device (their sum T: the caller's contract, reference.assert_counts_on_device).
     ``programs``: the persistent program count (default one an SM; tests use fewer).
     ``glu``: (h, probs, b1 or None, activation code, interleave) for fc1 (c = z): h also
-    written, compose_glu_kernel's values from the rounded z."""
+    written, compose_glu_kernel's values from the rounded z; ``glu_checked``: the caller has
+    asked ``glu_applies`` of these arguments (not asked again)."""
     if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
         return False
-    if glu is not None and not (rows and glu[0].dtype == c.dtype and glu_applies(c.shape, block_n, *glu)):
+    if glu is not None and not (rows and glu[0].dtype == c.dtype
+                                and (glu_checked or glu_applies(c.shape, block_n, *glu))):
         return False
     T, K = a.shape
     E, N = w.shape[0], c.shape[1]
