@@ -6,8 +6,9 @@ gathers gone: the tuner's baseline (tune.py, choice "compose") and the op's path
 fused winner is selected and ``torch._grouped_mm`` takes the inputs (op.route). The plain
 semantics stay in reference.py (level 0, tests).
 
-Forward: three launches, a fourth with fc2_bias (``ends`` = cumsum(tokens_per_expert), int32,
-on the device, the offsets ``torch._grouped_mm`` takes):
+Forward: four launches, a fifth with fc2_bias (``ends`` = cumsum(tokens_per_expert), int32, on
+the device, the offsets ``torch._grouped_mm`` takes, and the counts' device-side check: one
+launch of compose_kernels.compose_ends_kernel and ``torch._assert_async``, ``_ends``):
 
     z  = x W1_e^T                _grouped_mm(x, W1^T, ends)      (T, 2F) x.dtype, without b1
     h  = p act(z + b1_e)         compose_kernels.compose_glu_kernel   (T, F) x.dtype
@@ -56,8 +57,15 @@ empty group's output zero (CPU fallback and sm90 CUTLASS; an open PyTorch issue,
 reports nonzero results on sm100). At T == 0 no GEMM runs (a zero-length contraction is refused
 on CUDA for some strides): the results are empty, the weight and bias gradients zeros.
 
+Host time: the route's Triton and Gluon kernels launch through
+triton_common.SpecializingLauncher (Triton's JIT binds and specializes the arguments of every
+launch, 50 of a ws_rows launch's 73-76 us on the H200 host: benchmarks/results/2026-12-03-h200-ac
+run 3; the launcher runs the JIT once per argument specialization, then the compiled kernel's
+launcher), and op.compose_apply runs the forward without its autograd.Function when nothing
+needs a gradient.
+
 Host synchronization and CUDA graphs: the route itself reads nothing on the host (the counts
-are checked on the device, reference.assert_counts_on_device). Whether ``torch._grouped_mm``
+are checked on the device, ``_ends``). Whether ``torch._grouped_mm``
 does depends on torch: bf16 on sm90 / sm100 runs a CUTLASS kernel without synchronization,
 capturable in a CUDA graph; fp16 / fp32 on CUDA (and bf16 on older GPUs) run torch's fallback,
 a loop over the groups that copies the offsets to the host (a synchronization; not capturable),
