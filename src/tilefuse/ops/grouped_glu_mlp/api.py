@@ -6,6 +6,7 @@ import dataclasses
 
 import torch
 
+from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
 from .recipes import RecipeReferenceFunction
@@ -96,8 +97,17 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     layout. y and the gradients are returned contiguous. Meta tensors give meta results (and
     gradients) of the right shapes and dtypes, on every recipe, without running anything.
     """
-    validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
-             glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+    if plans.ENABLED and not torch.compiler.is_compiling():
+        # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
+        plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
+                            glu_interleave, recipe)
+        if plan.forward is not None:
+            y = plan.apply(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
+            if y is not None:
+                return y
+    else:
+        validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                 glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
     if x.device.type == "meta":
         # Shapes and dtypes only (no kernel runs, no count is read): the unfused composition
         # on meta tensors, differentiable; a recipe changes no shape or dtype.

@@ -62,7 +62,8 @@ triton_common.SpecializingLauncher (Triton's JIT binds and specializes the argum
 launch, 50 of a ws_rows launch's 73-76 us on the H200 host: benchmarks/results/2026-12-03-h200-ac
 run 3; the launcher runs the JIT once per argument specialization, then the compiled kernel's
 launcher), and op.compose_apply runs the forward without its autograd.Function when nothing
-needs a gradient.
+needs a gradient. A call plan (plan.py) holds ``ForwardPlan``: the forward's launches with
+their grids, scalars and descriptors decided once per argument metadata.
 
 Host synchronization and CUDA graphs: the route itself reads nothing on the host (the counts
 are checked on the device, ``_ends``). Whether ``torch._grouped_mm``
@@ -236,6 +237,89 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, r
             (y, b2, ends, probs, T, H, E, y.stride(0), b2.stride(0)),
             (glue.glu_block_m, glue.glu_block_f, E_CHUNK))
     return y, z, h, ends
+
+
+class ForwardPlan:
+    """``forward`` for tensors of one metadata (their shapes, strides, dtypes and device, laid
+    out: ``lay_out`` copies nothing, x, w1 and w2 16-byte aligned), T > 0 and 0 < E <=
+    MAX_ENDS_EXPERTS: the same launches with the same arguments, decided once. The offsets
+    kernel and the glue launch through compiled-kernel launchers with their grids and
+    scalars fixed (triton_common.CompiledLauncher), fc1 and fc2 through ws_rows.Prepared
+    where the rows tile asks for them (both built on the first run, from its tensors); per
+    call what remains is allocating the outputs and the launches. plan.py holds one per call
+    key; ``run`` gives ``forward``'s results bit for bit."""
+
+    def __init__(self, x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int,
+                 rows_stages: int, glue: GlueConfig = DEFAULT_GLUE):
+        from ..triton_common import CompiledLauncher
+        from .compose_kernels import compose_ends_kernel
+        glu_kernel, _, bias_kernel = _glue_kernels()
+        T, H = x.shape
+        E, F = w2.shape[0], w2.shape[2]
+        self.sizes = (T, H, F, E)
+        self.activation, self.interleave = activation, glu_interleave
+        self.rows = (rows_block_n, rows_stages)
+        self.ends = CompiledLauncher(compose_ends_kernel, (1,), (E, T), {"BLOCK_E": next_power_of_2(E)}, num_warps=4)
+        self.glu = CompiledLauncher(
+            glu_kernel, (cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f)),
+            (T, F, E, 2 * F, F, b1.stride(0) if b1 is not None else 0),
+            {"ACT": ACTIVATIONS[activation], "INTERLEAVE": glu_interleave or 0, "HAS_BIAS": b1 is not None,
+             "BLOCK_M": glue.glu_block_m, "BLOCK_F": glue.glu_block_f, "E_CHUNK": E_CHUNK}, num_warps=glue.num_warps)
+        self.bias = None if b2 is None else CompiledLauncher(
+            bias_kernel, (cdiv(T, glue.glu_block_m), cdiv(H, glue.glu_block_f)), (T, H, E, H, b2.stride(0)),
+            {"BLOCK_M": glue.glu_block_m, "BLOCK_N": glue.glu_block_f, "E_CHUNK": E_CHUNK}, num_warps=glue.num_warps)
+        self.fc1 = self.fc2 = None      # ws_rows.Prepared, False (torch._grouped_mm) or None (not yet built)
+        self.fc1_glu = False
+
+    @staticmethod
+    def applies(x, counts, w1, w2) -> bool:
+        """Whether a plan can run these (laid-out) tensors: T > 0, 0 < E <= MAX_ENDS_EXPERTS."""
+        return x.shape[0] > 0 and 0 < counts.shape[0] <= MAX_ENDS_EXPERTS
+
+    def _build(self, x, counts, probs, w1, w2, b1, z, h, y):
+        from . import ws_rows
+        block_n, stages = self.rows
+        self.fc1 = self.fc2 = False
+        if not block_n:
+            return
+        glu = (h, probs, b1, ACTIVATIONS[self.activation], self.interleave)
+        self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu)
+        self.fc1_glu = self.fc1 is not None
+        if self.fc1 is None:
+            self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages) or False
+        self.fc2 = ws_rows.prepare(h, w2, y, counts, rows=True, block_n=block_n, stages=stages) or False
+
+    def run(self, x, counts, probs, w1, w2, b1, b2):
+        """(y, z, h, ends) of ``forward`` for tensors of the plan's metadata."""
+        T, H, F, E = self.sizes
+        dev, dt = x.device, x.dtype
+        ends = torch.empty(E, dtype=torch.int32, device=dev)
+        ok = torch.empty((), dtype=torch.bool, device=dev)
+        self.ends(counts, ends, ok)
+        torch._assert_async(ok, COUNTS_MESSAGE)
+        launches.record("grouped_mlp_compose")
+        h = torch.empty((T, F), dtype=dt, device=dev)
+        z = torch.empty((T, 2 * F), dtype=dt, device=dev)
+        y = torch.empty((T, H), dtype=dt, device=dev)
+        if self.fc1 is None:
+            self._build(x, counts, probs, w1, w2, b1, z, h, y)
+        glu_done = False
+        if self.fc1 and self.fc1(x, w1, z, counts, *((h, probs, b1) if self.fc1_glu else ())):
+            launches.record("grouped_ws_rows")
+            if self.fc1_glu:
+                launches.record("grouped_ws_rows_glu")
+                glu_done = True
+        else:
+            z = torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends)
+        if not glu_done:
+            self.glu(z, b1 if b1 is not None else z, ends, probs, h)
+        if self.fc2 and self.fc2(h, w2, y, counts):
+            launches.record("grouped_ws_rows")
+        else:
+            y = torch._grouped_mm(h, w2.transpose(-2, -1), offs=ends)
+        if self.bias is not None:
+            self.bias(y, b2, ends, probs)
+        return y, z, h, ends
 
 
 def lay_out(x, counts, probs, w1, w2, b1, b2):

@@ -317,18 +317,25 @@ def _compose_grads(ctx, dy, backward):
 
 
 class ComposeFunction(torch.autograd.Function):
+    """The compose route for tensors compose.lay_out has laid out; ``plan``: a compose.
+    ForwardPlan for their metadata (plan.py), whose run is the forward's launches decided
+    once, or None."""
+
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
-                rows_block_n, rows_stages):
-        y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n,
-                                        rows_stages, laid_out=True)
+                rows_block_n, rows_stages, plan):
+        if plan is not None:
+            y, z, h, ends = plan.run(x, counts, probs, w1, w2, b1, b2)
+        else:
+            y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n,
+                                            rows_stages, laid_out=True)
         _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
                             rows_block_n, rows_stages), z, h, ends)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        return _compose_grads(ctx, dy, compose.backward)
+        return (*_compose_grads(ctx, dy, compose.backward), None)   # and the plan
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
@@ -402,4 +409,4 @@ def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
         # nothing to differentiate: the forward alone, as a native op records no autograd node
         return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile[2:],
                                laid_out=True)[0]
-    return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile)
+    return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile, None)

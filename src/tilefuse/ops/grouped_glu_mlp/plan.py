@@ -1,0 +1,128 @@
+"""grouped_glu_mlp call plans: what a call decides from its arguments' metadata, decided once
+per metadata (as ops/dyt/plan.py does for DyT).
+
+A call's checks (validate.validate), its route (op.route: the policy level and the tuning
+table), the layouts its kernels read (compose.lay_out) and, on the compose route, its forward's
+launches (compose.ForwardPlan) depend only on the arguments' types, shapes, strides, dtypes
+and devices, on activation, glu_interleave and recipe, on the level, the tuning table and the
+current CUDA device (on the CPU: whether Triton's interpreter runs kernels), and on x, w1 and
+w2 being 16-byte aligned (checked per call). A ``Plan`` holds them: building one runs the
+checks, so a cached plan is a passed check. Per call what remains is the key (a tuple of that
+metadata), the alignment, the allocations and the launches; on the H200 host a forward call
+cost 248-274 us before plans against 155-164 us for a bare ``torch._grouped_mm`` composition
+(benchmarks/results/2026-12-03-h200-ac run 5).
+
+Plans run the compose route only (the table's route for 16-bit inputs wherever
+``torch._grouped_mm`` takes them), with the tensors as they are (``lay_out`` copying nothing),
+T > 0 and the offsets kernel's expert bound; every other call takes api's path as before, and
+so does every call under torch.compile. ``ENABLED`` False sends every call there (tests
+compare the two).
+
+The cache is a dict of at most MAX_PLANS plans; when full the oldest goes first. The key holds
+the level and the tuning table's generation (tuning.table.generation), so a plan is only found
+under the level and table it was built for, as dyt's.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ... import policy
+from ...device import current_cuda_device
+from ...tuning import table
+from . import compose
+from .configs import GemmConfig
+
+ENABLED = True
+MAX_PLANS = 64
+
+_plans: dict = {}
+_store_lock = threading.Lock()
+
+
+def _meta(t):
+    return None if t is None else (t.__class__, t.shape, t.stride(), t.dtype, t.device)
+
+
+def _aux(x):
+    """What besides metadata decides a plan (dyt's rule): the current CUDA device, or on the
+    CPU whether the interpreter runs kernels."""
+    if x.is_cuda:
+        return current_cuda_device()
+    return "interpreter" if policy.interpreter_enabled() else "no interpreter"
+
+
+class Plan:
+    """The decisions for one key: ``forward`` a compose.ForwardPlan (the compose route's
+    forward with its launches fixed) and ``tile`` its Gluon tiles, or ``forward`` None (api's
+    path)."""
+
+    __slots__ = ("forward", "tile", "activation", "interleave")
+
+    def __init__(self, forward, tile, activation, interleave):
+        self.forward, self.tile, self.activation, self.interleave = forward, tile, activation, interleave
+
+    def apply(self, x, counts, probs, w1, w2, b1, b2):
+        """y for tensors of this plan's metadata, or None where x, w1 or w2 is not 16-byte
+        aligned (``lay_out`` would copy it: api's path runs)."""
+        if (x.data_ptr() | w1.data_ptr() | w2.data_ptr()) & 15:
+            return None
+        if torch.is_grad_enabled() and (x.requires_grad or probs.requires_grad or w1.requires_grad
+                                        or w2.requires_grad or (b1 is not None and b1.requires_grad)
+                                        or (b2 is not None and b2.requires_grad)):
+            from .op import ComposeFunction
+            return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, self.activation, self.interleave,
+                                         *self.tile, self.forward)
+        return self.forward.run(x, counts, probs, w1, w2, b1, b2)[0]
+
+
+def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe) -> Plan:
+    from .api import problem_for
+    from .op import COMPOSE, route
+    from .validate import validate
+    validate(x, counts, probs, w1, w2, activation=activation, glu_interleave=glu_interleave, fc1_bias=b1,
+             fc2_bias=b2, recipe=recipe)
+    path = None if x.device.type == "meta" else route(
+        problem_for(x, w2, activation, glu_interleave, b1 is not None or b2 is not None, recipe), x.device)
+    compose_path = recipe is None and (path == COMPOSE or (isinstance(path, GemmConfig) and path.compose))
+    if not compose_path:
+        return Plan(None, None, activation, glu_interleave)
+    tile = compose.gluon_tiles(path)
+    laid = compose.lay_out(x, counts, probs, w1, w2, b1, b2)
+    if not (all(a is b for a, b in zip(laid, (x, counts, probs, w1, w2, b1, b2)))
+            and compose.ForwardPlan.applies(x, counts, w1, w2)):
+        return Plan(None, None, activation, glu_interleave)
+    return Plan(compose.ForwardPlan(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, tile[2], tile[3]),
+                tile, activation, glu_interleave)
+
+
+def lookup(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe) -> Plan:
+    """The plan for these arguments (built, checked and cached on first sight). Raises what
+    validate raises for bad arguments."""
+    try:
+        key = (_meta(x), _meta(counts), _meta(probs), _meta(w1), _meta(w2), _meta(b1), _meta(b2), activation,
+               glu_interleave, recipe, policy.get_level(), table.generation(), _aux(x))
+        plan = _plans.get(key)
+    except Exception:   # noqa: BLE001  not describable by a key (unhashable arguments, ...): checked below
+        key = plan = None
+    if plan is not None:
+        return plan
+    plan = _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
+    if key is not None:
+        with _store_lock:
+            if len(_plans) >= MAX_PLANS:
+                del _plans[next(iter(_plans))]
+            _plans[key] = plan
+    return plan
+
+
+def cache_size() -> int:
+    return len(_plans)
+
+
+def clear() -> None:
+    """Drop every plan (tests; nothing needs it for correctness)."""
+    with _store_lock:
+        _plans.clear()

@@ -1,0 +1,189 @@
+"""grouped_glu_mlp's call plans (ops/grouped_glu_mlp/plan.py, compose.ForwardPlan,
+ws_rows.Prepared): the compose route's decisions and forward launches made once per argument
+metadata. The planned call gives the unplanned call's bits (y and every gradient); a plan is
+found again only under the same metadata, level, tuning table and device, and built anew
+otherwise (a stale plan would run other kernels or skip a check); repeated calls do not grow
+the cache or memory; bad arguments raise as before. On the CPU the plans run their kernels in
+Triton's interpreter (ws_rows declines there: torch._grouped_mm); on a Hopper GPU through the
+Gluon kernels and their direct launches (ws_rows.Prepared)."""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, tuning
+from tilefuse.ops.grouped_glu_mlp import compose, configs, plan as plans
+from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+
+pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
+
+COUNTS = (5, 0, 17, 9)
+NAMES = ("x", "probs", "w1", "w2", "b1", "b2")
+
+
+def _inputs(device, dtype=torch.bfloat16, bias=False, counts=COUNTS, H=64, F=64, seed=0):
+    return random_inputs(list(counts), H, F, dtype, bias=bias, device=device,
+                         generator=torch.Generator().manual_seed(seed))
+
+
+def _call(i, activation="swiglu", interleave=32, grad=True):
+    leaves = {k: i[k].detach().requires_grad_(grad) for k in NAMES if i[k] is not None}
+    y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"], activation=activation,
+                        glu_interleave=interleave, fc1_bias=leaves.get("b1"), fc2_bias=leaves.get("b2"))
+    if not grad:
+        return (y,)
+    return (y, *torch.autograd.grad(y, list(leaves.values()), i["dy"]))
+
+
+def _bits(t):
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+@pytest.fixture
+def fresh_plans():
+    plans.clear()
+    yield
+    plans.clear()
+
+
+@pytest.mark.parametrize("activation,interleave,bias", [("swiglu", 32, False), ("geglu", 8, True),
+                                                        ("swiglu", None, True), ("geglu", None, False)])
+@pytest.mark.parametrize("grad", [True, False])
+def test_the_planned_call_gives_the_unplanned_bits(activation, interleave, bias, grad, device, fresh_plans,
+                                                   monkeypatch):
+    i = _inputs(device, bias=bias, seed=1)
+    with launches.counting() as planned_launches:
+        planned = [_call(i, activation, interleave, grad) for _ in range(2)]   # built, then found
+    assert plans.cache_size() == 1 and planned_launches["grouped_mlp_compose"] == 2
+    monkeypatch.setattr(plans, "ENABLED", False)
+    with launches.counting() as unplanned_launches:
+        want = _call(i, activation, interleave, grad)
+    assert dict(planned_launches) == {k: 2 * v for k, v in unplanned_launches.items()}
+    for got in planned:
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and torch.equal(_bits(g), _bits(w))
+    if not grad:
+        assert planned[1][0].grad_fn is None
+
+
+def test_a_plan_is_found_only_under_its_metadata_level_and_table(device, fresh_plans, tuning_table):
+    i = _inputs(device)
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    grouped_glu_mlp(*args)
+    assert plans.cache_size() == 1
+    grouped_glu_mlp(*args)
+    grouped_glu_mlp(*(t.clone() for t in args))                        # new tensors, same metadata
+    assert plans.cache_size() == 1
+    grouped_glu_mlp(i["x"].float(), i["counts"], i["probs"], i["w1"].float(), i["w2"].float())   # dtype
+    assert plans.cache_size() == 2
+    wide = torch.zeros(i["x"].shape[0], 2 * i["x"].shape[1], dtype=i["x"].dtype, device=device)
+    wide[:, :i["x"].shape[1]] = i["x"]
+    grouped_glu_mlp(wide[:, :i["x"].shape[1]], *args[1:])              # a row stride
+    assert plans.cache_size() == 3
+    grouped_glu_mlp(*args, glu_interleave=None)                         # an epilogue argument
+    assert plans.cache_size() == 4
+    with tilefuse.policy.level(1 if tilefuse.policy.get_level() != 1 else 2):   # the level
+        grouped_glu_mlp(*args)
+    assert plans.cache_size() == 5
+    # a table registration: the next call is planned anew and runs the registered route
+    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 32, False):
+                                        configs.heuristic("fwd", 2)})
+    try:
+        with tilefuse.policy.level(2), launches.counting() as launched:
+            grouped_glu_mlp(*args)
+        assert launched["grouped_mlp_fwd"] == 1 and not launched["grouped_mlp_compose"]
+        assert plans.cache_size() == 6
+    finally:
+        tuning.unregister("grouped_glu_mlp")
+    with tilefuse.policy.level(0), launches.counting() as launched:     # level 0: the reference
+        grouped_glu_mlp(*args)
+    assert not launched["grouped_mlp_compose"] and not launched["grouped_mlp_fwd"]
+
+
+def test_a_stale_plan_never_runs_a_changed_level(device, fresh_plans):
+    """The same arguments under level 0 after a planned call at the default level: the plan of
+    level 1 is not used (no kernel runs), and back at the default level it is found again."""
+    i = _inputs(device)
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    grouped_glu_mlp(*args)
+    with tilefuse.policy.level(0), launches.counting() as launched:
+        grouped_glu_mlp(*args)
+    assert sum(launched.values()) == 0
+    with launches.counting() as launched:
+        grouped_glu_mlp(*args)
+    assert launched["grouped_mlp_compose"] == 1 and plans.cache_size() == 2
+
+
+def test_repeated_calls_do_not_grow_the_cache_or_memory(device, fresh_plans):
+    i = _inputs(device)
+    args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    for _ in range(3):
+        grouped_glu_mlp(*args)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+    for _ in range(20):
+        grouped_glu_mlp(*args)
+    assert plans.cache_size() == 1
+    if device == "cuda":
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_allocated() == before
+
+
+def test_the_cache_keeps_at_most_max_plans(device, fresh_plans, monkeypatch):
+    monkeypatch.setattr(plans, "MAX_PLANS", 3)
+    for n in range(5):
+        i = _inputs(device, counts=(4 + n, 3), H=32, F=32)
+        grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    assert plans.cache_size() == 3
+
+
+def test_bad_arguments_raise_as_before_planned_or_not(device, fresh_plans):
+    i = _inputs(device)
+    args = [i["x"], i["counts"], i["probs"], i["w1"], i["w2"]]
+    grouped_glu_mlp(*args)                       # a plan for the good metadata
+    with pytest.raises(ValueError, match="probs"):
+        grouped_glu_mlp(args[0], args[1], args[2][:-1], *args[3:])
+    with pytest.raises(TypeError, match="x"):
+        grouped_glu_mlp([1.0], *args[1:])
+    with pytest.raises(ValueError, match="glu_interleave"):
+        grouped_glu_mlp(*args, glu_interleave=7)
+    with pytest.raises((TypeError, ValueError), match="glu_interleave"):
+        grouped_glu_mlp(*args, glu_interleave=[32])        # unhashable: no key, validate names it
+
+
+def test_misaligned_inputs_take_the_unplanned_path(device, fresh_plans, monkeypatch):
+    """x 2 bytes off a 16-byte boundary (same metadata as an aligned x): the route copies it
+    (compose.lay_out), as without plans, with the same bits."""
+    i = _inputs(device)
+    T, H = i["x"].shape
+    buf = torch.empty(T * H + 1, dtype=i["x"].dtype, device=device)
+    odd = buf[1:].view(T, H)
+    odd.copy_(i["x"])
+    args = (i["counts"], i["probs"], i["w1"], i["w2"])
+    grouped_glu_mlp(i["x"], *args)
+    got = grouped_glu_mlp(odd, *args)
+    monkeypatch.setattr(plans, "ENABLED", False)
+    assert torch.equal(_bits(got), _bits(grouped_glu_mlp(odd, *args)))
+
+
+@pytest.mark.parametrize("rows", [(0, 0), (256, 3), (128, 5)], ids=["vendor", "rows256s3", "rows128s5"])
+@pytest.mark.parametrize("interleave", [16, None])
+def test_the_forward_plan_runs_forward_bit_for_bit(rows, interleave, device):
+    """compose.ForwardPlan.run against compose.forward on laid-out tensors (y, z, h, ends),
+    with each rows tile (on Hopper fc1 and fc2 through ws_rows.Prepared, fc1 with the GLU in
+    its epilogue at interleave 16), twice: built, then through the direct launches."""
+    for bias in (False, True):
+        i = _inputs(device, bias=bias, seed=4)
+        t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+        fp = compose.ForwardPlan(*t, "swiglu", interleave, *rows)
+        want = compose.forward(*t, "swiglu", interleave, *rows, laid_out=True)
+        for _ in range(2):
+            with launches.counting() as launched:
+                got = fp.run(*t)
+            for g, w in zip(got, want):
+                assert torch.equal(g, w)
+            if device == "cuda" and rows[0] and torch.cuda.get_device_capability()[0] == 9:
+                assert launched["grouped_ws_rows"] == 2
+                assert launched["grouped_ws_rows_glu"] == (interleave is not None)
