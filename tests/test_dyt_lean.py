@@ -23,6 +23,7 @@ from tilefuse.ops.triton_common import CompiledLauncher
 from tilefuse.tuning import store, table
 
 from dyt_helpers import make_inputs
+from launcher_fakes import FakeCompiled
 
 @pytest.fixture
 def launched(monkeypatch):
@@ -375,24 +376,6 @@ def test_lean_path_and_torch_compile_agree_bitwise(channels_last, device):
 
 # --- CompiledLauncher's route choices (a fake compiled kernel, any machine) ---------------------
 
-class _FakeCompiled:
-    """What fn[grid](...) returns on a GPU: the launcher (recording), function, metadata."""
-
-    name = "fake_kernel"
-
-    def __init__(self, log):
-        self.log, self.function, self.packed_metadata = log, object(), ("packed",)
-        self.fail = False
-
-    def run(self, *args):
-        if self.fail:
-            raise TypeError("launcher signature changed")
-        self.log.append(("direct", args))
-
-    def launch_metadata(self, grid, stream, *args):
-        return {"grid": grid, "args": args}
-
-
 class _FakeJIT:
     """A JITFunction stand-in: (x_ptr, y_ptr, n, BLOCK constexpr)."""
 
@@ -402,7 +385,7 @@ class _FakeJIT:
 
     def __init__(self):
         self.log = []
-        self.compiled = _FakeCompiled(self.log)
+        self.compiled = FakeCompiled(self.log)
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
@@ -511,7 +494,7 @@ class _RecordingJIT:
             params = {k: v for k, v in kwargs.items() if k in self.arg_names}
             self.jit_args.append((tuple(grid) + (1,) * (3 - len(grid)),
                                   tuple(self.signature.bind(*args, **params).arguments.values())))
-            compiled = _FakeCompiled([])
+            compiled = FakeCompiled([])
             compiled.run = lambda *a: self.direct_args.append(a)
             return compiled
         return launch

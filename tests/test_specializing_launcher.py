@@ -8,25 +8,10 @@ import dataclasses
 
 import pytest
 import torch
+from launcher_fakes import FakeCompiled
 
 from tilefuse.ops import triton_common
 from tilefuse.ops.triton_common import SpecializingLauncher, specialization
-
-
-class _FakeCompiled:
-    name = "fake_kernel"
-
-    def __init__(self, log):
-        self.log, self.function, self.packed_metadata = log, object(), ("packed",)
-        self.fail = False
-
-    def run(self, *args):
-        if self.fail:
-            raise TypeError("launcher signature changed")
-        self.log.append(("direct", args))
-
-    def launch_metadata(self, grid, stream, *args):
-        return {"grid": grid, "args": args}
 
 
 class _FakeJIT:
@@ -38,7 +23,7 @@ class _FakeJIT:
 
     def __init__(self):
         self.log = []
-        self.compiled = _FakeCompiled(self.log)
+        self.compiled = FakeCompiled(self.log)
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):

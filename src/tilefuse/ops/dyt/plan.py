@@ -27,13 +27,12 @@ Nothing needs to clear the cache.
 
 from __future__ import annotations
 
-import threading
-
 import torch
 
 from ... import launches, policy
 from ...device import current_cuda_device
 from ...tuning import table
+from ..plan_cache import PlanCache
 from . import launch, reference
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # what the kernels take
@@ -84,8 +83,7 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
 MAX_PLANS = 256
 MAX_DY_LAYOUTS = 8   # backward launches a plan keeps (dy strides and dtype usually match y's)
 
-_plans: dict = {}
-_store_lock = threading.Lock()
+_plans = PlanCache(lambda: MAX_PLANS)
 _CONTIGUOUS = torch.contiguous_format
 
 
@@ -131,10 +129,7 @@ def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
         level, generation, aux = policy.get_level(), table.generation(), _aux(x)
     plan = Plan(x, alpha, weight, bias, channels_last, config, f64, level, generation, aux)
     if key is not None:
-        with _store_lock:
-            if len(_plans) >= MAX_PLANS:
-                del _plans[next(iter(_plans))]
-            _plans[key] = plan
+        _plans.store(key, plan)
     return plan
 
 
@@ -144,8 +139,7 @@ def cache_size() -> int:
 
 def clear() -> None:
     """Drop every plan (tests; nothing needs it for correctness)."""
-    with _store_lock:
-        _plans.clear()
+    _plans.clear()
 
 
 class Plan:

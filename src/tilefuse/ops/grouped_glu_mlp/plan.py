@@ -25,21 +25,19 @@ under the level and table it was built for, as dyt's.
 
 from __future__ import annotations
 
-import threading
-
 import torch
 
 from ... import policy
 from ...device import current_cuda_device
 from ...tuning import table
+from ..plan_cache import PlanCache
 from . import compose
 from .configs import GemmConfig
 
 ENABLED = True
 MAX_PLANS = 64
 
-_plans: dict = {}
-_store_lock = threading.Lock()
+_plans = PlanCache(lambda: MAX_PLANS)
 
 
 def _meta(t):
@@ -111,10 +109,7 @@ def lookup(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
         return plan
     plan = _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
     if key is not None:
-        with _store_lock:
-            if len(_plans) >= MAX_PLANS:
-                del _plans[next(iter(_plans))]
-            _plans[key] = plan
+        _plans.store(key, plan)
     return plan
 
 
@@ -124,5 +119,4 @@ def cache_size() -> int:
 
 def clear() -> None:
     """Drop every plan (tests; nothing needs it for correctness)."""
-    with _store_lock:
-        _plans.clear()
+    _plans.clear()
