@@ -223,7 +223,8 @@ class SpecializingLauncher:
             try:
                 key = (device, constexprs, *map(specialization, args))
             except TypeError:   # an argument kind without a rule: the JIT decides
-                return self._jit(grid, args, constexprs) and None
+                self._jit(grid, args, constexprs)
+                return None
             return self._keyed(device, key, grid, args, constexprs)
         self._jit(grid, args, constexprs)
         return None

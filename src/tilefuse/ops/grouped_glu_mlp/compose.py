@@ -138,20 +138,24 @@ def _launcher(kernel, num_warps: int):
     return specializing_launcher(kernel, num_warps=num_warps)
 
 
-def _ends(counts, n_tokens: int):
+def _ends(counts, n_tokens: int, launch=None):
     """ends = cumsum(counts) as int32 on the device, with the counts checked there as
     reference.assert_counts_on_device checks them (non-negative, summing to T: a device-side
     assertion otherwise, no host sync), in one launch (compose_ends_kernel) and the assertion
-    where torch.cumsum and the check took six."""
+    where torch.cumsum and the check took six. ``launch(counts, ends, ok)``: that launch with
+    its grid and scalars fixed (ForwardPlan's), else made here."""
     E = counts.shape[0]
-    if E == 0 or E > MAX_ENDS_EXPERTS:
+    if launch is None and (E == 0 or E > MAX_ENDS_EXPERTS):
         ends = torch.cumsum(counts, 0, dtype=torch.int32)
         assert_counts_on_device(counts, ends, n_tokens)
         return ends
-    from .compose_kernels import compose_ends_kernel
     ends = torch.empty(E, dtype=torch.int32, device=counts.device)
     ok = torch.empty((), dtype=torch.bool, device=counts.device)
-    _launcher(compose_ends_kernel, 4)((1,), (counts, ends, ok, E, n_tokens), (next_power_of_2(E),))
+    if launch is None:
+        from .compose_kernels import compose_ends_kernel
+        _launcher(compose_ends_kernel, 4)((1,), (counts, ends, ok, E, n_tokens), (next_power_of_2(E),))
+    else:
+        launch(counts, ends, ok)
     torch._assert_async(ok, COUNTS_MESSAGE)
     return ends
 
@@ -272,7 +276,7 @@ class ForwardPlan:
         self.fc1_glu = False
 
     @staticmethod
-    def applies(x, counts, w1, w2) -> bool:
+    def applies(x, counts) -> bool:
         """Whether a plan can run these (laid-out) tensors: T > 0, 0 < E <= MAX_ENDS_EXPERTS."""
         return x.shape[0] > 0 and 0 < counts.shape[0] <= MAX_ENDS_EXPERTS
 
@@ -293,10 +297,7 @@ class ForwardPlan:
         """(y, z, h, ends) of ``forward`` for tensors of the plan's metadata."""
         T, H, F, E = self.sizes
         dev, dt = x.device, x.dtype
-        ends = torch.empty(E, dtype=torch.int32, device=dev)
-        ok = torch.empty((), dtype=torch.bool, device=dev)
-        self.ends(counts, ends, ok)
-        torch._assert_async(ok, COUNTS_MESSAGE)
+        ends = _ends(counts, T, self.ends)
         launches.record("grouped_mlp_compose")
         h = torch.empty((T, F), dtype=dt, device=dev)
         z = torch.empty((T, 2 * F), dtype=dt, device=dev)

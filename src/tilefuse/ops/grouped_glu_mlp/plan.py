@@ -8,9 +8,9 @@ and devices, on activation, glu_interleave and recipe, on the level, the tuning 
 current CUDA device (on the CPU: whether Triton's interpreter runs kernels), and on x, w1 and
 w2 being 16-byte aligned (checked per call). A ``Plan`` holds them: building one runs the
 checks, so a cached plan is a passed check. Per call what remains is the key (a tuple of that
-metadata), the alignment, the allocations and the launches; on the H200 host a forward call
-cost 248-274 us before plans against 155-164 us for a bare ``torch._grouped_mm`` composition
-(benchmarks/results/2026-12-03-h200-ac run 5).
+metadata), the alignment, the allocations and the launches (the per-call Python of the
+checks, layouts, route and descriptors measured on the H200 host: benchmarks/results/
+2026-12-03-h200-ac runs 3-6).
 
 Plans run the compose route only (the table's route for 16-bit inputs wherever
 ``torch._grouped_mm`` takes them), with the tensors as they are (``lay_out`` copying nothing),
@@ -90,7 +90,7 @@ def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
     tile = compose.gluon_tiles(path)
     laid = compose.lay_out(x, counts, probs, w1, w2, b1, b2)
     if not (all(a is b for a, b in zip(laid, (x, counts, probs, w1, w2, b1, b2)))
-            and compose.ForwardPlan.applies(x, counts, w1, w2)):
+            and compose.ForwardPlan.applies(x, counts)):
         return Plan(None, None, activation, glu_interleave)
     return Plan(compose.ForwardPlan(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, tile[2], tile[3]),
                 tile, activation, glu_interleave)
