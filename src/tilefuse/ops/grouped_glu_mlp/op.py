@@ -393,6 +393,14 @@ torch.library.register_autograd("tilefuse::grouped_mlp_compose_fwd", _compose_ba
                                 setup_context=_compose_setup_context)
 
 
+def needs_grad(x, probs, w1, w2, b1, b2) -> bool:
+    """Whether the op's result needs an autograd node: grad mode on and a float input that
+    requires grad."""
+    return torch.is_grad_enabled() and (x.requires_grad or probs.requires_grad or w1.requires_grad
+                                        or w2.requires_grad or (b1 is not None and b1.requires_grad)
+                                        or (b2 is not None and b2.requires_grad))
+
+
 def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
                   tuned: configs.GemmConfig | None = None):
     """y of the compose route for inputs of any strides. What its GEMMs and glue cannot read as
@@ -405,7 +413,7 @@ def compose_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave,
     if torch.compiler.is_compiling():
         return grouped_mlp_compose_fwd_op(x, counts, probs, w1, w2, b1, b2, activation,
                                           _interleave_arg(glu_interleave), *tile)[0]
-    if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, probs, w1, w2, b1, b2))):
+    if not needs_grad(x, probs, w1, w2, b1, b2):
         # nothing to differentiate: the forward alone, as a native op records no autograd node
         return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile[2:],
                                laid_out=True)[0]

@@ -25,14 +25,14 @@ under the level and table it was built for, as dyt's.
 
 from __future__ import annotations
 
-import torch
-
 from ... import policy
 from ...device import current_cuda_device
 from ...tuning import table
 from ..plan_cache import PlanCache
 from . import compose
 from .configs import GemmConfig
+from .op import COMPOSE, ComposeFunction, needs_grad, route
+from .validate import validate
 
 ENABLED = True
 MAX_PLANS = 64
@@ -67,19 +67,14 @@ class Plan:
         aligned (``lay_out`` would copy it: api's path runs)."""
         if (x.data_ptr() | w1.data_ptr() | w2.data_ptr()) & 15:
             return None
-        if torch.is_grad_enabled() and (x.requires_grad or probs.requires_grad or w1.requires_grad
-                                        or w2.requires_grad or (b1 is not None and b1.requires_grad)
-                                        or (b2 is not None and b2.requires_grad)):
-            from .op import ComposeFunction
+        if needs_grad(x, probs, w1, w2, b1, b2):
             return ComposeFunction.apply(x, counts, probs, w1, w2, b1, b2, self.activation, self.interleave,
                                          *self.tile, self.forward)
         return self.forward.run(x, counts, probs, w1, w2, b1, b2)[0]
 
 
 def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe) -> Plan:
-    from .api import problem_for
-    from .op import COMPOSE, route
-    from .validate import validate
+    from .api import problem_for   # api imports this module
     validate(x, counts, probs, w1, w2, activation=activation, glu_interleave=glu_interleave, fc1_bias=b1,
              fc2_bias=b2, recipe=recipe)
     path = None if x.device.type == "meta" else route(
