@@ -187,3 +187,45 @@ def test_the_forward_plan_runs_forward_bit_for_bit(rows, interleave, device):
             if device == "cuda" and rows[0] and torch.cuda.get_device_capability()[0] == 9:
                 assert launched["grouped_ws_rows"] == 2
                 assert launched["grouped_ws_rows_glu"] == (interleave is not None)
+
+
+@pytest.mark.parametrize("tiles", [(0, 0, 0, 0), (256, 3, 256, 3), (128, 5, 128, 5)],
+                         ids=["vendor", "wgrad256s3-rows256s3", "wgrad128s5-rows128s5"])
+@pytest.mark.parametrize("interleave", [16, None])
+def test_the_backward_plan_runs_backward_bit_for_bit(tiles, interleave, device):
+    """compose.ForwardPlan.backward (a BackwardPlan for a contiguous dy) against
+    compose.backward on the forward's own z, h and ends, with and without biases, twice:
+    built, then through the direct launches; on Hopper the two dgrads through ws_rows and the
+    two weight gradients through ws_wgrad where the tiles ask for them. A dy of another
+    layout (expanded, as ``y.sum().backward()`` gives) takes compose.backward."""
+    for bias in (False, True):
+        i = _inputs(device, bias=bias, seed=5)
+        t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+        x, counts, probs, w1, w2, b1, b2 = t
+        fp = compose.ForwardPlan(*t, "swiglu", interleave, *tiles[2:])
+        y, z, h, ends = fp.run(*t)
+        saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", interleave, *tiles)
+        dy = i["dy"]
+        assert dy.is_contiguous()
+        with launches.counting() as unplanned:
+            want = compose.backward(dy, *saved)
+        for _ in range(2):
+            with launches.counting() as launched:
+                got = fp.backward(dy, *saved)
+            assert len(got) == len(want) == 6
+            for g, w in zip(got, want):
+                assert (g is None) == (w is None)
+                if g is not None:
+                    assert g.dtype == w.dtype and torch.equal(_bits(g), _bits(w))
+            assert dict(launched) == dict(unplanned) and launched["grouped_mlp_compose_bwd"] == 1
+            if device == "cuda" and torch.cuda.get_device_capability()[0] == 9:
+                # dW2 (E, H = 64, F) is off ws_wgrad's 128-row tile: torch._grouped_mm, as unplanned
+                assert launched["grouped_ws_rows"] == (2 if tiles[2] else 0)
+                assert launched["grouped_ws_wgrad"] == (1 if tiles[0] else 0)
+        assert len(fp._backward) == 1
+        expanded = torch.ones((), dtype=dy.dtype, device=device).expand(dy.shape)
+        with launches.counting() as launched:
+            got = fp.backward(expanded, *saved)
+        for g, w in zip(got, compose.backward(expanded, *saved)):
+            assert (g is None and w is None) or torch.equal(_bits(g), _bits(w))
+        assert len(fp._backward) == 1   # the expanded dy built no plan

@@ -172,3 +172,28 @@ def test_constexprs_not_trailing_launch_through_the_jit_only():
         arg_names = ["BLOCK", "x_ptr", "n", "MODE", "desc"]
         constexprs = [0, 3]
     assert not SpecializingLauncher(Mixed()).direct
+
+
+def test_launch_held_launches_only_a_kernel_launch_keyed_compiled(fake):
+    """launch_held: False (nothing launched) until launch_keyed's JIT launch of that key has
+    compiled the kernel, then the direct launch (True); another key is not held; under
+    jit_launches nothing is held."""
+    fn, launch = fake
+    x = torch.zeros(16)
+    assert not launch.launch_held("k", (1,), (None, x, 16), (64, "a")) and fn.log == []
+    launch.launch_keyed("k", (1,), (None, x, 16), (64, "a"))
+    assert launch.launch_held("k", (2,), (None, x, 16), (64, "a"))
+    assert not launch.launch_held("other", (2,), (None, x, 16), (64, "a"))
+    with triton_common.jit_launches():
+        assert not launch.launch_held("k", (2,), (None, x, 16), (64, "a"))
+    assert [e[0] for e in fn.log] == ["jit", "direct"] and fn.log[1][1][:3] == (2, 1, 1)
+
+
+def test_launch_held_reports_a_failed_direct_launch(fake):
+    fn, launch = fake
+    x = torch.zeros(16)
+    launch.launch_keyed("k", (1,), (None, x, 16), (64, "a"))
+    fn.compiled.fail = True
+    with pytest.warns(RuntimeWarning, match="through Triton's JIT"):
+        assert not launch.launch_held("k", (1,), (None, x, 16), (64, "a"))
+    assert not launch.direct and not launch.launch_held("k", (1,), (None, x, 16), (64, "a"))

@@ -229,34 +229,49 @@ class SpecializingLauncher:
         self._jit(grid, args, constexprs)
         return None
 
-    def has(self, key) -> bool:
-        """Whether ``launch_keyed(key, ...)`` will launch directly (its kernel is held)."""
-        return self.direct and DIRECT_LAUNCH and (current_cuda_device(), key) in self._entries
+    def launch_held(self, key, grid, args: tuple, constexprs: tuple) -> bool:
+        """``launch_keyed``'s direct launch, where the kernel of ``key`` is held: True; False,
+        launching nothing, where it is not (or launches go through the JIT). A caller whose
+        first launch of a key needs other arguments (descriptors built and checked, where
+        later launches pass cheaper ones) tries this first."""
+        if not (self.direct and DIRECT_LAUNCH):
+            return False
+        device = current_cuda_device()
+        entry = self._entries.get((device, key))
+        return entry is not None and self._direct(entry, device, grid, args, constexprs)
 
     def launch_keyed(self, key, grid, args: tuple, constexprs: tuple):
         """``self(grid, args, constexprs)`` with the kernel looked up by the caller's ``key``
         instead of the arguments' specialization: a caller that has fixed every argument's
-        metadata (its shapes, strides, dtypes, integers, constexprs) keys it by that and the
-        pointers' 16-byte alignment. The key must determine the specialization; the first
-        launch of a key goes through the JIT with ``args`` as given (real descriptors)."""
+        metadata (its shapes, strides, dtypes, integers, constexprs) keys it by that, or by
+        their specialization, and the pointers' 16-byte alignment. The key must determine the
+        specialization; the first launch of a key goes through the JIT with ``args`` as given
+        (real descriptors)."""
         if self.direct and DIRECT_LAUNCH:
             device = current_cuda_device()
             return self._keyed(device, (device, key), grid, args, constexprs)
         self._jit(grid, args, constexprs)
         return None
 
+    def _direct(self, entry, device, grid, args, constexprs) -> bool:
+        """Launch ``entry`` (a held compiled kernel) directly: True; False where that raised
+        (with a warning; every later launch goes through the JIT)."""
+        grid3 = tuple(grid) + (1,) * (3 - len(grid))
+        launch_args = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+        try:
+            _launch_compiled(entry, grid, grid3, current_cuda_stream(device), launch_args, args, constexprs)
+            return True
+        except Exception as exc:   # noqa: BLE001  the JIT reports a real error again
+            self.direct = False
+            import warnings
+            warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its "
+                          f"launches go through Triton's JIT from now on", RuntimeWarning, stacklevel=3)
+            return False
+
     def _keyed(self, device, key, grid, args, constexprs):
         entry = self._entries.get(key)
-        if entry is not None:
-            grid3 = tuple(grid) + (1,) * (3 - len(grid))
-            launch_args = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
-            try:
-                return _launch_compiled(entry, grid, grid3, current_cuda_stream(device), launch_args, args, constexprs)
-            except Exception as exc:   # noqa: BLE001  the JIT below reports a real error again
-                self.direct = False
-                import warnings
-                warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its "
-                              f"launches go through Triton's JIT from now on", RuntimeWarning, stacklevel=2)
+        if entry is not None and self._direct(entry, device, grid, args, constexprs):
+            return None
         compiled = self._jit(grid, args, constexprs)
         if entry is None:
             entry = _compiled_entry(compiled)

@@ -274,6 +274,10 @@ class ForwardPlan:
             {"BLOCK_M": glue.glu_block_m, "BLOCK_N": glue.glu_block_f, "E_CHUNK": E_CHUNK}, num_warps=glue.num_warps)
         self.fc1 = self.fc2 = None      # ws_rows.Prepared, False (torch._grouped_mm) or None (not yet built)
         self.fc1_glu = False
+        self.has_b1 = b1 is not None
+        self.b1_stride = b1.stride(0) if b1 is not None else 0
+        self.glue = glue
+        self._backward: dict = {}       # BackwardPlan by the backward's Gluon tiles
 
     @staticmethod
     def applies(x, counts) -> bool:
@@ -321,6 +325,91 @@ class ForwardPlan:
         if self.bias is not None:
             self.bias(y, b2, ends, probs)
         return y, z, h, ends
+
+
+    def backward(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
+                 wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0):
+        """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
+        contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
+        y), else ``backward`` itself."""
+        tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
+        if not (dy.dtype == x.dtype and dy.is_contiguous() and dy.data_ptr() & 15 == 0):
+            return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
+                            glue=self.glue)
+        bwd = self._backward.get(tiles)
+        if bwd is None:
+            bwd = self._backward[tiles] = BackwardPlan(self, b2, tiles)
+        return bwd.run(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h)
+
+
+class BackwardPlan:
+    """``backward`` for a ForwardPlan's call and a contiguous, 16-byte aligned dy (the
+    ForwardPlan's ``backward`` decides): the same launches with the same arguments, decided
+    once. The dGLU launches through a compiled-kernel launcher with its grid and scalars fixed
+    (triton_common.CompiledLauncher), the two dgrads through ws_rows.Prepared and the two
+    weight gradients through ws_wgrad.Prepared where the Gluon tiles ask for them (each built
+    on its first run, from that run's tensors); per call what remains is allocating the
+    gradients and the launches. ``run`` gives ``backward``'s results bit for bit."""
+
+    def __init__(self, forward: ForwardPlan, b2, tiles):
+        self.forward, self.tiles = forward, tiles
+        self.has_b2 = b2 is not None
+        self.b2_stride = b2.stride(0) if b2 is not None else 0
+        self.gemms: dict = {}      # role: ws_rows / ws_wgrad Prepared, or False (torch._grouped_mm)
+        self.dglu = None
+        self.lddh = -1
+
+    def _prepare(self, role, a, w, out, counts):
+        from . import ws_rows, ws_wgrad
+        wgrad_block_m, wgrad_stages, block_n, stages = self.tiles
+        if role in ("dh", "dx"):
+            return ws_rows.prepare(a, w, out, counts, rows=False, block_n=block_n, stages=stages) or False
+        return ws_wgrad.prepare(a, w, out, counts, block_m=wgrad_block_m, stages=wgrad_stages) or False
+
+    def _gemm(self, role, a, w, shape, counts, vendor):
+        """``role``'s product through its Prepared Gluon launch (recorded as ``backward``
+        records it), or ``vendor()`` (torch._grouped_mm) where the tiles do not ask for one,
+        it does not apply or it declines these tensors."""
+        prepared = self.gemms.get(role)
+        if prepared is False or not self.tiles[0 if role in ("dw1", "dw2") else 2]:
+            return vendor()
+        out = torch.empty(shape, dtype=a.dtype, device=a.device)
+        if prepared is None:
+            prepared = self.gemms[role] = self._prepare(role, a, w, out, counts)
+        if prepared is True or (prepared and prepared(a, w, out, counts)):
+            launches.record("grouped_ws_wgrad" if role in ("dw1", "dw2") else "grouped_ws_rows")
+            return out
+        return vendor()
+
+    def _dglu(self, dh):
+        """The dGLU's launcher for a dh of dh's row stride (fixed on the first run: a dh from
+        torch._grouped_mm has its own, padded to 16 bytes)."""
+        if self.dglu is None or dh.stride(0) != self.lddh:
+            from ..triton_common import CompiledLauncher
+            _, dglu_kernel, _ = _glue_kernels()
+            fwd = self.forward
+            T, H, F, E = fwd.sizes
+            self.lddh = dh.stride(0)
+            self.dglu = CompiledLauncher(
+                dglu_kernel, (cdiv(T, fwd.glue.dglu_block_m),),
+                (T, F, H, E, self.lddh, 2 * F, 2 * F, H, fwd.b1_stride, self.b2_stride),
+                {"ACT": ACTIVATIONS[fwd.activation], "INTERLEAVE": fwd.interleave or 0, "HAS_B1": fwd.has_b1,
+                 "HAS_B2": self.has_b2, "BLOCK_M": fwd.glue.dglu_block_m, "BLOCK_F": fwd.glue.dglu_block_f,
+                 "BLOCK_H": fwd.glue.dglu_block_f, "E_CHUNK": E_CHUNK}, num_warps=fwd.glue.num_warps)
+        return self.dglu
+
+    def run(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h):
+        """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) of ``backward``."""
+        T, H, F, E = self.forward.sizes
+        launches.record("grouped_mlp_compose_bwd")
+        dh = self._gemm("dh", dy, w2, (T, F), counts, lambda: torch._grouped_mm(dy, w2, offs=ends))
+        dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
+        dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
+        self._dglu(dh)(dh, z, b1 if b1 is not None else z, ends, probs, dy, b2 if b2 is not None else z, dz, dprobs)
+        dx = self._gemm("dx", dz, w1, (T, H), counts, lambda: torch._grouped_mm(dz, w1, offs=ends))
+        dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends))
+        dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends))
+        return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy, probs, counts, b1, b2))
 
 
 def lay_out(x, counts, probs, w1, w2, b1, b2):

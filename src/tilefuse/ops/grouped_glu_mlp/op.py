@@ -319,7 +319,7 @@ def _compose_grads(ctx, dy, backward):
 class ComposeFunction(torch.autograd.Function):
     """The compose route for tensors compose.lay_out has laid out; ``plan``: a compose.
     ForwardPlan for their metadata (plan.py), whose run is the forward's launches decided
-    once, or None."""
+    once and whose backward the backward's, or None."""
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
@@ -331,11 +331,14 @@ class ComposeFunction(torch.autograd.Function):
                                             rows_stages, laid_out=True)
         _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
                             rows_block_n, rows_stages), z, h, ends)
+        ctx.plan = plan
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        return (*_compose_grads(ctx, dy, compose.backward), None)   # and the plan
+        # a plan's backward: its launches decided once too (compose.BackwardPlan)
+        run = compose.backward if ctx.plan is None else ctx.plan.backward
+        return (*_compose_grads(ctx, dy, run), None)   # and the plan
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())

@@ -48,7 +48,7 @@ from ...utils import cdiv
 from ..gluon_hopper import (available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                             warpgroup_mma, warpgroup_mma_wait)
 from .kernels import glu_act
-from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, _rows_ok, descriptor
+from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, DescriptorLaunch, _rows_ok
 
 BLOCK_M = 128     # rows a tile: 64 a consumer warp group
 BLOCK_K = 64      # the contraction a chunk
@@ -299,27 +299,9 @@ def launch(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, 
     ``glu``: (h, probs, b1 or None, activation code, interleave) for fc1 (c = z): h also
     written, compose_glu_kernel's values from the rounded z; ``glu_checked``: the caller has
     asked ``glu_applies`` of these arguments (not asked again)."""
-    if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
-        return False
-    if glu is not None and not (rows and glu[0].dtype == c.dtype
-                                and (glu_checked or glu_applies(c.shape, block_n, *glu))):
-        return False
-    T, K = a.shape
-    E, N = w.shape[0], c.shape[1]
-    b_desc = descriptor(_as_2d(w), [block_n, BLOCK_K] if rows else [BLOCK_K, block_n])
-    h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
-    n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
-    _launcher()((max(1, min(n_tiles, programs or num_sms(c.device))),),
-                (descriptor(a, [BLOCK_M, BLOCK_K]), b_desc, descriptor(c, [BLOCK_M // 2, block_n]), counts, c, N, K,
-                 E, n_tiles, c.stride(0), h, probs, b1 if b1 is not None else h, h.stride(0),
-                 b1.stride(0) if b1 is not None else 0, N // 2),
-                (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS,
-                 PRODUCER_REGS))
-    return True
-
-
-def _meta(t):
-    return None if t is None else (tuple(t.shape), t.stride(), t.dtype)
+    p = prepare(a, w, c, counts, rows=rows, block_n=block_n, stages=stages, programs=programs, glu=glu,
+                glu_checked=glu_checked)
+    return p is not None and p(a, w, c, counts, *(glu[:3] if glu is not None else ()))
 
 
 def _as_2d(w):
@@ -327,75 +309,46 @@ def _as_2d(w):
     return w.view(w.shape[0] * w.shape[1], w.shape[2])
 
 
-def _rebase(proto, base):
-    """``proto`` (a TensorDescriptor) over ``base``, a tensor of the metadata ``proto`` was
-    built and checked on (its shape, strides and dtype), without the constructor's checks:
-    only the address differs, and the launcher reads the address from ``base``."""
-    d = object.__new__(proto.__class__)
-    d.__dict__.update(proto.__dict__)
-    d.base = base
-    return d
-
-
 class Prepared:
-    """One ws_rows launch with every argument's metadata fixed, for calls that repeat it (a
-    call plan: compose.ForwardPlan). Built by ``prepare`` from a first set of tensors that
-    ``launch`` takes; ``__call__`` takes tensors of the same shapes, strides and dtypes and
-    launches with their addresses: the descriptors are the first call's with another base,
-    and the compiled kernel is looked up by the metadata and the pointers' 16-byte alignment
-    (SpecializingLauncher.launch_keyed). False, launching nothing, where a, w or c is not
-    16-byte aligned (``launch`` would decline: the caller runs its other route)."""
+    """One ws_rows launch with every argument's metadata fixed (ws_wgrad.DescriptorLaunch), for
+    calls that repeat it (a call plan: compose.ForwardPlan, compose.BackwardPlan), built by
+    ``prepare``. ``__call__`` takes tensors of the first call's shapes, strides and dtypes and
+    launches with their addresses; False, launching nothing, where a, w or c is not 16-byte
+    aligned (the caller runs its other route)."""
 
-    __slots__ = ("grid", "scalars", "consts", "protos", "meta", "by_rows")
+    __slots__ = ("scalars", "launch")
 
     def __init__(self, a, w, c, counts, rows, block_n, stages, programs, glu):
         T, K = a.shape
         E, N = w.shape[0], c.shape[1]
         h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
         n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
-        self.grid = (max(1, min(n_tiles, programs or num_sms(c.device))),)
         self.scalars = (N, K, E, n_tiles, c.stride(0), h.stride(0), b1.stride(0) if b1 is not None else 0, N // 2)
-        self.consts = (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS,
-                       PRODUCER_REGS)
-        self.by_rows = rows
-        self.protos = self._descriptors(a, w, c)
-        for d in self.protos:   # checked on these tensors; kept without them (the plan outlives the call)
-            d.base = None
-        self.meta = (self.grid, self.consts, self.scalars, _meta(a), _meta(w), _meta(c), _meta(counts),
-                     glu is not None and (_meta(h), _meta(probs), _meta(b1)))
+        self.launch = DescriptorLaunch(
+            _launcher(), (max(1, min(n_tiles, programs or num_sms(c.device))),), (a, _as_2d(w), c),
+            ([BLOCK_M, BLOCK_K], [block_n, BLOCK_K] if rows else [BLOCK_K, block_n], [BLOCK_M // 2, block_n]),
+            self._rest(c, counts, h, probs, b1),
+            (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS, PRODUCER_REGS))
 
-    def _descriptors(self, a, w, c):
-        block_n = self.consts[2]
-        b_block = [block_n, BLOCK_K] if self.by_rows else [BLOCK_K, block_n]
-        return (descriptor(a, [BLOCK_M, BLOCK_K]), descriptor(_as_2d(w), b_block), descriptor(c, [BLOCK_M // 2, block_n]))
+    def _rest(self, c, counts, h, probs, b1):
+        """The kernel's arguments after its three descriptors."""
+        N, K, E, n_tiles, ldc, ldh, b1_stride, F = self.scalars
+        return (counts, c, N, K, E, n_tiles, ldc, h, probs, b1 if b1 is not None else h, ldh, b1_stride, F)
 
     def __call__(self, a, w, c, counts, h=None, probs=None, b1=None) -> bool:
-        if (a.data_ptr() | w.data_ptr() | c.data_ptr()) & 15:
-            return False
         if h is None:
             h = probs = c
-        align = (counts.data_ptr() & 15 == 0, h.data_ptr() & 15 == 0, probs.data_ptr() & 15 == 0,
-                 b1 is None or b1.data_ptr() & 15 == 0)
-        key = (self.meta, align)
-        launcher = _launcher()
-        if launcher.has(key):
-            pa, pb, pc = self.protos
-            descs = (_rebase(pa, a), _rebase(pb, _as_2d(w)), _rebase(pc, c))
-        else:   # the JIT's launch: descriptors built and checked as launch builds them
-            descs = self._descriptors(a, w, c)
-        N, K, E, n_tiles, ldc, ldh, b1_stride, F = self.scalars
-        launcher.launch_keyed(key, self.grid, (*descs, counts, c, N, K, E, n_tiles, ldc, h, probs,
-                                               b1 if b1 is not None else h, ldh, b1_stride, F), self.consts)
-        return True
+        return self.launch((a, _as_2d(w), c), self._rest(c, counts, h, probs, b1))
 
 
 def prepare(a, w, c, counts, *, rows: bool, block_n: int = 256, stages: int = 3, programs: int | None = None,
-            glu=None) -> Prepared | None:
+            glu=None, glu_checked: bool = False) -> Prepared | None:
     """A Prepared launch for tensors of the metadata of these, or None where ``launch`` would
-    not run them (``applies``, ``glu_applies``)."""
+    not run them (``applies``, ``glu_applies`` unless ``glu_checked``)."""
     if not applies(a, w, c, counts, rows=rows, block_n=block_n, stages=stages):
         return None
-    if glu is not None and not (rows and glu[0].dtype == c.dtype and glu_applies(c.shape, block_n, *glu)):
+    if glu is not None and not (rows and glu[0].dtype == c.dtype
+                                and (glu_checked or glu_applies(c.shape, block_n, *glu))):
         return None
     return Prepared(a, w, c, counts, rows, block_n, stages, programs, glu)
 

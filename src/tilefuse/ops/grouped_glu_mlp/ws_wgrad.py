@@ -216,22 +216,104 @@ def descriptor(t: torch.Tensor, block: list[int]):
     return TensorDescriptor.from_tensor(t, block, _layout(tuple(block), t.dtype))
 
 
+def _rebase(proto, base):
+    """``proto`` (a TensorDescriptor) over ``base``, a tensor of the metadata ``proto`` was
+    built and checked on (its shape, strides and dtype), without the constructor's checks:
+    only the address differs, and the launcher reads the address from ``base``."""
+    d = object.__new__(proto.__class__)
+    d.__dict__.update(proto.__dict__)
+    d.base = base
+    return d
+
+
+_SPECS: dict = {}   # a DescriptorLaunch's argument specialization -> a small int (its launch key)
+
+
+class DescriptorLaunch:
+    """One Gluon kernel's launch with every argument's metadata fixed by a first set of
+    tensors: its TMA descriptors (the kernel's leading arguments), its other arguments
+    (tensors, integers) and constexprs. Calls with tensors of that metadata (shapes, strides,
+    dtypes) launch with their addresses: the descriptors are the first ones with another base
+    (``_rebase``), and the compiled kernel is looked up by the arguments' Triton
+    specialization, computed once (triton_common.specialization: the integers', the
+    descriptors'; interned as a small int, ``_SPECS``), and the tensors' 16-byte alignment,
+    which is all that can differ (SpecializingLauncher.launch_held / launch_keyed). The first
+    launch of a key goes through the JIT with descriptors built and checked as for a first
+    call. ws_rows' and ws_wgrad's launches all go through one: a call plan keeps it
+    (compose.ForwardPlan, BackwardPlan), ``launch`` makes one per call."""
+
+    __slots__ = ("launcher", "grid", "blocks", "consts", "protos", "spec", "tensors")
+
+    def __init__(self, launcher, grid, bases, blocks, rest, consts):
+        from ..triton_common import specialization
+        self.launcher, self.grid, self.blocks, self.consts = launcher, grid, tuple(blocks), consts
+        protos = tuple(descriptor(b, blk) for b, blk in zip(bases, self.blocks))
+        spec = (consts, *map(specialization, protos),
+                *(None if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
+        self.spec = _SPECS.setdefault(spec, len(_SPECS))
+        self.tensors = tuple(i for i, r in enumerate(rest) if isinstance(r, torch.Tensor))
+        for d in protos:   # checked on these tensors; kept without them (a plan outlives the call)
+            d.base = None
+        self.protos = protos
+
+    def __call__(self, bases, rest) -> bool:
+        """Launch over descriptors on ``bases`` (False, launching nothing, where one is not
+        16-byte aligned: a descriptor needs it) with the other arguments ``rest``, both of
+        the first call's metadata."""
+        acc = 0
+        for b in bases:
+            acc |= b.data_ptr()
+        if acc & 15:
+            return False
+        key = (self.spec, tuple([rest[i].data_ptr() & 15 == 0 for i in self.tensors]))
+        launcher = self.launcher
+        if not launcher.launch_held(key, self.grid, (*map(_rebase, self.protos, bases), *rest), self.consts):
+            # the JIT's launch: descriptors built and checked as for a first call
+            descs = [descriptor(b, blk) for b, blk in zip(bases, self.blocks)]
+            launcher.launch_keyed(key, self.grid, (*descs, *rest), self.consts)
+        return True
+
+
+class Prepared:
+    """A ws_wgrad launch for tensors of one metadata (a call plan's: compose.BackwardPlan),
+    built by ``prepare``; ``__call__(a, b, c, counts)`` launches, False (nothing launched)
+    where a, b or c is not 16-byte aligned."""
+
+    __slots__ = ("n_experts", "scalars", "launch")
+
+    def __init__(self, a, b, c, counts, block_m, stages, programs):
+        E, N, M = c.shape
+        n_tiles = E * (N // BLOCK_N) * cdiv(M, block_m)
+        self.n_experts = E
+        self.scalars = (N, M, n_tiles)
+        self.launch = DescriptorLaunch(
+            _launcher(), (max(1, min(n_tiles, programs or num_sms(c.device))),), self._bases(a, b, c),
+            ([BLOCK_K, BLOCK_N], [BLOCK_K, block_m], [BLOCK_N // 2, block_m]), (counts, *self.scalars),
+            (BLOCK_N, block_m, BLOCK_K, stages, CONSUMER_REGS, PRODUCER_REGS))
+
+    def _bases(self, a, b, c):
+        return (a, b, c.view(self.n_experts * self.scalars[0], self.scalars[1]))
+
+    def __call__(self, a, b, c, counts) -> bool:
+        return self.launch(self._bases(a, b, c), (counts, *self.scalars))
+
+
+def prepare(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None):
+    """A Prepared launch for tensors of the metadata of these, None where ``launch`` would not
+    run them (``applies``), or True where there is nothing to launch (c empty)."""
+    if not applies(a, b, c, block_m, stages):
+        return None
+    if c.numel() == 0:
+        return True
+    return Prepared(a, b, c, counts, block_m, stages, programs)
+
+
 def launch(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None) -> bool:
     """c[e] = a[rows of e]^T @ b[rows of e] through ws_wgrad_kernel, or False where it does not
     apply (``applies``): the caller then takes its other route. a (T, N), b (T, M), c (E, N, M).
     ``programs``: the persistent program count (default one an SM; tests use fewer)."""
-    if not applies(a, b, c, block_m, stages):
-        return False
-    E, N, M = c.shape
-    if c.numel() == 0:
-        return True
-    n_tiles = E * (N // BLOCK_N) * cdiv(M, block_m)
-    sms = num_sms(c.device)
-    _launcher()((max(1, min(n_tiles, programs or sms)),),
-                (descriptor(a, [BLOCK_K, BLOCK_N]), descriptor(b, [BLOCK_K, block_m]),
-                 descriptor(c.view(E * N, M), [BLOCK_N // 2, block_m]), counts, N, M, n_tiles),
-                (BLOCK_N, block_m, BLOCK_K, stages, CONSUMER_REGS, PRODUCER_REGS))
-    return True
+    p = prepare(a, b, c, counts, block_m=block_m, stages=stages, programs=programs)
+    return p is True or (p is not None and p(a, b, c, counts))
 
 
 @functools.lru_cache(maxsize=1)
