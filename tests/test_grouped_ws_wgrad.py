@@ -250,3 +250,52 @@ def test_a_compose_config_captures_in_a_cuda_graph(tuning_table):
     with tilefuse.level(2), launches.counting() as launched:
         assert_graph_replay_matches_eager(step)
     assert launched["grouped_ws_wgrad"] >= 4   # eagerly and while captured
+
+
+class _KeyLog:
+    """A SpecializingLauncher stand-in recording the keys DescriptorLaunch launches by."""
+
+    def __init__(self):
+        self.held, self.keys = set(), []
+
+    def launch_held(self, key, grid, args, consts):
+        self.keys.append(("held", key))
+        return key in self.held
+
+    def launch_keyed(self, key, grid, args, consts):
+        self.keys.append(("keyed", key))
+        self.held.add(key)
+
+
+@pytest.mark.skipif(ws_wgrad.gluon is None, reason="needs Gluon (its descriptors)")
+def test_descriptor_launch_keys_on_what_specializes_the_kernel():
+    """ws_wgrad.DescriptorLaunch (every ws_rows / ws_wgrad launch) looks the compiled kernel up
+    by the arguments' specialization fixed at construction (the integers', the descriptors',
+    the tensors' dtypes) and the tensors' alignment per call: a tensor of another dtype or
+    alignment, or another integer specialization, is another key (a kernel compiled for one
+    never runs the other); equal metadata share one. A misaligned descriptor base launches
+    nothing."""
+    log = _KeyLog()
+    buf = torch.zeros(4096 + 8, dtype=torch.bfloat16)
+    a = buf[:128 * 32].view(128, 32)
+    counts = torch.zeros(4, dtype=torch.int32)
+    probs16, probs32 = torch.zeros(64, dtype=torch.bfloat16), torch.zeros(64)
+
+    def make(rest, base=a):
+        return ws_wgrad.DescriptorLaunch(log, (1,), (base,), ([64, 32],), rest, ("c",))
+    first = make((counts, probs16, 48))
+    assert first((a,), (counts, probs16, 48)) and first((a,), (counts, probs16, 48))
+    assert [k[0] for k in log.keys] == ["held", "keyed", "held"]
+    key = log.keys[-1][1]
+    same = make((counts.clone(), probs16.clone(), 48))
+    assert same((a,), (counts, probs16, 48)) and log.keys[-1] == ("held", key)
+    keys = {key}
+    for launcher, rest in ((make((counts, probs32, 48)), (counts, probs32, 48)),          # dtype
+                           (first, (counts, buf[1:65], 48)),                              # alignment
+                           (make((counts, probs16, 40)), (counts, probs16, 40)),          # int % 16
+                           (make((counts, probs16, 1)), (counts, probs16, 1))):           # int == 1
+        assert launcher((a,), rest)
+        keys.add(log.keys[-1][1])
+    assert len(keys) == 5
+    n = len(log.keys)
+    assert not first((buf[1:1 + 128 * 32].view(128, 32),), (counts, probs16, 48)) and len(log.keys) == n

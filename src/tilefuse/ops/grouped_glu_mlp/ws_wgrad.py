@@ -236,8 +236,9 @@ class DescriptorLaunch:
     dtypes) launch with their addresses: the descriptors are the first ones with another base
     (``_rebase``), and the compiled kernel is looked up by the arguments' Triton
     specialization, computed once (triton_common.specialization: the integers', the
-    descriptors'; interned as a small int, ``_SPECS``), and the tensors' 16-byte alignment,
-    which is all that can differ (SpecializingLauncher.launch_held / launch_keyed). The first
+    descriptors', the tensors' dtypes; interned as a small int, ``_SPECS``), and the tensors'
+    16-byte alignment, which is all that can differ (SpecializingLauncher.launch_held /
+    launch_keyed). The first
     launch of a key goes through the JIT with descriptors built and checked as for a first
     call. ws_rows' and ws_wgrad's launches all go through one: a call plan keeps it
     (compose.ForwardPlan, BackwardPlan), ``launch`` makes one per call."""
@@ -248,8 +249,10 @@ class DescriptorLaunch:
         from ..triton_common import specialization
         self.launcher, self.grid, self.blocks, self.consts = launcher, grid, tuple(blocks), consts
         protos = tuple(descriptor(b, blk) for b, blk in zip(bases, self.blocks))
+        # a tensor's specialization is its dtype and alignment: the dtype here, the alignment
+        # per call
         spec = (consts, *map(specialization, protos),
-                *(None if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
+                *(r.dtype if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
         self.spec = _SPECS.setdefault(spec, len(_SPECS))
         self.tensors = tuple(i for i, r in enumerate(rest) if isinstance(r, torch.Tensor))
         for d in protos:   # checked on these tensors; kept without them (a plan outlives the call)
