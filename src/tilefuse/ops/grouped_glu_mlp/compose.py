@@ -63,7 +63,10 @@ launch, 50 of a ws_rows launch's 73-76 us on the H200 host: benchmarks/results/2
 run 3; the launcher runs the JIT once per argument specialization, then the compiled kernel's
 launcher), and op.compose_apply runs the forward without its autograd.Function when nothing
 needs a gradient. A call plan (plan.py) holds ``ForwardPlan``: the forward's launches with
-their grids, scalars and descriptors decided once per argument metadata.
+their grids, scalars and descriptors decided once per argument metadata, and through it
+``BackwardPlan``, the backward's (benchmarks/results/2026-12-04-h200-ad runs 1-2: a forward +
+backward's host time 0.80-0.86x a bare composition's on the H200 host, 1.14-1.35x with the
+backward unplanned).
 
 Host synchronization and CUDA graphs: the route itself reads nothing on the host (the counts
 are checked on the device, ``_ends``). Whether ``torch._grouped_mm``

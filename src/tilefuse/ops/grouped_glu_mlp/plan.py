@@ -3,14 +3,16 @@ per metadata (as ops/dyt/plan.py does for DyT).
 
 A call's checks (validate.validate), its route (op.route: the policy level and the tuning
 table), the layouts its kernels read (compose.lay_out) and, on the compose route, its forward's
-launches (compose.ForwardPlan) depend only on the arguments' types, shapes, strides, dtypes
+and backward's launches (compose.ForwardPlan, and per dy layout compose.BackwardPlan) depend
+only on the arguments' types, shapes, strides, dtypes
 and devices, on activation, glu_interleave and recipe, on the level, the tuning table and the
 current CUDA device (on the CPU: whether Triton's interpreter runs kernels), and on x, w1 and
 w2 being 16-byte aligned (checked per call). A ``Plan`` holds them: building one runs the
 checks, so a cached plan is a passed check. Per call what remains is the key (a tuple of that
 metadata), the alignment, the allocations and the launches (the per-call Python of the
 checks, layouts, route and descriptors measured on the H200 host: benchmarks/results/
-2026-12-03-h200-ac runs 3-6).
+2026-12-03-h200-ac runs 3-6; the backward's, 2026-12-04-h200-ad runs 1-2: a forward +
+backward 0.80-0.86x a bare composition's host time, 1.14-1.35x without the backward plan).
 
 Plans run the compose route only (the table's route for 16-bit inputs wherever
 ``torch._grouped_mm`` takes them), with the tensors as they are (``lay_out`` copying nothing),
@@ -54,8 +56,8 @@ def _aux(x):
 
 class Plan:
     """The decisions for one key: ``forward`` a compose.ForwardPlan (the compose route's
-    forward with its launches fixed) and ``tile`` its Gluon tiles, or ``forward`` None (api's
-    path)."""
+    forward and backward with their launches fixed) and ``tile`` its Gluon tiles, or
+    ``forward`` None (api's path)."""
 
     __slots__ = ("forward", "tile", "activation", "interleave")
 
