@@ -82,36 +82,42 @@ def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
     assert gtune.FAMILY.expected_launches(bf16, ROWS) == COMPOSE_LAUNCHES
 
 
+@pytest.mark.parametrize("interleave", [32, None])
 @pytest.mark.parametrize("config", [WIDE, NARROW, ROWS, WIDE_ROWS], ids=lambda c: c.name)
-def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config):
+def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config, interleave):
     """A table entry with ``compose`` runs the compose route (not the fused kernels), its wgrads
-    (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs) in Gluon where the kernels run, and
-    gives the plain compose route's bits."""
+    (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs, fc1 with the GLU in its epilogue,
+    interleaved or in the halves layout where F is a multiple of half the tile) in Gluon where
+    the kernels run, and gives the plain compose route's bits."""
     i = inputs([70, 0, 45, 13], 128, 128, torch.bfloat16, True, device, seed=3)
     with tilefuse.level(2):
-        want, plain = call_api(i, "swiglu", 32)
-        tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 32, True): config})
-        got, launched = call_api(i, "swiglu", 32)
+        want, plain = call_api(i, "swiglu", interleave)
+        tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", interleave, True): config})
+        got, launched = call_api(i, "swiglu", interleave)
     assert [launched[k] for k in COMPOSE_LAUNCHES] == [1, 1] and not launched["grouped_mlp_fwd"]
     assert launched["grouped_ws_wgrad"] == (2 if HOPPER else 0) and not plain["grouped_ws_wgrad"]
     assert launched["grouped_ws_rows"] == (4 if HOPPER and config.rows_block_n else 0) and not plain["grouped_ws_rows"]
+    assert launched["grouped_ws_rows_glu"] == (1 if HOPPER and config.rows_block_n
+                                               and (interleave or 128 % (config.rows_block_n // 2) == 0) else 0)
     for name, a, b in zip(("y", *FLOAT_NAMES), want, got):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("interleave", [8, None])
 @pytest.mark.parametrize("config", [WIDE, ROWS], ids=lambda c: c.name)
-def test_a_compose_config_under_torch_compile(tuning_table, device, config):
+def test_a_compose_config_under_torch_compile(tuning_table, device, config, interleave):
     """fullgraph compile of the public call with a compose entry: the compose custom ops carry
-    the Gluon tiles, and y and every gradient equal the eager call's bitwise."""
+    the Gluon tiles (and the halves layout as interleave 0), and y and every gradient equal the
+    eager call's bitwise."""
     i = inputs([9, 0, 14], 64, 64, torch.bfloat16, False, device, seed=4)
     counts = i["counts"]
-    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 8, False): config})
+    tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", interleave, False): config})
 
     def f(x, p, w1, w2):
-        return tilefuse.grouped_glu_mlp(x, counts, p, w1, w2, glu_interleave=8)
+        return tilefuse.grouped_glu_mlp(x, counts, p, w1, w2, glu_interleave=interleave)
 
     with tilefuse.level(2):
-        want, _ = call_api(i, "swiglu", 8)
+        want, _ = call_api(i, "swiglu", interleave)
         leaves = [i[k].detach().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
         torch._dynamo.reset()
         y = torch.compile(f, fullgraph=True, backend="aot_eager" if device == "cpu" else "inductor")(*leaves)
