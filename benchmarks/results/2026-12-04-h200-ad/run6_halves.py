@@ -1,6 +1,8 @@
-"""Run 6 (run 5's script, which stopped on a provider's exception without printing it, with
-each step synchronised and checked eagerly first, every provider's exception printed, and
-providers that fail under graph capture timed eagerly instead): fc1 with the GLU in ws_rows' epilogue in the halves layout (glu_interleave None), the
+"""Run 6 (run 5's script, which stopped on a provider's exception without printing it: the
+eager steps' results kept their autograd graphs, and with them the leaves' AccumulateGrad
+nodes, alive into the graph captures; here they are detached, each step is synchronised and
+checked eagerly first, every provider's exception is printed, and providers that fail under
+graph capture are timed eagerly instead): fc1 with the GLU in ws_rows' epilogue in the halves layout (glu_interleave None), the
 op as users call it, forward + backward under graph replay, against the same op with that
 epilogue turned off (fc1, then compose_glu_kernel: the tree before) and against interleave 32,
 interleaved rounds (tilefuse.tuning.timing.interleaved); y and every gradient compared bitwise
@@ -53,12 +55,13 @@ def main():
             finally:
                 OFF["halves"] = False
         with launches.counting() as on_launches:
-            got_on = step(None)
-            torch.cuda.synchronize()
+            got_on = tuple(t.detach() for t in step(None))   # no autograd graph kept alive (it
+            torch.cuda.synchronize()                           # holds the leaves' AccumulateGrad
+                                                               # nodes, which break a later capture)
         with launches.counting() as off_launches:
-            got_off = off()
+            got_off = tuple(t.detach() for t in off())
             torch.cuda.synchronize()
-        ref = step(32)
+        ref = tuple(t.detach() for t in step(32))
         torch.cuda.synchronize()
         print(f"shape {index}: eager steps ran; y on / off / interleave 32 finite:",
               [bool(t[0].isfinite().all()) for t in (got_on, got_off, ref)], flush=True)
@@ -79,7 +82,7 @@ def main():
         print(f"| {index} | {on.median_ms:.3f} | {off_t.median_ms:.3f} | {off_t.median_ms / on.median_ms:.3f} "
               f"[{min(ratios):.3f}-{max(ratios):.3f}] | {i32.median_ms:.3f} "
               f"| {on_launches['grouped_ws_rows_glu']} / {off_launches['grouped_ws_rows_glu']} | {same} |", flush=True)
-        del i, leaves, got_on, got_off
+        del i, leaves, got_on, got_off, ref
         torch.cuda.empty_cache()
 
 
