@@ -193,14 +193,14 @@ def _rows_gemm(a, w, *, by_rows: bool, counts, ends, block_n: int, stages: int):
 def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block_n: int, stages: int):
     """z = x_e W1_e^T with h = p act(z + b1_e) written beside it by ws_rows' kernel (the GLU
     kernel's values, from the rounded z), where a rows tile asks for it and the kernel takes it
-    (``ws_rows.glu_applies``: gate and up interleaved by 8 to block_n / 2 columns, or in halves
-    with F a multiple of block_n / 2); z, or None (then the caller runs fc1 and the GLU kernel)."""
+    (``ws_rows.glu_applies``: gate and up interleaved by 8 to block_n / 2 columns); z, or None
+    (then the caller runs fc1 and the GLU kernel)."""
     if not block_n:
         return None
     from . import ws_rows
     glu = (h, probs, b1, ACTIVATIONS[activation], glu_interleave)
     shape = (x.shape[0], w1.shape[1])
-    if not ws_rows.glu_applies(shape, block_n, *glu):   # checked first: no z allocated twice
+    if not ws_rows.glu_applies(shape, block_n, *glu):   # the halves layout: no z allocated twice
         return None
     z = torch.empty(shape, dtype=x.dtype, device=x.device)
     if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu, glu_checked=True):

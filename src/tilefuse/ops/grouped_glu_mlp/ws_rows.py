@@ -17,11 +17,7 @@ by the copy engine), else through stores from registers with the rows past the e
 For fc1 with ``glu`` the warp group also computes the GLU of its rows from the rounded z it
 just wrote to shared memory (compose_kernels.compose_glu_kernel's float32 math, the same bits
 wherever compared) and stores h from registers: a tile holds whole (gate, up) groups when the
-interleave divides half its columns (``glu_applies``). In the halves layout (z = [gate | up])
-the producer loads a tile's BLOCK_N / 2 gate rows of W[e] and the matching up rows, F further,
-into the two halves of one ring slot, so the same products give the tile's gate and up
-columns side by side; z's two halves then go out from registers to their columns, F apart,
-beside h (``_glu_halves_epilogue``; F a multiple of BLOCK_N / 2).
+interleave divides half its columns (``glu_applies``).
 
 Edges: past K the copy engine reads zeros from A and, by rows, from W[e]; by columns a chunk of
 W[e]'s rows must not reach the next expert's, so K must be a multiple of BLOCK_K there
@@ -120,14 +116,7 @@ if gluon is not None:
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_K * (BLOCK_M + BLOCK_N) * 2)
                     tma_load(a_desc, [row0, k0], bar, a_s.index(slot))
-                    if ROWS and INTERLEAVE == 0:
-                        # fc1, the halves layout: the tile's gate rows of W[e] (col0 / 2 ...) in
-                        # the slot's first half, the matching up rows (F further) in its second
-                        HB: gl.constexpr = BLOCK_N // 2
-                        gate0 = expert * N + col0 // 2
-                        tma_load(b_desc, [gate0, k0], bar, b_s.index(slot).slice(0, HB))
-                        tma_load(b_desc, [gate0 + F, k0], bar, b_s.index(slot).slice(HB, HB))
-                    elif ROWS:
+                    if ROWS:
                         tma_load(b_desc, [expert * N + col0, k0], bar, b_s.index(slot))
                     else:
                         tma_load(b_desc, [expert * K + k0, col0], bar, b_s.index(slot))
@@ -161,41 +150,6 @@ if gluon is not None:
             h = p[:, None] * glu_act(zg, zu, GLU)
             gl.store(h_ptr + rows64[:, None] * ldh + j[None, :], h.to(h_ptr.dtype.element_ty),
                      mask=rmask[:, None] & jmask[None, :])
-
-    @gluon.jit
-    def _glu_halves_epilogue(z_s, row0, end, col0, expert, z_ptr, ldz, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride, F,
-                             HALF: gl.constexpr, BLOCK_N: gl.constexpr, GLU: gl.constexpr, HAS_BIAS: gl.constexpr):
-        """fc1 in the halves layout (z = [gate | up], INTERLEAVE 0): the tile in shared memory
-        (z_s: HALF x BLOCK_N, the rounded products) holds gate columns col0 / 2 ... and, in
-        its second half, the up columns F further. Both halves go to z, and h = p *
-        act(z_gate + b1_gate, z_up + b1_up) (compose_glu_kernel's math) to h's columns
-        col0 / 2 ..., from registers with rows at or past ``end`` (the expert's) and columns
-        past F masked; 64 columns of each half at a time (a whole half at 256 columns left
-        the consumer an 8-byte stack)."""
-        HB: gl.constexpr = BLOCK_N // 2
-        glu_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        rows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, glu_l))
-        rmask = rows < end
-        rows64 = rows.to(gl.int64)
-        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-        z_row = z_ptr + rows64[:, None] * ldz
-        h_row = h_ptr + rows64[:, None] * ldh
-        for q in gl.static_range(HB // 64):
-            j = col0 // 2 + q * 64 + gl.arange(0, 64, layout=gl.SliceLayout(0, glu_l))
-            jmask = j < F
-            mask = rmask[:, None] & jmask[None, :]
-            zg = z_s.slice(q * 64, 64, dim=1).load(glu_l)
-            zu = z_s.slice(HB + q * 64, 64, dim=1).load(glu_l)
-            gl.store(z_row + j[None, :], zg, mask=mask)
-            gl.store(z_row + (F + j)[None, :], zu, mask=mask)
-            zg = zg.to(gl.float32)
-            zu = zu.to(gl.float32)
-            if HAS_BIAS:
-                bias = b1_ptr + expert.to(gl.int64) * b1_stride
-                zg += gl.load(bias + j, mask=jmask, other=0.0).to(gl.float32)[None, :]
-                zu += gl.load(bias + F + j, mask=jmask, other=0.0).to(gl.float32)[None, :]
-            h = p[:, None] * glu_act(zg, zu, GLU)
-            gl.store(h_row + j[None, :], h.to(h_ptr.dtype.element_ty), mask=mask)
 
     @gluon.jit
     def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
@@ -243,11 +197,7 @@ if gluon is not None:
                     tma.store_wait(0)
                     c_s.index(WG).store(acc.to(c_desc.dtype))
                     fence_async_shared()
-                if GLU >= 0 and INTERLEAVE == 0:
-                    # the halves layout: the tile's two halves are apart in z
-                    _glu_halves_epilogue(c_s.index(WG), row0, end, col0, expert, c_ptr, ldc, h_ptr, probs_ptr, b1_ptr,
-                                         ldh, b1_stride, F, HALF, BLOCK_N, GLU, HAS_BIAS)
-                elif full:
+                if full:
                     # all 64 rows are the expert's: an asynchronous TMA store, so the next
                     # tile's products start while it drains
                     tma_store(c_desc, [row0, col0], c_s.index(WG))
@@ -259,7 +209,7 @@ if gluon is not None:
                     smask = (srows < end)[:, None] & (scols < N)[None, :]
                     gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], acc.to(c_ptr.dtype.element_ty),
                              mask=smask)
-                if GLU >= 0 and INTERLEAVE > 0:
+                if GLU >= 0:
                     _glu_epilogue(c_s.index(WG), row0, end, col0, expert, h_ptr, probs_ptr, b1_ptr, ldh, b1_stride,
                                   F, HALF, BLOCK_N, GLU, INTERLEAVE, HAS_BIAS)
         tma.store_wait(0)
@@ -299,10 +249,8 @@ if gluon is not None:
         GLU >= 0 (fc1: C is z, N = 2F, the activation code of launch.ACTIVATIONS): also h (T, F)
         at h_ptr, row stride ldh, = p * act(z + b1_e) per compose_glu_kernel, with probs_ptr
         (T,) contiguous, b1_ptr (E, 2F) row stride b1_stride (HAS_BIAS) and z's gate / up
-        columns interleaved by INTERLEAVE (a power of two, 8 to BLOCK_N / 2), or INTERLEAVE 0:
-        the halves layout (z = [gate | up]; b_desc's tiles [BLOCK_N / 2, BLOCK_K], a tile's
-        gate rows and its up rows F further; z and h stored from registers,
-        ``_glu_halves_epilogue``). GLU -1: those arguments are not read."""
+        columns interleaved by INTERLEAVE (a power of two, 8 to BLOCK_N / 2). GLU -1: those
+        arguments are not read."""
         a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         if ROWS:
             b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
@@ -330,18 +278,13 @@ if gluon is not None:
 def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bool:
     """Whether ``launch`` can also write fc1's GLU (``glu=(h, probs, b1, act, interleave)``)
     beside a z of ``z_shape`` (T, 2F): gate and up columns interleaved by a power of two from 8
-    to block_n / 2 (so a tile holds whole groups), or the halves layout (interleave None, or 0
-    as the custom ops pass it) with F a multiple of block_n / 2 (a tile takes block_n / 2 gate
-    columns and their up columns); h (T, F) with unit column stride (of z's dtype: ``launch``
-    checks), probs (T,) contiguous, b1 None or (E, 2F) with unit column stride, an activation
-    code of launch.ACTIVATIONS."""
+    to block_n / 2 (so a tile holds whole groups; the halves layout, interleave None, does
+    not), h (T, F) with unit column stride (of z's dtype: ``launch`` checks), probs (T,)
+    contiguous, b1 None or (E, 2F) with unit column stride, an activation code of
+    launch.ACTIVATIONS."""
     T, N = z_shape
-    if interleave is None or (interleave.__class__ is int and interleave == 0):
-        layout_ok = N % block_n == 0
-    else:
-        layout_ok = (interleave.__class__ is int and 8 <= interleave <= block_n // 2
-                     and interleave & (interleave - 1) == 0)
-    return (layout_ok and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
+    return (isinstance(interleave, int) and 8 <= interleave <= block_n // 2 and interleave & (interleave - 1) == 0
+            and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
             and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
             and probs.is_contiguous() and (b1 is None or (b1.dim() == 2 and b1.shape[1] == N and b1.stride(1) == 1)))
 
@@ -379,14 +322,12 @@ class Prepared:
         T, K = a.shape
         E, N = w.shape[0], c.shape[1]
         h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
-        interleave = interleave or 0    # the kernel's INTERLEAVE: 0 the halves layout (glu_applies)
         n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
         self.scalars = (N, K, E, n_tiles, c.stride(0), h.stride(0), b1.stride(0) if b1 is not None else 0, N // 2)
-        # W's tile: block_n rows (by rows; the halves layout loads two of block_n / 2) or columns
-        b_block = [BLOCK_K, block_n] if not rows else [block_n // 2 if interleave == 0 else block_n, BLOCK_K]
         self.launch = DescriptorLaunch(
             _launcher(), (max(1, min(n_tiles, programs or num_sms(c.device))),), (a, _as_2d(w), c),
-            ([BLOCK_M, BLOCK_K], b_block, [BLOCK_M // 2, block_n]), self._rest(c, counts, h, probs, b1),
+            ([BLOCK_M, BLOCK_K], [block_n, BLOCK_K] if rows else [BLOCK_K, block_n], [BLOCK_M // 2, block_n]),
+            self._rest(c, counts, h, probs, b1),
             (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS, PRODUCER_REGS))
 
     def _rest(self, c, counts, h, probs, b1):
