@@ -329,7 +329,6 @@ class ForwardPlan:
             self.bias(y, b2, ends, probs)
         return y, z, h, ends
 
-
     def backward(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
                  wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0):
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is

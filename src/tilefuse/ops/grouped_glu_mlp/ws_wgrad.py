@@ -27,6 +27,7 @@ decides per key whether the compose route takes it (GemmConfig.compose).
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 
@@ -227,6 +228,12 @@ def _rebase(proto, base):
 
 
 _SPECS: dict = {}   # a DescriptorLaunch's argument specialization -> a small int (its launch key)
+_SPECS_LOCK = threading.Lock()   # two specializations never get one int, whichever threads launch
+
+
+def _intern(spec) -> int:
+    with _SPECS_LOCK:
+        return _SPECS.setdefault(spec, len(_SPECS))
 
 
 class DescriptorLaunch:
@@ -238,10 +245,9 @@ class DescriptorLaunch:
     specialization, computed once (triton_common.specialization: the integers', the
     descriptors', the tensors' dtypes; interned as a small int, ``_SPECS``), and the tensors'
     16-byte alignment, which is all that can differ (SpecializingLauncher.launch_held /
-    launch_keyed). The first
-    launch of a key goes through the JIT with descriptors built and checked as for a first
-    call. ws_rows' and ws_wgrad's launches all go through one: a call plan keeps it
-    (compose.ForwardPlan, BackwardPlan), ``launch`` makes one per call."""
+    launch_keyed). The first launch of a key goes through the JIT with descriptors built and
+    checked as for a first call. ws_rows' and ws_wgrad's launches all go through one: a call
+    plan keeps it (compose.ForwardPlan, BackwardPlan), ``launch`` makes one per call."""
 
     __slots__ = ("launcher", "grid", "blocks", "consts", "protos", "spec", "tensors")
 
@@ -253,7 +259,7 @@ class DescriptorLaunch:
         # per call
         spec = (consts, *map(specialization, protos),
                 *(r.dtype if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
-        self.spec = _SPECS.setdefault(spec, len(_SPECS))
+        self.spec = _intern(spec)
         self.tensors = tuple(i for i, r in enumerate(rest) if isinstance(r, torch.Tensor))
         for d in protos:   # checked on these tensors; kept without them (a plan outlives the call)
             d.base = None
