@@ -65,7 +65,7 @@ launcher), and op.compose_apply runs the forward without its autograd.Function w
 needs a gradient. A call plan (plan.py) holds ``ForwardPlan``: the forward's launches with
 their grids, scalars and descriptors decided once per argument metadata, and through it
 ``BackwardPlan``, the backward's (benchmarks/results/2026-12-04-h200-ad runs 1-2: a forward +
-backward's host time 0.80-0.86x a bare composition's on the H200 host, 1.14-1.35x with the
+backward's host time 0.80-0.97x a bare composition's on the H200 host, 1.14-1.35x with the
 backward unplanned).
 
 Host synchronization and CUDA graphs: the route itself reads nothing on the host (the counts

@@ -12,7 +12,7 @@ checks, so a cached plan is a passed check. Per call what remains is the key (a 
 metadata), the alignment, the allocations and the launches (the per-call Python of the
 checks, layouts, route and descriptors measured on the H200 host: benchmarks/results/
 2026-12-03-h200-ac runs 3-6; the backward's, 2026-12-04-h200-ad runs 1-2: a forward +
-backward 0.80-0.86x a bare composition's host time, 1.14-1.35x without the backward plan).
+backward 0.80-0.97x a bare composition's host time, 1.14-1.35x without the backward plan).
 
 Plans run the compose route only (the table's route for 16-bit inputs wherever
 ``torch._grouped_mm`` takes them), with the tensors as they are (``lay_out`` copying nothing),
