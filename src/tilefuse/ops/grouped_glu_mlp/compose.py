@@ -361,25 +361,27 @@ class BackwardPlan:
         self.dglu = None
         self.lddh = -1
 
-    def _prepare(self, role, a, w, out, counts):
+    def _prepare(self, wgrad: bool, a, w, out, counts):
         from . import ws_rows, ws_wgrad
         wgrad_block_m, wgrad_stages, block_n, stages = self.tiles
-        if role in ("dh", "dx"):
-            return ws_rows.prepare(a, w, out, counts, rows=False, block_n=block_n, stages=stages) or False
-        return ws_wgrad.prepare(a, w, out, counts, block_m=wgrad_block_m, stages=wgrad_stages) or False
+        if wgrad:
+            return ws_wgrad.prepare(a, w, out, counts, block_m=wgrad_block_m, stages=wgrad_stages) or False
+        return ws_rows.prepare(a, w, out, counts, rows=False, block_n=block_n, stages=stages) or False
 
     def _gemm(self, role, a, w, shape, counts, vendor):
-        """``role``'s product through its Prepared Gluon launch (recorded as ``backward``
-        records it), or ``vendor()`` (torch._grouped_mm) where the tiles do not ask for one,
+        """``role``'s product (a dgrad, "dh" / "dx", through ws_rows; a weight gradient,
+        "dw1" / "dw2", through ws_wgrad) by its Prepared Gluon launch, recorded as ``backward``
+        records it, or ``vendor()`` (torch._grouped_mm) where the tiles do not ask for one,
         it does not apply or it declines these tensors."""
+        wgrad = role in ("dw1", "dw2")
         prepared = self.gemms.get(role)
-        if prepared is False or not self.tiles[0 if role in ("dw1", "dw2") else 2]:
+        if prepared is False or not (self.tiles[0] if wgrad else self.tiles[2]):   # a 0 block: vendor
             return vendor()
         out = torch.empty(shape, dtype=a.dtype, device=a.device)
         if prepared is None:
-            prepared = self.gemms[role] = self._prepare(role, a, w, out, counts)
+            prepared = self.gemms[role] = self._prepare(wgrad, a, w, out, counts)
         if prepared is True or (prepared and prepared(a, w, out, counts)):
-            launches.record("grouped_ws_wgrad" if role in ("dw1", "dw2") else "grouped_ws_rows")
+            launches.record("grouped_ws_wgrad" if wgrad else "grouped_ws_rows")
             return out
         return vendor()
 
