@@ -133,13 +133,8 @@ def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
     return plan
 
 
-def cache_size() -> int:
-    return len(_plans)
-
-
-def clear() -> None:
-    """Drop every plan (tests; nothing needs it for correctness)."""
-    _plans.clear()
+cache_size = _plans.__len__   # plans held
+clear = _plans.clear          # drop every plan (tests; nothing needs it for correctness)
 
 
 class Plan:
