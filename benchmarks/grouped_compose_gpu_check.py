@@ -22,9 +22,11 @@ kernels, one pass each. This program:
    with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
    providers interleaved in rotating rounds, medians); a provider that fails to capture is
    timed eagerly instead, one that fails outright is printed with its error;
-3. profiles (a) at shape 1 with torch.profiler: GPU time per kernel per step.
+3. profiles (d) and (c) at shape 1 with torch.profiler (``--profile``, ``--profile-shapes``): GPU
+   time per kernel per step, our op's kernels beside the peer's.
 
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py [--shapes 1,2,3] [--interleaves 32,none] [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --shapes none --profile-shapes 1,2,3   # profiles only
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --tiny   # no GPU: CPU smoke test (interpreter, ~15 s)
 
 Prints the check's errors (PASS / FAIL per case), then per shape and interleave one line per
@@ -65,6 +67,7 @@ SHAPES = dict(enumerate(DEFAULT_SHAPES, start=1))
 TINY_SHAPE = (2, 64, 64, 32)
 BF16_TOL = TOL[torch.bfloat16]   # the check's bound: three bf16 roundings on the longest path
 NAMES = ("x", "probs", "w1", "w2", "b1", "b2")
+PROVIDERS = ("compose", "eager composition", "compiled composition", "tilefuse", "fused kernels", "fp8_block")
 
 
 def error_text(exc: BaseException, limit: int = 160) -> str:
@@ -170,6 +173,7 @@ def providers_for(i, interleave):
     fns = {"compose": compose_fn("swiglu"), "eager composition": unfused_fn("swiglu"),
            "compiled composition": compiled_unfused, "tilefuse": tilefuse_fn("swiglu"),
            "fused kernels": fused_fn("swiglu"), "fp8_block": fp8_fn("swiglu")}
+    assert tuple(fns) == PROVIDERS
     return {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
 
 
@@ -223,46 +227,60 @@ def time_shape(index, E, T, H, F, interleaves, rounds):
 
 # --- 3. profile ---------------------------------------------------------------------------
 
-def profile(E, T, H, F, interleave, steps=5):
+def profile(E, T, H, F, interleave, names, steps=5):
+    """GPU kernel time per forward + backward of each provider in ``names`` (providers_for's
+    names), one table each: our op's kernels beside the peer's at the same shape and inputs."""
     i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
                       generator=torch.Generator().manual_seed(0))
-    leaves = leaves_of(i)
-    fn = compose_fn("swiglu")
-    run_op(fn, i, interleave, leaves)
-    rows, _ = bench.kernel_times(lambda: run_op(fn, i, interleave, leaves), DEVICE, steps)
-    total = sum(r["us"] for r in rows) / 1e3
-    print(f"\nprofile: compose route, E {E} T {T} H {H} F {F}, glu_interleave {interleave}; "
-          f"{'GPU kernel' if DEVICE == 'cuda' else 'CPU (no GPU)'} time per forward + backward, {steps} steps: "
-          f"{total:.3f} ms")
-    for r in rows[:20]:
-        ms = r["us"] / 1e3
-        print(f"  {ms:8.3f} ms {r['calls']:5.1f}x {100 * ms / total if total else 0:5.1f}%  {r['kernel'][:110]}")
+    providers = providers_for(i, interleave)
+    for name in names:
+        step = providers[name]
+        step()
+        rows, _ = bench.kernel_times(step, DEVICE, steps)
+        total = sum(r["us"] for r in rows) / 1e3
+        print(f"\nprofile: {name}, E {E} T {T} H {H} F {F}, glu_interleave {interleave}; "
+              f"{'GPU kernel' if DEVICE == 'cuda' else 'CPU (no GPU)'} time per forward + backward, {steps} steps: "
+              f"{total:.3f} ms", flush=True)
+        for r in rows[:20]:
+            ms = r["us"] / 1e3
+            print(f"  {ms:8.3f} ms {r['calls']:5.1f}x {100 * ms / total if total else 0:5.1f}%  {r['kernel'][:110]}")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shapes", default="1,2,3", help="spec shapes to time (1-3)")
+    p.add_argument("--shapes", default="1,2,3", help="spec shapes to time (1-3; 'none' to time none)")
     p.add_argument("--interleaves", default="32,none", help="glu_interleave values to time (an int, or none)")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--profile", default="tilefuse,compiled composition",
+                   help="providers to profile at --profile-shapes, comma-separated (default: tilefuse,"
+                        "compiled composition; 'none' for no profile)")
+    p.add_argument("--profile-shapes", default="1", help="spec shapes to profile (1-3; default 1)")
     p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
     args = p.parse_args(argv)
+    names = [] if args.profile.strip().lower() == "none" else [n.strip() for n in args.profile.split(",")]
+    known = set(PROVIDERS)
+    if unknown := [n for n in names if n not in known]:
+        p.error(f"--profile: unknown provider(s) {unknown}; choose from {sorted(known)}")
     interleaves = [None if s.strip().lower() == "none" else int(s) for s in args.interleaves.split(",")]
     print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu'}, "
           f"tilefuse level {tilefuse.policy.get_level()}", flush=True)
     ok = check()
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-    shapes = {1: TINY_SHAPE} if args.tiny else {int(s): SHAPES[int(s)] for s in args.shapes.split(",")}
+    shapes = ({1: TINY_SHAPE} if args.tiny else {} if args.shapes.strip().lower() == "none"
+              else {int(s): SHAPES[int(s)] for s in args.shapes.split(",")})
     for index, shape in shapes.items():
         try:
             time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds)
         except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
             print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()
-    try:
-        profile(*(TINY_SHAPE if args.tiny else SHAPES[1]), interleaves[0], steps=2 if args.tiny else 5)
-    except Exception as exc:  # noqa: BLE001
-        print(f"profile: FAILED {error_text(exc)}", flush=True)
-        traceback.print_exc()
+    profile_shapes = {1: TINY_SHAPE} if args.tiny else {int(s): SHAPES[int(s)] for s in args.profile_shapes.split(",")}
+    for index, shape in profile_shapes.items() if names else ():
+        try:
+            profile(*shape, interleaves[0], names, steps=2 if args.tiny else 5)
+        except Exception as exc:  # noqa: BLE001
+            print(f"profile: shape {index} FAILED {error_text(exc)}", flush=True)
+            traceback.print_exc()
     print(f"\ncheck: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
