@@ -32,17 +32,19 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from tilefuse.ops.grouped_glu_mlp import ws_rows as W
 
 out = {}
-# (by rows, GLU activation code or -1, interleave, fc1 bias)
-cases = [(True, -1, 8, False), (False, -1, 8, False), (True, 0, 32, False), (True, 1, 8, True), (True, 0, 64, True)]
+# (by rows, GLU activation code or -1, interleave (0: the halves layout), fc1 bias)
+cases = [(True, -1, 8, False), (False, -1, 8, False), (True, 0, 32, False), (True, 1, 8, True), (True, 0, 64, True),
+         (True, 0, 0, False), (True, 1, 0, True)]
 for rows, glu, interleave, bias in cases:
     for block_n, stages in ((256, 3), (128, 5), (128, 6)):
         for dtype, name in ((gl.bfloat16, "bf16"), (gl.float16, "fp16")):
             def desc(shape):
                 return "tensordesc<%s[%d, %d],%s>" % (name, shape[0], shape[1],
                                                       gl.NVMMASharedLayout.get_default_for(shape, dtype))
-            b = [block_n, W.BLOCK_K] if rows else [W.BLOCK_K, block_n]
+            part = block_n // 2 if interleave == 0 else block_n   # the halves layout's two blocks
+            b = [part, W.BLOCK_K] if rows else [W.BLOCK_K, block_n]
             sig = {"a_desc": desc([W.BLOCK_M, W.BLOCK_K]), "b_desc": desc(b),
-                   "c_desc": desc([W.BLOCK_M // 2, block_n]), "counts_ptr": "*i32", "c_ptr": "*" + name,
+                   "c_desc": desc([W.BLOCK_M // 2, part]), "counts_ptr": "*i32", "c_ptr": "*" + name,
                    "N": "i32", "K": "i32", "E": "i32", "n_tiles": "i32", "ldc": "i32", "h_ptr": "*" + name,
                    "probs_ptr": "*fp32", "b1_ptr": "*" + name, "ldh": "i32", "b1_stride": "i32", "F": "i32"}
             ce = dict(ROWS=rows, BLOCK_M=W.BLOCK_M, BLOCK_N=block_n, BLOCK_K=W.BLOCK_K, STAGES=stages, GLU=glu,
@@ -65,16 +67,17 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 def test_ws_rows_compiles_for_sm90_without_spills():
     """Both weight layouts at the candidate tiles, bf16 and fp16, and fc1 with the GLU epilogue
-    (both activations, interleaves 8 to 64, with and without bias): no stack, 12 warps, the
-    registers reallocated, four k16 wgmma a chunk in each consumer, one TMA store a consumer
-    (the halves wholly inside an expert), shared memory within the 227 KB and the bound
-    ``applies`` checks (the masked stores go out from the accumulator's layout: a layout
-    change would take scratch shared memory, 16 KB, that the 6-slot ring does not leave)."""
+    (both activations, interleaves 8 to 64 and the halves layout, with and without bias): no
+    stack, 12 warps, the registers reallocated, four k16 wgmma a chunk in each consumer, one TMA
+    store a consumer (its 64 rows wholly inside an expert; two in the halves layout, z's gate
+    and up halves F apart), shared memory within the 227 KB and the bound ``applies`` checks
+    (the masked stores go out from the accumulator's layout: a layout change would take
+    scratch shared memory, 16 KB, that the 6-slot ring does not leave)."""
     usage = run_compile_script(_SM90)
-    assert len(usage) == 5 * 3 * 2
+    assert len(usage) == 7 * 3 * 2
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)
-        assert u["hgmma"] == 2 * 4 and u["tma_stores"] == 2, (name, u)
+        assert u["hgmma"] == 2 * 4 and u["tma_stores"] == (4 if "-i0-" in name else 2), (name, u)
         assert u["smem"] <= min(u["limit"], 227 * 1024), (name, u)
 
 
@@ -85,7 +88,8 @@ def test_the_tile_bound_leaves_out_what_does_not_fit():
 
 def test_glu_applies_to_whole_interleave_groups_only():
     """The GLU epilogue needs each tile to hold whole (gate, up) groups: interleaves 8 to
-    block_n / 2, powers of two; not the halves layout (None or 0)."""
+    block_n / 2, powers of two, or the halves layout (None or 0) with F a multiple of
+    block_n / 2."""
     T, F, E = 50, 96, 3
     h = torch.empty(T, F).bfloat16()
     probs, b1 = torch.rand(T), torch.zeros(E, 2 * F).bfloat16()
@@ -94,8 +98,14 @@ def test_glu_applies_to_whole_interleave_groups_only():
         return ws_rows.glu_applies((T, 2 * F), block_n, h, probs, b1, act, interleave)
     assert ok() and ok(b1=None) and ok(act=1) and ok(interleave=8) and ok(interleave=128)
     assert ok(block_n=128, interleave=64) and not ok(block_n=128, interleave=128)
-    for interleave in (None, 0, 4, 24, 256, 32.0):
+    for interleave in (4, 24, 256, 32.0, True):
         assert not ok(interleave=interleave), interleave
+    # the halves layout (None, or 0 from the custom ops): F a multiple of half the tile
+    h128, b1_256 = torch.empty(T, 128).bfloat16(), torch.zeros(E, 256).bfloat16()
+    for interleave in (None, 0):
+        assert ws_rows.glu_applies((T, 256), 256, h128, probs, b1_256, 0, interleave)
+        assert ws_rows.glu_applies((T, 256), 128, h128, probs, None, 1, interleave)
+        assert not ok(interleave=interleave) and not ok(block_n=128, interleave=interleave)   # F 96
     assert not ok(act=2) and not ok(h=torch.empty(T, F + 8).bfloat16()) and not ok(h=torch.empty(T, 2 * F).bfloat16()[:, ::2])
     assert not ok(probs=torch.rand(2 * T)[::2]) and not ok(b1=torch.zeros(2 * F, E).bfloat16().t())
 
@@ -193,16 +203,17 @@ def test_ws_rows_is_bitwise_grouped_mm(counts, H, F, tile, programs, dtype):
                                         ([40], 64, 96), ([5, 7, 90, 20], 128, 136)])
 @pytest.mark.parametrize("tile", [(256, 3), (128, 5)])
 @pytest.mark.parametrize("activation,interleave,bias", [("swiglu", 32, False), ("geglu", 32, True),
-                                                        ("swiglu", 8, True), ("geglu", 64, False)])
+                                                        ("swiglu", 8, True), ("geglu", 64, False),
+                                                        ("swiglu", None, True), ("geglu", None, False)])
 @pytest.mark.parametrize("probs_dtype", [torch.float32, torch.bfloat16])
 def test_the_glu_epilogue_is_bitwise_the_glu_kernel(counts, H, F, tile, activation, interleave, bias, probs_dtype):
-    """fc1 with the GLU epilogue: z bitwise torch._grouped_mm's, h bitwise compose_glu_kernel's
-    from that z (the same float32 math on the same rounded values), rows past the experts and
-    NaN-poisoned outputs all written."""
+    """fc1 with the GLU epilogue, interleaved or in the halves layout (None): z bitwise
+    torch._grouped_mm's, h bitwise compose_glu_kernel's from that z (the same float32 math on
+    the same rounded values), rows past the experts and NaN-poisoned outputs all written."""
     from tilefuse.ops.grouped_glu_mlp import compose
     from tilefuse.ops.grouped_glu_mlp.launch import ACTIVATIONS
-    if interleave > tile[0] // 2 or F % interleave:
-        pytest.skip("the interleave does not fit the tile or F")
+    if F % (interleave or tile[0] // 2) or (interleave or 0) > tile[0] // 2:
+        pytest.skip("the interleave (or half the tile, for the halves layout) does not fit the tile or F")
     g = torch.Generator().manual_seed(sum(counts) + F)
     T, E = sum(counts), len(counts)
     x = torch.randn(T, H, generator=g).bfloat16().cuda()
@@ -221,7 +232,7 @@ def test_the_glu_epilogue_is_bitwise_the_glu_kernel(counts, H, F, tile, activati
     glue = compose.DEFAULT_GLUE
     glu_kernel[(-(-T // glue.glu_block_m), -(-F // glue.glu_block_f))](
         want_z, b1 if b1 is not None else want_z, ends, probs, want_h, T, F, E, want_z.stride(0), want_h.stride(0),
-        b1.stride(0) if b1 is not None else 0, ACT=ACTIVATIONS[activation], INTERLEAVE=interleave, HAS_BIAS=bias,
+        b1.stride(0) if b1 is not None else 0, ACT=ACTIVATIONS[activation], INTERLEAVE=interleave or 0, HAS_BIAS=bias,
         BLOCK_M=glue.glu_block_m, BLOCK_F=glue.glu_block_f, E_CHUNK=compose.E_CHUNK, num_warps=glue.num_warps)
     assert torch.equal(z.view(torch.int16), want_z.view(torch.int16))
     assert torch.equal(h.view(torch.int16), want_h.view(torch.int16))

@@ -86,9 +86,9 @@ def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
 @pytest.mark.parametrize("config", [WIDE, NARROW, ROWS, WIDE_ROWS], ids=lambda c: c.name)
 def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config, interleave):
     """A table entry with ``compose`` runs the compose route (not the fused kernels), its wgrads
-    (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs, fc1 with the GLU in its epilogue
-    where interleaved) in Gluon where the kernels run, and gives the plain compose route's
-    bits, interleaved and in the halves layout."""
+    (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs, fc1 with the GLU in its epilogue,
+    interleaved or in the halves layout) in Gluon where the kernels run, and gives the plain
+    compose route's bits, interleaved and in the halves layout."""
     i = inputs([70, 0, 45, 13], 128, 128, torch.bfloat16, True, device, seed=3)
     with tilefuse.level(2):
         want, plain = call_api(i, "swiglu", interleave)
@@ -97,8 +97,10 @@ def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table
     assert [launched[k] for k in COMPOSE_LAUNCHES] == [1, 1] and not launched["grouped_mlp_fwd"]
     assert launched["grouped_ws_wgrad"] == (2 if HOPPER else 0) and not plain["grouped_ws_wgrad"]
     assert launched["grouped_ws_rows"] == (4 if HOPPER and config.rows_block_n else 0) and not plain["grouped_ws_rows"]
-    # the GLU in fc1's epilogue: interleave 32 (the halves layout keeps the GLU kernel)
-    assert launched["grouped_ws_rows_glu"] == (1 if HOPPER and config.rows_block_n and interleave else 0)
+    # the GLU in fc1's epilogue: interleave 32, or the halves layout where F (128) is a
+    # multiple of half the tile
+    assert launched["grouped_ws_rows_glu"] == (1 if HOPPER and config.rows_block_n
+                                               and (interleave or 128 % (config.rows_block_n // 2) == 0) else 0)
     for name, a, b in zip(("y", *FLOAT_NAMES), want, got):
         assert torch.equal(a, b), name
 

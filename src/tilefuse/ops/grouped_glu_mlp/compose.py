@@ -200,7 +200,7 @@ def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block
     from . import ws_rows
     glu = (h, probs, b1, ACTIVATIONS[activation], glu_interleave)
     shape = (x.shape[0], w1.shape[1])
-    if not ws_rows.glu_applies(shape, block_n, *glu):   # the halves layout: no z allocated twice
+    if not ws_rows.glu_applies(shape, block_n, *glu):   # checked first: no z allocated twice
         return None
     z = torch.empty(shape, dtype=x.dtype, device=x.device)
     if not ws_rows.launch(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu, glu_checked=True):

@@ -17,7 +17,12 @@ by the copy engine), else through stores from registers with the rows past the e
 For fc1 with ``glu`` the warp group also computes the GLU of its rows from the rounded z it
 just wrote to shared memory (compose_kernels.compose_glu_kernel's float32 math, the same bits
 wherever compared) and stores h from registers: a tile holds whole (gate, up) groups when the
-interleave divides half its columns (``glu_applies``).
+interleave divides half its columns (``glu_applies``). In the halves layout (z = [gate | up])
+the producer loads a tile's BLOCK_N / 2 gate rows of W[e] and their up rows, F further, into
+the two halves of one ring slot, so the tile's products are its gate columns and then their up
+columns; z's two halves leave by two asynchronous TMA stores, F apart, and the GLU reads the
+tile as above (F a multiple of BLOCK_N / 2). (A first form stored z's halves from registers:
+0.96-1.00x the GLU kernel's route as called, results/2026-12-04-h200-ad run 6.)
 
 Edges: past K the copy engine reads zeros from A and, by rows, from W[e]; by columns a chunk of
 W[e]'s rows must not reach the next expert's, so K must be a multiple of BLOCK_K there
@@ -116,7 +121,16 @@ if gluon is not None:
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_K * (BLOCK_M + BLOCK_N) * 2)
                     tma_load(a_desc, [row0, k0], bar, a_s.index(slot))
-                    if ROWS:
+                    if ROWS and INTERLEAVE == 0:
+                        # fc1 in the halves layout: the tile's BLOCK_N / 2 gate rows of W[e]
+                        # (from col0 / 2) into the slot's first half, their up rows (F further)
+                        # into its second: the tile's columns are [gate | up], interleave
+                        # BLOCK_N / 2 within the tile
+                        HB: gl.constexpr = BLOCK_N // 2
+                        gate0 = expert * N + col0 // 2
+                        tma_load(b_desc, [gate0, k0], bar, b_s.index(slot).slice(0, HB))
+                        tma_load(b_desc, [gate0 + F, k0], bar, b_s.index(slot).slice(HB, HB))
+                    elif ROWS:
                         tma_load(b_desc, [expert * N + col0, k0], bar, b_s.index(slot))
                     else:
                         tma_load(b_desc, [expert * K + k0, col0], bar, b_s.index(slot))
@@ -127,29 +141,41 @@ if gluon is not None:
                       HALF: gl.constexpr, BLOCK_N: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
                       HAS_BIAS: gl.constexpr):
         """h = p * act(z_gate + b1_gate, z_up + b1_up) for the tile's activation columns, from
-        the rounded z tile in shared memory (z_s: HALF x BLOCK_N, FC1's columns col0...), the
+        the rounded z tile in shared memory (z_s: HALF x BLOCK_N, the tile's FC1 columns), the
         math and rounding of compose_kernels.compose_glu_kernel; rows at or past ``end`` (the
-        expert's) and columns past F masked. With INTERLEAVE i the tile holds BLOCK_N / 2i
-        whole (gate, up) groups of i columns each."""
-        glu_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (INTERLEAVE // 8), INTERLEAVE // 8], [4, 1], [1, 0])
+        expert's) and columns past F masked. With INTERLEAVE i the tile (z's columns col0...)
+        holds BLOCK_N / 2i whole (gate, up) groups of i columns each; with INTERLEAVE 0 (the
+        halves layout, loaded in pairs) it holds the gate columns col0 / 2 ... and then their
+        up columns, one group of BLOCK_N / 2, read 64 columns at a time (a whole 128-column
+        half at once left the consumer a stack)."""
+        GROUP: gl.constexpr = BLOCK_N // 2 if INTERLEAVE == 0 else INTERLEAVE
+        CHUNK: gl.constexpr = 64 if GROUP > 64 else GROUP
+        glu_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [4, 1], [1, 0])
         rows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, glu_l))
         rmask = rows < end
         rows64 = rows.to(gl.int64)
         p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-        cols = gl.arange(0, INTERLEAVE, layout=gl.SliceLayout(0, glu_l))
-        for g in gl.static_range(BLOCK_N // (2 * INTERLEAVE)):
-            zg = z_s.slice(g * 2 * INTERLEAVE, INTERLEAVE, dim=1).load(glu_l).to(gl.float32)
-            zu = z_s.slice(g * 2 * INTERLEAVE + INTERLEAVE, INTERLEAVE, dim=1).load(glu_l).to(gl.float32)
-            gate = col0 + g * 2 * INTERLEAVE + cols
-            j = (col0 // 2) + g * INTERLEAVE + cols
-            jmask = j < F
-            if HAS_BIAS:
-                bias = b1_ptr + expert.to(gl.int64) * b1_stride
-                zg += gl.load(bias + gate, mask=jmask, other=0.0).to(gl.float32)[None, :]
-                zu += gl.load(bias + gate + INTERLEAVE, mask=jmask, other=0.0).to(gl.float32)[None, :]
-            h = p[:, None] * glu_act(zg, zu, GLU)
-            gl.store(h_ptr + rows64[:, None] * ldh + j[None, :], h.to(h_ptr.dtype.element_ty),
-                     mask=rmask[:, None] & jmask[None, :])
+        cols = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, glu_l))
+        for g in gl.static_range(BLOCK_N // (2 * GROUP)):
+            for q in gl.static_range(GROUP // CHUNK):
+                zg = z_s.slice(g * 2 * GROUP + q * CHUNK, CHUNK, dim=1).load(glu_l).to(gl.float32)
+                zu = z_s.slice(g * 2 * GROUP + GROUP + q * CHUNK, CHUNK, dim=1).load(glu_l).to(gl.float32)
+                j = (col0 // 2) + g * GROUP + q * CHUNK + cols
+                jmask = j < F
+                if HAS_BIAS:
+                    # b1's gate and up columns: in W1's row order (the halves' F apart)
+                    if INTERLEAVE == 0:
+                        gate = j
+                        up = j + F
+                    else:
+                        gate = col0 + g * 2 * GROUP + q * CHUNK + cols
+                        up = gate + GROUP
+                    bias = b1_ptr + expert.to(gl.int64) * b1_stride
+                    zg += gl.load(bias + gate, mask=jmask, other=0.0).to(gl.float32)[None, :]
+                    zu += gl.load(bias + up, mask=jmask, other=0.0).to(gl.float32)[None, :]
+                h = p[:, None] * glu_act(zg, zu, GLU)
+                gl.store(h_ptr + rows64[:, None] * ldh + j[None, :], h.to(h_ptr.dtype.element_ty),
+                         mask=rmask[:, None] & jmask[None, :])
 
     @gluon.jit
     def _consumer(a_desc, b_desc, c_desc, a_s, b_s, c_s, ready, empty, counts_ptr, c_ptr, N, K, E, n_tiles, ldc,
@@ -159,6 +185,7 @@ if gluon is not None:
         """One warp group: rows [64 WG, 64 WG + 64) of every tile, the chunks chained on the
         accumulator, then stored, and with GLU >= 0 the GLU of the tile (module docstring)."""
         HALF: gl.constexpr = BLOCK_M // 2
+        PAIRED: gl.constexpr = ROWS and GLU >= 0 and INTERLEAVE == 0   # fc1 in the halves layout
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 16])
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -200,12 +227,21 @@ if gluon is not None:
                 if full:
                     # all 64 rows are the expert's: an asynchronous TMA store, so the next
                     # tile's products start while it drains
-                    tma_store(c_desc, [row0, col0], c_s.index(WG))
+                    if PAIRED:
+                        # the halves layout: the tile's gate and up halves go F apart
+                        tma_store(c_desc, [row0, col0 // 2], c_s.index(WG).slice(0, BLOCK_N // 2, dim=1))
+                        tma_store(c_desc, [row0, F + col0 // 2], c_s.index(WG).slice(BLOCK_N // 2, BLOCK_N // 2, dim=1))
+                    else:
+                        tma_store(c_desc, [row0, col0], c_s.index(WG))
                 else:
                     # straight from the accumulator's layout: a layout change would take
                     # scratch shared memory that the ring then could not have
                     srows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, mma))
-                    scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+                    local = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+                    if PAIRED:
+                        scols = col0 // 2 + local % (BLOCK_N // 2) + (local // (BLOCK_N // 2)) * F
+                    else:
+                        scols = col0 + local
                     smask = (srows < end)[:, None] & (scols < N)[None, :]
                     gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], acc.to(c_ptr.dtype.element_ty),
                              mask=smask)
@@ -249,8 +285,11 @@ if gluon is not None:
         GLU >= 0 (fc1: C is z, N = 2F, the activation code of launch.ACTIVATIONS): also h (T, F)
         at h_ptr, row stride ldh, = p * act(z + b1_e) per compose_glu_kernel, with probs_ptr
         (T,) contiguous, b1_ptr (E, 2F) row stride b1_stride (HAS_BIAS) and z's gate / up
-        columns interleaved by INTERLEAVE (a power of two, 8 to BLOCK_N / 2). GLU -1: those
-        arguments are not read."""
+        columns interleaved by INTERLEAVE (a power of two, 8 to BLOCK_N / 2), or INTERLEAVE 0:
+        the halves layout (z = [gate | up], F a multiple of BLOCK_N / 2), where b_desc's tiles
+        are [BLOCK_N / 2, BLOCK_K] (a tile's gate rows of W[e], then their up rows F further,
+        into one ring slot) and c_desc's [BLOCK_M / 2, BLOCK_N / 2] (the tile's two halves
+        stored F apart). GLU -1: those arguments are not read."""
         a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         if ROWS:
             b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
@@ -278,13 +317,18 @@ if gluon is not None:
 def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bool:
     """Whether ``launch`` can also write fc1's GLU (``glu=(h, probs, b1, act, interleave)``)
     beside a z of ``z_shape`` (T, 2F): gate and up columns interleaved by a power of two from 8
-    to block_n / 2 (so a tile holds whole groups; the halves layout, interleave None, does
-    not), h (T, F) with unit column stride (of z's dtype: ``launch`` checks), probs (T,)
-    contiguous, b1 None or (E, 2F) with unit column stride, an activation code of
-    launch.ACTIVATIONS."""
+    to block_n / 2 (so a tile holds whole groups), or the halves layout (interleave None, or 0
+    as the custom ops pass it) with F a multiple of block_n / 2 (a tile takes block_n / 2 gate
+    columns and their up columns); h (T, F) with unit column stride (of z's dtype: ``launch``
+    checks), probs (T,) contiguous, b1 None or (E, 2F) with unit column stride, an activation
+    code of launch.ACTIVATIONS."""
     T, N = z_shape
-    return (isinstance(interleave, int) and 8 <= interleave <= block_n // 2 and interleave & (interleave - 1) == 0
-            and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
+    if interleave is None or (interleave.__class__ is int and interleave == 0):
+        layout_ok = N % block_n == 0
+    else:
+        layout_ok = (interleave.__class__ is int and 8 <= interleave <= block_n // 2
+                     and interleave & (interleave - 1) == 0)
+    return (layout_ok and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
             and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
             and probs.is_contiguous() and (b1 is None or (b1.dim() == 2 and b1.shape[1] == N and b1.stride(1) == 1)))
 
@@ -322,11 +366,15 @@ class Prepared:
         T, K = a.shape
         E, N = w.shape[0], c.shape[1]
         h, probs, b1, act, interleave = glu if glu is not None else (c, c, None, -1, 8)
+        interleave = interleave or 0    # the kernel's INTERLEAVE: 0 the halves layout (glu_applies)
         n_tiles = (cdiv(T, BLOCK_M) + E) * cdiv(N, block_n)
         self.scalars = (N, K, E, n_tiles, c.stride(0), h.stride(0), b1.stride(0) if b1 is not None else 0, N // 2)
+        # the halves layout loads W's tile as two blocks of block_n / 2 rows and stores z's as two
+        # of block_n / 2 columns
+        part = block_n // 2 if interleave == 0 else block_n
         self.launch = DescriptorLaunch(
             _launcher(), (max(1, min(n_tiles, programs or num_sms(c.device))),), (a, _as_2d(w), c),
-            ([BLOCK_M, BLOCK_K], [block_n, BLOCK_K] if rows else [BLOCK_K, block_n], [BLOCK_M // 2, block_n]),
+            ([BLOCK_M, BLOCK_K], [part, BLOCK_K] if rows else [BLOCK_K, block_n], [BLOCK_M // 2, part]),
             self._rest(c, counts, h, probs, b1),
             (rows, BLOCK_M, block_n, BLOCK_K, stages, act, interleave, b1 is not None, CONSUMER_REGS, PRODUCER_REGS))
 
