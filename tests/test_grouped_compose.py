@@ -390,9 +390,10 @@ def test_custom_ops_opcheck(device):
     from tilefuse.ops.grouped_glu_mlp.op import grouped_mlp_compose_bwd_op, grouped_mlp_compose_fwd_op
     i = inputs([7, 0, 12], 32, 16, torch.float32, True, device, seed=12)
     args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "geglu", 8)
-    for tile in ((0, 0, 0, 0), (256, 3, 256, 3)):   # the route's _grouped_mm GEMMs, and a compose config's tiles
+    # the route's _grouped_mm GEMMs, and compose configs' tiles (fc1's GLU in its epilogue or not)
+    for tile in ((0, 0, 0, 0, True), (256, 3, 256, 3, True), (256, 3, 256, 3, False)):
         torch.library.opcheck(grouped_mlp_compose_fwd_op, (*args, *tile), test_utils=("test_schema", "test_faketensor"))
-    y, z, h, ends = grouped_mlp_compose_fwd_op(*args, 0, 0, 0, 0)
+    y, z, h, ends = grouped_mlp_compose_fwd_op(*args, 0, 0, 0, 0, True)
     for tile in ((0, 0, 0, 0), (256, 3, 0, 0), (128, 5, 128, 5)):
         torch.library.opcheck(grouped_mlp_compose_bwd_op, (i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
                                                            i["w2"], None, i["b2"], z, h, "geglu", 8, *tile),

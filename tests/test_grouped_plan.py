@@ -168,13 +168,14 @@ def test_misaligned_inputs_take_the_unplanned_path(device, fresh_plans, monkeypa
     assert torch.equal(_bits(got), _bits(grouped_glu_mlp(odd, *args)))
 
 
-@pytest.mark.parametrize("rows", [(0, 0), (256, 3), (128, 5)], ids=["vendor", "rows256s3", "rows128s5"])
+@pytest.mark.parametrize("rows", [(0, 0, True), (256, 3, True), (128, 5, True), (128, 5, False)],
+                         ids=["vendor", "rows256s3", "rows128s5", "rows128s5-noglu"])
 @pytest.mark.parametrize("interleave", [16, None])
 def test_the_forward_plan_runs_forward_bit_for_bit(rows, interleave, device):
     """compose.ForwardPlan.run against compose.forward on laid-out tensors (y, z, h, ends),
     with each rows tile (on Hopper fc1 and fc2 through ws_rows.Prepared, fc1 with the GLU in
-    its epilogue at interleave 16 and, at 128 columns, in the halves layout), twice: built,
-    then through the direct launches."""
+    its epilogue at interleave 16 and, at 128 columns, in the halves layout, unless rows_glu
+    is off), twice: built, then through the direct launches."""
     for bias in (False, True):
         i = _inputs(device, bias=bias, seed=4)
         t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
@@ -189,7 +190,8 @@ def test_the_forward_plan_runs_forward_bit_for_bit(rows, interleave, device):
                 assert launched["grouped_ws_rows"] == 2
                 # the GLU in fc1's epilogue: interleave 16, or the halves layout where F (64)
                 # is a multiple of half the tile
-                assert launched["grouped_ws_rows_glu"] == (interleave is not None or 64 % (rows[0] // 2) == 0)
+                assert launched["grouped_ws_rows_glu"] == (rows[2] and (interleave is not None
+                                                                        or 64 % (rows[0] // 2) == 0))
 
 
 @pytest.mark.parametrize("tiles", [(0, 0, 0, 0), (256, 3, 256, 3), (128, 5, 128, 5)],

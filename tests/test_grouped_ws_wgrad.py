@@ -12,6 +12,8 @@ with experts ending inside a chunk, empty experts, partial column tiles and few 
 programs, and CUDA-graph capture of the route.
 """
 
+import dataclasses
+
 import pytest
 import torch
 from test_grouped_compose import COMPOSE_LAUNCHES, FLOAT_NAMES, call_api, inputs
@@ -57,11 +59,18 @@ def test_the_rows_tile_is_checked_and_named():
             GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=bad[0], rows_stages=bad[1])
     with pytest.raises(ValueError, match="without compose"):
         GemmConfig(rows_block_n=128, rows_stages=4)
+    # fc1's GLU out of the epilogue: a bool, on a rows tile only, named
+    assert dataclasses.replace(ROWS, rows_glu=False).name.endswith("-compose-rows128s5-noglu")
+    with pytest.raises(TypeError, match="rows_glu"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=128, rows_stages=5, rows_glu=0)
+    with pytest.raises(ValueError, match="rows_glu"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_glu=False)
 
 
 def test_the_compose_candidates_only_where_the_compose_route_is_the_baseline():
     bf16 = gtune.GroupedProblem.of(32768, 2048, 1408, 64, 2, "swiglu", 32, False)
-    assert {WIDE, NARROW, ROWS, WIDE_ROWS} <= set(gtune.candidates_for(bf16))
+    assert {WIDE, NARROW, ROWS, WIDE_ROWS, dataclasses.replace(ROWS, rows_glu=False)} <= set(
+        gtune.candidates_for(bf16))
     assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), ROWS)
     assert gtune.FAMILY.is_valid(gtune.FAMILY.key(bf16), WIDE)
     assert not gtune.candidates_for(bf16)[0].compose   # the fused tiles stay first
@@ -77,7 +86,19 @@ def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
     assert gtune.FAMILY.expected_launches(bf16, WIDE) == COMPOSE_LAUNCHES
     monkeypatch.setattr(gtune, "_ws_runs_here", lambda: True)
     assert gtune.FAMILY.expected_launches(bf16, WIDE) == (*COMPOSE_LAUNCHES, "grouped_ws_wgrad")
-    assert gtune.FAMILY.expected_launches(bf16, ROWS) == (*COMPOSE_LAUNCHES, "grouped_ws_wgrad", "grouped_ws_rows")
+    # a rows tile with the GLU in fc1's epilogue where the layout fits it (interleave 32 of 64 and
+    # 128 columns a tile; the halves layout where F is a multiple of half the tile), else without
+    rows = (*COMPOSE_LAUNCHES, "grouped_ws_wgrad", "grouped_ws_rows")
+    assert gtune.FAMILY.expected_launches(bf16, ROWS) == (*rows, "grouped_ws_rows_glu")
+    assert gtune.FAMILY.expected_launches(bf16, dataclasses.replace(ROWS, rows_glu=False)) == rows
+    halves = dataclasses.replace(bf16, interleave=0)           # F 1408: a multiple of 128
+    assert gtune.FAMILY.expected_launches(halves, ROWS) == (*rows, "grouped_ws_rows_glu")
+    assert gtune.FAMILY.expected_launches(halves, WIDE_ROWS) == (*rows, "grouped_ws_rows_glu")
+    halves = dataclasses.replace(halves, ffn=1344)              # a multiple of 64, not of 128
+    assert gtune.FAMILY.expected_launches(halves, ROWS) == (*rows, "grouped_ws_rows_glu")
+    assert gtune.FAMILY.expected_launches(halves, WIDE_ROWS) == rows
+    assert gtune.FAMILY.expected_launches(dataclasses.replace(bf16, interleave=8), WIDE_ROWS) == (
+        *rows, "grouped_ws_rows_glu")
     monkeypatch.setattr(gtune, "_ws_runs_here", lambda: False)
     assert gtune.FAMILY.expected_launches(bf16, ROWS) == COMPOSE_LAUNCHES
 

@@ -39,8 +39,10 @@ same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it 
 (benchmarks/results/2026-12-03-h200-aa run 5); the tuner decides per key. A variant with a rows
 tile also runs fc1, fc2 and the two dgrads through ws_rows.py's kernel (the same bits as
 ``torch._grouped_mm`` wherever compared; 1.06-1.28x CUTLASS on the four at the spec's shapes,
-results/2026-12-03-h200-ab run 1), and with an interleave of 8 to half its tile the GLU in
-fc1's epilogue (the GLU kernel's bits; run 4): the H200 table's entry at all three (run 4).
+results/2026-12-03-h200-ab run 1), and, unless the config's ``rows_glu`` is off, the GLU in
+fc1's epilogue where the layout allows (an interleave of 8 to half its tile, or the halves
+layout with F a multiple of half its tile; the GLU kernel's bits, -ab run 4 and -ae run 2): the
+H200 table's entries at every key.
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
@@ -163,18 +165,20 @@ def _ends(counts, n_tokens: int, launch=None):
     return ends
 
 
-# A tuned variant's Gluon tiles, (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages):
-# ``backward``'s weight gradients through ws_wgrad.py and ``forward``'s / ``backward``'s four
-# row-ragged GEMMs through ws_rows.py; a 0 block: those GEMMs on torch._grouped_mm.
-VENDOR = (0, 0, 0, 0)
+# A tuned variant's Gluon tiles, (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages,
+# rows_glu): ``backward``'s weight gradients through ws_wgrad.py, ``forward``'s / ``backward``'s
+# four row-ragged GEMMs through ws_rows.py (a 0 block: those GEMMs on torch._grouped_mm), and
+# whether fc1's GLU goes into ws_rows' epilogue. ``backward`` takes the first four.
+VENDOR = (0, 0, 0, 0, True)
 
 
-def gluon_tiles(config) -> tuple[int, int, int, int]:
+def gluon_tiles(config) -> tuple[int, int, int, int, bool]:
     """The Gluon tiles of a ``GemmConfig.compose`` config (block_m and num_stages: the wgrads';
-    rows_block_n and rows_stages: the row GEMMs'), VENDOR for anything else (the route itself)."""
+    rows_block_n, rows_stages and rows_glu: the row GEMMs'), VENDOR for anything else (the
+    route itself)."""
     if not getattr(config, "compose", False):
         return VENDOR
-    return (config.block_m, config.num_stages, config.rows_block_n, config.rows_stages)
+    return (config.block_m, config.num_stages, config.rows_block_n, config.rows_stages, config.rows_glu)
 
 
 def _rows_gemm(a, w, *, by_rows: bool, counts, ends, block_n: int, stages: int):
@@ -211,12 +215,13 @@ def _fc1_glu(x, w1, counts, probs, b1, h, activation: str, glu_interleave, block
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int = 0,
-            rows_stages: int = 0, glue: GlueConfig = DEFAULT_GLUE, laid_out: bool = False):
+            rows_stages: int = 0, rows_glu: bool = True, glue: GlueConfig = DEFAULT_GLUE, laid_out: bool = False):
     """(y (T, H), z (T, 2F), h (T, F), ends (E,) int32): y, z, h in x.dtype; z without fc1's
     bias; z, h and ends are what ``backward`` takes. Tensors of any strides, or with
     ``laid_out`` as ``lay_out`` returns them (then not checked again). rows_block_n > 0 (a
     ``GemmConfig.compose`` config's rows tile): fc1 and fc2 through ws_rows' kernel where it
-    runs, the GLU in fc1's epilogue where it takes the interleave (``_fc1_glu``)."""
+    runs, with ``rows_glu`` the GLU in fc1's epilogue where it takes the layout
+    (``_fc1_glu``)."""
     glu_kernel, _, bias_kernel = _glue_kernels()
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
@@ -228,7 +233,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, r
         return x.new_empty((0, H)), x.new_empty((0, 2 * F)), x.new_empty((0, F)), ends
     rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
-    z = _fc1_glu(x, w1, counts, probs, b1, h, activation, glu_interleave, rows_block_n, rows_stages)
+    z = _fc1_glu(x, w1, counts, probs, b1, h, activation, glu_interleave, rows_block_n if rows_glu else 0,
+                 rows_stages)
     if z is None:
         z = _rows_gemm(x, w1, by_rows=True, **rows_tile)
         _launcher(glu_kernel, glue.num_warps)(
@@ -257,7 +263,7 @@ class ForwardPlan:
     key; ``run`` gives ``forward``'s results bit for bit."""
 
     def __init__(self, x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, rows_block_n: int,
-                 rows_stages: int, glue: GlueConfig = DEFAULT_GLUE):
+                 rows_stages: int, rows_glu: bool = True, glue: GlueConfig = DEFAULT_GLUE):
         from ..triton_common import CompiledLauncher
         from .compose_kernels import compose_ends_kernel
         glu_kernel, _, bias_kernel = _glue_kernels()
@@ -266,6 +272,7 @@ class ForwardPlan:
         self.sizes = (T, H, F, E)
         self.activation, self.interleave = activation, glu_interleave
         self.rows = (rows_block_n, rows_stages)
+        self.rows_glu = rows_glu
         self.ends = CompiledLauncher(compose_ends_kernel, (1,), (E, T), {"BLOCK_E": next_power_of_2(E)}, num_warps=4)
         self.glu = CompiledLauncher(
             glu_kernel, (cdiv(T, glue.glu_block_m), cdiv(F, glue.glu_block_f)),
@@ -294,7 +301,8 @@ class ForwardPlan:
         if not block_n:
             return
         glu = (h, probs, b1, ACTIVATIONS[self.activation], self.interleave)
-        self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages, glu=glu)
+        self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages,
+                                   glu=glu) if self.rows_glu else None
         self.fc1_glu = self.fc1 is not None
         if self.fc1 is None:
             self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages) or False

@@ -52,9 +52,16 @@ class GemmConfig:
     # Only with compose.
     rows_block_n: int = 0
     rows_stages: int = 0
+    # With a rows tile: fc1's GLU in ws_rows' epilogue where the kernel takes the layout
+    # (ws_rows.glu_applies); False: fc1 alone, then the GLU kernel (one launch more, no GLU
+    # math and h stores holding up the warp groups between tiles). The same bits either way.
+    # The epilogue ran 0.98-1.00x the separate GLU kernel in the halves layout at the spec's
+    # shapes (results/2026-12-04-h200-ae run 2), 1.04x at shape 1 interleaved (-ab run 4);
+    # the tuner decides per key.
+    rows_glu: bool = True
 
     def __post_init__(self):
-        for name in ("ws", "compose"):
+        for name in ("ws", "compose", "rows_glu"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"GemmConfig.{name} must be a bool, got {type(getattr(self, name)).__name__}")
         if self.ws and not self.block_m == self.block_n == self.block_k == 128:
@@ -72,6 +79,9 @@ class GemmConfig:
             raise ValueError("GemmConfig.rows_block_n / rows_stages take 128 or 256 columns and a ring of 2 or "
                              f"more on a compose config (ws_rows' tiles), or 0, 0; got {rows}"
                              + ("" if self.compose else " without compose"))
+        if not self.rows_glu and not self.rows_block_n:
+            raise ValueError("GemmConfig.rows_glu False (fc1's GLU out of ws_rows' epilogue) needs a rows tile "
+                             "(rows_block_n)")
         if self.maxnreg is None:
             return
         if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
@@ -85,7 +95,8 @@ class GemmConfig:
                 f"-p{self.programs_per_sm}" + ("-tma" if self.tma else "")
                 + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else "")
                 + ("-compose" if self.compose else "")
-                + (f"-rows{self.rows_block_n}s{self.rows_stages}" if self.rows_block_n else ""))
+                + (f"-rows{self.rows_block_n}s{self.rows_stages}" if self.rows_block_n else "")
+                + ("" if self.rows_glu else "-noglu"))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:

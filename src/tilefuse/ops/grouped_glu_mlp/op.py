@@ -299,21 +299,22 @@ def traced_unfused(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave)
 
 def _save_compose(ctx, inputs, z, h, ends):
     """What the compose route's backward reads: the forward's inputs, z, h, the offsets and
-    the Gluon tiles (compose.gluon_tiles; compose.VENDOR: torch._grouped_mm)."""
+    the backward's Gluon tiles (compose.gluon_tiles' first four; compose.VENDOR:
+    torch._grouped_mm)."""
     x, counts, probs, w1, w2, b1, b2, activation, interleave, *tiles = inputs
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, ends)
     ctx.activation, ctx.interleave, ctx.recipe = activation, interleave, None
-    ctx.tiles = tuple(tiles)
+    ctx.tiles = tuple(tiles[:4])
 
 
 def _compose_grads(ctx, dy, backward):
-    """The gradients of the thirteen forward arguments from ``backward`` (compose.backward or its
+    """The gradients of the fourteen forward arguments from ``backward`` (compose.backward or its
     custom op, which share a signature), or of the unfused composition under create_graph."""
     ends = ctx.saved_tensors[9]
 
     def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
         return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.tiles)
-    return _kernel_grads(ctx, dy, run, 6)   # activation, interleave, the four tile ints
+    return _kernel_grads(ctx, dy, run, 7)   # activation, interleave, the four tile ints, rows_glu
 
 
 class ComposeFunction(torch.autograd.Function):
@@ -323,14 +324,14 @@ class ComposeFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
-                rows_block_n, rows_stages, plan):
+                rows_block_n, rows_stages, rows_glu, plan):
         if plan is not None:
             y, z, h, ends = plan.run(x, counts, probs, w1, w2, b1, b2)
         else:
             y, z, h, ends = compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n,
-                                            rows_stages, laid_out=True)
+                                            rows_stages, rows_glu, laid_out=True)
         _save_compose(ctx, (x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
-                            rows_block_n, rows_stages), z, h, ends)
+                            rows_block_n, rows_stages, rows_glu), z, h, ends)
         ctx.plan = plan
         return y
 
@@ -345,16 +346,17 @@ class ComposeFunction(torch.autograd.Function):
 def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                                w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
                                activation: str, interleave: int, wgrad_block_m: int, wgrad_stages: int,
-                               rows_block_n: int, rows_stages: int
+                               rows_block_n: int, rows_stages: int, rows_glu: bool
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, z, h, ends) of compose.forward (interleave 0: halves) at the rows tile; the wgrad
-    tile is the backward's (setup_context keeps all four)."""
-    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n, rows_stages)
+    """(y, z, h, ends) of compose.forward (interleave 0: halves) at the rows tile (and
+    rows_glu); the wgrad tile is the backward's (setup_context keeps the backward's four)."""
+    return compose.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, rows_block_n, rows_stages,
+                           rows_glu)
 
 
 @grouped_mlp_compose_fwd_op.register_fake
 def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, wgrad_block_m, wgrad_stages,
-                      rows_block_n, rows_stages):
+                      rows_block_n, rows_stages, rows_glu):
     T, F = x.shape[0], w2.shape[2]
     return (x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)),
             counts.new_empty(counts.shape, dtype=torch.int32))

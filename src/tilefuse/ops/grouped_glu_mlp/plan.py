@@ -89,7 +89,7 @@ def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
     if not (all(a is b for a, b in zip(laid, (x, counts, probs, w1, w2, b1, b2)))
             and compose.ForwardPlan.applies(x, counts)):
         return Plan(None, None, activation, glu_interleave)
-    return Plan(compose.ForwardPlan(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, tile[2], tile[3]),
+    return Plan(compose.ForwardPlan(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, *tile[2:]),
                 tile, activation, glu_interleave)
 
 

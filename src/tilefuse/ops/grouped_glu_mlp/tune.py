@@ -92,10 +92,15 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # (results/2026-12-03-h200-ab run 1): 256 columns on 3 slots 1.06x / 1.14x, 1.13x / 1.23x and
 # 1.15x / 1.28x at the spec's shapes 1-3; 128 on 5 slots 1.02x / 1.06x, 1.13x / 1.25x, 1.16x /
 # 1.25x; 128 on 4 and on 6 no better than one of those anywhere (0.96-1.25x).
+# With a rows tile, fc1's GLU in ws_rows' epilogue (where the layout allows) or the GLU kernel
+# after fc1 (GemmConfig.rows_glu): the epilogue ran 1.05x against 1.01x CUTLASS + GLU kernel
+# at shape 1 interleaved and within 1% of the unfused pair at shapes 2-3 (-ab run 4); in the
+# halves layout 1.003x / 0.998x / 0.977x the GLU kernel's route as called (-ae run 2).
 _WGRAD_TILES = ((256, 3), (128, 5))
-_ROWS_TILES = ((0, 0), (256, 3), (128, 5))
-COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_block_n=rn, rows_stages=rs)
-                           for rn, rs in _ROWS_TILES for bm, s in _WGRAD_TILES)
+_ROWS_TILES = ((0, 0, True), (256, 3, True), (128, 5, True), (256, 3, False), (128, 5, False))
+COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_block_n=rn, rows_stages=rs,
+                                      rows_glu=glu)
+                           for rn, rs, glu in _ROWS_TILES for bm, s in _WGRAD_TILES)
 
 
 # fp8_block: BLOCK_K is the 128-wide scaling block; the heuristic is the recipe's baseline
@@ -119,6 +124,15 @@ _CANDIDATES_FP8 = (
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),
     (128, 128, 128, 8, 3, 2, False, None, True),
 )
+
+
+def _glu_layout_fits(p: GroupedProblem, block_n: int) -> bool:
+    """Whether ws_rows' tile of ``block_n`` columns takes fc1's GLU in its epilogue for this
+    key's layout (ws_rows.glu_applies' layout rule: an interleave of 8 to block_n / 2, a power
+    of two; or the halves layout with F a multiple of block_n / 2)."""
+    if p.interleave == 0:
+        return p.ffn % (block_n // 2) == 0
+    return 8 <= p.interleave <= block_n // 2 and p.interleave & (p.interleave - 1) == 0
 
 
 def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
@@ -207,7 +221,8 @@ class GroupedFamily(TuningFamily):
             y, z, h, ends = compose.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"],
                                             p.activation, inter, *tiles[2:])
             dx, dprobs, dw1, dw2, _, _ = compose.backward(i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
-                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter, *tiles)
+                                                          i["w2"], i["b1"], i["b2"], z, h, p.activation, inter,
+                                                          *tiles[:4])
             return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
         if choice == UNFUSED:
             leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
@@ -234,6 +249,8 @@ class GroupedFamily(TuningFamily):
             gluon = ()
             if _ws_runs_here():
                 gluon = ("grouped_ws_wgrad",) + (("grouped_ws_rows",) if choice.rows_block_n else ())
+                if choice.rows_block_n and choice.rows_glu and _glu_layout_fits(p, choice.rows_block_n):
+                    gluon += ("grouped_ws_rows_glu",)   # the epilogue proven to run, not the GLU kernel
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm")
