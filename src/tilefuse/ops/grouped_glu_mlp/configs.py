@@ -55,9 +55,9 @@ class GemmConfig:
     # With a rows tile: fc1's GLU in ws_rows' epilogue where the kernel takes the layout
     # (ws_rows.glu_applies); False: fc1 alone, then the GLU kernel (one launch more, no GLU
     # math and h stores holding up the warp groups between tiles). The same bits either way.
-    # The epilogue ran 0.98-1.00x the separate GLU kernel in the halves layout at the spec's
-    # shapes (results/2026-12-04-h200-ae run 2), 1.04x at shape 1 interleaved (-ab run 4);
-    # the tuner decides per key.
+    # The epilogue ran the whole step 1.01-1.05x faster at the spec's shape 1 and 0.98-1.01x at
+    # shapes 2-3, over the standard grid's keys (results/2026-12-04-h200-ae run 3); the tuner
+    # decides per key.
     rows_glu: bool = True
 
     def __post_init__(self):

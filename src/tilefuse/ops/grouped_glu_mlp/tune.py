@@ -95,7 +95,9 @@ _CANDIDATES_FP32 = ((64, 64, 32, 4, 3, 2), (128, 64, 32, 4, 3, 1), (64, 128, 32,
 # With a rows tile, fc1's GLU in ws_rows' epilogue (where the layout allows) or the GLU kernel
 # after fc1 (GemmConfig.rows_glu): the epilogue ran 1.05x against 1.01x CUTLASS + GLU kernel
 # at shape 1 interleaved and within 1% of the unfused pair at shapes 2-3 (-ab run 4); in the
-# halves layout 1.003x / 0.998x / 0.977x the GLU kernel's route as called (-ae run 2).
+# halves layout 1.003x / 0.998x / 0.977x the GLU kernel's route as called (-ae run 2); over
+# the whole grid the best of each 1.01-1.05x the other's at shape 1, 0.98-1.01x at shapes 2-3
+# (-ae run 3, where the GLU kernel won five keys).
 _WGRAD_TILES = ((256, 3), (128, 5))
 _ROWS_TILES = ((0, 0, True), (256, 3, True), (128, 5, True), (256, 3, False), (128, 5, False))
 COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_block_n=rn, rows_stages=rs,

@@ -21,8 +21,9 @@ interleave divides half its columns (``glu_applies``). In the halves layout (z =
 the producer loads a tile's BLOCK_N / 2 gate rows of W[e] and their up rows, F further, into
 the two halves of one ring slot, so the tile's products are its gate columns and then their up
 columns; z's two halves leave by two asynchronous TMA stores, F apart, and the GLU reads the
-tile as above (F a multiple of BLOCK_N / 2). (A first form stored z's halves from registers:
-0.96-1.00x the GLU kernel's route as called, results/2026-12-04-h200-ad run 6.)
+tile as above (F a multiple of BLOCK_N / 2). As called it ran 1.003x / 0.998x / 0.977x the GLU
+kernel's route at the spec's shapes (results/2026-12-04-h200-ae run 2; a first form storing z's
+halves from registers 1.002x / 0.979x / 0.964x, -ad run 6).
 
 Edges: past K the copy engine reads zeros from A and, by rows, from W[e]; by columns a chunk of
 W[e]'s rows must not reach the next expert's, so K must be a multiple of BLOCK_K there
@@ -39,7 +40,7 @@ epilogue against ws_rows' fc1 and the GLU kernel (interleave 32, run 4): 1.05x a
 CUTLASS + GLU kernel at shape 1 (256 columns), within 1% of the unfused pair at shapes 2-3 (the
 GLU's math and stores then hold up the warp group's next tile about as long as the saved pass
 of z took). The tuner decides per key whether the compose route takes it (GemmConfig.
-rows_block_n).
+rows_block_n) and whether fc1's GLU goes into its epilogue (GemmConfig.rows_glu).
 """
 
 from __future__ import annotations
