@@ -122,7 +122,7 @@ if gluon is not None:
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_K * (BLOCK_M + BLOCK_N) * 2)
                     tma_load(a_desc, [row0, k0], bar, a_s.index(slot))
-                    if ROWS and INTERLEAVE == 0:
+                    if ROWS and GLU >= 0 and INTERLEAVE == 0:
                         # fc1 in the halves layout: the tile's BLOCK_N / 2 gate rows of W[e]
                         # (from col0 / 2) into the slot's first half, their up rows (F further)
                         # into its second: the tile's columns are [gate | up], interleave
