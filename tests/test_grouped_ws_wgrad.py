@@ -35,6 +35,7 @@ WIDE = GemmConfig(256, 128, 64, 4, 3, 1, compose=True)
 NARROW = GemmConfig(128, 128, 64, 4, 5, 1, compose=True)
 ROWS = GemmConfig(128, 128, 64, 4, 5, 1, compose=True, rows_block_n=128, rows_stages=5)   # + ws_rows
 WIDE_ROWS = GemmConfig(256, 128, 64, 4, 3, 1, compose=True, rows_block_n=256, rows_stages=3)
+ROWS_NOGLU = dataclasses.replace(ROWS, rows_glu=False)   # fc1, then the GLU kernel
 
 
 def test_compose_config_is_checked_and_named():
@@ -104,12 +105,12 @@ def test_the_sweep_expects_the_gluon_wgrads_only_where_they_run(monkeypatch):
 
 
 @pytest.mark.parametrize("interleave", [32, None])
-@pytest.mark.parametrize("config", [WIDE, NARROW, ROWS, WIDE_ROWS], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [WIDE, NARROW, ROWS, WIDE_ROWS, ROWS_NOGLU], ids=lambda c: c.name)
 def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table, device, config, interleave):
     """A table entry with ``compose`` runs the compose route (not the fused kernels), its wgrads
     (and with a rows tile its fc1, fc2 and dgrads: 4 GEMMs, fc1 with the GLU in its epilogue,
-    interleaved or in the halves layout) in Gluon where the kernels run, and gives the plain
-    compose route's bits, interleaved and in the halves layout."""
+    interleaved or in the halves layout, unless rows_glu is off) in Gluon where the kernels run,
+    and gives the plain compose route's bits, interleaved and in the halves layout."""
     i = inputs([70, 0, 45, 13], 128, 128, torch.bfloat16, True, device, seed=3)
     with tilefuse.level(2):
         want, plain = call_api(i, "swiglu", interleave)
@@ -120,14 +121,14 @@ def test_a_compose_config_runs_the_compose_route_with_the_same_bits(tuning_table
     assert launched["grouped_ws_rows"] == (4 if HOPPER and config.rows_block_n else 0) and not plain["grouped_ws_rows"]
     # the GLU in fc1's epilogue: interleave 32, or the halves layout where F (128) is a
     # multiple of half the tile
-    assert launched["grouped_ws_rows_glu"] == (1 if HOPPER and config.rows_block_n
+    assert launched["grouped_ws_rows_glu"] == (1 if HOPPER and config.rows_block_n and config.rows_glu
                                                and (interleave or 128 % (config.rows_block_n // 2) == 0) else 0)
     for name, a, b in zip(("y", *FLOAT_NAMES), want, got):
         assert torch.equal(a, b), name
 
 
 @pytest.mark.parametrize("interleave", [8, None])
-@pytest.mark.parametrize("config", [WIDE, ROWS], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [WIDE, ROWS, ROWS_NOGLU], ids=lambda c: c.name)
 def test_a_compose_config_under_torch_compile(tuning_table, device, config, interleave):
     """fullgraph compile of the public call with a compose entry: the compose custom ops carry
     the Gluon tiles (and the halves layout as interleave 0), and y and every gradient equal the
