@@ -8,8 +8,9 @@ kernels, one pass each. This program:
    with an empty expert, both activations, interleave 32 and None, with and without biases):
    y and every gradient, normwise relative error against the bf16 bound of the tests (1.6e-2);
 2. times one forward + backward (``torch.autograd.grad`` of y, every input a leaf) at the
-   spec's three shapes (``ops.grouped_glu_mlp.tune.DEFAULT_SHAPES``; bf16, swiglu, no bias,
-   balanced counts), for glu_interleave 32 and None, of:
+   spec's three shapes (``ops.grouped_glu_mlp.tune.DEFAULT_SHAPES``; bf16, balanced counts),
+   for glu_interleave 32 and None, SwiGLU without biases (``--activations``, ``--bias``: the
+   other epilogue keys of the tuning grid), of (``--providers``: a subset):
    (a) ``compose``: the compose route (``op.compose_apply``, its autograd.Function),
    (b) ``eager composition``: ``reference.grouped_glu_mlp_unfused`` (``torch._grouped_mm`` +
        the activation as torch ops, differentiated by autograd),
@@ -27,6 +28,8 @@ kernels, one pass each. This program:
 
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py [--shapes 1,2,3] [--interleaves 32,none] [--rounds 5]
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --shapes none --profile-shapes 1,2,3   # profiles only
+    PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --activations swiglu,geglu --bias off,on \
+        --providers "compiled composition,tilefuse" --profile none   # the op against compile at every grid key
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --tiny   # no GPU: CPU smoke test (interpreter, ~15 s)
 
 Prints the check's errors (PASS / FAIL per case), then per shape and interleave one line per
@@ -161,25 +164,31 @@ def step_flop(T, H, F) -> float:
     return 3 * (2 * T * H * 2 * F + 2 * T * F * H)
 
 
-def providers_for(i, interleave):
+def providers_for(i, interleave, activation="swiglu", names=PROVIDERS):
+    """The step of each provider in ``names`` (PROVIDERS' order) on inputs ``i``."""
     leaves = leaves_of(i)
-    # A fresh Dynamo state and static shapes per shape and interleave: otherwise the third
-    # compile of the same function turns on automatic dynamic shapes, under which inductor
-    # failed to compile _grouped_mm (H200, torch 2.11: BackendCompilerFailed at shapes 2-3 of
-    # benchmarks/results/2026-12-01-h200-h run 4). Static shapes are the peer's best case.
-    torch._dynamo.reset()
-    compiled_unfused = torch.compile(unfused_fn("swiglu"), fullgraph=True, dynamic=False,
-                                     backend="inductor" if DEVICE == "cuda" else "aot_eager")
-    fns = {"compose": compose_fn("swiglu"), "eager composition": unfused_fn("swiglu"),
-           "compiled composition": compiled_unfused, "tilefuse": tilefuse_fn("swiglu"),
-           "fused kernels": fused_fn("swiglu"), "fp8_block": fp8_fn("swiglu")}
-    assert tuple(fns) == PROVIDERS
+    makers = {"compose": compose_fn, "eager composition": unfused_fn, "compiled composition": None,
+              "tilefuse": tilefuse_fn, "fused kernels": fused_fn, "fp8_block": fp8_fn}
+    assert tuple(makers) == PROVIDERS
+    fns = {}
+    for name in (n for n in PROVIDERS if n in names):
+        if makers[name] is None:
+            # A fresh Dynamo state and static shapes per shape and key: otherwise the third
+            # compile of the same function turns on automatic dynamic shapes, under which
+            # inductor failed to compile _grouped_mm (H200, torch 2.11: BackendCompilerFailed at
+            # shapes 2-3 of benchmarks/results/2026-12-01-h200-h run 4). Static shapes are the
+            # peer's best case.
+            torch._dynamo.reset()
+            fns[name] = torch.compile(unfused_fn(activation), fullgraph=True, dynamic=False,
+                                      backend="inductor" if DEVICE == "cuda" else "aot_eager")
+        else:
+            fns[name] = makers[name](activation)
     return {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
 
 
-def path_taken(i, interleave) -> str:
+def path_taken(i, interleave, activation="swiglu") -> str:
     with launches.counting() as launched:
-        run_op(tilefuse_fn("swiglu"), i, interleave, leaves_of(i))
+        run_op(tilefuse_fn(activation), i, interleave, leaves_of(i))
     if launched["grouped_mlp_fwd"]:
         return "fused kernels"
     if launched["grouped_mlp_compose"]:
@@ -189,40 +198,49 @@ def path_taken(i, interleave) -> str:
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 
-def time_shape(index, E, T, H, F, interleaves, rounds):
+def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), biases=(False,), names=PROVIDERS):
+    for bias in biases:
+        i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=bias, device=DEVICE,
+                          generator=torch.Generator().manual_seed(index))
+        for activation in activations:
+            for interleave in interleaves:
+                time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names)
+        del i
+
+
+def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names):
+    """One epilogue key of one shape: every provider in ``names``, interleaved rounds."""
     timer = timing.WallTimer() if DEVICE != "cuda" else None
-    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
-                      generator=torch.Generator().manual_seed(index))
     flop = step_flop(T, H, F)
-    for interleave in interleaves:
-        print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}; tilefuse ran: "
-              f"{path_taken(i, interleave)}", flush=True)
-        providers = providers_for(i, interleave)
-        results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer)
-        failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
-        if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
-            torch.cuda.synchronize()
-            retry = timing.interleaved({n: providers[n] for n in failed}, rounds=rounds, graphs=False)
-            for name, r in retry.items():
-                results[name] = r
-                if not isinstance(r, Exception):
-                    print(f"  ({name}: CUDA-graph capture failed, {error_text(failed[name], 100)}; timed eagerly)")
-        base = results.get("compiled composition")
-        for name, r in results.items():
-            if isinstance(r, Exception):
-                print(f"  {name:22s} FAILED {error_text(r)}", flush=True)
-                print("    " + "\n    ".join(str(r).splitlines()[:12]), flush=True)
-                continue
-            vs = ""
-            if isinstance(base, timing.Timing):   # per-round ratios only within one interleaved run
-                ratio = base.median_ms / r.median_ms if (name in failed) != ("compiled composition" in failed) \
-                    else timing.ratio(base, r)
-                vs = f"  {ratio:5.2f}x compiled"
-            print(f"  {name:22s} {r.median_ms:9.3f} ms [{r.min_ms:.3f} - {r.max_ms:.3f}]"
-                  f" {flop / (r.median_ms * 1e-3) / 1e12:7.1f} TFLOP/s{vs}", flush=True)
-        del providers
-        if DEVICE == "cuda":
-            torch.cuda.empty_cache()
+    key = "" if (activation, bias) == ("swiglu", False) else f", {activation}{', bias' if bias else ''}"
+    print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}{key}; tilefuse ran: "
+          f"{path_taken(i, interleave, activation)}", flush=True)
+    providers = providers_for(i, interleave, activation, names)
+    results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer)
+    failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
+    if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
+        torch.cuda.synchronize()
+        retry = timing.interleaved({n: providers[n] for n in failed}, rounds=rounds, graphs=False)
+        for name, r in retry.items():
+            results[name] = r
+            if not isinstance(r, Exception):
+                print(f"  ({name}: CUDA-graph capture failed, {error_text(failed[name], 100)}; timed eagerly)")
+    base = results.get("compiled composition")
+    for name, r in results.items():
+        if isinstance(r, Exception):
+            print(f"  {name:22s} FAILED {error_text(r)}", flush=True)
+            print("    " + "\n    ".join(str(r).splitlines()[:12]), flush=True)
+            continue
+        vs = ""
+        if isinstance(base, timing.Timing):   # per-round ratios only within one interleaved run
+            ratio = base.median_ms / r.median_ms if (name in failed) != ("compiled composition" in failed) \
+                else timing.ratio(base, r)
+            vs = f"  {ratio:5.2f}x compiled"
+        print(f"  {name:22s} {r.median_ms:9.3f} ms [{r.min_ms:.3f} - {r.max_ms:.3f}]"
+              f" {flop / (r.median_ms * 1e-3) / 1e12:7.1f} TFLOP/s{vs}", flush=True)
+    del providers
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
 
 
 # --- 3. profile ---------------------------------------------------------------------------
@@ -232,7 +250,7 @@ def profile(E, T, H, F, interleave, names, steps=5):
     names), one table each: our op's kernels beside the peer's at the same shape and inputs."""
     i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device=DEVICE,
                       generator=torch.Generator().manual_seed(0))
-    providers = providers_for(i, interleave)
+    providers = providers_for(i, interleave, names=names)
     for name in names:
         step = providers[name]
         step()
@@ -251,6 +269,10 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default="1,2,3", help="spec shapes to time (1-3; 'none' to time none)")
     p.add_argument("--interleaves", default="32,none", help="glu_interleave values to time (an int, or none)")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--activations", default="swiglu", help="activations to time, comma-separated (swiglu, geglu)")
+    p.add_argument("--bias", default="off", help="fc1 / fc2 biases to time: off, on or off,on (default off)")
+    p.add_argument("--providers", default=",".join(PROVIDERS),
+                   help=f"providers to time, comma-separated (default all: {', '.join(PROVIDERS)})")
     p.add_argument("--profile", default="tilefuse,compiled composition",
                    help="providers to profile at --profile-shapes, comma-separated (default: tilefuse,"
                         "compiled composition; 'none' for no profile)")
@@ -258,9 +280,17 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
     args = p.parse_args(argv)
     names = [] if args.profile.strip().lower() == "none" else [n.strip() for n in args.profile.split(",")]
-    known = set(PROVIDERS)
-    if unknown := [n for n in names if n not in known]:
-        p.error(f"--profile: unknown provider(s) {unknown}; choose from {sorted(known)}")
+    timed = [n.strip() for n in args.providers.split(",")]
+    for flag, given in (("--profile", names), ("--providers", timed)):
+        if unknown := [n for n in given if n not in PROVIDERS]:
+            p.error(f"{flag}: unknown provider(s) {unknown}; choose from {', '.join(PROVIDERS)}")
+    activations = [a.strip() for a in args.activations.split(",")]
+    if bad := [a for a in activations if a not in ("swiglu", "geglu")]:
+        p.error(f"--activations: unknown {bad}; choose from swiglu, geglu")
+    bias_names = {"off": False, "on": True}
+    if bad := [b for b in args.bias.split(",") if b.strip() not in bias_names]:
+        p.error(f"--bias: unknown {bad}; choose from off, on")
+    biases = [bias_names[b.strip()] for b in args.bias.split(",")]
     interleaves = [None if s.strip().lower() == "none" else int(s) for s in args.interleaves.split(",")]
     print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu'}, "
           f"tilefuse level {tilefuse.policy.get_level()}", flush=True)
@@ -270,7 +300,7 @@ def main(argv=None) -> int:
               else {int(s): SHAPES[int(s)] for s in args.shapes.split(",")})
     for index, shape in shapes.items():
         try:
-            time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds)
+            time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds, activations, biases, timed)
         except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
             print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()
