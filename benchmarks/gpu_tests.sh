@@ -1,10 +1,12 @@
 #!/bin/bash
 # Does this tree pass its whole test suite on this GPU?
 #
-# The suite in three pytest processes sharing the GPU (one process needs more than the
-# device's 10-minute command limit; the three together about 4.5 minutes on the H200, the
-# longest 265 s in results/2026-12-01-h200-g run 3): grouped_glu_mlp; the quantizers and
-# so2_mixing_stack; every other test file (dyt, check, tuning, nn, property tests, ...).
+# The suite in four pytest processes sharing the GPU (one process needs more than the
+# device's 10-minute command limit): the warp-specialised row GEMM's tests (ws_rows, the
+# largest GPU file since results/2026-12-03-h200-ab); the other grouped_glu_mlp files; the
+# quantizers and so2_mixing_stack; every other test file (dyt, check, tuning, nn, property
+# tests, ...). Three processes took about 4.5 minutes on the H200 before the Gluon kernels'
+# tests (results/2026-12-01-h200-g run 3, the longest 265 s).
 # Each process has its own tuning cache ($PWD/.tfcache-NAME) and writes $OUT/pytest-NAME.txt;
 # test timings under the shared GPU are not measurements.
 #
@@ -12,13 +14,15 @@
 #
 # Prints, per process, its FAILED / ERROR lines and pytest's summary line, then the exit status
 # of each process (130 or 124: stopped at the limit, its failures so far still listed); exits
-# non-zero when any failed. Time on the H200: about 4.5 minutes; give TIMEOUT_S 300 or more.
+# non-zero when any failed. Give TIMEOUT_S 480 or more (results/2026-12-04-h200-af run 4 has
+# the current per-process times).
 # The property tests need hypothesis and sortedcontainers (carried as wheels: benchmarks/README.md).
 limit=${1:-480}
 : "${OUT:?set OUT to an output folder}"
 export PYTHONUNBUFFERED=1
 PYTEST='import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); sys.exit(pytest.main(sys.argv[1:]))'
-rest=$(ls tests/test_*.py | grep -v -e /test_grouped_mlp_ -e /test_quant_ -e /test_so2_)
+grouped=$(ls tests/test_grouped_*.py | grep -v /test_grouped_ws_rows.py)
+rest=$(ls tests/test_*.py | grep -v -e /test_grouped_ -e /test_quant_ -e /test_so2_)
 run() {  # name, files...
   local name=$1; shift
   # SIGINT at the limit: pytest stops as on Ctrl-C and still prints its failures so far with
@@ -28,12 +32,13 @@ run() {  # name, files...
     -rfs --tb=short "$@" > "$OUT/pytest-$name.txt" 2>&1
   echo "exit $?" >> "$OUT/pytest-$name.txt"
 }
-run grouped tests/test_grouped_mlp_*.py &
+run ws-rows tests/test_grouped_ws_rows.py &
+run grouped $grouped &
 run quant-so2 tests/test_quant_*.py tests/test_so2_*.py &
 run rest $rest &
 wait
 status=0
-for f in "$OUT"/pytest-grouped.txt "$OUT"/pytest-quant-so2.txt "$OUT"/pytest-rest.txt; do
+for f in "$OUT"/pytest-ws-rows.txt "$OUT"/pytest-grouped.txt "$OUT"/pytest-quant-so2.txt "$OUT"/pytest-rest.txt; do
   echo "== $f"; grep -E "^(FAILED|ERROR)" "$f" | head -20; tail -2 "$f"
   tail -1 "$f" | grep -qx "exit 0" || status=1
 done
