@@ -273,3 +273,26 @@ def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):
     monkeypatch.setattr(torch, "randn", randn_with_zero)
     rows = [r for r in check_dyt._verify_special("cpu") if r["path"] == "alpha=inf"]
     assert len(rows) == 2 and all(r["ok"] for r in rows), rows
+
+
+def test_so2_fused_check_forces_the_relay_whatever_the_table_picks(tuning_table):
+    """The check's fused-vs-relay row forces both routes: on a table whose entry for the key is
+    already the fused route (the H200 table's L1-C32 entry is), the relay side still runs the
+    relay (on such a table the row used to fail on the relay side's fused launches)."""
+    import torch
+
+    from tilefuse import tuning
+    from tilefuse.check import so2 as check_so2
+    from tilefuse.ops.so2_mixing_stack import configs
+    from tilefuse.ops.so2_mixing_stack.tune import So2Problem
+    device = "cuda" if torch.cuda.is_available() else "cpu"   # CPU tensors run kernels in the interpreter only
+    problem = So2Problem(1, 16, 4)
+    table_pick = configs.So2Config(64, 64, 16, 4, 1, fused=True, sigma_pass=True)
+    for sigma_pass in (False, True):
+        tuning.register("so2_mixing_stack", {problem: table_pick})
+        try:
+            row = check_so2._check_fused(1, 1, 16, 9, device, sigma_pass=sigma_pass)
+        finally:
+            tuning.unregister("so2_mixing_stack")
+        assert row["ok"], row
+        assert row["errors"] == {"max|fused-relay|": 0.0}

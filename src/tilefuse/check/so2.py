@@ -5,6 +5,7 @@ double backward; on a GPU, backward timing fused vs relay vs eager vs torch.comp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 from pathlib import Path
@@ -81,31 +82,33 @@ def _check_case(lmax, n_focus, focus_dim, n_edges, device, dtype, apply_alpha, w
 
 
 def _check_fused(lmax, n_focus, focus_dim, n_edges, device, sigma_pass=False) -> dict:
-    """Fused (forced runtime table entry; sigma recomputed, or from the relay's sigma pass) vs
-    relay: bitwise, and the fused kernel must launch."""
+    """Fused vs relay with the same tiles, each forced by a runtime table entry (the device's
+    table may pick either route for this key): bitwise, and each route's kernels must launch."""
     _, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device)
     problem = So2Problem(lmax, focus_dim, 4)
-    cfg = configs.So2Config(32, 64, focus_dim, 4, 1, fused=True, sigma_pass=sigma_pass)
+    # a relay tile of the sweep's space and the fused route on the same tiles (BLOCK_K = Cf)
+    relay_cfg = configs.So2Config(64, 64, focus_dim, 4, 2)
+    cfg = dataclasses.replace(relay_cfg, num_stages=1, fused=True, sigma_pass=sigma_pass)
 
-    def force_grads():
-        x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
-        return torch.autograd.grad(x, ins[:2], torch.ones_like(x))
+    def force_grads(entry):
+        tuning.register("so2_mixing_stack", {problem: entry})
+        try:
+            x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
+            return torch.autograd.grad(x, ins[:2], torch.ones_like(x))
+        finally:
+            tuning.unregister("so2_mixing_stack", [problem])
 
     with policy.level(2):
         with launches.counting() as relay_launches:
-            relay = force_grads()
-        tuning.register("so2_mixing_stack", {problem: cfg})
-        try:
-            with launches.counting() as fused_launches:
-                fused = force_grads()
-        finally:
-            tuning.unregister("so2_mixing_stack", [problem])
+            relay = force_grads(relay_cfg)
+        with launches.counting() as fused_launches:
+            fused = force_grads(cfg)
     equal = all(torch.equal(r, f) for r, f in zip(relay, fused))
     engaged = (fused_launches["so2_bwd_fused_layer"] == NL - 1 and relay_launches["so2_bwd_fused_layer"] == 0
                and fused_launches["so2_bwd_sigma_pass"] == (NL - 1 if sigma_pass else 0))
     errors = {"max|fused-relay|": max(float((r - f).abs().max()) for r, f in zip(relay, fused))}
-    detail = ("" if equal else "fused differs from relay; ") + ("" if engaged else
-                                                               f"fused launches {dict(fused_launches)}")
+    detail = ("" if equal else "fused differs from relay; ") + (
+        "" if engaged else f"relay launches {dict(relay_launches)}, fused launches {dict(fused_launches)}")
     path = "fused backward, sigma pass (forced entry)" if sigma_pass else "fused backward (forced entry)"
     return _row(path, f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}", errors, 0.0,
                 equal and engaged, detail) | {"worst_error_over_bound": 0.0 if equal else math.inf}
