@@ -13,7 +13,9 @@ dim). Each example checks, for the forward and every gradient:
 
 The examples are derandomized (the same ones on every run; CI stays reproducible) and few per
 op (``TILEFUSE_HYPOTHESIS_EXAMPLES``, default 10, scaled per op) to stay within CI's time: the kernels run in
-Triton's interpreter on the CPU.
+Triton's interpreter on the CPU. Where CUDA is available the tensors are on the GPU, so the
+compiled kernels run (CPU tensors there would take the plain-PyTorch paths, whose BLAS results
+follow the operands' strides).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tilefuse.utils import normwise_rel_error
 pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
 EXAMPLES = int(os.environ.get("TILEFUSE_HYPOTHESIS_EXAMPLES", "10"))
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def examples(scale: float) -> settings:
@@ -84,13 +87,14 @@ def laid_out(values: torch.Tensor, layout: str, expand_dim: int = 0) -> torch.Te
 
 
 def draw_values(shape, layout, gen, *, scale=1.0, offset=0.0, dtype=torch.float32, expand_dim=0, kind="randn"):
-    """Random values of ``shape`` (constant along ``expand_dim`` for the "expanded" layout)."""
+    """Random values of ``shape`` (constant along ``expand_dim`` for the "expanded" layout), on
+    DEVICE."""
     draw_shape = list(shape)
     if layout == "expanded" and len(shape):
         draw_shape[expand_dim] = min(shape[expand_dim], 1)
     rnd = torch.randn if kind == "randn" else torch.rand
     v = rnd(draw_shape, generator=gen) * scale + offset
-    return v.expand(shape).to(dtype).contiguous()
+    return v.expand(shape).to(dtype).contiguous().to(DEVICE)
 
 
 def layouts(n):
@@ -231,7 +235,7 @@ def test_grouped_glu_mlp_any_layout(problem, has_bias, lay, seed):
     gen = torch.Generator().manual_seed(seed)
     dtype = torch.float32 if recipe is None else torch.bfloat16
     n_experts, n_tokens = len(counts), sum(counts)
-    c = torch.tensor(counts, dtype=torch.int32)
+    c = torch.tensor(counts, dtype=torch.int32, device=DEVICE)
     # tokens_per_expert: only "strided" and "sliced" keep arbitrary counts; "expanded" needs equal ones
     c_layout = lay[1] if lay[1] in ("strided", "sliced", "contiguous") else "contiguous"
     vals = [draw_values((n_tokens, hidden), lay[0], gen, dtype=dtype),
