@@ -3,8 +3,12 @@ builds its nodes: dyt_node.cpp's forward_node) beside the torch::autograd::Funct
 1-2, with and without launches; and the host time spent inside each cuLaunchKernel and in the
 hand-built backward's body (counters in dyt_node.cpp), to see where run 2's backward time went.
 
-    PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-af/dyt_node_probe3.py
+    PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-af/dyt_node_probe3.py [--alpha-fixed]
+
+``--alpha-fixed`` (run 8): alpha does not require grad in the host timing, so tilefuse's calls
+differentiate three inputs, as F.layer_norm's do (x, weight, bias).
 """
+import argparse
 import statistics
 import sys
 
@@ -46,11 +50,18 @@ def check(mod):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--alpha-fixed", action="store_true")
+    args = ap.parse_args()
     mod = p1.build()
     bad = check(mod)
     x, a, w, b, dy = p1.inputs((64, 256), torch.float32, True)
     plan, bare = plan_for(mod, x, a, w, b, dy), plan_for(mod, x, a, w, b, dy, launches=False)
     leaves = (x, a, w, b)
+    if args.alpha_fixed:
+        a.requires_grad_(False)
+        leaves = (x, w, b)
+        print("alpha fixed: three inputs differentiated")
     fwd = {
         "torch.tanh": lambda: torch.tanh(x),
         "F.layer_norm": lambda: F.layer_norm(x, (256,), w, b),
