@@ -278,7 +278,8 @@ def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):
 def test_so2_fused_check_forces_the_relay_whatever_the_table_picks(tuning_table):
     """The check's fused-vs-relay row forces both routes: on a table whose entry for the key is
     already the fused route (the H200 table's L1-C32 entry is), the relay side still runs the
-    relay (on such a table the row used to fail on the relay side's fused launches)."""
+    relay, so the row compares the two routes (taking the relay from the table, both sides
+    would run fused and the launch check would fail)."""
     import torch
 
     from tilefuse import tuning
