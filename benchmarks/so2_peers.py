@@ -478,12 +478,8 @@ def make_step(peer: Peer, inp: Inputs) -> Callable[[], tuple]:
 @contextlib.contextmanager
 def tf_registered(problem: So2Problem, value):
     """tilefuse at level 2 with a runtime table entry for the key (a config or "baseline")."""
-    tuning.register("so2_mixing_stack", {problem: value})
-    try:
-        with policy.level(2):
-            yield
-    finally:
-        tuning.unregister("so2_mixing_stack", [problem])
+    with tuning.registered("so2_mixing_stack", {problem: value}), policy.level(2):
+        yield
 
 
 def _reference_fn(lmax: int, cf: int):

@@ -279,7 +279,8 @@ def test_so2_fused_check_forces_the_relay_whatever_the_table_picks(tuning_table)
     """The check's fused-vs-relay row forces both routes: on a table whose entry for the key is
     already the fused route (the H200 table's L1-C32 entry is), the relay side still runs the
     relay, so the row compares the two routes (taking the relay from the table, both sides
-    would run fused and the launch check would fail)."""
+    would run fused and the launch check would fail); the entry registered before is there
+    after the check."""
     import torch
 
     from tilefuse import tuning
@@ -293,6 +294,7 @@ def test_so2_fused_check_forces_the_relay_whatever_the_table_picks(tuning_table)
         tuning.register("so2_mixing_stack", {problem: table_pick})
         try:
             row = check_so2._check_fused(1, 1, 16, 9, device, sigma_pass=sigma_pass)
+            assert tuning.get_entry("so2_mixing_stack", problem) == table_pick
         finally:
             tuning.unregister("so2_mixing_stack")
         assert row["ok"], row

@@ -462,6 +462,34 @@ def test_register_names_a_bad_key_or_value():
     assert tuning.entries() == []                      # nothing half-installed
 
 
+def test_registered_puts_back_what_was_registered_before():
+    """tuning.registered holds runtime entries for a block and then restores those keys:
+    a user's earlier registration comes back, a key that had none has none, also when the block
+    raises; bad arguments raise before anything changes."""
+    other = "fwd-M128-N32-x4"
+    tuning.register("dyt", {KEY: A})
+    with tuning.registered("dyt", {PROBLEM: B, other: BASELINE}):
+        assert tuning.lookup_config("dyt", PROBLEM) == B
+        assert tuning.get_entry("dyt", other) == BASELINE
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+    assert tuning.get_entry("dyt", other) is None
+    with pytest.raises(RuntimeError, match="inside"):
+        with tuning.registered("dyt", {KEY: B}):
+            raise RuntimeError("inside")
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+    for bad, error, message in (({123: BASELINE}, TypeError, r"registered: mapping key must be a dyt key \(str\) or a dyt problem, got 123 \(int\)"),
+                                ({KEY: 7}, TypeError, r"key 'fwd-M64-N32-x4': the value must be .*got 7 \(int\)"),
+                                (None, TypeError, r"register\(family, mapping\): mapping is missing")):
+        with pytest.raises(error, match=message):
+            with tuning.registered("dyt", bad):
+                raise AssertionError("the block must not run")
+        assert tuning.lookup_config("dyt", PROBLEM) == A
+    tuning.unregister("dyt")
+    with tuning.registered("dyt", {KEY: B}):
+        assert tuning.lookup_config("dyt", PROBLEM) == B
+    assert tuning.get_entry("dyt", KEY) is None
+
+
 def test_every_entry_point_names_a_bad_family_key_or_problem():
     problem_error = "must be a dyt key \\(str\\) or a dyt problem, got 123 \\(int\\)"
     cases = [

@@ -91,12 +91,9 @@ def _check_fused(lmax, n_focus, focus_dim, n_edges, device, sigma_pass=False) ->
     cfg = dataclasses.replace(relay_cfg, num_stages=1, fused=True, sigma_pass=sigma_pass)
 
     def force_grads(entry):
-        tuning.register("so2_mixing_stack", {problem: entry})
-        try:
+        with tuning.registered("so2_mixing_stack", {problem: entry}):
             x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
             return torch.autograd.grad(x, ins[:2], torch.ones_like(x))
-        finally:
-            tuning.unregister("so2_mixing_stack", [problem])
 
     with policy.level(2):
         with launches.counting() as relay_launches:

@@ -9,6 +9,7 @@ Table::
     get_entry(family, key_or_problem)  # config | BASELINE | None (absent: never swept)
     is_covered(family, key_or_problem) # swept (or registered)?
     register(family, {key: entry})     # runtime entries, above the cache file and built-ins
+    with registered(family, {key: entry}): ...   # the same for a block, what was there put back
     entries(), table_location(), reload()
 
 Tuning (ahead of time, never inside a training step)::
@@ -26,12 +27,12 @@ from .family import BASELINE, ROUTE, TILE, TuningFamily, family_names, get_famil
 from .model import tune
 from .store import TableWarning
 from .sweep import EngagementError, SweepError, SweepResult, sweep_key
-from .table import (collecting, entries, get_entry, is_covered, lookup_config, register, reload,
+from .table import (collecting, entries, get_entry, is_covered, lookup_config, register, registered, reload,
                     table_location, unregister)
 
 __all__ = [
     "BASELINE", "ROUTE", "TILE", "EngagementError", "SweepError", "SweepResult", "TableWarning",
     "TuningFamily", "collecting", "entries", "family_names", "get_family", "get_entry",
-    "is_covered", "lookup_config", "register", "register_family", "reload", "sweep_key",
+    "is_covered", "lookup_config", "register", "register_family", "registered", "reload", "sweep_key",
     "table_location", "tune", "unregister", "unregister_family",
 ]

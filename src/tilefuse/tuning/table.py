@@ -263,6 +263,27 @@ def unregister(family: str, keys=None) -> None:
     _invalidate()
 
 
+@contextlib.contextmanager
+def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
+    """``register(family, mapping)`` for the duration of the block. On exit the family's runtime
+    entries for those keys are what they were before: an entry registered earlier is put back,
+    a key that had none has none. Arguments are checked as ``register`` checks them, before
+    anything changes."""
+    if not isinstance(mapping, Mapping):
+        register(family, mapping)      # raises register's TypeError
+    keys = [_key(family, k, "registered", "mapping key") for k in mapping]
+    before = {k: _runtime[family][k] for k in keys if k in _runtime.get(family, {})}
+    register(family, mapping)
+    try:
+        yield
+    finally:
+        layer = _runtime.setdefault(family, {})
+        for k in keys:
+            layer.pop(k, None)
+        layer.update(before)
+        _invalidate()
+
+
 def record(family: str, updates: dict[str, dict], device_index: int | None = None) -> None:
     """Persist sweep results (key -> raw entry) in the cache file of the device's
     fingerprint and make them visible to lookups in this process at once."""
