@@ -272,7 +272,8 @@ def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
     if not isinstance(mapping, Mapping):
         register(family, mapping)      # raises register's TypeError
     keys = [_key(family, k, "registered", "mapping key") for k in mapping]
-    before = {k: _runtime[family][k] for k in keys if k in _runtime.get(family, {})}
+    layer = _runtime.get(family, {})
+    before = {k: layer[k] for k in keys if k in layer}
     register(family, mapping)
     try:
         yield
