@@ -234,3 +234,50 @@ def test_the_backward_plan_runs_backward_bit_for_bit(tiles, interleave, device):
         for g, w in zip(got, compose.backward(expanded, *saved)):
             assert (g is None and w is None) or torch.equal(_bits(g), _bits(w))
         assert len(fp._backward) == 1   # the expanded dy built no plan
+
+
+def test_the_side_stream_is_cuda_only():
+    """compose._side_stream: no second stream for tensors off CUDA (the interpreter's path runs
+    the weight gradients on torch._grouped_mm in order)."""
+    assert compose._side_stream(torch.zeros(1)) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
+def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, device, monkeypatch):
+    """compose's "Two streams": with the weight gradients in Gluon, both run on the side stream
+    (not the caller's), and the gradients are bitwise those of one stream (compose.BESIDE
+    off), eagerly and replayed from a CUDA graph that captured the fork and the joins."""
+    from gpu_helpers import capture_cuda_graph
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("ws_wgrad's Gluon kernel runs on Hopper")
+    i = _inputs(device, counts=(300, 0, 211, 17), H=256, F=192, seed=7)
+    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+    tiles = (128, 5, 128, 5)
+    fp = compose.ForwardPlan(*t, "swiglu", 32, *tiles[2:])
+    y, z, h, ends = fp.run(*t)
+    x, counts, probs, w1, w2, b1, b2 = t
+    saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
+    dy = i["dy"]
+
+    def run():
+        return (fp.backward if planned else compose.backward)(dy, *saved)[:4]
+
+    monkeypatch.setattr(compose, "BESIDE", False)
+    want = run()
+    monkeypatch.setattr(compose, "BESIDE", True)
+    sides = []
+    on_side = compose._on_side
+    monkeypatch.setattr(compose, "_on_side", lambda side, dev, launch: sides.append(side) or on_side(side, dev, launch))
+    with launches.counting() as launched:
+        got = run()
+    torch.cuda.synchronize()
+    assert launched["grouped_ws_wgrad"] == 2 and len(sides) == 2
+    assert all(s is not None and s != torch.cuda.current_stream() for s in sides)
+    for g, w in zip(got, want):
+        assert torch.equal(_bits(g), _bits(w))
+    graph, captured = capture_cuda_graph(run)
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, w in zip(captured, want):
+        assert torch.equal(_bits(g), _bits(w))
