@@ -31,6 +31,20 @@ def providers_for(i, interleave, activation="swiglu", names=check.PROVIDERS):
 
 
 check.providers_for = providers_for
+_interleaved = check.timing.interleaved
+
+
+def interleaved(providers, **kwargs):
+    """check's timing, then each provider's ratio to the compiled composition to 3 decimals."""
+    results = _interleaved(providers, **kwargs)
+    base = results.get("compiled composition")
+    if isinstance(base, check.timing.Timing):
+        print("  ratios: " + ", ".join(f"{name} {check.timing.ratio(base, r):.3f}x" for name, r in results.items()
+                                       if isinstance(r, check.timing.Timing)), flush=True)
+    return results
+
+
+check.timing.interleaved = interleaved
 
 if __name__ == "__main__":
     sys.exit(check.main())
