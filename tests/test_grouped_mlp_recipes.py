@@ -579,3 +579,33 @@ def test_forward_and_backward_capture_in_a_cuda_graph(recipe, device):
         return (y, *grads[:4])
 
     assert_graph_replay_matches_eager(step)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", (None, *recipes.RECIPES))
+def test_the_side_stream_gives_one_streams_bits(recipe, device, monkeypatch):
+    """launch.py on two streams (streams.py: a recipe's W2 quantizer beside FC1; the weight
+    gradients with their column-wise quantizers beside the dgrads) gives the bits of the same
+    step on one stream (streams.BESIDE off), and forks three times with a recipe, twice without."""
+    from tilefuse.ops.grouped_glu_mlp import streams
+    i = make([300, 0, 211, 17], 128, 128, torch.bfloat16, False, device, seed=21)
+
+    def step():
+        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 32,
+                                 recipe=recipe)
+        grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, z, h,
+                                "swiglu", 32, recipe=recipe)
+        return (y, z, h, *grads[:4])
+
+    monkeypatch.setattr(streams, "BESIDE", False)
+    want = step()
+    monkeypatch.setattr(streams, "BESIDE", True)
+    sides = []
+    on_side = streams.on_side
+    monkeypatch.setattr(streams, "on_side", lambda side, dev, fn: sides.append(side) or on_side(side, dev, fn))
+    got = step()
+    torch.cuda.synchronize()
+    assert len(sides) == (3 if recipe else 2) and all(s is not None and s != torch.cuda.current_stream()
+                                                      for s in sides)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)

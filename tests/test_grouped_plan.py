@@ -12,7 +12,7 @@ import torch
 
 import tilefuse
 from tilefuse import launches, tuning
-from tilefuse.ops.grouped_glu_mlp import compose, configs, plan as plans
+from tilefuse.ops.grouped_glu_mlp import compose, configs, plan as plans, streams
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 
@@ -237,16 +237,16 @@ def test_the_backward_plan_runs_backward_bit_for_bit(tiles, interleave, device):
 
 
 def test_the_side_stream_is_cuda_only():
-    """compose._side_stream: no second stream for tensors off CUDA (the interpreter's path runs
-    the weight gradients on torch._grouped_mm in order)."""
-    assert compose._side_stream(torch.zeros(1)) is None
+    """streams.side_stream: no second stream for tensors off CUDA (the interpreter's paths run
+    everything in order on the caller's stream)."""
+    assert streams.side_stream(torch.zeros(1)) is None
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
 def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, device, monkeypatch):
     """compose's "Two streams": with the weight gradients in Gluon, both run on the side stream
-    (not the caller's), and the gradients are bitwise those of one stream (compose.BESIDE
+    (not the caller's), and the gradients are bitwise those of one stream (streams.BESIDE
     off), eagerly and replayed from a CUDA graph that captured the fork and the joins."""
     from gpu_helpers import capture_cuda_graph
     if torch.cuda.get_device_capability()[0] != 9:
@@ -263,16 +263,16 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
     def run():
         return (fp.backward if planned else compose.backward)(dy, *saved)[:4]
 
-    monkeypatch.setattr(compose, "BESIDE", False)
+    monkeypatch.setattr(streams, "BESIDE", False)
     want = run()
-    monkeypatch.setattr(compose, "BESIDE", True)
+    monkeypatch.setattr(streams, "BESIDE", True)
     sides = []
-    on_side = compose._on_side
-    monkeypatch.setattr(compose, "_on_side", lambda side, dev, launch: sides.append(side) or on_side(side, dev, launch))
+    on_side = streams.on_side
+    monkeypatch.setattr(streams, "on_side", lambda side, dev, launch: sides.append(side) or on_side(side, dev, launch))
     with launches.counting() as launched:
         got = run()
     torch.cuda.synchronize()
-    # the plan passes its dgrads through _on_side too, with no stream (the caller's)
+    # the plan passes its dgrads through on_side too, with no stream (the caller's)
     beside = [s for s in sides if s is not None]
     assert launched["grouped_ws_wgrad"] == 2 and len(beside) == 2 and len(sides) == (4 if planned else 2)
     assert all(s != torch.cuda.current_stream() for s in beside)

@@ -45,16 +45,14 @@ layout with F a multiple of half its tile; the GLU kernel's bits, -ab run 4 and 
 H200 table's entries at every key.
 
 Two streams: where the weight gradients run in Gluon, each runs on a second stream
-(``_side_stream``, one per device) beside the dgrad that follows it: dW2 forked from the
-caller's stream at the start, dW1 after the dGLU, then joined back before the bias gradients.
-Each Gluon GEMM is persistent, one program an SM, and its last wave leaves SMs idle (about 3%
-of a row GEMM at shape 1); the next kernel's programs take those SMs as the first one's
-finish. Same kernels, so the same bits. On the H200 the backward ran 1.017x / 1.003x /
-1.007x faster than on one stream at the spec's shapes (benchmarks/results/2026-12-04-h200-ag
-run 1, the dgrads enqueued first: 1.009x / 1.000x / 0.997x). Operands and outputs are allocated
-on the caller's stream and referenced until the join, so the caching allocator never hands
-their memory out while the side stream works; under CUDA-graph capture the fork and join are
-captured as graph edges.
+(streams.py) beside the dgrad that follows it: dW2 forked from the caller's stream at the
+start, dW1 after the dGLU, then joined back before the bias gradients. Each Gluon GEMM is
+persistent, one program an SM, and its last wave leaves SMs idle (about 3% of a row GEMM at
+shape 1); the next kernel's programs take those SMs as the first one's finish. Same kernels,
+so the same bits. On the H200 the backward ran 1.017x / 1.003x / 1.007x faster than on one
+stream at the spec's shapes (benchmarks/results/2026-12-04-h200-ag run 1; the dgrads enqueued
+first: 1.009x / 1.000x / 0.997x), the op as called 1.026x / 1.031x at shape 1 (run 3).
+streams.py says why the allocator and CUDA graphs are safe with it.
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks
 F (and H, for the fc2-bias term dy_t . b2_e) in fixed steps, so each row's sum is formed in one
@@ -102,6 +100,7 @@ import dataclasses
 import torch
 
 from ... import launches
+from . import streams
 from ...utils import cdiv, next_power_of_2
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
 from .reference import COUNTS_MESSAGE, _row_major, assert_counts_on_device, grouped_mm_takes
@@ -112,10 +111,6 @@ E_CHUNK = 32
 # compose_ends_kernel reads every count in one block of the next power of two; past this many
 # experts torch.cumsum and reference.assert_counts_on_device run instead.
 MAX_ENDS_EXPERTS = 8192
-# The backward runs its Gluon weight gradients on a second stream ("Two streams"); tests turn
-# it off to compare.
-BESIDE = True
-_SIDE_STREAMS: dict = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -395,7 +390,7 @@ class BackwardPlan:
     def _gemm(self, role, a, w, shape, counts, vendor, side=None):
         """``role``'s product (a dgrad, "dh" / "dx", through ws_rows; a weight gradient,
         "dw1" / "dw2", through ws_wgrad) by its Prepared Gluon launch, on the stream ``side``
-        if given (``_on_side``), recorded as ``backward`` records it, or ``vendor()``
+        if given (streams.on_side), recorded as ``backward`` records it, or ``vendor()``
         (torch._grouped_mm, on the caller's stream) where the tiles do not ask for one, it
         does not apply or it declines these tensors."""
         wgrad = role in ("dw1", "dw2")
@@ -405,7 +400,7 @@ class BackwardPlan:
         out = torch.empty(shape, dtype=a.dtype, device=a.device)
         if prepared is None:
             prepared = self.gemms[role] = self._prepare(wgrad, a, w, out, counts)
-        if prepared is True or (prepared and _on_side(side, a.device, lambda: prepared(a, w, out, counts))):
+        if prepared is True or (prepared and streams.on_side(side, a.device, lambda: prepared(a, w, out, counts))):
             launches.record("grouped_ws_wgrad" if wgrad else "grouped_ws_rows")
             return out
         return vendor()
@@ -431,7 +426,7 @@ class BackwardPlan:
         """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) of ``backward``."""
         T, H, F, E = self.forward.sizes
         launches.record("grouped_mlp_compose_bwd")
-        side = _side_stream(x) if self.tiles[0] else None   # backward's order and streams
+        side = streams.side_stream(x) if self.tiles[0] else None   # backward's order and streams
         dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends), side)
         dh = self._gemm("dh", dy, w2, (T, F), counts, lambda: torch._grouped_mm(dy, w2, offs=ends))
         dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
@@ -439,7 +434,7 @@ class BackwardPlan:
         self._dglu(dh)(dh, z, b1 if b1 is not None else z, ends, probs, dy, b2 if b2 is not None else z, dz, dprobs)
         dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends), side)
         dx = self._gemm("dx", dz, w1, (T, H), counts, lambda: torch._grouped_mm(dz, w1, offs=ends))
-        _join(side, x.device)
+        streams.join(side, x.device)
         return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy, probs, counts, b1, b2))
 
 
@@ -459,47 +454,15 @@ def _zero_grads(x, probs, w1, w2, b1, b2):
     return x.new_empty((0, x.shape[1])), probs.new_empty((0,)), zeros(w1), zeros(w2), zeros(b1), zeros(b2)
 
 
-def _side_stream(t: torch.Tensor) -> torch.cuda.Stream | None:
-    """The stream the backward runs its Gluon weight gradients on, beside the dgrads on the
-    caller's stream (module docstring, "Two streams"): one per CUDA device, made on first use;
-    None off CUDA or with ``BESIDE`` off."""
-    if not (BESIDE and t.is_cuda):
-        return None
-    stream = _SIDE_STREAMS.get(t.device.index)
-    if stream is None:
-        stream = _SIDE_STREAMS[t.device.index] = torch.cuda.Stream(t.device)
-    return stream
-
-
-def _on_side(side: torch.cuda.Stream | None, device: torch.device, launch) -> bool:
-    """``launch()`` (a Gluon weight gradient's launch; True when it ran), on ``side`` once that
-    stream has waited for everything enqueued so far on the caller's stream (the fork), or on
-    the caller's stream where ``side`` is None. Its output and operands were allocated on the
-    caller's stream and stay referenced until ``_join``, so the allocator cannot hand their
-    memory out while ``side`` works on them."""
-    if side is None:
-        return launch()
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        return launch()
-
-
-def _join(side: torch.cuda.Stream | None, device: torch.device) -> None:
-    """The caller's stream waits for ``side``'s work (the join; under CUDA-graph capture every
-    fork must be joined before the capture ends)."""
-    if side is not None:
-        torch.cuda.current_stream(device).wait_stream(side)
-
-
 def _wgrad(a, b, counts, ends, n_experts: int, wgrad_block_m: int, wgrad_stages: int, side=None):
     """dW_e = a_e^T b_e (E, N, M) for row-major a (T, N), b (T, M): through ws_wgrad's Gluon
     kernel at tile (wgrad_block_m, wgrad_stages) where a tuned config asks for it
-    (wgrad_block_m > 0) and the kernel runs, on the stream ``side`` if given (``_on_side``),
+    (wgrad_block_m > 0) and the kernel runs, on the stream ``side`` if given (streams.on_side),
     else torch._grouped_mm on the caller's stream."""
     if wgrad_block_m:
         from . import ws_wgrad
         out = torch.empty((n_experts, a.shape[1], b.shape[1]), dtype=a.dtype, device=a.device)
-        if _on_side(side, a.device, lambda: ws_wgrad.launch(a, b, out, counts, block_m=wgrad_block_m,
+        if streams.on_side(side, a.device, lambda: ws_wgrad.launch(a, b, out, counts, block_m=wgrad_block_m,
                                                             stages=wgrad_stages)):
             launches.record("grouped_ws_wgrad")
             return out
@@ -528,7 +491,7 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
     rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
-    side = _side_stream(x) if wgrad_block_m else None
+    side = streams.side_stream(x) if wgrad_block_m else None
     # dW2 first, on the side stream where it runs in Gluon: dh takes the SMs its last wave
     # leaves idle ("Two streams")
     dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages, side)
@@ -544,5 +507,5 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
          glue.dglu_block_f, glue.dglu_block_f, E_CHUNK))
     dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages, side)
     dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
-    _join(side, x.device)
+    streams.join(side, x.device)
     return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

@@ -19,7 +19,7 @@ import torch
 from ... import launches
 from ...device import capability_major, num_sms
 from ...utils import cdiv
-from . import recipes
+from . import recipes, streams
 from .configs import GemmConfig, dglu_config, dglu_tile_n, glu_config, heuristic
 from .reference import assert_counts_on_device, glu_index
 
@@ -335,7 +335,12 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     fc1_a, fc1_b = x, w1
     w1_dgrad = w2_dgrad = None
-    if recipe is not None and T > 0:
+    quantized = recipe is not None and T > 0
+    side = streams.side_stream(x) if quantized else None
+    if quantized:
+        # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
+        w2_pair = streams.on_side(side, x.device,
+                                  lambda: recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights))
         fc1_a = recipes.quantize_rows(recipe, x)
         fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
@@ -343,9 +348,10 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
           ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe)
     fc2_a, fc2_b = h, w2
-    if recipe is not None and T > 0:
+    if quantized:
         fc2_a = recipes.quantize_rows(recipe, h)
-        fc2_b, w2_dgrad = recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights)
+        streams.join(side, x.device)
+        fc2_b, w2_dgrad = w2_pair
     # FC2 (+ p * b2): B_e(k, n) = W2[e, n, k].
     _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
           ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)
@@ -398,6 +404,19 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dz_rows = None
     if quantized and dglu_quantizes_dz(recipe, inter, dcfg):
         dz_rows = recipes.empty_fp8_rows(T, 2 * F, x.device)
+    # Ragged-K weight gradients, written in full (zeros for experts without tokens), each with
+    # its operands' column-wise quantizers on the side stream beside the dgrads (streams.py):
+    # dW2 from the start, dW1 once the dGLU has made dz.
+    dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
+    dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
+    side = streams.side_stream(x)
+
+    def wgrad(a, b, c):
+        if quantized:
+            a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
+        _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
+
+    streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2))
     dgrad2_a, dgrad2_b = dy, w2
     if quantized:
         dgrad2_a = recipes.quantize_rows(recipe, dy)
@@ -410,6 +429,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     if b2 is not None:
         expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
         dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
+    streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1))
     dgrad1_a, dgrad1_b = dz, w1
     if quantized:
         dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)
@@ -418,13 +438,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dx = torch.empty((T, H), dtype=x.dtype, device=x.device)   # row-major, whatever x's strides
     _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,
           b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0), recipe=recipe)
-    # Ragged-K weight gradients, written in full (zeros for experts without tokens).
-    dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
-    dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
-    for a, b, c in ((dz, x, dw1), (dy, h, dw2)):
-        if quantized:
-            a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
-        _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
+    streams.join(side, x.device)
     db1, db2 = bias_grads(dz, dy, probs, counts, b1, b2)
     launches.record("grouped_mlp_bwd")
     return dx, dprobs.to(probs.dtype), dw1, dw2, db1, db2
