@@ -320,6 +320,9 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     kernels, quant/launch.py: a 1x128 block of h spans two of fp8_block's 64-wide GLU tiles,
     and a 128-wide one spills, so h is not quantized in that epilogue), W2 before FC2.
 
+    With a recipe on CUDA, W2's quantizer runs on a high-priority second stream beside x's
+    and W1's quantizers and FC1 (streams.py), joined before FC2.
+
     keep_dgrad_weights: returns (y, z, h, dgrad_weights), dgrad_weights the (W1, W2) dgrad
     copies (recipes.QuantWeight) for ``backward``, written by the forward's weight quantizers
     (fp8_block), or None (other recipes, or T == 0: the backward quantizes)."""
@@ -336,7 +339,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     fc1_a, fc1_b = x, w1
     w1_dgrad = w2_dgrad = None
     quantized = recipe is not None and T > 0
-    side = streams.side_stream(x) if quantized else None
+    side = streams.side_stream(x, streams.HIGH) if quantized else None
     if quantized:
         # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
         w2_pair = streams.on_side(side, x.device,
@@ -352,6 +355,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
         fc2_a = recipes.quantize_rows(recipe, h)
         streams.join(side, x.device)
         fc2_b, w2_dgrad = w2_pair
+        streams.caller_uses(side, x.device,
+                            *(t for q in w2_pair if q is not None for t in (q.data, q.scales, q.decode)))
     # FC2 (+ p * b2): B_e(k, n) = W2[e, n, k].
     _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
           ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)
@@ -387,7 +392,10 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     epilogue where dglu_quantizes_dz, bitwise the quantizer kernel's copy), the weights
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
-    all by the quantizer kernels."""
+    all by the quantizer kernels. On CUDA each weight gradient (with a recipe, its column-wise
+    quantizers first) runs on a second stream beside the dgrads (streams.py; high priority with
+    a recipe): dW2 from the start, dW1 once the dGLU has made dz, joined before the bias
+    gradients."""
     from .kernels import EPI_DGLU, EPI_STORE
     cfg = config or heuristic("bwd", x.element_size(), recipe)
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
@@ -409,7 +417,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     # dW2 from the start, dW1 once the dGLU has made dz.
     dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
     dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
-    side = streams.side_stream(x)
+    side = streams.side_stream(x, streams.HIGH if quantized else 0)
 
     def wgrad(a, b, c):
         if quantized:

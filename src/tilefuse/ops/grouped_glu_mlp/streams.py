@@ -7,13 +7,23 @@ docstring "Two streams") and launch.py's kernels route (the weight gradients and
 quantized recipe, their column-wise quantizers beside the dgrads; fc2's weight quantizer beside
 fc1). Off CUDA there is no second stream: the same work runs in order on the caller's stream.
 
-The rules that keep it safe, with no ``record_stream``:
+Measured on the H200, the op as called (graph replay, benchmarks/results/2026-12-04-h200-ag
+run 4; ratios of median times to the same op on one stream, spec shapes 1-3): bf16 (compose
+route) 1.014x / 1.035x / 1.029x with the side stream at the default priority, 0.993x / 0.967x
+/ 0.924x at high priority; fp8_block (kernels route) 1.053x / 1.047x / 1.087x at high
+priority, 1.022x / 1.038x / 1.037x at the default one. Hence ``HIGH`` for the kernels route
+with a recipe only (without one it is unmeasured: the default).
+
+The rules that keep it safe:
 - a fork (``on_side``) makes the side stream wait for everything enqueued on the caller's
-  stream so far, so side work reads finished inputs, and any memory it reuses from the side
-  stream's own pool was last used by work enqueued before that fork;
+  stream so far, so side work reads finished inputs;
 - tensors the side stream reads or writes that were allocated on the caller's stream stay
   referenced until the ``join``, after which the caller's stream is ordered after the side
   stream's work, so the allocator cannot hand their memory out while it is in use;
+- tensors allocated on the side stream that the caller's stream goes on to use are recorded
+  on it (``caller_uses``: ``record_stream``), so their memory goes back to the side stream's
+  pool only once the caller's stream is done with them, even when a later call forks from
+  another stream; the rest of the side stream's allocations are used on it alone;
 - every fork is joined before the function returns (also what CUDA-graph capture requires: the
   fork and the join are captured as graph edges, and the side stream's allocations go to the
   graph's pool, as every stream of a capture's do).
@@ -28,21 +38,24 @@ import torch
 
 # Tests turn it off to compare bits with one stream.
 BESIDE = True
-# torch.cuda.Stream priority of the side stream (lower is higher; 0 the default).
-PRIORITY = 0
+# A torch.cuda.Stream priority above the default (0; lower is higher): the block scheduler then
+# hands the side stream's waiting blocks the SMs that free up before the caller's. The kernels
+# route's quantizers take it (memory-bound blocks in among a GEMM's); the compose route's
+# persistent weight gradients do not (they would take SMs from the dgrad they are to follow).
+HIGH = -1
 _STREAMS: dict = {}
 R = TypeVar("R")
 
 
-def side_stream(t: torch.Tensor) -> torch.cuda.Stream | None:
-    """The second stream for ``t``'s device (one per device and priority, made on first use),
-    or None off CUDA or with ``BESIDE`` off."""
+def side_stream(t: torch.Tensor, priority: int = 0) -> torch.cuda.Stream | None:
+    """The second stream of ``priority`` for ``t``'s device (one per device and priority, made
+    on first use), or None off CUDA or with ``BESIDE`` off."""
     if not (BESIDE and t.is_cuda):
         return None
-    key = (t.device.index, PRIORITY)
+    key = (t.device.index, priority)
     stream = _STREAMS.get(key)
     if stream is None:
-        stream = _STREAMS[key] = torch.cuda.Stream(t.device, priority=PRIORITY)
+        stream = _STREAMS[key] = torch.cuda.Stream(t.device, priority=priority)
     return stream
 
 
@@ -61,3 +74,14 @@ def join(side: torch.cuda.Stream | None, device: torch.device) -> None:
     """The caller's stream waits for ``side``'s work."""
     if side is not None:
         torch.cuda.current_stream(device).wait_stream(side)
+
+
+def caller_uses(side: torch.cuda.Stream | None, device: torch.device, *tensors: torch.Tensor | None) -> None:
+    """Record on the caller's stream the ``tensors`` (None skipped) that ``side`` allocated and
+    the caller's stream uses after the ``join`` (``Tensor.record_stream``; the caching
+    allocator defers such bookkeeping while a CUDA graph is being captured)."""
+    if side is not None:
+        caller = torch.cuda.current_stream(device)
+        for t in tensors:
+            if t is not None:
+                t.record_stream(caller)
