@@ -51,7 +51,7 @@ persistent, one program an SM, and its last wave leaves SMs idle (about 3% of a 
 shape 1); the next kernel's programs take those SMs as the first one's finish. Same kernels,
 so the same bits. On the H200 the backward ran 1.017x / 1.003x / 1.007x faster than on one
 stream at the spec's shapes (benchmarks/results/2026-12-04-h200-ag run 1; the dgrads enqueued
-first: 1.009x / 1.000x / 0.997x), the op as called 1.026x / 1.031x at shape 1 (run 3).
+first: 1.009x / 1.000x / 0.997x), the op as called 1.029x / 1.031x / 1.030x (run 5).
 streams.py says why the allocator and CUDA graphs are safe with it.
 
 dprobs is reduced deterministically without atomics: a dGLU program owns whole rows and walks

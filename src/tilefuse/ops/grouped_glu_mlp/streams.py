@@ -7,12 +7,14 @@ docstring "Two streams") and launch.py's kernels route (the weight gradients and
 quantized recipe, their column-wise quantizers beside the dgrads; fc2's weight quantizer beside
 fc1). Off CUDA there is no second stream: the same work runs in order on the caller's stream.
 
-Measured on the H200, the op as called (graph replay, benchmarks/results/2026-12-04-h200-ag
-run 4; ratios of median times to the same op on one stream, spec shapes 1-3): bf16 (compose
-route) 1.014x / 1.035x / 1.029x with the side stream at the default priority, 0.993x / 0.967x
-/ 0.924x at high priority; fp8_block (kernels route) 1.053x / 1.047x / 1.087x at high
-priority, 1.022x / 1.038x / 1.037x at the default one. Hence ``HIGH`` for the kernels route
-with a recipe only (without one it is unmeasured: the default).
+Measured on the H200, the op as called (graph replay, interleaved rounds; the ratio to the same
+op on one stream, from per-round ratios; benchmarks/results/2026-12-04-h200-ag), spec shapes
+1-3: bf16 (compose route) 1.011x / 1.013x / 1.037x with the side stream at the default
+priority and 0.995x / 0.980x / 0.995x at high priority (run 4), 1.029x / 1.031x / 1.030x at
+the default (run 5); fp8_block (kernels route) 1.034x / 1.023x / 1.057x at high priority and
+1.019x / 1.020x / 1.034x at the default (run 4), 1.015x / 1.008x / 1.017x at high priority
+(run 5). Hence ``HIGH`` for the kernels route with a recipe only (without one it is
+unmeasured: the default).
 
 The rules that keep it safe:
 - a fork (``on_side``) makes the side stream wait for everything enqueued on the caller's
