@@ -587,7 +587,7 @@ def test_the_side_stream_gives_one_streams_bits(recipe, device, monkeypatch):
     """launch.py on two streams (streams.py: a recipe's W2 quantizer beside FC1; the weight
     gradients with their column-wise quantizers beside the dgrads) gives the bits of the same
     step on one stream (streams.BESIDE off), and forks three times with a recipe, twice without."""
-    from tilefuse.ops.grouped_glu_mlp import streams
+    from gpu_helpers import one_and_two_streams
     i = make([300, 0, 211, 17], 128, 128, torch.bfloat16, False, device, seed=21)
 
     def step():
@@ -597,14 +597,7 @@ def test_the_side_stream_gives_one_streams_bits(recipe, device, monkeypatch):
                                 "swiglu", 32, recipe=recipe)
         return (y, z, h, *grads[:4])
 
-    monkeypatch.setattr(streams, "BESIDE", False)
-    want = step()
-    monkeypatch.setattr(streams, "BESIDE", True)
-    sides = []
-    on_side = streams.on_side
-    monkeypatch.setattr(streams, "on_side", lambda side, dev, fn: sides.append(side) or on_side(side, dev, fn))
-    got = step()
-    torch.cuda.synchronize()
+    want, got, sides = one_and_two_streams(monkeypatch, step)
     assert len(sides) == (3 if recipe else 2) and all(s is not None and s != torch.cuda.current_stream()
                                                       for s in sides)
     for g, w in zip(got, want):

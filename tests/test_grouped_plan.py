@@ -248,7 +248,7 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
     """compose's "Two streams": with the weight gradients in Gluon, both run on the side stream
     (not the caller's), and the gradients are bitwise those of one stream (streams.BESIDE
     off), eagerly and replayed from a CUDA graph that captured the fork and the joins."""
-    from gpu_helpers import capture_cuda_graph
+    from gpu_helpers import capture_cuda_graph, one_and_two_streams
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("ws_wgrad's Gluon kernel runs on Hopper")
     i = _inputs(device, counts=(300, 0, 211, 17), H=256, F=192, seed=7)
@@ -260,18 +260,16 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
     saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
     dy = i["dy"]
 
-    def run():
-        return (fp.backward if planned else compose.backward)(dy, *saved)[:4]
+    counted = []
 
-    monkeypatch.setattr(streams, "BESIDE", False)
-    want = run()
-    monkeypatch.setattr(streams, "BESIDE", True)
-    sides = []
-    on_side = streams.on_side
-    monkeypatch.setattr(streams, "on_side", lambda side, dev, launch: sides.append(side) or on_side(side, dev, launch))
-    with launches.counting() as launched:
-        got = run()
-    torch.cuda.synchronize()
+    def run():
+        with launches.counting() as launched:
+            out = (fp.backward if planned else compose.backward)(dy, *saved)[:4]
+        counted.append(launched)
+        return out
+
+    want, got, sides = one_and_two_streams(monkeypatch, run)
+    launched = counted[-1]
     # the plan passes its dgrads through on_side too, with no stream (the caller's)
     beside = [s for s in sides if s is not None]
     assert launched["grouped_ws_wgrad"] == 2 and len(beside) == 2 and len(sides) == (4 if planned else 2)
