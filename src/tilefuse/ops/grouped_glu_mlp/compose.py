@@ -100,8 +100,8 @@ import dataclasses
 import torch
 
 from ... import launches
-from . import streams
 from ...utils import cdiv, next_power_of_2
+from . import streams
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
 from .reference import COUNTS_MESSAGE, _row_major, assert_counts_on_device, grouped_mm_takes
 
