@@ -20,6 +20,8 @@ kernels, one pass each. This program:
    (e) ``fused kernels``: the fused Triton path at its heuristic tiles (``op.fused_apply``,
        ``configs.heuristic``), whether or not the table picks it,
    (f) ``fp8_block``: ``tilefuse.grouped_glu_mlp(recipe="fp8_block")`` as users call it,
+   and with ``--one-stream`` (d) and (f) again on one stream (``... one stream``: the op's
+   second stream off, ops/grouped_glu_mlp/streams.py: does it still pay?),
    with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
    providers interleaved in rotating rounds, medians); a provider that fails to capture is
    timed eagerly instead, one that fails outright is printed with its error;
@@ -57,6 +59,7 @@ import tilefuse  # noqa: E402
 from tilefuse import launches  # noqa: E402
 from tilefuse.check import bench  # noqa: E402
 from tilefuse.check.grouped import TOL  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp import streams  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import heuristic  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.op import compose_apply, fused_apply  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import (grouped_glu_mlp_reference, grouped_glu_mlp_unfused,  # noqa: E402
@@ -164,8 +167,20 @@ def step_flop(T, H, F) -> float:
     return 3 * (2 * T * H * 2 * F + 2 * T * F * H)
 
 
-def providers_for(i, interleave, activation="swiglu", names=PROVIDERS):
-    """The step of each provider in ``names`` (PROVIDERS' order) on inputs ``i``."""
+def one_stream(step):
+    """``step`` with grouped_glu_mlp's second stream off while it runs (and is captured)."""
+    def run():
+        streams.BESIDE = False
+        try:
+            return step()
+        finally:
+            streams.BESIDE = True
+    return run
+
+
+def providers_for(i, interleave, activation="swiglu", names=PROVIDERS, one_stream_too=False):
+    """The step of each provider in ``names`` (PROVIDERS' order) on inputs ``i``; with
+    ``one_stream_too``, tilefuse's and fp8_block's also on one stream (``one_stream``)."""
     leaves = leaves_of(i)
     makers = {"compose": compose_fn, "eager composition": unfused_fn, "compiled composition": None,
               "tilefuse": tilefuse_fn, "fused kernels": fused_fn, "fp8_block": fp8_fn}
@@ -183,7 +198,11 @@ def providers_for(i, interleave, activation="swiglu", names=PROVIDERS):
                                       backend="inductor" if DEVICE == "cuda" else "aot_eager")
         else:
             fns[name] = makers[name](activation)
-    return {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
+    steps = {name: (lambda fn=fn: run_op(fn, i, interleave, leaves)) for name, fn in fns.items()}
+    for name in ("tilefuse", "fp8_block") if one_stream_too else ():
+        if name in steps:
+            steps[f"{name} one stream"] = one_stream(steps[name])
+    return steps
 
 
 def path_taken(i, interleave, activation="swiglu") -> str:
@@ -198,24 +217,26 @@ def path_taken(i, interleave, activation="swiglu") -> str:
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 
-def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), biases=(False,), names=PROVIDERS):
+def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), biases=(False,), names=PROVIDERS,
+               one_stream_too=False):
     for bias in biases:
         i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=bias, device=DEVICE,
                           generator=torch.Generator().manual_seed(index))
         for activation in activations:
             for interleave in interleaves:
-                time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names)
+                time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too)
         del i
 
 
-def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names):
-    """One epilogue key of one shape: every provider in ``names``, interleaved rounds."""
+def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too=False):
+    """One epilogue key of one shape: every provider in ``names`` (and with ``one_stream_too``
+    tilefuse's and fp8_block's on one stream), interleaved rounds."""
     timer = timing.WallTimer() if DEVICE != "cuda" else None
     flop = step_flop(T, H, F)
     key = "" if (activation, bias) == ("swiglu", False) else f", {activation}{', bias' if bias else ''}"
     print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}{key}; tilefuse ran: "
           f"{path_taken(i, interleave, activation)}", flush=True)
-    providers = providers_for(i, interleave, activation, names)
+    providers = providers_for(i, interleave, activation, names, one_stream_too)
     results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer)
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
@@ -277,6 +298,8 @@ def main(argv=None) -> int:
                    help="providers to profile at --profile-shapes, comma-separated (default: tilefuse,"
                         "compiled composition; 'none' for no profile)")
     p.add_argument("--profile-shapes", default="1", help="spec shapes to profile (1-3; default 1)")
+    p.add_argument("--one-stream", action="store_true",
+                   help="also time tilefuse and fp8_block (where timed) with the op's second stream off")
     p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
     args = p.parse_args(argv)
     names = [] if args.profile.strip().lower() == "none" else [n.strip() for n in args.profile.split(",")]
@@ -300,7 +323,8 @@ def main(argv=None) -> int:
               else {int(s): SHAPES[int(s)] for s in args.shapes.split(",")})
     for index, shape in shapes.items():
         try:
-            time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds, activations, biases, timed)
+            time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds, activations, biases, timed,
+                       args.one_stream)
         except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
             print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()
