@@ -243,6 +243,22 @@ def test_the_side_stream_is_cuda_only():
 
 
 @pytest.mark.gpu
+def test_side_streams_are_per_thread_device_and_priority(device):
+    """One side stream per thread, device and priority, made once: two threads never share one
+    (a CUDA-graph capture in one thread must not take in another thread's eager work)."""
+    import threading
+    t = torch.zeros(1, device=device)
+    mine = streams.side_stream(t)
+    assert mine is streams.side_stream(t) and mine != torch.cuda.current_stream()
+    assert streams.side_stream(t, streams.HIGH) not in (None, mine)
+    other = []
+    thread = threading.Thread(target=lambda: other.append(streams.side_stream(t)))
+    thread.start()
+    thread.join()
+    assert other[0] is not None and other[0] != mine
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
 def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, device, monkeypatch):
     """compose's "Two streams": with the weight gradients in Gluon, both run on the side stream

@@ -33,6 +33,7 @@ The rules that keep it safe:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -45,19 +46,24 @@ BESIDE = True
 # route's quantizers take it (memory-bound blocks in among a GEMM's); the compose route's
 # persistent weight gradients do not (they would take SMs from the dgrad they are to follow).
 HIGH = -1
-_STREAMS: dict = {}
+# Side streams per thread: two threads never share one, so one thread's CUDA-graph capture
+# cannot take in (or be broken by) another thread's eager work on it.
+_LOCAL = threading.local()
 R = TypeVar("R")
 
 
 def side_stream(t: torch.Tensor, priority: int = 0) -> torch.cuda.Stream | None:
-    """The second stream of ``priority`` for ``t``'s device (one per device and priority, made
-    on first use), or None off CUDA or with ``BESIDE`` off."""
+    """The calling thread's second stream of ``priority`` for ``t``'s device (made on first
+    use), or None off CUDA or with ``BESIDE`` off."""
     if not (BESIDE and t.is_cuda):
         return None
+    streams = getattr(_LOCAL, "streams", None)
+    if streams is None:
+        streams = _LOCAL.streams = {}
     key = (t.device.index, priority)
-    stream = _STREAMS.get(key)
+    stream = streams.get(key)
     if stream is None:
-        stream = _STREAMS[key] = torch.cuda.Stream(t.device, priority=priority)
+        stream = streams[key] = torch.cuda.Stream(t.device, priority=priority)
     return stream
 
 
