@@ -244,18 +244,20 @@ def test_the_side_stream_is_cuda_only():
 
 @pytest.mark.gpu
 def test_side_streams_are_per_thread_device_and_priority(device):
-    """One side stream per thread, device and priority, made once: two threads never share one
-    (a CUDA-graph capture in one thread must not take in another thread's eager work)."""
+    """One side stream per thread, device and priority, asked for once: another thread asks
+    for its own (a CUDA-graph capture in one thread must not take in another thread's eager
+    work)."""
     import threading
     t = torch.zeros(1, device=device)
     mine = streams.side_stream(t)
     assert mine is streams.side_stream(t) and mine != torch.cuda.current_stream()
-    assert streams.side_stream(t, streams.HIGH) not in (None, mine)
+    high = streams.side_stream(t, streams.HIGH)
+    assert high is streams.side_stream(t, streams.HIGH) and high.priority < mine.priority
     other = []
-    thread = threading.Thread(target=lambda: other.append(streams.side_stream(t)))
+    thread = threading.Thread(target=lambda: other.extend((streams.side_stream(t), streams.side_stream(t))))
     thread.start()
     thread.join()
-    assert other[0] is not None and other[0] != mine
+    assert other[0] is other[1] and other[0] is not None and other[0] is not mine
 
 
 @pytest.mark.gpu

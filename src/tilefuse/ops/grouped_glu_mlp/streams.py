@@ -46,8 +46,10 @@ BESIDE = True
 # route's quantizers take it (memory-bound blocks in among a GEMM's); the compose route's
 # persistent weight gradients do not (they would take SMs from the dgrad they are to follow).
 HIGH = -1
-# Side streams per thread: two threads never share one, so one thread's CUDA-graph capture
-# cannot take in (or be broken by) another thread's eager work on it.
+# Side streams per thread: each thread asks torch for its own (torch.cuda.Stream hands out its
+# pooled streams round-robin, 32 a device and priority), so one thread's CUDA-graph capture
+# does not take in another thread's eager side work. Should a pooled stream come back as the
+# caller's own, the fork and join are no-ops and the work runs in order: same results.
 _LOCAL = threading.local()
 R = TypeVar("R")
 
