@@ -16,6 +16,11 @@ the default (run 5); fp8_block (kernels route) 1.034x / 1.023x / 1.057x at high 
 (run 5). Hence ``HIGH`` for the kernels route with a recipe only (without one it is
 unmeasured: the default).
 
+Memory: what the side stream allocates (a recipe's W2 copies and the column-wise copies for
+the weight gradients) the caching allocator keeps in that stream's own pool, reused there step
+after step, not by the caller's stream; the compose route allocates nothing there (its outputs
+come from the caller's stream).
+
 The rules that keep it safe:
 - a fork (``on_side``) makes the side stream wait for everything enqueued on the caller's
   stream so far, so side work reads finished inputs;
