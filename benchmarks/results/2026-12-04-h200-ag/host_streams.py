@@ -9,36 +9,19 @@ SwiGLU, interleave 32, balanced counts; gradients of x, probs, w1 and w2 with a 
     PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-ag/host_streams.py
 """
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 import tilefuse
 from tilefuse.ops.grouped_glu_mlp import streams
-from tilefuse.ops.grouped_glu_mlp.reference import random_inputs, split_glu
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
 
-ROUNDS, CALLS = 3, 100
-
-
-def samples(fn, n):
-    """Host seconds of n calls of fn, each after a synchronisation."""
-    out = []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return out
-
-
-def bare(x, counts, p, w1, w2):
-    ends = torch.cumsum(counts, 0, dtype=torch.int32)
-    gate, up = split_glu(torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends), 32)
-    h = ((F.silu(gate.float()) * up.float()).flatten(-2) * p[:, None]).to(x.dtype)
-    return torch._grouped_mm(h, w2.transpose(-2, -1), offs=ends)
+# The spec's per-call host timing and the bare composition, as 2026-12-04-h200-ad run 1 timed them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "2026-12-04-h200-ad"))
+from run1_host import CALLS, ROUNDS, bare, samples  # noqa: E402
 
 
 def beside(on, fn):
@@ -65,7 +48,7 @@ def main():
             return lambda: torch.autograd.grad(f(*leaves), leaves, dy)
         tf = step(lambda x, p, w1, w2: tilefuse.grouped_glu_mlp(x, c, p, w1, w2, glu_interleave=32))
         calls = {"two": beside(True, tf), "one": beside(False, tf),
-                 "bare": step(lambda x, p, w1, w2: bare(x, c, p, w1, w2))}
+                 "bare": step(lambda x, p, w1, w2: bare(x, c, p, w1, w2, 32))}
         for call in calls.values():
             for _ in range(5):
                 call()
