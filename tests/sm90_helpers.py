@@ -1,6 +1,16 @@
 """Compiling kernels for sm_90 on any machine: Triton's bundled NVIDIA toolchain, run in a
 subprocess without the interpreter (the test process may have TRITON_INTERPRET=1 set). The
-subprocess scripts import ``compile_sm90`` from here."""
+subprocess scripts import ``compile_sm90`` from here.
+
+Which ptxas assembles a kernel depends on the process, not only on Triton: once torch.compile
+has compiled a Triton kernel, inductor puts torch's own ptxas (torch/bin/ptxas in CUDA builds of
+torch; CUDA 13.0 in torch 2.11+cu130) in TRITON_PTXAS_PATH for the rest of the process
+(torch/_inductor/runtime/compile_tasks.py, _set_triton_ptxas_path), so every tilefuse kernel
+compiled after that is assembled by it instead of Triton's bundled one (CUDA 12.8 in triton
+3.6). The two allocate registers differently (so2's level-3 wgmma kernel: 239 registers and no
+stack against 255 and 24 bytes, benchmarks/results/2026-12-04-h200-ah). The compile tests name
+the ptxas they check (``PTXAS``) instead of inheriting whatever an earlier test left set.
+"""
 
 import importlib.util
 import json
@@ -11,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
+import torch
 import triton
 
 import tilefuse
@@ -22,13 +34,39 @@ def nvidia_compiler_available() -> bool:
     return (pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
 
 
-def run_compile_script(script: str, timeout: int = 900) -> dict:
-    """Run ``script`` (which prints a JSON object on its last line) and return that object."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+# The ptxas builds a compile test checks: Triton's bundled one and torch's (see above).
+PTXAS = ("triton", "torch")
+
+
+def torch_ptxas() -> str | None:
+    """The ptxas torch.compile hands Triton: TILEFUSE_TEST_TORCH_PTXAS where set (to check a CPU
+    machine against a CUDA build's ptxas), else torch/bin/ptxas where this torch build has one."""
+    path = os.environ.get("TILEFUSE_TEST_TORCH_PTXAS") or str(pathlib.Path(torch.__file__).parent / "bin" / "ptxas")
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def run_compile_script(script: str, timeout: int = 900, ptxas: str = "triton") -> dict:
+    """Run ``script`` (which prints a JSON object on its last line) with ``ptxas`` ("triton":
+    Triton's bundled one; "torch": ``torch_ptxas()``, the test skipped where there is none) and
+    return that object."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_PTXAS_PATH")}
+    if ptxas == "torch":
+        path = torch_ptxas()
+        if path is None:
+            pytest.skip("this torch build has no ptxas of its own (a CPU build)")
+        env["TRITON_PTXAS_PATH"] = path
+    elif ptxas != "triton":
+        raise ValueError(f"ptxas must be one of {PTXAS}, got {ptxas!r}")
+    # A Triton cache of its own: Triton keys its cache on the ptxas version it read first in a
+    # process (get_ptxas_version is lru-cached), so a process whose TRITON_PTXAS_PATH changed
+    # under it can store one ptxas's cubins under the other's key.
     src = os.path.dirname(os.path.dirname(tilefuse.__file__))
     here = os.path.dirname(os.path.abspath(__file__))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, here, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="tilefuse-sm90-compile-") as cache:
+        env["TRITON_CACHE_DIR"] = cache
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tilefuse.cli import main
 
 
@@ -299,3 +301,19 @@ def test_so2_fused_check_forces_the_relay_whatever_the_table_picks(tuning_table)
             tuning.unregister("so2_mixing_stack")
         assert row["ok"], row
         assert row["errors"] == {"max|fused-relay|": 0.0}
+
+
+def test_environment_names_the_ptxas_triton_would_use_now(monkeypatch, tmp_path):
+    """torch.compile's inductor points TRITON_PTXAS_PATH at torch's ptxas mid-process; the report
+    names the ptxas in use at the time it is made, not Triton's bundled one."""
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from tilefuse.check import env
+    fake = tmp_path / "ptxas"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(fake))
+    assert env.ptxas() == f"13.0 ({fake})"
+    assert env.environment()["ptxas"] == f"13.0 ({fake})"
+    monkeypatch.delenv("TRITON_PTXAS_PATH")
+    bundled = env.ptxas()
+    assert bundled is None or "backends" in bundled and str(fake) not in bundled

@@ -8,6 +8,7 @@ import tilefuse
 from tilefuse import launches
 
 from dyt_helpers import case_id, check_against_reference, make_inputs, poison_outputs, rows_for, run
+from sm90_helpers import PTXAS
 
 WIDTHS = [1, 7, 16, 48, 100, 128, 256, 257, 1000, 4096]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -279,7 +280,8 @@ print(json.dumps(out))
 '''
 
 
-def test_persistent_kernels_compile_for_sm90_with_one_row_group():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_persistent_kernels_compile_for_sm90_with_one_row_group(ptxas):
     """The backward (both loops) and the persistent forward (both layouts) compiled, not
     interpreted, with n_groups == 1, which Triton passes as a constant: a prefetching loop must
     not treat it as a tensor (the compile error this catches: results/2026-12-01-h200-i run 3).
@@ -288,6 +290,6 @@ def test_persistent_kernels_compile_for_sm90_with_one_row_group():
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
-    report = run_compile_script(_SM90_PERSISTENT)
+    report = run_compile_script(_SM90_PERSISTENT, ptxas=ptxas)
     assert sorted(report) == sorted(f"{k}-groups{g}" for g in (1, None)
                                     for k in ("bwd-pf0", "bwd-pf1", "fwd-rows0", "fwd-rows1"))

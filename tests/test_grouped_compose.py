@@ -16,6 +16,7 @@ route rounds the same tensors (z, h, y, dh, dz, dx, the weight gradients) to x.d
 
 import pytest
 import torch
+from sm90_helpers import PTXAS
 from test_grouped_mlp_kernels import TOL as KERNEL_TOL
 from tuning_helpers import FakeTimer
 
@@ -506,14 +507,15 @@ print(json.dumps(out))
 '''
 
 
-def test_glue_kernels_compile_for_sm90_vectorized_without_spills():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_glue_kernels_compile_for_sm90_vectorized_without_spills(ptxas):
     """The default glue tiles compiled for sm_90 (bf16, 16-divisible sizes, as at the spec's
     shapes): the GLU column math (glu_cols, interleave 32 and halves) still lets every bf16 tile
     load be a 16-byte vector (no 2-byte loads), and nothing spills."""
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
-    report = run_compile_script(_SM90_GLUE)
+    report = run_compile_script(_SM90_GLUE, ptxas=ptxas)
     assert len(report) == 8
     for name, r in report.items():
         assert r["stack"] == 0 and r["v4_loads"] >= 3 and r["scalar_16bit_loads"] == 0, (name, r)

@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 import torch
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 from tuning_helpers import FakeTimer
 
 import tilefuse
@@ -350,7 +350,8 @@ print(json.dumps(out))
 
 
 @pytest.mark.skipif(not nvidia_compiler_available(), reason="Triton's NVIDIA backend (ptxas) is not installed")
-def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined(ptxas):
     """The grouped GEMMs at their heuristic tiles, bf16 and fp8_block, for sm_90: every helper
     inlined (a call left in the K loop keeps it from being pipelined), async copies in the
     K loop (TMA copies for the descriptor variants: bf16 in every B mode, fp8_block's store, dGLU
@@ -361,7 +362,7 @@ def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined():
     pointers and 0 through TMA at its 168-register cap, fp8 GLU 64, fp8 dGLU with the
     epilogue's dz copy 88, bf16 dGLU 32; triton 3.8 fp8 wgrad 40 and 8, GLU 64, dGLU 8. The
     capped build stays within its cap."""
-    report = run_compile_script(_SM90_COMPILE)
+    report = run_compile_script(_SM90_COMPILE, ptxas=ptxas)
     assert len(report) == 17
     for name, r in report.items():
         # The K loop's copies: cp.async through pointers, the copy engine through descriptors

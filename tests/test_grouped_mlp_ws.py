@@ -21,7 +21,7 @@ from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_co
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 
 HOPPER = torch.cuda.is_available() and ws_kernels.available(torch.device("cuda"))
 WS = dataclasses.replace(heuristic("fwd", 2, "fp8_block"), ws=True)
@@ -139,11 +139,12 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_kernels.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
-def test_ws_kernel_compiles_for_sm90_without_spills():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
     """Each ring depth, with and without bias: no stack, 12 warps (two consumer warp groups and
     the producer's), the registers reallocated between them (setmaxnreg), each consumer's K
     chunk four k32 wgmma and one wait, and the ring within an SM's 227 KB."""
-    usage = run_compile_script(_SM90_WS)
+    usage = run_compile_script(_SM90_WS, ptxas=ptxas)
     assert len(usage) == 6
     for name, u in usage.items():
         assert u["stack"] == 0, (name, u)

@@ -17,7 +17,7 @@ import torch
 from tilefuse.ops.grouped_glu_mlp import ws_rows
 from tilefuse.utils import normwise_rel_error
 
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 
 HOPPER = torch.cuda.is_available() and ws_rows.available(torch.device("cuda"))
 TILES = ((256, 3), (128, 5), (128, 6))
@@ -65,7 +65,8 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_rows.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
-def test_ws_rows_compiles_for_sm90_without_spills():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_ws_rows_compiles_for_sm90_without_spills(ptxas):
     """Both weight layouts at the candidate tiles, bf16 and fp16, and fc1 with the GLU epilogue
     (both activations, interleaves 8 to 64 and the halves layout, with and without bias): no
     stack, 12 warps, the registers reallocated, four k16 wgmma a chunk in each consumer, one TMA
@@ -73,7 +74,7 @@ def test_ws_rows_compiles_for_sm90_without_spills():
     and up halves F apart), shared memory within the 227 KB and the bound ``applies`` checks
     (the masked stores go out from the accumulator's layout: a layout change would take
     scratch shared memory, 16 KB, that the 6-slot ring does not leave)."""
-    usage = run_compile_script(_SM90)
+    usage = run_compile_script(_SM90, ptxas=ptxas)
     assert len(usage) == 7 * 3 * 2
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)

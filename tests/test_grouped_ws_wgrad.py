@@ -26,7 +26,7 @@ from tilefuse.ops.grouped_glu_mlp.api import problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, heuristic
 from tilefuse.utils import normwise_rel_error
 
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 
 pytestmark = pytest.mark.usefixtures("one_intra_op_thread")
 
@@ -203,12 +203,13 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not nvidia_compiler_available() or ws_wgrad.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
-def test_ws_wgrad_compiles_for_sm90_without_spills():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_ws_wgrad_compiles_for_sm90_without_spills(ptxas):
     """The candidates' tiles and others, bf16 and fp16: no stack, 12 warps (two consumer warp
     groups and the producer's), the registers reallocated, four k16 wgmma a chunk in each of the
     two consumers' two loops (shared and register A), one TMA store a consumer, and shared
     memory within both the SM's 227 KB and the bound ``applies`` checks."""
-    usage = run_compile_script(_SM90)
+    usage = run_compile_script(_SM90, ptxas=ptxas)
     assert len(usage) == 8
     for name, u in usage.items():
         assert u["stack"] == 0 and u["warps"] == 12 and u["setmaxnreg"] > 0, (name, u)

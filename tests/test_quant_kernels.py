@@ -18,7 +18,7 @@ from tilefuse.quant.kernels import (e2m1_codes, e2m1_codes_stochastic, e4m3_bits
                                     e8m0_bits, e8m0_reciprocal, rht16)
 
 from quant_helpers import (blocks_with_amax, e2m1_tie_points, e4m3_tie_points, mixed, same_bits)
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 
 U32 = 2 ** 32
 
@@ -439,10 +439,11 @@ print(json.dumps(out))
 
 
 @pytest.mark.skipif(not nvidia_compiler_available(), reason="Triton's NVIDIA backend (ptxas) is not installed")
-def test_kernels_compile_for_sm90():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_kernels_compile_for_sm90(ptxas):
     """Every kernel builds for sm_90 (the interpreter does not catch compile-only errors, e.g. a
     NaN constexpr global), with no register spills (stack 0), no FMA contraction and no
     approximate division."""
-    report = run_compile_script(_SM90_COMPILE, timeout=600)
+    report = run_compile_script(_SM90_COMPILE, timeout=600, ptxas=ptxas)
     for name, r in report.items():
         assert r["stack"] == 0 and r["fma"] == 0 and r["approx_div"] == 0, (name, r)

@@ -23,6 +23,7 @@ from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, FP16X3_GATE, TF
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
+from sm90_helpers import PTXAS
 from test_so2_kernels import NL, make
 from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
 
@@ -373,7 +374,8 @@ print(json.dumps(out))
 '''
 
 
-def test_fp16x3_tiles_compile_for_sm90_without_spills():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_fp16x3_tiles_compile_for_sm90_without_spills(ptxas):
     """Every 3xfp16 candidate, each epilogue of the relay GEMM and both passes of the fused
     kernel, and the forward gate kernel with its scalar block split (the "3xfp16-gate"
     configs; the exact gate beside it), compiled for sm_90 as launched: no spills, the products on wgmma, the operand tiles
@@ -383,7 +385,7 @@ def test_fp16x3_tiles_compile_for_sm90_without_spills():
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
-    report = run_compile_script(_SM90_LEVEL3)
+    report = run_compile_script(_SM90_LEVEL3, ptxas=ptxas)
     assert report.pop("split_fp16_kernel")["stack"] == 0
     exact_gate, split_gate = report.pop("gate-ieee"), report.pop(f"gate-{FP16X3}")
     assert exact_gate["stack"] == 0 == split_gate["stack"], (exact_gate, split_gate)

@@ -16,7 +16,7 @@ from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import FP16X3, FP16X3_GATE, TF32X3, So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims
 
-from sm90_helpers import nvidia_compiler_available, run_compile_script
+from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 from test_so2_kernels import make
 
 HOPPER = torch.cuda.is_available() and wgmma_kernels.available(torch.device("cuda"))
@@ -165,13 +165,14 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not nvidia_compiler_available() or wgmma_kernels.gluon is None,
                     reason="needs Triton's NVIDIA backend with Gluon")
-def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile():
+@pytest.mark.parametrize("ptxas", PTXAS)
+def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile(ptxas):
     """Every WGMMA_TILES tile, each mode at Cf 32 and the backward at Cf 64, and 64x64 with weight
     rings of 3 and 4 slots: no stack, the three products of a K tile (wgmma instructions of k16
     each) and ONE wait in the SASS. ptxas serialises a wgmma chain (a wait after each: C7514 /
     C7515) when other instructions touch its accumulator while it runs, which is what this
     kernel exists to avoid."""
-    usage = run_compile_script(_SM90_WGMMA)
+    usage = run_compile_script(_SM90_WGMMA, ptxas=ptxas)
     assert len(usage) == 4 * 4 + 4 + 4
     for name, u in usage.items():
         cf = int(name.split("-")[0][2:])
