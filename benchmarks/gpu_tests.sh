@@ -1,12 +1,14 @@
 #!/bin/bash
 # Does this tree pass its whole test suite on this GPU?
 #
-# The suite in four pytest processes sharing the GPU (one process needs more than the
+# The suite in five pytest processes sharing the GPU (one process needs more than the
 # device's 10-minute command limit): the warp-specialised row GEMM's tests (ws_rows, the
 # largest GPU file since results/2026-12-03-h200-ab); the other grouped_glu_mlp files; the
-# quantizers and so2_mixing_stack; every other test file (dyt, check, tuning, nn, property
-# tests, ...). Three processes took about 4.5 minutes on the H200 before the Gluon kernels'
-# tests (results/2026-12-01-h200-g run 3, the longest 265 s).
+# quantizers and so2_mixing_stack; the property, tuning and launcher tests; every other test
+# file (dyt, check, nn, ...). Three processes took about 4.5 minutes on the H200 before the
+# Gluon kernels' tests (results/2026-12-01-h200-g run 3, the longest 265 s); with four, the
+# last one (everything not grouped, quant or so2) reached the 500 s limit
+# (results/2026-12-04-h200-ag run 7), hence the fifth.
 # Each process has its own tuning cache ($PWD/.tfcache-NAME) and writes $OUT/pytest-NAME.txt;
 # test timings under the shared GPU are not measurements.
 #
@@ -22,7 +24,9 @@ limit=${1:-480}
 export PYTHONUNBUFFERED=1
 PYTEST='import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); sys.exit(pytest.main(sys.argv[1:]))'
 grouped=$(ls tests/test_grouped_*.py | grep -v /test_grouped_ws_rows.py)
-rest=$(ls tests/test_*.py | grep -v -e /test_grouped_ -e /test_quant_ -e /test_so2_)
+tuning=$(ls tests/test_property_*.py tests/test_tuning_*.py tests/test_specializing_launcher.py)
+rest=$(ls tests/test_*.py | grep -v -e /test_grouped_ -e /test_quant_ -e /test_so2_ -e /test_property_ -e /test_tuning_ \
+       -e /test_specializing_launcher.py)
 run() {  # name, files...
   local name=$1; shift
   # SIGINT at the limit: pytest stops as on Ctrl-C and still prints its failures so far with
@@ -35,10 +39,12 @@ run() {  # name, files...
 run ws-rows tests/test_grouped_ws_rows.py &
 run grouped $grouped &
 run quant-so2 tests/test_quant_*.py tests/test_so2_*.py &
+run tuning $tuning &
 run rest $rest &
 wait
 status=0
-for f in "$OUT"/pytest-ws-rows.txt "$OUT"/pytest-grouped.txt "$OUT"/pytest-quant-so2.txt "$OUT"/pytest-rest.txt; do
+for f in "$OUT"/pytest-ws-rows.txt "$OUT"/pytest-grouped.txt "$OUT"/pytest-quant-so2.txt "$OUT"/pytest-tuning.txt \
+         "$OUT"/pytest-rest.txt; do
   echo "== $f"; grep -E "^(FAILED|ERROR)" "$f" | head -20; tail -2 "$f"
   tail -1 "$f" | grep -qx "exit 0" || status=1
 done
