@@ -51,7 +51,7 @@ def main():
         def step(kernel):
             def run():
                 wgmma_kernels.so2_gemm3x_wgmma_kernel = kernel
-                x = tilefuse.so2_mixing_stack(*inp.args())
+                x = tilefuse.so2_mixing_stack(*inp.args(), lmax=lmax, focus_dim=cf)
                 return (x, *torch.autograd.grad(x, (inp.u0, inp.alpha), inp.grad_out))
             return run
         outs = {n: step(k)() for n, k in kernels.items()}
