@@ -96,3 +96,27 @@ def cubin_report(compiled) -> dict:
         sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
     return {"regs": int(regs), "stack": int(stack), "sass": sass}
+
+
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+_BRANCH = re.compile(r"\bBRA\s+0x([0-9a-f]+)")
+_LOCAL = re.compile(r"\b(?:LDL|STL)\b")
+
+
+def loop_local_memory(sass: str) -> int:
+    """How many local-memory instructions (LDL / STL: spills) of ``sass`` (cuobjdump -sass) sit
+    inside the loop that issues the wgmma (HGMMA): from the target of the first backward branch
+    after the last HGMMA that goes back to or before the first one (the K loop's back edge:
+    out-of-line blocks placed after the body, e.g. mbarrier wait retries, branch back from
+    further on) to that branch. A spill there costs every K tile; one after the loop, once a
+    tile. 0 where no loop holds the HGMMA."""
+    ins = [(int(at, 16), text) for at, text in _SASS_LINE.findall(sass)]
+    hgmma = [at for at, text in ins if "HGMMA" in text]
+    if not hgmma:
+        return 0
+    edges = [(at, int(m.group(1), 16)) for at, text in ins if (m := _BRANCH.search(text))]
+    back = [(at, target) for at, target in edges if target <= hgmma[0] and at >= hgmma[-1]]
+    if not back:
+        return 0
+    end, start = min(back)
+    return sum(1 for at, text in ins if start <= at <= end and _LOCAL.search(text))

@@ -132,7 +132,7 @@ def test_a_wgmma_config_gives_the_triton_kernels_bits(device, precision):
 _SM90_WGMMA = r'''
 import json
 import triton
-from sm90_helpers import cubin_report
+from sm90_helpers import cubin_report, loop_local_memory
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -158,7 +158,8 @@ for cf, (bm, bn, warps, stages), mode in cases:
     sass = u["sass"]
     out[f"Cf{cf}-M{bm}-N{bn}-w{warps}-s{stages}-mode{mode}"] = {
         "regs": u["regs"], "stack": u["stack"], "wgmma": c.asm["ptx"].count("wgmma.mma_async"),
-        "waits": sass.count("WARPGROUP.DEPBAR"), "arrives": sass.count("WARPGROUP.ARRIVE")}
+        "waits": sass.count("WARPGROUP.DEPBAR"), "arrives": sass.count("WARPGROUP.ARRIVE"),
+        "loop_local": loop_local_memory(sass)}
 print(json.dumps(out))
 '''
 
@@ -168,15 +169,23 @@ print(json.dumps(out))
 @pytest.mark.parametrize("ptxas", PTXAS)
 def test_wgmma_kernel_compiles_for_sm90_without_spills_and_waits_once_a_k_tile(ptxas):
     """Every WGMMA_TILES tile, each mode at Cf 32 and the backward at Cf 64, and 64x64 with weight
-    rings of 3 and 4 slots: no stack, the three products of a K tile (wgmma instructions of k16
-    each) and ONE wait in the SASS. ptxas serialises a wgmma chain (a wait after each: C7514 /
-    C7515) when other instructions touch its accumulator while it runs, which is what this
-    kernel exists to avoid."""
+    rings of 3 and 4 slots: no spill in the K loop, the three products of a K tile (wgmma
+    instructions of k16 each) and ONE wait in the SASS. ptxas serialises a wgmma chain (a wait
+    after each: C7514 / C7515) when other instructions touch its accumulator while it runs,
+    which is what this kernel exists to avoid.
+
+    Under Triton's ptxas (the tuning table's measurements) no stack at all. Under torch's (CUDA
+    13.0 in torch 2.11+cu130) the 64x128 tile's BWD_HEAD at Cf 32 spills 24 bytes after its
+    loop, in the epilogue, once a tile; loading alpha a chunk there removed it and cost the
+    shipped level-3 entries 0.3-0.7% under either ptxas (benchmarks/results/2026-12-04-h200-ah
+    run 2), so the kernel keeps the load before the chunk loop."""
     usage = run_compile_script(_SM90_WGMMA, ptxas=ptxas)
     assert len(usage) == 4 * 4 + 4 + 4
     for name, u in usage.items():
         cf = int(name.split("-")[0][2:])
-        assert u["stack"] == 0, (name, u)
+        assert u["loop_local"] == 0, (name, u)
+        if ptxas == "triton":
+            assert u["stack"] == 0, (name, u)
         assert u["waits"] == 1, (name, u)
         assert u["wgmma"] == 3 * (cf // 16), (name, u)
 

@@ -180,6 +180,8 @@ if gluon is not None:
         base = first * ROW
         if MODE == FINAL and APPLY_ALPHA:
             alpha = gl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(gl.float32)
+        if MODE == BWD_HEAD and APPLY_ALPHA:
+            alpha_o = gl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(gl.float32)
         for c in gl.static_range(BLOCK_N // EPI_N):
             y = epi_s.slice(c * EPI_N, EPI_N, dim=1).load(oblk)
             n = N_START + n0 + c * EPI_N + gl.arange(0, EPI_N, layout=gl.SliceLayout(0, oblk))
@@ -199,10 +201,7 @@ if gluon is not None:
                 if MODE == BWD_HEAD:
                     res = gl.load((res_ptr + (edge0 * F + focus) * ROW) + (orow[:, None] * (F * ROW) + n[None, :]),
                                   mask=mask, other=0.0).to(gl.float32)
-                    if APPLY_ALPHA:   # loaded a chunk, not kept from before the loop: at 64x128
-                        # on 4 warps that spilled 24 bytes under CUDA 13.0's ptxas (torch's, which
-                        # TRITON_PTXAS_PATH names once torch.compile has compiled a kernel)
-                        alpha_o = gl.load(alpha_ptr + edges * F + focus, mask=emask, other=0.0).to(gl.float32)
+                    if APPLY_ALPHA:
                         res = _head_g(res, alpha_o[:, None])
                 else:
                     res = gl.load((res_ptr + base) + offs, mask=mask, other=0.0).to(gl.float32)
