@@ -57,7 +57,7 @@ if TINY and not torch.cuda.is_available():
 
 import tilefuse  # noqa: E402
 from tilefuse import launches  # noqa: E402
-from tilefuse.check import bench  # noqa: E402
+from tilefuse.check import bench, env  # noqa: E402
 from tilefuse.check.grouped import TOL  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp import streams  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import heuristic  # noqa: E402
@@ -316,7 +316,7 @@ def main(argv=None) -> int:
     biases = [bias_names[b.strip()] for b in args.bias.split(",")]
     interleaves = [None if s.strip().lower() == "none" else int(s) for s in args.interleaves.split(",")]
     print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu'}, "
-          f"tilefuse level {tilefuse.policy.get_level()}", flush=True)
+          f"tilefuse level {tilefuse.policy.get_level()}, ptxas {env.ptxas()}", flush=True)
     ok = check()
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     shapes = ({1: TINY_SHAPE} if args.tiny else {} if args.shapes.strip().lower() == "none"
@@ -335,7 +335,10 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001
             print(f"profile: shape {index} FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()
-    print(f"\ncheck: {'PASS' if ok else 'FAIL'}")
+    # The compiled composition's warm-up switches Triton to torch's ptxas (docs/design.md, "Which
+    # ptxas"): tilefuse's kernels compiled after it were assembled by that one.
+    print(f"\nptxas at the end: {env.ptxas()}")
+    print(f"check: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

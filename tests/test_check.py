@@ -317,3 +317,16 @@ def test_environment_names_the_ptxas_triton_would_use_now(monkeypatch, tmp_path)
     monkeypatch.delenv("TRITON_PTXAS_PATH")
     bundled = env.ptxas()
     assert bundled is None or "backends" in bundled and str(fake) not in bundled
+
+
+def test_the_report_says_when_torch_compile_switched_the_ptxas(monkeypatch, tmp_path):
+    import tilefuse.check as check
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "12.8 (triton's)"})   # at the start
+    monkeypatch.setattr(check, "ptxas", lambda: "13.0 (torch's)")                        # at the end
+    result = check.run_check(tmp_path / "rep", quick=True, bench=False, verify=False, show_progress=False,
+                             ops=("dyt",))
+    assert result["environment"]["ptxas"] == "12.8 (triton's), then 13.0 (torch's) once torch.compile ran"
+    monkeypatch.setattr(check, "ptxas", lambda: "12.8 (triton's)")
+    result = check.run_check(tmp_path / "rep2", quick=True, bench=False, verify=False, show_progress=False,
+                             ops=("dyt",))
+    assert result["environment"]["ptxas"] == "12.8 (triton's)"

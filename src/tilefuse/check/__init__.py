@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .env import environment
+from .env import environment, ptxas
 from .sections import OPS, section
 
 
@@ -74,6 +74,12 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
                 result["plots"] += mod.plots(out, b)
         else:
             result["benchmarks"][op] = {"skipped": skipped}
+    # A torch.compile peer (benchmarks) switches Triton to torch's ptxas for the rest of the
+    # process: the kernels compiled after it were assembled by that one (docs/design.md,
+    # "Which ptxas").
+    now = ptxas()
+    if now != result["environment"]["ptxas"]:
+        result["environment"]["ptxas"] = f"{result['environment']['ptxas']}, then {now} once torch.compile ran"
     result["wall_seconds"] = round(time.time() - t0, 1)
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)
