@@ -16,6 +16,11 @@ the default (run 5); fp8_block (kernels route) 1.034x / 1.023x / 1.057x at high 
 (run 5). Hence ``HIGH`` for the kernels route with a recipe only (without one it is
 unmeasured: the default).
 
+Host cost (results/2026-12-04-h200-ah run 2, spec shape 2): a fork takes 60-80 us of host time
+where it runs, with the side-stream launch that follows it, and the join about 19 us; the op's
+forward + backward call 1.17-1.33x as long on the host as on one stream (-ag run 8), behind
+2.3-6 ms of device time at the spec shapes.
+
 Memory: what the side stream allocates (a recipe's W2 copies and the column-wise copies for
 the weight gradients) the caching allocator keeps in that stream's own pool, reused there step
 after step, not by the caller's stream; the compose route allocates nothing there (its outputs
