@@ -1,14 +1,17 @@
 #!/bin/bash
 # Does this tree pass its whole test suite on this GPU?
 #
-# The suite in five pytest processes sharing the GPU (one process needs more than the
+# The suite in seven pytest processes sharing the GPU (one process needs more than the
 # device's 10-minute command limit): the warp-specialised row GEMM's tests (ws_rows, the
 # largest GPU file since results/2026-12-03-h200-ab); the other grouped_glu_mlp files; the
 # quantizers and so2_mixing_stack; the property, tuning and launcher tests; every other test
 # file (dyt, check, nn, ...). Three processes took about 4.5 minutes on the H200 before the
 # Gluon kernels' tests (results/2026-12-01-h200-g run 3, the longest 265 s); with four, the
 # last one (everything not grouped, quant or so2) reached the 500 s limit
-# (results/2026-12-04-h200-ag run 7), hence the fifth.
+# (results/2026-12-04-h200-ag run 7), hence the fifth. The nine sm_90 compile tests (CPU-bound:
+# ptxas) run in two processes of their own, one per ptxas they check (tests/sm90_helpers.PTXAS:
+# each took about 290 s beside three others, results/2026-12-04-h200-ah run 1), and the five
+# above deselect them.
 # Each process has its own tuning cache ($PWD/.tfcache-NAME) and writes $OUT/pytest-NAME.txt;
 # test timings under the shared GPU are not measurements.
 #
@@ -36,15 +39,18 @@ run() {  # name, files...
     -rfs --tb=short "$@" > "$OUT/pytest-$name.txt" 2>&1
   echo "exit $?" >> "$OUT/pytest-$name.txt"
 }
-run ws-rows tests/test_grouped_ws_rows.py &
-run grouped $grouped &
-run quant-so2 tests/test_quant_*.py tests/test_so2_*.py &
-run tuning $tuning &
-run rest $rest &
+compile="compile_for_sm90 or compiles_for_sm90"    # the nine compile tests' names, and only theirs
+run ws-rows tests/test_grouped_ws_rows.py -k "not ($compile)" &
+run grouped $grouped -k "not ($compile)" &
+run quant-so2 tests/test_quant_*.py tests/test_so2_*.py -k "not ($compile)" &
+run tuning $tuning -k "not ($compile)" &
+run rest $rest -k "not ($compile)" &
+run compile-triton tests/test_*.py -k "($compile) and triton" &
+run compile-torch tests/test_*.py -k "($compile) and torch" &
 wait
 status=0
 for f in "$OUT"/pytest-ws-rows.txt "$OUT"/pytest-grouped.txt "$OUT"/pytest-quant-so2.txt "$OUT"/pytest-tuning.txt \
-         "$OUT"/pytest-rest.txt; do
+         "$OUT"/pytest-rest.txt "$OUT"/pytest-compile-triton.txt "$OUT"/pytest-compile-torch.txt; do
   echo "== $f"; grep -E "^(FAILED|ERROR)" "$f" | head -20; tail -2 "$f"
   tail -1 "$f" | grep -qx "exit 0" || status=1
 done
