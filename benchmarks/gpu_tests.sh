@@ -9,7 +9,7 @@
 # Gluon kernels' tests (results/2026-12-01-h200-g run 3, the longest 265 s); with four, the
 # last one (everything not grouped, quant or so2) reached the 500 s limit
 # (results/2026-12-04-h200-ag run 7), hence the fifth. The nine sm_90 compile tests (CPU-bound:
-# ptxas) run in two processes of their own, one per ptxas they check (tests/sm90_helpers.PTXAS:
+# ptxas) run in two processes of their own, one per ptxas they check (PTXAS in tests/sm90_helpers.py:
 # each took about 290 s beside three others, results/2026-12-04-h200-ah run 1), and the five
 # above deselect them.
 # Each process has its own tuning cache ($PWD/.tfcache-NAME) and writes $OUT/pytest-NAME.txt;
