@@ -9,7 +9,7 @@ torch; CUDA 13.0 in torch 2.11+cu130) in TRITON_PTXAS_PATH for the rest of the p
 compiled after that is assembled by it instead of Triton's bundled one (CUDA 12.8 in triton
 3.6). The two allocate registers differently (so2's level-3 wgmma kernel: 239 registers and no
 stack against 255 and 24 bytes, benchmarks/results/2026-12-04-h200-ah). The compile tests name
-the ptxas they check (``PTXAS``) instead of inheriting whatever an earlier test left set.
+the ptxas they check (``PTXAS``); their subprocesses never inherit TRITON_PTXAS_PATH.
 """
 
 import importlib.util

@@ -43,6 +43,20 @@ def samples(fn, n):
     return out
 
 
+def p50_us(calls: dict) -> dict:
+    """Host microseconds per call (p50) of each of ``calls`` (name: zero-argument callable), the
+    spec's measurement: 5 warm-up calls each, then ROUNDS interleaved rounds of CALLS calls of
+    each in turn (``samples``). For later runs' scripts; run 1's own loop is inline."""
+    for call in calls.values():
+        for _ in range(5):
+            call()
+    got = {n: [] for n in calls}
+    for _ in range(ROUNDS):
+        for n, call in calls.items():
+            got[n] += samples(call, CALLS)
+    return {n: statistics.median(v) * 1e6 for n, v in got.items()}
+
+
 def bare(x, counts, p, w1, w2, inter):
     ends = torch.cumsum(counts, 0, dtype=torch.int32)
     z = torch._grouped_mm(x, w1.transpose(-2, -1), offs=ends)

@@ -15,7 +15,6 @@ shipped one's first (the same kernels in the same order: they must be equal).
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-ah/host_fork_variants.py
 """
-import statistics
 import sys
 import threading
 from pathlib import Path
@@ -28,7 +27,7 @@ from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "2026-12-04-h200-ad"))
-from run1_host import CALLS, ROUNDS, samples  # noqa: E402
+from run1_host import p50_us  # noqa: E402
 
 SHIPPED = (streams.on_side, streams.join)
 _LOCAL = threading.local()
@@ -108,14 +107,7 @@ def main():
         want = calls["shipped"]()
         same = all(all(torch.equal(a, b) for a, b in zip(want, calls[n]())) for n in VARIANTS)
         del want
-        for call in calls.values():
-            for _ in range(5):
-                call()
-        got = {n: [] for n in calls}
-        for _ in range(ROUNDS):
-            for n, call in calls.items():
-                got[n] += samples(call, CALLS)
-        m = {n: statistics.median(v) * 1e6 for n, v in got.items()}
+        m = p50_us(calls)
         print(f"| {index} | " + " | ".join(f"{m[n]:.1f}" for n in names) + f" | {same} |", flush=True)
         del i, leaves
         torch.cuda.empty_cache()
