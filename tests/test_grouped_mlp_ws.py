@@ -85,10 +85,13 @@ def test_applies_only_where_the_kernel_runs(device):
         assert not ws_kernels.applies(qa, qw, torch.empty(128, 64, dtype=c.dtype, device=device).t(), 3)
 
 
-def test_a_ws_config_gives_the_triton_kernels_bits(device):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_ws_config_gives_the_triton_kernels_bits(device, overlap, monkeypatch):
     """The whole fp8_block forward and backward with a ws config equals the same config
     without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
-    and the fc1 dgrad), through grouped_gemm_kernel elsewhere (the fallback)."""
+    and the fc1 dgrad), with either chunk schedule (ws_kernels.OVERLAP), through
+    grouped_gemm_kernel elsewhere (the fallback)."""
+    monkeypatch.setattr(ws_kernels, "OVERLAP", overlap)
     counts = [70, 0, 45, 13]
     i = random_inputs(counts, 128, 128, torch.bfloat16, bias=True, device=device,
                       generator=torch.Generator().manual_seed(3))
@@ -108,6 +111,7 @@ def test_a_ws_config_gives_the_triton_kernels_bits(device):
 
 _SM90_WS = r'''
 import json
+import re
 import triton
 from sm90_helpers import cubin_report
 from triton.backends.compiler import GPUTarget
@@ -119,19 +123,20 @@ out = {}
 lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
 desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
 ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e"]
-for stages in (2, 3, W.MAX_STAGES):
+for overlap in (False, True):
+  for stages in (2, 3, W.MAX_STAGES):
     for has_bias in (False, True):
         sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
                "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", **{n: "i32" for n in ints}}
         ce = dict(HAS_BIAS=has_bias, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK, BLOCK_K=W.BLOCK, STAGES=stages,
-                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+                  OVERLAP=overlap, CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
         u = cubin_report(c)
         sass = u["sass"]
-        out[f"s{stages}-bias{int(has_bias)}"] = {
+        out[f"o{int(overlap)}-s{stages}-bias{int(has_bias)}"] = {
             "regs": u["regs"], "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
-            "qgmma": sass.count("QGMMA"), "waits": sass.count("WARPGROUP.DEPBAR"),
+            "qgmma": sass.count("QGMMA"), "waits": re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass),
             "setmaxnreg": sass.count("USETMAXREG")}
 print(json.dumps(out))
 '''
@@ -141,17 +146,25 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 @pytest.mark.parametrize("ptxas", PTXAS)
 def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
-    """Each ring depth, with and without bias: no stack, 12 warps (two consumer warp groups and
-    the producer's), the registers reallocated between them (setmaxnreg), each consumer's K
-    chunk four k32 wgmma and one wait, and the ring within an SM's 227 KB."""
+    """Each ring depth, with and without bias, either chunk schedule: no stack, 12 warps (two
+    consumer warp groups and the producer's), the registers reallocated between them
+    (setmaxnreg), and the ring within an SM's 227 KB. One chunk at a time: each consumer's K
+    chunk four k32 wgmma and one wait for none in flight. Two at a time (OVERLAP): four wgmma
+    for each chunk of a pair and for an odd last chunk, and the waits the schedule asks for:
+    the pair's first chunk with one still in flight, then none; ptxas would otherwise have
+    serialised every wgmma (a wait after each)."""
     usage = run_compile_script(_SM90_WS, ptxas=ptxas)
-    assert len(usage) == 6
+    assert len(usage) == 12
     for name, u in usage.items():
         assert u["stack"] == 0, (name, u)
         assert u["warps"] == 12, (name, u)
         assert u["setmaxnreg"] > 0, (name, u)
-        assert u["qgmma"] == 2 * 4 and u["waits"] == 2, (name, u)
         assert u["smem"] <= 227 * 1024, (name, u)
+        if name.startswith("o0"):
+            assert u["qgmma"] == 2 * 4 and u["waits"] == ["0x0"] * 2, (name, u)
+        else:
+            assert u["qgmma"] == 2 * 3 * 4, (name, u)
+            assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x1"] * 2, (name, u)
 
 
 # --- Hopper only ---------------------------------------------------------------------------
@@ -161,7 +174,8 @@ def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
                                           (3, 300, 128, 128, False), (2, 130, 128, 640, True)])
 @pytest.mark.parametrize("programs", [None, 1, 3])
 @pytest.mark.parametrize("stages", [2, 3, ws_kernels.MAX_STAGES])
-def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, stages):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, stages, overlap):
     qa, qw, counts = _quantized_operands(E, T, N, K, "cuda", seed=T)
     g = torch.Generator(device="cuda").manual_seed(1)
     probs = torch.rand(T, generator=g, device="cuda")
@@ -170,16 +184,18 @@ def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, st
     got = torch.full_like(want, float("nan"))
     launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=K, N=N, b_strides=(0, 0, 0),
                  ldc=N, probs=probs, bias=b, recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, got, counts, N=N, stages=stages, probs=probs, bias=b, programs=programs)
+    assert ws_kernels.launch(qa, qw, got, counts, N=N, stages=stages, probs=probs, bias=b, programs=programs,
+                             overlap=overlap)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
-def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all(overlap):
     qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
     want = torch.full((513, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
     got = torch.full_like(want, float("nan"))
     launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=256, N=256,
                  b_strides=(0, 0, 0), ldc=256, recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, got, counts, N=256, stages=3)
+    assert ws_kernels.launch(qa, qw, got, counts, N=256, stages=3, overlap=overlap)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))

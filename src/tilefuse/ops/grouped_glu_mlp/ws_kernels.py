@@ -47,6 +47,9 @@ MAXNREG = 168
 CONSUMER_REGS = 232
 PRODUCER_REGS = 40
 MAX_STAGES = 5   # 5 x 32 KB of ring, the most an SM holds beside the barriers
+# Each consumer's K chunks two at a time, the first's rescale under the second's wgmma
+# (_overlapped_chunks), where ``launch`` is not told otherwise.
+OVERLAP = False
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -82,7 +85,7 @@ if gluon is not None:
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr):
+                  STAGES: gl.constexpr, OVERLAP: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -108,10 +111,54 @@ if gluon is not None:
                     it += 1
 
     @gluon.jit
+    def _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part, it, kb, a_scale_ld, bs_k,
+               WG: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr):
+        """Chunk kb's wgmma from zero into ``part`` once its ring slot (ring position ``it``) is
+        full, not waited for; and the chunk's scales (a_scale per row, b_scale)."""
+        slot = it % STAGES
+        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+        part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)), part,
+                             use_acc=False, is_async=True)
+        a_scale = gl.load(a_scale_ptr + kb * a_scale_ld + rows64, mask=rmask, other=0.0)
+        b_scale = gl.load(bs_base + kb * bs_k)
+        return part, a_scale, b_scale
+
+    @gluon.jit
+    def _overlapped_chunks(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask, acc, part, part2, it,
+                           k_tiles, a_scale_ld, bs_k, WG: gl.constexpr, HALF: gl.constexpr,
+                           STAGES: gl.constexpr):
+        """A tile's K chunks two at a time, with two product register sets: both chunks' wgmma
+        are issued, then the first is waited for and rescaled into acc while the tensor cores
+        run the second (acc + part * (a_scale * b_scale), chunks in K order: one set's
+        operations). No wgmma is in flight across the loop's back edge or a branch (ptxas
+        serialises every wgmma of a kernel where a register copy may define an accumulator of
+        one in flight)."""
+        for j in range(k_tiles // 2):
+            pa, sa, sb = _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part, it, 2 * j, a_scale_ld,
+                                bs_k, WG, HALF, STAGES)
+            pb, sa2, sb2 = _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part2, it + 1, 2 * j + 1,
+                                  a_scale_ld, bs_k, WG, HALF, STAGES)
+            part = warpgroup_mma_wait(num_outstanding=1, deps=[pa])
+            mbarrier.arrive(empty.index(it % STAGES), count=1)
+            acc = acc + part * (sa * sb)[:, None]
+            part2 = warpgroup_mma_wait(num_outstanding=0, deps=[pb])
+            mbarrier.arrive(empty.index((it + 1) % STAGES), count=1)
+            acc = acc + part2 * (sa2 * sb2)[:, None]
+            it += 2
+        if k_tiles % 2 == 1:
+            pa, sa, sb = _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part, it, k_tiles - 1,
+                                a_scale_ld, bs_k, WG, HALF, STAGES)
+            part = warpgroup_mma_wait(num_outstanding=0, deps=[pa])
+            mbarrier.arrive(empty.index(it % STAGES), count=1)
+            acc = acc + part * (sa * sb)[:, None]
+            it += 1
+        return acc, part, part2, it
+
+    @gluon.jit
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                   HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
         zero is waited for, its slot handed back, and the product joins acc as
         acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
@@ -133,6 +180,7 @@ if gluon is not None:
         m = gl.load(counts_ptr).to(gl.int32)
         it = 0
         part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+        part2 = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
         for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
             row_tile = tile // n_col_tiles
             col0 = (tile % n_col_tiles) * BLOCK_N
@@ -145,23 +193,28 @@ if gluon is not None:
                 rows64 = rows.to(gl.int64)
                 # B's 128x128 block scale: one per chunk for the tile's 128 columns.
                 bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
-                a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
-                b_next = gl.load(bs_base)
                 acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
-                for kb in range(k_tiles):
-                    slot = it % STAGES
-                    a_scale = a_next
-                    b_scale = b_next
-                    mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-                    part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF), b_s.index(slot).permute((1, 0)),
-                                         part, use_acc=False, is_async=True)
-                    k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
-                    a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
-                    b_next = gl.load(bs_base + k_next * bs_k)
-                    part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
-                    mbarrier.arrive(empty.index(slot), count=1)
-                    acc = acc + part * (a_scale * b_scale)[:, None]
-                    it += 1
+                if OVERLAP:
+                    acc, part, part2, it = _overlapped_chunks(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64,
+                                                              rmask, acc, part, part2, it, k_tiles, a_scale_ld,
+                                                              bs_k, WG, HALF, STAGES)
+                else:
+                    a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
+                    b_next = gl.load(bs_base)
+                    for kb in range(k_tiles):
+                        slot = it % STAGES
+                        a_scale = a_next
+                        b_scale = b_next
+                        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+                        part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF),
+                                             b_s.index(slot).permute((1, 0)), part, use_acc=False, is_async=True)
+                        k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
+                        a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
+                        b_next = gl.load(bs_base + k_next * bs_k)
+                        part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+                        mbarrier.arrive(empty.index(slot), count=1)
+                        acc = acc + part * (a_scale * b_scale)[:, None]
+                        it += 1
                 cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
                 cmask = cols < N
                 if HAS_BIAS:
@@ -185,25 +238,26 @@ if gluon is not None:
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
+                   STAGES: gl.constexpr, OVERLAP: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                    bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                    HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr):
+                   STAGES: gl.constexpr, OVERLAP: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
                            T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
                            HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           BLOCK_K: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                           BLOCK_K: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+                           CONSUMER_REGS: gl.constexpr,
                            PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
@@ -224,23 +278,25 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                           probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None) -> bool:
+def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
+           overlap: bool | None = None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
     count (default one an SM; tests use fewer, so that programs take many tiles)."""
     if not applies(a, w, c, stages):
         return False
+    overlap = OVERLAP if overlap is None else overlap
     T, E = c.shape[0], counts.shape[0]
     K = a.data.shape[1]
     if T == 0 or N == 0:
@@ -256,6 +312,6 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
         a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
         bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
         w.data.shape[1], bias.stride(0) if bias is not None else 0,
-        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages,
+        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages, OVERLAP=overlap,
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
