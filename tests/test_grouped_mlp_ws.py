@@ -18,7 +18,7 @@ from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes, ws_kernels
 from tilefuse.ops.grouped_glu_mlp import tune as grouped_tune
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
-from tilefuse.ops.grouped_glu_mlp.kernels import EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_GLU, EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 
 from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
@@ -62,6 +62,14 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     monkeypatch.setattr(grouped_tune, "_ws_runs_here", lambda: True)
     assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(fp8, WS)
     assert "grouped_fp8_ws_gemm" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+    # fc1 + GLU through it too where a z tile holds whole groups: interleave 32, not the halves
+    assert "grouped_fp8_ws_glu" in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+    halves = dataclasses.replace(fp8, interleave=0)
+    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
+    assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(halves, WS)
+    monkeypatch.setattr(ws_kernels, "TAKES_GLU", False)
+    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
 
 
 def _quantized_operands(E, T, N, K, device, seed=0, counts=None):
@@ -85,13 +93,37 @@ def test_applies_only_where_the_kernel_runs(device):
         assert not ws_kernels.applies(qa, qw, torch.empty(128, 64, dtype=c.dtype, device=device).t(), 3)
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_a_ws_config_gives_the_triton_kernels_bits(device, overlap, monkeypatch):
+def test_glu_applies_takes_whole_groups_only(monkeypatch):
+    """fc1 + GLU through the ws kernel only where a 128-column z tile holds whole (gate, up)
+    groups (an interleave of 8 to 64, a power of two; not the halves layout), with h (T, F) of
+    z's dtype, contiguous probs and an fc1 bias of 2F columns; the rest of ``applies`` as for
+    the store GEMMs. (The device check is bypassed: the layout rules are the host's.)"""
+    monkeypatch.setattr(ws_kernels, "available", lambda device: True)
+    qa, qw, counts = _quantized_operands(3, 64, 256, 128, "cpu")
+    z = torch.empty(64, 256, dtype=torch.bfloat16)
+    h = torch.empty(64, 128, dtype=torch.bfloat16)
+    probs = torch.rand(64)
+    b1 = torch.zeros(3, 256, dtype=torch.bfloat16)
+    for interleave in (8, 16, 32, 64):
+        assert ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 0, interleave)
+        assert ws_kernels.glu_applies(qa, qw, z, h, probs, None, 1, interleave)
+    for interleave in (0, None, 4, 24, 128, 32.0, True):
+        assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 0, interleave), interleave
+    assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 2, 32)                  # no such activation
+    assert not ws_kernels.glu_applies(qa, qw, z, h.half(), probs, b1, 0, 32)           # h not z's dtype
+    assert not ws_kernels.glu_applies(qa, qw, z, torch.empty(64, 256, dtype=h.dtype), probs, b1, 0, 32)  # not (T, F)
+    assert not ws_kernels.glu_applies(qa, qw, z, torch.empty(64, 256, dtype=h.dtype)[:, ::2], probs, b1, 0, 32)
+    assert not ws_kernels.glu_applies(qa, qw, z, h, torch.rand(128)[::2], b1, 0, 32)   # probs strided
+    assert not ws_kernels.glu_applies(qa, qw, z, h, None, b1, 0, 32)
+    assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1[:, :128], 0, 32)         # bias of F columns
+    assert not ws_kernels.glu_applies(qa, qw, z.t().contiguous().t(), h, probs, b1, 0, 32)   # z column-major
+
+
+def test_a_ws_config_gives_the_triton_kernels_bits(device):
     """The whole fp8_block forward and backward with a ws config equals the same config
     without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
-    and the fc1 dgrad), with either chunk schedule (ws_kernels.OVERLAP), through
-    grouped_gemm_kernel elsewhere (the fallback)."""
-    monkeypatch.setattr(ws_kernels, "OVERLAP", overlap)
+    and the fc1 dgrad, and for fc1 + GLU), through grouped_gemm_kernel elsewhere (the
+    fallback)."""
     counts = [70, 0, 45, 13]
     i = random_inputs(counts, 128, 128, torch.bfloat16, bias=True, device=device,
                       generator=torch.Generator().manual_seed(3))
@@ -103,6 +135,7 @@ def test_a_ws_config_gives_the_triton_kernels_bits(device, overlap, monkeypatch)
             grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z,
                                     h, "swiglu", 32, config=cfg, recipe="fp8_block")
         assert launched["grouped_fp8_ws_gemm"] == (2 if cfg.ws and HOPPER else 0)
+        assert launched["grouped_fp8_ws_glu"] == (1 if cfg.ws and HOPPER else 0)   # interleave 32: it applies
         outs.append((y, z, h, *grads))
     for name, want, got in zip(("y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"), *outs):
         assert torch.equal(want.view(torch.int16) if want.dtype == torch.bfloat16 else want,
@@ -122,19 +155,24 @@ from tilefuse.ops.grouped_glu_mlp import ws_kernels as W
 out = {}
 lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
 desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
-ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e"]
-for overlap in (False, True):
-  for stages in (2, 3, W.MAX_STAGES):
+ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e", "ldh", "F"]
+# the store GEMM at each ring depth; fc1 + GLU (SwiGLU at interleave 32, GeGLU at 64) at the deepest
+variants = [(-1, 0, s) for s in (2, 3, W.MAX_STAGES)] + [(0, 32, W.MAX_STAGES), (1, 64, W.MAX_STAGES)]
+for glu, interleave, stages in variants:
     for has_bias in (False, True):
         sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
-               "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", **{n: "i32" for n in ints}}
-        ce = dict(HAS_BIAS=has_bias, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK, BLOCK_K=W.BLOCK, STAGES=stages,
-                  OVERLAP=overlap, CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+               "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", "h_ptr": "*bf16",
+               **{n: "i32" for n in ints}}
+        z_shape = [W.BLOCK // 2, W.BLOCK] if glu >= 0 else [8, 8]
+        z_layout = gl.NVMMASharedLayout.get_default_for(z_shape, gl.bfloat16) if glu >= 0 else W._TOKEN_LAYOUT
+        ce = dict(HAS_BIAS=has_bias, GLU=glu, INTERLEAVE=interleave, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK,
+                  BLOCK_K=W.BLOCK, STAGES=stages, Z_ROWS=z_shape[0], Z_COLS=z_shape[1], Z_LAYOUT=z_layout,
+                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
         src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
         c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
         u = cubin_report(c)
         sass = u["sass"]
-        out[f"o{int(overlap)}-s{stages}-bias{int(has_bias)}"] = {
+        out[f"glu{glu}-i{interleave}-s{stages}-bias{int(has_bias)}"] = {
             "regs": u["regs"], "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
             "qgmma": sass.count("QGMMA"), "waits": re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass),
             "setmaxnreg": sass.count("USETMAXREG")}
@@ -146,25 +184,23 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 @pytest.mark.parametrize("ptxas", PTXAS)
 def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
-    """Each ring depth, with and without bias, either chunk schedule: no stack, 12 warps (two
-    consumer warp groups and the producer's), the registers reallocated between them
-    (setmaxnreg), and the ring within an SM's 227 KB. One chunk at a time: each consumer's K
-    chunk four k32 wgmma and one wait for none in flight. Two at a time (OVERLAP): four wgmma
-    for each chunk of a pair and for an odd last chunk, and the waits the schedule asks for:
-    the pair's first chunk with one still in flight, then none; ptxas would otherwise have
-    serialised every wgmma (a wait after each)."""
+    """The store GEMM at each ring depth and fc1 + GLU (two activations and interleaves) at the
+    deepest, with and without bias: no stack, 12 warps (two consumer warp groups and
+    the producer's), the registers reallocated between them (setmaxnreg), the ring within an
+    SM's 227 KB, and each consumer's chunk pairs as scheduled: four k32 wgmma for each chunk of
+    a pair and for an odd last chunk (three issue sites), a wait for the pair's first chunk
+    with the second still in flight, then one for none in flight, one for the odd chunk.
+    ptxas serialises every wgmma of a kernel it cannot prove safe (a wait after each k32), which
+    this would catch."""
     usage = run_compile_script(_SM90_WS, ptxas=ptxas)
-    assert len(usage) == 12
+    assert len(usage) == 10
     for name, u in usage.items():
         assert u["stack"] == 0, (name, u)
         assert u["warps"] == 12, (name, u)
         assert u["setmaxnreg"] > 0, (name, u)
         assert u["smem"] <= 227 * 1024, (name, u)
-        if name.startswith("o0"):
-            assert u["qgmma"] == 2 * 4 and u["waits"] == ["0x0"] * 2, (name, u)
-        else:
-            assert u["qgmma"] == 2 * 3 * 4, (name, u)
-            assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x1"] * 2, (name, u)
+        assert u["qgmma"] == 2 * 3 * 4, (name, u)
+        assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x1"] * 2, (name, u)
 
 
 # --- Hopper only ---------------------------------------------------------------------------
@@ -174,8 +210,7 @@ def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
                                           (3, 300, 128, 128, False), (2, 130, 128, 640, True)])
 @pytest.mark.parametrize("programs", [None, 1, 3])
 @pytest.mark.parametrize("stages", [2, 3, ws_kernels.MAX_STAGES])
-@pytest.mark.parametrize("overlap", [False, True])
-def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, stages, overlap):
+def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, stages):
     qa, qw, counts = _quantized_operands(E, T, N, K, "cuda", seed=T)
     g = torch.Generator(device="cuda").manual_seed(1)
     probs = torch.rand(T, generator=g, device="cuda")
@@ -184,18 +219,60 @@ def test_ws_kernel_is_bitwise_grouped_gemm_kernel(E, T, N, K, bias, programs, st
     got = torch.full_like(want, float("nan"))
     launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=K, N=N, b_strides=(0, 0, 0),
                  ldc=N, probs=probs, bias=b, recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, got, counts, N=N, stages=stages, probs=probs, bias=b, programs=programs,
-                             overlap=overlap)
+    assert ws_kernels.launch(qa, qw, got, counts, N=N, stages=stages, probs=probs, bias=b, programs=programs)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
-@pytest.mark.parametrize("overlap", [False, True])
-def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all(overlap):
+def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all():
     qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
     want = torch.full((513, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
     got = torch.full_like(want, float("nan"))
     launch._gemm(EPI_STORE, qa, qw, want, counts, heuristic("fwd", 2, "fp8_block"), K=256, N=256,
                  b_strides=(0, 0, 0), ldc=256, recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, got, counts, N=256, stages=3, overlap=overlap)
+    assert ws_kernels.launch(qa, qw, got, counts, N=256)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("E,T,H,F,bias", [(4, 1000, 256, 128, False), (5, 777, 384, 256, True),
+                                          (3, 300, 128, 128, True), (2, 130, 640, 384, False)])
+@pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16)])
+@pytest.mark.parametrize("programs", [None, 3])
+def test_ws_glu_is_bitwise_grouped_gemm_kernels_glu(E, T, H, F, bias, act, interleave, programs):
+    """fc1 + GLU through the ws kernel gives grouped_gemm_kernel's EPI_GLU z and h bit for bit
+    (the fp8_block forward's fc1 launch at its glu_config), with skewed and empty experts,
+    partial row tiles, the fc1 bias (added before z is rounded), both activations and four
+    interleaves, one program an SM and three programs."""
+    qa, qw, counts = _quantized_operands(E, T, 2 * F, H, "cuda", seed=T + interleave)
+    g = torch.Generator(device="cuda").manual_seed(2)
+    probs = torch.rand(T, generator=g, device="cuda")
+    b1 = torch.randn(E, 2 * F, generator=g, device="cuda").bfloat16() if bias else None
+    z_want = torch.full((T, 2 * F), float("nan"), dtype=torch.bfloat16, device="cuda")
+    h_want = torch.full((T, F), float("nan"), dtype=torch.bfloat16, device="cuda")
+    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
+    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
+                 N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=act,
+                 interleave=interleave, recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, programs=programs,
+                             glu=(h_got, act, interleave))
+    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
+    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_ws_glu_with_every_token_in_one_expert_and_the_halves_layout_declined():
+    """All tokens in one expert (the others empty): z and h bitwise the Triton launch's; the
+    halves layout (interleave 0) is declined, so launch.py keeps the Triton GLU there."""
+    qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
+    probs = torch.rand(513, device="cuda")
+    z_want = torch.full((513, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+    h_want = torch.full((513, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
+    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=256,
+                 N=128, b_strides=(0, 0, 0), ldc=128, F=128, probs=probs, z=z_want, act=0, interleave=32,
+                 recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 32))
+    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
+    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+    assert not ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 0))

@@ -30,8 +30,10 @@ class GemmConfig:
     maxnreg: int | None = None
     # fp8_block's store GEMMs (fc2, fc1 dgrad) through the warp-specialised Gluon kernel
     # (ws_kernels: one program an SM, a producer warp and two consumer warp groups; the same
-    # bits). Its tile is fixed at 128x128 with 128-wide K chunks, num_stages the depth of its
-    # ring; the config's warps, programs per SM and tma do not apply to it. Where it cannot run
+    # bits). Its tile is fixed at 128x128 with 128-wide K chunks on a ring of ws_kernels.
+    # MAX_STAGES slots; the config's warps, stages, programs per SM and tma do not apply to it
+    # (the deepest ring was the fastest at every spec shape and role measured, results/
+    # 2026-12-04-h200-ai run 1). Where it cannot run
     # (another recipe or role, not Hopper, the interpreter, operands outside its layout) the
     # launch is grouped_gemm_kernel's with these tiles. The GLU and dGLU launches derived from
     # the config (glu_config, dglu_config) drop it.

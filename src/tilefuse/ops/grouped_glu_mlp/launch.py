@@ -212,22 +212,30 @@ def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
 
 
 def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F=1, probs=None, bias=None,
-          z=None, part=None, act=0, interleave=0, recipe=None, dz_rows=None):
+          z=None, part=None, act=0, interleave=0, recipe=None, dz_rows=None, ws=None):
     """One grouped_gemm_kernel launch. a: (T, K) tensor, or a recipes.QuantRows with recipe;
     b: the (E, ., .) weight with b_strides (e, k, n) giving element (k, n) of B_e, or a
     recipes.QuantWeight with recipe (strides then follow from its layout). dz_rows (EPI_DGLU,
     where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
     row-wise copy. A ``cfg.ws`` config runs fp8_block's store GEMMs through
-    ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits)."""
-    from .kernels import EPI_DGLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
+    ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits); ``ws`` (the config's, for
+    the fc1 + GLU launch, whose glu_config drops it) its fc1 + GLU where ws_kernels.glu_applies
+    and ws_kernels.TAKES_GLU."""
+    from .kernels import EPI_DGLU, EPI_GLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
     if T == 0 or N == 0:
         return
     if cfg.ws and recipe == "fp8_block" and epilogue == EPI_STORE:
         from . import ws_kernels
-        if ws_kernels.launch(a, b, c, counts, N=N, stages=cfg.num_stages, probs=probs, bias=bias):
+        if ws_kernels.launch(a, b, c, counts, N=N, probs=probs, bias=bias):   # its ring: ws_kernels.MAX_STAGES
             launches.record("grouped_fp8_ws_gemm")
+            return
+    if ws and recipe == "fp8_block" and epilogue == EPI_GLU:
+        from . import ws_kernels
+        if ws_kernels.TAKES_GLU and ws_kernels.launch(a, b, z, counts, N=2 * F, probs=probs, bias=bias,
+                                                      glu=(c, act, interleave)):
+            launches.record("grouped_fp8_ws_glu")
             return
     bound = cdiv(T, cfg.block_m) + E
     total = bound * cdiv(N, dglu_tile_n(cfg) if epilogue == EPI_DGLU else cfg.block_n)
@@ -349,7 +357,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
     _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe)
+          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe, ws=cfg.ws)
     fc2_a, fc2_b = h, w2
     if quantized:
         fc2_a = recipes.quantize_rows(recipe, h)

@@ -26,7 +26,7 @@ import torch
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2, normwise_rel_error
-from . import compose
+from . import compose, ws_kernels
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
 
@@ -255,7 +255,10 @@ class GroupedFamily(TuningFamily):
                     gluon += ("grouped_ws_rows_glu",)   # the epilogue proven to run, not the GLU kernel
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
-            return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm")
+            # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
+            glu = (("grouped_fp8_ws_glu",) if ws_kernels.TAKES_GLU and 8 <= p.interleave <= ws_kernels.BLOCK // 2
+                   and p.interleave & (p.interleave - 1) == 0 else ())
+            return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 
     def compare(self, p: GroupedProblem, inputs, got: dict, want: dict) -> list[str]:

@@ -13,6 +13,8 @@ ahead) and two consumer warp groups each own 64 rows of the 128x128 tile, handin
 slot back through an mbarrier both arrive on, with no CTA barrier between them. Persistent:
 program p takes tiles p, p + P, ... in grouped_gemm_kernel's order (row tile major; the
 expert cursor of kernels.advance_expert, read from the device-side counts: no host sync).
+Each consumer takes its K chunks two at a time (``_chunk_pairs``): both chunks' wgmma issued,
+the first rescaled into the accumulator while the tensor cores run the second.
 
 The arithmetic per output is grouped_gemm_kernel's, operation for operation (kernels.
 fp8_scaled_dot: acc + dot(a8, b8) * (a_scale * b_scale), each chunk's dot from zero, chunks in
@@ -22,6 +24,11 @@ than the best Triton tile (64x128 on 4 warps through TMA) at the spec's three sh
 epilogue stored through a coalescing layout (results/2026-12-03-h200-z run 7; before that
 0.90-1.01x at the finer-grained shapes 2-3, run 3), and the fp8 sweep takes it at all three
 keys (the whole op 1.034x / 1.058x / 1.048x the heuristic, run 8); the tuner decides per key.
+Chunk pairs then ran the two roles 1.06-1.18x faster than one chunk at a time (wgmma, wait,
+rescale) on the table's 3-slot ring and 1.11-1.32x on 5 slots, 618-1080 TFLOP/s (results/
+2026-12-04-h200-ai run 1), so the ring is MAX_STAGES deep whatever the config's num_stages
+(which its Triton launches keep): with pairs, 5 slots ran 1.10-1.14x faster than 3 in all six
+role-shape timings, where one chunk at a time gained 2-7% from them.
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
@@ -38,6 +45,8 @@ from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
                             warpgroup_mma, warpgroup_mma_wait)                      # of this module too
 
+_GL_DTYPES = {} if gl is None else {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
 # The tile: 128 rows (64 a consumer warp group) x 128 columns, K chunks of 128 (the scaling
 # block). Registers: 168 a thread at launch for the 12 warps (4 + 4 consumers, 1 producer in a
 # warp group of its own), reallocated to 232 for the consumers and 40 for the producer; sm_90
@@ -47,9 +56,9 @@ MAXNREG = 168
 CONSUMER_REGS = 232
 PRODUCER_REGS = 40
 MAX_STAGES = 5   # 5 x 32 KB of ring, the most an SM holds beside the barriers
-# Each consumer's K chunks two at a time, the first's rescale under the second's wgmma
-# (_overlapped_chunks), where ``launch`` is not told otherwise.
-OVERLAP = False
+# A ``ws`` config's fc1 + GLU through this kernel too, where ``glu_applies`` (else the Triton
+# GLU launch of glu_config); benchmarks set it False to time that launch.
+TAKES_GLU = True
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -69,6 +78,8 @@ def applies(a, w, c, stages: int) -> bool:
 
 
 if gluon is not None:
+    from .ws_rows import _glu_epilogue   # fc1's GLU from the rounded z tile in shared memory
+
     @gluon.jit
     def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
         """kernels.advance_expert: the cursor (expert, row tiles and rows before it, its row
@@ -83,9 +94,9 @@ if gluon is not None:
     # The partitions take the same arguments (Gluon's rule for worker partitions).
     @gluon.jit
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
-                  HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr, OVERLAP: gl.constexpr):
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
+                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
         n_col_tiles = gl.cdiv(N, BLOCK_N)
@@ -124,15 +135,18 @@ if gluon is not None:
         return part, a_scale, b_scale
 
     @gluon.jit
-    def _overlapped_chunks(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask, acc, part, part2, it,
-                           k_tiles, a_scale_ld, bs_k, WG: gl.constexpr, HALF: gl.constexpr,
-                           STAGES: gl.constexpr):
+    def _chunk_pairs(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask, acc, part, part2, it, k_tiles,
+                     a_scale_ld, bs_k, WG: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr):
         """A tile's K chunks two at a time, with two product register sets: both chunks' wgmma
-        are issued, then the first is waited for and rescaled into acc while the tensor cores
-        run the second (acc + part * (a_scale * b_scale), chunks in K order: one set's
-        operations). No wgmma is in flight across the loop's back edge or a branch (ptxas
-        serialises every wgmma of a kernel where a register copy may define an accumulator of
-        one in flight)."""
+        are issued (each from zero), then the first is waited for, its slot handed back and
+        its product rescaled into acc while the tensor cores run the second; then the second.
+        acc + part * (a_scale * b_scale), chunks in K order: the operations of one chunk at a
+        time, which this replaced (that schedule waited for each chunk's wgmma before its
+        rescale: 1.06-1.18x slower per role at a 3-slot ring, 1.11-1.32x at 5, bitwise the
+        same, results/2026-12-04-h200-ai run 1). No wgmma is in flight across the loop's back
+        edge or a branch: with chunk k + 1's wgmma issued in one iteration and waited for in
+        the next, ptxas serialised every wgmma of the kernel (a register copy may define an
+        accumulator of one in flight) and spilled 160 bytes."""
         for j in range(k_tiles // 2):
             pa, sa, sb = _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part, it, 2 * j, a_scale_ld,
                                 bs_k, WG, HALF, STAGES)
@@ -156,16 +170,16 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
-                  HAS_BIAS: gl.constexpr, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  BLOCK_K: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr):
-        """One warp group: rows [64 WG, 64 WG + 64) of every tile. Each chunk's wgmma from
-        zero is waited for, its slot handed back, and the product joins acc as
-        acc + part * (a_scale * b_scale), the chunk's scales loaded a chunk ahead; then the
-        store epilogue (+ p * bias), rows past the expert's masked. (Advancing
-        the next tile's expert cursor under the first chunk's wgmma instead of at the tile's
-        start was bitwise and 0.93-0.99x in all six role timings, results/2026-12-03-h200-z
-        run 4; loading the chunk scales two chunks ahead, bitwise and 0.90-0.95x, run 6.)"""
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
+                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, WG: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+        """One warp group: rows [64 WG, 64 WG + 64) of every tile. The K chunks two at a time
+        (_chunk_pairs), each chunk's product joining acc as acc + part * (a_scale * b_scale);
+        then the store epilogue (+ p * bias), rows past the expert's masked. (With one chunk
+        at a time: advancing the next tile's expert cursor under the first chunk's wgmma
+        instead of at the tile's start was bitwise and 0.93-0.99x in all six role timings,
+        results/2026-12-03-h200-z run 4; loading the chunk scales two chunks ahead, bitwise and
+        0.90-0.95x, run 6.)"""
         HALF: gl.constexpr = BLOCK_M // 2
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 32])
@@ -194,80 +208,83 @@ if gluon is not None:
                 # B's 128x128 block scale: one per chunk for the tile's 128 columns.
                 bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
                 acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
-                if OVERLAP:
-                    acc, part, part2, it = _overlapped_chunks(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64,
-                                                              rmask, acc, part, part2, it, k_tiles, a_scale_ld,
-                                                              bs_k, WG, HALF, STAGES)
-                else:
-                    a_next = gl.load(a_scale_ptr + rows64, mask=rmask, other=0.0)
-                    b_next = gl.load(bs_base)
-                    for kb in range(k_tiles):
-                        slot = it % STAGES
-                        a_scale = a_next
-                        b_scale = b_next
-                        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-                        part = warpgroup_mma(a_s.index(slot).slice(WG * HALF, HALF),
-                                             b_s.index(slot).permute((1, 0)), part, use_acc=False, is_async=True)
-                        k_next = gl.minimum(kb + 1, k_tiles - 1)   # the last chunk reloads its own
-                        a_next = gl.load(a_scale_ptr + k_next * a_scale_ld + rows64, mask=rmask, other=0.0)
-                        b_next = gl.load(bs_base + k_next * bs_k)
-                        part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
-                        mbarrier.arrive(empty.index(slot), count=1)
-                        acc = acc + part * (a_scale * b_scale)[:, None]
-                        it += 1
+                acc, part, part2, it = _chunk_pairs(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask, acc,
+                                                    part, part2, it, k_tiles, a_scale_ld, bs_k, WG, HALF, STAGES)
                 cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
                 cmask = cols < N
-                if HAS_BIAS:
-                    p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-                    bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
-                                   other=0.0).to(gl.float32)
-                    acc += p[:, None] * bias[None, :]
-                # The rounded tile goes through a layout of 8 consecutive columns a thread: 16-byte
-                # stores of whole sectors. Stored from wgmma's layout (4-byte stores, a warp's
-                # store 16 bytes in each of 8 rows) fc2 and the fc1 dgrad ran 1.05-1.32x slower
-                # (results/2026-12-03-h200-z run 7).
-                out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
                 srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
                 scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
                 smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
-                gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+                if GLU >= 0:
+                    if HAS_BIAS:
+                        bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                                       other=0.0).to(gl.float32)
+                        acc += bias[None, :]
+                    # z rounded into this warp group's buffer; z leaves from there in the store
+                    # layout, and the GLU reads its gate and up columns from it.
+                    zs = z_s.index(WG)
+                    zs.store(acc.to(c_ptr.dtype.element_ty))
+                    out = zs.load(store_l)
+                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+                    _glu_epilogue(zs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, expert, h_ptr,
+                                  probs_ptr, bias_ptr, ldh, bias_e, F, HALF, BLOCK_N, GLU, INTERLEAVE, False)
+                else:
+                    if HAS_BIAS:
+                        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+                        bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                                       other=0.0).to(gl.float32)
+                        acc += p[:, None] * bias[None, :]
+                    # The rounded tile goes through a layout of 8 consecutive columns a thread:
+                    # 16-byte stores of whole sectors. Stored from wgmma's layout (4-byte stores, a
+                    # warp's store 16 bytes in each of 8 rows) fc2 and the fc1 dgrad ran 1.05-1.32x
+                    # slower (results/2026-12-03-h200-z run 7).
+                    out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
 
     # One wrapper a consumer warp group: its index is a constexpr, and an integer literal in a
     # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
     @gluon.jit
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
-                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, OVERLAP: gl.constexpr):
+                   bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
+                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F, HAS_BIAS,
+                  GLU, INTERLEAVE, 0, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                   bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
-                   HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                   STAGES: gl.constexpr, OVERLAP: gl.constexpr):
+                   bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
+                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, HAS_BIAS, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F, HAS_BIAS,
+                  GLU, INTERLEAVE, 1, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
-    def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr,
-                           T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e,
-                           HAS_BIAS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           BLOCK_K: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                           CONSUMER_REGS: gl.constexpr,
-                           PRODUCER_REGS: gl.constexpr):
+    def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr,
+                           T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
+                           HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
+                           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                           STAGES: gl.constexpr, Z_ROWS: gl.constexpr, Z_COLS: gl.constexpr,
+                           Z_LAYOUT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
         the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
         a_scale_ptr (K / 128, T) float32, row stride a_scale_ld; b_scale_ptr the (E, N / 128,
         K / 128) block scales at strides bs_e, bs_n, bs_k; c (T, N) row stride ldc; with
         HAS_BIAS + probs[t] * bias[e, n] (bias row stride bias_e). n_tiles: (cdiv(T,
-        BLOCK_M) + E) * cdiv(N, BLOCK_N), the row-tile bound known on the host."""
+        BLOCK_M) + E) * cdiv(N, BLOCK_N), the row-tile bound known on the host.
+
+        GLU >= 0 (an activation code of kernels.glu_act): fc1 with grouped_gemm_kernel's
+        EPI_GLU instead: c is z (T, N = 2F) in the layout of INTERLEAVE (a power of two at most
+        BLOCK_N / 2, so a tile holds whole gate / up groups), with HAS_BIAS + bias[e, n] (no
+        probs), rounded to z's dtype; then h (T, F, row stride ldh) = probs * act(gate, up)
+        from the rounded z, through a Z_ROWS x Z_COLS buffer a consumer (Z_LAYOUT; a token
+        one when GLU < 0)."""
         a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        z_s = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [2, Z_ROWS, Z_COLS], Z_LAYOUT)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
@@ -277,26 +294,48 @@ if gluon is not None:
         # constexprs under triton 3.6.)
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
+                          probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
+                          b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                          bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
+                          probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
+                          b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                         probs_ptr, bias_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows,
-                         bias_e, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, OVERLAP)),
+                         probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
+                         b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, programs: int | None = None,
-           overlap: bool | None = None) -> bool:
+def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
+    """Whether ``launch`` takes fc1 with its GLU (``glu=(h, act, interleave)``): ``applies``
+    for z = c (T, 2F), gate and up columns interleaved by a power of two from 8 to BLOCK / 2 (a
+    tile holds whole groups; not the halves layout), h (T, F) of z's dtype with unit column
+    stride, probs (T,) contiguous, bias None or (E, 2F) with unit column stride, an activation
+    code of launch.ACTIVATIONS."""
+    T, N = c.shape
+    return (applies(a, w, c, 2) and interleave.__class__ is int and 8 <= interleave <= BLOCK // 2
+            and interleave & (interleave - 1) == 0 and act in (0, 1) and h.dim() == 2
+            and tuple(h.shape) == (T, N // 2) and h.stride(1) == 1 and h.dtype == c.dtype
+            and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
+            and (bias is None or (bias.dim() == 2 and bias.shape[1] == N and bias.stride(1) == 1)))
+
+
+_TOKEN_LAYOUT = None if gl is None else gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+
+
+def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bias=None,
+           programs: int | None = None, glu=None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
-    count (default one an SM; tests use fewer, so that programs take many tiles)."""
+    count (default one an SM; tests use fewer, so that programs take many tiles).
+
+    ``glu=(h, act, interleave)``: fc1 with its GLU (grouped_gemm_kernel's EPI_GLU; c is z,
+    N = 2F, bias the (E, 2F) fc1 bias added without probs), where ``glu_applies``."""
     if not applies(a, w, c, stages):
         return False
-    overlap = OVERLAP if overlap is None else overlap
+    h, act, interleave = glu if glu is not None else (None, -1, 0)
+    if glu is not None and not glu_applies(a, w, c, h, probs, bias, act, interleave):
+        return False
     T, E = c.shape[0], counts.shape[0]
     K = a.data.shape[1]
     if T == 0 or N == 0:
@@ -308,10 +347,17 @@ def launch(a, w, c, counts, *, N: int, stages: int, probs=None, bias=None, progr
     n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, BLOCK)
     sms = num_sms(c.device)
     bs = w.scales.stride()
+    if glu is not None:   # a consumer's rounded z tile, read back by the GLU
+        z_shape = (BLOCK // 2, BLOCK)
+        z_layout = gl.NVMMASharedLayout.get_default_for(list(z_shape), _GL_DTYPES[c.dtype])
+    else:
+        z_shape, z_layout = (8, 8), _TOKEN_LAYOUT
     fp8_ws_gemm_kernel[(max(1, min(n_tiles, programs or sms)),)](
         a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
-        bias if bias is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld, bs[0], bs[2], bs[1],
-        w.data.shape[1], bias.stride(0) if bias is not None else 0,
-        HAS_BIAS=bias is not None, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK, STAGES=stages, OVERLAP=overlap,
+        bias if bias is not None else c, h if h is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
+        bs[0], bs[2], bs[1], w.data.shape[1], bias.stride(0) if bias is not None else 0,
+        h.stride(0) if h is not None else 0, N // 2,
+        HAS_BIAS=bias is not None, GLU=act, INTERLEAVE=interleave, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK,
+        STAGES=stages, Z_ROWS=z_shape[0], Z_COLS=z_shape[1], Z_LAYOUT=z_layout,
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return True
