@@ -2,7 +2,7 @@
 (ws_kernels.TAKES_GLU, the default now) and through the Triton GLU launch as before
 (``fp8_block triton GLU``: TAKES_GLU False while the provider's step runs and is captured),
 beside bf16 tilefuse and the compiled composition: benchmarks/grouped_compose_gpu_check.py with
-that provider added, every provider's ratio to ``tilefuse`` and to ``compiled composition``
+that provider added (and with ``--one-stream`` its one-stream form too), every provider's ratio to ``tilefuse`` and to ``compiled composition``
 printed to 3 decimals. Arguments as that script's.
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-ai/as_called_glu.py --providers "tilefuse,fp8_block" ...
@@ -30,8 +30,9 @@ def _triton_glu(step):
 
 def providers_for(i, interleave, activation="swiglu", names=check.PROVIDERS, *args, **kwargs):
     out = _providers_for(i, interleave, activation, names, *args, **kwargs)
-    if "fp8_block" in out:
-        out["fp8_block triton GLU"] = _triton_glu(out["fp8_block"])
+    for name in ("fp8_block", "fp8_block one stream"):   # the latter with the check's --one-stream
+        if name in out:
+            out[name.replace("fp8_block", "fp8_block triton GLU")] = _triton_glu(out[name])
     return out
 
 
