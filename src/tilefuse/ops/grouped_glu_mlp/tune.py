@@ -26,7 +26,7 @@ import torch
 from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2, normwise_rel_error
-from . import compose, ws_kernels
+from . import compose
 from .configs import GemmConfig, heuristic
 from .reference import random_inputs
 
@@ -256,6 +256,7 @@ class GroupedFamily(TuningFamily):
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
+            from . import ws_kernels   # imports Triton: only where a sweep asks
             glu = (("grouped_fp8_ws_glu",) if ws_kernels.TAKES_GLU and 8 <= p.interleave <= ws_kernels.BLOCK // 2
                    and p.interleave & (p.interleave - 1) == 0 else ())
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
