@@ -35,8 +35,9 @@ class GemmConfig:
     # (the deepest ring was the fastest at every spec shape and role measured, results/
     # 2026-12-04-h200-ai run 1). Where it cannot run
     # (another recipe or role, not Hopper, the interpreter, operands outside its layout) the
-    # launch is grouped_gemm_kernel's with these tiles. The GLU and dGLU launches derived from
-    # the config (glu_config, dglu_config) drop it.
+    # launch is grouped_gemm_kernel's with these tiles. fc1 + GLU runs in it too where a z tile
+    # holds whole (gate, up) groups (ws_kernels.glu_applies: launch.forward passes the flag
+    # beside glu_config, which drops it); the dGLU launch (dglu_config) does not.
     ws: bool = False
     # recipe None: not the fused kernels but the compose route (compose.py: vendor GEMMs, Triton
     # glue) with its two weight gradients through the warp-specialised Gluon kernel
@@ -196,9 +197,11 @@ def _cap(cfg: GemmConfig, field: str, cap: int, keep_threads: bool) -> GemmConfi
 
 @functools.lru_cache(maxsize=64)
 def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
-    """The config the fc1 + GLU launch uses: ``cfg``, with BLOCK_N at most FP8_GLU_MAX_BLOCK_N
-    for fp8_block (warps and programs per SM scaled with the tile)."""
-    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg   # the GLU runs grouped_gemm_kernel
+    """The config the fc1 + GLU launch of grouped_gemm_kernel uses: ``cfg``, with BLOCK_N at
+    most FP8_GLU_MAX_BLOCK_N for fp8_block (warps and programs per SM scaled with the tile),
+    without ``ws`` (launch.forward passes that flag beside it: the ws kernel takes fc1 + GLU
+    where ws_kernels.glu_applies, else this launch runs)."""
+    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg
     if recipe != "fp8_block":
         return cfg
     return _cap(cfg, "block_n", FP8_GLU_MAX_BLOCK_N, keep_threads=True)

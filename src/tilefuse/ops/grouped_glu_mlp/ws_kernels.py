@@ -1,6 +1,6 @@
-"""fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad) warp-specialised in Gluon, one
-program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout check and its launch
-(``available``: ops/gluon_hopper.py).
+"""fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad) and fc1 + GLU warp-specialised in
+Gluon, one program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout checks and its
+launch (``available``: ops/gluon_hopper.py).
 
 Why: kernels.grouped_gemm_kernel waits for each 128-wide K chunk's wgmma before it rescales
 the chunk into the float32 accumulator. At 64x128 on 4 warps (two programs an SM) it ran fc2
@@ -29,6 +29,13 @@ rescale) on the table's 3-slot ring and 1.11-1.32x on 5 slots, 618-1080 TFLOP/s 
 2026-12-04-h200-ai run 1), so the ring is MAX_STAGES deep whatever the config's num_stages
 (which its Triton launches keep): with pairs, 5 slots ran 1.10-1.14x faster than 3 in all six
 role-shape timings, where one chunk at a time gained 2-7% from them.
+
+fc1 + GLU (``launch(glu=...)``, where ``glu_applies``: an interleave of 8 to 64, so a
+128-column z tile holds whole (gate, up) groups): the tile plus the fc1 bias is rounded into a
+shared-memory buffer of the consumer warp group, leaves from there, and ws_rows' GLU epilogue
+reads the gate and up columns from it: grouped_gemm_kernel's EPI_GLU operation for operation,
+bitwise, 1.40-1.42x its launch at glu_config's tile (results/2026-12-04-h200-ai run 2). The
+halves layout keeps that launch (its gate and up columns are F apart).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
