@@ -5,8 +5,10 @@ captured), beside bf16 tilefuse: benchmarks/grouped_compose_gpu_check.py with on
 Arguments as that script's.
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-ai/as_called_overlap.py --providers "tilefuse,fp8_block" ...
-Ran at tree dedbeaf (run 1). ws_kernels.OVERLAP is gone since 2e8bf58 (chunk pairs are the only schedule),
-so this program runs at that tree only; run 2's ws_glu_roles.py times the shipped kernel.
+
+Ran at tree dedbeaf (run 1). ws_kernels.OVERLAP is gone since 2e8bf58 (chunk pairs are
+the only schedule), so this program runs at that tree only; run 2's ws_glu_roles.py times
+the shipped kernel.
 """
 import sys
 from pathlib import Path

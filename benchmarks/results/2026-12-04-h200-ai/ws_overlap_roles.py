@@ -8,8 +8,10 @@ rounds rotating over the variants; medians, TFLOP/s, and overlap / shipped per r
 Ragged counts as the tuner draws them (multinomial over the experts, one of them empty).
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-ai/ws_overlap_roles.py [--rounds 7]
-Ran at tree dedbeaf (run 1). ws_kernels.launch's ``overlap`` is gone since 2e8bf58 (chunk pairs are the only schedule),
-so this program runs at that tree only; run 2's ws_glu_roles.py times the shipped kernel.
+
+Ran at tree dedbeaf (run 1). ws_kernels.launch's ``overlap`` is gone since 2e8bf58 (chunk pairs are
+the only schedule), so this program runs at that tree only; run 2's ws_glu_roles.py times
+the shipped kernel.
 """
 import argparse
 
