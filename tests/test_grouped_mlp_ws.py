@@ -276,3 +276,31 @@ def test_ws_glu_with_every_token_in_one_expert_and_the_halves_layout_declined():
     assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
     assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
     assert not ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 0))
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("bias", [False, True])
+def test_ws_kernel_writes_float16_as_the_triton_kernel_does(bias):
+    """A float16 op (x, z, h, y in float16): the store GEMM and fc1 + GLU bitwise the Triton
+    launches, the rounding to float16 included."""
+    E, T, H, F = 3, 700, 256, 128
+    qa, qw, counts = _quantized_operands(E, T, 2 * F, H, "cuda", seed=5)
+    g = torch.Generator(device="cuda").manual_seed(4)
+    probs = torch.rand(T, generator=g, device="cuda")
+    b1 = torch.randn(E, 2 * F, generator=g, device="cuda").half() if bias else None
+    z_want = torch.full((T, 2 * F), float("nan"), dtype=torch.float16, device="cuda")
+    h_want = torch.full((T, F), float("nan"), dtype=torch.float16, device="cuda")
+    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
+    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
+                 N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=1, interleave=32,
+                 recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, glu=(h_got, 1, 32))
+    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
+    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+    b2 = torch.randn(E, 2 * F, generator=g, device="cuda").half() if bias else None
+    c_want = torch.full((T, 2 * F), float("nan"), dtype=torch.float16, device="cuda")
+    c_got = torch.full_like(c_want, float("nan"))
+    launch._gemm(EPI_STORE, qa, qw, c_want, counts, heuristic("fwd", 2, "fp8_block"), K=H, N=2 * F,
+                 b_strides=(0, 0, 0), ldc=2 * F, probs=probs, bias=b2, recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, c_got, counts, N=2 * F, probs=probs, bias=b2)
+    assert torch.equal(c_got.view(torch.int16), c_want.view(torch.int16))
