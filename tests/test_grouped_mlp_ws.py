@@ -234,6 +234,25 @@ def test_ws_kernel_with_every_token_in_one_expert_and_none_at_all():
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
+def _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, act, interleave, dtype=torch.bfloat16,
+                                     programs=None):
+    """fc1 + GLU through ws_kernels.launch against grouped_gemm_kernel's EPI_GLU launch at the
+    fp8 heuristic's glu_config (launch.forward's fallback): z and h bit for bit, outputs
+    poisoned with NaN first."""
+    T, H = qa.data.shape
+    F = qw.data.shape[1] // 2
+    z_want = torch.full((T, 2 * F), float("nan"), dtype=dtype, device="cuda")
+    h_want = torch.full((T, F), float("nan"), dtype=dtype, device="cuda")
+    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
+    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
+                 N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=act,
+                 interleave=interleave, recipe="fp8_block")
+    assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, programs=programs,
+                             glu=(h_got, act, interleave))
+    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
+    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+
+
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
 @pytest.mark.parametrize("E,T,H,F,bias", [(4, 1000, 256, 128, False), (5, 777, 384, 256, True),
                                           (3, 300, 128, 128, True), (2, 130, 640, 384, False)])
@@ -248,16 +267,7 @@ def test_ws_glu_is_bitwise_grouped_gemm_kernels_glu(E, T, H, F, bias, act, inter
     g = torch.Generator(device="cuda").manual_seed(2)
     probs = torch.rand(T, generator=g, device="cuda")
     b1 = torch.randn(E, 2 * F, generator=g, device="cuda").bfloat16() if bias else None
-    z_want = torch.full((T, 2 * F), float("nan"), dtype=torch.bfloat16, device="cuda")
-    h_want = torch.full((T, F), float("nan"), dtype=torch.bfloat16, device="cuda")
-    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
-    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
-                 N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=act,
-                 interleave=interleave, recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, programs=programs,
-                             glu=(h_got, act, interleave))
-    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
-    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+    _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, act, interleave, programs=programs)
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
@@ -266,15 +276,9 @@ def test_ws_glu_with_every_token_in_one_expert_and_the_halves_layout_declined():
     halves layout (interleave 0) is declined, so launch.py keeps the Triton GLU there."""
     qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
     probs = torch.rand(513, device="cuda")
-    z_want = torch.full((513, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
-    h_want = torch.full((513, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
-    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=256,
-                 N=128, b_strides=(0, 0, 0), ldc=128, F=128, probs=probs, z=z_want, act=0, interleave=32,
-                 recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 32))
-    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
-    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+    _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, None, 0, 32)
+    z_got = torch.empty(513, 256, dtype=torch.bfloat16, device="cuda")
+    h_got = torch.empty(513, 128, dtype=torch.bfloat16, device="cuda")
     assert not ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 0))
 
 
@@ -288,15 +292,7 @@ def test_ws_kernel_writes_float16_as_the_triton_kernel_does(bias):
     g = torch.Generator(device="cuda").manual_seed(4)
     probs = torch.rand(T, generator=g, device="cuda")
     b1 = torch.randn(E, 2 * F, generator=g, device="cuda").half() if bias else None
-    z_want = torch.full((T, 2 * F), float("nan"), dtype=torch.float16, device="cuda")
-    h_want = torch.full((T, F), float("nan"), dtype=torch.float16, device="cuda")
-    z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
-    launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
-                 N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=1, interleave=32,
-                 recipe="fp8_block")
-    assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, glu=(h_got, 1, 32))
-    assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
-    assert torch.equal(h_got.view(torch.int16), h_want.view(torch.int16))
+    _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, 1, 32, dtype=torch.float16)
     b2 = torch.randn(E, 2 * F, generator=g, device="cuda").half() if bias else None
     c_want = torch.full((T, 2 * F), float("nan"), dtype=torch.float16, device="cuda")
     c_got = torch.full_like(c_want, float("nan"))
