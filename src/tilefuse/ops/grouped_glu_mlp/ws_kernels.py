@@ -148,12 +148,11 @@ if gluon is not None:
         are issued (each from zero), then the first is waited for, its slot handed back and
         its product rescaled into acc while the tensor cores run the second; then the second.
         acc + part * (a_scale * b_scale), chunks in K order: the operations of one chunk at a
-        time, which this replaced (that schedule waited for each chunk's wgmma before its
-        rescale: 1.06-1.18x slower per role at a 3-slot ring, 1.11-1.32x at 5, bitwise the
-        same, results/2026-12-04-h200-ai run 1). No wgmma is in flight across the loop's back
-        edge or a branch: with chunk k + 1's wgmma issued in one iteration and waited for in
-        the next, ptxas serialised every wgmma of the kernel (a register copy may define an
-        accumulator of one in flight) and spilled 160 bytes."""
+        time (wgmma, wait, rescale), which ran the roles 1.06-1.18x slower on a 3-slot ring
+        and 1.11-1.32x on 5, with the same bits (results/2026-12-04-h200-ai run 1). No wgmma
+        is in flight across the loop's back edge or a branch: issued in one iteration and
+        waited for in the next, ptxas serialises every wgmma of the kernel (a register copy
+        may define an accumulator of one in flight) and spills 160 bytes."""
         for j in range(k_tiles // 2):
             pa, sa, sb = _issue(a_s, b_s, ready, a_scale_ptr, bs_base, rows64, rmask, part, it, 2 * j, a_scale_ld,
                                 bs_k, WG, HALF, STAGES)
@@ -256,8 +255,8 @@ if gluon is not None:
                    HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F, HAS_BIAS,
-                  GLU, INTERLEAVE, 0, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh,
+                  F, HAS_BIAS, GLU, INTERLEAVE, 0, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
@@ -265,8 +264,8 @@ if gluon is not None:
                    HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F, HAS_BIAS,
-                  GLU, INTERLEAVE, 1, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh,
+                  F, HAS_BIAS, GLU, INTERLEAVE, 1, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr,
