@@ -257,8 +257,7 @@ class GroupedFamily(TuningFamily):
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
             from . import ws_kernels   # imports Triton: only where a sweep asks
-            glu = (("grouped_fp8_ws_glu",) if ws_kernels.TAKES_GLU and 8 <= p.interleave <= ws_kernels.BLOCK // 2
-                   and p.interleave & (p.interleave - 1) == 0 else ())
+            glu = ("grouped_fp8_ws_glu",) if ws_kernels.TAKES_GLU and ws_kernels.glu_interleave_ok(p.interleave) else ()
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 

@@ -311,6 +311,12 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+def glu_interleave_ok(interleave) -> bool:
+    """Whether a 128-column z tile holds whole (gate, up) groups: an int interleave, a power of
+    two from 8 to BLOCK / 2 (not the halves layout, 0 or None)."""
+    return interleave.__class__ is int and 8 <= interleave <= BLOCK // 2 and interleave & (interleave - 1) == 0
+
+
 def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
     """Whether ``launch`` takes fc1 with its GLU (``glu=(h, act, interleave)``): ``applies``
     for z = c (T, 2F), gate and up columns interleaved by a power of two from 8 to BLOCK / 2 (a
@@ -318,8 +324,7 @@ def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
     stride, probs (T,) contiguous, bias None or (E, 2F) with unit column stride, an activation
     code of launch.ACTIVATIONS."""
     T, N = c.shape
-    return (applies(a, w, c, 2) and interleave.__class__ is int and 8 <= interleave <= BLOCK // 2
-            and interleave & (interleave - 1) == 0 and act in (0, 1) and h.dim() == 2
+    return (applies(a, w, c, 2) and glu_interleave_ok(interleave) and act in (0, 1) and h.dim() == 2
             and tuple(h.shape) == (T, N // 2) and h.stride(1) == 1 and h.dtype == c.dtype
             and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
             and (bias is None or (bias.dim() == 2 and bias.shape[1] == N and bias.stride(1) == 1)))
