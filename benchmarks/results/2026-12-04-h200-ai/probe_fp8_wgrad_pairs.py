@@ -25,6 +25,7 @@ the probe one block at a time and in pairs (rings 3 and 5), and torch._grouped_m
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -39,24 +40,15 @@ from tilefuse.ops.grouped_glu_mlp.ws_kernels import BLOCK, CONSUMER_REGS, MAX_ST
 R = "fp8_block"
 WCFG = heuristic("wgrad", 2, R)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "2026-12-03-h200-aa"))
+from run2_ws_wgrad import operands, routed  # noqa: E402  (-aa run 2's problem set-up)
+
 if gluon is not None:
     # --- the weight gradients (grouped_wgrad_kernel's fp8_block arithmetic) -------------------
 
-    @gluon.jit
-    def _wgrad_tile(tile, counts_ptr, cur_expert, cur_start, N, M, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr):
-        """Tile ``tile`` of the wgrad launch: (expert, first row of A, first row of B, first
-        token of the expert, its token count, the cursor). Tiles run expert by expert, each
-        expert's (N / BLOCK_N) x (M / BLOCK_M) tiles row-major; the cursor (an expert and the
-        tokens before it) only moves forward, as a program's tiles do."""
-        m_tiles = M // BLOCK_M
-        per_expert = (N // BLOCK_N) * m_tiles
-        expert = tile // per_expert
-        local = tile % per_expert
-        while cur_expert < expert:
-            cur_start += gl.load(counts_ptr + cur_expert).to(gl.int32)
-            cur_expert += 1
-        count = gl.load(counts_ptr + expert).to(gl.int32)
-        return expert, (local // m_tiles) * BLOCK_N, (local % m_tiles) * BLOCK_M, cur_start, count, cur_expert
+    # ws_wgrad's tile walk (expert by expert, a forward-only cursor over the counts): its
+    # cdiv column count is M // BLOCK_M here, wgrad_applies asking M a multiple of BLOCK_M.
+    from tilefuse.ops.grouped_glu_mlp.ws_wgrad import _tile as _wgrad_tile
 
     @gluon.jit
     def _wgrad_blocks(start, count, BLOCK_K: gl.constexpr):
@@ -310,14 +302,6 @@ def compile_report():
                 print(json.dumps({k: out[k] for k in list(out)[-1:]}), flush=True)
 
 
-def operands(counts, N, M, seed):
-    g = torch.Generator().manual_seed(seed)
-    T = sum(counts)
-    a = torch.randn(T, N, generator=g).bfloat16().cuda()
-    b = torch.randn(T, M, generator=g).bfloat16().cuda()
-    return a, b, torch.tensor(counts, dtype=torch.int32, device="cuda")
-
-
 # (pairs, columns a tile): one block at a time at 128 (-aa run 2's kernel), pairs at 128 (a
 # 208-byte stack under triton 3.6: the two product sets and a block's 32 column scales a thread
 # do not fit 232 registers) and pairs at 64 (no stack).
@@ -350,12 +334,6 @@ def check_small():
                     if not same:
                         print(f"  MISMATCH counts {counts} N {N} M {M} stages {stages} programs {programs} form {form}")
     print(f"small problems: {ok} bitwise, {bad} not", flush=True)
-
-
-def routed(E, T, seed):
-    g = torch.Generator().manual_seed(seed)
-    w = torch.rand(E, generator=g)
-    return torch.bincount(torch.multinomial(w, T, replacement=True, generator=g), minlength=E).tolist()
 
 
 def time_shape(index, E, T, H, F, counts_kind, rounds):
