@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 8 (GPU; prepared, not run: the session's device time was spent): probe_fp8_wgrad_pairs.py,
+# Run 8 (GPU; ran in the next session at 0f5d096, 76 s): probe_fp8_wgrad_pairs.py,
 # fp8_block's weight gradients through a warp-specialised Gluon kernel with chunk pairs
 # (128 x 64 tiles: no stack; 128 x 128: a 208-byte stack) against grouped_wgrad_kernel, bits
 # first, then dW1 + dW2 at the three spec shapes, balanced and routed counts. About 4 minutes.
