@@ -25,6 +25,8 @@ from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
 
 HOPPER = torch.cuda.is_available() and ws_kernels.available(torch.device("cuda"))
 WS = dataclasses.replace(heuristic("fwd", 2, "fp8_block"), ws=True)
+WS_NOGLU = dataclasses.replace(WS, rows_glu=False)          # fc1 + GLU on the Triton GLU launch
+WS_ONE_STREAM = dataclasses.replace(WS, side_stream=False)   # no second stream
 
 
 def test_ws_config_is_checked_and_named():
@@ -35,6 +37,16 @@ def test_ws_config_is_checked_and_named():
         GemmConfig(64, 128, 128, 4, 3, ws=True)
     with pytest.raises(ValueError, match="128x128x128"):
         GemmConfig(128, 128, 64, 8, 3, ws=True)
+    # rows_glu off: with ws (or a rows tile) only; side_stream off: the kernels route only
+    assert WS_NOGLU.name.endswith("-ws-noglu") and WS_ONE_STREAM.name.endswith("-ws-1stream")
+    assert dataclasses.replace(WS_NOGLU, side_stream=False).name.endswith("-ws-noglu-1stream")
+    assert dataclasses.replace(heuristic("fwd", 2, "fp8_block"), side_stream=False).name.endswith("-p2-1stream")
+    with pytest.raises(ValueError, match="rows_glu"):
+        GemmConfig(128, 128, 128, 8, 3, rows_glu=False)
+    with pytest.raises(TypeError, match="side_stream"):
+        GemmConfig(128, 128, 128, 8, 3, side_stream=0)
+    with pytest.raises(ValueError, match="side_stream"):
+        GemmConfig(256, 128, 64, 4, 3, 1, compose=True, side_stream=False)
 
 
 def test_the_glu_and_dglu_launches_drop_ws():
@@ -42,16 +54,20 @@ def test_the_glu_and_dglu_launches_drop_ws():
     config are the ones derived from the same config without it."""
     base = dataclasses.replace(WS, ws=False)
     for recipe in ("fp8_block", None):
-        assert glu_config(WS, recipe) == glu_config(base, recipe)
-        assert dglu_config(WS, recipe) == dglu_config(base, recipe)
+        for cfg in (WS, WS_NOGLU):
+            assert glu_config(cfg, recipe) == glu_config(base, recipe)
+            assert dglu_config(cfg, recipe) == dglu_config(base, recipe)
 
 
 def test_the_fp8_sweep_times_the_ws_config_and_only_the_fp8_sweep():
     fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")
     bf16 = dataclasses.replace(fp8, recipe="")
-    assert WS in grouped_tune.candidates_for(fp8)
-    assert not any(c.ws for c in grouped_tune.candidates_for(bf16))
-    assert grouped_tune.FAMILY.is_valid(grouped_tune.FAMILY.key(fp8), WS)
+    # the ws config with fc1 + GLU in it or on the Triton launch, each on two streams or one
+    variants = {WS, WS_NOGLU, WS_ONE_STREAM, dataclasses.replace(WS_NOGLU, side_stream=False)}
+    assert variants <= set(grouped_tune.candidates_for(fp8))
+    assert not any(c.ws or not c.side_stream for c in grouped_tune.candidates_for(bf16))
+    assert all(grouped_tune.FAMILY.is_valid(grouped_tune.FAMILY.key(fp8), c) for c in variants)
+    assert not grouped_tune.FAMILY.is_valid(grouped_tune.FAMILY.key(bf16), WS_ONE_STREAM)
 
 
 def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
@@ -64,7 +80,10 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     assert "grouped_fp8_ws_gemm" not in grouped_tune.FAMILY.expected_launches(fp8, base)
     # fc1 + GLU through it too where a z tile holds whole groups: interleave 32, not the halves
     assert "grouped_fp8_ws_glu" in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    assert "grouped_fp8_ws_glu" in grouped_tune.FAMILY.expected_launches(fp8, WS_ONE_STREAM)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+    assert grouped_tune.FAMILY.expected_launches(fp8, WS_NOGLU) == ("grouped_mlp_fwd", "grouped_mlp_bwd",
+                                                                    "grouped_fp8_ws_gemm")
     halves = dataclasses.replace(fp8, interleave=0)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
     assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(halves, WS)
@@ -119,27 +138,56 @@ def test_glu_applies_takes_whole_groups_only(monkeypatch):
     assert not ws_kernels.glu_applies(qa, qw, z.t().contiguous().t(), h, probs, b1, 0, 32)   # z column-major
 
 
-def test_a_ws_config_gives_the_triton_kernels_bits(device):
+@pytest.mark.parametrize("cfg", (WS, WS_NOGLU, WS_ONE_STREAM, dataclasses.replace(WS_NOGLU, side_stream=False)),
+                         ids=lambda c: c.name)
+def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
     """The whole fp8_block forward and backward with a ws config equals the same config
     without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
-    and the fc1 dgrad, and for fc1 + GLU), through grouped_gemm_kernel elsewhere (the
-    fallback)."""
+    and the fc1 dgrad, and for fc1 + GLU unless rows_glu is off), through grouped_gemm_kernel
+    elsewhere (the fallback). With side_stream off no second stream is asked for (with it on,
+    three forks on CUDA: W2's quantizer and the two weight gradients)."""
+    from tilefuse.ops.grouped_glu_mlp import streams
+    asked = []
+    side_stream = streams.side_stream
+    monkeypatch.setattr(streams, "side_stream", lambda *a: asked.append(a) or side_stream(*a))
     counts = [70, 0, 45, 13]
     i = random_inputs(counts, 128, 128, torch.bfloat16, bias=True, device=device,
                       generator=torch.Generator().manual_seed(3))
     outs = []
-    for cfg in (dataclasses.replace(WS, ws=False), WS):
+    for config in (dataclasses.replace(cfg, ws=False, rows_glu=True, side_stream=True), cfg):
+        asked.clear()
         with launches.counting() as launched:
             y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu", 32,
-                                     config=cfg, recipe="fp8_block")
+                                     config=config, recipe="fp8_block")
             grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z,
-                                    h, "swiglu", 32, config=cfg, recipe="fp8_block")
-        assert launched["grouped_fp8_ws_gemm"] == (2 if cfg.ws and HOPPER else 0)
-        assert launched["grouped_fp8_ws_glu"] == (1 if cfg.ws and HOPPER else 0)   # interleave 32: it applies
+                                    h, "swiglu", 32, config=config, recipe="fp8_block")
+        assert launched["grouped_fp8_ws_gemm"] == (2 if config.ws and HOPPER else 0)
+        # interleave 32: the ws GLU applies
+        assert launched["grouped_fp8_ws_glu"] == (1 if config.ws and config.rows_glu and HOPPER else 0)
+        assert len(asked) == (2 if config.side_stream else 0)   # the forward's and the backward's
         outs.append((y, z, h, *grads))
     for name, want, got in zip(("y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"), *outs):
         assert torch.equal(want.view(torch.int16) if want.dtype == torch.bfloat16 else want,
                            got.view(torch.int16) if got.dtype == torch.bfloat16 else got), name
+
+
+def test_the_custom_ops_carry_every_kernels_route_field(monkeypatch):
+    """Under torch.compile the kernels route runs through tilefuse::grouped_mlp_fwd / _bwd: their
+    config arguments give back the config the table chose, ws, rows_glu, side_stream and
+    maxnreg included (a field they did not carry would run another config when compiled)."""
+    from tilefuse.ops.grouped_glu_mlp import op
+    carried = {f.name for f in dataclasses.fields(GemmConfig)} - {"compose", "rows_block_n", "rows_stages"}
+    for cfg in (WS, WS_NOGLU, WS_ONE_STREAM, heuristic("wgrad", 2, "fp8_block"), GemmConfig(64, 64, 32, 4, 3, 2)):
+        args = op._op_config_args(cfg, "fp8_block")
+        assert len(args) == len(carried) + 1 and args[7] == "fp8_block"
+        assert op._op_config(*args[:7], *args[8:]) == cfg
+    seen = []
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(op, "grouped_mlp_fwd_op", lambda *a: seen.append(a) or (None,))
+    i = random_inputs([3, 5], 128, 128, torch.bfloat16, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(0))
+    op.fused_apply(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 32, WS_NOGLU, "fp8_block")
+    assert seen[0][9:] == op._op_config_args(WS_NOGLU, "fp8_block")
 
 
 _SM90_WS = r'''

@@ -60,11 +60,23 @@ class GemmConfig:
     # math and h stores holding up the warp groups between tiles). The same bits either way.
     # The epilogue ran the whole step 1.01-1.05x faster at the spec's shape 1 and 0.98-1.01x at
     # shapes 2-3, over the standard grid's keys (results/2026-12-04-h200-ae run 3); the tuner
-    # decides per key.
+    # decides per key. With ws (fp8_block): fc1 + GLU through the warp-specialised kernel where
+    # ws_kernels.glu_applies; False: through grouped_gemm_kernel's GLU launch (glu_config's
+    # tiles), the same bits. The role alone ran 1.40-1.42x faster in the ws kernel, the whole
+    # op as called 1.01-1.05x on two streams, but on one stream the Triton launch was the
+    # fastest form at shapes 2-3 (results/2026-12-04-h200-ai runs 3 and 6); the tuner decides.
     rows_glu: bool = True
+    # The kernels route's second stream (streams.py): a recipe's W2 quantizer beside fc1, the
+    # weight gradients (with a recipe their column-wise quantizers) beside the dgrads; False:
+    # all of it in order on the caller's stream, the same bits. fp8_block measured 1.01-1.06x
+    # faster on two streams with the ws GLU and 0.95-0.97x with the Triton GLU at shapes 2-3
+    # (results/2026-12-04-h200-ai runs 3 and 6); the tuner decides per key. The compose route
+    # always forks its weight gradients (one stream measured 0.98x at the spec's shapes, run 6):
+    # False is refused there.
+    side_stream: bool = True
 
     def __post_init__(self):
-        for name in ("ws", "compose", "rows_glu"):
+        for name in ("ws", "compose", "rows_glu", "side_stream"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"GemmConfig.{name} must be a bool, got {type(getattr(self, name)).__name__}")
         if self.ws and not self.block_m == self.block_n == self.block_k == 128:
@@ -82,9 +94,12 @@ class GemmConfig:
             raise ValueError("GemmConfig.rows_block_n / rows_stages take 128 or 256 columns and a ring of 2 or "
                              f"more on a compose config (ws_rows' tiles), or 0, 0; got {rows}"
                              + ("" if self.compose else " without compose"))
-        if not self.rows_glu and not self.rows_block_n:
-            raise ValueError("GemmConfig.rows_glu False (fc1's GLU out of ws_rows' epilogue) needs a rows tile "
-                             "(rows_block_n)")
+        if not self.rows_glu and not (self.rows_block_n or self.ws):
+            raise ValueError("GemmConfig.rows_glu False (fc1's GLU out of a warp-specialised kernel's epilogue) needs "
+                             "a rows tile (rows_block_n) or ws")
+        if not self.side_stream and self.compose:
+            raise ValueError("GemmConfig.side_stream False applies to the kernels route; the compose route always "
+                             "runs its weight gradients on the second stream")
         if self.maxnreg is None:
             return
         if not isinstance(self.maxnreg, int) or isinstance(self.maxnreg, bool):
@@ -99,7 +114,7 @@ class GemmConfig:
                 + (f"-r{self.maxnreg}" if self.maxnreg is not None else "") + ("-ws" if self.ws else "")
                 + ("-compose" if self.compose else "")
                 + (f"-rows{self.rows_block_n}s{self.rows_stages}" if self.rows_block_n else "")
-                + ("" if self.rows_glu else "-noglu"))
+                + ("" if self.rows_glu else "-noglu") + ("" if self.side_stream else "-1stream"))
 
 
 def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig:
@@ -199,9 +214,9 @@ def _cap(cfg: GemmConfig, field: str, cap: int, keep_threads: bool) -> GemmConfi
 def glu_config(cfg: GemmConfig, recipe: str | None) -> GemmConfig:
     """The config the fc1 + GLU launch of grouped_gemm_kernel uses: ``cfg``, with BLOCK_N at
     most FP8_GLU_MAX_BLOCK_N for fp8_block (warps and programs per SM scaled with the tile),
-    without ``ws`` (launch.forward passes that flag beside it: the ws kernel takes fc1 + GLU
-    where ws_kernels.glu_applies, else this launch runs)."""
-    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg
+    without ``ws`` (launch.forward passes that flag, and rows_glu, beside it: the ws kernel takes
+    fc1 + GLU where ws_kernels.glu_applies, else this launch runs)."""
+    cfg = dataclasses.replace(cfg, ws=False, rows_glu=True) if cfg.ws else cfg
     if recipe != "fp8_block":
         return cfg
     return _cap(cfg, "block_n", FP8_GLU_MAX_BLOCK_N, keep_threads=True)
@@ -224,7 +239,7 @@ def dglu_config(cfg: GemmConfig, recipe: str | None = None) -> GemmConfig:
     """The config the fc2-dgrad + dGLU launch uses: ``cfg`` with BLOCK_N at most
     DGLU_MAX_BLOCK_N, and for fp8_block BLOCK_M at most FP8_DGLU_MAX_BLOCK_M (warps shrinking
     with the tile, to 4 at least, and programs per SM growing by the same factor) and TMA on."""
-    cfg = dataclasses.replace(cfg, ws=False) if cfg.ws else cfg   # the dGLU runs grouped_gemm_kernel
+    cfg = dataclasses.replace(cfg, ws=False, rows_glu=True) if cfg.ws else cfg   # the dGLU: grouped_gemm_kernel
     capped = _cap(cfg, "block_n", DGLU_MAX_BLOCK_N, keep_threads=False)
     if recipe != "fp8_block":
         return capped

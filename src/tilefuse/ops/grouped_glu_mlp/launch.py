@@ -218,9 +218,9 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     recipes.QuantWeight with recipe (strides then follow from its layout). dz_rows (EPI_DGLU,
     where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
     row-wise copy. A ``cfg.ws`` config runs fp8_block's store GEMMs through
-    ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits); ``ws`` (the config's, for
-    the fc1 + GLU launch, whose glu_config drops it) its fc1 + GLU where ws_kernels.glu_applies
-    and ws_kernels.TAKES_GLU."""
+    ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits); ``ws`` (the config's ws and
+    rows_glu, for the fc1 + GLU launch, whose glu_config drops them) its fc1 + GLU where
+    ws_kernels.glu_applies and ws_kernels.TAKES_GLU."""
     from .kernels import EPI_DGLU, EPI_GLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
@@ -329,7 +329,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     and a 128-wide one spills, so h is not quantized in that epilogue), W2 before FC2.
 
     With a recipe on CUDA, W2's quantizer runs on a high-priority second stream beside x's
-    and W1's quantizers and FC1 (streams.py), joined before FC2.
+    and W1's quantizers and FC1 (streams.py), joined before FC2; with the config's
+    ``side_stream`` off, in order on the caller's stream.
 
     keep_dgrad_weights: returns (y, z, h, dgrad_weights), dgrad_weights the (W1, W2) dgrad
     copies (recipes.QuantWeight) for ``backward``, written by the forward's weight quantizers
@@ -347,7 +348,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     fc1_a, fc1_b = x, w1
     w1_dgrad = w2_dgrad = None
     quantized = recipe is not None and T > 0
-    side = streams.side_stream(x, streams.HIGH) if quantized else None
+    side = streams.side_stream(x, streams.HIGH) if quantized and cfg.side_stream else None
     if quantized:
         # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
         w2_pair = streams.on_side(side, x.device,
@@ -357,7 +358,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
     _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe, ws=cfg.ws)
+          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe, ws=cfg.ws and cfg.rows_glu)
     fc2_a, fc2_b = h, w2
     if quantized:
         fc2_a = recipes.quantize_rows(recipe, h)
@@ -403,7 +404,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     all by the quantizer kernels. On CUDA each weight gradient (with a recipe, its column-wise
     quantizers first) runs on a second stream beside the dgrads (streams.py; high priority with
     a recipe): dW2 from the start, dW1 once the dGLU has made dz, joined before the bias
-    gradients."""
+    gradients; with the config's ``side_stream`` off, in that order on the caller's stream."""
     from .kernels import EPI_DGLU, EPI_STORE
     cfg = config or heuristic("bwd", x.element_size(), recipe)
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
@@ -425,7 +426,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     # dW2 from the start, dW1 once the dGLU has made dz.
     dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
     dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
-    side = streams.side_stream(x, streams.HIGH if quantized else 0)
+    side = streams.side_stream(x, streams.HIGH if quantized else 0) if cfg.side_stream else None
 
     def wgrad(a, b, c):
         if quantized:

@@ -144,15 +144,33 @@ def _dgrad_copy_shapes(w1, w2, recipe: str):
             ((E, F, H), torch.uint8), ((E, F // 128, H // 128), torch.float32)]
 
 
+def _op_config_args(config: configs.GemmConfig, recipe: str | None) -> tuple:
+    """The custom ops' config arguments for a kernels-route ``config`` (every field but the
+    compose route's) and ``recipe``: the six tile fields, tma, the recipe ("" for none),
+    maxnreg (0 for None), ws, rows_glu, side_stream; ``_op_config`` reads them back."""
+    return (config.block_m, config.block_n, config.block_k, config.num_warps, config.num_stages,
+            config.programs_per_sm, config.tma, recipe or "", config.maxnreg or 0, config.ws, config.rows_glu,
+            config.side_stream)
+
+
+def _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
+               side_stream) -> configs.GemmConfig:
+    return configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma,
+                              maxnreg or None, ws, rows_glu=rows_glu, side_stream=side_stream)
+
+
 @torch.library.custom_op("tilefuse::grouped_mlp_fwd", mutates_args=())
 def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, tma: bool = False, recipe: str = ""
+                       programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
+                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                   torch.Tensor]:
-    """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales)."""
-    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma)
+    """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales); the config
+    arguments are ``_op_config_args``'."""
+    cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
+                     side_stream)
     y, z, h, kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
                                    recipe=recipe or None, keep_dgrad_weights=True)
     if kept is not None:
@@ -166,7 +184,7 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
 @grouped_mlp_fwd_op.register_fake
 def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
     T, F = x.shape[0], w2.shape[2]
-    recipe = cfg[7] if len(cfg) > 7 else ""   # the six tile fields, tma, then the recipe
+    recipe = cfg[7] if len(cfg) > 7 else ""   # _op_config_args: the six tile fields, tma, the recipe, ...
     copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
     return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
@@ -177,11 +195,13 @@ def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, 
                        z: torch.Tensor, h: torch.Tensor, w1_data: torch.Tensor, w1_scales: torch.Tensor,
                        w2_data: torch.Tensor, w2_scales: torch.Tensor, activation: str, interleave: int,
                        block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, tma: bool = False, recipe: str = ""
+                       programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
+                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor. The
     dgrad copies are the forward op's (empty: quantized here)."""
-    cfg = configs.GemmConfig(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma)
+    cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
+                     side_stream)
     kept = None
     if w1_data.dim() == 3:
         kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
@@ -202,7 +222,7 @@ def _setup_context(ctx, inputs, output):
     y, z, h, *copies = output
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, *copies)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
-    ctx.recipe = cfg[-1]   # the config fields, then the recipe
+    ctx.recipe = cfg[7]   # _op_config_args' order
     ctx.mark_non_differentiable(z, h, *copies)
 
 
@@ -211,7 +231,7 @@ def _backward(ctx, dy, *_unused):
 
     def run(*tensors):
         return grouped_mlp_bwd_op(*tensors, *copies, ctx.activation, ctx.interleave, *ctx.cfg)
-    return _kernel_grads(ctx, dy, run, 2 + len(ctx.cfg))   # activation, interleave, config fields, recipe
+    return _kernel_grads(ctx, dy, run, 2 + len(ctx.cfg))   # activation, interleave, _op_config_args
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
@@ -226,8 +246,7 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
     x, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
-                                  config.block_m, config.block_n, config.block_k, config.num_warps,
-                                  config.num_stages, config.programs_per_sm, config.tma, recipe or "")[0]
+                                  *_op_config_args(config, recipe))[0]
     return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config, recipe)
 
 

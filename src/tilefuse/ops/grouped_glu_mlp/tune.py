@@ -120,12 +120,16 @@ COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_b
 # (GemmConfig.ws; its GLU and dGLU launches are the heuristic's). Those two roles ran 1.07-1.19x
 # faster so than at the best Triton tile, 64x128 on 4 warps through TMA, at the spec's three
 # shapes (results/2026-12-03-h200-z run 7), and the whole op 1.034x / 1.058x / 1.048x the
-# heuristic (run 8).
-_CANDIDATES_FP8 = (
+# heuristic (run 8). With it, fc1 + GLU through the ws kernel or through the Triton GLU launch
+# (rows_glu), each with the second stream or on one (side_stream): on two streams the ws GLU
+# ran the op 1.01-1.05x faster, on one stream the Triton GLU was the fastest form at shapes 2-3,
+# 4-5% ahead of the ws GLU on two (results/2026-12-04-h200-ai runs 3 and 6).
+_WS_FP8 = GemmConfig(128, 128, 128, 8, 3, 2, ws=True)
+_CANDIDATES_FP8 = tuple(GemmConfig(*c) for c in (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
     (64, 64, 128, 4, 4, 2), (128, 128, 128, 8, 3, 2, True), (64, 128, 128, 4, 3, 2, True),
-    (128, 128, 128, 8, 3, 2, False, None, True),
-)
+)) + tuple(dataclasses.replace(_WS_FP8, rows_glu=glu, side_stream=side)
+           for glu, side in ((True, True), (False, True), (True, False), (False, False)))
 
 
 def _glu_layout_fits(p: GroupedProblem, block_n: int) -> bool:
@@ -141,12 +145,10 @@ def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
     """Tile candidates. A quantized recipe's baseline is its heuristic config, left out here;
     mxfp8 / nvfp4 decode into bfloat16 and take the 16-bit tiles."""
     if problem.recipe == "fp8_block":
-        table = _CANDIDATES_FP8
-    elif problem.itemsize == 4 and not problem.recipe:
-        table = _CANDIDATES_FP32
+        configs = list(_CANDIDATES_FP8)
     else:
-        table = _CANDIDATES_16BIT
-    configs = [GemmConfig(*c) for c in table]
+        configs = [GemmConfig(*c) for c in (_CANDIDATES_FP32 if problem.itemsize == 4 and not problem.recipe
+                                            else _CANDIDATES_16BIT)]
     if problem.recipe:
         configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe)]
     elif problem.itemsize == 2 and compose.takes(problem.itemsize, problem.hidden, problem.ffn):
@@ -257,7 +259,8 @@ class GroupedFamily(TuningFamily):
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
             from . import ws_kernels   # imports Triton: only where a sweep asks
-            glu = ("grouped_fp8_ws_glu",) if ws_kernels.TAKES_GLU and ws_kernels.glu_interleave_ok(p.interleave) else ()
+            glu = (("grouped_fp8_ws_glu",) if choice.rows_glu and ws_kernels.TAKES_GLU
+                   and ws_kernels.glu_interleave_ok(p.interleave) else ())
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 
