@@ -64,13 +64,16 @@ class GemmConfig:
     # ws_kernels.glu_applies; False: through grouped_gemm_kernel's GLU launch (glu_config's
     # tiles), the same bits. The role alone ran 1.40-1.42x faster in the ws kernel, the whole
     # op as called 1.01-1.05x on two streams, but on one stream the Triton launch was the
-    # fastest form at shapes 2-3 (results/2026-12-04-h200-ai runs 3 and 6); the tuner decides.
+    # fastest form at shapes 2-3 with balanced counts (results/2026-12-04-h200-ai runs 3 and 6);
+    # the tuner decides. Its sweep (ragged counts) took the ws GLU at all three spec keys, 2.5-5.4%
+    # ahead of the Triton GLU (2026-12-04-h200-aj run 1).
     rows_glu: bool = True
     # The kernels route's second stream (streams.py): a recipe's W2 quantizer beside fc1, the
     # weight gradients (with a recipe their column-wise quantizers) beside the dgrads; False:
     # all of it in order on the caller's stream, the same bits. fp8_block measured 1.01-1.06x
     # faster on two streams with the ws GLU and 0.95-0.97x with the Triton GLU at shapes 2-3
-    # (results/2026-12-04-h200-ai runs 3 and 6); the tuner decides per key. The compose route
+    # (results/2026-12-04-h200-ai runs 3 and 6); the tuner decides per key (one stream at spec
+    # shapes 1-2, 3.3-4.8% ahead, 2026-12-04-h200-aj run 1). The compose route
     # always forks its weight gradients (one stream measured 0.98x at the spec's shapes, run 6):
     # False is refused there.
     side_stream: bool = True

@@ -123,7 +123,9 @@ COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_b
 # heuristic (run 8). With it, fc1 + GLU through the ws kernel or through the Triton GLU launch
 # (rows_glu), each with the second stream or on one (side_stream): on two streams the ws GLU
 # ran the op 1.01-1.05x faster, on one stream the Triton GLU was the fastest form at shapes 2-3,
-# 4-5% ahead of the ws GLU on two (results/2026-12-04-h200-ai runs 3 and 6).
+# 4-5% ahead of the ws GLU on two (results/2026-12-04-h200-ai runs 3 and 6, balanced counts).
+# The sweep of the four (its ragged counts) took the ws GLU at every spec key, on one stream at
+# shapes 1-2 (2026-12-04-h200-aj run 1).
 _WS_FP8 = GemmConfig(128, 128, 128, 8, 3, 2, ws=True)
 _CANDIDATES_FP8 = tuple(GemmConfig(*c) for c in (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
