@@ -7,7 +7,10 @@ turn, for minutes) read 6.33 / 6.62 ms. This program replays one provider's step
 ``--seconds`` and prints the median replay time per half-second window with the mean SM clock,
 power and throttle reasons nvidia-smi reported in that window.
 
-    PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-aj/sustained.py [--shapes 1,3] [--seconds 4]
+    PYTHONPATH=src python3 benchmarks/results/2026-12-04-h200-aj/sustained.py [--shapes 1,3] [--seconds 4] [--rounds 1]
+
+Run 5 ran its first form (tree 0e441c2: one block each, providers in turn, 1 s idle before each); run 6 with
+--rounds 3 alternating blocks.
 """
 import argparse
 import statistics
@@ -45,6 +48,9 @@ def main():
     ap.add_argument("--providers", default="tilefuse,fp8_block")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--log", default="/tmp/smi.csv")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="blocks per provider, alternating (the order rotated each round); the summary's "
+                         "per-block medians leave out each block's first window")
     args = ap.parse_args()
     names = args.providers.split(",")
     smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader", "-lms", "100"],
@@ -56,28 +62,30 @@ def main():
             i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device="cuda",
                               generator=torch.Generator().manual_seed(0))
             providers = check.providers_for(i, 32, names=names)
+            graphs = {}
             for name in names:
-                step = providers[name]
-                step()
-                graph, _ = capture_cuda_graph(step)
-                graph.replay()
-                torch.cuda.synchronize()
-                time.sleep(1.0)   # idle first, as before a single replay
-                start = time.time()
-                while time.time() - start < args.seconds:
-                    t0, samples = time.time(), []
-                    while time.time() - t0 < 0.5:
-                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        a.record()
-                        for _ in range(4):
-                            graph.replay()
-                        b.record()
-                        b.synchronize()
-                        samples.append(a.elapsed_time(b) / 4)
-                    windows.append((f"shape {index} {name}", t0, time.time(), statistics.median(samples)))
-                del graph
-                torch.cuda.synchronize()
-            del providers, i
+                providers[name]()
+                graphs[name], _ = capture_cuda_graph(providers[name])
+                graphs[name].replay()
+            torch.cuda.synchronize()
+            time.sleep(1.0)   # idle first, as before a single replay
+            for r in range(args.rounds):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    graph, start = graphs[name], time.time()
+                    while time.time() - start < args.seconds:
+                        t0, samples = time.time(), []
+                        while time.time() - t0 < 0.5:
+                            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                            a.record()
+                            for _ in range(4):
+                                graph.replay()
+                            b.record()
+                            b.synchronize()
+                            samples.append(a.elapsed_time(b) / 4)
+                        windows.append((f"shape {index} {name}", r, start, t0, time.time(),
+                                        statistics.median(samples)))
+            del graphs, providers, i
+            torch.cuda.synchronize()
             torch.cuda.empty_cache()
     finally:
         time.sleep(0.3)
@@ -85,16 +93,31 @@ def main():
         smi.wait()
     rows = smi_rows(args.log)
     print(torch.__version__, torch.cuda.get_device_name(), f"{len(rows)} nvidia-smi samples")
-    label = None
-    for name, t0, t1, ms in windows:
-        if name != label:
-            print(f"\n{name}: window start (s), ms a replay, SM MHz, W, throttle reasons")
-            label, first = name, t0
-        inside = [r for r in rows if t0 <= r[0] <= t1]
-        clock = statistics.mean(r[1] for r in inside) if inside else float("nan")
-        power = statistics.mean(r[2] for r in inside) if inside else float("nan")
-        reasons = sorted({r[3] for r in inside})
-        print(f"  {t0 - first:5.1f}  {ms:7.3f}  {clock:6.0f}  {power:5.0f}  {' '.join(reasons)}")
+    label, blocks = None, {}
+    for name, r, start, t0, t1, ms in windows:
+        if (name, r) != label:
+            print(f"\n{name}, round {r + 1}: window start (s), ms a replay, SM MHz, W, throttle reasons")
+            label = (name, r)
+        inside = [row for row in rows if t0 <= row[0] <= t1]
+        clock = statistics.mean(row[1] for row in inside) if inside else float("nan")
+        power = statistics.mean(row[2] for row in inside) if inside else float("nan")
+        reasons = sorted({row[3] for row in inside})
+        print(f"  {t0 - start:5.1f}  {ms:7.3f}  {clock:6.0f}  {power:5.0f}  {' '.join(reasons)}")
+        if t0 > start:   # the block's first window left out of the summary
+            blocks.setdefault((name, r), []).append((ms, clock))
+    print("\nsummary: per block, the median of its windows after the first (ms a replay, SM MHz)")
+    for (name, r), vals in blocks.items():
+        print(f"  {name:28s} round {r + 1}: {statistics.median(v[0] for v in vals):7.3f} ms "
+              f"{statistics.median(v[1] for v in vals):6.0f} MHz")
+    shapes = sorted({name.rsplit(" ", 1)[0] for name, _ in blocks})
+    for shape in shapes:
+        per = {n: [statistics.median(v[0] for v in blocks[(f"{shape} {n}", r)]) for r in range(args.rounds)
+                   if (f"{shape} {n}", r) in blocks] for n in names}
+        if all(per[n] for n in names) and len(names) == 2:
+            a, b = names
+            ratios = [x / y for x, y in zip(per[a], per[b])]
+            print(f"  {shape}: {a} time / {b} time per round: " + ", ".join(f"{q:.3f}x" for q in ratios)
+                  + f"; median of rounds {statistics.median(per[a]):.3f} / {statistics.median(per[b]):.3f} ms")
 
 
 if __name__ == "__main__":
