@@ -181,7 +181,9 @@ def test_register_cap_is_a_config_field_the_descriptor_launches_take(monkeypatch
         FAMILY.config_from_dict({**stored, "maxnreg": 168.0})
     launched = []
 
-    class Recorder:
+    class Recorder:   # the kernel's parameters, for the SpecializingLauncher the launch goes through
+        arg_names = kernels.grouped_wgrad_kernel.arg_names
+
         def __getitem__(self, grid):
             return lambda *args, **kw: launched.append((kw["TMA"], kw["maxnreg"]))
 

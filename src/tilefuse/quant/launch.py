@@ -117,17 +117,18 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     if first[0].numel() == 0:
         return result
     block_k = _block_k(cols, widest, bc)
+    from ..ops.triton_common import specializing_launcher
     from .kernels import fp8_block_kernel
     row_tiles = cdiv(n_batch * out_rows, block_m)
     grid_y = min(row_tiles, MAX_GRID_YZ)
-    fp8_block_kernel[(cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y))](
-        x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
-        n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
-        second[0].view(torch.uint8), second[1], *second[2], *second[3],
-        BLOCK_ROWS=br, BLOCK_COLS=bc, POW2=pow2_scales, SECOND=with_transposed, BATCHED=x.dim() == 3,
-        BLOCK_M=block_m, BLOCK_K=block_k,
-        num_warps=warps, **_COMPILE,
-    )
+    # Through a SpecializingLauncher (the JIT once per argument specialization; grouped_glu_mlp's
+    # fp8_block step makes nine of these launches); constexprs in the kernel's order.
+    specializing_launcher(fp8_block_kernel, num_warps=warps, **_COMPILE)(
+        (cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y)),
+        (x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
+         n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
+         second[0].view(torch.uint8), second[1], *second[2], *second[3]),
+        (br, bc, pow2_scales, with_transposed, x.dim() == 3, block_m, block_k))
     launches.record("quant_fp8_block")
     return result
 

@@ -221,6 +221,7 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits); ``ws`` (the config's ws and
     rows_glu, for the fc1 + GLU launch, whose glu_config drops them) its fc1 + GLU where
     ws_kernels.glu_applies and ws_kernels.TAKES_GLU."""
+    from ..triton_common import specializing_launcher
     from .kernels import EPI_DGLU, EPI_GLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
     E = counts.shape[0]
@@ -263,7 +264,11 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     z_desc, z_mode = None, Z_POINTERS
     if plan is not None and epilogue == EPI_DGLU:
         z_desc, z_mode = dglu_z_plan(z, cfg, interleave, F)
-    grouped_gemm_kernel[(programs,)](
+    # Through a SpecializingLauncher: the JIT's binding and specialization once per argument
+    # specialization, the compiled kernel directly after that (triton_common; the constexprs in
+    # the kernel's order: EPILOGUE ... BLOCK_K).
+    specializing_launcher(grouped_gemm_kernel, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                          maxnreg=cfg.maxnreg if plan is not None else None)((programs,), (
         a_data, b_data, c, counts, probs if probs is not None else dummy, bias if bias is not None else dummy,
         z if z is not None else dummy, part if part is not None else dummy,
         dz_rows.data if dz_rows is not None else dummy, dz_rows.scales if dz_rows is not None else dummy,
@@ -272,14 +277,11 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         a_data.stride(0), b_strides[0], b_strides[1], b_strides[2], ldc, z.stride(0) if z is not None else 0,
         bias.stride(0) if bias is not None else 0, part.stride(0) if part is not None else 0,
         a_scale_ld, *b_scale_strides, b_scale_rows, b_scale_cols, b_rows,
-        EPILOGUE=epilogue, ACT=act, INTERLEAVE=interleave, HAS_BIAS=bias is not None, IEEE=_ieee(c),
-        RECIPE=recipes.RECIPE_IDS[recipe],
-        GLU_UNIFORM_SCALE=recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
-        QUANT_DZ=dz_rows is not None, TMA=plan is not None, B_MODE=b_mode, Z_MODE=z_mode,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        maxnreg=cfg.maxnreg if plan is not None else None,
-    )
+    ), (
+        epilogue, act, interleave, bias is not None, _ieee(c), recipes.RECIPE_IDS[recipe],
+        recipe == "fp8_block" and glu_scale_uniform(F, interleave, cfg.block_n),
+        dz_rows is not None, plan is not None, b_mode, z_mode, cfg.block_m, cfg.block_n, cfg.block_k,
+    ))
 
 
 def dglu_quantizes_dz(recipe, interleave: int, dcfg: GemmConfig) -> bool:
@@ -299,6 +301,7 @@ WGRAD_GROUP_N = 8
 def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     """c[e] (N, M) = a[rows of e]^T @ b[rows of e]: a (T, N), b (T, M) tensors, or with a recipe
     their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp))."""
+    from ..triton_common import specializing_launcher
     from .kernels import grouped_wgrad_kernel
     E, n_dim, m_dim = c.shape
     dummy = c
@@ -311,13 +314,14 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
             gscale = (a.decode * b.decode).reshape(1)
     plan = wgrad_tma_plan(a_data, b_data, wcfg, recipe)
     a_desc, b_desc = plan if plan is not None else (None, None)
-    grouped_wgrad_kernel[(E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),)](
-        a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim,
-        a_data.stride(0), b_data.stride(0), a_ld, b_ld,
-        IEEE=_ieee(c), RECIPE=recipes.RECIPE_IDS[recipe], TMA=plan is not None, BLOCK_N=wcfg.block_n,
-        BLOCK_M=wcfg.block_m, BLOCK_K=wcfg.block_k, GROUP_N=WGRAD_GROUP_N, num_warps=wcfg.num_warps,
-        num_stages=wcfg.num_stages,
-        maxnreg=wcfg.maxnreg if plan is not None else None)
+    # constexprs in the kernel's order: IEEE, RECIPE, TMA, BLOCK_N, BLOCK_M, BLOCK_K, GROUP_N
+    specializing_launcher(grouped_wgrad_kernel, num_warps=wcfg.num_warps, num_stages=wcfg.num_stages,
+                          maxnreg=wcfg.maxnreg if plan is not None else None)(
+        (E * cdiv(n_dim, wcfg.block_n) * cdiv(m_dim, wcfg.block_m),),
+        (a_data, b_data, c, counts, a_scales, b_scales, gscale, a_desc, b_desc, T, n_dim, m_dim,
+         a_data.stride(0), b_data.stride(0), a_ld, b_ld),
+        (_ieee(c), recipes.RECIPE_IDS[recipe], plan is not None, wcfg.block_n, wcfg.block_m, wcfg.block_k,
+         WGRAD_GROUP_N))
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None,

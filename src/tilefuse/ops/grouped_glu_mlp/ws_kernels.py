@@ -363,12 +363,15 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
         z_layout = gl.NVMMASharedLayout.get_default_for(list(z_shape), _GL_DTYPES[c.dtype])
     else:
         z_shape, z_layout = (8, 8), _TOKEN_LAYOUT
-    fp8_ws_gemm_kernel[(max(1, min(n_tiles, programs or sms)),)](
-        a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
-        bias if bias is not None else c, h if h is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
-        bs[0], bs[2], bs[1], w.data.shape[1], bias.stride(0) if bias is not None else 0,
-        h.stride(0) if h is not None else 0, N // 2,
-        HAS_BIAS=bias is not None, GLU=act, INTERLEAVE=interleave, BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK,
-        STAGES=stages, Z_ROWS=z_shape[0], Z_COLS=z_shape[1], Z_LAYOUT=z_layout,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    from ..triton_common import specializing_launcher
+    # Through a SpecializingLauncher (the JIT once per argument specialization, as ws_rows'
+    # launches); constexprs in the kernel's order, HAS_BIAS ... PRODUCER_REGS.
+    specializing_launcher(fp8_ws_gemm_kernel, num_warps=4, maxnreg=MAXNREG)(
+        (max(1, min(n_tiles, programs or sms)),),
+        (a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
+         bias if bias is not None else c, h if h is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
+         bs[0], bs[2], bs[1], w.data.shape[1], bias.stride(0) if bias is not None else 0,
+         h.stride(0) if h is not None else 0, N // 2),
+        (bias is not None, act, interleave, BLOCK, BLOCK, BLOCK, stages, z_shape[0], z_shape[1], z_layout,
+         CONSUMER_REGS, PRODUCER_REGS))
     return True
