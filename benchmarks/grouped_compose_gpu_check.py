@@ -24,7 +24,10 @@ kernels, one pass each. This program:
    second stream off, ops/grouped_glu_mlp/streams.py: does it still pay?),
    with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
    providers interleaved in rotating rounds, medians); a provider that fails to capture is
-   timed eagerly instead, one that fails outright is printed with its error;
+   timed eagerly instead, one that fails outright is printed with its error; with
+   ``--sustained`` each provider's sample is a 2 s block (0.5 s untimed, then 1.5 s timed), so
+   it runs at its own clock under the power limit (benchmarks/README.md, "The power cap";
+   about 4 s a provider a round: use few rounds);
 3. profiles (d) and (c) at shape 1 with torch.profiler (``--profile``, ``--profile-shapes``): GPU
    time per kernel per step, our op's kernels beside the peer's.
 
@@ -33,6 +36,8 @@ kernels, one pass each. This program:
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --activations swiglu,geglu --bias off,on \
         --providers "compiled composition,tilefuse" --profile none   # the op against compile at every grid key
     PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --tiny   # no GPU: CPU smoke test (interpreter, ~15 s)
+    PYTHONPATH=src python3 benchmarks/grouped_compose_gpu_check.py --providers "tilefuse,fp8_block" --interleaves 32 \
+        --sustained --rounds 3 --profile none   # fp8_block against bf16 in alternating 2 s blocks
 
 Prints the check's errors (PASS / FAIL per case), then per shape and interleave one line per
 provider: median ms [min - max over rounds], TFLOP/s (3x the forward FLOPs, the forward being
@@ -217,31 +222,39 @@ def path_taken(i, interleave, activation="swiglu") -> str:
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 
+# --sustained: a sample is a 2 s block, its first 0.5 s untimed (timing.interleaved's settle_ms)
+SUSTAINED = dict(target_ms=1500.0, settle_ms=500.0)
+
+
 def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), biases=(False,), names=PROVIDERS,
-               one_stream_too=False):
+               one_stream_too=False, sustained=False):
     for bias in biases:
         i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=bias, device=DEVICE,
                           generator=torch.Generator().manual_seed(index))
         for activation in activations:
             for interleave in interleaves:
-                time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too)
+                time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too,
+                         sustained)
         del i
 
 
-def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too=False):
+def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too=False,
+             sustained=False):
     """One epilogue key of one shape: every provider in ``names`` (and with ``one_stream_too``
-    tilefuse's and fp8_block's on one stream), interleaved rounds."""
+    tilefuse's and fp8_block's on one stream), interleaved rounds (``sustained``: of 2 s
+    blocks, SUSTAINED)."""
     timer = timing.WallTimer() if DEVICE != "cuda" else None
+    blocks = SUSTAINED if sustained else {}
     flop = step_flop(T, H, F)
     key = "" if (activation, bias) == ("swiglu", False) else f", {activation}{', bias' if bias else ''}"
     print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}{key}; tilefuse ran: "
           f"{path_taken(i, interleave, activation)}", flush=True)
     providers = providers_for(i, interleave, activation, names, one_stream_too)
-    results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer)
+    results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer, **blocks)
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
         torch.cuda.synchronize()
-        retry = timing.interleaved({n: providers[n] for n in failed}, rounds=rounds, graphs=False)
+        retry = timing.interleaved({n: providers[n] for n in failed}, rounds=rounds, graphs=False, **blocks)
         for name, r in retry.items():
             results[name] = r
             if not isinstance(r, Exception):
@@ -301,6 +314,9 @@ def main(argv=None) -> int:
     p.add_argument("--one-stream", action="store_true",
                    help="also time tilefuse and fp8_block (where timed) with the op's second stream off")
     p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
+    p.add_argument("--sustained", action="store_true",
+                   help="time each provider in 2 s blocks (0.5 s untimed first) instead of ~25 ms samples: "
+                        "each at its own clock under the power limit")
     args = p.parse_args(argv)
     names = [] if args.profile.strip().lower() == "none" else [n.strip() for n in args.profile.split(",")]
     timed = [n.strip() for n in args.providers.split(",")]
@@ -324,7 +340,7 @@ def main(argv=None) -> int:
     for index, shape in shapes.items():
         try:
             time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds, activations, biases, timed,
-                       args.one_stream)
+                       args.one_stream, args.sustained and not args.tiny)
         except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
             print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()

@@ -25,6 +25,31 @@ def test_cuda_timer_measures_a_plausible_copy_bandwidth(graph_below_s):
     assert 1e11 < bandwidth < 2e13, f"{bandwidth / 1e9:.0f} GB/s"
 
 
+def test_cuda_timer_settles_untimed_before_each_sample():
+    """settle_s: each sample runs the step for about that long before its timed repetitions,
+    and the untimed calls stay out of the sample (it still measures one call)."""
+    n = 1 << 22
+    src = torch.randn(n, device="cuda")
+    calls = []
+
+    def call(i):
+        calls.append(i)
+        return src.clone()
+
+    plain = CudaTimer(torch.device("cuda"), graph_below_s=0.0, min_sample_s=2e-3, warmup=1)
+    settled = CudaTimer(torch.device("cuda"), graph_below_s=0.0, min_sample_s=2e-3, warmup=1, settle_s=0.05)
+    sample_plain = plain.prepare("clone", call, 1)
+    before = len(calls)
+    t_plain = statistics.median(sample_plain() for _ in range(5))
+    per_sample_plain = (len(calls) - before) / 5
+    sample_settled = settled.prepare("clone", call, 1)
+    before = len(calls)
+    t_settled = statistics.median(sample_settled() for _ in range(5))
+    per_sample_settled = (len(calls) - before) / 5
+    assert per_sample_settled > 5 * per_sample_plain   # 50 ms of settling against 2 ms samples
+    assert 0.5 < t_settled / t_plain < 2.0              # per call either way
+
+
 def test_real_sweep_of_a_small_dyt_key(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
     tuning.reload()

@@ -328,3 +328,26 @@ def test_cuda_timer_options_without_a_gpu():
     t = CudaTimer(graph_below_s=math.inf, min_reps=3, max_reps=2000)
     assert t.device is None and t.graph_below_s == math.inf and (t.min_reps, t.max_reps) == (3, 2000)
     assert CudaTimer("cuda:1").device == torch.device("cuda", 1)
+    assert t.settle_s == 0.0 and CudaTimer(settle_s=0.5).settle_s == 0.5
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="settle_s"):
+            CudaTimer(settle_s=bad)
+
+
+def test_interleaved_passes_its_sample_and_settle_times_to_the_cuda_timer(monkeypatch):
+    """``interleaved(target_ms=, settle_ms=)``: the CudaTimer it builds samples for target_ms
+    after settle_ms of untimed calls (the sustained protocol: 2 s blocks)."""
+    from tilefuse.tuning import timing
+    built = []
+
+    class Recording(FakeTimer):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs)
+            super().__init__({"f": 1.0})
+
+    monkeypatch.setattr(timing, "CudaTimer", Recording)
+    out = timing.interleaved({"f": lambda: None}, rounds=2, target_ms=1500.0, settle_ms=500.0)
+    assert out["f"].rounds == 2
+    assert built[0]["min_sample_s"] == pytest.approx(1.5) and built[0]["settle_s"] == pytest.approx(0.5)
+    timing.interleaved({"f": lambda: None}, rounds=1)
+    assert built[1]["settle_s"] == 0.0

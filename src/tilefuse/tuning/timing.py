@@ -77,6 +77,11 @@ class CudaTimer:
     - Each sample repeats the step until it lasts ``min_sample_s`` (above the event
       resolution, ~1 us, and launch jitter), at least ``min_reps`` and at most ``max_reps``
       times.
+    - ``settle_s``: each sample first runs the step, untimed, for about that long. Run back to
+      back for a second or more, heavy GPU work reaches the board's power limit and the SM
+      clock settles at a level that depends on the work (benchmarks/README.md, "The power
+      cap"); with a settle time and samples of seconds, each provider is timed at its own
+      sustained clock instead of the clock of whatever ran before it.
 
     ``device``: the CUDA device (default: the current one when ``prepare`` runs).
     """
@@ -85,9 +90,12 @@ class CudaTimer:
 
     def __init__(self, device: torch.device | str | None = None, *, min_sample_s: float = 1e-3,
                  graph_below_s: float = 2e-4, warmup: int = 3, min_reps: int = 1,
-                 max_reps: int = 1_000_000):
+                 max_reps: int = 1_000_000, settle_s: float = 0.0):
+        if not settle_s >= 0:
+            raise ValueError(f"CudaTimer: settle_s must be >= 0, got {settle_s!r}")
         self.device = None if device is None else torch.device(device)
         self.min_sample_s = min_sample_s
+        self.settle_s = settle_s
         self.graph_below_s = graph_below_s
         self.warmup = warmup
         self.min_reps, self.max_reps = min_reps, max_reps
@@ -133,9 +141,12 @@ class CudaTimer:
             if per_pass is None:      # the step that is sampled, measured as it will run
                 per_pass = self._seconds(step, 3) / 3
             reps = min(self.max_reps, max(self.min_reps, math.ceil(self.min_sample_s / max(per_pass, 1e-9))))
+            settle = min(self.max_reps, math.ceil(self.settle_s / max(per_pass, 1e-9))) if self.settle_s else 0
 
         def sample() -> float:
             with torch.cuda.device(device):
+                for _ in range(settle):   # enqueued before the start event: untimed
+                    step()
                 return self._seconds(step, reps) / (reps * n_buffers)
 
         return sample
@@ -210,13 +221,16 @@ def ratio(base: Timing, other: Timing) -> float:
 
 
 def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, target_ms: float = 25.0,
-                graphs: bool | None = False, timer: Timer | None = None) -> dict[str, Timing | Exception]:
+                graphs: bool | None = False, timer: Timer | None = None,
+                settle_ms: float = 0.0) -> dict[str, Timing | Exception]:
     """Time each provider (a zero-argument callable) on the current CUDA device.
 
     Each provider is warmed up (compilation, autotuning) and must not raise there; one that
     raises is returned as its exception. Then, over ``rounds`` rounds in rotating order
     (``interleave``), every provider is timed for about ``target_ms`` (at least 3 calls,
-    at most 2000) with CUDA events. ``graphs``: True captures each provider in a CUDA graph
+    at most 2000) with CUDA events, after ``settle_ms`` of untimed calls (CudaTimer's
+    ``settle_s``: e.g. ``target_ms=1500, settle_ms=500`` times each provider at its own
+    sustained clock under the power limit, in alternating 2 s blocks). ``graphs``: True captures each provider in a CUDA graph
     after warm-up and times its replays (device time only); False times eager calls (host
     costs included); None captures the calls shorter than 0.2 ms, as the tuner does. The
     graphs of one call share a memory pool. ``timer``: a ``Timer`` to use instead (tests).
@@ -227,7 +241,7 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
     if timer is None:
         below = {True: math.inf, False: 0.0, None: 2e-4}[graphs]
         timer = CudaTimer(None, min_sample_s=target_ms * 1e-3, graph_below_s=below, warmup=1, min_reps=3,
-                          max_reps=2000)
+                          max_reps=2000, settle_s=settle_ms * 1e-3)
     out: dict[str, Timing | Exception] = {}
     samplers: dict[str, Callable[[], float]] = {}
     for name, fn in providers.items():
