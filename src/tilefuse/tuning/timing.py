@@ -230,10 +230,11 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
     (``interleave``), every provider is timed for about ``target_ms`` (at least 3 calls,
     at most 2000) with CUDA events, after ``settle_ms`` of untimed calls (CudaTimer's
     ``settle_s``: e.g. ``target_ms=1500, settle_ms=500`` times each provider at its own
-    sustained clock under the power limit, in alternating 2 s blocks). ``graphs``: True captures each provider in a CUDA graph
-    after warm-up and times its replays (device time only); False times eager calls (host
-    costs included); None captures the calls shorter than 0.2 ms, as the tuner does. The
-    graphs of one call share a memory pool. ``timer``: a ``Timer`` to use instead (tests).
+    sustained clock under the power limit, in alternating 2 s blocks). ``graphs``: True
+    captures each provider in a CUDA graph after warm-up and times its replays (device time
+    only); False times eager calls (host costs included); None captures the calls shorter than
+    0.2 ms, as the tuner does. The graphs of one call share a memory pool. ``timer``: a
+    ``Timer`` to use instead (tests); ``target_ms`` and ``settle_ms`` are then its own.
 
     Returns per provider a ``Timing`` (per-call median, min, max and the per-round samples:
     ``ratio`` compares two providers within rounds) or the exception.

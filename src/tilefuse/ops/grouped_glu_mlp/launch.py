@@ -362,7 +362,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     # FC1 + GLU: B_e(k, n) = W1[e, n, k].
     _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
           b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe, ws=cfg.ws and cfg.rows_glu)
+          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe,
+          ws=cfg.ws and cfg.rows_glu)
     fc2_a, fc2_b = h, w2
     if quantized:
         fc2_a = recipes.quantize_rows(recipe, h)
