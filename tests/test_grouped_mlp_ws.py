@@ -138,6 +138,48 @@ def test_glu_applies_takes_whole_groups_only(monkeypatch):
     assert not ws_kernels.glu_applies(qa, qw, z.t().contiguous().t(), h, probs, b1, 0, 32)   # z column-major
 
 
+@pytest.mark.skipif(ws_kernels.gluon is None, reason="needs Gluon")
+def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
+    """The host side of ws_kernels.launch, which only a Hopper GPU reaches otherwise: its
+    SpecializingLauncher gets every parameter of fp8_ws_gemm_kernel, the constexprs in the
+    kernel's order with their values, and the shared layouts made once (ws_wgrad._layout)."""
+    from tilefuse.ops import triton_common
+    from tilefuse.ops.grouped_glu_mlp.ws_wgrad import _layout
+    seen = []
+
+    class Launcher:
+        def __init__(self, fn, **options):
+            self.fn, self.options = fn, options
+
+        def __call__(self, grid, args, constexprs):
+            seen.append((self.fn, self.options, args, constexprs))
+
+    qa, qw, counts = _quantized_operands(3, 64, 256, 128, "cpu")
+    monkeypatch.setattr(triton_common, "specializing_launcher", Launcher)
+    monkeypatch.setattr(ws_kernels, "applies", lambda *a: True)
+    monkeypatch.setattr(ws_kernels, "glu_applies", lambda *a: True)
+    z = torch.empty(64, 256, dtype=torch.bfloat16)
+    h = torch.empty(64, 128, dtype=torch.bfloat16)
+    assert ws_kernels.launch(qa, qw, z, counts, N=256, probs=torch.rand(64), glu=(h, 0, 32))
+    assert ws_kernels.launch(qa, qw, z, counts, N=256)
+    assert len(seen) == 2
+    for (fn, options, args, constexprs), glu in zip(seen, (True, False)):
+        # (the interpreter may hand the launcher its own wrapper of the kernel: compare parameters)
+        assert tuple(fn.arg_names) == tuple(ws_kernels.fp8_ws_gemm_kernel.arg_names)
+        assert options == {"num_warps": 4, "maxnreg": ws_kernels.MAXNREG}
+        assert len(args) + len(constexprs) == len(fn.arg_names)
+        named = dict(zip(fn.arg_names[len(args):], constexprs))
+        assert named["GLU"] == (0 if glu else -1) and named["INTERLEAVE"] == (32 if glu else 0)
+        assert named["STAGES"] == ws_kernels.MAX_STAGES and not named["HAS_BIAS"]
+        assert named["BLOCK_M"] == named["BLOCK_N"] == named["BLOCK_K"] == ws_kernels.BLOCK
+        assert (named["CONSUMER_REGS"], named["PRODUCER_REGS"]) == (ws_kernels.CONSUMER_REGS,
+                                                                    ws_kernels.PRODUCER_REGS)
+        if glu:
+            assert (named["Z_ROWS"], named["Z_COLS"]) == (ws_kernels.BLOCK // 2, ws_kernels.BLOCK)
+            assert named["Z_LAYOUT"] is _layout((ws_kernels.BLOCK // 2, ws_kernels.BLOCK), torch.bfloat16)
+        assert args[0].layout is _layout((ws_kernels.BLOCK, ws_kernels.BLOCK), torch.float8_e4m3fn)
+
+
 @pytest.mark.parametrize("cfg", (WS, WS_NOGLU, WS_ONE_STREAM, dataclasses.replace(WS_NOGLU, side_stream=False)),
                          ids=lambda c: c.name)
 def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):

@@ -52,7 +52,6 @@ from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
                             warpgroup_mma, warpgroup_mma_wait)                      # of this module too
 
-_GL_DTYPES = {} if gl is None else {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 # The tile: 128 rows (64 a consumer warp group) x 128 columns, K chunks of 128 (the scaling
 # block). Registers: 168 a thread at launch for the 12 warps (4 + 4 consumers, 1 producer in a
@@ -351,7 +350,8 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     K = a.data.shape[1]
     if T == 0 or N == 0:
         return True
-    layout = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], gl.float8e4nv)
+    from .ws_wgrad import _layout
+    layout = _layout((BLOCK, BLOCK), torch.float8_e4m3fn)
     a_desc = TensorDescriptor.from_tensor(a.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
     w8 = w.data.view(torch.float8_e4m3fn)
     b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, K), [BLOCK, BLOCK], layout)
@@ -360,7 +360,7 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     bs = w.scales.stride()
     if glu is not None:   # a consumer's rounded z tile, read back by the GLU
         z_shape = (BLOCK // 2, BLOCK)
-        z_layout = gl.NVMMASharedLayout.get_default_for(list(z_shape), _GL_DTYPES[c.dtype])
+        z_layout = _layout(z_shape, c.dtype)
     else:
         z_shape, z_layout = (8, 8), _TOKEN_LAYOUT
     from ..triton_common import specializing_launcher
