@@ -207,8 +207,9 @@ _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float8
 
 @functools.lru_cache(maxsize=64)
 def _layout(block: tuple[int, ...], dtype: torch.dtype):
-    """The default NVMMA shared layout of ``block`` tiles of ``dtype``, made once (about 6 us a
-    call on the host; the Gluon launches here, in ws_rows.py and in ws_kernels.py ask per call)."""
+    """The default NVMMA shared layout of ``block`` tiles of ``dtype``, made once (building one
+    takes about 6 us on the host) for the Gluon launches here, in ws_rows.py (through
+    ``descriptor``) and in ws_kernels.py, which asks for its layouts on every launch."""
     return gl.NVMMASharedLayout.get_default_for(list(block), getattr(gl, _GL_DTYPES[dtype]))
 
 
