@@ -25,9 +25,10 @@ kernels, one pass each. This program:
    with the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay,
    providers interleaved in rotating rounds, medians); a provider that fails to capture is
    timed eagerly instead, one that fails outright is printed with its error; with
-   ``--sustained`` each provider's sample is a 2 s block (0.5 s untimed, then 1.5 s timed), so
-   it runs at its own clock under the power limit (benchmarks/README.md, "The power cap";
-   about 4 s a provider a round: use few rounds);
+   ``--sustained`` the same providers are then timed again in rounds whose samples are 2 s
+   blocks (0.5 s untimed, then 1.5 s timed), so that each runs at its own clock under the
+   power limit (benchmarks/README.md, "The power cap"; about 2 s a provider a round: use few
+   rounds), and both tables are printed;
 3. profiles (d) and (c) at shape 1 with torch.profiler (``--profile``, ``--profile-shapes``): GPU
    time per kernel per step, our op's kernels beside the peer's.
 
@@ -222,8 +223,6 @@ def path_taken(i, interleave, activation="swiglu") -> str:
     return f"other ({dict(launched) or 'no tilefuse kernel'})"
 
 
-# --sustained: a sample is a 2 s block, its first 0.5 s untimed (timing.interleaved's settle_ms)
-SUSTAINED = dict(target_ms=1500.0, settle_ms=500.0)
 
 
 def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), biases=(False,), names=PROVIDERS,
@@ -241,15 +240,29 @@ def time_shape(index, E, T, H, F, interleaves, rounds, activations=("swiglu",), 
 def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, one_stream_too=False,
              sustained=False):
     """One epilogue key of one shape: every provider in ``names`` (and with ``one_stream_too``
-    tilefuse's and fp8_block's on one stream), interleaved rounds (``sustained``: of 2 s
-    blocks, SUSTAINED)."""
-    timer = timing.WallTimer() if DEVICE != "cuda" else None
-    blocks = SUSTAINED if sustained else {}
+    tilefuse's and fp8_block's on one stream), interleaved rounds; with ``sustained`` then
+    again in rounds of 2 s blocks (timing.SUSTAINED), both tables printed."""
     flop = step_flop(T, H, F)
     key = "" if (activation, bias) == ("swiglu", False) else f", {activation}{', bias' if bias else ''}"
     print(f"\nshape {index}: E {E} T {T} H {H} F {F}, glu_interleave {interleave}{key}; tilefuse ran: "
           f"{path_taken(i, interleave, activation)}", flush=True)
     providers = providers_for(i, interleave, activation, names, one_stream_too)
+    protocols = [("", {})]
+    if sustained:
+        protocols = [("interleaved (~25 ms samples):", {}), ("sustained (2 s blocks):", timing.SUSTAINED)]
+    for label, blocks in protocols:
+        if label:
+            print(f"  {label}", flush=True)
+        time_providers(providers, rounds, flop, blocks)
+    del providers
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+
+
+def time_providers(providers, rounds, flop, blocks):
+    """Time ``providers`` in one interleaved run (``blocks``: interleaved's target_ms /
+    settle_ms) and print one line each, with its speed relative to the compiled composition."""
+    timer = timing.WallTimer() if DEVICE != "cuda" else None
     results = timing.interleaved(providers, rounds=rounds, graphs=True, timer=timer, **blocks)
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     if failed and DEVICE == "cuda":   # time what would not capture eagerly (host costs included)
@@ -272,9 +285,6 @@ def time_key(index, E, T, H, F, i, interleave, activation, bias, rounds, names, 
             vs = f"  {ratio:5.2f}x compiled"
         print(f"  {name:22s} {r.median_ms:9.3f} ms [{r.min_ms:.3f} - {r.max_ms:.3f}]"
               f" {flop / (r.median_ms * 1e-3) / 1e12:7.1f} TFLOP/s{vs}", flush=True)
-    del providers
-    if DEVICE == "cuda":
-        torch.cuda.empty_cache()
 
 
 # --- 3. profile ---------------------------------------------------------------------------
@@ -315,8 +325,8 @@ def main(argv=None) -> int:
                    help="also time tilefuse and fp8_block (where timed) with the op's second stream off")
     p.add_argument("--tiny", action="store_true", help="one tiny shape on the CPU (interpreter): a smoke test")
     p.add_argument("--sustained", action="store_true",
-                   help="time each provider in 2 s blocks (0.5 s untimed first) instead of ~25 ms samples: "
-                        "each at its own clock under the power limit")
+                   help="then time the providers again in 2 s blocks (0.5 s untimed first): each at its own "
+                        "clock under the power limit; both tables are printed")
     args = p.parse_args(argv)
     names = [] if args.profile.strip().lower() == "none" else [n.strip() for n in args.profile.split(",")]
     timed = [n.strip() for n in args.providers.split(",")]
@@ -340,7 +350,7 @@ def main(argv=None) -> int:
     for index, shape in shapes.items():
         try:
             time_shape(index, *shape, interleaves, 2 if args.tiny else args.rounds, activations, biases, timed,
-                       args.one_stream, args.sustained and not args.tiny)
+                       args.one_stream, args.sustained)
         except Exception as exc:  # noqa: BLE001 - one shape's failure is printed, the rest still run
             print(f"shape {index} {shape}: FAILED {error_text(exc)}", flush=True)
             traceback.print_exc()

@@ -79,6 +79,9 @@ Timing: each peer is one zero-argument callable (forward + ``torch.autograd.grad
 (u0, alpha) with a fixed random cotangent), timed with CUDA events by
 ``tilefuse.tuning.timing.interleaved`` (the project's one harness): warm-up, then ``--rounds`` rounds in rotating order,
 about ``--target-ms`` per peer per round; median per peer (``--graphs``: CUDA-graph replays).
+``--sustained``: each peer's sample is a 2 s block instead (``timing.SUSTAINED``: 0.5 s untimed,
+then 1.5 s timed), so each runs at its own clock under the GPU's power limit rather than at the
+mix's (benchmarks/README.md, "The power cap"; about 2 s a peer a round: use few rounds).
 Inputs are fresh random tensors per shape, freed (with every peer's state) between shapes.
 
 What it prints: the versions and GPU; per shape the table's pick, the check table (errors,
@@ -790,12 +793,14 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     # 3. Timing.
     medians = {}
     if steps:
-        say(f"  timing {len(steps)} peers: {args.rounds} rounds, rotating order, ~{args.target_ms:.0f} ms each a round"
+        say(f"  timing {len(steps)} peers: {args.rounds} rounds, rotating order, "
+            + ("2 s blocks (0.5 s untimed, then 1.5 s timed: --sustained)" if args.sustained
+               else f"~{args.target_ms:.0f} ms each a round")
             + (", CUDA-graph replay" if args.graphs else ""))
         # CPU smoke runs: the same rounds on the host's clock (one call per peer a round).
-        timed = timing.interleaved(steps, rounds=args.rounds, target_ms=args.target_ms,
-                                   graphs=args.graphs and device == "cuda",
-                                   timer=None if device == "cuda" else timing.WallTimer())
+        blocks = timing.SUSTAINED if args.sustained else dict(target_ms=args.target_ms)
+        timed = timing.interleaved(steps, rounds=args.rounds, graphs=args.graphs and device == "cuda",
+                                   timer=None if device == "cuda" else timing.WallTimer(), **blocks)
         for name, t in timed.items():
             row = rows[name]
             if isinstance(t, Exception):
@@ -894,6 +899,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="timing rounds (default 10; --tiny 3)")
     ap.add_argument("--target-ms", type=float, default=100.0, help="time per peer per round (default 100)")
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays (default: plain calls)")
+    ap.add_argument("--sustained", action="store_true",
+                    help="time each peer in 2 s blocks (0.5 s untimed first) instead of --target-ms samples: "
+                         "each at its own clock under the power limit")
     ap.add_argument("--peers", default=",".join(PEER_KINDS), help=f"comma list from {','.join(PEER_KINDS)}")
     ap.add_argument("--check-edges", type=int, default=65536, help="E_c of the float64 check (default 65536)")
     ap.add_argument("--deepmd-tiles", default="h20,default",
@@ -991,7 +999,8 @@ def main(argv=None) -> int:
     what = 'training' if args.training else 'force'
     say(f"\n== so2_mixing_stack forward + {what} backward, fp32, F 2, NL 3 ({info.get('gpu', device)}); "
         f"x DeePMD fp32 = fastest DeePMD-kit fp32 ms / peer ms, x compile = torch.compile ms / peer ms "
-        f"(> 1: faster); {args.rounds} interleaved rounds, median; {time.time() - t_all:.0f} s in all ==")
+        f"(> 1: faster); {args.rounds} interleaved rounds{' of 2 s blocks' if args.sustained else ''}, median; "
+        f"{time.time() - t_all:.0f} s in all ==")
     for line in final_table(doc["results"]):
         say(line)
     if args.json:

@@ -349,5 +349,7 @@ def test_interleaved_passes_its_sample_and_settle_times_to_the_cuda_timer(monkey
     out = timing.interleaved({"f": lambda: None}, rounds=2, target_ms=1500.0, settle_ms=500.0)
     assert out["f"].rounds == 2
     assert built[0]["min_sample_s"] == pytest.approx(1.5) and built[0]["settle_s"] == pytest.approx(0.5)
+    timing.interleaved({"f": lambda: None}, rounds=1, **timing.SUSTAINED)   # the named protocol: the same blocks
+    assert built[-1]["min_sample_s"] == pytest.approx(1.5) and built[-1]["settle_s"] == pytest.approx(0.5)
     timing.interleaved({"f": lambda: None}, rounds=1)
-    assert built[1]["settle_s"] == 0.0
+    assert built[-1]["settle_s"] == 0.0

@@ -211,6 +211,12 @@ class Timing:
         return (self.max_ms - self.min_ms) / self.median_ms if self.median_ms else 0.0
 
 
+# The sustained protocol (benchmarks/README.md, "The power cap"): interleaved(**SUSTAINED) times
+# each provider in alternating 2 s blocks, 0.5 s untimed then 1.5 s timed, so that each runs at
+# its own clock under the GPU's power limit rather than at the clock of the providers' mix.
+SUSTAINED = dict(target_ms=1500.0, settle_ms=500.0)
+
+
 def ratio(base: Timing, other: Timing) -> float:
     """base / other per call, as the median of the per-round ratios of two providers timed in
     the same ``interleaved`` call (> 1: ``other`` is faster); medians' ratio where either
