@@ -236,18 +236,32 @@ def test_ends_are_the_cumsum_of_valid_counts(counts, dtype):
     assert ends.dtype == torch.int32 and torch.equal(ends, torch.cumsum(c, 0, dtype=torch.int32))
 
 
+# Counts that sum to T = 15 only after a wrap: of int32 offsets, of an int32 sum, of an int64 sum.
+WRAPPING_COUNTS = [((2 ** 32 + 5, 0, 10), torch.int64), ((2 ** 31 - 1, 2 ** 31 - 1, 17), torch.int32),
+                   ((2 ** 63 - 1, 2 ** 63 - 1, 17), torch.int64)]
+BAD_COUNTS = [((5, 0, 8), torch.int64), ((9, -1, 7), torch.int64), ((5, 0, 11), torch.int64), *WRAPPING_COUNTS]
+BAD_COUNT_IDS = ["sum-short", "negative", "sum-long", "int32-offsets-wrap", "int32-sum-wrap", "int64-sum-wrap"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA a failed check is a device-side assert "
                                                       "(the context is lost); on the CPU it raises at once")
-@pytest.mark.parametrize("counts", [(5, 0, 8), (9, -1, 7), (2 ** 32 + 5, 0, 10), (5, 0, 11)],
-                         ids=["sum-short", "negative", "int32-wrap", "sum-long"])
-def test_ends_check_the_counts(counts):
+@pytest.mark.parametrize("torch_ops", [False, True], ids=["ends-kernel", "torch-ops"])
+@pytest.mark.parametrize("counts,dtype", BAD_COUNTS, ids=BAD_COUNT_IDS)
+def test_ends_check_the_counts(counts, dtype, torch_ops, monkeypatch):
     """Counts that are negative or do not sum to T fail the route's device-side check, also
-    where their int32 offsets would wrap to T (the sum is checked in int64)."""
+    where they sum to T only after a wrap (of the int32 offsets, an int32 or an int64 sum: each
+    count is bounded by T and summed in int64), both in compose_ends_kernel and in the torch
+    ops that check the counts of E > MAX_ENDS_EXPERTS experts (``torch_ops``: the bound set
+    below E)."""
+    if torch_ops:
+        monkeypatch.setattr(compose, "MAX_ENDS_EXPERTS", 2)
     i = inputs((5, 0, 10), 16, 8, torch.float32, False, "cpu")
-    bad = torch.tensor(counts, dtype=torch.int64)
+    bad = torch.tensor(counts, dtype=dtype)
     with pytest.raises(RuntimeError, match="tokens_per_expert must be non-negative and sum to T"):
         compose.forward(i["x"], bad, i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8)
-    assert compose._ends(torch.tensor((5, 0, 10)), 15).tolist() == [5, 5, 15]
+    with pytest.raises(RuntimeError, match="tokens_per_expert must be non-negative and sum to T"):
+        compose._ends(bad, 15)
+    assert compose._ends(torch.tensor((5, 0, 10), dtype=dtype), 15).tolist() == [5, 5, 15]
 
 
 def test_default_grid_is_every_epilogue_key_of_the_spec_shapes():

@@ -194,9 +194,13 @@ def test_fused_is_deterministic(device):
         assert torch.equal(a, b)
 
 
-def test_split_not_summing_to_T_is_caught(device):
-    x, c, p, w1, w2, b1, b2 = make([5, 6], 32, 32, torch.float32, False, device)
-    bad = torch.tensor([5, 4], dtype=torch.int32, device=device)
+@pytest.mark.parametrize("counts,dtype", [((5, 0, 4), torch.int32), ((2 ** 31 - 1, 2 ** 31 - 1, 13), torch.int32),
+                                          ((2 ** 63 - 1, 2 ** 63 - 1, 13), torch.int64)],
+                         ids=["sum-short", "int32-sum-wrap", "int64-sum-wrap"])
+def test_split_not_summing_to_T_is_caught(device, counts, dtype):
+    """Counts off T are caught, also counts that reach T = 11 only by an int32 or int64 wrap."""
+    x, c, p, w1, w2, b1, b2 = make([5, 0, 6], 32, 32, torch.float32, False, device)
+    bad = torch.tensor(counts, dtype=dtype, device=device)
     if device == "cpu":
         with pytest.raises(RuntimeError, match="sum to T"):
             launch.forward(x, bad, p, w1, w2, b1, b2, "swiglu", 16, config=SMALL)

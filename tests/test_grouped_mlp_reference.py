@@ -436,10 +436,14 @@ def test_unfused_reads_no_counts_on_the_host():
 
 
 @pytest.mark.parametrize("hidden", [32, 30], ids=["grouped_mm", "loop"])
-@pytest.mark.parametrize("counts", [(5, 0, 8), (9, -1, 7)], ids=["sum-short", "negative"])
-def test_unfused_checks_counts(hidden, counts):
+@pytest.mark.parametrize("counts,dtype", [((5, 0, 8), torch.int64), ((9, -1, 7), torch.int64),
+                                          ((2 ** 31 - 1, 2 ** 31 - 1, 17), torch.int32),
+                                          ((2 ** 63 - 1, 2 ** 63 - 1, 17), torch.int64)],
+                         ids=["sum-short", "negative", "int32-sum-wrap", "int64-sum-wrap"])
+def test_unfused_checks_counts(hidden, counts, dtype):
+    """Bad counts are caught, also those that sum to T = 15 only after a wrap."""
     args, _ = make_inputs((5, 0, 10), hidden=hidden, dtype=torch.float32)
-    args["tokens_per_expert"] = torch.tensor(counts)
+    args["tokens_per_expert"] = torch.tensor(counts, dtype=dtype)
     # grouped_mm path: torch._assert_async (a device-side assert on CUDA; raises at once on CPU).
     exc, match = (RuntimeError, "tokens_per_expert must be non-negative and sum to T") if hidden == 32 \
         else (ValueError, "tokens_per_expert")

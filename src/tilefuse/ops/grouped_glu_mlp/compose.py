@@ -156,15 +156,14 @@ def _launcher(kernel, num_warps: int):
 
 def _ends(counts, n_tokens: int, launch=None):
     """ends = cumsum(counts) as int32 on the device, with the counts checked there as
-    reference.assert_counts_on_device checks them (non-negative, summing to T: a device-side
+    reference.assert_counts_on_device checks them (each in [0, T], summing to T: a device-side
     assertion otherwise, no host sync), in one launch (compose_ends_kernel) and the assertion
     where torch.cumsum and the check took six. ``launch(counts, ends, ok)``: that launch with
     its grid and scalars fixed (ForwardPlan's), else made here."""
     E = counts.shape[0]
     if launch is None and (E == 0 or E > MAX_ENDS_EXPERTS):
-        ends = torch.cumsum(counts, 0, dtype=torch.int32)
-        assert_counts_on_device(counts, ends, n_tokens)
-        return ends
+        assert_counts_on_device(counts, n_tokens)
+        return torch.cumsum(counts, 0, dtype=torch.int32)
     ends = torch.empty(E, dtype=torch.int32, device=counts.device)
     ok = torch.empty((), dtype=torch.bool, device=counts.device)
     if launch is None:

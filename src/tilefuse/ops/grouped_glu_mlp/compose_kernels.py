@@ -141,13 +141,14 @@ def compose_bias_kernel(
 @triton.jit(do_not_specialize=["T"])   # T varies per call
 def compose_ends_kernel(counts_ptr, ends_ptr, ok_ptr, E, T, BLOCK_E: tl.constexpr):
     """ends = cumsum(counts) as int32 (the offsets torch._grouped_mm takes) and ok = whether
-    every count is non-negative and they sum to T, one program: counts_ptr (E,) int32 or
-    int64, ends_ptr (E,) int32, ok_ptr a bool; BLOCK_E >= E a power of two. The sum is checked
-    in int64, so counts that only sum to T after an int32 wrap are not ok."""
+    every count is in [0, T] and they sum to T, one program: counts_ptr (E,) int32 or int64,
+    ends_ptr (E,) int32, ok_ptr a bool; BLOCK_E >= E a power of two. The sum is taken in int64
+    of counts bounded by T, so no sum wraps: counts that sum to T only modulo 2^32 (int32) or
+    2^64 (int64) are not ok (reference.assert_counts_on_device's rule)."""
     e = tl.arange(0, BLOCK_E)
     counts = tl.load(counts_ptr + e, mask=e < E, other=0).to(tl.int64)
     ends = tl.cumsum(counts, 0)
     tl.store(ends_ptr + e, ends.to(tl.int32), mask=e < E)
-    ok = (tl.min(counts, 0) >= 0) & (tl.sum(counts, 0) == T)
+    ok = (tl.min(counts, 0) >= 0) & (tl.max(counts, 0) <= T) & (tl.sum(counts, 0) == T)
     tl.store(ok_ptr, ok)
 

@@ -347,7 +347,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     z = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
     y = torch.empty((T, H), dtype=x.dtype, device=x.device)
-    assert_counts_on_device(counts, counts.sum(0, keepdim=True), T)
+    assert_counts_on_device(counts, T)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     fc1_a, fc1_b = x, w1
     w1_dgrad = w2_dgrad = None

@@ -366,14 +366,17 @@ def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
     return t
 
 
-def assert_counts_on_device(tokens_per_expert: torch.Tensor, ends: torch.Tensor, n_tokens: int) -> None:
-    """Check ``tokens_per_expert >= 0`` and ``ends[-1] == n_tokens`` with ``torch._assert_async``:
-    no host synchronization. On CUDA a failure is a device-side assert (the CUDA context is lost;
-    the kernels queued after it do not run, so nothing reads or writes out of bounds); on CPU it
-    raises RuntimeError at once."""
+def assert_counts_on_device(tokens_per_expert: torch.Tensor, n_tokens: int) -> None:
+    """Check that every count is in [0, n_tokens] and that they sum to ``n_tokens``, summed in
+    int64, with ``torch._assert_async``: no host synchronization. Bounding each count first
+    means no sum can wrap (int32 counts that sum to T only modulo 2^32, or int64 ones modulo
+    2^64, would give offsets past the rows). On CUDA a failure is a device-side assert (the
+    CUDA context is lost; the kernels queued after it do not run, so nothing reads or writes
+    out of bounds); on CPU it raises RuntimeError at once."""
     if tokens_per_expert.numel() == 0:
         return
-    ok = (ends[-1] == n_tokens) & (tokens_per_expert >= 0).all()
+    c = tokens_per_expert
+    ok = ((c >= 0) & (c <= n_tokens)).all() & (c.sum(dtype=torch.int64) == n_tokens)
     torch._assert_async(ok, COUNTS_MESSAGE)
 
 
@@ -436,8 +439,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     if x.device.type == "meta":   # shapes and dtypes only: no count can be read
         offsets, rows = None, None
     elif uses_grouped_mm(x, ffn):
+        assert_counts_on_device(tokens_per_expert, n_tokens)
         offsets = torch.cumsum(tokens_per_expert, 0, dtype=torch.int32)
-        assert_counts_on_device(tokens_per_expert, offsets, n_tokens)
         rows = None
     else:
         offsets, rows = None, expert_rows(tokens_per_expert, n_tokens)
