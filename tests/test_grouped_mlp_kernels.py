@@ -99,6 +99,9 @@ TMA_CASES = [
     ([17, 9, 0], 32, 64, "geglu", None, False, [ROWS, ROWS, COLS, COLS], [kernels.Z_CONTIGUOUS]),
     ([0, 33, 31, 1], 64, 96, "swiglu", 16, False, [RUNS, ROWS, COLS, COLS], [kernels.Z_RUNS]),
     ([70, 0], 24, 32, "geglu", 32, True, [ROWS, ROWS, None, COLS], []),
+    # runs narrower than 16 bytes (interleave 4 and 1 of bf16 z): the dGLU reads z through pointers
+    ([9, 0, 23], 32, 32, "swiglu", 4, False, [RUNS, ROWS, COLS, COLS], [kernels.Z_POINTERS]),
+    ([6, 11], 32, 16, "geglu", 1, True, [RUNS, ROWS, COLS, COLS], [kernels.Z_POINTERS]),
 ]
 
 

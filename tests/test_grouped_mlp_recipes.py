@@ -280,6 +280,8 @@ def test_nvfp4_weight_copies_are_one_launch_equal_to_per_expert_quantization(tra
 CASES = [
     ("fp8_block", [37, 0, 50], "swiglu", 32, True, torch.bfloat16),
     ("fp8_block", [3, 61, 0, 20], "geglu", None, False, torch.bfloat16),
+    # runs of 4 bf16 columns: the dGLU's descriptors take A and B, its z reads through pointers
+    ("fp8_block", [21, 0, 30], "swiglu", 4, False, torch.bfloat16),
     ("mxfp8", [0, 45, 40], "geglu", 8, True, torch.bfloat16),
     ("nvfp4", [29, 0, 58], "swiglu", None, False, torch.bfloat16),
     ("nvfp4", [40, 23], "geglu", 16, True, torch.float32),

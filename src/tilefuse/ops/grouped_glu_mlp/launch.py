@@ -182,10 +182,11 @@ def dglu_z_plan(z: torch.Tensor, cfg: GemmConfig, interleave: int, F: int):
     (T, 2F) in a launch whose operands go through TMA: its gate and up columns of a BLOCK_N
     tile of activation columns as contiguous columns (halves, interleaves that are multiples of
     BLOCK_N) or as runs (power-of-two interleaves dividing BLOCK_N); (None, Z_POINTERS) where
-    neither fits z's layout."""
+    neither fits z's layout, or where a run is narrower than the 16 bytes a descriptor's strides
+    and inner box take (interleave 1, 2 or 4 of 16-bit z: Triton's TensorDescriptor refuses it)."""
     from .kernels import Z_CONTIGUOUS, Z_POINTERS, Z_RUNS
     runs = _glu_runs(interleave, cfg.block_n)
-    if not _tma_rows(z) or runs is None:
+    if not _tma_rows(z) or runs is None or (runs and interleave * z.element_size() % 16):
         return None, Z_POINTERS
     if runs:
         s = interleave
