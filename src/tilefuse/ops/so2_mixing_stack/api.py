@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import policy
-from .op import So2StackFunction, so2_stack_fwd_op
+from .op import So2StackFunction, runs_kernels, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
@@ -31,7 +30,8 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         alpha's gradient is zero (None at level 0, where alpha is unused).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
-    inputs accumulate in fp32); the backward is the relay, the composition route (the relay's
+    inputs accumulate in fp32), float64 the reference in float64 at every level (so
+    ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward is the relay, the composition route (the relay's
     pointwise kernels with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table
     chose it for (lmax, focus_dim, dtype), or the fused per-layer kernel at level >= 2 when the
     table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight gradient
@@ -58,7 +58,7 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     if torch.compiler.is_compiling():
         return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
-    if not policy.kernels_enabled(u0.device):   # level 0, or no GPU and no interpreter
+    if not runs_kernels(u0):   # float64, level 0, or no GPU and no interpreter
         return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                    apply_alpha=apply_alpha)
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)

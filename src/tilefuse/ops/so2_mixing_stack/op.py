@@ -106,6 +106,13 @@ def _kernel_grads(ctx, grad_out, run_backward):
     return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
 
 
+def runs_kernels(t: torch.Tensor) -> bool:
+    """Whether a call on ``t``'s dtype and device runs the Triton kernels: where kernels may run
+    (policy.kernels_enabled) and not for float64, which runs the reference in float64 at every
+    level (gradcheck, ``.double()`` models: the kernels compute in float32)."""
+    return t.dtype != torch.float64 and policy.kernels_enabled(t.device)
+
+
 class So2StackFunction(torch.autograd.Function):
     """The eager entry point (plain autograd.Function: no torch.library dispatch cost); traced
     calls take the custom ops below. Both run launch.forward / launch.backward."""
@@ -135,8 +142,8 @@ def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
                      gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). Kernels or reference
-    are chosen when the op runs (policy.kernels_enabled), not when it is traced."""
-    if policy.kernels_enabled(u0.device):
+    are chosen when the op runs (runs_kernels), not when it is traced."""
+    if runs_kernels(u0):
         d = So2Dims(lmax, focus_dim)
         x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
                                                  config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
@@ -161,7 +168,7 @@ def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch
     """(grad_u0, grad_alpha, dw0_all, dw1_all, dgw_all); the weight gradients are empty
     tensors without ``weight_grads``. The route (relay or fused) is decided when it runs."""
     d = So2Dims(lmax, focus_dim)
-    if policy.kernels_enabled(grad_out.device):
+    if runs_kernels(grad_out):
         cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
         grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
                                                    gw_all, d, apply_alpha, weight_grads, config=cfg)
