@@ -302,6 +302,72 @@ def test_training_backward_with_chunked_weight_grads_matches_float64(monkeypatch
         assert rel(got, want) < REL_TOL
 
 
+def test_weight_gradients_are_ieee_whatever_the_callers_precision(monkeypatch):
+    """The training backward's torch matmuls (the chunked weight gradients and the gate that
+    recovers each layer's input) run with TF32 off although the caller asked for "medium",
+    which is restored after."""
+    monkeypatch.setattr(launch, "WGRAD_CHUNK_ROWS", 4)   # chunked (bmm) and remainder (@) GEMMs
+    seen = []
+
+    def spying(real):
+        def spy(*args, **kwargs):
+            seen.append(torch.get_float32_matmul_precision())
+            return real(*args, **kwargs)
+        return spy
+
+    for name in ("matmul", "bmm"):
+        monkeypatch.setattr(torch, name, spying(getattr(torch, name)))
+    ins = _inputs()
+    args = [ins[k] for k in ("u0", "alpha", "w0_all", "w1_all", "gw_all")]
+    x_local, z_all, u_final = launch.forward(*args, D, True)
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        seen.clear()
+        launch.backward(ins["grad_out"], x_local, z_all, u_final, *args[1:], D, True, True)
+        assert torch.get_float32_matmul_precision() == "medium"     # restored
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    assert seen and set(seen) == {"highest"}
+
+
+def test_ieee_blocks_overlapping_across_threads_restore_the_callers_precision():
+    """utils.ieee_matmul blocks that open and close out of order (two threads) keep "highest"
+    until the last one closes, then give back the setting from before the first."""
+    import threading
+    from tilefuse.utils import ieee_matmul
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    inside = []
+
+    def first():
+        with ieee_matmul():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second():
+        first_in.wait(5)
+        with ieee_matmul():
+            second_in.set()
+            first_out.wait(5)                 # the first block has closed: still IEEE here
+            inside.append(torch.get_float32_matmul_precision())
+
+    try:
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert inside == ["highest"] and torch.get_float32_matmul_precision() == "high"
+        with ieee_matmul(), ieee_matmul():   # nested in one thread
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("apply_alpha", [True, False], ids=["alpha", "no-alpha"])
 @pytest.mark.parametrize("precision", ["ieee", "3xfp16"])

@@ -1,5 +1,8 @@
 """Small helpers (kept free of a Triton import so the package imports without it)."""
 
+import contextlib
+import threading
+
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -35,3 +38,30 @@ def normwise_rel_error(got, want) -> float:
         got, want = got.cpu(), want.cpu()
     denom = float(want.norm())
     return float((got - want).norm()) / denom if denom else float(got.abs().max())
+
+
+_ieee_lock = threading.Lock()
+_ieee_depth = 0
+_ieee_saved = None
+
+
+@contextlib.contextmanager
+def ieee_matmul():
+    """float32 matmuls without TF32 inside the block, whatever the caller's
+    ``torch.set_float32_matmul_precision`` (the process-wide setting is "highest" while any
+    such block is open, in any thread, and the caller's setting comes back when the last one
+    closes: blocks may nest and overlap across threads)."""
+    import torch
+    global _ieee_depth, _ieee_saved
+    with _ieee_lock:
+        if _ieee_depth == 0:
+            _ieee_saved = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("highest")
+        _ieee_depth += 1
+    try:
+        yield
+    finally:
+        with _ieee_lock:
+            _ieee_depth -= 1
+            if _ieee_depth == 0:
+                torch.set_float32_matmul_precision(_ieee_saved)

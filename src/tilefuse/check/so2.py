@@ -16,7 +16,7 @@ import torch
 from .. import launches, policy, tuning
 from ..ops.so2_mixing_stack import configs, launch, op
 from ..ops.so2_mixing_stack.api import so2_mixing_stack
-from ..ops.so2_mixing_stack.compose import ieee_matmul
+from ..utils import ieee_matmul
 from ..ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_reference
 from ..ops.so2_mixing_stack.tune import So2Problem
 from ..tuning import timing

@@ -24,23 +24,11 @@ tolerance, not bitwise (tune.compose_mismatches).
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from ... import launches
+from ...utils import ieee_matmul
 from .reference import So2Dims
-
-
-@contextlib.contextmanager
-def ieee_matmul():
-    """float32 matmuls without TF32 inside the block (the caller's setting restored after)."""
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(saved)
 
 
 def gemm_t(a, w0t, w1t, res, out, d: So2Dims) -> None:

@@ -25,7 +25,7 @@ import math
 import torch
 
 from ... import launches
-from ...utils import cdiv
+from ...utils import cdiv, ieee_matmul
 from .configs import EXACT, FP16X3, TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
@@ -350,18 +350,20 @@ WGRAD_MAX_CHUNKS = 128
 def weight_grad(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """out (F, K, N) = sum over e of a[:, e, :]^T b[:, e, :], for a (F, E, K) and b (F, E, N)
     with unit stride along their last dim (column slices of (F, E, ROW) surfaces are views
-    here: no copy). Chunked over E as WGRAD_CHUNK_ROWS says; returns ``out``."""
+    here: no copy). Chunked over E as WGRAD_CHUNK_ROWS says; returns ``out``. IEEE float32
+    GEMMs whatever the caller's matmul precision (utils.ieee_matmul)."""
     n_focus, n_edges = a.shape[0], a.shape[1]
     chunks = min(WGRAD_MAX_CHUNKS, n_edges // WGRAD_CHUNK_ROWS)
-    if chunks < 2 or a.dtype != torch.float32:
-        return torch.matmul(a.transpose(-1, -2), b, out=out)
-    rows = n_edges // chunks
-    main = chunks * rows
-    for f in range(n_focus):
-        a_f, b_f = a[f, :main].unflatten(0, (chunks, rows)), b[f, :main].unflatten(0, (chunks, rows))
-        torch.sum(torch.bmm(a_f.transpose(1, 2), b_f), dim=0, out=out[f])
-    if main < n_edges:
-        out += a[:, main:].transpose(-1, -2) @ b[:, main:]
+    with ieee_matmul():
+        if chunks < 2 or a.dtype != torch.float32:
+            return torch.matmul(a.transpose(-1, -2), b, out=out)
+        rows = n_edges // chunks
+        main = chunks * rows
+        for f in range(n_focus):
+            a_f, b_f = a[f, :main].unflatten(0, (chunks, rows)), b[f, :main].unflatten(0, (chunks, rows))
+            torch.sum(torch.bmm(a_f.transpose(1, 2), b_f), dim=0, out=out[f])
+        if main < n_edges:
+            out += a[:, main:].transpose(-1, -2) @ b[:, main:]
     return out
 
 
@@ -437,7 +439,8 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             continue
         relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
-            u_l = u_next - gate_act(z, gwc[layer], d)[0]
+            with ieee_matmul():   # the gate's s @ gw in IEEE fp32 too, whatever the caller's precision
+                u_l = u_next - gate_act(z, gwc[layer], d)[0]
             weight_grad(u_l[..., :d.m0], gz[..., :d.m0], dws[0][layer])
             weight_grad(u_l[..., d.m0:], gz[..., d.m0:], dws[1][layer])
             weight_grad(z[..., :d.focus_dim], gq.to(dt), dws[2][layer])
