@@ -7,7 +7,7 @@ from torch import nn
 import tilefuse
 from tilefuse import launches
 from tilefuse.nn import DyT, convert_layernorm_to_dyt
-from tilefuse.ops.dyt.op import dyt_op
+from tilefuse.ops.dyt.op import backward_impl, dyt_op
 from tilefuse.ops.dyt.reference import dyt_reference
 
 from dyt_helpers import make_inputs
@@ -122,6 +122,26 @@ def test_bad_inputs_name_the_argument(device):
     meta = torch.ones(8, device="meta")
     with pytest.raises(ValueError, match="weight is on meta"):
         tilefuse.dyt(x, a, meta, b)
+
+
+def test_backward_op_checks_dy(device):
+    """torch.ops.tilefuse.dyt_backward called directly: a dy of another shape, dtype, kind or
+    device is refused by name (the kernels read x's element count from dy); autograd never
+    hands it one."""
+    x, a, w, b, dy = make_inputs((4, 8), torch.float32, torch.float32, True, True, device, seed=2)
+    op = torch.ops.tilefuse.dyt_backward
+    for bad, exc, msg in [(dy[0], ValueError, r"dy must have x's shape \(4, 8\), got \(8,\)"),
+                          (dy[:2], ValueError, "dy must have x's shape"),
+                          (dy.long(), TypeError, "dy must be float32")]:
+        with pytest.raises(exc, match=msg):
+            op(bad, x, a, w, b, True)
+    # (a meta dy makes the dispatcher run the op's fake; its implementation checks the device)
+    with pytest.raises(ValueError, match="dy is on meta"):
+        backward_impl(dy.to("meta"), x, a, w, b, True)
+    with pytest.raises(TypeError, match="dy must be a torch.Tensor"):
+        backward_impl(dy.tolist(), x, a, w, b, True)
+    got = op(dy, x, a, w, b, True)
+    assert got[0].shape == x.shape and all(torch.isfinite(g).all() for g in got)
 
 
 def test_policy_levels_and_env(monkeypatch):

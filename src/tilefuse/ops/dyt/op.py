@@ -41,8 +41,24 @@ def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     return plans.lookup(x, alpha, weight, bias, channels_last).forward(x, alpha, weight, bias)
 
 
+def check_dy(dy, x) -> None:
+    """TypeError/ValueError unless dy is a floating tensor of x's shape on x's device. Autograd
+    hands DyTFunction such a gradient; the custom op ``tilefuse::dyt_backward`` can be called
+    with anything, and the kernels read x's element count from dy."""
+    if not isinstance(dy, torch.Tensor):
+        raise TypeError(f"dyt_backward: dy must be a torch.Tensor, got {type(dy).__name__}")
+    if dy.dtype not in plans.ACCEPTED_DTYPES:
+        raise TypeError(f"dyt_backward: dy must be float32, bfloat16, float16 or float64, got {dy.dtype}")
+    if dy.shape != x.shape:
+        raise ValueError(f"dyt_backward: dy must have x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+    if dy.device != x.device:
+        raise ValueError(f"dyt_backward: dy is on {dy.device} but x is on {x.device}")
+
+
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
-    """(dx, dalpha, dweight, dbias or None), by the kernels or the reference formulas."""
+    """(dx, dalpha, dweight, dbias or None), by the kernels or the reference formulas; dy
+    checked against x (check_dy)."""
+    check_dy(dy, x)
     return plans.lookup(x, alpha, weight, bias, channels_last).backward(dy, x, alpha, weight, bias)
 
 
