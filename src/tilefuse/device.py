@@ -26,6 +26,34 @@ stream_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) 
     torch.cuda.is_current_stream_capturing
 
 
+def other_cuda_device(t) -> int | None:
+    """The index of ``t``'s CUDA device where ``t`` is a tensor on a CUDA device other than the
+    current one, else None. tilefuse's kernels launch on the current device and its current
+    stream (Triton's JIT, triton_common's launchers), torch's ops on their tensors' device, so
+    the public entry points make a tensor's device current first (``on_tensor_device``)."""
+    if isinstance(t, torch.Tensor) and t.is_cuda:
+        index = t.get_device()
+        if index != current_cuda_device():
+            return index
+    return None
+
+
+def on_tensor_device(fn):
+    """Decorator of a public entry point whose first argument is the tensor that places the
+    call: the call runs with that tensor's CUDA device current (``torch.cuda.device``) where it
+    is on another one (other_cuda_device), else as it is. Traced calls are left alone: compiled
+    code places its kernels itself."""
+    @functools.wraps(fn)
+    def wrapper(x, *args, **kwargs):
+        if not torch.compiler.is_compiling():
+            index = other_cuda_device(x)
+            if index is not None:
+                with torch.cuda.device(index):
+                    return fn(x, *args, **kwargs)
+        return fn(x, *args, **kwargs)
+    return wrapper
+
+
 @functools.lru_cache(maxsize=None)
 def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

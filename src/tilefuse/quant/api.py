@@ -14,6 +14,7 @@ import numbers
 import torch
 
 from .. import policy
+from ..device import on_tensor_device
 from . import launch, reference
 from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
 from .swizzle import swizzle_scales
@@ -55,6 +56,7 @@ def _use_kernels(x: torch.Tensor) -> bool:
     return policy.kernels_enabled(x.device)
 
 
+@on_tensor_device
 def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = False
                        ) -> FP8BlockQuantized:
     """FP8 (E4M3) block scaling with float32 scales (Transformer Engine's Float8BlockScaling).
@@ -86,6 +88,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = F
     return FP8BlockQuantized(data, scales, block, pow2_scales)
 
 
+@on_tensor_device
 def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
     """MXFP8: E4M3 data, one E8M0 scale (biased exponent) per 32 elements along K, the
     exponent of amax/448 rounded up when its mantissa is non-zero (Transformer Engine's rule).
@@ -116,6 +119,7 @@ def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
     return MXFP8Quantized(data, scales, swizzle)
 
 
+@on_tensor_device
 def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2d: bool = False,
                    rht: bool = False, stochastic_bits: torch.Tensor | None = None,
                    swizzle: bool = False) -> NVFP4Quantized:

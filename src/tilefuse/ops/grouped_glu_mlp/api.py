@@ -6,6 +6,7 @@ import dataclasses
 
 import torch
 
+from ...device import on_tensor_device
 from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
@@ -31,6 +32,7 @@ def _traced_route(device_type: str, n_tokens: int, hidden: int, ffn: int, n_expe
     return dataclasses.astuple(found) if isinstance(found, GemmConfig) else found
 
 
+@on_tensor_device
 def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: torch.Tensor,
                     fc1_weight: torch.Tensor, fc2_weight: torch.Tensor, *, activation: str = "swiglu",
                     glu_interleave: int | None = 32, fc1_bias: torch.Tensor | None = None,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from ...device import on_tensor_device
 from .op import So2StackFunction, runs_kernels, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
 
+@on_tensor_device
 def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
                      gw_all: torch.Tensor, *, lmax: int, focus_dim: int, apply_alpha: bool = True) -> torch.Tensor:
     """SO(2) gated mixing stack (SeZM layout; docs/specs/so2_mixing_stack.md).

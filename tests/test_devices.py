@@ -1,0 +1,120 @@
+"""Calls on tensors of a CUDA device other than the current one (device.on_tensor_device).
+
+tilefuse's kernels launch on the current CUDA device and its current stream (Triton's JIT and
+triton_common's launchers), torch's ops on their tensors' device; so each public entry point
+makes its tensors' device current for the call. Without that a call on cuda:1 under cuda:0
+launched cuda:0 kernels on cuda:1 memory (an illegal address, or unordered with cuda:1's ops).
+The two-device tests need two GPUs; the rest runs anywhere.
+"""
+
+import inspect
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import device as tf_device
+
+TWO_GPUS = torch.cuda.is_available() and torch.cuda.device_count() >= 2
+
+
+def test_other_cuda_device_is_none_off_cuda():
+    assert tf_device.other_cuda_device(torch.ones(2)) is None
+    assert tf_device.other_cuda_device(torch.ones(2, device="meta")) is None
+    assert tf_device.other_cuda_device([1.0]) is None and tf_device.other_cuda_device(None) is None
+
+
+def test_decorated_entry_points_keep_their_signature_and_docs():
+    from tilefuse.ops.grouped_glu_mlp import api as grouped_api
+    from tilefuse.ops.so2_mixing_stack import api as so2_api
+    for fn, first in [(tilefuse.grouped_glu_mlp, "x"), (tilefuse.so2_mixing_stack, "u0"),
+                      (tilefuse.quant.quantize_fp8_block, "x"), (tilefuse.quant.quantize_mxfp8, "x"),
+                      (tilefuse.quant.quantize_nvfp4, "x")]:
+        assert next(iter(inspect.signature(fn).parameters)) == first and fn.__doc__, fn
+    assert grouped_api.grouped_glu_mlp.__wrapped__.__name__ == "grouped_glu_mlp"
+    assert so2_api.so2_mixing_stack.__wrapped__.__name__ == "so2_mixing_stack"
+
+
+def test_on_tensor_device_passes_calls_through(monkeypatch):
+    """A call on a tensor of the current device (or off CUDA) runs as it is, with its
+    arguments and result; one on another CUDA device runs inside torch.cuda.device(index)."""
+    entered = []
+
+    class Guard:
+        def __init__(self, index):
+            entered.append(index)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    @tf_device.on_tensor_device
+    def f(x, y, *, z=0):
+        return x, y, z
+
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    t = torch.ones(1)
+    assert f(t, 2, z=3) == (t, 2, 3) and entered == []
+    monkeypatch.setattr(tf_device, "other_cuda_device", lambda x: 1)
+    assert f(t, 2, z=3) == (t, 2, 3) and entered == [1]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not TWO_GPUS, reason="needs two CUDA GPUs")
+def test_each_op_on_the_other_gpu_matches_the_call_made_there():
+    """cuda:0 current, tensors on cuda:1: each op's output (and dyt's / grouped's gradients)
+    equal bitwise those of the same call with cuda:1 current, and cuda:0 stays current."""
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    torch.cuda.set_device(0)
+    dev = torch.device("cuda", 1)
+    g = torch.Generator().manual_seed(0)
+
+    def both(call):
+        with torch.cuda.device(1):
+            want = call()
+        got = call()
+        torch.cuda.synchronize(dev)
+        assert torch.cuda.current_device() == 0
+        return got, want
+
+    x = torch.randn(64, 256, generator=g).to(dev).requires_grad_(True)
+    a, w, b = (torch.full((1,), 0.5, device=dev), torch.randn(256, generator=g).to(dev),
+               torch.randn(256, generator=g).to(dev))
+
+    def dyt_call():
+        x.grad = None
+        y = tilefuse.dyt(x, a, w, b)
+        y.square().sum().backward()
+        return y.detach(), x.grad.clone()
+
+    for got, want in zip(*both(dyt_call)):
+        assert got.device == dev and torch.equal(got, want)
+
+    q = torch.randn(256, 512, generator=g).to(dev, torch.bfloat16)
+    for fn in (tilefuse.quant.quantize_fp8_block, tilefuse.quant.quantize_mxfp8):
+        got, want = both(lambda: fn(q))
+        assert torch.equal(got.data.view(torch.uint8), want.data.view(torch.uint8))
+        assert torch.equal(got.scales.view(torch.uint8), want.scales.view(torch.uint8))
+
+    i = random_inputs([40, 0, 24], 256, 128, torch.bfloat16, bias=False, device=dev,
+                      generator=torch.Generator().manual_seed(1))
+
+    def grouped_call():
+        x_ = i["x"].detach().requires_grad_(True)
+        y = tilefuse.grouped_glu_mlp(x_, i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=32)
+        y.backward(i["dy"])
+        return y.detach(), x_.grad
+
+    for got, want in zip(*both(grouped_call)):
+        assert got.device == dev and torch.equal(got, want)
+
+    L, CF, F, E, NL = 1, 16, 2, 50, 3
+    m0, m1, row = (L + 1) * CF, 2 * L * CF, (3 * L + 1) * CF
+    args = [torch.randn(F, E, row, generator=g).to(dev), (torch.rand(E, F, generator=g) + 0.2).to(dev),
+            (torch.randn(NL, F, m0, m0, generator=g) / m0 ** 0.5).to(dev),
+            (torch.randn(NL, F, m1, m1, generator=g) / m1 ** 0.5).to(dev),
+            (torch.randn(NL - 1, F, CF, L * CF, generator=g) / CF ** 0.5).to(dev)]
+    got, want = both(lambda: tilefuse.so2_mixing_stack(*args, lmax=L, focus_dim=CF))
+    assert got.device == dev and torch.equal(got, want)
