@@ -22,7 +22,8 @@ from tuning_helpers import FakeTimer
 
 import tilefuse
 from tilefuse import launches, tuning
-from tilefuse.ops.grouped_glu_mlp import compose
+from tilefuse.ops.grouped_glu_mlp import compose, op
+from tilefuse.ops.grouped_glu_mlp import configs as gconfigs
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.reference import grouped_glu_mlp_reference, random_inputs, uses_grouped_mm
@@ -214,14 +215,20 @@ def test_takes_is_uses_grouped_mms_eager_criterion(dtype):
     assert not compose.takes(8, 32, 32)    # float64
 
 
-def test_tuner_baseline_is_the_compose_route():
+def test_tuner_baseline_is_the_compose_route(device):
     fam = gtune.FAMILY
     problem = fam.problem_for_key("H2048-F1408-E64-x2-T32768-swiglu-s32")
     assert fam.baseline(problem) == gtune.COMPOSE and fam.describe(gtune.COMPOSE) == "compose"
     assert fam.expected_launches(problem, gtune.COMPOSE) == COMPOSE_LAUNCHES
-    odd = gtune.GroupedProblem.of(64, 36, 32, 4, 2, "swiglu", 16, False)   # 72-byte bf16 rows
-    assert fam.baseline(odd) == gtune.UNFUSED
-    assert fam.expected_launches(odd, gtune.UNFUSED) == ("grouped_mlp_unfused",)
+    # rows off 16 bytes (72-byte bf16 rows): the fused kernels at their heuristic tiles, as op.route
+    # runs them for a key never swept (not the unfused composition's per-expert loop and its host
+    # read of the counts); the heuristic is not among the candidates then
+    odd = gtune.GroupedProblem.of(64, 36, 32, 4, 2, "swiglu", 16, False)
+    heuristic = gconfigs.heuristic("fwd", 2)
+    assert fam.baseline(odd) == heuristic == op.route(odd, torch.device(device))
+    assert fam.expected_launches(odd, heuristic) == ("grouped_mlp_fwd", "grouped_mlp_bwd")
+    assert heuristic not in fam.candidates(odd) and fam.candidates(odd)
+    assert not any(c.compose for c in fam.candidates(odd))
     fp8 = fam.problem_for_key("H2048-F1408-E64-x2-T32768-swiglu-s32-fp8_block")
     assert fam.baseline(fp8) != gtune.COMPOSE
 

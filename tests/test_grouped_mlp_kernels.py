@@ -229,6 +229,38 @@ def test_public_api_runs_fused_only_with_a_table_entry(tuning_table, device):
         assert call()["grouped_mlp_fwd"] == 0
 
 
+@pytest.mark.parametrize("H,F,dtype", [(36, 20, torch.bfloat16), (30, 12, torch.float32), (40, 4, torch.float16)],
+                         ids=["bf16-H36-F20", "fp32-H30-F12", "fp16-F4"])
+def test_rows_off_16_bytes_run_the_fused_kernels_without_reading_the_counts(H, F, dtype, device, monkeypatch):
+    """Where torch._grouped_mm does not take the rows (not a multiple of 16 bytes), a key never
+    swept runs the fused kernels at their heuristic tiles (op.route), not the unfused
+    composition's per-expert loop, which reads tokens_per_expert on the host: nothing here
+    may read the counts, and the result matches the float64 reference."""
+    from tilefuse.ops.grouped_glu_mlp import reference
+
+    def no_host_read(*args, **kwargs):
+        raise AssertionError("tokens_per_expert read on the host")
+
+    monkeypatch.setattr(reference, "expert_rows", no_host_read)
+    counts = [7, 0, 12, 3]
+    x, c, p, w1, w2, b1, b2 = make(counts, H, F, dtype, True, device, seed=4)
+    with tilefuse.level(2), launches.counting() as launched:
+        y = grouped_glu_mlp(x, c, p, w1, w2, glu_interleave=4, fc1_bias=b1, fc2_bias=b2)
+        dy = torch.randn_like(y)
+        grads = torch.autograd.grad(y, (x, p, w1, w2, b1, b2), dy)
+    assert launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1, dict(launched)
+    assert launched["grouped_mlp_unfused"] == 0 and launched["grouped_mlp_compose"] == 0
+    monkeypatch.undo()   # the reference reads the counts
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, p, w1, w2, b1, b2)]
+    y_ref = grouped_glu_mlp_reference(leaves[0], c, *leaves[1:4], activation="swiglu", glu_interleave=4,
+                                      fc1_bias=leaves[4], fc2_bias=leaves[5], compute_dtype=torch.float64)
+    tol = TOL.get(dtype, 1e-2)   # fp16: 2 eps16 normwise, as bf16's is 2 eps_bf16
+    assert rel(y, y_ref) < tol
+    for name, got, want in zip(["dx", "dprobs", "dw1", "dw2", "db1", "db2"], grads,
+                               torch.autograd.grad(y_ref, leaves, dy.double())):
+        assert rel(got, want) < tol, f"{name}: {rel(got, want):.2e}"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_tuning_sweep_checks_and_records_a_fused_winner(tuning_table, monkeypatch):
     two = [GemmConfig(32, 32, 32, 4, 2, 1), GemmConfig(32, 64, 32, 4, 2, 2)]

@@ -74,9 +74,12 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
       sm90 / sm100 it reads nothing on the host and is CUDA-graph capturable; with fp16 / fp32
       on CUDA ``torch._grouped_mm`` itself falls back to a loop over the groups that copies the
       offsets to the host (a synchronization, as in the plain composition);
-    - everywhere else (level 0, no GPU and no interpreter, rows off 16 bytes) the unfused
-      composition (reference.grouped_glu_mlp_unfused: ``torch._grouped_mm`` + separate torch
-      ops for the activation, or a per-expert loop that reads the counts on the host).
+    - where kernels run but ``torch._grouped_mm`` does not take the rows (H or F off 16
+      bytes, or a torch without it): the fused kernels at their heuristic tiles (no host
+      read of the counts);
+    - everywhere else (level 0, no GPU and no interpreter) the unfused composition
+      (reference.grouped_glu_mlp_unfused: ``torch._grouped_mm`` + separate torch ops for the
+      activation, or a per-expert loop that reads the counts on the host).
     A quantized recipe runs its kernels at level >= 1 wherever kernels run (the table's tiles
     at level >= 2 when its key was swept, else heuristic ones); at level 0 or without kernels
     its plain-PyTorch rendering runs (recipes.RecipeReferenceFunction: float32 GEMMs of the

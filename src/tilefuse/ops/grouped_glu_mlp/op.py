@@ -45,7 +45,8 @@ def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
       (a GemmConfig: the fused kernels' tiles, or with ``compose`` the compose route with its
       weight gradients in Gluon); otherwise the baseline (what a key never swept runs too):
       ``COMPOSE``, the compose route, where ``torch._grouped_mm`` takes the dtype and row sizes
-      (``compose.takes``), or None, the unfused composition (rows off 16 bytes);
+      (``compose.takes``), else the fused kernels at their heuristic tiles (rows off 16 bytes,
+      or a torch without ``_grouped_mm``: no per-expert loop reading the counts on the host);
     - a quantized recipe (no unfused composition on Hopper): its kernels, with the table's
       winner at level >= 2 or else the heuristic config.
     None with a recipe runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
@@ -56,7 +57,8 @@ def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
         return tuned or configs.heuristic("fwd", problem.itemsize, problem.recipe)
     if tuned is not None:
         return tuned
-    return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else None
+    return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else \
+        configs.heuristic("fwd", problem.itemsize)
 
 
 def _bias_out(x, db):

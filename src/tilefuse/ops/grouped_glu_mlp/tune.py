@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 
-from ... import launches
 from ...tuning.family import ROUTE, TuningFamily, cli_itemsize
 from ...utils import next_power_of_2, normwise_rel_error
 from . import compose
@@ -36,8 +35,8 @@ _KEY = re.compile(r"H(\d+)-F(\d+)-E(\d+)-x(\d+)-T(\d+)-(swiglu|geglu)-s(\d+)(-bi
 # mantissa, relative to the value), for ``compare``.
 _QUANT_STEP = {"fp8_block": 2.0 ** -3, "mxfp8": 2.0 ** -3, "nvfp4": 2.0 ** -1}
 _SWEEP_DTYPE = {2: torch.bfloat16, 4: torch.float32}
-COMPOSE = compose.NAME   # the baseline where compose.takes: the compose route
-UNFUSED = "unfused"   # elsewhere: reference.grouped_glu_mlp_unfused
+COMPOSE = compose.NAME   # the baseline where compose.takes: the compose route; elsewhere the
+# fused kernels at their heuristic tiles (rows off 16 bytes, a quantized recipe)
 
 # The spec's three shapes (experts, tokens, H, F).
 DEFAULT_SHAPES = ((8, 16384, 4096, 3584), (64, 32768, 2048, 1408), (128, 65536, 2048, 768))
@@ -144,16 +143,17 @@ def _glu_layout_fits(p: GroupedProblem, block_n: int) -> bool:
 
 
 def candidates_for(problem: GroupedProblem) -> list[GemmConfig]:
-    """Tile candidates. A quantized recipe's baseline is its heuristic config, left out here;
-    mxfp8 / nvfp4 decode into bfloat16 and take the 16-bit tiles."""
+    """Tile candidates. Where the baseline is the heuristic config (a quantized recipe, rows
+    off 16 bytes: GroupedFamily.baseline) it is left out here; mxfp8 / nvfp4 decode into
+    bfloat16 and take the 16-bit tiles."""
     if problem.recipe == "fp8_block":
         configs = list(_CANDIDATES_FP8)
     else:
         configs = [GemmConfig(*c) for c in (_CANDIDATES_FP32 if problem.itemsize == 4 and not problem.recipe
                                             else _CANDIDATES_16BIT)]
-    if problem.recipe:
-        configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe)]
-    elif problem.itemsize == 2 and compose.takes(problem.itemsize, problem.hidden, problem.ffn):
+    if problem.recipe or not compose.takes(problem.itemsize, problem.hidden, problem.ffn):
+        configs = [c for c in configs if c != heuristic("fwd", problem.itemsize, problem.recipe or None)]
+    elif problem.itemsize == 2:
         configs += COMPOSE_CANDIDATES
     return configs
 
@@ -189,9 +189,12 @@ class GroupedFamily(TuningFamily):
         return config in candidates_for(problem) or config == self.baseline(problem)
 
     def baseline(self, problem):
-        if problem.recipe:
-            return heuristic("fwd", problem.itemsize, problem.recipe)
-        return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else UNFUSED
+        """The compose route where ``torch._grouped_mm`` takes the key (compose.takes), else the
+        fused kernels at their heuristic tiles (a quantized recipe, rows off 16 bytes): what
+        op.route runs for a key never swept."""
+        if problem.recipe or not compose.takes(problem.itemsize, problem.hidden, problem.ffn):
+            return heuristic("fwd", problem.itemsize, problem.recipe or None)
+        return COMPOSE
 
     def candidates(self, problem) -> list[GemmConfig]:
         return candidates_for(problem)
@@ -220,7 +223,6 @@ class GroupedFamily(TuningFamily):
 
     def run(self, p: GroupedProblem, choice, i) -> dict:
         from . import launch
-        from .reference import grouped_glu_mlp_unfused
         inter = p.interleave or None
         if choice == COMPOSE or (isinstance(choice, GemmConfig) and choice.compose):
             tiles = compose.gluon_tiles(choice)
@@ -230,14 +232,6 @@ class GroupedFamily(TuningFamily):
                                                           i["w2"], i["b1"], i["b2"], z, h, p.activation, inter,
                                                           *tiles[:4])
             return dict(y=y, dx=dx, dprobs=dprobs, dw1=dw1, dw2=dw2)
-        if choice == UNFUSED:
-            leaves = [t.detach().requires_grad_(True) for t in (i["x"], i["probs"], i["w1"], i["w2"])]
-            y = grouped_glu_mlp_unfused(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3],
-                                        activation=p.activation, glu_interleave=inter, fc1_bias=i["b1"],
-                                        fc2_bias=i["b2"])
-            grads = torch.autograd.grad(y, leaves, i["dy"])
-            launches.record("grouped_mlp_unfused")
-            return dict(y=y.detach(), dx=grads[0], dprobs=grads[1], dw1=grads[2], dw2=grads[3])
         recipe = p.recipe or None
         y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], p.activation,
                                  inter, config=choice, recipe=recipe)
@@ -249,8 +243,6 @@ class GroupedFamily(TuningFamily):
     def expected_launches(self, p, choice) -> tuple[str, ...]:
         if choice == COMPOSE:
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd")
-        if choice == UNFUSED:
-            return ("grouped_mlp_unfused",)
         if choice.compose:   # the Gluon GEMMs proven to run where they can, not the _grouped_mm fallback
             gluon = ()
             if _ws_runs_here():
