@@ -100,6 +100,27 @@ def test_sweep_picks_compose_and_dispatch_runs_it(tuning_table, monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_sweep_keeps_the_relay_when_compose_wins_by_less_than_the_route_margin(tuning_table, monkeypatch):
+    """The composition route is a route change (tuning.ROUTE): 2% faster than the relay is
+    below its margin, so the relay stays and the dispatch runs it; 10% faster wins."""
+    so2_candidates(monkeypatch, compose=None)
+    problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name, 0.98), rounds=2,
+                              device="cpu")
+    (cand,) = result.candidates
+    assert cand.status == TIMED and result.winner == tuning.BASELINE
+    assert tuning.lookup_config("so2_mixing_stack", problem) is None
+    d, inputs = make(LMAX, 1, CF, 37, "cpu")
+    x = tilefuse.so2_mixing_stack(*inputs, lmax=LMAX, focus_dim=CF)
+    with launches.counting() as launched:
+        torch.autograd.grad(x, inputs[:2], torch.ones_like(x))
+    assert launched["so2_bwd_relay_layer"] == 2 and not launched["so2_bwd_compose_layer"]
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name, 0.90), rounds=2,
+                              device="cpu")
+    assert result.winner == COMPOSE
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
 def test_sweep_rejects_a_composition_off_the_relay(tuning_table, monkeypatch):
     so2_candidates(monkeypatch, compose=None)
     real = compose.gemm_t
