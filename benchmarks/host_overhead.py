@@ -12,8 +12,11 @@ Two sections (``--sections``, default both):
   eager path, the custom op and the JIT-launch route give bitwise identical outputs and
   gradients (fp32 and bf16, channels-last and channels-first). It ends with the regression
   check: tilefuse's forward and forward + backward against F.layer_norm's (issue 17's targets:
-  no more than F.layer_norm, and below Liger's); ``--fail-over R`` exits 1 when either is over
-  R times F.layer_norm's (not a timed test: run it on the machine whose numbers you compare).
+  no more than F.layer_norm, and below Liger's). On a GPU it exits 1 when either is over
+  ``--fail-over`` times F.layer_norm's (default FAIL_OVER, 2.0: the recorded state is 1.6-1.75x,
+  results/2026-12-02-h200-o run 2, so this catches a regression, not the missed target) or
+  over Liger-Kernel's where it imports; ``--fail-over 0`` turns the ratio check off. Not a
+  timed test: run it on the machine whose numbers you compare.
 - ``layers``: on a 64 x 16 tensor each layer between the public API and the kernel launch
   timed alone (per-call microseconds of a synchronised loop of ``--calls`` calls), beside the
   eager PyTorch expression and a bare ``torch.empty_like``; ``--profile`` adds cProfile tables
@@ -80,6 +83,10 @@ def bitwise_check() -> list[str]:
     return failures
 
 
+# The regression check's bound: tilefuse's host cost per call over F.layer_norm's (module docstring).
+FAIL_OVER = 2.0
+
+
 def peers(args):
     rows, cols = (int(v) for v in args.shape.lower().split("x"))
     failures = bitwise_check()
@@ -105,8 +112,13 @@ def peers(args):
     worst = max(ours[i] / ref[i] for i in range(2))
     if failures:
         return 1
-    if args.fail_over is not None and worst > args.fail_over:
+    if DEVICE != "cuda":   # the interpreter's numbers mean nothing
+        return 0
+    if args.fail_over and worst > args.fail_over:
         print(f"FAIL: {worst:.2f}x F.layer_norm's is over --fail-over {args.fail_over}")
+        return 1
+    if liger and any(ours[i] > liger[i] for i in range(2)):
+        print("FAIL: tilefuse's host cost is over Liger-Kernel's")
         return 1
     return 0
 
@@ -176,8 +188,9 @@ def main():
     ap.add_argument("--shape", default="64x256", help="peers: ROWSxCOLS of x (default 64x256)")
     ap.add_argument("--peer-calls", type=int, default=300, help="peers: calls per round (default 300)")
     ap.add_argument("--rounds", type=int, default=5, help="peers: rounds, the median is reported (default 5)")
-    ap.add_argument("--fail-over", type=float, default=None,
-                    help="peers: exit 1 if tilefuse's fwd or fwd+bwd is over this many times F.layer_norm's")
+    ap.add_argument("--fail-over", type=float, default=FAIL_OVER,
+                    help=f"peers, on a GPU: exit 1 if tilefuse's fwd or fwd+bwd is over this many times "
+                         f"F.layer_norm's (default {FAIL_OVER}; 0: no ratio check)")
     ap.add_argument("--calls", type=int, default=2000, help="layers: calls per timed loop (default 2000)")
     ap.add_argument("--profile", action="store_true", help="layers: cProfile tables after the timings")
     args = ap.parse_args()
