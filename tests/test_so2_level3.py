@@ -434,7 +434,8 @@ def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, d
     assert cand.status == TIMED, cand.reason
     record = cand.validation
     assert record["passed"] is True and record["edges"] == 37
-    assert set(record["errors"]) == {"x_local", "grad_u0", "grad_alpha"}
+    assert set(record["errors"]) == {"x_local", "grad_u0", "grad_alpha", "dw0", "dw1", "dgw"}
+    assert record["weight_grads"] is True   # the training backward validated too
     assert all(e["ratio"] <= so2_tune.LEVEL3_ERROR_RATIO for e in record["errors"].values())
     assert len(record["range_sets"]) == 3
     if torch.device(device).type == "cpu":   # the fake timer made the variant the winner
@@ -454,6 +455,51 @@ def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, m
     (cand,) = result.candidates
     assert cand.status == REJECTED and "grad_u0" in cand.reason and "exact path" in cand.reason
     assert result.winner == tuning.BASELINE
+
+
+def test_validation_rejects_a_variant_with_less_accurate_weight_gradients(tuning_table, one_variant, monkeypatch,
+                                                                         device):
+    """The training backward is validated too: a variant whose dw1 is 1e-3 off is rejected
+    although its forward and force backward are exact."""
+    real = so2_tune.So2Family.run_training
+
+    def off(self, problem, choice, inputs):
+        out = real(self, problem, choice, inputs)
+        return {**out, "dw1": out["dw1"] * (1 + 1e-3)} if choice.precision != EXACT else out
+
+    monkeypatch.setattr(so2_tune.So2Family, "run_training", off)
+    result = _sweep(device, one_variant)
+    (cand,) = result.candidates
+    assert cand.status == REJECTED and "dw1" in cand.reason and "exact path" in cand.reason
+    assert result.winner == tuning.BASELINE
+
+
+def test_a_variant_validated_without_weight_gradients_trains_exactly(tuning_table, one_variant, monkeypatch,
+                                                                    device):
+    """An entry whose record predates the weight gradients' validation (no "weight_grads"):
+    at level 3 the forward and the force backward run the variant, a training backward the
+    exact path."""
+    from tilefuse import launches
+    monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "note": "old"}))
+    if torch.device(device).type == "cuda":
+        monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+    assert _sweep(device, one_variant).winner == one_variant
+    spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
+    monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
+    d, inputs = make(LMAX, 1, CF, 37, device)
+    split = one_variant.dot_precision(True)
+    with tilefuse.level(3):
+        x = tilefuse.so2_mixing_stack(*inputs[:2], *[w.detach() for w in inputs[2:]], lmax=LMAX, focus_dim=CF)
+        torch.autograd.grad(x, inputs[:2], torch.ones_like(x))      # force backward
+    assert spy.seen and set(spy.seen) == {split}
+    spy.seen.clear()
+    with tilefuse.level(3), launches.counting() as launched:
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=LMAX, focus_dim=CF)
+        forward_precisions = set(spy.seen)
+        spy.seen.clear()
+        torch.autograd.grad(x, inputs, torch.ones_like(x))          # training backward
+    assert forward_precisions == {split} and set(spy.seen) == {"ieee"}
+    assert launched["so2_bwd_relay_layer"] == NL - 1
 
 
 def test_validation_rejects_a_variant_that_overflows_near_the_range_limit(tuning_table, one_variant, monkeypatch,
@@ -503,7 +549,7 @@ def test_a_fused_variant_with_weight_gradients_runs_its_relay(tuning_table, monk
     variant = VARIANTS["fused-" + FP16X3]
     monkeypatch.setattr(so2_tune, "level3_candidates", lambda lmax, cf: [variant])
     if torch.device(device).type == "cuda":
-        monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "note": "test"}))
+        monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
     assert _sweep(device, variant).winner == variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
@@ -544,7 +590,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
 
     if torch.device(device).type == "cuda":   # on the GPU the sweep's own timing decides; install the variant
         monkeypatch.setattr(so2_tune.So2Family, "validate",
-                            lambda self, *a: ([], {"passed": True, "note": "test"}))
+                            lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
     assert _sweep(device, one_variant).winner == one_variant
 
@@ -582,7 +628,7 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
     """The custom ops (torch.compile's path) decide the variant when they run, as eager does."""
     if torch.device(device).type == "cuda":
         monkeypatch.setattr(so2_tune.So2Family, "validate",
-                            lambda self, *a: ([], {"passed": True, "note": "test"}))
+                            lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
     assert _sweep(device, one_variant).winner == one_variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")

@@ -164,6 +164,19 @@ def get_entry(family: str, key_or_problem):
     return _entry(family, key_or_problem, "get_entry")
 
 
+def get_measured(family: str, key_or_problem) -> dict | None:
+    """The visible entry's ``measured`` record (what its sweep reported, e.g. a level-3 entry's
+    accuracy validation), or None when the key has no entry. The same argument checks as
+    get_entry."""
+    key = _key(family, key_or_problem, "get_measured")
+    table = _table()
+    for layer in (_runtime, table.cached, table.builtin):
+        entry = layer.get(family, {}).get(key)
+        if entry is not None:
+            return entry.measured
+    return None
+
+
 def is_covered(family: str, key_or_problem) -> bool:
     """Whether the key was swept (or registered): its entry is a config or ``BASELINE``.
     Only keys that are not covered get swept."""

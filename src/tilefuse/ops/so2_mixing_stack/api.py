@@ -43,7 +43,8 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     the exact path's at 2**19 edges, finite on range-limit inputs; ``tilefuse tune --op
     so2_mixing_stack --shape 3x32 --pass level3``), the forward and backward layer GEMMs run
     with three tensor-core products per dot (TF32, or float16 of power-of-two-scaled operands)
-    instead of the IEEE FMA dots; nowhere else, and never below level 3. ``alpha`` must be
+    instead of the IEEE FMA dots (a backward with weight gradients only where that validation
+    covered them too); nowhere else, and never below level 3. ``alpha`` must be
     positive (grad_alpha divides by it).
     Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
     custom ops ``tilefuse::so2_stack_fwd``/``so2_stack_bwd``, which decide when they run.

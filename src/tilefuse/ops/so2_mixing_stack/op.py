@@ -13,6 +13,7 @@ import torch
 
 from ... import policy
 from ...tuning import lookup_config
+from ...tuning.table import get_measured
 from ...utils import next_power_of_2
 from ..autograd_common import create_graph_grads
 from . import configs, launch
@@ -33,6 +34,16 @@ def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_
                                                         n_layers, level3=True))
 
 
+def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool:
+    """Whether the level-3 key's entry validated its variant on the training backward too (its
+    record's ``"weight_grads": true``, tune.So2Family.validate); entries validated before the
+    weight gradients were run the variant for the forward and the force backward only."""
+    measured = get_measured("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges),
+                                                            n_focus, n_layers, level3=True))
+    validation = measured.get("validation") if isinstance(measured, dict) else None
+    return isinstance(validation, dict) and validation.get("weight_grads") is True
+
+
 def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
                    ) -> configs.So2Config | None:
     """The forward's tiles (and precision). At level 3 the level-3 key's winner when it has one
@@ -50,7 +61,9 @@ def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n
 def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int,
                     weight_grads: bool) -> configs.So2Config:
     """The backward route and tiles. At level 3 the level-3 key's winner when it has one
-    (``level3_config``; a fused winner where the fused guards fail: its relay, So2Config.relay).
+    (``level3_config``; a fused winner where the fused guards fail: its relay, So2Config.relay),
+    with weight gradients only where its validation covered them (``level3_trains``; else the
+    exact choice below).
     At level >= 2 the tuning table's winner for (lmax, focus_dim, dtype)
     on this GPU: relay tiles apply everywhere; a fused winner only when every guard holds
     (fp32, focus_dim a power of two in [16, 64], no weight gradients: they need gz/gq in
@@ -60,6 +73,8 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
     if policy.get_level() < 2:
         return relay
     variant = level3_config(d, dtype, n_edges, n_focus, n_layers)
+    if variant is not None and weight_grads and not level3_trains(d, n_edges, n_focus, n_layers):
+        variant = None
     if variant is not None:
         # A fused variant where the fused guards fail (weight gradients): the relay with its
         # tiles and precision, bitwise the fused route's result (the fused kernel's contract),

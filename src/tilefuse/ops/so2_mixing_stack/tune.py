@@ -26,15 +26,18 @@ with the forward gate's scalar block split, and 3xtf32) and, where the fused gua
 the fused route in 3xfp16 with the relay's sigma pass (configs.level3_candidates; a route
 change). A candidate is validated, not compared bitwise (``validate``):
 - at the sweep's production-size inputs (2**19 edges), the normwise error of each output
-  (x_local, grad_u0, grad_alpha) against a float64 reference is at most ``LEVEL3_ERROR_RATIO``
-  times the exact path's error on the same inputs;
+  (x_local, grad_u0, grad_alpha, and the training backward's weight gradients dw0, dw1, dgw,
+  ``run_training``: the variant runs there too) against a float64 reference is at most
+  ``LEVEL3_ERROR_RATIO`` times the exact path's error on the same inputs;
 - on range-limit inputs (grad_out scaled to within a few binades of float32's largest finite
   value, u0 scaled far up, grad_out scaled down to the subnormal boundary) every output element
   is finite wherever the exact path's is.
 The numbers are recorded in the entry's ``measured["validation"]``; ``check_entry`` refuses a
 level-3 entry choosing a split-precision config without a passed validation record, so a
 variant never runs on a key where it was not validated (and never below level 3: op.py looks level-3 keys up
-at level 3 only).
+at level 3 only). A record without ``"weight_grads": true`` (entries validated before the
+weight gradients were) engages the variant for the forward and the force backward only: a
+training backward then runs the exact path (op.backward_config).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fu
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 
 _HERE = Path(__file__).resolve().parent
+# The training backward's outputs the level-3 validation also checks (run_training).
+WEIGHT_GRADS = ("dw0", "dw1", "dgw")
 _KEY = re.compile(r"L(\d+)-C(\d+)-x(\d+)(-l3|-fwd)?")
 LEVEL3_SUFFIX = "-l3"
 FORWARD_SUFFIX = "-fwd"
@@ -122,24 +127,28 @@ class So2Inputs:
 
 
 def _reference64(problem: "So2Problem", i: So2Inputs) -> dict[str, torch.Tensor]:
-    """x_local, grad_u0, grad_alpha of the float64 reference (the spec's forward and explicit
-    backward) on ``i``, REFERENCE_CHUNK edges at a time; cached on ``i``."""
+    """x_local, grad_u0, grad_alpha and the weight gradients dw0, dw1, dgw of the float64
+    reference (the spec's forward and explicit backward) on ``i``, REFERENCE_CHUNK edges at a
+    time (the weight gradients summed over the chunks); cached on ``i``."""
     if i.reference:
         return i.reference
     d = So2Dims(problem.lmax, problem.focus_dim)
     w0, w1, gw = (w.double() for w in (i.w0_all, i.w1_all, i.gw_all))
     parts = {"x_local": [], "grad_u0": [], "grad_alpha": []}
+    dws = None
     for e0 in range(0, i.u0.shape[1], REFERENCE_CHUNK):
         sl = slice(e0, e0 + REFERENCE_CHUNK)
         alpha = i.alpha[sl].double()
         x_local, z_all, u_final = so2_stack_forward_saving(i.u0[:, sl].double(), alpha, w0, w1, gw, lmax=d.lmax,
                                                            focus_dim=d.focus_dim, apply_alpha=True)
-        grad_u0, grad_alpha, _ = so2_stack_backward_reference(i.grad_out[sl].double(), x_local, z_all, u_final,
-                                                              alpha, w0, w1, gw, lmax=d.lmax, focus_dim=d.focus_dim)
+        grad_u0, grad_alpha, chunk_dws = so2_stack_backward_reference(
+            i.grad_out[sl].double(), x_local, z_all, u_final, alpha, w0, w1, gw, lmax=d.lmax,
+            focus_dim=d.focus_dim, weight_grads=True)
+        dws = list(chunk_dws) if dws is None else [a + b for a, b in zip(dws, chunk_dws)]
         for name, t in (("x_local", x_local), ("grad_u0", grad_u0), ("grad_alpha", grad_alpha)):
             parts[name].append(t)
     i.reference.update(x_local=torch.cat(parts["x_local"], 0), grad_u0=torch.cat(parts["grad_u0"], 1),
-                       grad_alpha=torch.cat(parts["grad_alpha"], 0))
+                       grad_alpha=torch.cat(parts["grad_alpha"], 0), **dict(zip(WEIGHT_GRADS, dws)))
     return i.reference
 
 
@@ -290,6 +299,16 @@ class So2Family(TuningFamily):
         out = {"grad_u0": grad_u0, "grad_alpha": grad_alpha}
         return {"x_local": x_local, **out} if problem.level3 else out
 
+    def run_training(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
+        """A level-3 key's training backward with ``choice`` (dw0, dw1, dgw): the forward from u0,
+        then the backward with weight gradients, on the relay form of a fused choice (what
+        op.backward_config runs when weight gradients are wanted). For the validation only."""
+        i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
+        x_local, z_all, u_final = launch.forward(i.u0, i.alpha, i.w0_all, i.w1_all, i.gw_all, d, True, config=choice)
+        _, _, dws = launch.backward(i.grad_out, x_local, z_all, u_final, i.alpha, i.w0_all, i.w1_all, i.gw_all, d,
+                                    True, True, config=choice.relay() if choice.fused else choice)
+        return dict(zip(WEIGHT_GRADS, dws))
+
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
         if problem.forward:
             return ("so2_fwd_layer", "so2_fwd_final")
@@ -323,7 +342,10 @@ class So2Family(TuningFamily):
             return self.compare(problem, inputs, got, want), None
         ref = _reference64(problem, inputs)
         messages, errors = [], {}
-        for name in ("x_local", "grad_u0", "grad_alpha"):
+        baseline = self.baseline(problem)
+        got = {**got, **self.run_training(problem, choice, inputs)}
+        want = {**want, **self.run_training(problem, baseline, inputs)}
+        for name in ("x_local", "grad_u0", "grad_alpha", *WEIGHT_GRADS):
             err, exact = normwise_rel_error(got[name], ref[name]), normwise_rel_error(want[name], ref[name])
             ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
             errors[name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
@@ -331,7 +353,6 @@ class So2Family(TuningFamily):
             if not ratio <= LEVEL3_ERROR_RATIO:
                 messages.append(f"{name}: normwise error vs float64 {err:.3e} is {ratio:.2f}x the exact "
                                 f"path's {exact:.3e} (limit {LEVEL3_ERROR_RATIO}x)")
-        baseline = self.baseline(problem)
         for what, scaled in _range_sets(inputs).items():
             exact_out, variant_out = self.run(problem, baseline, scaled), self.run(problem, choice, scaled)
             for name, t in variant_out.items():
@@ -340,7 +361,8 @@ class So2Family(TuningFamily):
                     messages.append(f"{name} on {what}: {int(bad.sum())} elements not finite where the exact "
                                     f"path's are")
         record = {"passed": not messages, "edges": int(inputs.grad_out.shape[0]),
-                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(RANGE_SETS)}
+                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(RANGE_SETS),
+                  "weight_grads": True}
         return messages, record
 
     def default_problems(self) -> list[So2Problem]:
