@@ -221,17 +221,19 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
 
 def test_so2_step_table_and_plot(tmp_path):
     from tilefuse.check import so2 as check_so2
-    ok = {"status": "ok", "spread": 0.02, "tflops": 30.0, "fraction_of_fma_ceiling": 0.6, "table_picks": "relay-X",
-          "level3": "none", "gemm_ceiling_tflops": 50.0}
+    ok = {"status": "ok", "spread": 0.02, "tflops": 30.0, "fraction_of_gemm_ceiling": 0.6,
+          "fraction_of_fma_peak": 0.45, "table_picks": "relay-X", "level3": "none", "gemm_ceiling_tflops": 50.0,
+          "fma_peak_tflops": 66.7}
     rows = [{"scope": "step", "pass": p, "lmax": 3, "focus_dim": 32, "edges": 1000, "provider": prov, "ms": ms,
              **ok, "vs_tilefuse": ms / 2.0} for p, _ in check_so2.PASSES for prov, ms in (("tilefuse", 2.0),
                                                                                           ("torch.compile", 3.0))]
     rows.append({"scope": "step", "pass": "forward", "lmax": 3, "focus_dim": 32, "edges": 1000,
                  "provider": "eager reference", "status": "failed", "error": "OOM", "table_picks": "relay-X",
                  "level3": "none"})
-    b = {"rows": rows, "copy_ceiling_gbs": 4000.0, "gemm_ceiling_tflops": 50.0}
+    b = {"rows": rows, "copy_ceiling_gbs": 4000.0, "gemm_ceiling_tflops": 50.0, "fma_peak_tflops": 66.7}
     md = "\n".join(check_so2.benchmark_markdown(b))
-    assert "| fwd + training bwd | 3 | 32 | 1000 | torch.compile | 3.000 | 2.0% | 30.0 | 60% | 1.50 |  |" in md
+    assert "| fwd + training bwd | 3 | 32 | 1000 | torch.compile | 3.000 | 2.0% | 30.0 | 45% | 60% | 1.50 |  |" in md
+    assert "FMA peak (66.7 TFLOP/s" in md
     assert "| forward | 3 | 32 | 1000 | tilefuse | 2.000 |" in md and "relay-X; level 3: none" in md
     assert "| forward | 3 | 32 | 1000 | eager reference | failed |" in md and "(50.0 TFLOP/s)" in md
     names = check_so2.plots(tmp_path, b)

@@ -145,6 +145,10 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
 # --------------------------------------------------------------------------- benchmark
 
 SHAPES = [(3, 32), (6, 32), (2, 64)]   # (lmax, focus_dim); production shape first
+# The whole op's edge counts at those shapes (issue 15's table: Neo's 647,000 and the two others').
+STEP_EDGES = {(3, 32): 647_000, (6, 32): 300_000, (2, 64): 400_000}
+# FP32 FMA lanes per SM by compute capability (major, minor); others 128 (sm_86 and later).
+FP32_LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64}
 
 
 def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[configs.So2Config]:
@@ -238,7 +242,7 @@ def layer_gemm_flops(d: So2Dims, n_edges: int, n_focus: int = 2) -> float:
 
 
 def fp32_gemm_ceiling_tflops() -> float:
-    """TFLOP/s of one large cuBLAS fp32 GEMM without TF32, measured now: the FMA ceiling the
+    """TFLOP/s of one large cuBLAS fp32 GEMM without TF32, measured now: the cuBLAS ceiling the
     stack's IEEE GEMMs are read against (the H200's FP32 peak is 67 TFLOP/s by its spec)."""
     n = 8192
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
@@ -247,6 +251,18 @@ def fp32_gemm_ceiling_tflops() -> float:
     if isinstance(t, Exception):
         raise t
     return 2 * n ** 3 / (t.median_ms * 1e-3) / 1e12
+
+
+def fma_peak_tflops() -> float | None:
+    """The current GPU's FP32 FMA peak, SMs x FP32 lanes x 2 FLOPs x its maximum SM clock (the
+    device properties' clock_rate; H200: 132 x 128 x 2 x 1.98 GHz = 66.9 TFLOP/s), or None
+    where torch does not report the clock."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz = getattr(props, "clock_rate", None)
+    if not clock_khz:
+        return None
+    lanes = FP32_LANES.get((props.major, props.minor), 128)
+    return props.multi_processor_count * lanes * 2 * clock_khz * 1e3 / 1e12
 
 
 def step_providers(lmax: int, focus_dim: int, n_edges: int, with_compile: bool, device="cuda") -> tuple[dict, dict]:
@@ -288,7 +304,8 @@ def step_providers(lmax: int, focus_dim: int, n_edges: int, with_compile: bool, 
     return steps, facts
 
 
-def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, with_compile: bool) -> list[dict]:
+def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, peak: float | None,
+                 with_compile: bool) -> list[dict]:
     d = So2Dims(lmax, focus_dim)
     steps, facts = step_providers(lmax, focus_dim, n_edges, with_compile)
     rows = []
@@ -300,10 +317,11 @@ def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, with_c
             row = {"scope": "step", "pass": pass_name, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges,
                    "provider": name, "table_picks": f"fwd {facts['forward']}; bwd {facts['exact']}",
                    "level3": facts["level3"],
-                   "gemm_ceiling_tflops": ceiling, **bench.timing_fields(t)}
+                   "gemm_ceiling_tflops": ceiling, "fma_peak_tflops": peak, **bench.timing_fields(t)}
             if row["status"] == "ok":
                 row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
-                row["fraction_of_fma_ceiling"] = row["tflops"] / ceiling
+                row["fraction_of_gemm_ceiling"] = row["tflops"] / ceiling
+                row["fraction_of_fma_peak"] = row["tflops"] / peak if peak else None
                 if isinstance(base, timing.Timing):
                     row["vs_tilefuse"] = timing.ratio(t, base)   # > 1: tilefuse is faster
             rows.append(row)
@@ -319,24 +337,26 @@ def benchmark(quick: bool, progress: Callable) -> dict:
     - the whole force backward (grad of u0 and alpha, three layers): relay, fused, what the
       tuning table picks, the eager explicit backward and (production shape only)
       torch.compile of it;
-    - the whole op ("step", plain calls): forward, forward + force backward and forward +
-      training backward (the weights' gradients too) of tilefuse as called (level 2), tilefuse
-      at level 3 where a validated variant exists, the eager reference and (production shape
-      only) torch.compile of it, with TFLOP/s of the layer GEMMs and their fraction of the
+    - the whole op ("step", plain calls) at issue 15's edge counts (STEP_EDGES; ``quick``:
+      2**17): forward, forward + force backward and forward + training backward (the
+      weights' gradients too) of tilefuse as called (level 2), tilefuse at level 3 where a
+      validated variant exists, the eager reference and torch.compile of it, with TFLOP/s of
+      the layer GEMMs, their fraction of the GPU's FP32 FMA peak (fma_peak_tflops) and of the
       cuBLAS fp32 GEMM ceiling measured here.
     """
     n_edges = 2 ** 17 if quick else 647_168
     copy_gbs = bench.copy_ceiling_gbs(2 * n_edges * 64, torch.float32)
-    ceiling = fp32_gemm_ceiling_tflops()
+    ceiling, peak = fp32_gemm_ceiling_tflops(), fma_peak_tflops()
     rows = []
     for lmax, focus_dim in progress(SHAPES[:1] if quick else SHAPES, desc="so2 bench"):
         rows += _bench_shape(lmax, focus_dim, n_edges, copy_gbs)
         gc.collect()
         torch.cuda.empty_cache()
-        rows += _bench_steps(lmax, focus_dim, n_edges, ceiling, with_compile=(lmax, focus_dim) == SHAPES[0])
+        step_edges = n_edges if quick else STEP_EDGES.get((lmax, focus_dim), n_edges)
+        rows += _bench_steps(lmax, focus_dim, step_edges, ceiling, peak, with_compile=True)
         gc.collect()
         torch.cuda.empty_cache()
-    return {"rows": rows, "copy_ceiling_gbs": copy_gbs, "gemm_ceiling_tflops": ceiling}
+    return {"rows": rows, "copy_ceiling_gbs": copy_gbs, "gemm_ceiling_tflops": ceiling, "fma_peak_tflops": peak}
 
 
 def benchmark_markdown(b: dict) -> list[str]:
@@ -364,21 +384,26 @@ def benchmark_markdown(b: dict) -> list[str]:
                      f"{'' if floor is None else f'{floor:.0%}'} | {r['table_picks']} |")
     steps = [r for r in b["rows"] if r["scope"] == "step"]
     if steps:
+        peak = b.get("fma_peak_tflops")
         lines += ["", "The whole op, plain calls (3 interleaved rounds): TFLOP/s of its layer GEMMs (forward NL, "
-                  "force backward NL more, training backward NL more again) and their fraction of the cuBLAS "
-                  f"fp32 GEMM ceiling measured in this run ({b.get('gemm_ceiling_tflops', float('nan')):.1f} "
-                  "TFLOP/s); 'vs tilefuse': the row's time over tilefuse's (> 1: tilefuse is faster).", "",
-                  "| pass | lmax | Cf | edges | provider | ms | spread | TFLOP/s | of FMA ceiling | vs tilefuse | "
-                  "tilefuse runs |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "force backward NL more, training backward NL more again), their fraction of the GPU's FP32 "
+                  "FMA peak (" + (f"{peak:.1f} TFLOP/s: SMs x 128 lanes x 2 x its maximum clock" if peak
+                                  else "not known: no clock reported") + ") and of the cuBLAS fp32 GEMM "
+                  f"ceiling measured in this run ({b.get('gemm_ceiling_tflops', float('nan')):.1f} TFLOP/s); "
+                  "'vs tilefuse': the row's time over tilefuse's (> 1: tilefuse is faster).", "",
+                  "| pass | lmax | Cf | edges | provider | ms | spread | TFLOP/s | of FMA peak | of cuBLAS fp32 | "
+                  "vs tilefuse | tilefuse runs |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in steps:
             head = f"| {r['pass']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
             if r["status"] != "ok":
-                lines.append(head + f"failed | | | | | {r['error']} |")
+                lines.append(head + f"failed | | | | | | {r['error']} |")
                 continue
             vs = f"{r['vs_tilefuse']:.2f}" if r.get("vs_tilefuse") is not None else ""
             runs = f"{r['table_picks']}; level 3: {r['level3']}" if r["provider"].startswith("tilefuse") else ""
+            of_peak = r.get("fraction_of_fma_peak")
             lines.append(head + f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.1f} | "
-                         f"{r['fraction_of_fma_ceiling']:.0%} | {vs} | {runs} |")
+                         f"{'' if of_peak is None else f'{of_peak:.0%}'} | {r['fraction_of_gemm_ceiling']:.0%} | "
+                         f"{vs} | {runs} |")
     return lines
 
 
