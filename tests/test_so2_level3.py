@@ -447,30 +447,22 @@ def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, d
             assert tuning.lookup_config("so2_mixing_stack", problem) == one_variant
 
 
-def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, monkeypatch, device):
-    # a variant 1e-3 off: far above any fp32 path's error
-    perturb_so2_runs(monkeypatch, lambda choice: choice.precision != EXACT,
-                     lambda name, t, inputs: t * (1 + 1e-3) if name == "grad_u0" else t)
-    result = _sweep(device, one_variant)
-    (cand,) = result.candidates
-    assert cand.status == REJECTED and "grad_u0" in cand.reason and "exact path" in cand.reason
-    assert result.winner == tuning.BASELINE
-
-
-def test_validation_rejects_a_variant_with_less_accurate_weight_gradients(tuning_table, one_variant, monkeypatch,
-                                                                         device):
-    """The training backward is validated too: a variant whose dw1 is 1e-3 off is rejected
-    although its forward and force backward are exact."""
-    real = so2_tune.So2Family.run_training
+@pytest.mark.parametrize("method,name", [("run", "grad_u0"), ("run_training", "dw1")],
+                         ids=["force-backward", "weight-gradients"])
+def test_validation_rejects_a_less_accurate_variant(tuning_table, one_variant, monkeypatch, device, method, name):
+    """A variant 1e-3 off in one output (far above any fp32 path's error) is rejected: grad_u0
+    of the timed forward + force backward, or dw1 of the training backward, which the
+    validation runs too (the variant's other outputs exact)."""
+    real = getattr(so2_tune.So2Family, method)
 
     def off(self, problem, choice, inputs):
         out = real(self, problem, choice, inputs)
-        return {**out, "dw1": out["dw1"] * (1 + 1e-3)} if choice.precision != EXACT else out
+        return {**out, name: out[name] * (1 + 1e-3)} if choice.precision != EXACT else out
 
-    monkeypatch.setattr(so2_tune.So2Family, "run_training", off)
+    monkeypatch.setattr(so2_tune.So2Family, method, off)
     result = _sweep(device, one_variant)
     (cand,) = result.candidates
-    assert cand.status == REJECTED and "dw1" in cand.reason and "exact path" in cand.reason
+    assert cand.status == REJECTED and name in cand.reason and "exact path" in cand.reason
     assert result.winner == tuning.BASELINE
 
 
