@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from ... import policy
-from ...device import other_cuda_device
 from . import plan as plans
 from . import reference
 from .op import apply, dyt_op
@@ -55,11 +54,10 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         plan = None
         f64, level = validate(x, alpha, weight, bias, channels_last), policy.get_level()
     else:
-        index = other_cuda_device(x)
-        if index is not None:   # the kernels launch on the current device (device.on_tensor_device)
-            with torch.cuda.device(index):
-                return dyt(x, alpha, weight, bias, channels_last=channels_last)
         plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
+        if plan.foreign:   # the kernels launch on the current device (device.on_tensor_device)
+            with torch.cuda.device(x.device):
+                return dyt(x, alpha, weight, bias, channels_last=channels_last)
         f64, level = plan.f64, plan.level
     if f64 or level == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,

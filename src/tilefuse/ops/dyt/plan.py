@@ -141,12 +141,15 @@ class Plan:
     """The decisions for one key (module docstring); the forward and backward entry points
     that run them."""
 
-    __slots__ = ("f64", "level", "generation", "aux", "channels_last", "kernels", "empty", "layout",
+    __slots__ = ("f64", "level", "generation", "aux", "foreign", "channels_last", "kernels", "empty", "layout",
                  "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy",
                  "_fwd", "_bwd")
 
     def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
         self.f64, self.level, self.generation, self.aux = f64, level, generation, aux
+        # x on another CUDA device than the current one (aux): api.dyt makes x's current and
+        # looks up the plan keyed by that (device.on_tensor_device's rule, decided once here)
+        self.foreign = x.is_cuda and x.get_device() != aux
         self.channels_last = channels_last
         self.kernels = level != 0 and policy.kernels_enabled(x.device)
         self.empty = x.numel() == 0
