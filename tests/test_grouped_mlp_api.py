@@ -198,6 +198,8 @@ def test_module_parameters_and_repr():
     ({"activation": "relu"}, ValueError, "activation must be one of"),
     ({"bias": 1}, TypeError, "bias must be a bool"),
     ({"recipe": "nvfp4"}, ValueError, "recipe 'nvfp4' needs the hidden size H .* multiples of 16"),
+    ({"dtype": torch.int64}, TypeError, "GroupedGLUMLP: dtype must be None or one of"),
+    ({"dtype": torch.float64}, TypeError, "GroupedGLUMLP: dtype must be None or one of"),
     ({"recipe": "bf16"}, ValueError, "recipe must be None"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_module_rejects_bad_configuration(kwargs, exc, msg):

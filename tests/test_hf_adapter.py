@@ -155,8 +155,19 @@ def test_convert_refuses_a_model_without_experts_and_bad_routing():
                              ((hidden, index, weights[:, :1]), ValueError, "top_k_weights must have")]:
         with pytest.raises(exc, match=match):
             adapter(*args)
-    with pytest.raises(RuntimeError, match="top_k_index must be >= 0"):
+    with pytest.raises(RuntimeError, match=r"top_k_index must be in \[0, E\]"):
         adapter(hidden, index - 1, weights)
+    past = index.clone()
+    past[2, 0] = adapter.num_experts + 1   # E + 1: a routing bug, not a dropped slot
+    with pytest.raises(RuntimeError, match=r"top_k_index must be in \[0, E\]"):
+        adapter(hidden, past, weights)
+
+
+def test_adapter_refuses_a_dtype_the_op_does_not_take():
+    for dtype in (torch.int64, torch.float64, "bf16"):
+        with pytest.raises(TypeError, match="HFGroupedGLUExperts: dtype must be None or one of"):
+            HFGroupedGLUExperts(2, 8, 16, dtype=dtype)
+    assert HFGroupedGLUExperts(2, 8, 16, dtype=torch.bfloat16, device="meta").down_proj.dtype == torch.bfloat16
 
 
 def test_tilefuse_import_does_not_import_transformers():

@@ -107,3 +107,101 @@ def test_parametrized_weight_is_used():
     torch.testing.assert_close(y, want)
     y.sum().backward()
     assert m.parametrizations.weight.original.grad is not None
+
+
+# --- what the converter leaves, and its all-or-nothing change -----------------------------------
+
+class _LayerNormAct2d(nn.LayerNorm):
+    """timm's LayerNormAct2d in miniature: a channels-first LayerNorm, then an activation."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))
+
+
+class _ScaledLayerNorm(nn.LayerNorm):
+    def forward(self, x):
+        return 2 * super().forward(x)
+
+
+class _GatedRMSNorm(nn.Module):
+    """A gated RMSNorm (norm, then a gate MLP) recognised by its name."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(c))
+        self.gate = nn.Linear(c, c)
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6) * self.gate(x).sigmoid()
+
+
+class _UnweightedRMSNorm(nn.Module):
+    def forward(self, x):
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6)
+
+
+_GatedRMSNorm.__name__ = "GatedRMSNorm"
+_UnweightedRMSNorm.__name__ = "UnweightedRMSNorm"
+
+
+def test_norms_with_more_computation_are_left_and_named():
+    """A norm holding submodules (LayerNormAct2d, a gated RMSNorm), an nn.LayerNorm subclass
+    with its own forward and an RMSNorm without a weight are left in place, each named in a
+    warning; plain norms beside them are converted."""
+    model = nn.ModuleDict({"act": _LayerNormAct2d(4), "scaled": _ScaledLayerNorm(4), "gated": _GatedRMSNorm(4),
+                           "unweighted": _UnweightedRMSNorm(), "plain": nn.LayerNorm(4), "rms": nn.RMSNorm(4)})
+    with pytest.warns(UserWarning) as caught:
+        convert_layernorm_to_dyt(model, rmsnorm=True)
+    message = " ".join(str(w.message) for w in caught)
+    for name, why in (("act", "holds submodules"), ("scaled", "overrides LayerNorm.forward"),
+                      ("gated", "holds submodules"), ("unweighted", "width unknown")):
+        assert f"{name} (" in message and why in message, (name, message)
+    assert type(model["act"]) is _LayerNormAct2d and type(model["scaled"]) is _ScaledLayerNorm
+    assert type(model["gated"]) is _GatedRMSNorm and type(model["unweighted"]) is _UnweightedRMSNorm
+    assert isinstance(model["plain"], DyT) and isinstance(model["rms"], DyT) and model["rms"].bias is None
+
+
+def test_a_conversion_that_fails_changes_nothing():
+    """A norm DyT cannot stand for (over two dimensions), or an alpha_init function's bad
+    value, raises before any norm is replaced."""
+    model = nn.Sequential(nn.LayerNorm(8), nn.LayerNorm((2, 4)))
+    with pytest.raises(ValueError, match="normalizes over"):
+        convert_layernorm_to_dyt(model)
+    assert [type(m) for m in model] == [nn.LayerNorm, nn.LayerNorm]
+    model = nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.LayerNorm(8))
+    with pytest.raises(ValueError, match="alpha_init"):
+        convert_layernorm_to_dyt(model, alpha_init=lambda name: 0.5 if name == "0" else math.nan)
+    assert [type(m) for m in model] == [nn.LayerNorm, nn.Linear, nn.LayerNorm]
+
+
+def test_a_norm_without_weight_takes_its_ancestors_device_and_dtype():
+    """LayerNorm(elementwise_affine=False) has no weight: its DyT takes the device and dtype of
+    the nearest floating tensor an ancestor holds, not torch's defaults."""
+    block = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8, elementwise_affine=False)).to(torch.bfloat16)
+    block.register_buffer("scale", torch.ones(1, dtype=torch.float16))   # the block's own tensor
+    model = nn.Sequential(block).to("meta")
+    convert_layernorm_to_dyt(model)
+    dyt = block[1]
+    assert isinstance(dyt, DyT) and dyt.weight.device.type == "meta" and dyt.weight.dtype == torch.float16
+    lone = convert_layernorm_to_dyt(nn.Sequential(nn.LayerNorm(8, elementwise_affine=False)))[0]
+    assert lone.weight.dtype == torch.float32 and lone.weight.device.type == "cpu"   # no ancestor tensor
+
+
+class _ConvNeXtLayerNorm(nn.Module):
+    """The ConvNeXt reference LayerNorm (channels_last or channels_first data_format)."""
+
+    def __init__(self, c, data_format):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+        self.normalized_shape, self.data_format, self.eps = (c,), data_format, 1e-6
+
+
+def test_convnext_layernorm_converts_in_both_data_formats():
+    model = nn.Sequential(_ConvNeXtLayerNorm(8, "channels_first"), _ConvNeXtLayerNorm(8, "channels_last"))
+    convert_layernorm_to_dyt(model)
+    assert [type(m) for m in model] == [DyT, DyT]
+    assert model[0].channels_last is False and model[1].channels_last is True

@@ -99,6 +99,12 @@ def test_amax_argument_is_used_as_given():
     amax = torch.tensor([2.0], dtype=torch.float64, device=_dev())
     q = quantize_nvfp4(x, amax=amax)
     assert q.amax.dtype == torch.float32 and q.amax.item() == 2.0
+    # a negative amax is taken by its magnitude: the same codes and (unsigned) block scales
+    negative = -amax
+    n = quantize_nvfp4(x, amax=negative)
+    assert n.amax.item() == 2.0 and negative.item() == -2.0     # the caller's tensor untouched
+    assert torch.equal(n.data, q.data) and torch.equal(n.scales.view(torch.uint8), q.scales.view(torch.uint8))
+    assert not (n.scales.view(torch.uint8) & 0x80).any()
 
 
 def test_no_host_read_under_fake_tensors():

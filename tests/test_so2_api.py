@@ -137,6 +137,8 @@ def test_module_parameters_and_repr():
     ({"n_focus": 0}, ValueError, "n_focus must be an int >= 1"),
     ({"n_layers": 1}, ValueError, "n_layers must be an int >= 2"),
     ({"apply_alpha": "yes"}, TypeError, "apply_alpha must be a bool"),
+    ({"dtype": torch.int64}, TypeError, "SO2MixingStack: dtype must be None or one of"),
+    ({"dtype": "float32"}, TypeError, "SO2MixingStack: dtype must be None or one of"),
 ])
 def test_module_bad_construction(kwargs, exc, msg):
     args = {"lmax": 2, "focus_dim": 4, "n_focus": 2, "n_layers": 3, **kwargs}

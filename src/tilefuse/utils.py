@@ -65,3 +65,12 @@ def ieee_matmul():
             _ieee_depth -= 1
             if _ieee_depth == 0:
                 torch.set_float32_matmul_precision(_ieee_saved)
+
+
+def check_dtype_arg(where: str, dtype, accepted) -> None:
+    """A module constructor's ``dtype`` argument: None or one of ``accepted`` (the dtypes its
+    op takes); TypeError naming it otherwise."""
+    import torch
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in accepted):
+        names = ", ".join(f"torch.{str(d).split('.')[-1]}" for d in accepted)
+        raise TypeError(f"{where}: dtype must be None or one of {names} (what the op takes), got {dtype!r}")

@@ -139,20 +139,42 @@ _LAYERNORM, _LAYERNORM_2D, _RMSNORM = "LayerNorm", "LayerNorm2d", "RMSNorm-style
 def _norm_kind(module: nn.Module) -> str | None:
     """The kind of norm ``module`` is (one of the three above), None when not one we recognise.
 
-    LayerNorm: ``nn.LayerNorm`` (channels-last). LayerNorm2d: subclasses of ``nn.LayerNorm``
-    named ``...2d``, modules named ``LayerNorm2d`` (timm, detectron2 style: normalise dim 1 of
-    NCHW), and modules with ``data_format == "channels_first"`` and a ``normalized_shape`` (the
-    ConvNeXt reference LayerNorm). RMSNorm-style: ``nn.RMSNorm`` and modules whose class name
-    ends with ``RMSNorm`` (Hugging Face's ``LlamaRMSNorm``, ``Qwen3MoeRMSNorm``, ...).
+    LayerNorm: ``nn.LayerNorm`` (channels-last), and modules with ``data_format ==
+    "channels_last"`` and a ``normalized_shape`` (the ConvNeXt reference LayerNorm's default
+    form). LayerNorm2d: subclasses of ``nn.LayerNorm`` named ``...2d``, modules named
+    ``LayerNorm2d`` (timm, detectron2 style: normalise dim 1 of NCHW), and modules with
+    ``data_format == "channels_first"`` and a ``normalized_shape`` (the ConvNeXt reference
+    LayerNorm). RMSNorm-style: ``nn.RMSNorm`` and modules whose class name ends with
+    ``RMSNorm`` (Hugging Face's ``LlamaRMSNorm``, ``Qwen3MoeRMSNorm``, ...). Whether a
+    recognised norm can be converted is ``_unconvertible``'s question.
     """
-    if getattr(module, "data_format", None) == "channels_first" and hasattr(module, "normalized_shape"):
-        return _LAYERNORM_2D
+    data_format = getattr(module, "data_format", None)
+    if data_format in ("channels_first", "channels_last") and hasattr(module, "normalized_shape"):
+        return _LAYERNORM_2D if data_format == "channels_first" else _LAYERNORM
     if isinstance(module, nn.LayerNorm):
         return _LAYERNORM_2D if type(module).__name__.lower().endswith("2d") else _LAYERNORM
     if type(module).__name__ == "LayerNorm2d":
         return _LAYERNORM_2D
     if isinstance(module, getattr(nn, "RMSNorm", ())) or type(module).__name__.endswith("RMSNorm"):
         return _RMSNORM
+    return None
+
+
+def _unconvertible(module: nn.Module, kind: str) -> str | None:
+    """Why a recognised norm is left as it is (the converter reports it), or None: it holds
+    submodules (a norm with more computation: timm's ``LayerNormAct2d``, a gated RMSNorm),
+    it is an ``nn.LayerNorm`` subclass with a forward of its own other than the ``...2d``
+    channels-first one, or it is an RMSNorm-style module without a weight or
+    normalized_shape (its width is unknown). A DyT in its place would drop that computation
+    silently."""
+    if any(child is not None for child in module._modules.values()):
+        return "holds submodules (more computation than a norm)"
+    if (isinstance(module, nn.LayerNorm) and kind == _LAYERNORM
+            and type(module).forward is not nn.LayerNorm.forward):
+        return "overrides LayerNorm.forward"
+    if (kind == _RMSNORM and getattr(module, "normalized_shape", None) is None
+            and not isinstance(getattr(module, "weight", None), torch.Tensor)):
+        return "has neither normalized_shape nor a weight (width unknown)"
     return None
 
 
@@ -173,12 +195,16 @@ def _norm_width(module: nn.Module, name: str) -> int:
     return shape[0]
 
 
-def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str) -> DyT:
+def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, near: torch.Tensor | None) -> DyT:
+    """The norm's DyT, on the device and in the dtype of the norm's weight, or where it has
+    none (``elementwise_affine=False``) of ``near``, the nearest floating tensor its
+    ancestors hold (``_floating_tensor``), else torch's defaults."""
     width = _norm_width(module, name)
     if callable(alpha_init):
         alpha_init = alpha_init(name)
         _check_alpha_init(f"convert_layernorm_to_dyt: alpha_init({name!r})", alpha_init)
     ref = getattr(module, "weight", None)
+    ref = ref if isinstance(ref, torch.Tensor) else near
     factory = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
     if ref is not None and ref.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
@@ -203,11 +229,20 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
             replaced, per-head ones (q_norm / k_norm) included. Off by default: an RMSNorm
             model is converted only when asked.
 
-    Channels-last ``nn.LayerNorm`` becomes ``DyT(C)``; recognised channels-first variants
-    (``LayerNorm2d``, ``data_format="channels_first"``) become ``DyT(C, channels_last=False)``.
-    DyT gets a bias when the LayerNorm had one, and the norm's device and dtype. The norm's
-    own weights are not copied (DyT starts from its own initialisation). Returns ``module``
-    (or the new DyT when ``module`` itself is a norm).
+    Channels-last ``nn.LayerNorm`` (and ``data_format="channels_last"`` norms) becomes
+    ``DyT(C)``; recognised channels-first variants (``LayerNorm2d``,
+    ``data_format="channels_first"``) become ``DyT(C, channels_last=False)``. DyT gets a bias
+    when the LayerNorm had one, and the norm's device and dtype (a norm without a weight: those
+    of the nearest floating parameter or buffer its ancestors hold directly, else torch's
+    defaults). The norm's own weights are not copied (DyT starts from its own
+    initialisation). Returns ``module`` (or the new DyT when ``module`` itself is a norm).
+
+    Left as they are, and named in a ``UserWarning``: recognised norms with more computation
+    than the norm (child modules, such as timm's ``LayerNormAct2d`` or a gated RMSNorm; an
+    ``nn.LayerNorm`` subclass with a forward of its own), and RMSNorm-style modules without a
+    weight (their width is unknown). Nothing is replaced unless every replacement can be
+    made: a norm DyT cannot stand for (normalising over several dimensions, non-float
+    parameters, an ``alpha_init`` function's bad value) raises before the model is changed.
 
     Reports: the number of modules converted is logged (logger ``tilefuse.nn``, INFO); when
     none was, a ``UserWarning`` says so, and names the RMSNorm-style modules it left when
@@ -238,13 +273,22 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
         _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
     if not isinstance(rmsnorm, bool):
         raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type(rmsnorm).__name__}")
-    replaced, left = {}, {}
-    out = _convert(module, alpha_init, rmsnorm, "", replaced, {}, left)
-    _report(module, replaced, left)
-    return out
+    replaced, left, skipped, visited, assignments = {}, {}, {}, {}, []
+    new_root = _plan(module, alpha_init, rmsnorm, "", None, replaced, visited, left, skipped, assignments)
+    # Every DyT is made (and every check passed): only now is the model changed.
+    for parent, child_name, new in assignments:
+        setattr(parent, child_name, new)
+    for visited_module in visited.values():
+        _keep_off_native_fast_path(visited_module)
+    _report(module, replaced, left, skipped)
+    return new_root
 
 
-def _report(module: nn.Module, replaced: dict, left: dict) -> None:
+def _report(module: nn.Module, replaced: dict, left: dict, skipped: dict) -> None:
+    if skipped:
+        warnings.warn("convert_layernorm_to_dyt: left " + "; ".join(
+            f"{name or 'the module'} ({type(m).__name__}): {why}" for name, (m, why) in sorted(skipped.items()))
+            + ": a DyT in its place would drop its other computation or has no width", UserWarning, stacklevel=3)
     kinds: dict[str, int] = {}
     for norm, _ in replaced.values():
         kind = _norm_kind(norm)
@@ -275,14 +319,24 @@ def _keep_off_native_fast_path(module: nn.Module) -> None:
         module.use_nested_tensor = False
 
 
-def _convert(module: nn.Module, alpha_init, rmsnorm: bool, name: str, replaced: dict, visited: dict,
-             left: dict) -> nn.Module:
-    """``module`` converted: its DyT when it is a norm to convert (one per norm object, from
-    ``replaced``), else ``module`` with its children converted (once per module object:
-    ``visited``; RMSNorm-style modules not converted are collected in ``left``). The children
-    are walked through ``_modules``, not ``named_children()``, which yields a module
-    registered under several names only once and so would leave its other registrations
-    unconverted."""
+def _floating_tensor(module: nn.Module) -> torch.Tensor | None:
+    """A floating parameter or buffer ``module`` holds itself (not its children's), or None."""
+    for t in (*module._parameters.values(), *module._buffers.values()):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            return t
+    return None
+
+
+def _plan(module: nn.Module, alpha_init, rmsnorm: bool, name: str, near, replaced: dict, visited: dict,
+          left: dict, skipped: dict, assignments: list) -> nn.Module:
+    """What ``module`` becomes, changing nothing: its DyT when it is a norm to convert (one per
+    norm object, from ``replaced``), else ``module``, with the replacements of its children
+    appended to ``assignments`` as (parent, name, new) (each module walked once:
+    ``visited``; RMSNorm-style modules not converted go to ``left``, recognised norms left by
+    ``_unconvertible`` to ``skipped``). ``near``: the nearest floating tensor of the
+    ancestors, for a norm without a weight. The children are walked through ``_modules``, not
+    ``named_children()``, which yields a module registered under several names only once and
+    so would leave its other registrations unconverted."""
     # Keyed by id (a module class may define __eq__/__hash__); the values keep the modules
     # alive, so an id is never reused during the walk.
     kind = _norm_kind(module)
@@ -290,18 +344,22 @@ def _convert(module: nn.Module, alpha_init, rmsnorm: bool, name: str, replaced: 
         left[id(module)] = module
         return module
     if kind is not None:
+        why = _unconvertible(module, kind)
+        if why is not None:
+            skipped[name] = (module, why)
+            return module
         if id(module) not in replaced:
-            replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name))
+            replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name, near))
         return replaced[id(module)][1]
     if id(module) in visited:
         return module
     visited[id(module)] = module
+    near = _floating_tensor(module) if _floating_tensor(module) is not None else near
     for child_name, child in list(module._modules.items()):
         if child is None:
             continue
-        new = _convert(child, alpha_init, rmsnorm, f"{name}.{child_name}" if name else child_name, replaced,
-                       visited, left)
+        new = _plan(child, alpha_init, rmsnorm, f"{name}.{child_name}" if name else child_name, near, replaced,
+                    visited, left, skipped, assignments)
         if new is not child:
-            setattr(module, child_name, new)
-    _keep_off_native_fast_path(module)
+            assignments.append((module, child_name, new))
     return module

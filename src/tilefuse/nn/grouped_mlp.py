@@ -8,7 +8,9 @@ import warnings
 import torch
 from torch import nn
 
-from ..ops.grouped_glu_mlp.validate import check_activation, check_glu_interleave, check_recipe, check_recipe_shapes
+from ..ops.grouped_glu_mlp.validate import (FLOAT_DTYPES, check_activation, check_glu_interleave, check_recipe,
+                                            check_recipe_shapes)
+from ..utils import check_dtype_arg
 
 GLU_LAYOUTS = ("interleaved", "halves")
 DEFAULT_GLU_INTERLEAVE = 32
@@ -43,10 +45,12 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tupl
     return "interleaved", glu_interleave
 
 
-def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe) -> int | None:
+def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe, dtype=None) -> int | None:
     """The constructor checks GroupedGLUMLP and HFGroupedGLUExperts share. ``sizes``: ((name,
     value) of E, H, F): positive ints; then the activation, the GLU layout (returns the
-    op's glu_interleave: None for halves) and the recipe with its block rule on H and F."""
+    op's glu_interleave: None for halves), the recipe with its block rule on H and F, and the
+    parameters' dtype (None or one grouped_glu_mlp takes)."""
+    check_dtype_arg(where, dtype, FLOAT_DTYPES)
     for name, value in sizes:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
@@ -142,7 +146,8 @@ class GroupedGLUMLP(nn.Module):
         super().__init__()
         glu_interleave = check_expert_args(
             "GroupedGLUMLP", (("num_experts", num_experts), ("hidden_size", hidden_size),
-                              ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave, recipe)
+                              ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave, recipe,
+            dtype)
         if not isinstance(bias, bool):
             raise TypeError(f"GroupedGLUMLP: bias must be a bool, got {type(bias).__name__}")
         self.num_experts, self.hidden_size, self.ffn_hidden_size = num_experts, hidden_size, ffn_hidden_size

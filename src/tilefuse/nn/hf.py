@@ -78,7 +78,7 @@ class HFGroupedGLUExperts(nn.Module):
         super().__init__()
         self.glu_interleave = check_expert_args(
             _WHERE, (("num_experts", num_experts), ("hidden_dim", hidden_dim), ("intermediate_dim", intermediate_dim)),
-            activation, glu_layout, glu_interleave, recipe)
+            activation, glu_layout, glu_interleave, recipe, dtype)
         self.num_experts, self.hidden_dim, self.intermediate_dim = num_experts, hidden_dim, intermediate_dim
         self.activation, self.recipe = activation, recipe
         factory = {"device": device, "dtype": dtype}
@@ -112,8 +112,10 @@ class HFGroupedGLUExperts(nn.Module):
 
         # (token, slot) pairs sorted by expert (stable: a token's rows keep their slot order).
         expert_ids, order = torch.sort(top_k_index.reshape(-1), stable=True)
-        torch._assert_async((expert_ids[:1] >= 0).all(),
-                            "HFGroupedGLUExperts: top_k_index must be >= 0 (E marks a dropped slot)")
+        # ids in [0, E] (sorted: the first and the last decide); one past E is a routing bug,
+        # not a dropped slot (HF's own experts raise for it)
+        torch._assert_async((expert_ids[:1] >= 0).all() & (expert_ids[-1:] <= n_experts).all(),
+                            "HFGroupedGLUExperts: top_k_index must be in [0, E] (E marks a dropped slot)")
         kept = expert_ids < n_experts
         # Dropped slots (id E, sorted last) join the last expert with weight 0: the counts then
         # sum to T*K with no host read. ends[e] = number of ids <= e.

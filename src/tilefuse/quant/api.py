@@ -130,8 +130,9 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
     Args:
         x: (rows, K) float32/bfloat16/float16, K a multiple of 16; any strides.
         amax: float32-convertible one-element tensor on x's device (e.g. a per-expert amax
-            computed elsewhere), or None to compute amax(|x|) here (two extra launches). Used as
-            given: it should bound |x| (|transformed x| with ``rht``); larger values saturate.
+            computed elsewhere), or None to compute amax(|x|) here (two extra launches). Its
+            magnitude is used (a negative amax as its absolute value): it should bound |x|
+            (|transformed x| with ``rht``); larger values saturate.
         block_2d: 16x16 scaling blocks (weights); a partial last row block takes the amax of
             the rows it has.
         rht: quantize the 16-point random Hadamard transform of x along K
@@ -166,7 +167,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
             raise ValueError(f"{fn}: amax must have exactly one element, got shape {tuple(amax.shape)}")
         if amax.device != x.device:
             raise ValueError(f"{fn}: amax is on {amax.device} but x is on {x.device}")
-        amax = amax.detach().to(torch.float32).reshape(()).contiguous()
+        amax = amax.detach().to(torch.float32).reshape(()).abs()   # a new tensor: the caller's is untouched
     if stochastic_bits is not None:
         if not isinstance(stochastic_bits, torch.Tensor):
             raise TypeError(f"{fn}: stochastic_bits must be a torch.Tensor or None, "
