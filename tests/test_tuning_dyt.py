@@ -146,7 +146,7 @@ def test_parallel_sweep_one_process_per_device_merges_into_one_table():
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE     # M32-N16-w2-p1 is bwd only
 
 
-def _rank_main(rank, world, init_file, tmp):
+def _rank_main(rank, world, init_file, tmp, record=True):
     os.environ["TILEFUSE_CACHE_DIR"] = os.path.join(tmp, f"cache{rank}")   # separate local files
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                                          world_size=world)
@@ -156,7 +156,7 @@ def _rank_main(rank, world, init_file, tmp):
                                             "programs_per_sm": 8, "prefetch": False}
         table.record("dyt", {"bwd-M32-N16-x4": {"winner": local}})
         results = tuning.tune(TinyDyT(16), torch.randn(4, 8, 16), timer=FakeTimer("M32-N16-w2-p4", 0.8),
-                              rounds=2, progress=False, device="cpu")
+                              rounds=2, progress=False, device="cpu", record=record)
         entry = lambda key: str(getattr(tuning.get_entry("dyt", key), "name", tuning.get_entry("dyt", key)))
         with open(os.path.join(tmp, f"rank{rank}.json"), "w") as f:
             json.dump({"swept": [r.key for r in results], "fwd": entry("fwd-M32-N16-x4"),
@@ -165,9 +165,12 @@ def _rank_main(rank, world, init_file, tmp):
         torch.distributed.destroy_process_group()
 
 
-def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path):
+@pytest.mark.parametrize("record", [True, False], ids=["record", "no-record"])
+def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path, record):
+    """Rank 0's decisions reach every rank's table; with record=False no rank's table changes
+    (as in one process): each keeps its own file's entries and the swept key stays absent."""
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_rank_main, args=(r, 2, str(tmp_path / "init"), str(tmp_path)))
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, str(tmp_path / "init"), str(tmp_path), record))
              for r in range(2)]
     for p in procs:
         p.start()
@@ -176,5 +179,9 @@ def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path):
         assert p.exitcode == 0
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["swept"] == ["fwd-M32-N16-x4"] and ranks[1]["swept"] == []
+    if not record:
+        assert [r["fwd"] for r in ranks] == ["None", "None"]
+        assert ranks[0]["bwd"] == BASELINE and ranks[1]["bwd"] == "M32-N16-w2-p8"   # each its own file's
+        return
     for r in ranks:
         assert r["fwd"] == "M32-N16-w2-p4" and r["bwd"] == BASELINE

@@ -352,6 +352,22 @@ def fake_family():
     tuning.reload()
 
 
+def test_unregister_family_forgets_its_lookups_and_registrations(fake_family):
+    """After unregister_family no lookup of the family answers from the memo (it is unknown
+    again) and its runtime registrations are gone when it comes back."""
+    good = {"tile": 32, "scale": 2, "mode": None, "fused": False}
+    tuning.register(fake_family, {"n1": good})
+    problem = FakeFamily().problem_for_key("n1")
+    assert tuning.lookup_config(fake_family, problem) == FakeConfig(32, 2, None, False)   # memoised
+    generation = tuning.table.generation()
+    tuning.unregister_family(fake_family)
+    assert tuning.table.generation() > generation
+    with pytest.raises(ValueError, match="robustness_fake"):
+        tuning.lookup_config(fake_family, problem)
+    tuning.register_family(FakeFamily())
+    assert tuning.lookup_config(fake_family, problem) is None and tuning.get_entry(fake_family, "n1") is None
+
+
 def test_the_generic_type_check_follows_the_dataclass_annotations(fake_family):
     good = {"tile": 32, "scale": 2, "mode": None, "fused": False}      # an int is a float
     tuning.register(fake_family, {"n1": good, "n2": {**good, "scale": 0.5, "mode": "x"}})
@@ -521,3 +537,23 @@ def test_every_entry_point_names_a_bad_family_key_or_problem():
         with pytest.raises(kind, match=message):
             call()
     assert tuning.get_entry("dyt", PROBLEM) is None and tuning.get_entry("dyt", KEY) is None
+
+
+def test_the_cache_fingerprint_hashes_what_a_measurement_depends_on():
+    """Each shipped family's source_files (store.kernel_source_hash: a change starts a fresh
+    cache file) exist and hold its kernels, launch, tune (candidates, tolerances) and the
+    shared modules its launches go through; grouped_glu_mlp's also the quantizers its
+    recipes run."""
+    from pathlib import Path
+    from tilefuse.tuning import get_family
+    from tilefuse.tuning.store import BUILTIN_FAMILIES
+    for name in BUILTIN_FAMILIES:
+        files = [Path(p) for p in get_family(name).source_files]
+        assert all(p.is_file() for p in files), name
+        names = {f"{p.parent.name}/{p.name}" for p in files}
+        op = {"dyt": "dyt", "so2_mixing_stack": "so2_mixing_stack", "grouped_glu_mlp": "grouped_glu_mlp"}[name]
+        assert {f"{op}/kernels.py", f"{op}/launch.py", f"{op}/tune.py", "ops/triton_common.py"} <= names, name
+    grouped = {f"{Path(p).parent.name}/{Path(p).name}" for p in get_family("grouped_glu_mlp").source_files}
+    assert {"quant/kernels.py", "quant/launch.py", "grouped_glu_mlp/recipes.py"} <= grouped
+    assert "so2_mixing_stack/compose.py" in {f"{Path(p).parent.name}/{Path(p).name}"
+                                             for p in get_family("so2_mixing_stack").source_files}

@@ -207,6 +207,26 @@ def test_export_builtin_round_trip(tmp_path):
     assert tuning.lookup_config("dyt", PROBLEM) == A
 
 
+def test_export_builtin_keeps_the_shipped_entries_the_cache_does_not_hold(tmp_path):
+    """A sweep skips the keys the shipped table covers, so the cache holds only what it swept:
+    the export merges it over the shipped entries (the cache's win) instead of dropping them."""
+    write_builtin({KEY: raw(BASELINE), "bwd-M64-N32-x4": raw(A)})
+    tuning.reload()
+    table.record("dyt", {KEY: raw(A)})
+    path = table.export_builtin(tmp_path)
+    families = json.loads(path.read_text())["families"]
+    assert set(families["dyt"]) == {KEY, "bwd-M64-N32-x4"}
+    assert families["dyt"][KEY]["winner"] != BASELINE and families["dyt"]["bwd-M64-N32-x4"]["winner"] != BASELINE
+
+
+def test_export_builtin_refuses_an_empty_folder_argument(capsys):
+    """``--export-builtin ""`` (an unset shell variable) is an error, not a full sweep."""
+    from tilefuse.tuning import command
+    with pytest.raises(SystemExit) as exc:
+        command.main(["--export-builtin", ""])
+    assert exc.value.code == 2 and "--export-builtin needs a folder" in capsys.readouterr().err
+
+
 def _writer(cache_dir, rank, n, barrier):
     os.environ["TILEFUSE_CACHE_DIR"] = cache_dir
     from tilefuse.tuning import table as child_table

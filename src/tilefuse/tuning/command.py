@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.show:
         print(format_table())
         return 0
-    if args.export_builtin:
+    if args.export_builtin is not None:
+        if not args.export_builtin.strip():
+            parser.error("--export-builtin needs a folder (got an empty one)")
         print(f"wrote {table.export_builtin(args.export_builtin)}")
         return 0
     if args.rounds < 1:

@@ -294,9 +294,12 @@ def register_family(family: TuningFamily) -> None:
 
 
 def unregister_family(name: str) -> None:
-    """Forget a family registered with ``register_family`` (built-ins reload on demand)."""
+    """Forget a family registered with ``register_family`` (built-ins reload on demand), and
+    with it every lookup made under it (the table's memo, its runtime registrations)."""
     _check_name(name, "unregister_family: name")
     _families.pop(name, None)
+    from . import table   # table imports this module
+    table.forget_family(name)
 
 
 def _check_name(name, what: str) -> None:

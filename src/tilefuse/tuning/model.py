@@ -116,7 +116,8 @@ def _sweep_distributed(seen: dict, force: bool, options: dict):
             winners.update({(family, key): winner for family, key, winner in swept})
         final = [winners]
     dist.broadcast_object_list(final, src=0)
-    for (family, key), winner in final[0].items():
-        table.register(family, {key: winner})
+    if options["record"]:   # record=False changes no table, as in one process
+        for (family, key), winner in final[0].items():
+            table.register(family, {key: winner})
     errors = [SweepError(message) for _, messages in gathered for message in messages]
     return results, errors

@@ -99,7 +99,7 @@ def kernel_source_hash() -> str:
     digest = hashlib.sha256()
     for name in sorted(BUILTIN_FAMILIES):
         for path in get_family(name).source_files:
-            digest.update(f"{name}/{Path(path).name}\0".encode())
+            digest.update(f"{name}/{Path(path).parent.name}/{Path(path).name}\0".encode())
             digest.update(Path(path).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -314,15 +314,26 @@ def record(family: str, updates: dict[str, dict], device_index: int | None = Non
 
 
 def export_builtin(dest_dir, device_index: int | None = None) -> Path:
-    """Write the entries this machine measured (its cache file) as the built-in table for
-    its GPU, ``<dest_dir>/<gpu>-<capability>.json``; returns the path. Copy the file into
-    ``tilefuse/tuning/builtin/`` to ship it."""
+    """Write this GPU's built-in table, ``<dest_dir>/<gpu>-<capability>.json``: the shipped
+    built-in table's entries with the ones this machine measured (its cache file) over them;
+    returns the path. Exported into ``tilefuse/tuning/builtin/`` it replaces the shipped file,
+    keeping every key the cache does not hold (a sweep skips the keys the shipped table
+    covers, so the cache alone would drop them)."""
     table = _table(device_index, "export_builtin: device_index")
     raw = {family: {key: store.raw_entry(family, entry) for key, entry in layer.items()}
-           for family, layer in table.cached.items()}
+           for family, layer in table.builtin.items()}
+    for family, layer in table.cached.items():
+        raw.setdefault(family, {}).update({key: store.raw_entry(family, entry) for key, entry in layer.items()})
     path = Path(dest_dir) / store.builtin_name(table.fingerprint)
     store.write_document(path, table.fingerprint, raw)
     return path
+
+
+def forget_family(name: str) -> None:
+    """family.unregister_family's part here: drop the family's runtime registrations and every
+    memoised lookup (the generation moves on)."""
+    _runtime.pop(name, None)
+    _invalidate()
 
 
 def reload() -> None:

@@ -83,7 +83,11 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, tol: torch.Tenso
 class DyTFamily(TuningFamily):
     name = "dyt"
     config_class = DyTConfig
-    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py")
+    # What a measurement depends on (the cache file's fingerprint, store.kernel_source_hash):
+    # the kernels and their launch, the candidates, the dispatch and the references the sweep
+    # checks against.
+    source_files = (_HERE / "kernels.py", _HERE / "configs.py", _HERE / "launch.py", _HERE / "plan.py",
+                    _HERE / "tune.py", _HERE / "reference.py", _HERE.parent / "triton_common.py")
 
     def key(self, problem: DyTProblem) -> str:
         return key_of(problem)

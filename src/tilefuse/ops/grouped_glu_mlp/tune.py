@@ -170,8 +170,14 @@ def _ws_runs_here() -> bool:
 class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
+    # What a measurement depends on (the cache file's fingerprint, store.kernel_source_hash):
+    # the kernels and their launch (the recipes' quantizers included), the routes, streams
+    # and plans, the candidates and tolerances, and the reference.
     source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
-                    _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py", _HERE / "ws_rows.py")
+                    _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py", _HERE / "ws_rows.py",
+                    _HERE / "recipes.py", _HERE / "streams.py", _HERE / "plan.py", _HERE / "op.py", _HERE / "tune.py",
+                    _HERE / "reference.py", _HERE.parent / "triton_common.py", _HERE.parent / "gluon_hopper.py",
+                    _HERE.parent.parent / "quant" / "kernels.py", _HERE.parent.parent / "quant" / "launch.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"

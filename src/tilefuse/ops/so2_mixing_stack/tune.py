@@ -213,7 +213,12 @@ def _wgmma_runs_here() -> bool:
 class So2Family(TuningFamily):
     name = "so2_mixing_stack"
     config_class = So2Config
-    source_files = (_HERE / "kernels.py", _HERE / "wgmma_kernels.py", _HERE / "configs.py", _HERE / "launch.py")
+    # What a measurement depends on (the cache file's fingerprint, store.kernel_source_hash):
+    # the kernels and their launch, the composition route, the candidates, tolerances and
+    # level-3 validation, and the reference it validates against.
+    source_files = (_HERE / "kernels.py", _HERE / "wgmma_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
+                    _HERE / "compose.py", _HERE / "tune.py", _HERE / "reference.py", _HERE / "op.py",
+                    _HERE.parent / "triton_common.py", _HERE.parent / "gluon_hopper.py")
 
     def key(self, problem: So2Problem) -> str:
         return key_of(problem)
