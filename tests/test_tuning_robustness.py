@@ -557,3 +557,17 @@ def test_the_cache_fingerprint_hashes_what_a_measurement_depends_on():
     assert {"quant/kernels.py", "quant/launch.py", "grouped_glu_mlp/recipes.py"} <= grouped
     assert "so2_mixing_stack/compose.py" in {f"{Path(p).parent.name}/{Path(p).name}"
                                              for p in get_family("so2_mixing_stack").source_files}
+
+
+def test_keys_not_written_as_the_family_writes_them_are_refused():
+    """A key that parses but is not the family's form (leading zeros; a grouped token count
+    that is not a power-of-two bucket) would hold an entry no call ever looks up: register
+    refuses it by name, and is_covered too."""
+    good = {"block_m": 64, "block_n": 32, "num_warps": 4, "programs_per_sm": 4}
+    for family, key in (("dyt", "fwd-M064-N32-x4"), ("so2_mixing_stack", "L03-C32-x4"),
+                        ("grouped_glu_mlp", "H2048-F1408-E64-x2-T100-swiglu-s32")):
+        with pytest.raises(ValueError, match="key"):
+            tuning.is_covered(family, key)
+    with pytest.raises(ValueError, match="as the family writes it"):
+        tuning.register("dyt", {"fwd-M064-N32-x4": good})
+    assert tuning.get_entry("dyt", "fwd-M64-N32-x4") is None

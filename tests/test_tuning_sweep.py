@@ -161,6 +161,23 @@ def test_winner_is_recorded_and_served():
     assert measured["speedup"] == 1.25 and measured["timed"] == 2 and measured["rejected"] == 0
 
 
+def test_an_unwritable_table_is_a_key_error_and_the_run_goes_on(tmp_path, monkeypatch):
+    """A cache folder that cannot be written (here: under a regular file) makes the key a
+    SweepError naming the winner; sweep_each collects it and sweeps the next key."""
+    from tilefuse.tuning import runner
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(blocker / "cache"))
+    tuning.reload()
+    family([Config(16), Config(32)])
+    with pytest.raises(SweepError, match=r"n16: swept \(winner t16\) but the table file could not be written"):
+        sweep({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
+    timer = FakeTimer({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
+    results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu", timer=timer,
+                                        rounds=2, progress=False)
+    assert results == [] and len(errors) == 2 and all("could not be written" in str(e) for e in errors)
+
+
 @pytest.mark.parametrize("when", ["raise", "raise-when-timed"])
 def test_non_resource_exception_aborts_the_key_and_records_nothing(when):
     family([Config(16), Config(32), Config(128)], {"t32": when})

@@ -79,6 +79,16 @@ class TuningFamily(abc.ABC):
         """A representative problem of ``key`` (``key(problem_for_key(k)) == k``).
         Raises ValueError when ``key`` is not a key of this family."""
 
+    def check_key(self, key: str):
+        """``problem_for_key(key)``, and ValueError unless ``key`` is written as the family
+        writes it (``key(problem_for_key(key)) == key``): a key with leading zeros, say,
+        parses but no call ever looks it up, so an entry under it would never run."""
+        problem = self.problem_for_key(key)
+        canonical = self.key(problem)
+        if canonical != key:
+            raise ValueError(f"{key!r} is not a {self.name} key as the family writes it ({canonical!r})")
+        return problem
+
     # --- configs ----------------------------------------------------------------------
     #: The family's config dataclass, stored field by field by the two methods below
     #: (a family whose configs are not such a dataclass overrides them).
@@ -189,7 +199,7 @@ def resolve_key(family: TuningFamily, key_or_problem, what: str) -> tuple[str, A
     of the family, TypeError for anything that is neither; both name ``what``, the argument."""
     if isinstance(key_or_problem, str):
         try:
-            return key_or_problem, family.problem_for_key(key_or_problem)
+            return key_or_problem, family.check_key(key_or_problem)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{what}: {exc}") from None
     try:

@@ -200,7 +200,7 @@ def parse_entry(family_name: str, key: str, raw, where: str | None = None) -> En
     family = get_family(family_name)
     if not isinstance(key, str):
         raise TypeError(f"a key is a str, got {_brief(key)} ({type(key).__name__})")
-    family.problem_for_key(key)   # ValueError for a key this family cannot produce
+    family.check_key(key)   # ValueError for a key this family cannot produce, or not as it writes it
     if not isinstance(raw, dict) or not set(raw) <= _ENTRY_FIELDS or "winner" not in raw:
         raise ValueError(f"an entry is an object with 'winner' and optional 'measured', got {_brief(raw)}")
     measured, problems = _check_measured(raw.get("measured", {}))

@@ -315,7 +315,8 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
 
     Runs at level >= 2 (the level that consults the table). Raises ``SweepError`` (and
     records nothing) when the key cannot be swept honestly: kernels cannot run on the device,
-    a choice did not engage, the baseline failed, or a candidate raised a non-resource error.
+    a choice did not engage, the baseline failed, or a candidate raised a non-resource error;
+    also when ``record`` could not write the table file (the error says what won).
     """
     fam = family_argument(family, "sweep_key")
     problem = resolve_key(fam, key_or_problem, "sweep_key: key_or_problem")[1]
@@ -331,5 +332,9 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
             timer = CudaTimer(device)
         result = _Sweep(fam, problem, device, timer, rounds, seed).run(progress)
     if record:
-        table.record(fam.name, {result.key: result.entry()}, _device_index(device))
+        try:
+            table.record(fam.name, {result.key: result.entry()}, _device_index(device))
+        except OSError as exc:   # an unwritable cache folder, a lock held too long (filelock.Timeout)
+            raise SweepError(f"{fam.name} {result.key}: swept (winner {fam.describe(result.winner)}) but the table "
+                             f"file could not be written, so nothing was recorded: {exc}") from exc
     return result

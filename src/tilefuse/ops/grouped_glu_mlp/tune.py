@@ -187,6 +187,8 @@ class GroupedFamily(TuningFamily):
         m = _KEY.fullmatch(key) if isinstance(key, str) else None
         if m is None or int(m[4]) not in _SWEEP_DTYPE:
             raise ValueError(f"not a grouped_glu_mlp key: {key!r} (e.g. 'H2048-F1408-E64-x2-T32768-swiglu-s32')")
+        if next_power_of_2(int(m[5])) != int(m[5]):
+            raise ValueError(f"not a grouped_glu_mlp key: {key!r}: T is a power-of-two bucket (GroupedProblem.of)")
         return GroupedProblem(int(m[5]), int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[6], int(m[7]),
                               m[8] is not None, m[9] or "")
 
