@@ -218,3 +218,13 @@ def test_sdist_contains_what_its_tests_import(tmp_path):
     missing = [p for p in needed if p not in names]
     assert not missing, missing
     assert not [n for n in names if "__pycache__" in n]
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_out_that_is_a_file_is_one_line_not_a_traceback(command, tmp_path, capsys):
+    path = tmp_path / "a-file"
+    path.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--out", str(path)])
+    assert exc.value.code == 2 and "exists and is not a folder" in capsys.readouterr().err
+    assert path.read_text() == ""

@@ -100,7 +100,11 @@ def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
             ("fwd-M8192-N8192-x4", "runtime", "baseline")} <= rows
 
     for argv in (["--shape", "64x32"], ["--op", "dyt", "--shape", "64by32"],
-                 ["--op", "dyt", "--shape", "64x32", "--dtype", "int8"], ["--all-defaults", "--dtype", "bf16"]):
+                 ["--op", "dyt", "--shape", "64x32", "--dtype", "int8"], ["--all-defaults", "--dtype", "bf16"],
+                 # options that do not apply to --show / --export-builtin, and device lists no sweep can use
+                 ["--show", "--op", "dyt"], ["--show", "--rounds", "1"], ["--export-builtin", "/tmp/x", "--dry-run"],
+                 ["--export-builtin", "/tmp/x", "--force"], ["--all-defaults", "--devices", "-1"],
+                 ["--all-defaults", "--devices", "0,0"]):
         with pytest.raises(SystemExit) as exc:
             command.main(argv)
         assert exc.value.code == 2

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 # The description `tilefuse --help` prints (plain text, unlike the docstring).
 DESCRIPTION = ("tilefuse: fused Triton GPU kernels for PyTorch. Commands: check (verify and benchmark, "
@@ -121,7 +122,11 @@ def main(argv=None) -> int:
         # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
         from .tuning.command import main as tune_main
         return tune_main(argv[1:])
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    out = getattr(args, "out", None)
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        parser.error(f"--out {out}: exists and is not a folder (the report is written into a folder)")
     return args.func(args)
 
 if __name__ == "__main__":

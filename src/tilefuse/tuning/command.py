@@ -85,6 +85,9 @@ def _devices(args, parser) -> list[str]:
         indices = [int(i) for i in args.devices.split(",")]
     except ValueError:
         parser.error(f"--devices is a comma-separated list of device indices, got {args.devices!r}")
+    if any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+        parser.error(f"--devices takes distinct non-negative device indices (two workers on one GPU would "
+                     f"time each other's kernels), got {args.devices!r}")
     return [f"cuda:{i}" for i in indices]
 
 
@@ -104,6 +107,14 @@ def _gpu_missing(devices: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.show or args.export_builtin is not None:
+        given = [flag for flag, value in (("--op", args.op), ("--dtype", args.dtype), ("--pass", args.pass_),
+                                          ("--force", args.force), ("--devices", args.devices),
+                                          ("--dry-run", args.dry_run), ("--rounds", args.rounds != ROUNDS))
+                 if value]
+        if given:
+            parser.error(f"{' '.join(given)} do(es) not apply to "
+                         f"{'--show' if args.show else '--export-builtin'} (it sweeps nothing)")
     if args.show:
         print(format_table())
         return 0
