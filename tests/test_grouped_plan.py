@@ -7,6 +7,7 @@ the cache or memory; bad arguments raise as before. On the CPU the plans run the
 Triton's interpreter (ws_rows declines there: torch._grouped_mm); on a Hopper GPU through the
 Gluon kernels and their direct launches (ws_rows.Prepared)."""
 
+import numpy
 import pytest
 import torch
 
@@ -151,6 +152,26 @@ def test_bad_arguments_raise_as_before_planned_or_not(device, fresh_plans):
         grouped_glu_mlp(*args, glu_interleave=7)
     with pytest.raises((TypeError, ValueError), match="glu_interleave"):
         grouped_glu_mlp(*args, glu_interleave=[32])        # unhashable: no key, validate names it
+    # values equal to a cached plan's but of another type are checked, not served from it
+    for bad in (32.0, numpy.int64(32)):
+        with pytest.raises(TypeError, match="glu_interleave"):
+            grouped_glu_mlp(*args, glu_interleave=bad)
+    grouped_glu_mlp(*args, glu_interleave=1)
+    with pytest.raises(TypeError, match="glu_interleave"):
+        grouped_glu_mlp(*args, glu_interleave=True)
+
+
+def test_a_plan_cache_limit_of_zero_turns_caching_off(device, fresh_plans, monkeypatch):
+    from tilefuse.ops.dyt import plan as dyt_plans
+    monkeypatch.setattr(dyt_plans, "MAX_PLANS", 0)
+    monkeypatch.setattr(plans, "MAX_PLANS", 0)
+    dyt_plans.clear()
+    x = torch.randn(4, 8, device=device)
+    y = tilefuse.dyt(x, torch.ones(1, device=device), torch.ones(8, device=device))
+    assert y.shape == x.shape and dyt_plans.cache_size() == 0
+    i = _inputs(device)
+    grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+    assert plans.cache_size() == 0
 
 
 def test_misaligned_inputs_take_the_unplanned_path(device, fresh_plans, monkeypatch):
@@ -240,6 +261,56 @@ def test_the_side_stream_is_cuda_only():
     """streams.side_stream: no second stream for tensors off CUDA (the interpreter's paths run
     everything in order on the caller's stream)."""
     assert streams.side_stream(torch.zeros(1)) is None
+
+
+def _raise_oom(*args, **kwargs):
+    raise torch.OutOfMemoryError("dgrad")
+
+
+@pytest.mark.parametrize("route", ["kernels", "compose"])
+def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeypatch):
+    """An error after the weight gradient's fork (an OOM in a dgrad, say) still makes the
+    caller's stream wait for the side stream (streams.joined) before dw2, which the side work
+    writes, can go back to the allocator; and the error is the one raised. Streams faked: the
+    fork runs its work and logs, the join logs."""
+    from tilefuse.ops.grouped_glu_mlp import launch
+    log, side = [], object()
+    monkeypatch.setattr(streams, "side_stream", lambda t, priority=0: side)
+    monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork"), fn())[1])
+    monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
+    i = random_inputs([5, 0, 7], 32, 32, torch.bfloat16, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(0))
+    args = (i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None)
+    if route == "kernels":
+        cfg = configs.heuristic("bwd", 2)
+        y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 16,
+                                 config=cfg)
+        monkeypatch.setattr(launch, "_gemm", _raise_oom)
+        with pytest.raises(torch.OutOfMemoryError, match="dgrad"):
+            launch.backward(*args, z, h, "swiglu", 16, config=cfg)
+    else:
+        y, z, h, ends = compose.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 16)
+        monkeypatch.setattr(compose, "_rows_gemm", _raise_oom)
+        dy, x, counts, probs, w1, w2, b1, b2 = args
+        with pytest.raises(torch.OutOfMemoryError, match="dgrad"):
+            compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 16, 128, 3)
+    assert log == ["fork", "join"], log
+
+
+def test_joined_joins_once_and_keeps_the_error_when_the_join_fails(monkeypatch):
+    log = []
+    monkeypatch.setattr(streams, "join", lambda s, device: log.append("join"))
+    with streams.joined("side", "cuda"):
+        pass
+    assert log == ["join"]
+
+    def broken(s, device):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(streams, "join", broken)
+    with pytest.raises(ValueError, match="the first error"):
+        with streams.joined("side", "cuda"):
+            raise ValueError("the first error")
 
 
 @pytest.mark.gpu

@@ -19,8 +19,11 @@ class PlanCache:
         self.get = self._plans.get
 
     def store(self, key, plan: Any) -> None:
+        limit = self._limit()
+        if limit <= 0:   # caching off
+            return
         with self._lock:
-            if len(self._plans) >= self._limit():
+            while len(self._plans) >= limit:
                 del self._plans[next(iter(self._plans))]
             self._plans[key] = plan
 

@@ -305,18 +305,24 @@ class ForwardPlan:
         return x.shape[0] > 0 and 0 < counts.shape[0] <= MAX_ENDS_EXPERTS
 
     def _build(self, x, counts, probs, w1, w2, b1, z, h, y):
+        """The rows launches, made in locals and published fc1 last: ``run`` builds while fc1 is
+        None and reads fc1_glu and fc2 after fc1, so a thread running the plan while another
+        builds it sees None (and builds too) or the whole build, never an fc1 with a GLU
+        epilogue before fc1_glu says so (which would run it without h, probs and b1)."""
         from . import ws_rows
         block_n, stages = self.rows
-        self.fc1 = self.fc2 = False
-        if not block_n:
-            return
-        glu = (h, probs, b1, ACTIVATIONS[self.activation], self.interleave)
-        self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages,
-                                   glu=glu) if self.rows_glu else None
-        self.fc1_glu = self.fc1 is not None
-        if self.fc1 is None:
-            self.fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages) or False
-        self.fc2 = ws_rows.prepare(h, w2, y, counts, rows=True, block_n=block_n, stages=stages) or False
+        fc1 = fc2 = False
+        fc1_glu = False
+        if block_n:
+            glu = (h, probs, b1, ACTIVATIONS[self.activation], self.interleave)
+            fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages,
+                                  glu=glu) if self.rows_glu else None
+            fc1_glu = fc1 is not None
+            if fc1 is None:
+                fc1 = ws_rows.prepare(x, w1, z, counts, rows=True, block_n=block_n, stages=stages) or False
+            fc2 = ws_rows.prepare(h, w2, y, counts, rows=True, block_n=block_n, stages=stages) or False
+        self.fc1_glu, self.fc2 = fc1_glu, fc2
+        self.fc1 = fc1
 
     def run(self, x, counts, probs, w1, w2, b1, b2):
         """(y, z, h, ends) of ``forward`` for tensors of the plan's metadata."""
@@ -426,14 +432,14 @@ class BackwardPlan:
         T, H, F, E = self.forward.sizes
         launches.record("grouped_mlp_compose_bwd")
         side = streams.side_stream(x) if self.tiles[0] else None   # backward's order and streams
-        dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends), side)
-        dh = self._gemm("dh", dy, w2, (T, F), counts, lambda: torch._grouped_mm(dy, w2, offs=ends))
-        dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
-        dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
-        self._dglu(dh)(dh, z, b1 if b1 is not None else z, ends, probs, dy, b2 if b2 is not None else z, dz, dprobs)
-        dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends), side)
-        dx = self._gemm("dx", dz, w1, (T, H), counts, lambda: torch._grouped_mm(dz, w1, offs=ends))
-        streams.join(side, x.device)
+        with streams.joined(side, x.device):
+            dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends), side)
+            dh = self._gemm("dh", dy, w2, (T, F), counts, lambda: torch._grouped_mm(dy, w2, offs=ends))
+            dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
+            dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
+            self._dglu(dh)(dh, z, b1 if b1 is not None else z, ends, probs, dy, b2 if b2 is not None else z, dz, dprobs)
+            dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends), side)
+            dx = self._gemm("dx", dz, w1, (T, H), counts, lambda: torch._grouped_mm(dz, w1, offs=ends))
         return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy, probs, counts, b1, b2))
 
 
@@ -493,18 +499,18 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     side = streams.side_stream(x) if wgrad_block_m else None
     # dW2 first, on the side stream where it runs in Gluon: dh takes the SMs its last wave
     # leaves idle ("Two streams")
-    dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages, side)
-    dh = _rows_gemm(dy, w2, by_rows=False, **rows_tile)
-    dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
-    dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
-    _launcher(dglu_kernel, glue.num_warps)(
-        (cdiv(T, glue.dglu_block_m),),
-        (dh, z, b1 if b1 is not None else z, ends, probs, dy_summed, b2 if b2 is not None else z, dz, dprobs,
-         T, F, H, E, dh.stride(0), z.stride(0), dz.stride(0), dy_summed.stride(0),
-         b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0),
-        (ACTIVATIONS[activation], glu_interleave or 0, b1 is not None, b2 is not None, glue.dglu_block_m,
-         glue.dglu_block_f, glue.dglu_block_f, E_CHUNK))
-    dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages, side)
-    dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
-    streams.join(side, x.device)
+    with streams.joined(side, x.device):   # joined however it ends (streams.py)
+        dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages, side)
+        dh = _rows_gemm(dy, w2, by_rows=False, **rows_tile)
+        dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
+        dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
+        _launcher(dglu_kernel, glue.num_warps)(
+            (cdiv(T, glue.dglu_block_m),),
+            (dh, z, b1 if b1 is not None else z, ends, probs, dy_summed, b2 if b2 is not None else z, dz, dprobs,
+             T, F, H, E, dh.stride(0), z.stride(0), dz.stride(0), dy_summed.stride(0),
+             b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0),
+            (ACTIVATIONS[activation], glu_interleave or 0, b1 is not None, b2 is not None, glue.dglu_block_m,
+             glue.dglu_block_f, glue.dglu_block_f, E_CHUNK))
+        dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages, side)
+        dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
     return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

@@ -439,29 +439,29 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
             a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
         _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
 
-    streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2))
-    dgrad2_a, dgrad2_b = dy, w2
-    if quantized:
-        dgrad2_a = recipes.quantize_rows(recipe, dy)
-        dgrad2_b = dgrad_weights[1] if dgrad_weights else recipes.quantize_weight(recipe, w2, transpose=True)
-    # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
-    _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
-          b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
-          act=act, interleave=inter, recipe=recipe, dz_rows=dz_rows)
-    dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
-    if b2 is not None:
-        expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
-        dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
-    streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1))
-    dgrad1_a, dgrad1_b = dz, w1
-    if quantized:
-        dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)
-        dgrad1_b = dgrad_weights[0] if dgrad_weights else recipes.quantize_weight(recipe, w1, transpose=True)
-    # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
-    dx = torch.empty((T, H), dtype=x.dtype, device=x.device)   # row-major, whatever x's strides
-    _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,
-          b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0), recipe=recipe)
-    streams.join(side, x.device)
+    with streams.joined(side, x.device):   # dW2, dW1 beside the dgrads; joined however it ends
+        streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2))
+        dgrad2_a, dgrad2_b = dy, w2
+        if quantized:
+            dgrad2_a = recipes.quantize_rows(recipe, dy)
+            dgrad2_b = dgrad_weights[1] if dgrad_weights else recipes.quantize_weight(recipe, w2, transpose=True)
+        # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
+        _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
+              b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
+              act=act, interleave=inter, recipe=recipe, dz_rows=dz_rows)
+        dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
+        if b2 is not None:
+            expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
+            dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
+        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1))
+        dgrad1_a, dgrad1_b = dz, w1
+        if quantized:
+            dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)
+            dgrad1_b = dgrad_weights[0] if dgrad_weights else recipes.quantize_weight(recipe, w1, transpose=True)
+        # FC1 dgrad: dx = dz @ W1_e, B_e(k, n) = W1[e, k, n].
+        dx = torch.empty((T, H), dtype=x.dtype, device=x.device)   # row-major, whatever x's strides
+        _gemm(EPI_STORE, dgrad1_a, dgrad1_b, dx, counts, cfg, K=2 * F, N=H,
+              b_strides=(w1.stride(0), w1.stride(1), w1.stride(2)), ldc=dx.stride(0), recipe=recipe)
     db1, db2 = bias_grads(dz, dy, probs, counts, b1, b2)
     launches.record("grouped_mlp_bwd")
     return dx, dprobs.to(probs.dtype), dw1, dw2, db1, db2

@@ -97,8 +97,11 @@ def lookup(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
     """The plan for these arguments (built, checked and cached on first sight). Raises what
     validate raises for bad arguments."""
     try:
+        # the Python values with their types: True, 1.0 or numpy's 1 equal 1 but are refused by
+        # validate, which a plan cached for 1 would skip
         key = (_meta(x), _meta(counts), _meta(probs), _meta(w1), _meta(w2), _meta(b1), _meta(b2), activation,
-               glu_interleave, recipe, policy.get_level(), table.generation(), _aux(x))
+               activation.__class__, glu_interleave, glu_interleave.__class__, recipe, recipe.__class__,
+               policy.get_level(), table.generation(), _aux(x))
         plan = _plans.get(key)
     except Exception:   # noqa: BLE001  not describable by a key (unhashable arguments, ...): checked below
         key = plan = None

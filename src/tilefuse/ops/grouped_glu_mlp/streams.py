@@ -39,11 +39,14 @@ The rules that keep it safe:
   another stream; the rest of the side stream's allocations are used on it alone;
 - every fork is joined before the function returns (also what CUDA-graph capture requires: the
   fork and the join are captured as graph edges, and the side stream's allocations go to the
-  graph's pool, as every stream of a capture's do).
+  graph's pool, as every stream of a capture's do), also when it returns by an exception
+  (``joined``: the caller-stream tensors the side work writes, a weight gradient, are freed
+  only then).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -106,3 +109,18 @@ def caller_uses(side: torch.cuda.Stream | None, device: torch.device, *tensors: 
         for t in tensors:
             if t is not None:
                 t.record_stream(caller)
+
+
+@contextlib.contextmanager
+def joined(side: torch.cuda.Stream | None, device: torch.device):
+    """A region whose forks onto ``side`` are joined when it ends, however it ends: an exception
+    (an OOM between the fork and the join, say) still makes the caller's stream wait for the
+    side work before the tensors that work writes go back to the allocator; a failure of that
+    wait itself (a broken context) does not hide the exception."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            join(side, device)
+        raise
+    join(side, device)
