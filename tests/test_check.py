@@ -260,6 +260,30 @@ def test_grouped_check_verifies_the_compose_route_and_can_fail_it(monkeypatch, d
     assert rows["fused vs float64 reference"]["ok"] and rows["fused vs unfused composition"]["ok"]
 
 
+def test_grouped_check_verifies_the_op_as_called_and_can_fail_it(monkeypatch, device):
+    """The public call (its call plans and autograd.Functions, not the launchers the other
+    rows call) has its own row per case; a plan off by 1e-3 fails it and nothing else."""
+    import torch
+
+    from tilefuse.check import grouped
+    from tilefuse.ops.grouped_glu_mlp import compose
+
+    def case():
+        return grouped._case([5, 0, 9], 48, 40, "swiglu", 8, True, torch.float32, device, grouped.SMALL)
+
+    path = "as called (compose route) vs float64 reference"
+    assert {r["path"]: r for r in case()}[path]["ok"]
+    real = compose.ForwardPlan.run
+
+    def off(self, *args):
+        y, z, h, ends = real(self, *args)
+        return y * (1 + 1e-3), z, h, ends
+
+    monkeypatch.setattr(compose.ForwardPlan, "run", off)
+    rows = {r["path"]: r for r in case()}
+    assert not rows[path]["ok"] and rows["compose route vs float64 reference"]["ok"]
+
+
 def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):
     """torch.randn returns an exact 0.0 in about 6e-8 of its values; with alpha = inf that
     element's alpha * x is NaN (inf * 0) in eager and in the kernels alike. The check's
@@ -332,3 +356,32 @@ def test_the_report_says_when_torch_compile_switched_the_ptxas(monkeypatch, tmp_
     result = check.run_check(tmp_path / "rep2", quick=True, bench=False, verify=False, show_progress=False,
                              ops=("dyt",))
     assert result["environment"]["ptxas"] == "12.8 (triton's)"
+
+
+def test_a_section_that_raises_is_a_failed_row_and_the_old_report_goes(tmp_path, monkeypatch):
+    """One op's verification raising: a failed row naming the error, the other ops still
+    verified, and no report from an earlier run left behind to be read as this one's."""
+    import json
+    from tilefuse import check
+    from tilefuse.check import sections
+    (tmp_path / "report.json").write_text('{"verification": [{"ok": true}]}')
+    real = sections.section
+
+    class Broken:
+        @staticmethod
+        def verify(quick, device, progress):
+            raise RuntimeError("an illegal memory access was encountered")
+
+    monkeypatch.setattr(check, "section", lambda op: Broken if op == "so2_mixing_stack" else real(op))
+    monkeypatch.setattr(check, "_progress", lambda show: (lambda items, desc=None: items))
+    seen = {}
+    monkeypatch.setattr(real("dyt"), "verify", lambda quick, device, progress: seen.setdefault("dyt", [
+        {"op": "dyt", "path": "p", "case": "c", "ok": True, "errors": {}, "worst_error_over_bound": 0.0,
+         "detail": ""}]))
+    result = check.run_check(tmp_path, quick=True, bench=False, show_progress=False,
+                             ops=("dyt", "so2_mixing_stack"))
+    rows = result["verification"]
+    assert [r["ok"] for r in rows] == [True, False] and "dyt" in seen
+    assert rows[1]["op"] == "so2_mixing_stack" and "RuntimeError: an illegal memory access" in rows[1]["detail"]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert [r["ok"] for r in doc["verification"]] == [True, False]

@@ -53,23 +53,37 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
 
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
               verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS) -> dict:
-    """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it."""
+    """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it.
+
+    A section that raises is a failed row (verification) or a failed entry (benchmark) with
+    the error, and the other sections still run; a report left in ``out_dir`` by an earlier
+    run is removed first, so a run that dies midway leaves none rather than an old one."""
     from . import report as rep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("report.json", "report.md"):
+        (out / name).unlink(missing_ok=True)
     progress = _progress(show_progress)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.time()
     result = {"environment": environment(), "ops": list(ops), "verification": [], "benchmarks": {}, "plots": []}
     if verify:
         for op in ops:
-            result["verification"] += section(op).verify(quick, device, progress)
+            try:
+                result["verification"] += section(op).verify(quick, device, progress)
+            except Exception as exc:   # noqa: BLE001  reported as a failure; the other ops still run
+                result["verification"].append(_raised_row(op, exc))
     skipped = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
         if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
         mod = section(op)
         if device == "cuda" and bench:
-            result["benchmarks"][op] = b = mod.benchmark(quick, progress)
+            try:
+                result["benchmarks"][op] = b = mod.benchmark(quick, progress)
+            except Exception as exc:   # noqa: BLE001  reported; the other ops still run
+                result["benchmarks"][op] = {"skipped": f"the benchmark raised {type(exc).__name__}: {exc}"}
+                result["verification"].append(_raised_row(op, exc, "benchmark"))
+                continue
             if hasattr(mod, "plots"):
                 result["plots"] += mod.plots(out, b)
         else:
@@ -84,6 +98,13 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)
     return result
+
+
+def _raised_row(op: str, exc: Exception, part: str = "verification") -> dict:
+    """A failed verification row for a section that raised instead of reporting."""
+    return {"op": op, "path": f"the {part} section", "case": "all", "ok": False, "errors": {},
+            "worst_error_over_bound": float("inf"),
+            "detail": f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
 
 
 def summary(result: dict, out_dir) -> str:

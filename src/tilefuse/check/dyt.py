@@ -85,7 +85,9 @@ def _result(op, path, name, comps, engaged, extra=""):
 
 
 def _verify_special(device) -> list[dict]:
-    """Infinite alpha on ragged rows (vs eager), run-to-run determinism, empty input."""
+    """Infinite alpha on ragged rows (vs eager), run-to-run determinism, an empty input, and the
+    custom op (torch.ops.tilefuse.dyt and its backward, what torch.compile runs) against the
+    eager call."""
     out = []
     for alpha in (math.inf, -math.inf):
         x, a, w, b, dy = _inputs((37, 100), torch.float32, torch.float32, True, True, device, alpha=alpha)
@@ -95,13 +97,19 @@ def _verify_special(device) -> list[dict]:
             x.masked_fill_(x == 0, 1.0)
         got = _run_api(x, a, w, b, dy, True)
         xe, ae, we, be = (t.detach().clone().requires_grad_(True) for t in (x, a, w, b))
-        (we * torch.tanh(ae * xe) + be).backward(dy)
+        ye = we * torch.tanh(ae * xe) + be
+        ye.backward(dy)
         grads_ok = all(torch.isfinite(g).all() and torch.allclose(g, r, rtol=1e-6, atol=1e-5)
                        for g, r in zip(got[2:], (ae.grad, we.grad, be.grad)))
-        out.append({"op": "dyt", "path": "alpha=inf", "case": f"37x100-alpha={alpha}", "ok": bool(grads_ok),
-                    "errors": {"dweight": float((got[3] - we.grad).abs().max())},
-                    "worst_error_over_bound": 0.0 if grads_ok else math.inf,
-                    "detail": "" if grads_ok else "parameter gradients differ from eager or are not finite"})
+        # y is +-weight + bias; dx is alpha * 0 = NaN wherever eager's is (equal_nan), else equal
+        y_ok = torch.isfinite(got[0]).all() and torch.allclose(got[0], ye.detach(), rtol=1e-6, atol=1e-6)
+        dx_ok = torch.allclose(got[1], xe.grad, rtol=1e-6, atol=1e-6, equal_nan=True)
+        ok = bool(grads_ok and y_ok and dx_ok)
+        out.append({"op": "dyt", "path": "alpha=inf", "case": f"37x100-alpha={alpha}", "ok": ok,
+                    "errors": {"y": float((got[0] - ye.detach()).abs().max()),
+                               "dweight": float((got[3] - we.grad).abs().max())},
+                    "worst_error_over_bound": 0.0 if ok else math.inf,
+                    "detail": "" if ok else "y, dx or the parameter gradients differ from eager (or are not finite)"})
     inputs = _inputs((301, 48), torch.bfloat16, torch.float32, True, True, device)
     first = _run_api(*inputs, True)
     for t in inputs[:4]:
@@ -111,6 +119,23 @@ def _verify_special(device) -> list[dict]:
     out.append({"op": "dyt", "path": "determinism", "case": "301x48-bf16 two runs", "ok": same, "errors": {},
                 "worst_error_over_bound": 0.0 if same else math.inf,
                 "detail": "" if same else "two runs differ bitwise"})
+    # The custom ops (what a compiled model runs), bitwise the eager call (the same plan).
+    x, a, w, b, dy = (t.detach() for t in inputs)
+    y_op = torch.ops.tilefuse.dyt(x, a, w, b, True)
+    grads_op = torch.ops.tilefuse.dyt_backward(dy, x, a, w, b, True)
+    same_op = torch.equal(y_op, first[0]) and all(torch.equal(g, f) for g, f in zip(grads_op, first[1:]))
+    out.append({"op": "dyt", "path": "custom op (tilefuse::dyt, dyt_backward) vs the eager call",
+                "case": "301x48-bf16", "ok": same_op, "errors": {},
+                "worst_error_over_bound": 0.0 if same_op else math.inf,
+                "detail": "" if same_op else "the custom op's outputs differ from the eager call's"})
+    # An empty input: an empty y and zero parameter gradients.
+    x, a, w, b, dy = _inputs((0, 48), torch.float32, torch.float32, True, True, device)
+    y, dx, da, dw, db = _run_api(x, a, w, b, dy, True)
+    empty_ok = (y.shape == (0, 48) and dx.shape == (0, 48)
+                and all(g is not None and not g.any() for g in (da, dw, db)))
+    out.append({"op": "dyt", "path": "empty input", "case": "0x48-fp32", "ok": bool(empty_ok), "errors": {},
+                "worst_error_over_bound": 0.0 if empty_ok else math.inf,
+                "detail": "" if empty_ok else "an empty input gave a non-empty result or non-zero gradients"})
     return out
 
 

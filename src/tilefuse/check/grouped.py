@@ -33,11 +33,14 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
 SMALL = GemmConfig(32, 32, 32, 4, 2, 2)
 
 
+_LEAVES = ("x", "probs", "w1", "w2", "b1", "b2")   # the differentiable inputs
+
+
 def _inputs(counts, H, F, dtype, bias, device, grad=True):
     """reference.random_inputs, the differentiable inputs requiring grad with ``grad``."""
     i = random_inputs(counts, H, F, dtype, bias=bias, device=device)
     if grad:
-        for name in ("x", "probs", "w1", "w2", "b1", "b2"):
+        for name in _LEAVES:
             if i[name] is not None:
                 i[name].requires_grad_(True)
     return i
@@ -59,6 +62,20 @@ def _autograd(fn, i, activation, interleave, dy, **kw):
     y = fn(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation=activation, glu_interleave=interleave,
            fc1_bias=i["b1"], fc2_bias=i["b2"], **kw)
     return [y] + list(torch.autograd.grad(y, leaves, dy.to(y.dtype)))
+
+
+# The launches that show which route a public call took (op.route).
+ROUTE_LAUNCHES = (("grouped_mlp_compose", "compose route"), ("grouped_mlp_fwd", "fused kernels"),
+                  ("grouped_mlp_unfused", "unfused composition"))
+
+
+def _as_called(i, activation, interleave, dy, recipe=None):
+    """(results, the route that ran or None) of ``tilefuse.grouped_glu_mlp`` as users call it
+    (level 2: the table's choice, through the call plans and the autograd.Functions)."""
+    with policy.level(2), launches.counting() as launched:
+        got = _autograd(grouped_glu_mlp, i, activation, interleave, dy, recipe=recipe)
+    ran = next((name for kernel, name in ROUTE_LAUNCHES if launched[kernel]), None)
+    return got, ran
 
 
 def _compose(x, counts, probs, w1, w2, *, activation, glu_interleave, fc1_bias, fc2_bias):
@@ -89,6 +106,9 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
             composed = _autograd(_compose, i, activation, interleave, dy)
         composed_ran = launched["grouped_mlp_compose"] == 1 and launched["grouped_mlp_compose_bwd"] == 1
         checks.append(("compose route vs float64 reference", composed, composed_ran, ref, TOL[dtype]))
+    called, route = _as_called(i, activation, interleave, dy)
+    checks.append((f"as called ({route or 'no kernel launched'}) vs float64 reference", called,
+                   route is not None, ref, TOL[dtype]))
     rows = []
     for path, got, ran, other, tol in checks:
         errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, got, other)}
@@ -106,25 +126,37 @@ RECIPE_TOL = 2 * torch.finfo(torch.bfloat16).eps
 SMALL_RECIPE = {"fp8_block": GemmConfig(32, 32, 128, 4, 2, 2), "mxfp8": SMALL, "nvfp4": SMALL}
 
 
-def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg) -> dict:
+def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg) -> list[dict]:
+    """The recipe's kernels at ``cfg`` and the public op with the recipe (as users call it)
+    against the recipe's float64 rendering. The rendering runs at level 0, so that none of
+    the kernels it checks (the nvfp4 per-expert amax) computes part of it."""
     i = _inputs(counts, H, F, torch.bfloat16, bias, device, grad=False)
     dy = i["dy"]
     with launches.counting() as launched:
         got = _fused(i, activation, interleave, cfg, dy, recipe=recipe, wgrad_cfg=cfg)
+    engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
     kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
-    y, z, h = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
-    g = recipes.recipe_backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z, h, **kw)
+    with policy.level(0):
+        y, z, h = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
+        g = recipes.recipe_backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z, h, **kw)
     want = [y, g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"]] + (
         [g["dfc1_bias"], g["dfc2_bias"]] if bias else [])
+    leaves = {k: v.detach().clone().requires_grad_(True) if k in _LEAVES and v is not None else v
+              for k, v in i.items()}
+    called, route = _as_called(leaves, activation, interleave, dy, recipe=recipe)
     names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
-    errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, got, want)}
-    engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
-    ok = engaged and all(e <= RECIPE_TOL for e in errors.values())
     case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
             f"{'bias' if bias else 'nobias'}-bfloat16")
-    return {"op": "grouped_glu_mlp", "path": f"recipe {recipe} vs its float64 rendering", "case": case, "ok": ok,
-            "errors": errors, "worst_error_over_bound": max(errors.values()) / RECIPE_TOL,
-            "detail": "" if ok else ("kernels did not launch; " if not engaged else "") + "error over bound"}
+    rows = []
+    for path, result, ran in ((f"recipe {recipe} vs its float64 rendering", got, engaged),
+                              (f"recipe {recipe} as called vs its float64 rendering", called,
+                               route == "fused kernels")):
+        errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, result, want)}
+        ok = ran and all(e <= RECIPE_TOL for e in errors.values())
+        rows.append({"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
+                     "worst_error_over_bound": max(errors.values()) / RECIPE_TOL,
+                     "detail": "" if ok else ("kernels did not launch; " if not ran else "") + "error over bound"})
+    return rows
 
 
 def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
@@ -147,7 +179,7 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     for recipe, activation, interleave, bias in progress(recipe_cases, desc="grouped recipes verify"):
         H, F = recipe_shapes[recipe]
         rcfg = None if gpu else SMALL_RECIPE[recipe]
-        out.append(_recipe_case(counts, H, F, activation, interleave, bias, recipe, device, rcfg))
+        out += _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, rcfg)
     return out
 
 

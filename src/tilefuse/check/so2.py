@@ -111,6 +111,44 @@ def _check_fused(lmax, n_focus, focus_dim, n_edges, device, sigma_pass=False) ->
                 equal and engaged, detail) | {"worst_error_over_bound": 0.0 if equal else math.inf}
 
 
+def _level3_variants(lmax: int, focus_dim: int) -> list[configs.So2Config]:
+    """One config of each split precision level 3 can run (configs.level3_candidates: 3xfp16,
+    its gate variant, 3xtf32; the fused 3xfp16 route where its guards allow it), on the
+    pointer kernels (a Gluon config's products are bitwise the Triton kernel's)."""
+    picked = {}
+    for cfg in configs.level3_candidates(lmax, focus_dim):
+        if not cfg.wgmma:
+            picked.setdefault((cfg.precision, cfg.fused), cfg)
+    return list(picked.values())
+
+
+def _check_level3(lmax, n_focus, focus_dim, n_edges, device) -> list[dict]:
+    """Level 3 against float64 with the fp32 bound: each split-precision variant forced
+    (launch.forward / backward with its config), and the public call at level 3 (the table's
+    validated variant for the key where it holds one, else the exact path)."""
+    d, ins = _inputs(lmax, n_focus, focus_dim, n_edges, device)
+    ref_in = [t.detach().double().requires_grad_(True) for t in ins]
+    ref = so2_stack_reference(*ref_in, lmax=lmax, focus_dim=focus_dim)
+    grad_out = torch.randn(ref.shape, device=device)
+    ref_grads = torch.autograd.grad(ref, ref_in[:2], grad_out.double())
+    case = f"L{lmax}-F{n_focus}-C{focus_dim}-E{n_edges}-float32"
+    rows = []
+    plain = [t.detach() for t in ins]
+    for cfg in _level3_variants(lmax, focus_dim):
+        x_local, z_all, u_final = launch.forward(*plain, d, True, config=cfg)
+        gu, ga, _ = launch.backward(grad_out, x_local, z_all, u_final, *plain[1:], d, True, False, config=cfg)
+        errors = {"x": _rel(x_local, ref), "du0": _rel(gu, ref_grads[0]), "dalpha": _rel(ga, ref_grads[1])}
+        rows.append(_row(f"level-3 variant {cfg.name} (forced)", case, errors, TOL[torch.float32]))
+    with policy.level(3):
+        variant = op.level3_config(d, torch.float32, n_edges, n_focus, NL)
+        x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
+        grads = torch.autograd.grad(x, ins[:2], grad_out)
+    errors = {"x": _rel(x, ref), "du0": _rel(grads[0], ref_grads[0]), "dalpha": _rel(grads[1], ref_grads[1])}
+    runs = variant.name if variant is not None else "exact: no validated level-3 entry for the key"
+    rows.append(_row(f"as called at level 3 ({runs})", case, errors, TOL[torch.float32]))
+    return rows
+
+
 def _check_double_backward(device) -> dict:
     lmax, focus_dim = 1, 32
     _, ins = _inputs(lmax, 1, focus_dim, 9, device, grad_weights=True)
@@ -138,6 +176,7 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     out = [_check_case(*s, device, dt, aa, w) for s, dt, aa, w in progress(cases, desc="so2 verify")]
     fused_shapes = [s for s in shapes if configs.fused_supported(s[2], True)]
     out += [_check_fused(*s, device, sigma_pass) for s in fused_shapes for sigma_pass in (False, True)]
+    out += _check_level3(*shapes[0], device)
     out.append(_check_double_backward(device))
     return out
 
