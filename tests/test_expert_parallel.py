@@ -202,6 +202,14 @@ def _check_arguments(rank, device) -> dict[str, str]:
     cases["expert_ids-out-of-range-on-rank-1"] = (ValueError, "expert_ids must be global expert indices in [0, 4)"
                                                   "; ids outside it per rank of the process group: rank 1: 2",
                                                   lambda: ep(x, bad, probs))
+    # Collective: ranks that hold different modules, or call forward differently (x requiring
+    # grad on rank 1 only), all raise the same error instead of pairing mismatched collectives.
+    other = ExpertParallelGLUMLP(E2 if rank == 0 else 2 * E2, H, F, glu_interleave=4, device=device)
+    cases["modules-differ-across-ranks"] = (ValueError, "the ranks of the process group hold different modules",
+                                            lambda: other(x, ids, probs))
+    xg = x.clone().requires_grad_(rank == 1)
+    cases["requires-grad-differs-across-ranks"] = (ValueError, "must call forward alike",
+                                                   lambda: ep(xg, ids, probs))
     out = {}
     for name, (exc, text, call) in cases.items():
         try:
@@ -322,7 +330,8 @@ def two_ranks(tmp_path_factory):
 
 def test_bad_arguments_name_the_argument(two_ranks):
     _assert_all_ok(two_ranks, "arguments")
-    assert len(two_ranks[0]["arguments"]) >= 14
+    assert len(two_ranks[0]["arguments"]) >= 16
+    assert two_ranks[1]["arguments"]["modules-differ-across-ranks"] == "ok"
 
 
 def test_two_ranks_equal_one_module_holding_all_experts(two_ranks):

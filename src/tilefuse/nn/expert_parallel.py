@@ -33,6 +33,8 @@ from torch import nn
 from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
 
 _WHERE = "ExpertParallelGLUMLP"
+# The parameter dtypes as numbers the ranks compare (ExpertParallelGLUMLP._agree).
+_DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
 
 # --- collectives -------------------------------------------------------------------------------
@@ -115,12 +117,15 @@ def exchange_counts(send: torch.Tensor, group) -> torch.Tensor:
     return recv
 
 
-def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group) -> Dispatch:
+def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, flags: tuple[int, ...] = ()
+                  ) -> Dispatch:
     """Sort, count and exchange counts for one forward (no autograd). The one host
     synchronization: the split sizes (and the ranks' counts of out-of-range ids) copied to the
     host in one transfer after the count exchange. Out-of-range ids are counted on the device
     and exchanged with the counts, so every rank raises the same ValueError, none is left
-    waiting in a collective."""
+    waiting in a collective. ``flags``: this call's values that must agree across the ranks
+    (whether x and probs require grad, grad mode: the backward's collectives pair up by
+    them), sent with the counts; ranks that disagree all raise the same ValueError."""
     device, n_local = expert_ids.device, n_experts // world
     ids = expert_ids.long()
     valid = (ids >= 0) & (ids < n_experts)
@@ -129,12 +134,20 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group) -
     order = torch.argsort(buckets, stable=True)
     counts = torch.zeros(n_experts + 1, dtype=torch.int64, device=device)
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
-    # Row r: this rank's counts for rank r's experts, then its number of out-of-range ids.
-    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1)], 1)
+    # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its flags.
+    n_flags = len(flags)
+    flag_row = torch.tensor(flags, dtype=torch.int64, device=device).expand(world, n_flags)
+    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1), flag_row], 1)
     recv = exchange_counts(send, group)
     recv_counts = recv[:, :n_local]                       # (source rank, local expert)
-    host = torch.cat([send[:, :n_local].sum(1), recv_counts.sum(1), recv[:, n_local]]).tolist()
-    send_splits, recv_splits, bad = host[:world], host[world:2 * world], host[2 * world:]
+    host = torch.cat([send[:, :n_local].sum(1), recv_counts.sum(1), recv[:, n_local],
+                      recv[:, n_local + 1:].reshape(-1)]).tolist()
+    send_splits, recv_splits, bad = host[:world], host[world:2 * world], host[2 * world:3 * world]
+    rank_flags = [tuple(host[3 * world + r * n_flags:3 * world + (r + 1) * n_flags]) for r in range(world)]
+    if len(set(rank_flags)) > 1:
+        raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike (x and probs "
+                         f"requiring grad, grad mode): per rank (x, probs, grad mode) "
+                         + ", ".join(f"rank {r}: {f}" for r, f in enumerate(rank_flags)))
     if any(bad):
         where = ", ".join(f"rank {r}: {n}" for r, n in enumerate(bad) if n)
         raise ValueError(f"{_WHERE}: expert_ids must be global expert indices in [0, {n_experts}); "
@@ -225,7 +238,10 @@ class ExpertParallelGLUMLP(nn.Module):
 
     Differentiable in x, probs and the local parameters. Every rank of the group must call
     forward, and run the backward through its output, with x and probs requiring grad alike
-    on all ranks: the backward's collectives pair up across ranks.
+    on all ranks: the backward's collectives pair up across ranks. Both are checked: ranks
+    whose calls differ there, or that hold different modules (E, H, F, dtype; compared once
+    per dtype and device), all raise the same ValueError instead of pairing mismatched
+    collectives.
 
     Synchronization: one host synchronization per forward, the split sizes that
     ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
@@ -260,6 +276,7 @@ class ExpertParallelGLUMLP(nn.Module):
         self.num_experts, self.num_local_experts = num_experts, num_experts // world
         self.expert_offset = rank * self.num_local_experts
         self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
+        self._agreed = None   # (dtype, device) the ranks were found to agree on (_agree)
         self.experts = GroupedGLUMLP(self.num_local_experts, hidden_size, ffn_hidden_size, activation=activation,
                                      glu_layout=glu_layout, glu_interleave=glu_interleave, bias=bias, recipe=recipe,
                                      device=device, dtype=dtype)
@@ -280,10 +297,32 @@ class ExpertParallelGLUMLP(nn.Module):
                 param.copy_(getattr(mlp, name)[local])
         return new
 
+    def _agree(self, x: torch.Tensor) -> None:
+        """Once per parameter dtype and device: every rank holds the same module (E, H, F,
+        dtype), or every rank raises the same ValueError; the per-call exchanges are sized by
+        E / W, so ranks that differ there would pair mismatched collectives (an abort or a
+        hang)."""
+        weight = self.experts.fc1_weight
+        key = (weight.dtype, weight.device)
+        if self._agreed == key:
+            return
+        mine = torch.tensor([self.num_experts, self.hidden_size, self.ffn_hidden_size,
+                             _DTYPE_CODES.get(weight.dtype, -1)], dtype=torch.int64, device=x.device)
+        every = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(every, mine, group=self.process_group)
+        rows = [tuple(t.tolist()) for t in every]
+        if len(set(rows)) > 1:
+            raise ValueError(f"{_WHERE}: the ranks of the process group hold different modules: per rank "
+                             f"(num_experts, hidden_size, ffn_hidden_size, dtype code) "
+                             + ", ".join(f"rank {r}: {row}" for r, row in enumerate(rows)))
+        self._agreed = key
+
     def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
         group = self.process_group
-        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group)
+        self._agree(x)
+        flags = (int(x.requires_grad), int(probs.requires_grad), int(torch.is_grad_enabled()))
+        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, flags)
         x_recv = AllToAll.apply(Gather.apply(x, d.order, d.inverse), d.recv_splits, d.send_splits, group)
         p_recv = AllToAll.apply(Gather.apply(probs, d.order, d.inverse), d.recv_splits, d.send_splits, group)
         y_local = self.experts(Gather.apply(x_recv, d.local_order, d.local_inverse), d.tokens_per_expert,
