@@ -93,7 +93,6 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
     ref = _autograd(grouped_glu_mlp_reference, ref_in, activation, interleave, dy.double(),
                     compute_dtype=torch.float64)
     unfused = _autograd(grouped_glu_mlp_unfused, i, activation, interleave, dy)
-    names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
     fused_ran = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
     case = (f"E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-{'bias' if bias else 'nobias'}"
             f"-{str(dtype).split('.')[-1]}")
@@ -109,14 +108,19 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
     called, route = _as_called(i, activation, interleave, dy)
     checks.append((f"as called ({route or 'no kernel launched'}) vs float64 reference", called,
                    route is not None, ref, TOL[dtype]))
-    rows = []
-    for path, got, ran, other, tol in checks:
-        errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, got, other)}
-        ok = ran and all(e <= tol for e in errors.values())
-        rows.append({"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
-                     "worst_error_over_bound": max(errors.values()) / tol,
-                     "detail": "" if ok else ("kernels did not launch; " if not ran else "") + "error over bound"})
-    return rows
+    return [_row(path, case, got, other, ran, tol) for path, got, ran, other, tol in checks]
+
+
+_NAMES = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
+
+
+def _row(path, case, got, want, ran, tol) -> dict:
+    """One verification row: ``got`` against ``want`` output by output (_NAMES), normwise."""
+    errors = {n: normwise_rel_error(a, b) for n, a, b in zip(_NAMES, got, want)}
+    ok = ran and all(e <= tol for e in errors.values())
+    return {"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
+            "worst_error_over_bound": max(errors.values()) / tol,
+            "detail": "" if ok else ("kernels did not launch; " if not ran else "") + "error over bound"}
 
 
 # Recipes vs their float64 rendering (derivation in tests/test_grouped_mlp_recipes.py): the
@@ -144,19 +148,11 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
     leaves = {k: v.detach().clone().requires_grad_(True) if k in _LEAVES and v is not None else v
               for k, v in i.items()}
     called, route = _as_called(leaves, activation, interleave, dy, recipe=recipe)
-    names = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
     case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
             f"{'bias' if bias else 'nobias'}-bfloat16")
-    rows = []
-    for path, result, ran in ((f"recipe {recipe} vs its float64 rendering", got, engaged),
-                              (f"recipe {recipe} as called vs its float64 rendering", called,
-                               route == "fused kernels")):
-        errors = {n: normwise_rel_error(a, b) for n, a, b in zip(names, result, want)}
-        ok = ran and all(e <= RECIPE_TOL for e in errors.values())
-        rows.append({"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
-                     "worst_error_over_bound": max(errors.values()) / RECIPE_TOL,
-                     "detail": "" if ok else ("kernels did not launch; " if not ran else "") + "error over bound"})
-    return rows
+    return [_row(f"recipe {recipe} vs its float64 rendering", case, got, want, engaged, RECIPE_TOL),
+            _row(f"recipe {recipe} as called vs its float64 rendering", case, called, want, route == "fused kernels",
+                 RECIPE_TOL)]
 
 
 def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
