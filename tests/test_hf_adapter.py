@@ -163,6 +163,15 @@ def test_convert_refuses_a_model_without_experts_and_bad_routing():
         adapter(hidden, past, weights)
 
 
+def test_convert_refuses_experts_whose_dtype_the_op_does_not_take():
+    """A float64 model is refused by name at conversion, not at its first forward (where the
+    op's error would name x, an argument the user never passed)."""
+    experts = StandInExperts().double()
+    with pytest.raises(ValueError, match=r"experts \(StandInExperts\) is not supported: its parameters are "
+                                         r"torch.float64"):
+        HFGroupedGLUExperts.from_hf(experts)
+
+
 def test_adapter_refuses_a_dtype_the_op_does_not_take():
     for dtype in (torch.int64, torch.float64, "bf16"):
         with pytest.raises(TypeError, match="HFGroupedGLUExperts: dtype must be None or one of"):

@@ -170,7 +170,8 @@ def test_an_unwritable_table_is_a_key_error_and_the_run_goes_on(tmp_path, monkey
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(blocker / "cache"))
     tuning.reload()
     family([Config(16), Config(32)])
-    with pytest.raises(SweepError, match=r"n16: swept \(winner t16\) but the table file could not be written"):
+    with pytest.warns(tuning.TableWarning, match="cannot be opened"), \
+            pytest.raises(SweepError, match=r"n16: swept \(winner t16\) but the table file could not be written"):
         sweep({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
     timer = FakeTimer({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
     results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu", timer=timer,

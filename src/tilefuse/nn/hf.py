@@ -204,6 +204,11 @@ def unsupported_reason(experts: nn.Module) -> str | None:
     if two_f % 2 or tuple(experts.down_proj.shape) != (num_experts, hidden, two_f // 2):
         return (f"gate_up_proj {tuple(experts.gate_up_proj.shape)} and down_proj {tuple(experts.down_proj.shape)} "
                 "are not (E, 2F, H) and (E, H, F)")
+    from ..ops.grouped_glu_mlp.validate import FLOAT_DTYPES
+    dtypes = {experts.gate_up_proj.dtype, experts.down_proj.dtype}
+    if not dtypes <= set(FLOAT_DTYPES) or len(dtypes) != 1:
+        return (f"its parameters are {', '.join(sorted(str(d) for d in dtypes))}; grouped_glu_mlp takes one of "
+                "float32, bfloat16, float16 (convert the model's dtype first)")
     return None
 
 
