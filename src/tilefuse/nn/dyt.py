@@ -13,6 +13,7 @@ from torch import nn
 
 from ..ops.dyt import dyt
 from ..ops.dyt.api import ACCEPTED_DTYPES
+from ..utils import check_dtype_arg
 
 logger = logging.getLogger("tilefuse.nn")
 
@@ -124,9 +125,7 @@ def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
     for name, value in (("bias", bias), ("channels_last", channels_last)):
         if not isinstance(value, bool):
             raise TypeError(f"DyT: {name} must be a bool, got {type(value).__name__}")
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in ACCEPTED_DTYPES):
-        raise TypeError(f"DyT: dtype must be None, torch.float32, torch.bfloat16, torch.float16 or torch.float64 "
-                        f"(what tilefuse.dyt takes), got {dtype!r}")
+    check_dtype_arg("DyT", dtype, ACCEPTED_DTYPES)
 
 
 AlphaInit = Union[float, Callable[[str], float]]
