@@ -45,10 +45,7 @@ def check_dy(dy, x) -> None:
     """TypeError/ValueError unless dy is a floating tensor of x's shape on x's device. Autograd
     hands DyTFunction such a gradient; the custom op ``tilefuse::dyt_backward`` can be called
     with anything, and the kernels read x's element count from dy."""
-    if not isinstance(dy, torch.Tensor):
-        raise TypeError(f"dyt_backward: dy must be a torch.Tensor, got {type(dy).__name__}")
-    if dy.dtype not in plans.ACCEPTED_DTYPES:
-        raise TypeError(f"dyt_backward: dy must be float32, bfloat16, float16 or float64, got {dy.dtype}")
+    plans.check_float("dy", dy)
     if dy.shape != x.shape:
         raise ValueError(f"dyt_backward: dy must have x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
     if dy.device != x.device:

@@ -40,7 +40,7 @@ FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # what the kerne
 ACCEPTED_DTYPES = FLOAT_DTYPES + (torch.float64,)
 
 
-def _check_float(name: str, t) -> bool:
+def check_float(name: str, t) -> bool:
     """Whether t is float64; TypeError naming it unless it is a tensor of ACCEPTED_DTYPES."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"dyt: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -52,9 +52,9 @@ def _check_float(name: str, t) -> bool:
 def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
     """Raise TypeError/ValueError naming the offending argument; returns whether any tensor
     is float64 (the float64 reference runs then)."""
-    f64 = _check_float("x", x) | _check_float("alpha", alpha) | _check_float("weight", weight)
+    f64 = check_float("x", x) | check_float("alpha", alpha) | check_float("weight", weight)
     if bias is not None:
-        f64 |= _check_float("bias", bias)
+        f64 |= check_float("bias", bias)
     if not isinstance(channels_last, bool):
         raise TypeError(f"dyt: channels_last must be a bool, got {type(channels_last).__name__}")
     if alpha.numel() != 1:
