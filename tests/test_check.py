@@ -284,6 +284,31 @@ def test_grouped_check_verifies_the_op_as_called_and_can_fail_it(monkeypatch, de
     assert not rows[path]["ok"] and rows["compose route vs float64 reference"]["ok"]
 
 
+def test_grouped_check_verifies_float16_at_its_own_bound(monkeypatch, device):
+    """float16 inputs have their rows (the fused kernels, the compose route, the op as called)
+    under float16's bound, 2e-3 normwise, not bfloat16's 1.6e-2: a fused result off by 4e-3
+    passes under bf16's bound and fails here."""
+    import torch
+
+    from tilefuse.check import grouped
+
+    assert grouped.TOL[torch.float16] == 2e-3
+
+    def case():
+        return {r["path"]: r for r in grouped._case([5, 0, 9], 48, 40, "geglu", None, True, torch.float16, device,
+                                                    grouped.SMALL)}
+
+    rows = case()
+    assert all(r["ok"] for r in rows.values()), rows
+    assert all(r["case"].endswith("-float16") for r in rows.values())
+    assert "compose route vs float64 reference" in rows and "as called (compose route) vs float64 reference" in rows
+    real = grouped._fused
+    monkeypatch.setattr(grouped, "_fused", lambda *a, **k: [t * (1 + 4e-3) for t in real(*a, **k)])
+    rows = case()
+    assert not rows["fused vs float64 reference"]["ok"]
+    assert rows["compose route vs float64 reference"]["ok"]
+
+
 def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):
     """torch.randn returns an exact 0.0 in about 6e-8 of its values; with alpha = inf that
     element's alpha * x is NaN (inf * 0) in eager and in the kernels alike. The check's

@@ -28,8 +28,9 @@ from ..tuning import timing
 from . import bench
 
 # Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
-# fp32 IEEE dots 1e-5; bf16 about three roundings to bf16 on the longest path, 1.6e-2.
-TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
+# fp32 IEEE dots 1e-5; bf16 about three roundings to bf16 on the longest path, 1.6e-2; fp16
+# the same three roundings at its unit roundoff (2**-11), 2e-3.
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 SMALL = GemmConfig(32, 32, 32, 4, 2, 2)
 
 
@@ -165,6 +166,7 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
         combos = combos[:2]
     cases = [(counts, H, F, a, s, b, torch.float32) for a, s, b in combos]
     cases.append((counts, H, F, "swiglu", 8, False, torch.bfloat16))
+    cases.append((counts, H, F, "geglu", None, True, torch.float16))
     out = []
     for c in progress(cases, desc="grouped verify"):
         out += _case(*c, device, cfg)
