@@ -120,6 +120,32 @@ def test_grouped_section_renders_dense_ceilings_and_recipe_ratios(tmp_path):
     assert "| vs tilefuse bf16 | vs compile |" in md
 
 
+def test_grouped_bench_rates_the_halves_layout_against_its_own_compiled_peer():
+    """The bench's halves-layout row (glu_interleave=None, as called) takes its 'vs compile' from
+    the compiled composition of the same layout, in the same rounds; the interleave-32 rows
+    from the interleave-32 one; the compiled peers themselves get none, a failed provider no
+    ratio and an error."""
+    from tilefuse.check import grouped as check_grouped
+    from tilefuse.tuning.timing import Timing
+
+    def t(*ms):
+        return Timing(sorted(ms)[len(ms) // 2], min(ms), max(ms), len(ms), ms)
+
+    timings = {"tilefuse fused": t(2.0, 2.0, 2.0), "tilefuse (as called)": t(1.0, 1.0, 1.0),
+               "torch._grouped_mm + compile": t(1.2, 1.1, 1.3),
+               check_grouped.HALVES: t(1.0, 2.0, 1.0), check_grouped.HALVES_COMPILED: t(1.5, 3.0, 1.5),
+               "torch._grouped_mm": RuntimeError("no _grouped_mm")}
+    rows = {r["provider"]: r for r in check_grouped.provider_rows(8, 64, 32, 16, 6e9, timings, {})}
+    assert rows["tilefuse (as called)"]["speedup_vs_compiled"] == 1.2      # median of 1.2, 1.1, 1.3
+    assert rows[check_grouped.HALVES]["speedup_vs_compiled"] == 1.5        # 1.5, 1.5, 1.5: its own peer
+    assert "speedup_vs_compiled" not in rows[check_grouped.HALVES_COMPILED]
+    assert rows["torch._grouped_mm + compile"]["speedup_vs_compiled"] == 1.0
+    assert rows[check_grouped.HALVES]["speedup_vs_tilefuse_bf16"] == 2.0
+    assert rows["torch._grouped_mm"]["status"] != "ok" and "speedup_vs_compiled" not in rows["torch._grouped_mm"]
+    md = "\n".join(check_grouped.benchmark_markdown({"rows": list(rows.values())}))
+    assert f"| 8 | 64 | 32 | 16 | {check_grouped.HALVES} | 1.000 |" in md and "| 2.00x | 1.50x |" in md
+
+
 def test_grouped_section_renders_the_gemm_roles():
     from tilefuse.check import grouped as check_grouped
     base = {"experts": 8, "tokens": 64, "hidden": 32, "ffn": 16, "config": "M128-N128-K64-w8-s4-p1-tma"}
