@@ -335,6 +335,54 @@ def test_grouped_check_verifies_float16_at_its_own_bound(monkeypatch, device):
     assert rows["compose route vs float64 reference"]["ok"]
 
 
+def _hopper():
+    import torch
+
+    from tilefuse.ops import gluon_hopper
+    return torch.cuda.is_available() and gluon_hopper.available_here()
+
+
+def test_grouped_check_gluon_rows_need_their_launches(monkeypatch, device):
+    """Where Gluon's Hopper kernels run, the grouped check adds a row for the compose route at
+    a tuned config's Gluon tiles and one for fp8_block's warp-specialised GEMMs; each passes
+    only if those kernels launched (ws_rows 4x and ws_wgrad 2x; the fp8 ws GEMM 2x and its
+    fc1 + GLU). Told that they run where they cannot (the CPU: every launch falls back), both
+    rows appear and fail as not launched, while the others pass."""
+    import torch
+
+    from tilefuse.check import grouped
+    if _hopper():
+        pytest.skip("the Gluon kernels run here: test_grouped_check_gluon_rows_pass_on_hopper")
+    monkeypatch.setattr(grouped.gluon_hopper, "available", lambda dev: True)
+    rows = {r["path"]: r for r in grouped._case([5, 0, 9], 48, 40, "swiglu", 8, False, torch.bfloat16, device,
+                                                grouped.SMALL)}
+    gluon = rows["compose route, Gluon GEMMs vs float64 reference"]
+    assert not gluon["ok"] and gluon["detail"].startswith("kernels did not launch")
+    assert all(r["ok"] for path, r in rows.items() if path != gluon["path"])
+    recipe = grouped._recipe_case([13, 0, 37, 3], 128, 128, "swiglu", 32, True, "fp8_block", device,
+                                  grouped.SMALL_RECIPE["fp8_block"])
+    by_path = {r["path"]: r for r in recipe}
+    ws = by_path["recipe fp8_block, warp-specialised GEMMs vs its float64 rendering"]
+    assert not ws["ok"] and ws["detail"].startswith("kernels did not launch")
+    assert by_path["recipe fp8_block vs its float64 rendering"]["ok"]
+
+
+@pytest.mark.gpu
+def test_grouped_check_gluon_rows_pass_on_hopper(device):
+    import torch
+
+    from tilefuse.check import grouped
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU (Gluon's wgmma kernels)")
+    rows = grouped._case([300, 0, 211, 17], 256, 192, "swiglu", 8, False, torch.bfloat16, device, grouped.GemmConfig())
+    rows += grouped._case([300, 0, 211, 17], 256, 192, "geglu", None, True, torch.float16, device, grouped.GemmConfig())
+    rows += grouped._recipe_case([300, 0, 211, 17], 256, 256, "swiglu", 32, True, "fp8_block", device, None)
+    paths = [r["path"] for r in rows]
+    assert paths.count("compose route, Gluon GEMMs vs float64 reference") == 2
+    assert "recipe fp8_block, warp-specialised GEMMs vs its float64 rendering" in paths
+    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
 def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):
     """torch.randn returns an exact 0.0 in about 6e-8 of its values; with alpha = inf that
     element's alpha * x is NaN (inf * 0) in eager and in the kernels alike. The check's

@@ -1,15 +1,23 @@
-"""`tilefuse check` section for grouped_glu_mlp: verification of every activation x interleave x
-bias combination of the fused kernels against the float64 reference and against the unfused
-composition, of the compose route (the path wherever no fused winner is selected) against the
-float64 reference, and of each quantized recipe's kernels (forward and backward) against the
-recipe's float64 rendering; on a GPU, forward+backward throughput against the per-expert loop,
-torch._grouped_mm (the unfused composition) and its torch.compile, plus host overhead, and the
-recipes' kernels (fp8_block: target >= 1.4x tilefuse bf16; mxfp8 / nvfp4 emulated, reported
-without a speed claim), and each fused GEMM role against the torch._grouped_mm GEMM doing the
-same work (``gemm_roles``, also behind benchmarks/grouped_profile.py)."""
+"""`tilefuse check` section for grouped_glu_mlp.
+
+Verification: every activation x interleave x bias combination (float32; a bfloat16 and a
+float16 case) of the fused kernels against the float64 reference and against the unfused
+composition, of the compose route (the path wherever no fused winner is selected) and of the
+op as called against the float64 reference; each quantized recipe's kernels (forward and
+backward) against the recipe's float64 rendering. Where Gluon's Hopper kernels run, also the
+compose route at a tuned config's Gluon tiles (ws_rows, ws_wgrad) and fp8_block's
+warp-specialised GEMMs (GemmConfig.ws), each row passing only if those kernels launched.
+
+Benchmark (GPU): forward+backward throughput against the per-expert loop, torch._grouped_mm
+(the unfused composition) and its torch.compile (interleave 32, and the halves layout as
+called against its own compiled composition), plus host overhead, and the recipes' kernels
+(fp8_block: target >= 1.4x tilefuse bf16; mxfp8 / nvfp4 emulated, reported without a speed
+claim), and each fused GEMM role against the torch._grouped_mm GEMM doing the same work
+(``gemm_roles``, also behind benchmarks/grouped_profile.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Callable
@@ -17,7 +25,8 @@ from typing import Callable
 import torch
 
 from .. import launches, policy, tuning
-from ..ops.grouped_glu_mlp import compose, configs, launch, recipes
+from ..ops import gluon_hopper
+from ..ops.grouped_glu_mlp import compose, configs, launch, recipes, ws_kernels
 from ..ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from ..ops.grouped_glu_mlp.configs import GemmConfig
 from ..ops.grouped_glu_mlp.op import compose_apply
@@ -79,9 +88,10 @@ def _as_called(i, activation, interleave, dy, recipe=None):
     return got, ran
 
 
-def _compose(x, counts, probs, w1, w2, *, activation, glu_interleave, fc1_bias, fc2_bias):
-    """The compose route with the public API's keywords (``_autograd``'s ``fn``)."""
-    return compose_apply(x, counts, probs, w1, w2, fc1_bias, fc2_bias, activation, glu_interleave)
+def _compose(x, counts, probs, w1, w2, *, activation, glu_interleave, fc1_bias, fc2_bias, tuned=None):
+    """The compose route with the public API's keywords (``_autograd``'s ``fn``); ``tuned``: a
+    GemmConfig.compose config whose Gluon tiles run its GEMMs."""
+    return compose_apply(x, counts, probs, w1, w2, fc1_bias, fc2_bias, activation, glu_interleave, tuned)
 
 
 def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> list[dict]:
@@ -106,6 +116,15 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
             composed = _autograd(_compose, i, activation, interleave, dy)
         composed_ran = launched["grouped_mlp_compose"] == 1 and launched["grouped_mlp_compose_bwd"] == 1
         checks.append(("compose route vs float64 reference", composed, composed_ran, ref, TOL[dtype]))
+    if compose.takes(i["x"].element_size(), H, F) and gluon_hopper.available(i["x"].device):
+        # The compose route at a tuned config's Gluon tiles (the H200 table's winners run them):
+        # every GEMM on ws_rows / ws_wgrad, fc1's GLU in ws_rows' epilogue where it takes the
+        # layout (interleave 8 here; the halves layout takes the GLU kernel at these widths).
+        with launches.counting() as launched:
+            gluon = _autograd(_compose, i, activation, interleave, dy, tuned=GLUON_TILE)
+        gluon_ran = (launched["grouped_mlp_compose"] == 1 and launched["grouped_ws_rows"] == 4
+                     and launched["grouped_ws_wgrad"] == 2)
+        checks.append(("compose route, Gluon GEMMs vs float64 reference", gluon, gluon_ran, ref, TOL[dtype]))
     called, route = _as_called(i, activation, interleave, dy)
     checks.append((f"as called ({route or 'no kernel launched'}) vs float64 reference", called,
                    route is not None, ref, TOL[dtype]))
@@ -151,9 +170,21 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
     called, route = _as_called(leaves, activation, interleave, dy, recipe=recipe)
     case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
             f"{'bias' if bias else 'nobias'}-bfloat16")
-    return [_row(f"recipe {recipe} vs its float64 rendering", case, got, want, engaged, RECIPE_TOL),
+    rows = [_row(f"recipe {recipe} vs its float64 rendering", case, got, want, engaged, RECIPE_TOL),
             _row(f"recipe {recipe} as called vs its float64 rendering", case, called, want, route == "fused kernels",
                  RECIPE_TOL)]
+    if recipe == "fp8_block" and gluon_hopper.available(i["x"].device):
+        # The warp-specialised Gluon GEMMs (GemmConfig.ws; the H200 table's fp8 winners): fc2
+        # and the fc1 dgrad, and fc1 + GLU where its tile holds whole gate / up groups.
+        ws = dataclasses.replace(configs.heuristic("fwd", 2, recipe), ws=True, rows_glu=True)
+        with launches.counting() as launched:
+            got_ws = _fused(i, activation, interleave, ws, dy, recipe=recipe)
+        glu = 1 if ws_kernels.glu_interleave_ok(interleave) else 0
+        ws_ran = (launched["grouped_mlp_fwd"] == 1 and launched["grouped_fp8_ws_gemm"] == 2
+                  and launched["grouped_fp8_ws_glu"] == glu)
+        rows.append(_row(f"recipe {recipe}, warp-specialised GEMMs vs its float64 rendering", case, got_ws, want,
+                         ws_ran, RECIPE_TOL))
+    return rows
 
 
 def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
