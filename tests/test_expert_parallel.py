@@ -15,7 +15,7 @@ come in rank order, as they arrive at the expert's rank). Tolerances:
   value with k = H + 2F + max(m_e) + 16 (test_grouped_mlp_reference.fp32_tolerance), so the two
   differ by at most twice that.
 - otherwise normwise, the tuner's comparison of two paths of the op (GroupedFamily.compare:
-  4 eps_x + 16 sqrt(K) eps32, plus two quantization steps with a recipe). The two modules'
+  4 eps_x + 16 sqrt(K) eps32, plus an eighth of a quantization step with a recipe). The two modules'
   calls have different tuning keys (E/W experts and the rows a rank receives, against E and
   all rows), so on a GPU they may run different paths or tiles; each expert sees the same
   rows in the same order, so on the CPU (one path) they agree bitwise.

@@ -37,7 +37,7 @@ import torch
 
 import tilefuse
 from tilefuse import launches
-from tilefuse.ops.grouped_glu_mlp import launch, recipes
+from tilefuse.ops.grouped_glu_mlp import launch, recipes, tune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_STORE
@@ -531,6 +531,38 @@ def test_tuning_key_includes_the_recipe():
     assert FAMILY.problem_for_key(FAMILY.key(fp8)) == fp8
     assert FAMILY.baseline(fp8) == launch.heuristic("fwd", 4, "fp8_block")
     assert all(c.block_k == 128 for c in FAMILY.candidates(fp8))
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8", "nvfp4"])
+def test_tuner_comparison_of_two_tilings_rejects_wrong_outputs(recipe):
+    """GroupedFamily.compare for a recipe key: an output scaled by 0.8 or 1.2, or all zeros,
+    fails (a bound of whole quantization steps let nvfp4 pass zeros: normwise error 1.0); one
+    element in 64 of each output moved by a quantization step, or every element by an ulp of
+    bf16, passes."""
+    g = torch.Generator().manual_seed(3)
+    p = FAMILY.problem_for_key(f"H2048-F1408-E64-x2-T32768-swiglu-s32-{recipe}")
+    want = {n: torch.randn(4096, 64, generator=g).bfloat16() for n in ("y", "dx", "dprobs", "dw1", "dw2")}
+
+    def moved(scale=None, zero=False, step_every=None, ulp=False):
+        out = {}
+        for n, t in want.items():
+            v = t.float()
+            if scale is not None:
+                v = v * scale
+            if zero:
+                v = torch.zeros_like(v)
+            if step_every:
+                v.view(-1)[::step_every] *= 1 + tune._QUANT_STEP[recipe]
+            if ulp:
+                v = v * (1 + torch.finfo(torch.bfloat16).eps)
+            out[n] = v.bfloat16()
+        return out
+
+    assert FAMILY.compare(p, None, want, want) == []
+    assert FAMILY.compare(p, None, moved(step_every=64), want) == []
+    assert FAMILY.compare(p, None, moved(ulp=True), want) == []
+    for bad in (moved(scale=0.8), moved(scale=1.2), moved(zero=True)):
+        assert len(FAMILY.compare(p, None, bad, want)) == 5
 
 
 @pytest.mark.parametrize("recipe,H,F,match", [
