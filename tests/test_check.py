@@ -163,7 +163,10 @@ def test_grouped_section_renders_the_gemm_roles():
 def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     """check.grouped.gemm_roles (the bench's and grouped_profile.py's per-role timing): each
     fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight
-    gradients the same products, bf16 outputs: 1.6e-2 normwise; the GLU h from the peer's z),
+    gradients the same products, each bf16 output one rounding of its fp32 sum on either side:
+    at most an ulp, 2**-7 relative, apart; the GLU h from the peer's z: h's own rounding (2**-8)
+    plus, where the two z roundings differ by an ulp, the GLU's response to it (at most ~2.3
+    ulps of h): 1.6e-2 normwise),
     at small tiles with ragged experts, one without tokens, through pointers and through TMA;
     the Gluon wgrads and row GEMMs at a compose tile (torch._grouped_mm where the kernels
     cannot run)."""
@@ -191,8 +194,9 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
             if role == "fc2 dgrad + dGLU":   # its epilogue's dz, from the random z: written, finite
                 assert got.shape == (want.shape[0], 2 * want.shape[1]) and bool(got.isfinite().all())
                 continue
+            bound = 1.6e-2 if role == "fc1 + GLU" else 2.0 ** -7
             for g, w in zip(got, want) if isinstance(got, tuple) else ((got, want),):
-                assert rel(g.float(), w.float()) < 1.6e-2, (role, cfg.name)
+                assert rel(g.float(), w.float()) <= bound, (role, cfg.name)
 
 
 def test_dyt_host_cost_and_its_tables(device):
@@ -231,6 +235,7 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
     provider of each pass returns the pass's outputs, tilefuse's equal to the reference's."""
     import torch
     from tilefuse.check import so2 as check_so2
+    from tilefuse.utils import normwise_rel_error
     steps, facts = check_so2.step_providers(1, 16, 9, with_compile=False, device="cpu")
     assert [p for p, _ in check_so2.PASSES] == list(steps)
     assert "no validated level-3 variant" in facts["level3"] and facts["exact"].startswith("relay")
@@ -241,8 +246,8 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
         if pass_name == "forward":
             got, want = (got,), (want,)
         assert len(got) == {"forward": 1, "fwd + force bwd": 2, "fwd + training bwd": 5}[pass_name]
-        for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+        for g, w in zip(got, want):   # both fp32, each within check/so2's TOL of float64
+            assert normwise_rel_error(g, w) <= 2 * check_so2.TOL[torch.float32], pass_name
 
 
 def test_so2_step_table_and_plot(tmp_path):
@@ -381,6 +386,47 @@ def test_grouped_check_gluon_rows_pass_on_hopper(device):
     assert paths.count("compose route, Gluon GEMMs vs float64 reference") == 2
     assert "recipe fp8_block, warp-specialised GEMMs vs its float64 rendering" in paths
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
+def test_grouped_check_verifies_each_table_pick_as_called(monkeypatch, device):
+    """Each config the tuning table hands out (once per config, activation, interleave, bias
+    and recipe) is verified through the public op with that config registered for the
+    check's own size: a fused winner must run the fused kernels, a compose winner the compose
+    route, an fp8_block winner its kernels against the recipe's rendering. Where the pick does
+    not engage (here: registration made a no-op), its row fails."""
+    import contextlib
+
+    import torch
+
+    from tilefuse import tuning
+    from tilefuse.check import grouped
+    from tilefuse.ops.grouped_glu_mlp.tune import FAMILY
+
+    def candidate(key, name):   # the table takes configs of the key's sweep space only
+        return next(c for c in FAMILY.candidates(FAMILY.problem_for_key(key)) if c.name == name)
+
+    fused = candidate("H2048-F1408-E64-x2-T32768-swiglu-s32", "M64-N64-K64-w4-s4-p2-tma")
+    composed = candidate("H2048-F1408-E64-x2-T32768-geglu-s0-bias", "M256-N128-K64-w4-s3-p1-compose-rows128s5")
+    fp8 = candidate("H4096-F3584-E8-x2-T16384-swiglu-s32-fp8_block", "M64-N64-K128-w4-s4-p2")
+    mapping = {FAMILY.problem_for_key("H2048-F1408-E64-x2-T32768-swiglu-s32"): fused,
+               FAMILY.problem_for_key("H2048-F1408-E64-x2-T32768-geglu-s0-bias"): composed,
+               FAMILY.problem_for_key("H2048-F768-E128-x2-T65536-swiglu-s32"): fused,   # the same pick again
+               FAMILY.problem_for_key("H4096-F3584-E8-x2-T16384-swiglu-s32-fp8_block"): fp8}
+    with tuning.registered("grouped_glu_mlp", mapping):
+        picks = grouped.table_picks()
+        assert [(k, w) for k, w, _ in picks] == [
+            ("H2048-F1408-E64-x2-T32768-geglu-s0-bias", composed), ("H2048-F1408-E64-x2-T32768-swiglu-s32", fused),
+            ("H4096-F3584-E8-x2-T16384-swiglu-s32-fp8_block", fp8)]
+        assert len(grouped.table_picks(quick=True)) == 3   # (recipe, compose) kinds: fused, compose, fp8
+        counts = [13, 0, 37, 3]
+        rows = [grouped._table_pick_case(counts, k, w, p, device) for k, w, p in picks]
+        assert all(r["ok"] for r in rows), rows
+        assert rows[2]["path"] == "tuning table's pick as called vs its float64 rendering"
+        assert rows[0]["case"].startswith("H2048-F1408-E64-x2-T32768-geglu-s0-bias: M256-N128-K64-w4-s3-p1-compose")
+        monkeypatch.setattr(grouped.tuning, "registered", lambda *a: contextlib.nullcontext())
+        key, winner, p = picks[1]   # the fused pick: unregistered, the call takes the compose route
+        row = grouped._table_pick_case(counts, key, winner, p, device)
+        assert not row["ok"] and row["detail"].startswith("kernels did not launch")
 
 
 def test_alpha_inf_check_tolerates_an_exact_zero_in_x(monkeypatch):

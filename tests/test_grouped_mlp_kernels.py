@@ -294,8 +294,8 @@ def test_opcheck_and_compile_fullgraph(tuning_table, device):
     assert launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
     with tilefuse.level(2):
         eager = torch.autograd.grad(f(x, p, w1, w2, b1, b2), (x, p, w1, w2))
-    for g, e in zip(grads, eager):
-        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    for g, e in zip(grads, eager):   # the same kernels on the same dy (2y, exact either way)
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
 
 
 # The heuristic tilings compiled for sm_90 in a subprocess without the interpreter: TTGIR after

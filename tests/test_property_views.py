@@ -267,7 +267,7 @@ def test_grouped_glu_mlp_any_layout(problem, has_bias, lay, seed):
                                         glu_interleave=interleave, fc1_bias=d64[4], fc2_bias=d64[5],
                                         compute_dtype=torch.float64)
         ref = [y64] + grads(y64, d64, dy.double())
-        tol = 2 * GROUPED_TOL[torch.float32]      # the composition's roundings (check/grouped.py)
+        tol = GROUPED_TOL[torch.float32]      # every path vs float64, as check/grouped.py bounds it
     else:
         rk = dict(activation=activation, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2, recipe=recipe)
         y64, z, h = recipes.recipe_forward(x, cnt, p, w1, w2, **rk)
