@@ -150,24 +150,34 @@ RECIPE_TOL = 2 * torch.finfo(torch.bfloat16).eps
 SMALL_RECIPE = {"fp8_block": GemmConfig(32, 32, 128, 4, 2, 2), "mxfp8": SMALL, "nvfp4": SMALL}
 
 
+def _rendering(i, activation, interleave, recipe) -> list:
+    """The recipe's float64 rendering of inputs ``i`` (its outputs in _NAMES order). It runs at
+    level 0, so that none of the kernels it checks (the nvfp4 per-expert amax) computes part
+    of it."""
+    kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
+    with policy.level(0):
+        y, z, h = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
+        g = recipes.recipe_backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z, h, **kw)
+    return [y, g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"]] + (
+        [g["dfc1_bias"], g["dfc2_bias"]] if i["b1"] is not None else [])
+
+
+def _leaves(i):
+    """A copy of inputs ``i`` whose differentiable tensors are fresh leaves requiring grad."""
+    return {k: v.detach().clone().requires_grad_(True) if k in _LEAVES and v is not None else v
+            for k, v in i.items()}
+
+
 def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg) -> list[dict]:
     """The recipe's kernels at ``cfg`` and the public op with the recipe (as users call it)
-    against the recipe's float64 rendering. The rendering runs at level 0, so that none of
-    the kernels it checks (the nvfp4 per-expert amax) computes part of it."""
+    against the recipe's float64 rendering (_rendering)."""
     i = _inputs(counts, H, F, torch.bfloat16, bias, device, grad=False)
     dy = i["dy"]
     with launches.counting() as launched:
         got = _fused(i, activation, interleave, cfg, dy, recipe=recipe, wgrad_cfg=cfg)
     engaged = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
-    kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=i["b1"], fc2_bias=i["b2"], recipe=recipe)
-    with policy.level(0):
-        y, z, h = recipes.recipe_forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], **kw)
-        g = recipes.recipe_backward(dy, i["x"], i["counts"], i["probs"], i["w1"], i["w2"], z, h, **kw)
-    want = [y, g["dx"], g["dprobs"], g["dfc1_weight"], g["dfc2_weight"]] + (
-        [g["dfc1_bias"], g["dfc2_bias"]] if bias else [])
-    leaves = {k: v.detach().clone().requires_grad_(True) if k in _LEAVES and v is not None else v
-              for k, v in i.items()}
-    called, route = _as_called(leaves, activation, interleave, dy, recipe=recipe)
+    want = _rendering(i, activation, interleave, recipe)
+    called, route = _as_called(_leaves(i), activation, interleave, dy, recipe=recipe)
     case = (f"{recipe}-E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-"
             f"{'bias' if bias else 'nobias'}-bfloat16")
     rows = [_row(f"recipe {recipe} vs its float64 rendering", case, got, want, engaged, RECIPE_TOL),
@@ -185,6 +195,53 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
         rows.append(_row(f"recipe {recipe}, warp-specialised GEMMs vs its float64 rendering", case, got_ws, want,
                          ws_ran, RECIPE_TOL))
     return rows
+
+
+def table_picks(quick: bool = False) -> list[tuple[str, GemmConfig, object]]:
+    """(key, winner, problem) for the grouped_glu_mlp entries of the current device's tuning
+    table whose winner is a config, once per (winner, activation, interleave, bias, recipe):
+    every config the table hands out, with what decides which of its kernels run. ``quick``:
+    the first of each (recipe, compose) kind."""
+    from ..ops.grouped_glu_mlp.tune import FAMILY
+    seen, out = set(), []
+    for family, key, _source, entry in tuning.table.entries():
+        if family != "grouped_glu_mlp" or not isinstance(entry.winner, GemmConfig):
+            continue
+        try:
+            p = FAMILY.problem_for_key(key)
+        except ValueError:   # not a key of this family's form: the table loader reports those
+            continue
+        kind = (p.recipe, entry.winner.compose) if quick else \
+            (entry.winner, p.activation, p.interleave, p.has_bias, p.recipe)
+        if kind not in seen:
+            seen.add(kind)
+            out.append((key, entry.winner, p))
+    return out
+
+
+def _table_pick_case(counts, key: str, winner: GemmConfig, p, device) -> dict:
+    """The public op as called with ``winner`` registered for this case's key (the tuning
+    table's config at the check's size: its kernels, plans and autograd path), at the table
+    key's activation, interleave, bias and recipe, against the float64 reference (the
+    recipe's float64 rendering with a recipe). Passes only on the route the config names."""
+    recipe, interleave = p.recipe or None, p.interleave or None
+    H, F = (256, 256) if recipe else (256, 192)   # recipes: multiples of the scaling blocks
+    i = _inputs(counts, H, F, torch.bfloat16, p.has_bias, device, grad=recipe is None)
+    dy = i["dy"]
+    if recipe:
+        want, tol, leaves = _rendering(i, p.activation, interleave, recipe), RECIPE_TOL, _leaves(i)
+    else:
+        ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
+                  for k, v in i.items()}
+        want = _autograd(grouped_glu_mlp_reference, ref_in, p.activation, interleave, dy.double(),
+                         compute_dtype=torch.float64)
+        tol, leaves = TOL[torch.bfloat16], i
+    small = problem_for(i["x"], i["w2"], p.activation, interleave, p.has_bias, recipe)
+    with tuning.registered("grouped_glu_mlp", {small: winner}):
+        got, route = _as_called(leaves, p.activation, interleave, dy, recipe=recipe)
+    case = f"{key}: {winner.name} at E{len(counts)}-T{sum(counts)}-H{H}-F{F}-bfloat16"
+    return _row("tuning table's pick as called vs " + ("its float64 rendering" if recipe else "float64 reference"),
+                case, got, want, route == ("compose route" if winner.compose else "fused kernels"), tol)
 
 
 def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
@@ -209,6 +266,9 @@ def verify(quick: bool, device: str, progress: Callable) -> list[dict]:
         H, F = recipe_shapes[recipe]
         rcfg = None if gpu else SMALL_RECIPE[recipe]
         out += _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, rcfg)
+    if gpu:   # the table's configs, where a GPU has one (the CPU's holds no grouped entries)
+        for key, winner, p in progress(table_picks(quick), desc="grouped table picks verify"):
+            out.append(_table_pick_case(counts, key, winner, p, device))
     return out
 
 
