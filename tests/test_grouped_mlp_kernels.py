@@ -231,6 +231,41 @@ def test_public_api_runs_fused_only_with_a_table_entry(tuning_table, device):
         assert call()["grouped_mlp_fwd"] == 0
 
 
+def test_weights_strided_across_experts_are_copied_where_32_bit_offsets_would_wrap(monkeypatch, device):
+    """grouped_gemm_kernel offsets inside one expert's weight in 32 bits: a weight whose rows lie
+    E * H apart (a permuted (2F, E, H) tensor; at DeepSeek-V3's E = 256, H = 7168, F = 2048 its
+    last row of an expert is 7.5e9 elements past the first) runs through a contiguous copy,
+    and a weight whose single expert holds 2**31 elements is refused by name. Here the limit
+    is lowered to 2048 so that small tensors cross it: each expert's 2F x H = 1024 fits, the
+    permuted layout's offsets (up to 3007) do not."""
+    counts, H, F = [5, 0, 9], 32, 16
+    x, c, p, w1, w2, b1, b2 = make(counts, H, F, torch.float32, False, device)
+    w1p = w1.detach().permute(1, 0, 2).contiguous().permute(1, 0, 2).requires_grad_(True)
+    assert torch.equal(w1p, w1) and w1p.stride() == (H, len(counts) * H, 1)
+    monkeypatch.setattr(launch, "INT32_OFFSETS", 2048)
+    strides = []
+    real = launch._gemm
+
+    def spy(epilogue, a, b, *args, **kwargs):
+        strides.append((b.shape, kwargs["b_strides"]))
+        return real(epilogue, a, b, *args, **kwargs)
+
+    monkeypatch.setattr(launch, "_gemm", spy)
+    y, z, h = launch.forward(x, c, p, w1p, w2, None, None, "swiglu", 8, config=SMALL)
+    dy = torch.randn_like(y)
+    grads = launch.backward(dy, x, c, p, w1p, w2, None, None, z, h, "swiglu", 8, config=SMALL)
+    fc1_strides = [st for shape, st in strides if shape == w1.shape]
+    assert len(fc1_strides) == 2 and all(st[0] == 2 * F * H for st in fc1_strides), strides   # the copy's
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, p, w1, w2)]
+    y_ref = grouped_glu_mlp_reference(*leaves[:1], c, *leaves[1:], glu_interleave=8, compute_dtype=torch.float64)
+    assert rel(y, y_ref) < TOL[torch.float32]
+    for name, got, want in zip(["dx", "dprobs", "dw1", "dw2"], grads, torch.autograd.grad(y_ref, leaves, dy.double())):
+        assert rel(got, want) < TOL[torch.float32], name
+    monkeypatch.setattr(launch, "INT32_OFFSETS", 1024)
+    with pytest.raises(ValueError, match="fc1_weight has 1024 elements an expert"):
+        launch.forward(x, c, p, w1, w2, None, None, "swiglu", 8, config=SMALL)
+
+
 @pytest.mark.parametrize("H,F,dtype", [(36, 20, torch.bfloat16), (30, 12, torch.float32), (40, 4, torch.float16)],
                          ids=["bf16-H36-F20", "fp32-H30-F12", "fp16-F4"])
 def test_rows_off_16_bytes_run_the_fused_kernels_without_reading_the_counts(H, F, dtype, device, monkeypatch):

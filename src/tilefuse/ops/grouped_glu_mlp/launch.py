@@ -59,9 +59,28 @@ def check_counts(counts: torch.Tensor, n_tokens: int) -> None:
 def kernel_layouts(x, counts, probs, b1, b2):
     """(x, counts, probs, b1, b2) as the kernels read them, each a copy only where it is not
     already so laid out: tokens_per_expert and probs are read at ``ptr + i`` (contiguous), x
-    and the biases through their row stride (``unit_rows``). The weights need nothing: their
-    three strides are kernel arguments (recipe None), or the quantizers read any strides."""
+    and the biases through their row stride (``unit_rows``). The weights' three strides are
+    kernel arguments (recipe None: see ``addressable``), or the quantizers read any strides."""
     return unit_rows(x), counts.contiguous(), probs.contiguous(), unit_rows(b1), unit_rows(b2)
+
+
+# grouped_gemm_kernel reads an unquantized weight at expert_base + k * stride + n * stride: the
+# expert's base in 64 bits, the offset inside one expert in 32 (kernels.mma_step).
+INT32_OFFSETS = 2 ** 31
+
+
+def addressable(w: torch.Tensor, name: str) -> torch.Tensor:
+    """An (E, R, C) weight as grouped_gemm_kernel's pointer path can address it: w, or its
+    contiguous copy where an element of one expert lies 2**31 or more elements past that
+    expert's first (a layout with the experts not outermost, e.g. a permuted (R, E, C) tensor:
+    at E = 256, R = 4096, C = 7168 its rows lie E * C apart). ValueError naming the argument
+    where one expert's R x C matrix alone has 2**31 elements (no layout addresses it)."""
+    if w.shape[1] * w.shape[2] >= INT32_OFFSETS:
+        raise ValueError(f"grouped_glu_mlp: {name} has {w.shape[1] * w.shape[2]} elements an expert; the fused "
+                         f"kernels address fewer than 2**31")
+    if (w.shape[1] - 1) * w.stride(1) + (w.shape[2] - 1) * w.stride(2) < INT32_OFFSETS:
+        return w
+    return w.contiguous()
 
 
 def _ieee(t: torch.Tensor) -> bool:
@@ -353,6 +372,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     T, H = x.shape
     F = w2.shape[2]
     x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    if recipe is None:
+        w1, w2 = addressable(w1, "fc1_weight"), addressable(w2, "fc2_weight")
     z = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
     y = torch.empty((T, H), dtype=x.dtype, device=x.device)
@@ -425,6 +446,8 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
     x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    if recipe is None:
+        w1, w2 = addressable(w1, "fc1_weight"), addressable(w2, "fc2_weight")
     # dy of any layout (y.sum().backward() gives an expanded (0, 0) one); z and h as saved.
     dy, z, h = summed_rows(dy), unit_rows(z), unit_rows(h)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
