@@ -634,3 +634,28 @@ def test_gpu_repeated_calls_do_not_grow_device_memory():
         step()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
+
+
+@pytest.mark.parametrize("n,fits", [(2**31 - 2**16 - 1, True), (2**31 - 2**16, False), (2**31 - 1, False),
+                                    (2**31, True), (2**31 + 7, True)],
+                         ids=["below-the-edge", "edge", "2^31-1", "2^31", "past-2^31"])
+@pytest.mark.parametrize("rows", [False, True], ids=["columns", "rows"])
+def test_extents_within_a_tile_of_2_31_take_the_reference_formulas(n, fits, rows, device):
+    """The kernels' tile indices are 32-bit below 2**31 (Triton passes larger integers as 64-bit):
+    a row of 2**31 - 1 channels (or 2**31 - 1 rows) would wrap a tile's last index, so its plan
+    runs the reference formulas, and the launchers refuse it; from 2**31 on and below the edge
+    the kernels run. (Expanded tensors: one element of storage, no launch.)"""
+    from tilefuse import policy
+    from tilefuse.ops.dyt import launch
+    shape = (n, 1) if rows else (n,)
+    x = torch.zeros((1,) * len(shape), device=device).expand(shape)
+    w = torch.ones(1, device=device).expand(shape[-1])
+    plan = plans.lookup(x, torch.tensor([0.5], device=device), w, None, True)
+    assert (plan.layout.n_rows, plan.layout.n_cols) == ((n, 1) if rows else (1, n))
+    assert launch.addressable(plan.layout) is fits
+    assert plan.kernels is (fits and policy.kernels_enabled(x.device))
+    if not fits:
+        with pytest.raises(ValueError, match="within a tile of 2\\*\\*31"):
+            launch.ForwardLaunch(plan.layout, 4, False, x.device, None)
+        with pytest.raises(ValueError, match="within a tile of 2\\*\\*31"):
+            launch.BackwardLaunch(plan.layout, 4, False, x.device, None)

@@ -51,6 +51,20 @@ class _Layout:
     moved: bool           # run on x.movedim(1, -1) (channels-first in channels_last format)
 
 
+# The kernels take the matrix's extents (n_rows, n_cols and the rows' per-channel count) as
+# Triton integers: 32-bit below 2**31, 64-bit from 2**31 on (Triton's specialization), and step
+# through them in tiles of up to configs.MAX_TILE elements. An extent within a tile of 2**31
+# would wrap a tile's last index in 32 bits (a negative column index passes the mask); such a
+# matrix (a 2**31 - 1 element row, say) runs the reference formulas (``addressable``).
+INT32_EDGE = 2 ** 31 - 2 ** 16
+
+
+def addressable(lay: "_Layout") -> bool:
+    """Whether the kernels' 32-bit tile arithmetic covers this layout's extents."""
+    extents = (lay.n_rows, lay.n_cols, lay.n_rows // max(lay.n_channels, 1))
+    return not any(INT32_EDGE <= n < 2 ** 31 for n in extents)
+
+
 def _layout(x: torch.Tensor, channels_last: bool) -> _Layout:
     numel = x.numel()
     if channels_last:
@@ -128,6 +142,12 @@ def _scratch(*shape, device) -> torch.Tensor:
     return buf.fill_(float("nan")) if POISON_SCRATCH else buf
 
 
+def _check_addressable(lay: _Layout) -> None:
+    if not addressable(lay):
+        raise ValueError(f"dyt kernels: a ({lay.n_rows}, {lay.n_cols}) matrix has an extent within a tile of 2**31, "
+                         f"which their 32-bit tile indices wrap; the public dyt() runs the reference formulas")
+
+
 def row_groups(cfg: DyTConfig, n_row_blocks: int, n_col_blocks: int, device: torch.device) -> int:
     """How many programs of a persistent kernel share each column block's row blocks: about
     ``programs_per_sm`` * SMs programs in all, at least one and no more than the row blocks."""
@@ -148,6 +168,7 @@ class ForwardLaunch:
                  config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_fwd_kernel, dyt_fwd_persistent_kernel
+        _check_addressable(lay)
         cfg = config or pick_config(_problem(lay, x_itemsize, "fwd"))
         tiles = dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         n_row_blocks, n_col_blocks = cdiv(lay.n_rows, cfg.block_m), cdiv(lay.n_cols, cfg.block_n)
@@ -185,6 +206,7 @@ class BackwardLaunch:
                  config: DyTConfig | None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
+        _check_addressable(lay)
         cfg = config or pick_config(_problem(lay, x_itemsize, "bwd"))
         n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
         tiles = dict(HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)

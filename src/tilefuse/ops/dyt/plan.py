@@ -8,7 +8,8 @@ holds everything decided from those:
 - the outcome of validate (it reads only metadata): building a plan runs it, so a cached
   plan is a passed check;
 - the route: the float64 reference, the level-0 reference (api.dyt), the kernels, or the
-  reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl);
+  reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl) or
+  cannot address the matrix (an extent within a tile of 2**31: launch.addressable);
 - the layout the kernels see (launch._layout) and whether x, dy or a parameter needs a
   contiguous copy to reach it; how outputs are allocated;
 - the launches, built on first use: launch.ForwardLaunch, and a launch.BackwardLaunch per
@@ -151,9 +152,10 @@ class Plan:
         # looks up the plan keyed by that (device.on_tensor_device's rule, decided once here)
         self.foreign = x.is_cuda and x.get_device() != aux
         self.channels_last = channels_last
-        self.kernels = level != 0 and policy.kernels_enabled(x.device)
         self.empty = x.numel() == 0
         self.layout = lay = launch._layout(x, channels_last)
+        # extents within a tile of 2**31 take the reference formulas (launch.addressable)
+        self.kernels = level != 0 and policy.kernels_enabled(x.device) and launch.addressable(lay)
         self.has_bias = bias is not None
         self.config = config
         self.device = x.device
