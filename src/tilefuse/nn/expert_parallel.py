@@ -6,9 +6,11 @@ experts. A forward takes this rank's tokens with their global expert ids and rou
 probabilities, in any order, and returns their outputs in that order:
 
 1. sort the tokens by expert (stable argsort on the device) and count them per expert;
-2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 1) integers on the device)
-   and copy the split sizes to the host: ``all_to_all_single`` takes them as Python lists,
-   the one host synchronization of the forward;
+2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 4) integers on the device:
+   the counts, the out-of-range ids and three flags the ranks must agree on) and copy the
+   split sizes to the host: ``all_to_all_single`` takes them as Python lists, the one host
+   synchronization of the forward (the first forward per parameter dtype and device also
+   all-gathers the ranks' module shapes to the host: ``_agree``);
 3. dispatch x and probs (``all_to_all_single`` with those splits);
 4. on the receiving rank, put the received rows in local-expert order (the blocks arrive
    by source rank, each sorted by expert: a permutation built from the count matrix, no sort)

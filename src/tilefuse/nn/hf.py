@@ -215,7 +215,8 @@ def unsupported_reason(experts: nn.Module) -> str | None:
 def convert_hf_moe_experts(model: nn.Module, *, recipe: str | None = None) -> nn.Module:
     """Replace, in place, every Hugging Face experts module of ``model`` (``Qwen3MoeExperts``,
     ``MixtralExperts``, ...: ``is_hf_experts``) with an ``HFGroupedGLUExperts`` holding the
-    same parameters. Returns ``model``; the number replaced is logged (logger
+    same parameters. Returns ``model``, or, where ``model`` is itself an experts module (it
+    cannot replace itself in place), its adapter; the number replaced is logged (logger
     ``tilefuse.nn``, INFO).
 
     The model keeps its state dict keys (``...mlp.experts.gate_up_proj``), so

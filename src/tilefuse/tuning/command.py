@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--export-builtin", metavar="DIR",
                       help="write this machine's measured entries as a built-in table into DIR")
     p.add_argument("--op", choices=family_names(), help="op family (required with --shape)")
-    p.add_argument("--dtype", help="x dtype for --shape: fp32 (default), bf16 or fp16")
+    p.add_argument("--dtype", help="x dtype for --shape: fp32, bf16 or fp16 (default fp32; grouped_glu_mlp: bf16, "
+                                   "or a recipe, fp8_block / mxfp8 / nvfp4, on bf16 inputs)")
     p.add_argument("--pass", dest="pass_", choices=("fwd", "bwd", "level3"),
                    help="only this pass for --shape (default: both); level3: so2_mixing_stack's fp32 level-3 "
                         "key (forward + backward, reduced-precision variants validated against float64)")

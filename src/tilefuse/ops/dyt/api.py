@@ -26,8 +26,8 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         x: (..., C) with ``channels_last=True``; (N, C, *spatial) otherwise. float32, bfloat16,
             float16 or float64. Any row count; any strides (other than the layouts the kernels
             read directly, a contiguous copy is made).
-        alpha: one element (shape (1,) or ()), any float dtype.
-        weight: (C,); bias: (C,) or None. Any float dtypes, independent of x's.
+        alpha: one element (shape (1,) or ()), float32, bfloat16, float16 or float64.
+        weight: (C,); bias: (C,) or None. Each of those four dtypes, independent of x's.
 
     Returns:
         y with x's shape and dtype. Gradients: dx in x.dtype; dalpha, dweight, dbias each in

@@ -42,7 +42,7 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
 
     Args:
         x: (T, H) tokens permuted by expert; float32, bfloat16 or float16.
-        tokens_per_expert: (E,) integer tensor on x's device; never read on the host.
+        tokens_per_expert: (E,) int32 or int64 tensor on x's device; never read on the host.
         probs: (T,) router probabilities, float32 or x.dtype.
         fc1_weight: (E, 2F, H); fc2_weight: (E, H, F), in x.dtype (out, in like nn.Linear).
         activation: "swiglu" or "geglu" (the spec's clamped quick-gelu form).
@@ -65,8 +65,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     Paths (recipe None), chosen by op.route:
     - the fused Triton kernels, at level >= 2 where the tuning table holds a fused winner for
       this shape key on this GPU (``tilefuse tune``);
-    - the compose route with its weight gradients on a warp-specialised Gluon kernel, at level
-      >= 2 where the table's winner is a ``GemmConfig.compose`` config (Hopper);
+    - the compose route with its GEMMs on warp-specialised Gluon kernels (the weight gradients
+      on ws_wgrad.py; fc1, fc2 and the dgrads on ws_rows.py where the config has a rows tile),
+      at level >= 2 where the table's winner is a ``GemmConfig.compose`` config (Hopper);
     - else, at level >= 1 wherever kernels run (CUDA; a CPU under Triton's interpreter) and
       ``torch._grouped_mm`` takes the inputs (bf16 / fp16 / fp32 with H and F multiples of
       16 bytes): the compose route (compose.py), every GEMM on ``torch._grouped_mm`` and the

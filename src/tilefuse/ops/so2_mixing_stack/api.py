@@ -29,7 +29,8 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     Returns:
         x_local (E, F, ROW), differentiable in every tensor argument (to any order: a
         ``create_graph`` backward runs the differentiable reference). Without ``apply_alpha``
-        alpha's gradient is zero (None at level 0, where alpha is unused).
+        alpha's gradient is zero (None where the reference runs, which does not use alpha: level 0,
+        float64, or no GPU and no interpreter).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
     inputs accumulate in fp32), float64 the reference in float64 at every level (so
