@@ -252,3 +252,37 @@ def test_two_processes_writing_at_once_keep_both_entries():
     assert set(entries) == {f"{p}-M{2 ** (6 + i)}-N32-x4" for p in ("fwd", "bwd") for i in range(n)}
     assert all(store.parse_entry("dyt", key, e).winner == BASELINE for key, e in entries.items())
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_a_lookup_racing_a_registration_never_memoises_the_old_answer(tuning_table, monkeypatch):
+    """A lookup that resolved the table before another thread's register() must not memoise
+    that answer after the registration cleared the memo (every later lookup, and every plan
+    keyed on the new generation, would keep the old config): the registration waits for the
+    lookup in flight, then clears. Here the lookup pauses between resolving and memoising."""
+    import threading
+    entered, proceed = threading.Event(), threading.Event()
+    real_resolve = table._DeviceTable.resolve
+
+    def paused(self):
+        resolved = real_resolve(self)
+        if threading.current_thread().name == "reader":
+            entered.set()
+            proceed.wait(10)
+        return resolved
+
+    monkeypatch.setattr(table._DeviceTable, "resolve", paused)
+    answers = []
+    reader = threading.Thread(target=lambda: answers.append(table.lookup_config("dyt", PROBLEM)), name="reader")
+    reader.start()
+    assert entered.wait(10)
+    writer = threading.Thread(target=lambda: tuning.register("dyt", {PROBLEM: A}))
+    writer.start()
+    writer.join(0.3)
+    assert writer.is_alive(), "the registration did not wait for the lookup in flight"
+    proceed.set()
+    reader.join(10)
+    writer.join(10)
+    assert answers == [None]                                  # answered from the table before
+    generation = table.generation()
+    assert table.lookup_config("dyt", PROBLEM) == A           # nothing stale memoised
+    assert table.generation() == generation

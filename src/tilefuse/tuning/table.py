@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -52,14 +53,16 @@ class _DeviceTable:
 
     def resolve(self) -> dict[tuple[str, str], Any]:
         """(family, key) -> winner, layers applied; rebuilt after any change."""
-        if self.resolved is None:
-            resolved = {}
-            for layer in (self.builtin, self.cached, _runtime):
-                for family_name, entries in layer.items():
-                    for key, entry in entries.items():
-                        resolved[(family_name, key)] = entry.winner
-            self.resolved = resolved
-        return self.resolved
+        resolved = self.resolved
+        if resolved is None:
+            with _lock:   # the runtime layer changes under register / unregister
+                resolved = {}
+                for layer in (self.builtin, self.cached, _runtime):
+                    for family_name, entries in layer.items():
+                        for key, entry in entries.items():
+                            resolved[(family_name, key)] = entry.winner
+                self.resolved = resolved
+        return resolved
 
 
 _tables: dict[int, _DeviceTable] = {}
@@ -72,6 +75,11 @@ _MISS = object()
 # Bumped by every change that can alter what a lookup returns or records (register, unregister,
 # record, reload, entering collecting()); launchers that cache their lookups key on it.
 _generation = 0
+# Held by every change (the layers, the memo's clearing, the generation's bump) and by a
+# lookup's slow path (resolving and memoising an answer), so that no thread memoises an answer
+# read before a change after that change cleared the memo, and no thread sees the new
+# generation beside the old memo (the bump comes last). A memo hit takes no lock.
+_lock = threading.RLock()
 
 
 def generation() -> int:
@@ -85,7 +93,10 @@ def _table(device_index: int | None = None, where: str = "device_index") -> _Dev
     table = _tables.get(index) if type(index) is int else None
     if table is None:
         _check_device_index(index, where)
-        table = _tables[index] = _DeviceTable(index)
+        with _lock:
+            table = _tables.get(index)
+            if table is None:
+                table = _tables[index] = _DeviceTable(index)
     return table
 
 
@@ -133,11 +144,12 @@ def lookup_config(family: str, problem):
     except TypeError:
         raise TypeError(f"lookup_config: problem must be hashable (a frozen dataclass), got "
                         f"{problem!r} ({type(problem).__name__})") from None
-    if _collectors:
-        _collectors[-1].setdefault((family, key), problem)
-    winner = _table(device).resolve().get((family, key))
-    config = None if winner is None or winner == BASELINE else winner
-    _memo[(device, family, problem)] = config
+    with _lock:
+        if _collectors:
+            _collectors[-1].setdefault((family, key), problem)
+        winner = _table(device).resolve().get((family, key))
+        config = None if winner is None or winner == BASELINE else winner
+        _memo[(device, family, problem)] = config
     return config
 
 
@@ -147,12 +159,14 @@ def collecting() -> Iterator[dict]:
     lookup made inside the block."""
     global _generation
     seen: dict = {}
-    _collectors.append(seen)
-    _generation += 1     # caches of lookups look up again, so the block sees (and records) them
+    with _lock:
+        _collectors.append(seen)
+        _generation += 1     # caches of lookups look up again, so the block sees (and records) them
     try:
         yield seen
     finally:
-        _collectors.remove(seen)
+        with _lock:
+            _collectors.remove(seen)
 
 
 # --- inspection ------------------------------------------------------------------------
@@ -192,12 +206,13 @@ def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]
     "cache" or "builtin"; lower layers' entries hidden by a higher layer are left out."""
     table = _table(device_index, "entries: device_index")
     out, seen = [], set()
-    for source, layer in (("runtime", _runtime), ("cache", table.cached), ("builtin", table.builtin)):
-        for family_name, layer_entries in layer.items():
-            for key, entry in layer_entries.items():
-                if (family_name, key) not in seen:
-                    seen.add((family_name, key))
-                    out.append((family_name, key, source, entry))
+    with _lock:
+        for source, layer in (("runtime", _runtime), ("cache", table.cached), ("builtin", table.builtin)):
+            for family_name, layer_entries in layer.items():
+                for key, entry in layer_entries.items():
+                    if (family_name, key) not in seen:
+                        seen.add((family_name, key))
+                        out.append((family_name, key, source, entry))
     return sorted(out, key=lambda row: row[:2])
 
 
@@ -210,11 +225,14 @@ def table_location(device_index: int | None = None) -> tuple[dict, Path]:
 # --- changes ---------------------------------------------------------------------------
 
 def _invalidate() -> None:
+    """After a change (made holding _lock): the memo and the resolved views go, then the
+    generation moves on (last: a thread that reads the new generation finds no old answer)."""
     global _generation
-    _generation += 1
-    _memo.clear()
-    for table in _tables.values():
-        table.resolved = None
+    with _lock:
+        _memo.clear()
+        for table in list(_tables.values()):
+            table.resolved = None
+        _generation += 1
 
 
 def register(family: str, mapping: Mapping | None = None) -> None:
@@ -260,8 +278,9 @@ def register(family: str, mapping: Mapping | None = None) -> None:
             parsed[key] = store.parse_entry(family, key, {"winner": winner, "measured": {"source": "register"}})
         except (TypeError, ValueError) as exc:
             raise argument_error(exc, where) from None
-    _runtime.setdefault(family, {}).update(parsed)
-    _invalidate()
+    with _lock:
+        _runtime.setdefault(family, {}).update(parsed)
+        _invalidate()
 
 
 def unregister(family: str, keys=None) -> None:
@@ -270,10 +289,12 @@ def unregister(family: str, keys=None) -> None:
     if isinstance(keys, (str, bytes, Mapping)) or (keys is not None and not hasattr(keys, "__iter__")):
         raise TypeError(f"unregister: keys must be None or a list of keys or problems, got "
                         f"{keys!r} ({type(keys).__name__})")
-    layer = _runtime.get(family, {})
-    for key in list(layer) if keys is None else [_key(family, k, "unregister", "keys") for k in keys]:
-        layer.pop(key, None)
-    _invalidate()
+    drop = None if keys is None else [_key(family, k, "unregister", "keys") for k in keys]
+    with _lock:
+        layer = _runtime.get(family, {})
+        for key in list(layer) if drop is None else drop:
+            layer.pop(key, None)
+        _invalidate()
 
 
 @contextlib.contextmanager
@@ -285,17 +306,19 @@ def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
     if not isinstance(mapping, Mapping):
         register(family, mapping)      # raises register's TypeError
     keys = [_key(family, k, "registered", "mapping key") for k in mapping]
-    layer = _runtime.get(family, {})
-    before = {k: layer[k] for k in keys if k in layer}
-    register(family, mapping)
+    with _lock:
+        layer = _runtime.get(family, {})
+        before = {k: layer[k] for k in keys if k in layer}
+        register(family, mapping)
     try:
         yield
     finally:
-        layer = _runtime.setdefault(family, {})
-        for k in keys:
-            layer.pop(k, None)
-        layer.update(before)
-        _invalidate()
+        with _lock:
+            layer = _runtime.setdefault(family, {})
+            for k in keys:
+                layer.pop(k, None)
+            layer.update(before)
+            _invalidate()
 
 
 def record(family: str, updates: dict[str, dict], device_index: int | None = None) -> None:
@@ -306,11 +329,12 @@ def record(family: str, updates: dict[str, dict], device_index: int | None = Non
         raise TypeError(f"record: updates must be a dict of key -> raw entry, got {updates!r} "
                         f"({type(updates).__name__})")
     table = _table(device_index, "record: device_index")
-    try:
-        table.cached = store.save(table.path, table.fingerprint, {family: updates})
-    except (TypeError, ValueError) as exc:
-        raise argument_error(exc, "record: updates") from None
-    _invalidate()
+    with _lock:
+        try:
+            table.cached = store.save(table.path, table.fingerprint, {family: updates})
+        except (TypeError, ValueError) as exc:
+            raise argument_error(exc, "record: updates") from None
+        _invalidate()
 
 
 def export_builtin(dest_dir, device_index: int | None = None) -> Path:
@@ -332,12 +356,14 @@ def export_builtin(dest_dir, device_index: int | None = None) -> Path:
 def forget_family(name: str) -> None:
     """family.unregister_family's part here: drop the family's runtime registrations and every
     memoised lookup (the generation moves on)."""
-    _runtime.pop(name, None)
-    _invalidate()
+    with _lock:
+        _runtime.pop(name, None)
+        _invalidate()
 
 
 def reload() -> None:
     """Forget what was read from files (they are read again on the next lookup), e.g. after
     other processes swept keys. Runtime registrations stay."""
-    _tables.clear()
-    _invalidate()
+    with _lock:
+        _tables.clear()
+        _invalidate()
