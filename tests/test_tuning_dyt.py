@@ -41,7 +41,7 @@ def test_the_recorded_winner_runs_at_level_2_and_not_at_level_1(monkeypatch):
     tuning.sweep_key("dyt", problem, timer=FakeTimer("M16-N32-w2-p4", 0.8), rounds=2, device="cpu")
     picked = []
     real_pick = launch.pick_config
-    monkeypatch.setattr(launch, "pick_config", lambda p: picked.append(real_pick(p)) or picked[-1])
+    monkeypatch.setattr(launch, "pick_config", lambda p, level=None: picked.append(real_pick(p, level)) or picked[-1])
     x = torch.randn(50, 32).to(torch.bfloat16)            # 50 rows: the M64 bucket
     alpha, w, b = torch.tensor([0.7]), torch.randn(32), torch.randn(32)
     with tilefuse.level(2):

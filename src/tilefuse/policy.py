@@ -20,16 +20,28 @@ Kernels run on CUDA tensors, and on CPU tensors only under Triton's interpreter
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
-import threading
 
 import torch
 
 LEVELS = (0, 1, 2, 3)
 DEFAULT_LEVEL = 2
 
-_state = threading.local()
+# The innermost ``level()`` block's level, or None: a context variable, so a block is seen by
+# its own thread and, under asyncio, by its own task (each task runs in a copy of the context),
+# and leaving a block restores exactly what its entry replaced, whatever other blocks did
+# meanwhile (a per-thread stack popped the wrong entry when tasks' blocks interleaved).
+_block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=None)
+
+
+@torch.compiler.assume_constant_result
+def _block() -> int | None:
+    """The innermost block's level. torch.compile cannot trace ContextVar.get: while tracing,
+    the value is read once and baked into the graph (the ops' custom ops read the level again
+    when the graph runs)."""
+    return _block_level.get()
 
 
 def _check_level(n) -> int:
@@ -82,9 +94,9 @@ _global_level: int | None = None
 
 def get_level() -> int:
     """The level in force: the innermost ``level()`` context, else ``set_level``, else the env."""
-    stack = getattr(_state, "stack", None)
-    if stack:
-        return stack[-1]
+    block = _block()
+    if block is not None:
+        return block
     if _global_level is not None:
         return _global_level
     return _env_level()
@@ -98,7 +110,8 @@ def set_level(n: int | None) -> None:
 
 @contextlib.contextmanager
 def level(n: int):
-    """Run a block at level ``n`` (thread-local, nests).
+    """Run a block at level ``n`` (nests; seen by this thread, or under asyncio by this task:
+    a context variable).
 
     Thread-local means: on CUDA, autograd runs ``backward()`` on its own device thread, which
     does not see a ``level`` block around the ``backward()`` call (it sees ``set_level`` /
@@ -106,14 +119,11 @@ def level(n: int):
     from what their forward decided (so2_mixing_stack), not from the block. Wrap the forward,
     or use ``set_level``, to choose a backward's level."""
     n = _check_level(n)
-    stack = getattr(_state, "stack", None)
-    if stack is None:
-        stack = _state.stack = []
-    stack.append(n)
+    token = _block_level.set(n)
     try:
         yield n
     finally:
-        stack.pop()
+        _block_level.reset(token)
 
 
 def interpreter_enabled() -> bool:
@@ -130,9 +140,10 @@ def triton_available() -> bool:
     return True
 
 
-def kernels_enabled(device: torch.device) -> bool:
-    """Whether Triton kernels may run for tensors on ``device`` at the current level."""
-    if get_level() == 0 or not triton_available():
+def kernels_enabled(device: torch.device, level: int | None = None) -> bool:
+    """Whether Triton kernels may run for tensors on ``device`` at ``level`` (default: the
+    current level; a caller deciding several things from one reading passes it)."""
+    if (get_level() if level is None else level) == 0 or not triton_available():
         return False
     if device.type == "cuda":
         return True

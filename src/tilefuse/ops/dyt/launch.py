@@ -117,10 +117,10 @@ def _problem(lay: _Layout, x_itemsize: int, pass_: str) -> DyTProblem:
     return DyTProblem(pass_, lay.n_rows, lay.n_cols, x_itemsize, lay.param_per_row)
 
 
-def pick_config(problem: DyTProblem) -> DyTConfig:
+def pick_config(problem: DyTProblem, level: int | None = None) -> DyTConfig:
     """Level >= 2: the tuned entry for the problem's key when the table has one; otherwise
-    (and at level 1) the heuristic default."""
-    if policy.get_level() >= 2:
+    (and at level 1) the heuristic default. ``level``: the call plan's (default: the current)."""
+    if (policy.get_level() if level is None else level) >= 2:
         tuned = lookup_config("dyt", problem)
         if tuned is not None:
             return tuned
@@ -165,11 +165,11 @@ class ForwardLaunch:
     __slots__ = ("launch",)
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
-                 config: DyTConfig | None):
+                 config: DyTConfig | None, level: int | None = None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_fwd_kernel, dyt_fwd_persistent_kernel
         _check_addressable(lay)
-        cfg = config or pick_config(_problem(lay, x_itemsize, "fwd"))
+        cfg = config or pick_config(_problem(lay, x_itemsize, "fwd"), level)
         tiles = dict(HAS_BIAS=has_bias, PARAM_PER_ROW=lay.param_per_row, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         n_row_blocks, n_col_blocks = cdiv(lay.n_rows, cfg.block_m), cdiv(lay.n_cols, cfg.block_n)
         if cfg.prefetch:
@@ -203,11 +203,11 @@ class BackwardLaunch:
     __slots__ = ("main", "reduce", "sizes", "_reusable", "_lock", "_kept", "_stream")
 
     def __init__(self, lay: _Layout, x_itemsize: int, has_bias: bool, device: torch.device,
-                 config: DyTConfig | None):
+                 config: DyTConfig | None, level: int | None = None):
         from ..triton_common import CompiledLauncher
         from .kernels import dyt_bwd_cols_kernel, dyt_bwd_reduce_kernel, dyt_bwd_rows_kernel
         _check_addressable(lay)
-        cfg = config or pick_config(_problem(lay, x_itemsize, "bwd"))
+        cfg = config or pick_config(_problem(lay, x_itemsize, "bwd"), level)
         n_row_blocks = cdiv(lay.n_rows, cfg.block_m)
         tiles = dict(HAS_BIAS=has_bias, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n)
         if lay.param_per_row:

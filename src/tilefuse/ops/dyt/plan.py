@@ -155,7 +155,7 @@ class Plan:
         self.empty = x.numel() == 0
         self.layout = lay = launch._layout(x, channels_last)
         # extents within a tile of 2**31 take the reference formulas (launch.addressable)
-        self.kernels = level != 0 and policy.kernels_enabled(x.device) and launch.addressable(lay)
+        self.kernels = level != 0 and policy.kernels_enabled(x.device, level) and launch.addressable(lay)
         self.has_bias = bias is not None
         self.config = config
         self.device = x.device
@@ -191,7 +191,7 @@ class Plan:
         fwd = self._fwd
         if fwd is None:
             fwd = self._fwd = launch.ForwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device,
-                                                     self.config)
+                                                     self.config, self.level)
         w = weight.contiguous() if self.w_copy else weight
         fwd.launch(x.contiguous() if self.x_copy else x, y, alpha, w,
                    w if bias is None else (bias.contiguous() if self.b_copy else bias))
@@ -248,7 +248,8 @@ class Plan:
         dy_view = dy.movedim(1, -1) if self.layout.moved else dy
         shared = next((bwd for (_, dtype), (bwd, _) in list(self._bwd.items()) if dtype == dy_key[1]), None)
         if shared is None:
-            shared = launch.BackwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device, self.config)
+            shared = launch.BackwardLaunch(self.layout, self.x_itemsize, self.has_bias, self.device, self.config,
+                                           self.level)
         entry = (shared, not dy_view.is_contiguous())
         if len(self._bwd) >= MAX_DY_LAYOUTS:
             self._bwd.clear()

@@ -36,7 +36,7 @@ from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfus
 COMPOSE = compose.NAME   # route's answer for the compose route
 
 
-def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
+def route(problem, device: torch.device, level: int | None = None) -> configs.GemmConfig | str | None:
     """The path the op runs for ``problem`` (tune.GroupedProblem) on ``device``. Nothing but the
     unfused composition where kernels may not run there (level 0, no Triton, a CPU without the
     interpreter); else:
@@ -50,9 +50,10 @@ def route(problem, device: torch.device) -> configs.GemmConfig | str | None:
     - a quantized recipe (no unfused composition on Hopper): its kernels, with the table's
       winner at level >= 2 or else the heuristic config.
     None with a recipe runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
-    if not policy.kernels_enabled(device):
+    level = policy.get_level() if level is None else level   # read once (a call plan passes its own)
+    if not policy.kernels_enabled(device, level):
         return None
-    tuned = lookup_config("grouped_glu_mlp", problem) if policy.get_level() >= 2 else None
+    tuned = lookup_config("grouped_glu_mlp", problem) if level >= 2 else None
     if problem.recipe:
         return tuned or configs.heuristic("fwd", problem.itemsize, problem.recipe)
     if tuned is not None:

@@ -75,12 +75,12 @@ class Plan:
         return self.forward.run(x, counts, probs, w1, w2, b1, b2)[0]
 
 
-def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe) -> Plan:
+def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe, level=None) -> Plan:
     from .api import problem_for   # api imports this module
     validate(x, counts, probs, w1, w2, activation=activation, glu_interleave=glu_interleave, fc1_bias=b1,
              fc2_bias=b2, recipe=recipe)
     path = None if x.device.type == "meta" else route(
-        problem_for(x, w2, activation, glu_interleave, b1 is not None or b2 is not None, recipe), x.device)
+        problem_for(x, w2, activation, glu_interleave, b1 is not None or b2 is not None, recipe), x.device, level)
     compose_path = recipe is None and (path == COMPOSE or (isinstance(path, GemmConfig) and path.compose))
     if not compose_path:
         return Plan(None, None, activation, glu_interleave)
@@ -99,15 +99,16 @@ def lookup(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
     try:
         # the Python values with their types: True, 1.0 or numpy's 1 equal 1 but are refused by
         # validate, which a plan cached for 1 would skip
+        level = policy.get_level()   # read once: the key's level is the one the plan is built for
         key = (_meta(x), _meta(counts), _meta(probs), _meta(w1), _meta(w2), _meta(b1), _meta(b2), activation,
                activation.__class__, glu_interleave, glu_interleave.__class__, recipe, recipe.__class__,
-               policy.get_level(), table.generation(), _aux(x))
+               level, table.generation(), _aux(x))
         plan = _plans.get(key)
     except Exception:   # noqa: BLE001  not describable by a key (unhashable arguments, ...): checked below
-        key = plan = None
+        key = plan = level = None
     if plan is not None:
         return plan
-    plan = _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
+    plan = _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe, level)
     if key is not None:
         _plans.store(key, plan)
     return plan

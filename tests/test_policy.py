@@ -1,0 +1,101 @@
+"""The execution level: ``level()`` blocks nest, stay in their thread, and under asyncio in
+their task, and leaving one restores exactly what it replaced; set_level and TILEFUSE_LEVEL
+below them."""
+
+import asyncio
+import threading
+
+import tilefuse
+from tilefuse import policy
+
+
+def test_level_blocks_nest_and_fall_back_to_set_level():
+    tilefuse.set_level(1)
+    try:
+        with tilefuse.level(3):
+            assert policy.get_level() == 3
+            with tilefuse.level(0):
+                assert policy.get_level() == 0
+            assert policy.get_level() == 3
+        assert policy.get_level() == 1
+    finally:
+        tilefuse.set_level(None)
+    assert policy.get_level() == policy.DEFAULT_LEVEL
+
+
+def test_a_level_block_is_not_seen_by_another_thread():
+    seen = []
+    with tilefuse.level(0):
+        worker = threading.Thread(target=lambda: seen.append(policy.get_level()))
+        worker.start()
+        worker.join()
+        assert policy.get_level() == 0
+    assert seen == [policy.DEFAULT_LEVEL]
+
+
+def test_interleaved_blocks_of_two_asyncio_tasks_each_see_their_own_level():
+    """Task A enters level(0), task B enters level(3), A leaves, B checks: with a per-thread
+    stack A's exit popped B's entry (B saw 0) and B's exit left A's 0 behind."""
+    seen = {}
+
+    async def task(name, n, entered, other_entered, left=None, other_left=None):
+        with tilefuse.level(n):
+            entered.set()
+            await other_entered.wait()
+            if other_left is not None:
+                await other_left.wait()
+            seen[name] = policy.get_level()
+        if left is not None:
+            left.set()
+
+    async def main():
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        await asyncio.gather(task("a", 0, a_in, b_in, left=a_out), task("b", 3, b_in, a_in, other_left=a_out))
+
+    asyncio.run(main())
+    assert seen == {"a": 0, "b": 3}
+    assert policy.get_level() == policy.DEFAULT_LEVEL
+
+
+def test_a_call_plan_reads_the_level_once(monkeypatch, tuning_table, device):
+    """A plan is stored under the level its key read; building it must not read the level
+    again (another thread's set_level in between built a level-0 key's plan with level-2
+    kernels, or the reverse, found again whenever that level came back). Here every reading
+    after the first says 0: the dyt plan still runs the kernels at level 2's tuned config, and
+    the grouped plan the compose route."""
+    import torch
+
+    from tilefuse import tuning
+    from tilefuse.ops.dyt import configs as dyt_configs
+    from tilefuse.ops.dyt import launch as dyt_launch
+    from tilefuse.ops.dyt import plan as dyt_plans
+    from tilefuse.ops.dyt.configs import DyTConfig, DyTProblem
+    from tilefuse.ops.grouped_glu_mlp import plan as grouped_plans
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+
+    x = torch.randn(50, 32, device=device)
+    a, w, b = torch.tensor([0.5], device=device), torch.randn(32, device=device), torch.randn(32, device=device)
+    problem = DyTProblem("fwd", 50, 32, 4, False)
+    tuned = DyTConfig(16 if dyt_configs.heuristic(problem).block_m != 16 else 8, 32, 2, 4)
+    tuning.register("dyt", {problem: tuned})
+    picked = []
+    real_pick = dyt_launch.pick_config
+    monkeypatch.setattr(dyt_launch, "pick_config",
+                        lambda p, level=None: picked.append(real_pick(p, level)) or picked[-1])
+
+    def first_two_then_zero():
+        readings = iter([2])
+        return lambda: next(readings, 0)
+
+    dyt_plans.clear()
+    monkeypatch.setattr(policy, "get_level", first_two_then_zero())
+    plan = dyt_plans.lookup(x, a, w, b, True)
+    assert plan.level == 2 and plan.kernels is policy.kernels_enabled(x.device, 2)
+    if plan.kernels:
+        plan.launch_forward(x, a, w, b)
+        assert picked == [tuned]
+    i = random_inputs([5, 0, 9], 48, 40, torch.float32, bias=False, device=device)
+    grouped_plans.clear()
+    monkeypatch.setattr(policy, "get_level", first_two_then_zero())
+    gplan = grouped_plans.lookup(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8, None)
+    assert (gplan.forward is not None) is policy.kernels_enabled(x.device, 2)
