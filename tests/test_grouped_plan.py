@@ -297,6 +297,25 @@ def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeyp
     assert log == ["fork", "join"], log
 
 
+def test_a_recipe_forward_that_raises_between_fork_and_join_still_joins(monkeypatch):
+    """The forward's fork (W2's quantizer beside FC1, with a recipe) is joined however the
+    forward ends: an error in FC1 (an OOM, say) still makes the caller's stream wait for the
+    side stream before the tensors it uses go back. Streams faked as in the backward's test."""
+    from tilefuse.ops.grouped_glu_mlp import launch
+    log, side = [], object()
+    monkeypatch.setattr(streams, "side_stream", lambda t, priority=0: side)
+    monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork"), fn())[1])
+    monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
+    monkeypatch.setattr(streams, "caller_uses", lambda *a: None)
+    i = random_inputs([5, 0, 7], 128, 128, torch.bfloat16, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(0))
+    monkeypatch.setattr(launch, "_gemm", _raise_oom)
+    with pytest.raises(torch.OutOfMemoryError, match="dgrad"):
+        launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 16,
+                       config=configs.heuristic("fwd", 2, "fp8_block"), recipe="fp8_block")
+    assert log == ["fork", "join"], log
+
+
 def test_joined_joins_once_and_keeps_the_error_when_the_join_fails(monkeypatch):
     log = []
     monkeypatch.setattr(streams, "join", lambda s, device: log.append("join"))

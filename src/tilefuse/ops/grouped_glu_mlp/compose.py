@@ -382,8 +382,7 @@ class BackwardPlan:
         self.has_b2 = b2 is not None
         self.b2_stride = b2.stride(0) if b2 is not None else 0
         self.gemms: dict = {}      # role: ws_rows / ws_wgrad Prepared, or False (torch._grouped_mm)
-        self.dglu = None
-        self.lddh = -1
+        self.dglu = None           # (the dGLU's launcher, the dh row stride it was built for)
 
     def _prepare(self, wgrad: bool, a, w, out, counts):
         from . import ws_rows, ws_wgrad
@@ -412,20 +411,24 @@ class BackwardPlan:
 
     def _dglu(self, dh):
         """The dGLU's launcher for a dh of dh's row stride (fixed on the first run: a dh from
-        torch._grouped_mm has its own, padded to 16 bytes)."""
-        if self.dglu is None or dh.stride(0) != self.lddh:
-            from ..triton_common import CompiledLauncher
-            _, dglu_kernel, _ = _glue_kernels()
-            fwd = self.forward
-            T, H, F, E = fwd.sizes
-            self.lddh = dh.stride(0)
-            self.dglu = CompiledLauncher(
-                dglu_kernel, (cdiv(T, fwd.glue.dglu_block_m),),
-                (T, F, H, E, self.lddh, 2 * F, 2 * F, H, fwd.b1_stride, self.b2_stride),
-                {"ACT": ACTIVATIONS[fwd.activation], "INTERLEAVE": fwd.interleave or 0, "HAS_B1": fwd.has_b1,
-                 "HAS_B2": self.has_b2, "BLOCK_M": fwd.glue.dglu_block_m, "BLOCK_F": fwd.glue.dglu_block_f,
-                 "BLOCK_H": fwd.glue.dglu_block_f, "E_CHUNK": E_CHUNK}, num_warps=fwd.glue.num_warps)
-        return self.dglu
+        torch._grouped_mm has its own, padded to 16 bytes). The launcher and the stride it was
+        built for are published as one tuple, so a thread never pairs one with the other's."""
+        held = self.dglu
+        lddh = dh.stride(0)
+        if held is not None and held[1] == lddh:
+            return held[0]
+        from ..triton_common import CompiledLauncher
+        _, dglu_kernel, _ = _glue_kernels()
+        fwd = self.forward
+        T, H, F, E = fwd.sizes
+        launcher = CompiledLauncher(
+            dglu_kernel, (cdiv(T, fwd.glue.dglu_block_m),),
+            (T, F, H, E, lddh, 2 * F, 2 * F, H, fwd.b1_stride, self.b2_stride),
+            {"ACT": ACTIVATIONS[fwd.activation], "INTERLEAVE": fwd.interleave or 0, "HAS_B1": fwd.has_b1,
+             "HAS_B2": self.has_b2, "BLOCK_M": fwd.glue.dglu_block_m, "BLOCK_F": fwd.glue.dglu_block_f,
+             "BLOCK_H": fwd.glue.dglu_block_f, "E_CHUNK": E_CHUNK}, num_warps=fwd.glue.num_warps)
+        self.dglu = (launcher, lddh)
+        return launcher
 
     def run(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h):
         """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) of ``backward``."""

@@ -383,21 +383,22 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     w1_dgrad = w2_dgrad = None
     quantized = recipe is not None and T > 0
     side = streams.side_stream(x, streams.HIGH) if quantized and cfg.side_stream else None
+    with streams.joined(side, x.device):   # the fork below is joined however this ends
+        if quantized:
+            # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
+            w2_pair = streams.on_side(side, x.device,
+                                      lambda: recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights))
+            fc1_a = recipes.quantize_rows(recipe, x)
+            fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
+        # FC1 + GLU: B_e(k, n) = W1[e, n, k].
+        _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
+              b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
+              ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe,
+              ws=cfg.ws and cfg.rows_glu)
+        fc2_a, fc2_b = h, w2
+        if quantized:
+            fc2_a = recipes.quantize_rows(recipe, h)
     if quantized:
-        # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
-        w2_pair = streams.on_side(side, x.device,
-                                  lambda: recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights))
-        fc1_a = recipes.quantize_rows(recipe, x)
-        fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
-    # FC1 + GLU: B_e(k, n) = W1[e, n, k].
-    _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
-          b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),
-          ldc=h.stride(0), F=F, probs=probs, bias=b1, z=z, act=act, interleave=inter, recipe=recipe,
-          ws=cfg.ws and cfg.rows_glu)
-    fc2_a, fc2_b = h, w2
-    if quantized:
-        fc2_a = recipes.quantize_rows(recipe, h)
-        streams.join(side, x.device)
         fc2_b, w2_dgrad = w2_pair
         streams.caller_uses(side, x.device,
                             *(t for q in w2_pair if q is not None for t in (q.data, q.scales, q.decode)))
