@@ -6,6 +6,8 @@ import functools
 
 import torch
 
+from .utils import resolved_neg
+
 # Under Triton's interpreter on the CPU a "device" has this many SMs: small, so persistent
 # loops run several iterations per program at test sizes.
 INTERPRETER_SMS = 2
@@ -41,11 +43,16 @@ def other_cuda_device(t) -> int | None:
 def on_tensor_device(fn):
     """Decorator of a public entry point whose first argument is the tensor that places the
     call: the call runs with that tensor's CUDA device current (``torch.cuda.device``) where it
-    is on another one (other_cuda_device), else as it is. Traced calls are left alone: compiled
-    code places its kernels itself."""
+    is on another one (other_cuda_device), else as it is; every tensor argument with a set
+    negative bit is resolved first (utils.resolved_neg: the kernels read memory). Traced calls
+    are left alone: compiled code places its kernels itself, and the custom ops' dispatcher
+    resolves such views."""
     @functools.wraps(fn)
     def wrapper(x, *args, **kwargs):
         if not torch.compiler.is_compiling():
+            if any(t.is_neg() for t in (x, *args, *kwargs.values()) if isinstance(t, torch.Tensor)):
+                x, args = resolved_neg(x), tuple(map(resolved_neg, args))
+                kwargs = {k: resolved_neg(v) for k, v in kwargs.items()}
             index = other_cuda_device(x)
             if index is not None:
                 with torch.cuda.device(index):

@@ -3,6 +3,17 @@
 import contextlib
 import threading
 
+import torch
+
+
+def resolved_neg(t):
+    """``t`` with PyTorch's lazy negation applied where its negative bit is set (a view such as
+    ``z.conj().imag`` holds the values' negatives in memory and flips them on read): kernels
+    read memory through data_ptr() and would take those negatives as the values. torch.library
+    custom ops get such views resolved by the dispatcher; eager entry points call this. Anything
+    else (a tensor without the bit, None, a non-tensor for the argument checks) as it is."""
+    return t.resolve_neg() if isinstance(t, torch.Tensor) and t.is_neg() else t
+
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
+from ...utils import resolved_neg
 from . import plan as plans
 from . import reference
 from .op import apply, dyt_op
@@ -54,6 +55,12 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         plan = None
         f64, level = validate(x, alpha, weight, bias, channels_last), policy.get_level()
     else:
+        try:   # a negative-bit view holds its values' negatives in memory (utils.resolved_neg)
+            neg = x.is_neg() or alpha.is_neg() or weight.is_neg() or (bias is not None and bias.is_neg())
+        except AttributeError:   # not tensors: validate names them
+            neg = False
+        if neg:
+            x, alpha, weight, bias = map(resolved_neg, (x, alpha, weight, bias))
         plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
         if plan.foreign:   # the kernels launch on the current device (device.on_tensor_device)
             with torch.cuda.device(x.device):

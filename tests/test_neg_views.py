@@ -1,0 +1,89 @@
+"""Negative-bit views (``z.conj().imag``: a real tensor whose memory holds its values'
+negatives, flipped on read) as any tensor argument of each public entry point give the values'
+result, forward and gradients: the kernels read memory through data_ptr(), so the entry
+points resolve such views (utils.resolved_neg; the custom ops' dispatcher does it for traced
+calls). Before, dyt's alpha (and a one-channel weight), grouped_glu_mlp's weights on the fused
+kernels and the quantizers took the negatives silently."""
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import launches, quant, tuning
+from tilefuse.ops.grouped_glu_mlp.api import problem_for
+from tilefuse.ops.grouped_glu_mlp import tune as gtune
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+from tilefuse.utils import normwise_rel_error as rel
+
+
+def neg_view(t: torch.Tensor) -> torch.Tensor:
+    """A tensor equal to t whose negative bit is set (t's negatives in memory)."""
+    v = torch.complex(torch.zeros_like(t), -t.detach()).conj().imag
+    assert v.is_neg() and torch.equal(v, t)
+    return v.requires_grad_(t.requires_grad)
+
+
+def _grads(y, leaves, dy):
+    return torch.autograd.grad(y, [t for t in leaves if t.requires_grad], dy)
+
+
+@pytest.mark.parametrize("arg", ["x", "alpha", "weight", "bias"])
+@pytest.mark.parametrize("channels", [8, 1])
+def test_dyt(arg, channels, device):
+    g = torch.Generator().manual_seed(0)
+    t = {"x": torch.randn(6, channels, generator=g), "alpha": torch.tensor([0.7]),
+         "weight": torch.randn(channels, generator=g), "bias": torch.randn(channels, generator=g)}
+    t = {k: v.to(device).requires_grad_(True) for k, v in t.items()}
+    dy = torch.randn(6, channels, generator=g).to(device)
+    want = tilefuse.dyt(t["x"], t["alpha"], t["weight"], t["bias"])
+    want_grads = _grads(want, t.values(), dy)
+    v = dict(t, **{arg: neg_view(t[arg])})
+    got = tilefuse.dyt(v["x"], v["alpha"], v["weight"], v["bias"])
+    assert torch.equal(got, want)
+    for a, b in zip(_grads(got, v.values(), dy), want_grads):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("arg", ["x", "probs", "w1", "w2", "b1", "b2"])
+@pytest.mark.parametrize("route", ["default", "fused kernels"])
+def test_grouped_glu_mlp(arg, route, tuning_table, device):
+    i = random_inputs([5, 0, 9], 32, 32, torch.float32, bias=True, device=device,
+                      generator=torch.Generator().manual_seed(1))
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    t = {k: i[k].requires_grad_(True) for k in names}
+    if route == "fused kernels":
+        problem = problem_for(i["x"], i["w2"], "swiglu", 8, True)
+        tuning.register("grouped_glu_mlp", {problem: gtune.candidates_for(problem)[0]})
+
+    def call(a):
+        with tilefuse.level(2), launches.counting() as launched:
+            y = tilefuse.grouped_glu_mlp(a["x"], i["counts"], a["probs"], a["w1"], a["w2"], glu_interleave=8,
+                                         fc1_bias=a["b1"], fc2_bias=a["b2"])
+        assert (launched["grouped_mlp_fwd"] == 1) is (route == "fused kernels")
+        return y
+
+    want = call(t)
+    want_grads = _grads(want, t.values(), i["dy"])
+    v = dict(t, **{arg: neg_view(t[arg])})
+    got = call(v)
+    assert rel(got, want) <= 1e-6
+    for a, b in zip(_grads(got, v.values(), i["dy"]), want_grads):
+        assert rel(a, b) <= 1e-6
+
+
+@pytest.mark.parametrize("fn", ["quantize_fp8_block", "quantize_mxfp8", "quantize_nvfp4"])
+def test_quantizers(fn, device):
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(2)).to(device)
+    want, got = getattr(quant, fn)(x), getattr(quant, fn)(neg_view(x))
+    assert torch.equal(got.dequantize(), want.dequantize())
+
+
+@pytest.mark.parametrize("arg", range(5), ids=["u0", "alpha", "w0_all", "w1_all", "gw_all"])
+def test_so2_mixing_stack(arg, device):
+    from test_so2_kernels import make
+    _, inputs = make(1, 2, 8, 37, device)
+    want = tilefuse.so2_mixing_stack(*inputs, lmax=1, focus_dim=8)
+    views = list(inputs)
+    views[arg] = neg_view(inputs[arg])
+    got = tilefuse.so2_mixing_stack(*views, lmax=1, focus_dim=8)
+    assert rel(got, want) <= 1e-6
