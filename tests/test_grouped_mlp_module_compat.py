@@ -151,3 +151,28 @@ def test_state_dict_records_and_checks_the_layout():
     with pytest.raises(RuntimeError, match="mlp.fc1_weight was saved"):
         torch.nn.ModuleDict({"mlp": GroupedGLUMLP(E, H, 8, glu_layout="halves")}).load_state_dict(
             {"mlp." + k: v for k, v in state.items()})
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_double_backward_takes_an_expanded_incoming_gradient(level):
+    """A second backward whose incoming gradient is expanded (``g.sum().backward()`` on a
+    create_graph gradient g): torch._grouped_mm's backward takes row-major gradients only
+    ("Invalid strides/sizes"), so the first backward's gradients lay theirs out on the way in.
+    (Level 0 is PyTorch's own autograd of the plain composition, which still refuses it.)"""
+    g0 = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 16, generator=g0).requires_grad_(True)
+    w1 = torch.randn(2, 16, 16, generator=g0).requires_grad_(True)
+    w2 = torch.randn(2, 16, 8, generator=g0).requires_grad_(True)
+    counts, probs = torch.tensor([3, 2]), torch.rand(5, generator=g0)
+    with tilefuse.level(level):
+        y = tilefuse.grouped_glu_mlp(x, counts, probs, w1, w2, glu_interleave=None)
+        g, = torch.autograd.grad(y.pow(2).sum(), x, create_graph=True)
+        got = torch.autograd.grad(g.sum(), (w1, w2))
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, w1, w2)]
+    y64 = grouped_glu_mlp_reference(leaves[0], counts, probs.double(), *leaves[1:], glu_interleave=None,
+                                    compute_dtype=torch.float64)
+    g64, = torch.autograd.grad(y64.pow(2).sum(), leaves[0], create_graph=True)
+    want = torch.autograd.grad(g64.sum(), leaves[1:])
+    k = 2 * (16 + 2 * 8 + 3 + 16) * torch.finfo(torch.float32).eps   # the double backward test's bound, H 16, F 8
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=k, atol=k * float(b.abs().max()))
