@@ -107,7 +107,8 @@ def test_bad_inputs_name_the_argument(device):
     cases = [
         ((x.long(), a, w, b), {}, TypeError, "x must be float32"),
         ((x, a.int(), w, b), {}, TypeError, "alpha must be float32"),
-        ((x, torch.ones(2, device=device), w, b), {}, ValueError, "alpha must have exactly one element"),
+        ((x, torch.ones(2, device=device), w, b), {}, ValueError, "alpha must have shape \\(1,\\) or \\(\\)"),
+        ((x, torch.ones(1, 1, device=device), w, b), {}, ValueError, "alpha must have shape \\(1,\\) or \\(\\)"),
         ((x, a, torch.ones(7, device=device), b), {}, ValueError, r"weight must have shape \(8,\)"),
         ((x, a, w, torch.zeros(9, device=device)), {}, ValueError, r"bias must have shape \(8,\)"),
         ((x, a, w.reshape(2, 4), b), {}, ValueError, "weight must have shape"),
@@ -172,3 +173,20 @@ def test_reference_runs_without_interpreter_on_cpu(monkeypatch):
         y.backward(dy)
     assert sum(launched.values()) == 0
     assert w.grad.dtype == torch.bfloat16 and y.dtype == torch.float32
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_zero_channels_differentiate_to_empty_gradients(level, device):
+    """x (4, 0) with (0,) parameters (validate accepts it) gives empty y and gradients, also
+    through a create_graph backward, whose reference formulas reduced with reshape(-1, 0)
+    (ambiguous without elements: a RuntimeError)."""
+    x = torch.randn(4, 0, device=device, requires_grad=True)
+    a = torch.tensor([0.5], device=device, requires_grad=True)
+    w = torch.ones(0, device=device, requires_grad=True)
+    b = torch.zeros(0, device=device, requires_grad=True)
+    with tilefuse.level(level):
+        y = tilefuse.dyt(x, a, w, b)
+        grads = torch.autograd.grad(y.sum(), (x, a, w, b), create_graph=True, allow_unused=True)
+    assert y.shape == (4, 0)
+    assert grads[0].shape == (4, 0) and grads[2].shape == (0,) and grads[3].shape == (0,)
+    assert grads[1] is None or float(grads[1].detach().abs().sum()) == 0.0
