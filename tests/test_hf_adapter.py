@@ -150,6 +150,8 @@ def test_convert_refuses_a_model_without_experts_and_bad_routing():
     adapter = HFGroupedGLUExperts.from_hf(StandInExperts())
     hidden, index, weights = routing()
     for args, exc, match in [((hidden[:, :8], index, weights), ValueError, "hidden_states must be"),
+                             ((hidden.long(), index, weights), TypeError, "hidden_states must be a float tensor"),
+                             ((hidden.bool(), index, weights), TypeError, "hidden_states must be a float tensor"),
                              ((hidden, index.float(), weights), TypeError, "top_k_index must be int"),
                              ((hidden, index[:3], weights), ValueError, "top_k_index must be"),
                              ((hidden, index, weights[:, :1]), ValueError, "top_k_weights must have")]:

@@ -148,6 +148,8 @@ def _check_routing(hidden_states, top_k_index, top_k_weights, hidden_dim: int) -
                     ("top_k_weights", top_k_weights)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{_WHERE}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if not hidden_states.is_floating_point():   # it is cast to the experts' dtype: ints / bools would pass silently
+        raise TypeError(f"{_WHERE}: hidden_states must be a float tensor, got {hidden_states.dtype}")
     if hidden_states.dim() != 2 or hidden_states.shape[1] != hidden_dim:
         raise ValueError(f"{_WHERE}: hidden_states must be (T, H) with H = {hidden_dim}, "
                          f"got shape {tuple(hidden_states.shape)}")
