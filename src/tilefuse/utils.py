@@ -6,6 +6,19 @@ import threading
 import torch
 
 
+def check_tensor(where: str, name: str, t, what: str = "a torch.Tensor") -> None:
+    """TypeError naming ``name`` (after ``where``, where given) unless ``t`` is a dense tensor:
+    a torch.Tensor of strided layout, not nested. The kernels read memory through data_ptr()
+    and strides; sparse and nested tensors have neither (their layout checks are then the
+    users' first hint, rather than a RuntimeError from inside torch)."""
+    prefix = f"{where}: " if where else ""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{prefix}{name} must be {what}, got {type(t).__name__}")
+    if t.layout is not torch.strided or t.is_nested:
+        kind = "a nested tensor" if t.is_nested else f"layout {t.layout}"
+        raise TypeError(f"{prefix}{name} must be a dense (strided) tensor, got {kind}")
+
+
 def resolved_neg(t):
     """``t`` with PyTorch's lazy negation applied where its negative bit is set (a view such as
     ``z.conj().imag`` holds the values' negatives in memory and flips them on read): kernels

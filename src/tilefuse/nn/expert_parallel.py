@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..utils import check_tensor
 from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
 
 _WHERE = "ExpertParallelGLUMLP"
@@ -191,8 +192,7 @@ def _group_of(process_group):
 def _check_tokens(x, expert_ids, probs, hidden: int, weight: torch.Tensor) -> None:
     """Argument checks before any collective (shapes, dtypes, devices: no value is read)."""
     for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{_WHERE}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        check_tensor(_WHERE, name, t)
     if x.dtype != weight.dtype:
         raise TypeError(f"{_WHERE}: x is {x.dtype} but the experts' parameters are {weight.dtype}; "
                         "it must have their dtype")

@@ -27,6 +27,7 @@ import logging
 import torch
 from torch import nn
 
+from ..utils import check_tensor
 from .grouped_mlp import check_expert_args, glu_layout_of
 
 logger = logging.getLogger("tilefuse.nn")
@@ -146,8 +147,7 @@ class HFGroupedGLUExperts(nn.Module):
 def _check_routing(hidden_states, top_k_index, top_k_weights, hidden_dim: int) -> None:
     for name, t in (("hidden_states", hidden_states), ("top_k_index", top_k_index),
                     ("top_k_weights", top_k_weights)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{_WHERE}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        check_tensor(_WHERE, name, t)
     if not hidden_states.is_floating_point():   # it is cast to the experts' dtype: ints / bools would pass silently
         raise TypeError(f"{_WHERE}: hidden_states must be a float tensor, got {hidden_states.dtype}")
     if hidden_states.dim() != 2 or hidden_states.shape[1] != hidden_dim:

@@ -15,6 +15,7 @@ import torch
 
 from .. import policy
 from ..device import on_tensor_device
+from ..utils import check_tensor
 from . import launch, reference
 from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
 from .swizzle import swizzle_scales
@@ -29,8 +30,7 @@ def _check_bool(fn: str, name: str, v) -> None:
 
 
 def _check_x(fn: str, x, block_cols: int) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
+    check_tensor(fn, "x", x)
     if x.dtype not in INPUT_DTYPES:
         raise TypeError(f"{fn}: x must be float32, bfloat16 or float16, got {x.dtype}")
     if x.dim() != 2:
@@ -159,8 +159,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
     for name, v in (("block_2d", block_2d), ("rht", rht), ("swizzle", swizzle)):
         _check_bool(fn, name, v)
     if amax is not None:
-        if not isinstance(amax, torch.Tensor):
-            raise TypeError(f"{fn}: amax must be a torch.Tensor or None, got {type(amax).__name__}")
+        check_tensor(fn, "amax", amax, "a torch.Tensor or None")
         if not amax.is_floating_point():
             raise TypeError(f"{fn}: amax must be a floating-point tensor, got {amax.dtype}")
         if amax.numel() != 1:
@@ -169,9 +168,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
             raise ValueError(f"{fn}: amax is on {amax.device} but x is on {x.device}")
         amax = amax.detach().to(torch.float32).reshape(()).abs()   # a new tensor: the caller's is untouched
     if stochastic_bits is not None:
-        if not isinstance(stochastic_bits, torch.Tensor):
-            raise TypeError(f"{fn}: stochastic_bits must be a torch.Tensor or None, "
-                            f"got {type(stochastic_bits).__name__}")
+        check_tensor(fn, "stochastic_bits", stochastic_bits, "a torch.Tensor or None")
         if stochastic_bits.dtype not in (torch.uint32, torch.int32):
             raise TypeError(f"{fn}: stochastic_bits must be uint32 (or int32), got {stochastic_bits.dtype}")
         if stochastic_bits.shape != x.shape:

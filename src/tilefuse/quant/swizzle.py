@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..utils import cdiv
+from ..utils import cdiv, check_tensor
 from .formats import SWIZZLE_COLS, SWIZZLE_ROWS
 
 
@@ -30,8 +30,7 @@ def swizzled_offset(r, c, padded_cols: int):
 
 
 def _check_2d(name: str, t) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensor("", name, t)
 
 
 def swizzle_scales(scales_2d: torch.Tensor) -> torch.Tensor:

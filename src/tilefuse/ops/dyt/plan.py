@@ -33,6 +33,7 @@ import torch
 from ... import launches, policy
 from ...device import current_cuda_device
 from ...tuning import table
+from ...utils import check_tensor
 from ..plan_cache import PlanCache
 from . import launch, reference
 
@@ -43,8 +44,7 @@ ACCEPTED_DTYPES = FLOAT_DTYPES + (torch.float64,)
 
 def check_float(name: str, t) -> bool:
     """Whether t is float64; TypeError naming it unless it is a tensor of ACCEPTED_DTYPES."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"dyt: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensor("dyt", name, t)
     if t.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"dyt: {name} must be float32, bfloat16, float16 or float64, got {t.dtype}")
     return t.dtype == torch.float64

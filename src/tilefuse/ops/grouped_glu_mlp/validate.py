@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from ...utils import check_tensor
 from .recipes import BLOCK, RECIPES
 from .reference import ACTIVATIONS
 
@@ -85,8 +86,7 @@ def check_glu_interleave(glu_interleave, ffn: int) -> None:
 
 
 def _check_tensor(name: str, t, dtypes, dtype_names: str) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{_OP}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensor(_OP, name, t)
     if t.dtype not in dtypes:
         raise TypeError(f"{_OP}: {name} must be {dtype_names}, got {t.dtype}")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from ...utils import check_tensor
 from .reference import So2Dims
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -42,8 +43,7 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 
 def _check_float(name: str, t) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{_OP}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensor(_OP, name, t)
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{_OP}: {name} must be {_DTYPE_NAMES}, got {t.dtype}")
 

@@ -1,9 +1,10 @@
-"""Negative-bit views (``z.conj().imag``: a real tensor whose memory holds its values'
-negatives, flipped on read) as any tensor argument of each public entry point give the values'
-result, forward and gradients: the kernels read memory through data_ptr(), so the entry
-points resolve such views (utils.resolved_neg; the custom ops' dispatcher does it for traced
-calls). Before, dyt's alpha (and a one-channel weight), grouped_glu_mlp's weights on the fused
-kernels and the quantizers took the negatives silently."""
+"""Tensors of unusual kinds at every public entry point. Negative-bit views (``z.conj().imag``:
+a real tensor whose memory holds its values' negatives, flipped on read) as any tensor
+argument give the values' result, forward and gradients: the kernels read memory through
+data_ptr(), so the entry points resolve such views (utils.resolved_neg; the custom ops'
+dispatcher does it for traced calls). Before, dyt's alpha (and a one-channel weight),
+grouped_glu_mlp's weights on the fused kernels and the quantizers took the negatives silently.
+Sparse and nested tensors are refused by name (utils.check_tensor)."""
 
 import pytest
 import torch
@@ -87,3 +88,34 @@ def test_so2_mixing_stack(arg, device):
     views[arg] = neg_view(inputs[arg])
     got = tilefuse.so2_mixing_stack(*views, lmax=1, focus_dim=8)
     assert rel(got, want) <= 1e-6
+
+
+def _sparse(t):
+    return t.detach().to_sparse()
+
+
+def _nested(t):
+    return torch.nested.nested_tensor([t.detach()[:2], t.detach()[2:]], layout=torch.jagged)
+
+
+@pytest.mark.parametrize("kind", [_sparse, _nested], ids=["sparse", "nested"])
+def test_sparse_and_nested_tensors_are_refused_by_name(kind, device):
+    """Sparse (COO) and nested tensors have no strided memory for the kernels to read: each
+    entry point names the argument in a TypeError (they raised RuntimeErrors from inside torch:
+    'memory format option is only supported by strided tensors' and the like)."""
+    x, a, w = torch.randn(4, 16), torch.tensor([0.5]), torch.ones(16)
+    with pytest.raises(TypeError, match="dyt: x must be a dense \\(strided\\) tensor"):
+        tilefuse.dyt(kind(x), a, w)
+    with pytest.raises(TypeError, match="dyt: weight must be a dense"):
+        tilefuse.dyt(x, a, _sparse(w))
+    i = random_inputs([2, 2], 16, 16, torch.float32, bias=False, device="cpu")
+    with pytest.raises(TypeError, match="grouped_glu_mlp: x must be a dense"):
+        tilefuse.grouped_glu_mlp(kind(i["x"]), i["counts"], i["probs"], i["w1"], i["w2"])
+    with pytest.raises(TypeError, match="grouped_glu_mlp: fc1_weight must be a dense"):
+        tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], _sparse(i["w1"]), i["w2"])
+    with pytest.raises(TypeError, match="quantize_nvfp4: x must be a dense"):
+        quant.quantize_nvfp4(kind(torch.randn(4, 32)))
+    from test_so2_kernels import make
+    _, inputs = make(1, 2, 8, 4, "cpu", grad=False)
+    with pytest.raises(TypeError, match="so2_mixing_stack: w0_all must be a dense"):
+        tilefuse.so2_mixing_stack(inputs[0], inputs[1], _sparse(inputs[2]), *inputs[3:], lmax=1, focus_dim=8)
