@@ -638,3 +638,22 @@ def test_the_side_stream_gives_one_streams_bits(recipe, device, monkeypatch):
                                                       for s in sides)
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8", "nvfp4"])
+def test_an_expert_without_tokens_gets_zero_weight_gradients_whatever_the_others_hold(recipe, device):
+    """The spec's rule (zero weight gradients for an expert without tokens) holds when another
+    expert's rows hold a NaN: nvfp4's per-tensor decode scale is then NaN, and the weight
+    gradient kernel multiplied the empty expert's zeros by it (0 * NaN), where level 0 gives 0."""
+    block = 128 if recipe == "fp8_block" else 32
+    i = make([3, 0, 2], block, block, torch.bfloat16, False, device)
+    x = i["x"].clone()
+    x[0, 0] = float("nan")
+    with launches.counting() as launched:
+        y, z, h = launch.forward(x, i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8,
+                                 recipe=recipe)
+        _, _, dw1, dw2, _, _ = launch.backward(i["dy"], x, i["counts"], i["probs"], i["w1"], i["w2"], None, None, z,
+                                               h, "swiglu", 8, recipe=recipe)
+    assert launched["grouped_mlp_bwd"] == 1
+    assert torch.count_nonzero(dw1[1]) == 0 and torch.count_nonzero(dw2[1]) == 0
+    assert not torch.isnan(dw1[1]).any() and not torch.isnan(dw2[1]).any()

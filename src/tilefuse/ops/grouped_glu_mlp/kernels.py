@@ -730,8 +730,8 @@ def grouped_wgrad_kernel(
             b = load_decoded(b_ptr, b_scale_ptr, m64[None, :] * ldb, t[:, None], m64[None, :], bmask,
                              b_scale_ld, RECIPE)
             acc = dot_f32acc(at, b, acc, False)
-        if RECIPE == RECIPE_NVFP4:
-            acc = acc * tl.load(gscale_ptr)
+        if RECIPE == RECIPE_NVFP4:   # an expert without tokens keeps its zeros (a NaN scale is another's)
+            acc = acc * tl.where(count > 0, tl.load(gscale_ptr), 1.0)
     out = c_ptr + expert.to(tl.int64) * N * M + n[:, None] * M + m[None, :]
     tl.store(out, to_output(acc, c_ptr), mask=nmask[:, None] & mmask[None, :])
 
