@@ -32,6 +32,9 @@ def test_decorated_entry_points_keep_their_signature_and_docs():
                       (tilefuse.quant.quantize_nvfp4, "x")]:
         assert next(iter(inspect.signature(fn).parameters)) == first and fn.__doc__, fn
     assert grouped_api.grouped_glu_mlp.__wrapped__.__name__ == "grouped_glu_mlp"
+    from tilefuse.ops.dyt import op as dyt_op   # the custom ops' implementations (api.dyt guards inline)
+    assert dyt_op.forward_impl.__wrapped__.__name__ == "forward_impl"
+    assert dyt_op.backward_impl.__wrapped__.__name__ == "backward_impl"
     assert so2_api.so2_mixing_stack.__wrapped__.__name__ == "so2_mixing_stack"
 
 
@@ -90,6 +93,13 @@ def test_each_op_on_the_other_gpu_matches_the_call_made_there():
         return y.detach(), x.grad.clone()
 
     for got, want in zip(*both(dyt_call)):
+        assert got.device == dev and torch.equal(got, want)
+
+    def dyt_custom_ops():   # what a compiled graph runs, called eagerly
+        y = torch.ops.tilefuse.dyt(x.detach(), a, w, b, True)
+        return (y, *torch.ops.tilefuse.dyt_backward(torch.ones_like(y), x.detach(), a, w, b, True))
+
+    for got, want in zip(*both(dyt_custom_ops)):
         assert got.device == dev and torch.equal(got, want)
 
     q = torch.randn(256, 512, generator=g).to(dev, torch.bfloat16)

@@ -113,11 +113,11 @@ def level(n: int):
     """Run a block at level ``n`` (nests; seen by this thread, or under asyncio by this task:
     a context variable).
 
-    Thread-local means: on CUDA, autograd runs ``backward()`` on its own device thread, which
-    does not see a ``level`` block around the ``backward()`` call (it sees ``set_level`` /
-    ``TILEFUSE_LEVEL``); the ops take their backward route from the level in force there, or
-    from what their forward decided (so2_mixing_stack), not from the block. Wrap the forward,
-    or use ``set_level``, to choose a backward's level."""
+    On CUDA, autograd runs ``backward()`` on its own device thread, which does not see a
+    ``level`` block (it sees ``set_level`` / ``TILEFUSE_LEVEL``): so2_mixing_stack and
+    grouped_glu_mlp take the backward's route from what their forward decided (a block around
+    the forward chooses both), dyt looks its backward up again at the level in force on that
+    thread. Use ``set_level`` to choose dyt's backward level on CUDA."""
     n = _check_level(n)
     token = _block_level.set(n)
     try:

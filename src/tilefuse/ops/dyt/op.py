@@ -22,6 +22,7 @@ from typing import Optional
 import torch
 from torch.autograd import forward_ad
 
+from ...device import on_tensor_device
 from . import launch, reference
 from . import plan as plans
 
@@ -35,6 +36,7 @@ def _batched(*tensors) -> bool:
     return any(t is not None and _is_batched(t) for t in tensors)
 
 
+@on_tensor_device   # the custom ops run here: x's device current, as api.dyt makes it
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     """The forward both entry points run: the Triton kernel where kernels may run
     (policy.kernels_enabled), else the float32 reference formulas; Plan.forward."""
@@ -52,6 +54,7 @@ def check_dy(dy, x) -> None:
         raise ValueError(f"dyt_backward: dy is on {dy.device} but x is on {x.device}")
 
 
+@on_tensor_device
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
     """(dx, dalpha, dweight, dbias or None), by the kernels or the reference formulas; dy
     checked against x (check_dy)."""
