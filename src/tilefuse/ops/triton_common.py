@@ -18,6 +18,7 @@ same for kernels whose grid and arguments change per call (the Gluon GEMMs).
 
 import contextlib
 import functools
+import threading
 
 import torch
 import triton
@@ -85,16 +86,30 @@ DIRECT_LAUNCH = True
 _jit_launches = 0
 
 
+_jit_lock = threading.Lock()
+_jit_blocks = 0          # jit_launches blocks open, in any thread
+_jit_saved = True        # DIRECT_LAUNCH before the first of them
+
+
 @contextlib.contextmanager
 def jit_launches():
     """Inside the block every CompiledLauncher launch goes through Triton's JIT (``DIRECT_LAUNCH``
-    False); the previous setting is restored on exit."""
-    global DIRECT_LAUNCH
-    saved, DIRECT_LAUNCH = DIRECT_LAUNCH, False
+    False, process-wide); the setting from before the first open block is restored when the
+    last one closes (overlapping blocks in two threads each restored what the other had set,
+    leaving the JIT on for good)."""
+    global DIRECT_LAUNCH, _jit_blocks, _jit_saved
+    with _jit_lock:
+        if _jit_blocks == 0:
+            _jit_saved = DIRECT_LAUNCH
+        _jit_blocks += 1
+        DIRECT_LAUNCH = False
     try:
         yield
     finally:
-        DIRECT_LAUNCH = saved
+        with _jit_lock:
+            _jit_blocks -= 1
+            if _jit_blocks == 0:
+                DIRECT_LAUNCH = _jit_saved
 
 
 def jit_launch_count() -> int:
