@@ -107,8 +107,9 @@ def test_bad_inputs_name_the_argument(device):
     cases = [
         ((x.long(), a, w, b), {}, TypeError, "x must be float32"),
         ((x, a.int(), w, b), {}, TypeError, "alpha must be float32"),
-        ((x, torch.ones(2, device=device), w, b), {}, ValueError, "alpha must have shape \\(1,\\) or \\(\\)"),
-        ((x, torch.ones(1, 1, device=device), w, b), {}, ValueError, "alpha must have shape \\(1,\\) or \\(\\)"),
+        ((x, torch.ones(2, device=device), w, b), {}, ValueError, "alpha must have one element"),
+        ((x, torch.ones(1, 1, 1, device=device), w, b), {}, ValueError,
+         "alpha must have one element and no more dimensions than x \\(2\\)"),
         ((x, a, torch.ones(7, device=device), b), {}, ValueError, r"weight must have shape \(8,\)"),
         ((x, a, w, torch.zeros(9, device=device)), {}, ValueError, r"bias must have shape \(8,\)"),
         ((x, a, w.reshape(2, 4), b), {}, ValueError, "weight must have shape"),
@@ -175,18 +176,30 @@ def test_reference_runs_without_interpreter_on_cpu(monkeypatch):
     assert w.grad.dtype == torch.bfloat16 and y.dtype == torch.float32
 
 
+@pytest.mark.parametrize("shape", [(4, 0), (0,)], ids=["2d", "1d"])
 @pytest.mark.parametrize("level", [0, 2])
-def test_zero_channels_differentiate_to_empty_gradients(level, device):
-    """x (4, 0) with (0,) parameters (validate accepts it) gives empty y and gradients, also
-    through a create_graph backward, whose reference formulas reduced with reshape(-1, 0)
-    (ambiguous without elements: a RuntimeError)."""
-    x = torch.randn(4, 0, device=device, requires_grad=True)
+def test_zero_channels_differentiate_to_empty_gradients(level, shape, device):
+    """x (4, 0) or (0,) with (0,) parameters (validate accepts it) gives empty y and gradients,
+    also through a create_graph backward, whose reference formulas reduced with
+    reshape(-1, 0) (ambiguous without elements: a RuntimeError)."""
+    x = torch.randn(*shape, device=device, requires_grad=True)
     a = torch.tensor([0.5], device=device, requires_grad=True)
     w = torch.ones(0, device=device, requires_grad=True)
     b = torch.zeros(0, device=device, requires_grad=True)
     with tilefuse.level(level):
         y = tilefuse.dyt(x, a, w, b)
         grads = torch.autograd.grad(y.sum(), (x, a, w, b), create_graph=True, allow_unused=True)
-    assert y.shape == (4, 0)
-    assert grads[0].shape == (4, 0) and grads[2].shape == (0,) and grads[3].shape == (0,)
+    assert y.shape == shape
+    assert grads[0].shape == shape and grads[2].shape == (0,) and grads[3].shape == (0,)
     assert grads[1] is None or float(grads[1].detach().abs().sum()) == 0.0
+
+
+def test_alpha_of_as_many_dimensions_as_x_is_taken(device):
+    """alpha (1, 1) with a 2-D x broadcasts to x's shape (it worked, and stays accepted); only
+    more dimensions than x (which would broadcast y past x's shape) are refused."""
+    x, w, b = torch.randn(6, 8, device=device), torch.randn(8, device=device), torch.randn(8, device=device)
+    for level in (0, 2):
+        with tilefuse.level(level):
+            want = tilefuse.dyt(x, torch.full((1,), 0.5, device=device), w, b)
+            got = tilefuse.dyt(x, torch.full((1, 1), 0.5, device=device), w, b)
+        assert got.shape == x.shape and torch.equal(got, want)

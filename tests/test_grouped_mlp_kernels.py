@@ -264,6 +264,9 @@ def test_weights_strided_across_experts_are_copied_where_32_bit_offsets_would_wr
     monkeypatch.setattr(launch, "INT32_OFFSETS", 1024)
     with pytest.raises(ValueError, match="fc1_weight has 1024 elements an expert"):
         launch.forward(x, c, p, w1, w2, None, None, "swiglu", 8, config=SMALL)
+    with pytest.raises(ValueError, match="fc1_weight has 1024 elements an expert"):   # a recipe's too
+        launch.forward(x.detach().bfloat16(), c, p, w1.detach().bfloat16(), w2.detach().bfloat16(), None, None,
+                       "swiglu", 8, recipe="mxfp8")
 
 
 @pytest.mark.parametrize("H,F,dtype", [(36, 20, torch.bfloat16), (30, 12, torch.float32), (40, 4, torch.float16)],

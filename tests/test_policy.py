@@ -55,6 +55,7 @@ def test_interleaved_blocks_of_two_asyncio_tasks_each_see_their_own_level():
     asyncio.run(main())
     assert seen == {"a": 0, "b": 3}
     assert policy.get_level() == policy.DEFAULT_LEVEL
+    assert getattr(policy._traced, "level", None) is None   # the tracer's mirror left clean
 
 
 def test_a_call_plan_reads_the_level_once(monkeypatch, tuning_table, device):
@@ -99,3 +100,27 @@ def test_a_call_plan_reads_the_level_once(monkeypatch, tuning_table, device):
     monkeypatch.setattr(policy, "get_level", first_two_then_zero())
     gplan = grouped_plans.lookup(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8, None)
     assert (gplan.forward is not None) is policy.kernels_enabled(x.device, 2)
+
+
+def test_compiled_code_follows_level_blocks_and_set_level():
+    """A compiled function reading the level retraces when a block's or set_level's level
+    changes (Dynamo guards the per-thread mirror it reads; it cannot trace the context
+    variable), as it did before the blocks became a context variable."""
+    import torch
+
+    f = torch.compile(lambda x: x + policy.get_level(), backend="eager")
+    x = torch.zeros(1)
+    got = []
+    with tilefuse.level(1):
+        got.append(int(f(x)))
+    with tilefuse.level(0):
+        got.append(int(f(x)))
+    got.append(int(f(x)))
+    tilefuse.set_level(3)
+    try:
+        got.append(int(f(x)))
+        with tilefuse.level(1):
+            got.append(int(f(x)))
+    finally:
+        tilefuse.set_level(None)
+    assert got == [1, 0, policy.DEFAULT_LEVEL, 3, 1]

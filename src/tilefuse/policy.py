@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import threading
 
 import torch
 
@@ -34,14 +35,10 @@ DEFAULT_LEVEL = 2
 # and leaving a block restores exactly what its entry replaced, whatever other blocks did
 # meanwhile (a per-thread stack popped the wrong entry when tasks' blocks interleaved).
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=None)
-
-
-@torch.compiler.assume_constant_result
-def _block() -> int | None:
-    """The innermost block's level. torch.compile cannot trace ContextVar.get: while tracing,
-    the value is read once and baked into the graph (the ops' custom ops read the level again
-    when the graph runs)."""
-    return _block_level.get()
+# The same, per thread, for torch.compile's tracer: Dynamo cannot trace ContextVar.get, and
+# guards what it reads here, so a compiled function retraces when a block's level changes.
+# (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.)
+_traced = threading.local()
 
 
 def _check_level(n) -> int:
@@ -94,7 +91,7 @@ _global_level: int | None = None
 
 def get_level() -> int:
     """The level in force: the innermost ``level()`` context, else ``set_level``, else the env."""
-    block = _block()
+    block = getattr(_traced, "level", None) if torch.compiler.is_compiling() else _block_level.get()
     if block is not None:
         return block
     if _global_level is not None:
@@ -120,10 +117,14 @@ def level(n: int):
     thread. Use ``set_level`` to choose dyt's backward level on CUDA."""
     n = _check_level(n)
     token = _block_level.set(n)
+    _traced.level = n
     try:
         yield n
     finally:
         _block_level.reset(token)
+        # the mirror follows this context's value (not a saved one: blocks of interleaved
+        # asyncio tasks would restore each other's)
+        _traced.level = _block_level.get()
 
 
 def interpreter_enabled() -> bool:

@@ -116,7 +116,8 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
             composed = _autograd(_compose, i, activation, interleave, dy)
         composed_ran = launched["grouped_mlp_compose"] == 1 and launched["grouped_mlp_compose_bwd"] == 1
         checks.append(("compose route vs float64 reference", composed, composed_ran, ref, TOL[dtype]))
-    if compose.takes(i["x"].element_size(), H, F) and gluon_hopper.available(i["x"].device):
+    if (dtype in (torch.bfloat16, torch.float16) and compose.takes(i["x"].element_size(), H, F)
+            and gluon_hopper.available(i["x"].device)):   # the Gluon GEMMs take 16-bit operands only
         # The compose route at a tuned config's Gluon tiles (the H200 table's winners run them):
         # every GEMM on ws_rows / ws_wgrad, fc1's GLU in ws_rows' epilogue where it takes the
         # layout (interleave 8 here; the halves layout takes the GLU kernel at these widths).

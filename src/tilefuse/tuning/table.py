@@ -80,6 +80,9 @@ _generation = 0
 # read before a change after that change cleared the memo, and no thread sees the new
 # generation beside the old memo (the bump comes last). A memo hit takes no lock.
 _lock = threading.RLock()
+# Serialises record()'s file writes and their installation (a write waits on the file lock,
+# up to store.LOCK_TIMEOUT_S: under _lock that would stall every other thread's lookups).
+_record_lock = threading.Lock()
 
 
 def generation() -> int:
@@ -245,6 +248,12 @@ def register(family: str, mapping: Mapping | None = None) -> None:
     name that is not a str, a key that is neither a str nor a problem, a config field of the
     wrong type: ``block_m=64.0``). Each message names the argument or field.
     """
+    _install(family, _parse(family, mapping))
+
+
+def _parse(family: str, mapping) -> dict:
+    """register's checked entries of ``mapping`` (key -> Entry), installing nothing: the
+    family's own code (keys, configs) runs outside the table's lock."""
     if mapping is None:
         hint = " (the family name comes first)" if isinstance(family, Mapping) else ""
         raise TypeError(f"register(family, mapping): mapping is missing{hint}; e.g. "
@@ -278,6 +287,10 @@ def register(family: str, mapping: Mapping | None = None) -> None:
             parsed[key] = store.parse_entry(family, key, {"winner": winner, "measured": {"source": "register"}})
         except (TypeError, ValueError) as exc:
             raise argument_error(exc, where) from None
+    return parsed
+
+
+def _install(family: str, parsed: dict) -> None:
     with _lock:
         _runtime.setdefault(family, {}).update(parsed)
         _invalidate()
@@ -304,12 +317,13 @@ def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
     a key that had none has none. Arguments are checked as ``register`` checks them, before
     anything changes."""
     if not isinstance(mapping, Mapping):
-        register(family, mapping)      # raises register's TypeError
+        _parse(family, mapping)      # raises register's TypeError
     keys = [_key(family, k, "registered", "mapping key") for k in mapping]
+    parsed = _parse(family, mapping)      # register's checks, before anything changes
     with _lock:
         layer = _runtime.get(family, {})
         before = {k: layer[k] for k in keys if k in layer}
-        register(family, mapping)
+        _install(family, parsed)
     try:
         yield
     finally:
@@ -329,12 +343,14 @@ def record(family: str, updates: dict[str, dict], device_index: int | None = Non
         raise TypeError(f"record: updates must be a dict of key -> raw entry, got {updates!r} "
                         f"({type(updates).__name__})")
     table = _table(device_index, "record: device_index")
-    with _lock:
+    with _record_lock:   # the file write outside _lock: lookups go on while it waits on the file lock
         try:
-            table.cached = store.save(table.path, table.fingerprint, {family: updates})
+            cached = store.save(table.path, table.fingerprint, {family: updates})
         except (TypeError, ValueError) as exc:
             raise argument_error(exc, "record: updates") from None
-        _invalidate()
+        with _lock:
+            table.cached = cached
+            _invalidate()
 
 
 def export_builtin(dest_dir, device_index: int | None = None) -> Path:

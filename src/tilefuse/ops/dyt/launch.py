@@ -61,7 +61,8 @@ INT32_EDGE = 2 ** 31 - 2 ** 16
 
 def addressable(lay: "_Layout") -> bool:
     """Whether the kernels' 32-bit tile arithmetic covers this layout's extents."""
-    extents = (lay.n_rows, lay.n_cols, lay.n_rows // max(lay.n_channels, 1))
+    # the channels-first reduction also loops over n_rows / C parts (BackwardLaunch)
+    extents = (lay.n_rows, lay.n_cols) + ((lay.n_rows // max(lay.n_channels, 1),) if lay.param_per_row else ())
     return not any(INT32_EDGE <= n < 2 ** 31 for n in extents)
 
 

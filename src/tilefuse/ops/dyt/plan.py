@@ -58,9 +58,10 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
         f64 |= check_float("bias", bias)
     if not isinstance(channels_last, bool):
         raise TypeError(f"dyt: channels_last must be a bool, got {type(channels_last).__name__}")
-    if alpha.numel() != 1 or alpha.dim() > 1:
-        # (1, 1) and the like would broadcast y to more dimensions than x on the reference paths
-        raise ValueError(f"dyt: alpha must have shape (1,) or () (one element), got shape {tuple(alpha.shape)}")
+    if alpha.numel() != 1 or alpha.dim() > max(x.dim(), 1):
+        # more dimensions than x would broadcast y to more dimensions than x on the reference paths
+        raise ValueError(f"dyt: alpha must have one element and no more dimensions than x ({x.dim()}), "
+                         f"e.g. shape (1,) or (), got shape {tuple(alpha.shape)}")
     if channels_last:
         if x.dim() < 1:
             raise ValueError("dyt: x must have at least 1 dimension (..., C)")

@@ -69,16 +69,18 @@ def kernel_layouts(x, counts, probs, b1, b2):
 INT32_OFFSETS = 2 ** 31
 
 
-def addressable(w: torch.Tensor, name: str) -> torch.Tensor:
-    """An (E, R, C) weight as grouped_gemm_kernel's pointer path can address it: w, or its
-    contiguous copy where an element of one expert lies 2**31 or more elements past that
-    expert's first (a layout with the experts not outermost, e.g. a permuted (R, E, C) tensor:
-    at E = 256, R = 4096, C = 7168 its rows lie E * C apart). ValueError naming the argument
-    where one expert's R x C matrix alone has 2**31 elements (no layout addresses it)."""
+def addressable(w: torch.Tensor, name: str, recipe=None) -> torch.Tensor:
+    """An (E, R, C) weight as the fused kernels can address it: ValueError naming the argument
+    where one expert's R x C matrix alone has 2**31 elements (no layout addresses it: every
+    recipe's offsets inside an expert, the weight gradients' stores included, are 32-bit);
+    without a recipe (grouped_gemm_kernel reads w through its strides) w, or its contiguous copy
+    where an element of one expert lies 2**31 or more elements past that expert's first (a
+    layout with the experts not outermost, e.g. a permuted (R, E, C) tensor: at E = 256,
+    R = 4096, C = 7168 its rows lie E * C apart). A recipe's quantized copies are contiguous."""
     if w.shape[1] * w.shape[2] >= INT32_OFFSETS:
         raise ValueError(f"grouped_glu_mlp: {name} has {w.shape[1] * w.shape[2]} elements an expert; the fused "
                          f"kernels address fewer than 2**31")
-    if (w.shape[1] - 1) * w.stride(1) + (w.shape[2] - 1) * w.stride(2) < INT32_OFFSETS:
+    if recipe is not None or (w.shape[1] - 1) * w.stride(1) + (w.shape[2] - 1) * w.stride(2) < INT32_OFFSETS:
         return w
     return w.contiguous()
 
@@ -372,8 +374,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     T, H = x.shape
     F = w2.shape[2]
     x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
-    if recipe is None:
-        w1, w2 = addressable(w1, "fc1_weight"), addressable(w2, "fc2_weight")
+    w1, w2 = addressable(w1, "fc1_weight", recipe), addressable(w2, "fc2_weight", recipe)
     z = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
     y = torch.empty((T, H), dtype=x.dtype, device=x.device)
@@ -447,8 +448,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     T, H = x.shape
     E, F = w2.shape[0], w2.shape[2]
     x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
-    if recipe is None:
-        w1, w2 = addressable(w1, "fc1_weight"), addressable(w2, "fc2_weight")
+    w1, w2 = addressable(w1, "fc1_weight", recipe), addressable(w2, "fc2_weight", recipe)
     # dy of any layout (y.sum().backward() gives an expanded (0, 0) one); z and h as saved.
     dy, z, h = summed_rows(dy), unit_rows(z), unit_rows(h)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
