@@ -364,6 +364,8 @@ def test_grouped_check_gluon_rows_need_their_launches(monkeypatch, device):
     gluon = rows["compose route, Gluon GEMMs vs float64 reference"]
     assert not gluon["ok"] and gluon["detail"].startswith("kernels did not launch")
     assert all(r["ok"] for path, r in rows.items() if path != gluon["path"])
+    fp32 = grouped._case([5, 0, 9], 48, 40, "swiglu", 8, False, torch.float32, device, grouped.SMALL)
+    assert gluon["path"] not in {r["path"] for r in fp32}   # the Gluon GEMMs take 16-bit operands only
     recipe = grouped._recipe_case([13, 0, 37, 3], 128, 128, "swiglu", 32, True, "fp8_block", device,
                                   grouped.SMALL_RECIPE["fp8_block"])
     by_path = {r["path"]: r for r in recipe}
