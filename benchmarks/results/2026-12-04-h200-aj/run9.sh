@@ -4,7 +4,7 @@
 # processes: tilefuse exact and level 3, torch.compile, DeePMD-kit fp32 and fp16x3 (H20
 # tiles). Are the exact path's 1.01-1.03x and level 3's 1.18-1.33x DeePMD-kit (-x) the same
 # at each provider's own clock under the 700 W cap? Needs .whl with DeePMD-kit 3.2.0 and its
-# pure-Python dependencies (bash benchmarks/device_wheels.sh fills .whl); without it the DeePMD peers print as
+# pure-Python dependencies (python3 benchmarks/device_wheels.py fills .whl); without it the DeePMD peers print as
 # unavailable and the rest still runs.
 #   OUT=... bash benchmarks/results/2026-12-04-h200-aj/run9.sh
 set -u
