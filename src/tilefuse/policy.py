@@ -32,8 +32,8 @@ DEFAULT_LEVEL = 2
 
 # The innermost ``level()`` block's level, or None: a context variable, so a block is seen by
 # its own thread and, under asyncio, by its own task (each task runs in a copy of the context),
-# and leaving a block restores exactly what its entry replaced, whatever other blocks did
-# meanwhile (a per-thread stack popped the wrong entry when tasks' blocks interleaved).
+# and leaving a block restores exactly what its entry replaced, whatever other tasks' blocks
+# did meanwhile (a per-thread stack of levels cannot: interleaved blocks pop each other's).
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=None)
 # The same, per thread, for torch.compile's tracer: Dynamo cannot trace ContextVar.get, and
 # guards what it reads here, so a compiled function retraces when a block's level changes.
