@@ -195,7 +195,7 @@ def test_zero_channels_differentiate_to_empty_gradients(level, shape, device):
 
 
 def test_alpha_of_as_many_dimensions_as_x_is_taken(device):
-    """alpha (1, 1) with a 2-D x broadcasts to x's shape (it worked, and stays accepted); only
+    """alpha (1, 1) with a 2-D x broadcasts to x's shape and is accepted; only
     more dimensions than x (which would broadcast y past x's shape) are refused."""
     x, w, b = torch.randn(6, 8, device=device), torch.randn(8, device=device), torch.randn(8, device=device)
     for level in (0, 2):

@@ -2,8 +2,8 @@
 a real tensor whose memory holds its values' negatives, flipped on read) as any tensor
 argument give the values' result, forward and gradients: the kernels read memory through
 data_ptr(), so the entry points resolve such views (utils.resolved_neg; the custom ops'
-dispatcher does it for traced calls). Before, dyt's alpha (and a one-channel weight),
-grouped_glu_mlp's weights on the fused kernels and the quantizers took the negatives silently.
+dispatcher does it for traced calls). Unresolved, dyt's alpha (and a one-channel weight),
+grouped_glu_mlp's weights on the fused kernels and the quantizers would take the negatives.
 Sparse and nested tensors are refused by name (utils.check_tensor)."""
 
 import pytest
@@ -101,7 +101,7 @@ def _nested(t):
 @pytest.mark.parametrize("kind", [_sparse, _nested], ids=["sparse", "nested"])
 def test_sparse_and_nested_tensors_are_refused_by_name(kind, device):
     """Sparse (COO) and nested tensors have no strided memory for the kernels to read: each
-    entry point names the argument in a TypeError (they raised RuntimeErrors from inside torch:
+    entry point names the argument in a TypeError (not a RuntimeError from inside torch:
     'memory format option is only supported by strided tensors' and the like)."""
     x, a, w = torch.randn(4, 16), torch.tensor([0.5]), torch.ones(16)
     with pytest.raises(TypeError, match="dyt: x must be a dense \\(strided\\) tensor"):

@@ -94,15 +94,20 @@ def _compose(x, counts, probs, w1, w2, *, activation, glu_interleave, fc1_bias, 
     return compose_apply(x, counts, probs, w1, w2, fc1_bias, fc2_bias, activation, glu_interleave, tuned)
 
 
+def _float64_reference(i, activation, interleave) -> list:
+    """The float64 reference's outputs and gradients (in _NAMES order) for inputs ``i``."""
+    ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
+              for k, v in i.items()}
+    return _autograd(grouped_glu_mlp_reference, ref_in, activation, interleave, i["dy"].double(),
+                     compute_dtype=torch.float64)
+
+
 def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> list[dict]:
     i = _inputs(counts, H, F, dtype, bias, device)
     dy = i["dy"]
     with launches.counting() as launched:
         fused = _fused(i, activation, interleave, cfg, dy)
-    ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
-              for k, v in i.items()}
-    ref = _autograd(grouped_glu_mlp_reference, ref_in, activation, interleave, dy.double(),
-                    compute_dtype=torch.float64)
+    ref = _float64_reference(i, activation, interleave)
     unfused = _autograd(grouped_glu_mlp_unfused, i, activation, interleave, dy)
     fused_ran = launched["grouped_mlp_fwd"] == 1 and launched["grouped_mlp_bwd"] == 1
     case = (f"E{len(counts)}-T{sum(counts)}-H{H}-F{F}-{activation}-s{interleave}-{'bias' if bias else 'nobias'}"
@@ -232,11 +237,7 @@ def _table_pick_case(counts, key: str, winner: GemmConfig, p, device) -> dict:
     if recipe:
         want, tol, leaves = _rendering(i, p.activation, interleave, recipe), RECIPE_TOL, _leaves(i)
     else:
-        ref_in = {k: (v.detach().double().requires_grad_(True) if v is not None and v.is_floating_point() else v)
-                  for k, v in i.items()}
-        want = _autograd(grouped_glu_mlp_reference, ref_in, p.activation, interleave, dy.double(),
-                         compute_dtype=torch.float64)
-        tol, leaves = TOL[torch.bfloat16], i
+        want, tol, leaves = _float64_reference(i, p.activation, interleave), TOL[torch.bfloat16], i
     small = problem_for(i["x"], i["w2"], p.activation, interleave, p.has_bias, recipe)
     with tuning.registered("grouped_glu_mlp", {small: winner}):
         got, route = _as_called(leaves, p.activation, interleave, dy, recipe=recipe)
