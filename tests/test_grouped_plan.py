@@ -268,7 +268,7 @@ def _raise_oom(*args, **kwargs):
 
 
 @pytest.mark.parametrize("route", ["kernels", "compose"])
-def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeypatch):
+def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeypatch, device):
     """An error after the weight gradient's fork (an OOM in a dgrad, say) still makes the
     caller's stream wait for the side stream (streams.joined) before dw2, which the side work
     writes, can go back to the allocator; and the error is the one raised. Streams faked: the
@@ -278,7 +278,7 @@ def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeyp
     monkeypatch.setattr(streams, "side_stream", lambda t, priority=0: side)
     monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork"), fn())[1])
     monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
-    i = random_inputs([5, 0, 7], 32, 32, torch.bfloat16, bias=False, device="cpu",
+    i = random_inputs([5, 0, 7], 32, 32, torch.bfloat16, bias=False, device=device,
                       generator=torch.Generator().manual_seed(0))
     args = (i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None)
     if route == "kernels":
@@ -297,7 +297,7 @@ def test_a_backward_that_raises_between_fork_and_join_still_joins(route, monkeyp
     assert log == ["fork", "join"], log
 
 
-def test_a_recipe_forward_that_raises_between_fork_and_join_still_joins(monkeypatch):
+def test_a_recipe_forward_that_raises_between_fork_and_join_still_joins(monkeypatch, device):
     """The forward's fork (W2's quantizer beside FC1, with a recipe) is joined however the
     forward ends: an error in FC1 (an OOM, say) still makes the caller's stream wait for the
     side stream before the tensors it uses go back. Streams faked as in the backward's test."""
@@ -307,7 +307,7 @@ def test_a_recipe_forward_that_raises_between_fork_and_join_still_joins(monkeypa
     monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork"), fn())[1])
     monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
     monkeypatch.setattr(streams, "caller_uses", lambda *a: None)
-    i = random_inputs([5, 0, 7], 128, 128, torch.bfloat16, bias=False, device="cpu",
+    i = random_inputs([5, 0, 7], 128, 128, torch.bfloat16, bias=False, device=device,
                       generator=torch.Generator().manual_seed(0))
     monkeypatch.setattr(launch, "_gemm", _raise_oom)
     with pytest.raises(torch.OutOfMemoryError, match="dgrad"):

@@ -108,11 +108,28 @@ def test_the_specialization_of_each_argument_kind():
     assert specialization(1) != specialization(17) != specialization(16) != specialization(32 << 32)
     assert specialization(16) == specialization(48) and specialization(3) == specialization(5)
     x = torch.zeros(64)
-    assert specialization(x) == (torch.float32, True) and specialization(x[1:]) == (torch.float32, False)
+    assert specialization(x) == (torch.float32, True, -1) and specialization(x[1:]) == (torch.float32, False, -1)
     assert specialization(torch.nn.Parameter(x)) == specialization(x)
     assert specialization(None) != specialization(False) != specialization(True)
     with pytest.raises(TypeError, match="no rule"):
         specialization("text")
+
+
+def test_a_tensor_of_another_device_goes_through_the_jit(fake, monkeypatch):
+    """A tensor's device is part of its specialization: the direct route hands the compiled
+    kernel an address without asking whether the GPU can read it (the JIT asks, and raises for
+    a CPU tensor), so a tensor on another device than the held kernel's arguments must take
+    the JIT. (On the H200, a CPU tensor of a held key's dtype and alignment reached a compiled
+    kernel: an illegal memory access, benchmarks/results/2026-12-04-h200-aj run 8.)"""
+    fn, launch = fake
+    x = torch.zeros(64, 32)
+    args, consts = (_desc(x), x, 48), (64, "a")
+    launch((1,), args, consts)
+    launch((1,), args, consts)
+    real = torch.Tensor.get_device
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda t: 0 if t is x else real(t))   # x "on cuda:0"
+    launch((1,), args, consts)
+    assert [e[0] for e in fn.log] == ["jit", "direct", "jit"]
 
 
 def test_an_argument_without_a_rule_goes_through_the_jit(fake):

@@ -203,7 +203,7 @@ class SpecializingLauncher:
 
     Where CompiledLauncher fixes everything but the tensors, this one looks a compiled kernel
     up by the specialization Triton computes from the arguments (``specialization``): a
-    tensor's dtype and 16-byte alignment, an integer's ``== 1``, divisibility by 16 and width,
+    tensor's dtype and 16-byte alignment (and its device), an integer's ``== 1``, divisibility by 16 and width,
     a descriptor's dtype, block, layout, padding and the same of its shape and strides; with
     the current device and the constexprs. The first launch of each key goes through the JIT
     (which compiles and returns the kernel), later ones hand it to ``_launch_compiled``: the
@@ -319,18 +319,24 @@ def specialization(arg):
     jit.py and backends/compiler.py in 3.6 and 3.8: a pointer on its dtype and 16-byte
     alignment, an integer on ``== 1``, divisibility by 16 and its type's width, a tensor
     descriptor on its dtype, block, layout and padding; its shape and strides are integers
-    passed beside it), or finer. TypeError for an argument kind the launcher does not know."""
+    passed beside it), or finer. TypeError for an argument kind the launcher does not know.
+
+    A tensor's (or a descriptor's base's) device is in it too: the JIT refuses a pointer the
+    GPU cannot read (a CPU tensor's) on every launch, the direct route does not look, so a
+    tensor of another device than the kernel's launches took must go through the JIT again
+    (it raises there) rather than reach a compiled kernel as an address (an illegal memory
+    access: benchmarks/results/2026-12-04-h200-aj run 8)."""
     cls = arg.__class__
     if cls is int:
         return _int_specialization(arg)
     if isinstance(arg, torch.Tensor):
-        return (arg.dtype, arg.data_ptr() % 16 == 0)
+        return (arg.dtype, arg.data_ptr() % 16 == 0, arg.get_device())
     if arg is None or cls is bool or cls is float:
         return (cls, arg) if cls is bool or arg is None else cls
     base = getattr(arg, "base", None)
     if isinstance(base, torch.Tensor) and hasattr(arg, "block_shape"):
-        return (cls, base.dtype, base.data_ptr() % 16 == 0, tuple(arg.block_shape), getattr(arg, "layout", None),
-                getattr(arg, "padding", None), tuple(map(_int_specialization, arg.shape)),
+        return (cls, base.dtype, base.data_ptr() % 16 == 0, base.get_device(), tuple(arg.block_shape),
+                getattr(arg, "layout", None), getattr(arg, "padding", None), tuple(map(_int_specialization, arg.shape)),
                 tuple(map(_int_specialization, arg.strides)))
     raise TypeError(f"specialization: no rule for a {cls.__name__} argument")
 

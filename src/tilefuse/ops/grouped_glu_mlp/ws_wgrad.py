@@ -246,7 +246,7 @@ class DescriptorLaunch:
     dtypes) launch with their addresses: the descriptors are the first ones with another base
     (``_rebase``), and the compiled kernel is looked up by the arguments' Triton
     specialization, computed once (triton_common.specialization: the integers', the
-    descriptors', the tensors' dtypes; interned as a small int, ``_SPECS``), and the tensors'
+    descriptors', the tensors' dtypes and devices; interned as a small int, ``_SPECS``), and the tensors'
     16-byte alignment, which is all that can differ (SpecializingLauncher.launch_held /
     launch_keyed). The first launch of a key goes through the JIT with descriptors built and
     checked as for a first call. ws_rows' and ws_wgrad's launches all go through one: a call
@@ -258,10 +258,10 @@ class DescriptorLaunch:
         from ..triton_common import specialization
         self.launcher, self.grid, self.blocks, self.consts = launcher, grid, tuple(blocks), consts
         protos = tuple(descriptor(b, blk) for b, blk in zip(bases, self.blocks))
-        # a tensor's specialization is its dtype and alignment: the dtype here, the alignment
-        # per call
+        # a tensor's specialization is its dtype, alignment and device: the dtype and device
+        # here, the alignment per call
         spec = (consts, *map(specialization, protos),
-                *(r.dtype if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
+                *((r.dtype, r.get_device()) if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
         self.spec = _intern(spec)
         self.tensors = tuple(i for i, r in enumerate(rest) if isinstance(r, torch.Tensor))
         for d in protos:   # checked on these tensors; kept without them (a plan outlives the call)
