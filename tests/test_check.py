@@ -359,13 +359,16 @@ def test_grouped_check_gluon_rows_need_their_launches(monkeypatch, device):
     if _hopper():
         pytest.skip("the Gluon kernels run here: test_grouped_check_gluon_rows_pass_on_hopper")
     monkeypatch.setattr(grouped.gluon_hopper, "available", lambda dev: True)
-    rows = {r["path"]: r for r in grouped._case([5, 0, 9], 48, 40, "swiglu", 8, False, torch.bfloat16, device,
+    rows = {r["path"]: r for r in grouped._case([5, 0, 9], 128, 64, "swiglu", 8, False, torch.bfloat16, device,
                                                 grouped.SMALL)}
     gluon = rows["compose route, Gluon GEMMs vs float64 reference"]
     assert not gluon["ok"] and gluon["detail"].startswith("kernels did not launch")
     assert all(r["ok"] for path, r in rows.items() if path != gluon["path"])
-    fp32 = grouped._case([5, 0, 9], 48, 40, "swiglu", 8, False, torch.float32, device, grouped.SMALL)
+    fp32 = grouped._case([5, 0, 9], 128, 64, "swiglu", 8, False, torch.float32, device, grouped.SMALL)
     assert gluon["path"] not in {r["path"] for r in fp32}   # the Gluon GEMMs take 16-bit operands only
+    # widths whose GEMMs the Gluon kernels cannot take (dW1's 2F = 80 rows, H = 48) get no row
+    narrow = grouped._case([5, 0, 9], 48, 40, "swiglu", 8, False, torch.bfloat16, device, grouped.SMALL)
+    assert gluon["path"] not in {r["path"] for r in narrow} and all(r["ok"] for r in narrow)
     recipe = grouped._recipe_case([13, 0, 37, 3], 128, 128, "swiglu", 32, True, "fp8_block", device,
                                   grouped.SMALL_RECIPE["fp8_block"])
     by_path = {r["path"]: r for r in recipe}
@@ -390,6 +393,7 @@ def test_grouped_check_gluon_rows_pass_on_hopper(device):
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
 
 
+@pytest.mark.usefixtures("tuning_table")   # the picks of this test's entries, not the device's shipped table
 def test_grouped_check_verifies_each_table_pick_as_called(monkeypatch, device):
     """Each config the tuning table hands out (once per config, activation, interleave, bias
     and recipe) is verified through the public op with that config registered for the

@@ -122,7 +122,7 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
         composed_ran = launched["grouped_mlp_compose"] == 1 and launched["grouped_mlp_compose_bwd"] == 1
         checks.append(("compose route vs float64 reference", composed, composed_ran, ref, TOL[dtype]))
     if (dtype in (torch.bfloat16, torch.float16) and compose.takes(i["x"].element_size(), H, F)
-            and gluon_hopper.available(i["x"].device)):   # the Gluon GEMMs take 16-bit operands only
+            and gluon_hopper.available(i["x"].device) and _gluon_widths(H, F)):   # 16-bit operands only
         # The compose route at a tuned config's Gluon tiles (the H200 table's winners run them):
         # every GEMM on ws_rows / ws_wgrad, fc1's GLU in ws_rows' epilogue where it takes the
         # layout (interleave 8 here; the halves layout takes the GLU kernel at these widths).
@@ -135,6 +135,14 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
     checks.append((f"as called ({route or 'no kernel launched'}) vs float64 reference", called,
                    route is not None, ref, TOL[dtype]))
     return [_row(path, case, got, other, ran, tol) for path, got, ran, other, tol in checks]
+
+
+def _gluon_widths(H: int, F: int) -> bool:
+    """Whether every GEMM of the compose route can take the Gluon kernels at H and F: ws_wgrad
+    writes 128-row tiles of dW1 (E, 2F, H) and dW2 (E, H, F), and ws_rows reads the dgrads'
+    weights by columns in 64-wide K chunks (K = 2F and H). At other widths those GEMMs run
+    torch._grouped_mm, and a row asking for the Gluon launches could only fail."""
+    return H % 128 == 0 and 2 * F % 128 == 0
 
 
 _NAMES = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
