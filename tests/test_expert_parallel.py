@@ -272,6 +272,25 @@ def _check_tune(rank, device, out_dir) -> dict:
                 "expected_routes": {key8: op.COMPOSE, key16: candidates[0].name}}
 
 
+def _host_syncs(device):
+    """The synchronizing CUDA operations of one plan_dispatch (after a first one set up the
+    communicator), as torch.cuda's sync debug mode reports them."""
+    import warnings
+
+    from tilefuse.nn.expert_parallel import plan_dispatch
+    ids = torch.tensor([1, 0, 1, 1], device=device)
+    plan_dispatch(ids, 2, 1, dist.group.WORLD, (1, 0, 1))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plan_dispatch(ids, 2, 1, dist.group.WORLD, (1, 0, 1))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+
+
 def _worker(rank, world, init_file, out_dir, backend, sections):
     device = _init(rank, world, init_file, backend)
     report = {}
@@ -281,6 +300,8 @@ def _worker(rank, world, init_file, out_dir, backend, sections):
                 report[section] = _check_arguments(rank, device)
             elif section == "tune":
                 report[section] = _check_tune(rank, device, out_dir)
+            elif section == "syncs":
+                report[section] = _host_syncs(device)
             else:                                      # a list of equality cases
                 cases = {"cases2": CASES_2, "cases4": CASES_4, "gpu": CASES_GPU, "pairs": CASES_PAIRS}[section]
                 group = dist.group.WORLD
@@ -361,6 +382,17 @@ def test_module_needs_an_initialized_process_group():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         ExpertParallelGLUMLP(2, H, F, glu_interleave=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (NCCL)")
+def test_a_dispatch_synchronizes_the_host_once(tmp_path, monkeypatch):
+    """plan_dispatch's one host synchronization is the split sizes' copy to the host: the
+    flags sent with the counts are filled on the device (built from a Python list they were a
+    second one, a blocking copy from pageable memory)."""
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    (report,) = _spawn(tmp_path, 1, "nccl", ["syncs"], timeout_s=180)
+    assert len(report["syncs"]) == 1, report["syncs"]
 
 
 @pytest.mark.gpu

@@ -139,7 +139,12 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
     # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its flags.
     n_flags = len(flags)
-    flag_row = torch.tensor(flags, dtype=torch.int64, device=device).expand(world, n_flags)
+    # Filled on the device: torch.tensor(flags, device=...) copies from pageable host memory,
+    # which waits for the stream (a second host sync, seen on the H200 under
+    # torch.cuda.set_sync_debug_mode).
+    flag_row = torch.empty((world, n_flags), dtype=torch.int64, device=device)
+    for j, value in enumerate(flags):
+        flag_row[:, j].fill_(int(value))
     send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1), flag_row], 1)
     recv = exchange_counts(send, group)
     recv_counts = recv[:, :n_local]                       # (source rank, local expert)
