@@ -387,9 +387,9 @@ def test_module_needs_an_initialized_process_group():
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (NCCL)")
 def test_a_dispatch_synchronizes_the_host_once(tmp_path, monkeypatch):
-    """plan_dispatch's one host synchronization is the split sizes' copy to the host: the
-    flags sent with the counts are filled on the device (built from a Python list they were a
-    second one, a blocking copy from pageable memory)."""
+    """plan_dispatch's one host synchronization is the split sizes' copy to the host; the
+    flags sent with the counts reach the device without one (a tensor made from a Python list
+    is a blocking copy from pageable memory)."""
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
     (report,) = _spawn(tmp_path, 1, "nccl", ["syncs"], timeout_s=180)
     assert len(report["syncs"]) == 1, report["syncs"]

@@ -26,7 +26,7 @@ import torch
 
 from .. import launches, policy, tuning
 from ..ops import gluon_hopper
-from ..ops.grouped_glu_mlp import compose, configs, launch, recipes, ws_kernels
+from ..ops.grouped_glu_mlp import compose, configs, launch, recipes, ws_kernels, ws_rows, ws_wgrad
 from ..ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from ..ops.grouped_glu_mlp.configs import GemmConfig
 from ..ops.grouped_glu_mlp.op import compose_apply
@@ -139,10 +139,10 @@ def _case(counts, H, F, activation, interleave, bias, dtype, device, cfg) -> lis
 
 def _gluon_widths(H: int, F: int) -> bool:
     """Whether every GEMM of the compose route can take the Gluon kernels at H and F: ws_wgrad
-    writes 128-row tiles of dW1 (E, 2F, H) and dW2 (E, H, F), and ws_rows reads the dgrads'
-    weights by columns in 64-wide K chunks (K = 2F and H). At other widths those GEMMs run
-    torch._grouped_mm, and a row asking for the Gluon launches could only fail."""
-    return H % 128 == 0 and 2 * F % 128 == 0
+    writes whole BLOCK_N-row tiles of dW1 (E, 2F, H) and dW2 (E, H, F), and ws_rows reads the
+    dgrads' weights by columns in BLOCK_K chunks (K = 2F and H). At other widths those GEMMs
+    run torch._grouped_mm, and a row asking for the Gluon launches could only fail."""
+    return all(n % ws_wgrad.BLOCK_N == 0 and n % ws_rows.BLOCK_K == 0 for n in (H, 2 * F))
 
 
 _NAMES = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]

@@ -139,9 +139,8 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
     # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its flags.
     n_flags = len(flags)
-    # Filled on the device: torch.tensor(flags, device=...) copies from pageable host memory,
-    # which waits for the stream (a second host sync, seen on the H200 under
-    # torch.cuda.set_sync_debug_mode).
+    # Filled on the device: a tensor made from the Python list would be a blocking copy from
+    # pageable host memory, a host sync beside the one below.
     flag_row = torch.empty((world, n_flags), dtype=torch.int64, device=device)
     for j, value in enumerate(flags):
         flag_row[:, j].fill_(int(value))

@@ -203,8 +203,8 @@ class SpecializingLauncher:
 
     Where CompiledLauncher fixes everything but the tensors, this one looks a compiled kernel
     up by the specialization Triton computes from the arguments (``specialization``): a
-    tensor's dtype and 16-byte alignment (and its device), an integer's ``== 1``, divisibility by 16 and width,
-    a descriptor's dtype, block, layout, padding and the same of its shape and strides; with
+    tensor's dtype, 16-byte alignment and device, an integer's ``== 1``, divisibility by 16
+    and width, a descriptor's dtype, block, layout, padding and the same of its shape and strides; with
     the current device and the constexprs. The first launch of each key goes through the JIT
     (which compiles and returns the kernel), later ones hand it to ``_launch_compiled``: the
     JIT's binding and specialization cost tens of microseconds a launch on the H200 host

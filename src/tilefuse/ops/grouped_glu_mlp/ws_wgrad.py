@@ -246,8 +246,8 @@ class DescriptorLaunch:
     dtypes) launch with their addresses: the descriptors are the first ones with another base
     (``_rebase``), and the compiled kernel is looked up by the arguments' Triton
     specialization, computed once (triton_common.specialization: the integers', the
-    descriptors', the tensors' dtypes and devices; interned as a small int, ``_SPECS``), and the tensors'
-    16-byte alignment, which is all that can differ (SpecializingLauncher.launch_held /
+    descriptors', the tensors' dtypes and devices; interned as a small int, ``_SPECS``), and
+    the tensors' 16-byte alignment, which is all that can differ (SpecializingLauncher.launch_held /
     launch_keyed). The first launch of a key goes through the JIT with descriptors built and
     checked as for a first call. ws_rows' and ws_wgrad's launches all go through one: a call
     plan keeps it (compose.ForwardPlan, BackwardPlan), ``launch`` makes one per call."""
