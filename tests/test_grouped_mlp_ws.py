@@ -83,16 +83,12 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     assert "grouped_fp8_ws_glu" in grouped_tune.FAMILY.expected_launches(fp8, WS_ONE_STREAM)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
     assert grouped_tune.FAMILY.expected_launches(fp8, WS_NOGLU) == ("grouped_mlp_fwd", "grouped_mlp_bwd",
-                                                                    "grouped_fp8_ws_gemm", "grouped_fp8_ws_wgrad")
-    assert "grouped_fp8_ws_wgrad" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+                                                                    "grouped_fp8_ws_gemm")
     halves = dataclasses.replace(fp8, interleave=0)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
     assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(halves, WS)
     monkeypatch.setattr(ws_kernels, "TAKES_GLU", False)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
-    from tilefuse.ops.grouped_glu_mlp import ws_fp8_wgrad
-    monkeypatch.setattr(ws_fp8_wgrad, "TAKES_WGRAD", False)
-    assert "grouped_fp8_ws_wgrad" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
 
 
 def _quantized_operands(E, T, N, K, device, seed=0, counts=None):
@@ -208,7 +204,6 @@ def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
             grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z,
                                     h, "swiglu", 32, config=config, recipe="fp8_block")
         assert launched["grouped_fp8_ws_gemm"] == (2 if config.ws and HOPPER else 0)
-        assert launched["grouped_fp8_ws_wgrad"] == (2 if config.ws and HOPPER else 0)   # dW1, dW2
         # interleave 32: the ws GLU applies
         assert launched["grouped_fp8_ws_glu"] == (1 if config.ws and config.rows_glu and HOPPER else 0)
         assert len(asked) == (2 if config.side_stream else 0)   # the forward's and the backward's

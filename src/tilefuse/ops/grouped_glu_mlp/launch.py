@@ -328,18 +328,11 @@ def dglu_quantizes_dz(recipe, interleave: int, dcfg: GemmConfig) -> bool:
 WGRAD_GROUP_N = 8
 
 
-def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None, ws: bool = False):
+def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
     """c[e] (N, M) = a[rows of e]^T @ b[rows of e]: a (T, N), b (T, M) tensors, or with a recipe
-    their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp)). ``ws`` (a ws
-    config's backward): fp8_block's through ws_fp8_wgrad_kernel where it applies (the same
-    bits), else grouped_wgrad_kernel at ``wcfg``."""
+    their column-wise copies (recipes.QuantRows of shapes (N, Tp) and (M, Tp))."""
     from ..triton_common import specializing_launcher
     from .kernels import grouped_wgrad_kernel
-    if ws and recipe == "fp8_block":
-        from . import ws_fp8_wgrad
-        if ws_fp8_wgrad.TAKES_WGRAD and ws_fp8_wgrad.launch(a, b, c, counts):
-            launches.record("grouped_fp8_ws_wgrad")
-            return
     E, n_dim, m_dim = c.shape
     dummy = c
     a_data, b_data, a_scales, b_scales, a_ld, b_ld, gscale = a, b, dummy, dummy, 0, 0, dummy
@@ -476,7 +469,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     def wgrad(a, b, c):
         if quantized:
             a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
-        _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None, cfg.ws)
+        _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
 
     with streams.joined(side, x.device):   # dW2, dW1 beside the dgrads; joined however it ends
         streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2))

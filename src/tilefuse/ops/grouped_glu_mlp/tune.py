@@ -259,13 +259,11 @@ class GroupedFamily(TuningFamily):
                     gluon += ("grouped_ws_rows_glu",)   # the epilogue proven to run, not the GLU kernel
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
-            # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies),
-            # and the weight gradients (ws_fp8_wgrad; fp8_block's widths are its tiles')
-            from . import ws_fp8_wgrad, ws_kernels   # import Triton: only where a sweep asks
+            # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
+            from . import ws_kernels   # imports Triton: only where a sweep asks
             glu = (("grouped_fp8_ws_glu",) if choice.rows_glu and ws_kernels.TAKES_GLU
                    and ws_kernels.glu_interleave_ok(p.interleave) else ())
-            wgrad = ("grouped_fp8_ws_wgrad",) if ws_fp8_wgrad.TAKES_WGRAD else ()
-            return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu + wgrad
+            return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 
     def compare(self, p: GroupedProblem, inputs, got: dict, want: dict) -> list[str]:
