@@ -243,7 +243,7 @@ def report_grouped(arch: int):
 
 _QX = {"x_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32", "x_stride_r": "i32", "x_stride_c": "i32"}
 _FP8 = {**_QX, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
-        "data2_ptr": "*u8", "scale2_ptr": "*fp32", **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
+        "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32", **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
         **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}}
 # Every pointer and integer is a multiple of 16 at the shapes benchmarked (the launches'
 # specialisation), except the unit strides, which are constexprs below.
@@ -262,7 +262,7 @@ def report_quant(arch: int):
     for name, (block, second, unit) in _QUANT_LAYOUTS.items():
         bm, bk, warps = L.FP8_TILES[block]
         ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second, "BATCHED": second,
-              "BLOCK_M": bm, "BLOCK_K": bk, **unit}
+              "SECOND_ROWS": block[0], "SECOND_COLS": block[1], "BLOCK_M": bm, "BLOCK_K": bk, **unit}
         sig = {**{k: v for k, v in _FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}
         c = compile_kernel(K.fp8_block_kernel, sig, ce, [n for n in _FP8 if n not in ce], arch, warps,
                            **L._COMPILE)

@@ -48,6 +48,7 @@ from tilefuse.quant import quantize_nvfp4
 from tilefuse.utils import normwise_rel_error as rel
 
 from gpu_helpers import assert_graph_replay_matches_eager
+from quant_helpers import same_bits
 
 ON_GPU = torch.cuda.is_available()
 U32 = 2.0 ** -24
@@ -214,9 +215,9 @@ def test_fp8_dgrad_weight_copy_is_the_forward_quantization_transposed(device):
 
 @pytest.mark.parametrize("recipe", recipes.RECIPES)
 def test_operand_copies_without_kernels_equal_the_kernels(recipe, monkeypatch):
-    """Where kernels cannot run, the GEMM operand copies (rows, cols, both weight usages and
-    the fp8 weight pair) come from the reference quantizers in the same layouts: bitwise the
-    kernels' copies (run here in the interpreter)."""
+    """Where kernels cannot run, the GEMM operand copies (rows, cols, both weight usages, the
+    fp8 weight pair and the fp8 rows / cols pair) come from the reference quantizers in the
+    same layouts: bitwise the kernels' copies (run here in the interpreter)."""
     g = torch.Generator().manual_seed(3)
     t = torch.randn(130, 256, generator=g).to(torch.bfloat16)
     w = (torch.randn(2, 256, 128, generator=g) * torch.logspace(-2, 2, 128)).to(torch.bfloat16)
@@ -226,7 +227,8 @@ def test_operand_copies_without_kernels_equal_the_kernels(recipe, monkeypatch):
                recipes.quantize_weight(recipe, w, transpose=True)]
         if recipe == "fp8_block":
             pair = recipes.quantize_weight_pair(recipe, w)
-            out += [pair[0], pair[1] or recipes.quantize_weight(recipe, w, transpose=True)]
+            out += [pair[0], pair[1] or recipes.quantize_weight(recipe, w, transpose=True),
+                    *recipes.quantize_rows_cols(recipe, t)]
         return out
     kernels = copies()
     monkeypatch.setattr(recipes.policy, "kernels_enabled", lambda device: False)
@@ -466,10 +468,11 @@ def test_public_api_runs_recipe_kernels_at_level_1_and_the_rendering_at_level_0(
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, device):
     """The op's forward writes W1's and W2's dgrad copies with their forward copies (one
-    quantizer launch each) and its backward reads them: 9 fp8 quantizer launches per step
-    instead of 11 (the dGLU epilogue copies dz at interleave 32), and gradients bitwise those of
-    a backward that quantizes the weights itself. Through the autograd.Function and through the
-    custom ops (torch.compile)."""
+    quantizer launch each), and x's and h's column-wise copies with their row-wise ones, and
+    its backward reads them: 6 fp8 quantizer launches per step instead of 10 (the dGLU epilogue
+    copies dz at interleave 32; dy's two copies are one launch either way), and gradients
+    bitwise those of a backward that quantizes the weights, x and h itself. Through the
+    autograd.Function and through the custom ops (torch.compile)."""
     H, F = SHAPE["fp8_block"]
     i = make([40, 0, 25], H, F, torch.bfloat16, True, device, seed=9)
     names = ("x", "probs", "w1", "w2", "b1", "b2")
@@ -483,16 +486,104 @@ def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, 
     with tilefuse.level(1), launches.counting() as launched:
         y = f(*leaves)
         got = torch.autograd.grad(y, leaves, i["dy"])
-    assert launched["quant_fp8_block"] == 9 and launched["grouped_mlp_bwd"] == 1
+    assert launched["quant_fp8_block"] == 6 and launched["grouped_mlp_bwd"] == 1
     cfg = heuristic("fwd", 2, "fp8_block")
     args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
     with launches.counting() as alone:
         y_want, z, h = launch.forward(*args, "swiglu", 32, config=cfg, recipe="fp8_block")
         want = launch.backward(i["dy"], *args, z, h, "swiglu", 32, config=cfg, recipe="fp8_block")
-    assert alone["quant_fp8_block"] == 11
+    assert alone["quant_fp8_block"] == 10
     assert torch.equal(y, y_want)
     for name, a, b in zip(names, got, want):
         assert torch.equal(a, b), name
+
+
+def _separate_rows_cols(monkeypatch):
+    """recipes.quantize_rows_cols as two launches, quantize_rows and quantize_cols (its
+    PAIR_ROWS_COLS off): the copies of the quantizers before they were paired."""
+    monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", False)
+
+
+@pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
+                         ids=["T65-i32", "T223-halves"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(counts, interleave, compiled, device,
+                                                                          monkeypatch):
+    """The op with fp8_block, forward and backward, through the autograd.Function and the custom
+    ops (torch.compile): x's, h's and dy's row-wise and column-wise copies each from one
+    quantizer launch give the outputs and gradients, bit for bit, of the same op with every
+    copy from its own launch (recipes.quantize_rows_cols split into quantize_rows and
+    quantize_cols); a partial last token tile, an expert without tokens, both GLU layouts, a
+    NaN and an inf in x. Launches: 4 in the forward (x, W1, h, W2) and 2 in the backward (dy's
+    pair, dz's column-wise copy; the dGLU epilogue writes dz's row-wise copy at interleave 32,
+    a third launch in the halves layout), three fewer than with every copy its own launch
+    (x's, h's and dy's second copies)."""
+    H, F = SHAPE["fp8_block"]
+    i = make(counts, H, F, torch.bfloat16, True, device, seed=13)
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    x = i["x"].clone()
+    x[len(x) - 2, 5] = float("nan")      # a non-finite block in the last, partial token tile
+    x[0, H - 1] = -float("inf")
+
+    def step():
+        leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in names]
+
+        def f(x, p, w1, w2, b1, b2):
+            return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
+                                   recipe="fp8_block")
+        if compiled:
+            torch._dynamo.reset()
+            f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+        with tilefuse.level(1), launches.counting() as fwd:
+            y = f(*leaves)
+        with tilefuse.level(1), launches.counting() as bwd:
+            grads = torch.autograd.grad(y, leaves, i["dy"])
+        assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
+        return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
+
+    paired, paired_fwd, paired_bwd = step()
+    _separate_rows_cols(monkeypatch)
+    separate, separate_fwd, separate_bwd = step()
+    dz_rows = 0 if interleave else 1
+    assert (paired_fwd, paired_bwd) == (4, 2 + dz_rows)
+    assert separate_fwd + separate_bwd == 9 + dz_rows
+    for name, a, b in zip(("y", *names), paired, separate):
+        assert same_bits(a, b), name      # NaNs included
+    assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
+
+
+def test_launch_keeps_x_and_h_column_copies_only_where_they_are_paired(device):
+    """launch.forward(keep_cols=True): fp8_block returns x's and h's column-wise copies,
+    bitwise quantize_cols of x and of the h it returns, and launch.backward given them
+    launches no quantizer for them (its gradients bitwise those of a backward without them);
+    mxfp8 keeps none (the backward quantizes), and neither does T == 0."""
+    H, F = SHAPE["fp8_block"]
+    i = make([70, 0, 60], H, F, torch.bfloat16, False, device, seed=4)
+    args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+    y, z, h, cols = launch.forward(*args, "swiglu", 32, config=SMALL["fp8_block"], recipe="fp8_block", keep_cols=True)
+    for got, t in zip(cols, (i["x"], h)):
+        want = recipes.quantize_cols("fp8_block", t)
+        assert torch.equal(got.data, want.data) and torch.equal(got.scales, want.scales)
+        assert got.scale_ld == want.scale_ld
+    bwd = dict(config=SMALL["fp8_block"], wgrad_config=SMALL["fp8_block"], recipe="fp8_block")
+    with launches.counting() as kept:
+        with_cols = launch.backward(i["dy"], *args, z, h, "swiglu", 32, saved_cols=cols, **bwd)
+    with launches.counting() as alone:
+        without = launch.backward(i["dy"], *args, z, h, "swiglu", 32, **bwd)
+    # dy's pair, dz's two copies (SMALL's dGLU tile does not write dz's row-wise one) and the
+    # weights' dgrad copies (not kept here) in both; x's and h's column-wise copies without cols
+    assert kept["quant_fp8_block"] == 5 and alone["quant_fp8_block"] == 7
+    for a, b in zip(with_cols, without):
+        assert (a is None and b is None) or torch.equal(a, b)
+    H, F = SHAPE["mxfp8"]
+    m = make([20, 13], H, F, torch.bfloat16, False, device)
+    margs = [m[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+    assert launch.forward(*margs, "swiglu", 8, config=SMALL["mxfp8"], recipe="mxfp8", keep_cols=True)[3] is None
+    H, F = SHAPE["fp8_block"]
+    e = make([0, 0], H, F, torch.bfloat16, False, device)
+    eargs = [e[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+    assert launch.forward(*eargs, "swiglu", 32, recipe="fp8_block", keep_dgrad_weights=True, keep_cols=True)[3:] \
+        == (None, None)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])

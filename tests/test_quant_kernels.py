@@ -249,6 +249,61 @@ def test_fp8_block_kernel_writes_a_second_transposed_copy(batched):
     assert same_bits(data_t, want_t[0]) and same_bits(scales_t, want_t[1])
 
 
+ROWS_COLS_CASES = [  # T, N, dtype
+    (130, 256, torch.bfloat16),    # a partial second token tile, two column tiles
+    (256, 128, torch.bfloat16),    # whole token tiles
+    (1, 128, torch.float32),       # one token (fp32 subnormals in the data)
+    (300, 384, torch.float16),
+    (0, 256, torch.bfloat16),      # no tokens: empty copies, no launch
+]
+
+
+@pytest.mark.parametrize("max_grid", [None, 1], ids=["grid-y", "grid-yz"])
+@pytest.mark.parametrize("pow2", [False, True], ids=["f32", "pow2"])
+@pytest.mark.parametrize("rows,cols,dtype", ROWS_COLS_CASES,
+                         ids=[f"T{c[0]}-N{c[1]}-{str(c[2])[6:]}" for c in ROWS_COLS_CASES])
+def test_fp8_block_rows_cols_is_the_two_launches_bitwise(rows, cols, dtype, pow2, max_grid, monkeypatch):
+    """fp8_block_rows_cols: one launch writes x's 1x128 copy (scales transposed) and its 128x1
+    copy (T zero-padded to a multiple of 128, written transposed), each bitwise what its own
+    launch writes, every output poisoned first (an entry left unwritten, padding included,
+    fails): partial token tiles, one token, T == 0, a NaN of each sign and +-inf in the data.
+    With the grid's y size capped at 1 the token tiles run along z."""
+    if max_grid:
+        monkeypatch.setattr(launch, "MAX_GRID_YZ", max_grid)
+    if rows:
+        x = mixed(rows, cols, 128, seed=rows + 3 * cols, dtype=dtype, nonfinite=True)
+    else:
+        x = torch.empty((0, cols), dtype=dtype)
+    x = _to_dev(x)
+    with launches.counting() as n:
+        (data, scales), (data_t, scales_t) = launch.fp8_block_rows_cols(x, pow2)
+    assert n["quant_fp8_block"] == (1 if rows else 0)
+    want = launch.fp8_block(x, (1, 128), pow2, scales_transposed=True)
+    want_t = launch.fp8_block(x, (128, 1), pow2, transpose=True, pad_rows=True)
+    padded = -(-rows // 128) * 128
+    assert data.shape == (rows, cols) and data_t.shape == (cols, padded)
+    assert scales.shape == (cols // 128, rows) and scales_t.shape == (padded // 128, cols)
+    assert same_bits(data, want[0]) and same_bits(scales, want[1])
+    assert same_bits(data_t, want_t[0]) and same_bits(scales_t, want_t[1])
+
+
+def test_fp8_block_rows_cols_reads_any_strides():
+    """A strided x (a column slice, and x^T's transpose view) gives the copies of its
+    contiguous copy."""
+    wide = mixed(200, 512, 128, seed=14, dtype=torch.bfloat16, nonfinite=True)
+    for x in (_to_dev(wide)[:, 128:384], _to_dev(wide[:, :256].t().contiguous()).t()):
+        got = launch.fp8_block_rows_cols(x, False)
+        want = launch.fp8_block_rows_cols(x.contiguous(), False)
+        for g, w in zip(got, want):
+            assert same_bits(g[0], w[0]) and same_bits(g[1], w[1])
+
+
+@pytest.mark.parametrize("shape", [(130, 96), (4, 2, 128), (128,)], ids=["N96", "3-D", "1-D"])
+def test_fp8_block_rows_cols_rejects_bad_shapes(shape):
+    with pytest.raises(ValueError, match=r"fp8_block_rows_cols: x must be 2-D \(T, N\) with N a multiple of 128"):
+        launch.fp8_block_rows_cols(_to_dev(torch.zeros(shape)), False)
+
+
 def test_fp8_block_kernel_ties():
     x = blocks_with_amax(e4m3_tie_points() * 2.0 ** -7, 128, 448 * 2.0 ** -7)
     for pow2 in (False, True):
@@ -406,7 +461,8 @@ def build(name, fn, sig, constexprs, warps, divisible=()):
                  "approx_div": len(re.findall(r"div\.(approx|full)", ptx))}
 
 fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
-       "data2_ptr": "*u8", "scale2_ptr": "*fp32", **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
+       "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32",
+       **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
        **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}}
 # As a launch specialises a contiguous x (its column stride 1), 16-byte aligned buffers and
 # 16-divisible sizes: the data and scales in the row-major layout, the second copy transposed.
@@ -416,8 +472,18 @@ aligned = ["x_ptr", "data_ptr", "scale_ptr", "data2_ptr", "scale2_ptr", "n_cols"
 for (br, bc), pow2, second in itertools.product(((1, 128), (128, 128), (128, 1)), (False, True), (False, True)):
     bm, bk, w = L.FP8_TILES[(br, bc)]
     build(f"fp8-{br}x{bc}-pow2{pow2}-second{second}", K.fp8_block_kernel, fp8,
-          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "BATCHED": second, "BLOCK_M": bm,
-           "BLOCK_K": bk, **unit}, w, aligned)
+          {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "SECOND_ROWS": br,
+           "SECOND_COLS": bc, "BATCHED": second, "BLOCK_M": bm, "BLOCK_K": bk, **unit}, w, aligned)
+# fp8_block_rows_cols: 1x128 blocks row-major with transposed scales, 128x1 blocks written
+# transposed with row-major scales.
+bm, bk, w = L.FP8_ROWS_COLS_TILE
+for pow2 in (False, True):
+    build(f"fp8-rows-cols-pow2{pow2}", K.fp8_block_kernel, fp8,
+          {"BLOCK_ROWS": 1, "BLOCK_COLS": 128, "POW2": pow2, "SECOND": True, "SECOND_ROWS": 128, "SECOND_COLS": 1,
+           "BATCHED": False, "BLOCK_M": bm, "BLOCK_K": bk, "x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1,
+           "d2_stride_r": 1, "s2_stride_c": 1}, w,
+          ["x_ptr", "data_ptr", "scale_ptr", "data2_ptr", "scale2_ptr", "n_cols", "x_stride_r", "d_stride_r",
+           "d2_stride_c", "s2_stride_r"])
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},
       {"SWIZZLE": True, "BLOCK_M": bm, "BLOCK_K": bk}, w)

@@ -96,7 +96,10 @@ def e4m3_codes(v, BYTEWISE: tl.constexpr = False):
     pair needs it: it stores the packed pairs in one layout and moves single codes through
     shared memory for the other, and without it, under triton 3.6 on the H200, many high bytes
     of the pairs come out 0x00 in the second copy (results/2026-11-30-h200-f runs 2 and 3; the
-    PTX extracts them right; the cause was not found)."""
+    PTX extracts them right; the cause was not found). Its pair of an activation's row-wise
+    and column-wise copies (two code tiles from one read, one stored row-major, one transposed
+    through shared memory) takes it too, as a launch like the one that failed; it was not
+    tried without."""
     if _INTERPRETER:
         codes = e4m3_bits(v).to(tl.uint8)
     else:
@@ -319,9 +322,10 @@ def fp8_store(data_ptr, scale_ptr, codes, scale, row0, col0, rows_out, n_cols, d
 @triton.jit
 def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
-                     data2_ptr, scale2_ptr, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                     data2_ptr, scale2_ptr, out2_rows, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
-                     BATCHED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     SECOND_ROWS: tl.constexpr, SECOND_COLS: tl.constexpr, BATCHED: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
@@ -335,9 +339,14 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     j * s_stride_c.
     out_rows >= n_rows: rows [n_rows, out_rows) of one matrix are stored as zeros (padding to
     the block; batch_rows = out_rows then); a batch has out_rows = n_rows.
-    SECOND: the same codes and scales are also stored at data2_ptr / scale2_ptr with the
-    strides d2_* / s2_* (matrix strides d_stride_b / s_stride_b): grouped_glu_mlp writes a
-    weight's forward copy and its transposed dgrad copy from one read.
+    SECOND: a second copy of the tile is stored at data2_ptr / scale2_ptr with the strides
+    d2_* / s2_* (matrix strides d_stride_b / s_stride_b), quantized in blocks of SECOND_ROWS x
+    SECOND_COLS, its rows [0, out2_rows) stored (out2_rows: n_rows or out_rows). The block
+    shape of the first: the same codes and scales (grouped_glu_mlp writes a weight's forward
+    copy and its transposed dgrad copy from one read). Another block shape: the tile's own
+    codes and scales in those blocks (one matrix, not BATCHED: grouped_glu_mlp's row-wise 1 x 128
+    copy of an activation and its column-wise 128 x 1 copy from one read). The tile holds whole
+    blocks of both shapes.
     Grid (column tiles, Y, Z): program (j, y, z) quantizes rows [i*BLOCK_M, +BLOCK_M) x columns
     [j*BLOCK_K, +BLOCK_K), i = z * Y + y (Y at most 65535, CUDA's limit; a row tile i past the
     end is all masked out). Consecutive programs take consecutive column tiles of the same rows,
@@ -362,9 +371,12 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
               local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
               BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     if SECOND:
+        if SECOND_ROWS != BLOCK_ROWS or SECOND_COLS != BLOCK_COLS:
+            codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS, POW2, SECOND)
+        rows2_out = tl.minimum(out2_rows - batch * batch_rows, batch_rows)
         fp8_store(data2_ptr + batch.to(tl.int64) * d_stride_b, scale2_ptr + batch.to(tl.int64) * s_stride_b, codes,
-                  scale, local0, col0, rows_out, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
-                  BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
+                  scale, local0, col0, rows2_out, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                  BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS)
 
 
 @triton.jit

@@ -15,6 +15,8 @@ writes every real entry.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .. import launches
@@ -52,6 +54,10 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 8)
 FP8_128x1_TILE = (128, 64, 4)
+# fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on the weight
+# pair's 8 warps. Not timed: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes
+# 174 registers a thread on 8 warps (one block an SM), 93 on 16, 255 on 4, none spilled.
+FP8_ROWS_COLS_TILE = (128, 128, 8)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
 AMAX_TILE = (32, 256, 4)
@@ -76,6 +82,14 @@ def _fp8_layout(n_batch, rows, cols, block, transpose, scales_transposed, device
     return data, scales, (1, rows) if transpose else (cols, 1), (1, s_rows) if scales_transposed else (s_cols, 1)
 
 
+class _Fp8Copy(NamedTuple):
+    """One output of an fp8_block_kernel launch: its block shape and layout flags (fp8_block's)."""
+    block: tuple[int, int]
+    transpose: bool
+    scales_transposed: bool
+    pad_rows: bool
+
+
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
               scales_transposed: bool = False, pad_rows: bool = False, with_transposed: bool = False):
     """-> (data float8_e4m3fn, scales float32): x (rows, K) quantized in ``block``s, (1, 128),
@@ -94,41 +108,72 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     ``with_transposed``: returns ((data, scales), (data^T, scales^T)), the second pair the
     layout with ``transpose`` and ``scales_transposed`` flipped, written by the same launch
     (one read of x for grouped_glu_mlp's forward and dgrad weight copies)."""
-    br, bc = block
-    block_m, widest, warps = FP8_TILES[block]
+    first = _Fp8Copy(block, transpose, scales_transposed, pad_rows)
+    second = _Fp8Copy(block, not transpose, not scales_transposed, pad_rows) if with_transposed else None
+    return _fp8_launch(x, pow2_scales, first, second, FP8_TILES[block])
+
+
+def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool):
+    """-> ((data (T, N), scales (N / 128, T)), (data_t (N, Tp), scales_t (Tp / 128, N))),
+    data float8_e4m3fn, scales float32: x (T, N), N a multiple of 128, any strides, quantized
+    both ways from one read, in one launch of 128 x 128 tiles. The first pair is x in 1 x 128
+    blocks with its scales transposed (``fp8_block(x, (1, 128), pow2_scales,
+    scales_transposed=True)``), the second x in 128 x 1 blocks, T zero-padded to Tp (a
+    multiple of 128), written transposed (``fp8_block(x, (128, 1), pow2_scales, transpose=True,
+    pad_rows=True)``): bitwise those two launches' outputs, non-finite values and T == 0
+    included. grouped_glu_mlp's row-wise and column-wise copies of an activation or gradient."""
+    if x.dim() != 2 or x.shape[1] % 128:
+        raise ValueError(f"fp8_block_rows_cols: x must be 2-D (T, N) with N a multiple of 128 (the 1 x 128 blocks), "
+                         f"got shape {tuple(x.shape)}")
+    return _fp8_launch(x, pow2_scales, _Fp8Copy((1, 128), False, True, False), _Fp8Copy((128, 1), True, False, True),
+                       FP8_ROWS_COLS_TILE)
+
+
+def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp8Copy | None, tile):
+    """The fp8_block_kernel launch of x (rows, K) or a batch (B, R, K) into the layout ``first``
+    and, unless ``second`` is None, into ``second`` from the same read: (data, scales), or
+    ((data, scales), (data2, scales2)). A batch's copies share one block shape and no padding.
+    ``tile``: (BLOCK_M, widest BLOCK_K, num_warps), holding whole blocks of both shapes."""
+    br, bc = first.block
+    br2, bc2 = second.block if second is not None else first.block
+    block_m, widest, warps = tile
+    assert block_m % br == 0 and block_m % br2 == 0, "the tile must hold whole blocks"
     if x.dim() == 3:
-        assert not pad_rows, "pad_rows applies to one matrix"
+        assert not first.pad_rows and (second is None or (second.block == first.block and not second.pad_rows)), \
+            "a batch's copies share one block shape, without pad_rows"
         n_batch, batch_rows, cols = x.shape
         assert batch_rows % block_m == 0 and batch_rows % br == 0, "batch rows must be a multiple of the tile"
         rows, stride_b, stride_r, stride_c = n_batch * batch_rows, x.stride(0), x.stride(1), x.stride(2)
-        out_rows = batch_rows
+        out_rows = out2_rows = batch_rows
     else:
         rows, cols = x.shape
         n_batch, stride_b, stride_r, stride_c = 1, 0, x.stride(0), x.stride(1)
-        out_rows = cdiv(rows, br) * br if pad_rows else rows
-        batch_rows = max(out_rows, 1)
-    first = _fp8_layout(n_batch, out_rows, cols, block, transpose, scales_transposed, x.device)
-    second = _fp8_layout(n_batch, out_rows, cols, block, not transpose, not scales_transposed,
-                         x.device) if with_transposed else first
-    outs = [first[:2], second[:2]] if with_transposed else [first[:2]]
+        out_rows = cdiv(rows, br) * br if first.pad_rows else rows
+        out2_rows = out_rows if second is None else (cdiv(rows, br2) * br2 if second.pad_rows else rows)
+        batch_rows = max(out_rows, out2_rows, 1)
+    one = _fp8_layout(n_batch, out_rows, cols, first.block, first.transpose, first.scales_transposed, x.device)
+    two = one if second is None else _fp8_layout(n_batch, out2_rows, cols, second.block, second.transpose,
+                                                 second.scales_transposed, x.device)
+    outs = [one[:2]] if second is None else [one[:2], two[:2]]
     if x.dim() == 2:
         outs = [(d[0], s[0]) for d, s in outs]
-    result = tuple(outs) if with_transposed else outs[0]
-    if first[0].numel() == 0:
+    result = outs[0] if second is None else tuple(outs)
+    if x.numel() == 0:
         return result
-    block_k = _block_k(cols, widest, bc)
+    block_k = _block_k(cols, widest, max(bc, bc2))
     from ..ops.triton_common import specializing_launcher
     from .kernels import fp8_block_kernel
-    row_tiles = cdiv(n_batch * out_rows, block_m)
+    row_tiles = cdiv(n_batch * max(out_rows, out2_rows), block_m)
     grid_y = min(row_tiles, MAX_GRID_YZ)
     # Through a SpecializingLauncher (the JIT once per argument specialization; grouped_glu_mlp's
-    # fp8_block step makes nine of these launches); constexprs in the kernel's order.
+    # fp8_block training step makes six or seven of these launches); constexprs in the kernel's
+    # order.
     specializing_launcher(fp8_block_kernel, num_warps=warps, **_COMPILE)(
         (cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y)),
-        (x, first[0].view(torch.uint8), first[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
-         n_batch * out_rows, out_rows * cols, *first[2], cdiv(out_rows, br) * (cols // bc), *first[3],
-         second[0].view(torch.uint8), second[1], *second[2], *second[3]),
-        (br, bc, pow2_scales, with_transposed, x.dim() == 3, block_m, block_k))
+        (x, one[0].view(torch.uint8), one[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
+         n_batch * out_rows, out_rows * cols, *one[2], cdiv(out_rows, br) * (cols // bc), *one[3],
+         two[0].view(torch.uint8), two[1], n_batch * out2_rows, *two[2], *two[3]),
+        (br, bc, pow2_scales, second is not None, br2, bc2, x.dim() == 3, block_m, block_k))
     launches.record("quant_fp8_block")
     return result
 

@@ -355,7 +355,7 @@ def _wgrad(a, b, c, counts, T, wcfg: GemmConfig, recipe=None):
 
 
 def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, config=None, recipe=None,
-            keep_dgrad_weights: bool = False):
+            keep_dgrad_weights: bool = False, keep_cols: bool = False):
     """Returns (y (T, H), z (T, 2F), h (T, F)); z and h in x.dtype, saved for the backward.
 
     recipe (recipes.py): x and W1 are quantized before FC1, h after it (by the quantizer
@@ -368,7 +368,13 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
 
     keep_dgrad_weights: returns (y, z, h, dgrad_weights), dgrad_weights the (W1, W2) dgrad
     copies (recipes.QuantWeight) for ``backward``, written by the forward's weight quantizers
-    (fp8_block), or None (other recipes, or T == 0: the backward quantizes)."""
+    (fp8_block), or None (other recipes, or T == 0: the backward quantizes).
+
+    keep_cols: returns cols after them, the (x, h) column-wise copies (recipes.QuantRows) for
+    ``backward``'s weight gradients, written with x's and h's row-wise copies by one quantizer
+    launch each (fp8_block; recipes.quantize_rows_cols), or None (other recipes, or T == 0: the
+    backward quantizes). Kept, they hold H + F bytes a token (and their scales) until the
+    backward."""
     from .kernels import EPI_GLU, EPI_STORE
     cfg = config or heuristic("fwd", x.element_size(), recipe)
     T, H = x.shape
@@ -381,7 +387,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     check_counts(counts, T)
     act, inter = ACTIVATIONS[activation], glu_interleave or 0
     fc1_a, fc1_b = x, w1
-    w1_dgrad = w2_dgrad = None
+    w1_dgrad = w2_dgrad = x_cols = h_cols = None
     quantized = recipe is not None and T > 0
     side = streams.side_stream(x, streams.HIGH) if quantized and cfg.side_stream else None
     with streams.joined(side, x.device):   # the fork below is joined however this ends
@@ -389,7 +395,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
             # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
             w2_pair = streams.on_side(side, x.device,
                                       lambda: recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights))
-            fc1_a = recipes.quantize_rows(recipe, x)
+            fc1_a, x_cols = recipes.quantize_rows_cols(recipe, x, cols=keep_cols)
             fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
         # FC1 + GLU: B_e(k, n) = W1[e, n, k].
         _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
@@ -398,7 +404,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
               ws=cfg.ws and cfg.rows_glu)
         fc2_a, fc2_b = h, w2
         if quantized:
-            fc2_a = recipes.quantize_rows(recipe, h)
+            fc2_a, h_cols = recipes.quantize_rows_cols(recipe, h, cols=keep_cols)
     if quantized:
         fc2_b, w2_dgrad = w2_pair
         streams.caller_uses(side, x.device,
@@ -407,9 +413,10 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     _gemm(EPI_STORE, fc2_a, fc2_b, y, counts, cfg, K=F, N=H, b_strides=(w2.stride(0), w2.stride(2), w2.stride(1)),
           ldc=y.stride(0), probs=probs, bias=b2, recipe=recipe)
     launches.record("grouped_mlp_fwd")
-    if keep_dgrad_weights:
-        return y, z, h, (w1_dgrad, w2_dgrad) if w1_dgrad is not None else None
-    return y, z, h
+    kept = ((w1_dgrad, w2_dgrad) if w1_dgrad is not None else None,) if keep_dgrad_weights else ()
+    if keep_cols:
+        kept += ((x_cols, h_cols) if x_cols is not None else None,)
+    return (y, z, h, *kept) if kept else (y, z, h)
 
 
 def bias_grads(dz, dy, probs, counts, b1, b2):
@@ -431,17 +438,22 @@ def bias_grads(dz, dy, probs, counts, b1, b2):
 
 
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
-             wgrad_config=None, recipe=None, dgrad_weights=None):
+             wgrad_config=None, recipe=None, dgrad_weights=None, saved_cols=None):
     """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
 
     recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs (dz by the dGLU
     epilogue where dglu_quantizes_dz, bitwise the quantizer kernel's copy), the weights
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
-    all by the quantizer kernels. On CUDA each weight gradient (with a recipe, its column-wise
-    quantizers first) runs on a second stream beside the dgrads (streams.py; high priority with
-    a recipe): dW2 from the start, dW1 once the dGLU has made dz, joined before the bias
-    gradients; with the config's ``side_stream`` off, in that order on the caller's stream."""
+    all by the quantizer kernels. fp8_block writes dy's row-wise and column-wise copies in one
+    launch (recipes.quantize_rows_cols), and takes x's and h's column-wise copies from
+    ``saved_cols`` (the forward's, ``forward(keep_cols=True)``) where given, else quantizes
+    them here, bitwise the same. On CUDA each weight gradient (with a recipe, the column-wise
+    quantizers of its operands not already made first) runs on a second stream beside the
+    dgrads (streams.py; high priority with a recipe): dW2 from the start, dW1 once the dGLU has
+    made dz, joined before the bias gradients; with the config's ``side_stream`` off, in that
+    order on the caller's stream. dy's pair is launched on the caller's stream before the fork,
+    which orders dW2's read of its column-wise copy after it."""
     from .kernels import EPI_DGLU, EPI_STORE
     cfg = config or heuristic("bwd", x.element_size(), recipe)
     wcfg = wgrad_config or heuristic("wgrad", x.element_size(), recipe)
@@ -460,22 +472,30 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     if quantized and dglu_quantizes_dz(recipe, inter, dcfg):
         dz_rows = recipes.empty_fp8_rows(T, 2 * F, x.device)
     # Ragged-K weight gradients, written in full (zeros for experts without tokens), each with
-    # its operands' column-wise quantizers on the side stream beside the dgrads (streams.py):
-    # dW2 from the start, dW1 once the dGLU has made dz.
+    # the column-wise quantizers of its operands not already made on the side stream beside the
+    # dgrads (streams.py): dW2 from the start, dW1 once the dGLU has made dz.
     dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
     dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
     side = streams.side_stream(x, streams.HIGH if quantized else 0) if cfg.side_stream else None
 
-    def wgrad(a, b, c):
+    def cols(t, kept):
+        """t's column-wise copy: ``kept`` (made before), or quantized here."""
+        return kept if kept is not None else recipes.quantize_cols(recipe, t)
+
+    def wgrad(a, b, c, a_cols=None, b_cols=None):
         if quantized:
-            a, b = recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b)
+            a, b = cols(a, a_cols), cols(b, b_cols)
         _wgrad(a, b, c, counts, T, wcfg, recipe if quantized else None)
 
+    x_cols, h_cols = saved_cols if quantized and saved_cols is not None else (None, None)
+    dy_rows = dy_cols = None
     with streams.joined(side, x.device):   # dW2, dW1 beside the dgrads; joined however it ends
-        streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2))
+        if quantized:   # before the fork: the side stream's dW2 waits for dy's column-wise copy
+            dy_rows, dy_cols = recipes.quantize_rows_cols(recipe, dy)
+        streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2, dy_cols, h_cols))
         dgrad2_a, dgrad2_b = dy, w2
         if quantized:
-            dgrad2_a = recipes.quantize_rows(recipe, dy)
+            dgrad2_a = dy_rows
             dgrad2_b = dgrad_weights[1] if dgrad_weights else recipes.quantize_weight(recipe, w2, transpose=True)
         # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
         _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
@@ -485,7 +505,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         if b2 is not None:
             expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
             dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
-        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1))
+        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, None, x_cols))
         dgrad1_a, dgrad1_b = dz, w1
         if quantized:
             dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)

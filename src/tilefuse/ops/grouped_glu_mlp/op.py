@@ -111,22 +111,24 @@ def _kernel_grads(ctx, dy, run_backward, n_trailing):
 class GroupedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config, recipe):
-        # fp8_block: the forward's weight quantizers also write the backward's dgrad copies,
-        # kept on ctx (intermediates, not inputs or outputs) when a gradient will be asked for.
+        # fp8_block: the forward's weight quantizers also write the backward's dgrad copies, and
+        # x's and h's quantizers their column-wise copies, kept on ctx (intermediates, not
+        # inputs or outputs) when a gradient will be asked for.
+        keep = any(ctx.needs_input_grad)
         y, z, h, *kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config,
-                                        recipe=recipe, keep_dgrad_weights=any(ctx.needs_input_grad))
+                                        recipe=recipe, keep_dgrad_weights=keep, keep_cols=keep)
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
         ctx.activation, ctx.interleave, ctx.config, ctx.recipe = activation, interleave, config, recipe
-        ctx.dgrad_weights = kept[0] if kept else None
+        ctx.dgrad_weights, ctx.saved_cols = kept if kept else (None, None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         def run(*tensors):
             return launch.backward(*tensors, ctx.activation, ctx.interleave, config=ctx.config, recipe=ctx.recipe,
-                                   dgrad_weights=ctx.dgrad_weights)
+                                   dgrad_weights=ctx.dgrad_weights, saved_cols=ctx.saved_cols)
         grads = _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
-        ctx.dgrad_weights = None
+        ctx.dgrad_weights = ctx.saved_cols = None
         return grads
 
 
@@ -136,8 +138,10 @@ def _interleave_arg(glu_interleave):
     return 0 if glu_interleave is None else int(glu_interleave)
 
 
-# fp8_block's dgrad weight copies travel from the forward op to the backward op as four extra
-# outputs (W1 and W2 dgrad data and scales; recipes.QuantWeight); empty for the other recipes.
+# fp8_block's dgrad weight copies and x's and h's column-wise copies travel from the forward op
+# to the backward op as eight extra outputs (W1 and W2 dgrad data and scales,
+# recipes.QuantWeight; x's and h's column-wise data and scales, recipes.QuantRows); empty for
+# the other recipes.
 _NO_COPY = (0,)
 
 
@@ -149,6 +153,23 @@ def _dgrad_copy_shapes(w1, w2, recipe: str):
     F = w2.shape[2]
     return [((E, H, two_f), torch.uint8), ((E, H // 128, two_f // 128), torch.float32),
             ((E, F, H), torch.uint8), ((E, F // 128, H // 128), torch.float32)]
+
+
+def _cols_copy_shapes(x, w2, recipe: str):
+    """[(shape, dtype)] of the four column-wise-copy tensors the forward op returns (x's and h's,
+    recipes.quantize_rows_cols: data (N, Tp), scales (Tp / 128, N), Tp = T rounded up to 128)."""
+    if recipe != "fp8_block":
+        return [(_NO_COPY, torch.uint8), (_NO_COPY, torch.float32)] * 2
+    T, H = x.shape
+    F = w2.shape[2]
+    Tp = (T + 127) // 128 * 128
+    return [((H, Tp), torch.uint8), ((Tp // 128, H), torch.float32),
+            ((F, Tp), torch.uint8), ((Tp // 128, F), torch.float32)]
+
+
+def _copy_shapes(x, w1, w2, recipe: str):
+    """[(shape, dtype)] of the eight copy tensors the forward op returns."""
+    return _dgrad_copy_shapes(w1, w2, recipe) + _cols_copy_shapes(x, w2, recipe)
 
 
 def _op_config_args(config: configs.GemmConfig, recipe: str | None) -> tuple:
@@ -173,18 +194,20 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
                        programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
                        ws: bool = False, rows_glu: bool = True, side_stream: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                  torch.Tensor]:
-    """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales); the config
-    arguments are ``_op_config_args``'."""
+                                  torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales, x column-wise
+    data, x column-wise scales, h column-wise data, h column-wise scales); the config arguments
+    are ``_op_config_args``'."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
-    y, z, h, kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
-                                   recipe=recipe or None, keep_dgrad_weights=True)
-    if kept is not None:
-        copies = [kept[0].data, kept[0].scales, kept[1].data, kept[1].scales]
-    else:   # another recipe (empty), or fp8_block at T == 0 (never read: nothing is quantized)
-        copies = [torch.zeros(shape, dtype=dtype, device=x.device)
-                  for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
+    y, z, h, kept, cols = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None,
+                                         config=cfg, recipe=recipe or None, keep_dgrad_weights=True, keep_cols=True)
+    copies = []
+    for pair, shapes in ((kept, _dgrad_copy_shapes(w1, w2, recipe)), (cols, _cols_copy_shapes(x, w2, recipe))):
+        if pair is not None:
+            copies += [pair[0].data, pair[0].scales, pair[1].data, pair[1].scales]
+        else:   # another recipe (empty), or fp8_block at T == 0 (never read: nothing is quantized)
+            copies += [torch.zeros(shape, dtype=dtype, device=x.device) for shape, dtype in shapes]
     return y, z, h, *copies
 
 
@@ -192,7 +215,7 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
 def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
     T, F = x.shape[0], w2.shape[2]
     recipe = cfg[7] if len(cfg) > 7 else ""   # _op_config_args: the six tile fields, tma, the recipe, ...
-    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _dgrad_copy_shapes(w1, w2, recipe)]
+    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _copy_shapes(x, w1, w2, recipe)]
     return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
 
@@ -200,22 +223,27 @@ def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
 def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
                        w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
                        z: torch.Tensor, h: torch.Tensor, w1_data: torch.Tensor, w1_scales: torch.Tensor,
-                       w2_data: torch.Tensor, w2_scales: torch.Tensor, activation: str, interleave: int,
-                       block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-                       programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
+                       w2_data: torch.Tensor, w2_scales: torch.Tensor, x_cols_data: torch.Tensor,
+                       x_cols_scales: torch.Tensor, h_cols_data: torch.Tensor, h_cols_scales: torch.Tensor,
+                       activation: str, interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int,
+                       num_stages: int, programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
                        ws: bool = False, rows_glu: bool = True, side_stream: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor. The
-    dgrad copies are the forward op's (empty: quantized here)."""
+    dgrad copies and the column-wise copies are the forward op's (empty: quantized here)."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
     kept = None
     if w1_data.dim() == 3:
         kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
                 recipes.QuantWeight(w2_data, w2_scales, 0, 0, None))
+    cols = None
+    if x_cols_data.dim() == 2:
+        cols = (recipes.QuantRows(x_cols_data, x_cols_scales, x.shape[1], None),
+                recipes.QuantRows(h_cols_data, h_cols_scales, h.shape[1], None))
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
                                                      interleave or None, config=cfg, recipe=recipe or None,
-                                                     dgrad_weights=kept)
+                                                     dgrad_weights=kept, saved_cols=cols)
     return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 

@@ -29,6 +29,24 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16
   2-D blocks with a per-expert amax; the dgrad usage quantizes W_e^T, which gives exactly the
   transposed codes and scales (2-D blocks and the amax are symmetric).
+- fp8_block's launches: each quantizer launch but dz's reads one tensor and writes every copy
+  of it the step needs, so a training step through the op reads the weights, x, h and dy once
+  each (on CUDA the launches marked "side stream" run beside the others, streams.py):
+
+      step      reads  writes (one launch each)                  by
+      forward   W2     Q_w(W2), its dgrad copy                   quantize_weight_pair (side stream)
+      forward   x      Q_rows(x), Q_cols(x)                      quantize_rows_cols
+      forward   W1     Q_w(W1), its dgrad copy                   quantize_weight_pair
+      forward   h      Q_rows(h), Q_cols(h)                      quantize_rows_cols
+      backward  dy     Q_rows(dy), Q_cols(dy)                    quantize_rows_cols
+      backward  dz     Q_cols(dz) (side stream)                  quantize_cols
+      backward  dz     Q_rows(dz), unless the dGLU epilogue      quantize_rows
+                       writes it (launch.dglu_quantizes_dz)
+
+  Six or seven launches. The op keeps the forward's dgrad copies and Q_cols(x), Q_cols(h) for
+  its backward (launch.forward's keep_dgrad_weights and keep_cols); a backward without them
+  quantizes them itself (quantize_weight, quantize_cols), bitwise the same. Q_rows and Q_cols
+  written together are bitwise the copies of quantize_rows and quantize_cols.
 - nvfp4 per-tensor scales: weights use one amax per expert. Activations and gradients use one
   amax per tensor (all experts' rows): a per-expert amax would need each expert's row range on
   the host. Optional RHT / stochastic rounding of the quantizers are not used by the op.
@@ -157,6 +175,25 @@ def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
         data, scales = _fp8_operand(t, (128, 1), transpose=True, scales_transposed=False, pad_rows=True)
         return QuantRows(data, scales, t.shape[1], None)
     return quantize_rows(recipe, _pad_rows(t, BLOCK[recipe]).t())
+
+
+# quantize_rows_cols' copies from one launch on the kernels (else from quantize_rows' and
+# quantize_cols' launches, the same bits); benchmarks set it False to time the separate form.
+PAIR_ROWS_COLS = True
+
+
+def quantize_rows_cols(recipe: str, t: torch.Tensor, cols: bool = True) -> tuple[QuantRows, QuantRows | None]:
+    """(Q_rows of a (T, N) activation or gradient, its Q_cols or None). With ``cols``, fp8_block
+    gives both: on the kernels from one read of t (quant_launch.fp8_block_rows_cols), else by
+    quantize_cols; bitwise the copies quantize_rows and quantize_cols give. Otherwise, and for
+    the other recipes, the second is None (the caller quantizes it where it needs it)."""
+    if not cols or recipe != "fp8_block":
+        return quantize_rows(recipe, t), None
+    if not PAIR_ROWS_COLS or not policy.kernels_enabled(t.device):
+        return quantize_rows(recipe, t), quantize_cols(recipe, t)
+    (data, scales), (data_t, scales_t) = quant_launch.fp8_block_rows_cols(t, False)
+    return (QuantRows(data.view(torch.uint8), scales, t.shape[0], None),
+            QuantRows(data_t.view(torch.uint8), scales_t, t.shape[1], None))
 
 
 def _per_expert_amax(w: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,9 @@ last wave leaves idle, or a memory-bound quantizer runs while a GEMM computes.
 
 Where it is used: compose.py's backward (the Gluon weight gradients beside the dgrads, module
 docstring "Two streams") and launch.py's kernels route (the weight gradients and, for a
-quantized recipe, their column-wise quantizers beside the dgrads; fc2's weight quantizer beside
-fc1), unless the tuned config's ``side_stream`` is off (GemmConfig: a per-key choice of the
+quantized recipe, the column-wise quantizers of their operands not made before the fork
+beside the dgrads: fp8_block's dz's, the other recipes' all four; fc2's weight quantizer
+beside fc1), unless the tuned config's ``side_stream`` is off (GemmConfig: a per-key choice of the
 sweep). Off CUDA there is no second stream: the same work runs in order on the caller's stream.
 
 Measured on the H200, the op as called (graph replay, interleaved rounds; the ratio to the same

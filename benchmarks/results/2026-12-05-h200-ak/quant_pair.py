@@ -1,0 +1,94 @@
+"""Issue 16 (GPU): fp8_block's row-wise and column-wise copies of an activation from one
+quantizer launch (recipes.quantize_rows_cols, quant.launch.fp8_block_rows_cols: one read of the
+tensor) against the two launches it replaced (quantize_rows, quantize_cols), at the spec's
+three shapes' x / dy (T, H) and h (T, F); then fp8_block forward + backward as called with the
+paired launches and with the separate ones (recipes.PAIR_ROWS_COLS), beside bf16 tilefuse,
+interleaved. Bits of the paired copies against the separate ones checked at every size.
+
+    PYTHONPATH=src python3 benchmarks/results/2026-12-05-h200-ak/quant_pair.py [--shapes 1,2,3]
+"""
+import argparse
+import statistics
+
+import torch
+import triton
+import triton.testing
+
+import tilefuse
+from tilefuse.ops.grouped_glu_mlp import recipes
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
+
+
+def bench(fn, rep=50):
+    return triton.testing.do_bench(fn, warmup=10, rep=rep, return_mode="median")
+
+
+def same(a, b):
+    return all(torch.equal(x.data, y.data) and torch.equal(x.scales.view(torch.int32), y.scales.view(torch.int32))
+               for x, y in zip(a, b))
+
+
+def copies(T, N):
+    t = torch.randn(T, N, device="cuda").bfloat16()
+    paired = lambda: recipes.quantize_rows_cols("fp8_block", t)              # noqa: E731
+    separate = lambda: (recipes.quantize_rows("fp8_block", t), recipes.quantize_cols("fp8_block", t))  # noqa: E731
+    ok = same(paired(), separate())
+    times = {"paired": [], "separate": []}
+    for _ in range(3):
+        times["paired"].append(bench(paired))
+        times["separate"].append(bench(separate))
+    p, s = statistics.median(times["paired"]), statistics.median(times["separate"])
+    # bytes: the paired launch reads t once, the separate ones twice; both write the two copies
+    write = 2 * T * N + 4 * (T * N // 128) * 2
+    return ok, p, s, (2 * T * N + write) / p / 1e6, (4 * T * N + write) / s / 1e6
+
+
+def op_step(i, recipe):
+    """One forward + backward as users call the op (the table's config for the key)."""
+    def run():
+        for t in i["leaves"]:
+            t.grad = None
+        y = tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation="swiglu",
+                                     glu_interleave=32, recipe=recipe)
+        y.backward(i["dy"])
+    return run
+
+
+def whole_op(E, T, H, F):
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device="cuda",
+                      generator=torch.Generator().manual_seed(1))
+    for k in ("x", "w1", "w2", "probs"):
+        i[k].requires_grad_(True)
+    i["leaves"] = [i[k] for k in ("x", "w1", "w2", "probs")]
+    steps = {"bf16 tilefuse": (op_step(i, None), True), "fp8 paired": (op_step(i, "fp8_block"), True),
+             "fp8 separate": (op_step(i, "fp8_block"), False)}
+    times = {k: [] for k in steps}
+    for _ in range(3):
+        for k, (fn, pair) in steps.items():
+            recipes.PAIR_ROWS_COLS = pair
+            fn()
+            times[k].append(bench(fn, rep=200))
+    recipes.PAIR_ROWS_COLS = True
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="1,2,3")
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    for s in map(int, args.shapes.split(",")):
+        E, T, H, F = DEFAULT_SHAPES[s - 1]
+        for name, N in (("x/dy", H), ("h", F)):
+            ok, p, sep, bw_p, bw_s = copies(T, N)
+            print(f"shape {s} {name} ({T}x{N}) bitwise={ok} paired={p * 1e3:.1f}us ({bw_p:.0f} GB/s) "
+                  f"separate={sep * 1e3:.1f}us ({bw_s:.0f} GB/s) separate/paired={sep / p:.3f}x", flush=True)
+        r = whole_op(E, T, H, F)
+        print(f"shape {s} op fwd+bwd ms: " + " ".join(f"{k}={v:.3f}" for k, v in r.items())
+              + f" separate/paired={r['fp8 separate'] / r['fp8 paired']:.3f}x"
+              + f" fp8(paired)/bf16={r['bf16 tilefuse'] / r['fp8 paired']:.3f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
