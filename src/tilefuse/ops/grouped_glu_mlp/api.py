@@ -96,10 +96,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     host, so it runs as the opaque custom op ``tilefuse::grouped_mlp_unfused`` (a host
     synchronization on CUDA when the graph runs; its backward evaluates the explicit backward
     formulas in float32). Double backward (create_graph=True) differentiates the unfused
-    composition on every path (no quantized recipe); at level 0, which is PyTorch's own
-    autograd of that composition, a second backward whose incoming gradient is expanded
-    (``g.sum().backward()``) fails in ``torch._grouped_mm``'s backward ("Invalid
-    strides/sizes", torch 2.13): pass a dense one (levels 1-3 lay it out themselves).
+    composition on every path (no quantized recipe), whose inputs lay out the gradient a
+    second backward brings to theirs (an expanded one from ``g.sum().backward()``, which
+    ``torch._grouped_mm``'s own backward refuses: reference._LaidOutGradient).
 
     Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
     each path copies only what it cannot read as laid out, and results do not depend on the

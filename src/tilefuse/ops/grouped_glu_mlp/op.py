@@ -30,7 +30,7 @@ from ... import policy
 from ...tuning import lookup_config
 from ..autograd_common import create_graph_grads
 from . import compose, configs, launch, recipes
-from .reference import _grad_layout, _row_major, grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
+from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
 
 
 COMPOSE = compose.NAME   # route's answer for the compose route
@@ -86,11 +86,10 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
     def forward(x, counts, probs, w1, w2, b1, b2):
         return grouped_glu_mlp_unfused(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
                                        fc1_bias=b1, fc2_bias=b2)
-    # The gradients are torch._grouped_mm outputs, whose own backward takes row-major incoming
-    # gradients only: a second backward's (g.sum().backward() gives an expanded one) is laid out
-    # on the way in, as the forward's output is (reference._grad_layout).
-    return [g if g is None else _grad_layout(g, _row_major if g.dim() >= 2 else torch.Tensor.contiguous)
-            for g in create_graph_grads(ctx, forward, inputs, dy)]
+    # A second backward's incoming gradients (g.sum().backward() gives expanded ones) are laid
+    # out by the composition's inputs before torch._grouped_mm's backward reads them
+    # (reference._LaidOutGradient).
+    return create_graph_grads(ctx, forward, inputs, dy)
 
 
 def _kernel_grads(ctx, dy, run_backward, n_trailing):

@@ -366,6 +366,31 @@ def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
     return t
 
 
+class _LaidOutGradient(torch.autograd.Function):
+    """The identity, whose backward hands its gradient on with ``_grad_layout``: where that
+    gradient is itself differentiated (create_graph), the gradient a second backward brings
+    to it is laid out before the first backward's ops read it. The unfused composition's
+    inputs pass through it, so the gradients autograd returns for them (torch._grouped_mm's
+    backward outputs for x and the weights) take an expanded incoming gradient
+    (``g.sum().backward()``), which torch._grouped_mm's own double backward refuses."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _grad_layout(g, _row_major if g.dim() >= 2 else torch.Tensor.contiguous)
+
+
+def _lay_out_gradients(*tensors):
+    """``tensors`` through _LaidOutGradient where a gradient flows to them (not under
+    torch.compile, whose AOT autograd makes incoming gradients contiguous itself)."""
+    if not torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return tensors
+    return tuple(_LaidOutGradient.apply(t) if t is not None and t.requires_grad else t for t in tensors)
+
+
 def assert_counts_on_device(tokens_per_expert: torch.Tensor, n_tokens: int) -> None:
     """Check that every count is in [0, n_tokens] and that they sum to ``n_tokens``, summed in
     int64, with ``torch._assert_async``: no host synchronization. Bounding each count first
@@ -451,6 +476,9 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
         expert_of_row = torch.searchsorted(ends, torch.arange(n_tokens, device=x.device, dtype=ends.dtype),
                                            right=True)
 
+    if x.device.type != "meta":   # a second backward's incoming gradients laid out (_LaidOutGradient)
+        x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias = _lay_out_gradients(
+            x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
     z = _grouped_linear(x, fc1_weight, offsets, rows).to(act_dtype)
     if fc1_bias is not None:
         z = z + fc1_bias.to(act_dtype)[expert_of_row]
