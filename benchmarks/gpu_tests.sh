@@ -22,6 +22,10 @@
 # non-zero when any failed. Give TIMEOUT_S 540 (the default) or more: with all seven processes
 # sharing the machine's 16 cores the grouped and "rest" processes needed more than 480 s
 # (results/2026-12-04-h200-ai run 4 has the per-process times; its run 5 ran the remainder).
+# The "rest" files are dealt by size, alternately, between the rest process (half 0, the
+# largest file's) and the tuning process (half 1): run alone on the H200 the whole of rest
+# reached the 540 s limit (results/2026-12-04-h200-aj run 13, tuning 202 s), and its half 1
+# took 133 s as a process of its own (-aj run 8, half 0 cut at 427 s).
 # The property tests need hypothesis and sortedcontainers (carried as wheels: benchmarks/README.md).
 limit=${1:-540}
 : "${OUT:?set OUT to an output folder}"
@@ -31,6 +35,10 @@ grouped=$(ls tests/test_grouped_*.py | grep -v /test_grouped_ws_rows.py)
 tuning=$(ls tests/test_property_*.py tests/test_tuning_*.py tests/test_specializing_launcher.py)
 rest=$(ls tests/test_*.py | grep -v -e /test_grouped_ -e /test_quant_ -e /test_so2_ -e /test_property_ -e /test_tuning_ \
        -e /test_specializing_launcher.py)
+half() {  # half 0|1 of the files named after it, by size, dealt alternately
+  local k=$1; shift
+  ls -S "$@" | awk -v k="$k" 'NR % 2 == 1 - k'
+}
 run() {  # name, files...
   local name=$1; shift
   # SIGINT at the limit: pytest stops as on Ctrl-C and still prints its failures so far with
@@ -44,8 +52,8 @@ compile="compile_for_sm90 or compiles_for_sm90"    # the nine compile tests' nam
 run ws-rows tests/test_grouped_ws_rows.py -k "not ($compile)" &
 run grouped $grouped -k "not ($compile)" &
 run quant-so2 tests/test_quant_*.py tests/test_so2_*.py -k "not ($compile)" &
-run tuning $tuning -k "not ($compile)" &
-run rest $rest -k "not ($compile)" &
+run tuning $tuning $(half 1 $rest) -k "not ($compile)" &
+run rest $(half 0 $rest) -k "not ($compile)" &
 run compile-triton tests/test_*.py -k "($compile) and triton" &
 run compile-torch tests/test_*.py -k "($compile) and torch" &
 wait
