@@ -3,21 +3,25 @@ quantizer launch (recipes.quantize_rows_cols, quant.launch.fp8_block_rows_cols: 
 tensor) against the two launches it replaced (quantize_rows, quantize_cols), at the spec's
 three shapes' x / dy (T, H) and h (T, F); then fp8_block forward + backward as called with the
 paired launches and with the separate ones (recipes.PAIR_ROWS_COLS), beside bf16 tilefuse,
-interleaved. Bits of the paired copies against the separate ones checked at every size.
+interleaved graph replays (grouped_compose_gpu_check's providers and timing). Bits of the paired copies against the separate ones checked at every size.
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-05-h200-ak/quant_pair.py [--shapes 1,2,3]
 """
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.testing
 
-import tilefuse
-from tilefuse.ops.grouped_glu_mlp import recipes
-from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
-from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # benchmarks/
+import grouped_compose_gpu_check as check  # noqa: E402
+
+from tilefuse.ops.grouped_glu_mlp import recipes  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
+from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
 
 
 def bench(fn, rep=50):
@@ -44,33 +48,26 @@ def copies(T, N):
     return ok, p, s, (2 * T * N + write) / p / 1e6, (4 * T * N + write) / s / 1e6
 
 
-def op_step(i, recipe):
-    """One forward + backward as users call the op (the table's config for the key)."""
+def separate(step):
+    """``step`` with x's, h's and dy's copies from separate launches while it runs (and is
+    captured)."""
     def run():
-        for t in i["leaves"]:
-            t.grad = None
-        y = tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation="swiglu",
-                                     glu_interleave=32, recipe=recipe)
-        y.backward(i["dy"])
+        recipes.PAIR_ROWS_COLS = False
+        try:
+            return step()
+        finally:
+            recipes.PAIR_ROWS_COLS = True
     return run
 
 
 def whole_op(E, T, H, F):
+    """bf16 tilefuse, fp8_block (paired) and fp8_block with separate launches as called, through
+    grouped_compose_gpu_check's providers and interleaved graph-replay timing."""
     i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device="cuda",
                       generator=torch.Generator().manual_seed(1))
-    for k in ("x", "w1", "w2", "probs"):
-        i[k].requires_grad_(True)
-    i["leaves"] = [i[k] for k in ("x", "w1", "w2", "probs")]
-    steps = {"bf16 tilefuse": (op_step(i, None), True), "fp8 paired": (op_step(i, "fp8_block"), True),
-             "fp8 separate": (op_step(i, "fp8_block"), False)}
-    times = {k: [] for k in steps}
-    for _ in range(3):
-        for k, (fn, pair) in steps.items():
-            recipes.PAIR_ROWS_COLS = pair
-            fn()
-            times[k].append(bench(fn, rep=200))
-    recipes.PAIR_ROWS_COLS = True
-    return {k: statistics.median(v) for k, v in times.items()}
+    steps = check.providers_for(i, 32, names=("tilefuse", "fp8_block"))
+    steps["fp8_block separate"] = separate(steps["fp8_block"])
+    check.time_providers(steps, 5, check.step_flop(T, H, F), {})
 
 
 def main():
@@ -84,10 +81,8 @@ def main():
             ok, p, sep, bw_p, bw_s = copies(T, N)
             print(f"shape {s} {name} ({T}x{N}) bitwise={ok} paired={p * 1e3:.1f}us ({bw_p:.0f} GB/s) "
                   f"separate={sep * 1e3:.1f}us ({bw_s:.0f} GB/s) separate/paired={sep / p:.3f}x", flush=True)
-        r = whole_op(E, T, H, F)
-        print(f"shape {s} op fwd+bwd ms: " + " ".join(f"{k}={v:.3f}" for k, v in r.items())
-              + f" separate/paired={r['fp8 separate'] / r['fp8 paired']:.3f}x"
-              + f" fp8(paired)/bf16={r['bf16 tilefuse'] / r['fp8 paired']:.3f}x", flush=True)
+        print(f"shape {s} op fwd+bwd, graph replay, interleaved:", flush=True)
+        whole_op(E, T, H, F)
 
 
 if __name__ == "__main__":
