@@ -748,3 +748,83 @@ def test_an_expert_without_tokens_gets_zero_weight_gradients_whatever_the_others
     assert launched["grouped_mlp_bwd"] == 1
     assert torch.count_nonzero(dw1[1]) == 0 and torch.count_nonzero(dw2[1]) == 0
     assert not torch.isnan(dw1[1]).any() and not torch.isnan(dw2[1]).any()
+
+
+# ---------------------------------------------------------------------------------------------
+# tilefuse.reuse_quantized_weights
+def _fp8_step(i, leaves, interleave=32):
+    """One fp8_block forward + backward as users call the op (level 1): (y and the gradients,
+    the quantizer launches)."""
+    with tilefuse.level(1), launches.counting() as launched:
+        y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
+                            glu_interleave=interleave, recipe="fp8_block")
+        grads = torch.autograd.grad(y, list(leaves.values()), i["dy"])
+    return [y, *grads], launched["quant_fp8_block"]
+
+
+def _leaves(i):
+    return {k: i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2")}
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
+def test_reused_quantized_weights_give_the_same_bits_with_fewer_launches(recipe, device):
+    """Inside tilefuse.reuse_quantized_weights the second call with the same weights reuses
+    their quantized copies: the same outputs and gradients, bit for bit, as without the block,
+    and no weight quantizer launch (fp8_block: its W1 and W2 pairs, two launches fewer; mxfp8:
+    its forward's W1 and W2 copies). Outside the block nothing is reused."""
+    H, F = SHAPE[recipe]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=21)
+    leaves = _leaves(i)
+
+    def step():
+        with tilefuse.level(1), launches.counting() as launched:
+            y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
+                                glu_interleave=32, recipe=recipe)
+            grads = torch.autograd.grad(y, list(leaves.values()), i["dy"])
+        return [y, *grads], sum(v for k, v in launched.items() if k.startswith("quant_"))
+
+    want, plain = step()
+    assert step()[1] == plain                      # outside a block: every call quantizes its weights
+    with tilefuse.reuse_quantized_weights():
+        first, first_n = step()
+        second, second_n = step()
+    assert first_n == plain and second_n == plain - 2
+    for a, b, c in zip(want, first, second):
+        assert same_bits(a, b) and same_bits(a, c)
+    assert step()[1] == plain                      # the block's copies are gone with it
+    assert recipes._REUSE.get() is None
+
+
+def test_a_weight_changed_in_place_is_quantized_again(device):
+    """An in-place change of a weight inside the block (an optimizer's step under no_grad) bumps
+    its version: the next call quantizes it again and gives the bits of a call outside any
+    block; the unchanged weight's copies are still reused. A weight of the same shape in
+    another tensor is not taken for it."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=22)
+    leaves = _leaves(i)
+    with tilefuse.reuse_quantized_weights():
+        _, n0 = _fp8_step(i, leaves)
+        with torch.no_grad():
+            leaves["w1"].mul_(1.5)
+        got, n1 = _fp8_step(i, leaves)
+        other = dict(leaves, w2=leaves["w2"].detach().clone().mul_(0.5).requires_grad_(True))
+        got_other, n2 = _fp8_step(i, other)
+    assert n1 == n0 - 1 and n2 == n0 - 1           # W1 again, W2 reused; then W2's new tensor, W1 reused
+    want, _ = _fp8_step(i, leaves)
+    want_other, _ = _fp8_step(i, other)
+    for a, b in zip(want + want_other, got + got_other):
+        assert same_bits(a, b)
+
+
+def test_reuse_blocks_nest_and_share_the_outer_copies(device):
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=23)
+    leaves = _leaves(i)
+    with tilefuse.reuse_quantized_weights():
+        _, n0 = _fp8_step(i, leaves)
+        with tilefuse.reuse_quantized_weights():
+            _, n1 = _fp8_step(i, leaves)
+        _, n2 = _fp8_step(i, leaves)               # the inner block's exit dropped nothing
+    assert n1 == n2 == n0 - 2
+    assert recipes._REUSE.get() is None

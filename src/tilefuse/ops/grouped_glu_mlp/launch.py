@@ -360,7 +360,9 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
 
     recipe (recipes.py): x and W1 are quantized before FC1, h after it (by the quantizer
     kernels, quant/launch.py: a 1x128 block of h spans two of fp8_block's 64-wide GLU tiles,
-    and a 128-wide one spills, so h is not quantized in that epilogue), W2 before FC2.
+    and a 128-wide one spills, so h is not quantized in that epilogue), W2 before FC2; inside
+    tilefuse.reuse_quantized_weights the weights' copies come from an earlier call while the
+    caller's weight tensors are unchanged (recipes.weight_pair).
 
     With a recipe on CUDA, W2's quantizer runs on a high-priority second stream beside x's
     and W1's quantizers and FC1 (streams.py), joined before FC2; with the config's
@@ -380,6 +382,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     T, H = x.shape
     F = w2.shape[2]
     x, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    w1_source, w2_source = w1, w2   # the callers' weights: reuse_quantized_weights' keys
     w1, w2 = addressable(w1, "fc1_weight", recipe), addressable(w2, "fc2_weight", recipe)
     z = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
     h = torch.empty((T, F), dtype=x.dtype, device=x.device)
@@ -394,9 +397,9 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
         if quantized:
             # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
             w2_pair = streams.on_side(side, x.device,
-                                      lambda: recipes.quantize_weight_pair(recipe, w2, dgrad=keep_dgrad_weights))
+                                      lambda: recipes.weight_pair(recipe, w2, keep_dgrad_weights, w2_source))
             fc1_a, x_cols = recipes.quantize_rows_cols(recipe, x, cols=keep_cols)
-            fc1_b, w1_dgrad = recipes.quantize_weight_pair(recipe, w1, dgrad=keep_dgrad_weights)
+            fc1_b, w1_dgrad = recipes.weight_pair(recipe, w1, keep_dgrad_weights, w1_source)
         # FC1 + GLU: B_e(k, n) = W1[e, n, k].
         _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
               b_strides=(w1.stride(0), w1.stride(2), w1.stride(1)),

@@ -61,6 +61,8 @@ them; the GEMMs and the GLU run in ``compute_dtype`` on the dequantized operands
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 
 import torch
@@ -242,6 +244,62 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
     (data, scales), (data_t, scales_t) = quant_launch.fp8_block(w, (128, 128), False, with_transposed=True)
     return (QuantWeight(data.view(torch.uint8), scales, 0, 0, None),
             QuantWeight(data_t.view(torch.uint8), scales_t, 0, 0, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantized weights reused across calls (tilefuse.reuse_quantized_weights)
+
+# The active scope's cache: (id of the weight, recipe, dgrad) -> (the weight, its data_ptr and
+# version counter then, the pair quantize_weight_pair gave); None outside a scope.
+_REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def reuse_quantized_weights():
+    """Within the block, grouped_glu_mlp quantizes each weight once per recipe and reuses its
+    quantized copies (the forward's and the dgrad copy) on later calls, for as long as the
+    weight tensor is the same object with the same storage and is not modified in place. An
+    in-place change autograd tracks (``param.add_(...)`` under ``torch.no_grad()``, an
+    optimizer's step) bumps the tensor's version counter and the weight is quantized again. A
+    change made through ``param.data`` is not tracked: do not make one inside the block.
+
+    For gradient accumulation: wrap the micro-batches of one optimizer step, so a recipe's
+    weight quantizers run once per step instead of once per micro-batch (Transformer Engine's
+    ``is_first_microbatch``). The copies are held until the block exits: one byte an element
+    of every weight used (fp8_block: two copies), with their scales. Not used while a CUDA
+    graph is being captured (a copy made there lives in the graph's memory pool). Nested
+    blocks share the outermost block's copies."""
+    if _REUSE.get() is not None:
+        yield
+        return
+    token = _REUSE.set({})
+    try:
+        yield
+    finally:
+        _REUSE.reset(token)
+
+
+def _capturing(w: torch.Tensor) -> bool:
+    return w.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
+                ) -> tuple[QuantWeight, QuantWeight | None]:
+    """quantize_weight_pair(recipe, w, dgrad), or inside reuse_quantized_weights the pair made
+    for ``source`` (the caller's weight, of which ``w`` is the kernels' layout) by an earlier
+    call, while ``source`` is unchanged (its storage and version counter)."""
+    cache = _REUSE.get()
+    if cache is None or _capturing(w):
+        return quantize_weight_pair(recipe, w, dgrad)
+    key = (id(source), recipe, dgrad)
+    state = (source.data_ptr(), source._version)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is source and hit[1] == state:
+        return hit[2]
+    pair = quantize_weight_pair(recipe, w, dgrad)
+    cache[key] = (source, state, pair)   # the weight held too: its id is not reused meanwhile
+    return pair
 
 
 # ---------------------------------------------------------------------------------------------
