@@ -752,14 +752,14 @@ def test_an_expert_without_tokens_gets_zero_weight_gradients_whatever_the_others
 
 # ---------------------------------------------------------------------------------------------
 # tilefuse.reuse_quantized_weights
-def _fp8_step(i, leaves, interleave=32):
-    """One fp8_block forward + backward as users call the op (level 1): (y and the gradients,
-    the quantizer launches)."""
+def _fp8_step(i, leaves, recipe="fp8_block"):
+    """One forward + backward with ``recipe`` as users call the op (level 1): (y and the
+    gradients, the quantizer launches)."""
     with tilefuse.level(1), launches.counting() as launched:
-        y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
-                            glu_interleave=interleave, recipe="fp8_block")
+        y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"], glu_interleave=32,
+                            recipe=recipe)
         grads = torch.autograd.grad(y, list(leaves.values()), i["dy"])
-    return [y, *grads], launched["quant_fp8_block"]
+    return [y, *grads], sum(n for k, n in launched.items() if k.startswith("quant_"))
 
 
 def _leaves(i):
@@ -777,11 +777,7 @@ def test_reused_quantized_weights_give_the_same_bits_with_fewer_launches(recipe,
     leaves = _leaves(i)
 
     def step():
-        with tilefuse.level(1), launches.counting() as launched:
-            y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
-                                glu_interleave=32, recipe=recipe)
-            grads = torch.autograd.grad(y, list(leaves.values()), i["dy"])
-        return [y, *grads], sum(v for k, v in launched.items() if k.startswith("quant_"))
+        return _fp8_step(i, leaves, recipe)
 
     want, plain = step()
     assert step()[1] == plain                      # outside a block: every call quantizes its weights
