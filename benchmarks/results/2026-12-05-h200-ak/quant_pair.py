@@ -3,7 +3,10 @@ quantizer launch (recipes.quantize_rows_cols, quant.launch.fp8_block_rows_cols: 
 tensor) against the two launches it replaced (quantize_rows, quantize_cols), at the spec's
 three shapes' x / dy (T, H) and h (T, F); then fp8_block forward + backward as called with the
 paired launches and with the separate ones (recipes.PAIR_ROWS_COLS), beside bf16 tilefuse,
-interleaved graph replays (grouped_compose_gpu_check's providers and timing). Bits of the paired copies against the separate ones checked at every size.
+interleaved graph replays (grouped_compose_gpu_check's providers and timing); and eagerly, the
+step with the weights quantized every call against the step inside
+tilefuse.reuse_quantized_weights (a gradient-accumulation step's later micro-batches). Bits of
+the paired copies against the separate ones checked at every size.
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-05-h200-ak/quant_pair.py [--shapes 1,2,3]
 """
@@ -18,6 +21,8 @@ import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # benchmarks/
 import grouped_compose_gpu_check as check  # noqa: E402
+
+import tilefuse  # noqa: E402
 
 from tilefuse.ops.grouped_glu_mlp import recipes  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
@@ -70,6 +75,26 @@ def whole_op(E, T, H, F):
     check.time_providers(steps, 5, check.step_flop(T, H, F), {})
 
 
+def reuse_op(E, T, H, F):
+    """fp8_block forward + backward as called, eagerly (tilefuse.reuse_quantized_weights does
+    not engage under graph capture): the weights quantized every call, and inside a reuse
+    block (a gradient-accumulation step's second micro-batch onward: do_bench's warm-up calls
+    make the block's copies), beside bf16 tilefuse; 3 interleaved rounds."""
+    i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device="cuda",
+                      generator=torch.Generator().manual_seed(2))
+    steps = check.providers_for(i, 32, names=("tilefuse", "fp8_block"))
+    times = {"bf16 tilefuse": [], "fp8_block": [], "fp8_block reused": []}
+    for _ in range(3):
+        times["bf16 tilefuse"].append(bench(steps["tilefuse"]))
+        times["fp8_block"].append(bench(steps["fp8_block"]))
+        with tilefuse.reuse_quantized_weights():
+            times["fp8_block reused"].append(bench(steps["fp8_block"]))
+    r = {k: statistics.median(v) for k, v in times.items()}
+    print("  eager: " + " ".join(f"{k}={v:.3f} ms" for k, v in r.items())
+          + f" plain/reused={r['fp8_block'] / r['fp8_block reused']:.3f}x"
+          + f" fp8(reused)/bf16={r['bf16 tilefuse'] / r['fp8_block reused']:.3f}x", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="1,2,3")
@@ -83,6 +108,7 @@ def main():
                   f"separate={sep * 1e3:.1f}us ({bw_s:.0f} GB/s) separate/paired={sep / p:.3f}x", flush=True)
         print(f"shape {s} op fwd+bwd, graph replay, interleaved:", flush=True)
         whole_op(E, T, H, F)
+        reuse_op(E, T, H, F)
 
 
 if __name__ == "__main__":
