@@ -824,3 +824,21 @@ def test_reuse_blocks_nest_and_share_the_outer_copies(device):
         _, n2 = _fp8_step(i, leaves)               # the inner block's exit dropped nothing
     assert n1 == n2 == n0 - 2
     assert recipes._REUSE.get() is None
+
+
+def test_a_weight_made_per_call_is_not_kept(device):
+    """A weight passed as a new tensor each call (a per-call cast) is quantized each call, and
+    the block keeps nothing of it once the tensor is gone: the cache does not grow."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=24)
+    master = {k: i[k].float().requires_grad_(True) for k in ("w1", "w2")}
+    ns = []
+    with tilefuse.reuse_quantized_weights():
+        for _ in range(3):
+            leaves = {"x": i["x"].clone().requires_grad_(True), "probs": i["probs"].clone().requires_grad_(True),
+                      "w1": master["w1"].to(torch.bfloat16), "w2": master["w2"].to(torch.bfloat16)}
+            _, n = _fp8_step(i, leaves)
+            ns.append(n)
+            del leaves
+            assert len(recipes._REUSE.get()) == 0
+    assert ns[0] == ns[1] == ns[2]

@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import weakref
 
 import torch
 
@@ -249,8 +250,10 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 # ---------------------------------------------------------------------------------------------
 # Quantized weights reused across calls (tilefuse.reuse_quantized_weights)
 
-# The active scope's cache: (id of the weight, recipe, dgrad) -> (the weight, its data_ptr and
-# version counter then, the pair quantize_weight_pair gave); None outside a scope.
+# The active scope's cache: (id of the weight, recipe, dgrad) -> (a weak reference to the
+# weight, its data_ptr and version counter then, the pair quantize_weight_pair gave); None
+# outside a scope. An entry goes when its weight does (a per-call cast or copy, which no later
+# call can pass again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
                                                                      default=None)
 
@@ -262,7 +265,9 @@ def reuse_quantized_weights():
     weight tensor is the same object with the same storage and is not modified in place. An
     in-place change autograd tracks (``param.add_(...)`` under ``torch.no_grad()``, an
     optimizer's step) bumps the tensor's version counter and the weight is quantized again. A
-    change made through ``param.data`` is not tracked: do not make one inside the block.
+    change made through ``param.data`` is not tracked: do not make one inside the block. A
+    weight passed as a new tensor each call (a cast or copy made per call) is quantized each
+    call, and its copies go with it.
 
     For gradient accumulation: wrap the micro-batches of one optimizer step, so a recipe's
     weight quantizers run once per step instead of once per micro-batch (Transformer Engine's
@@ -295,10 +300,10 @@ def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
     key = (id(source), recipe, dgrad)
     state = (source.data_ptr(), source._version)
     hit = cache.get(key)
-    if hit is not None and hit[0] is source and hit[1] == state:
+    if hit is not None and hit[0]() is source and hit[1] == state:
         return hit[2]
     pair = quantize_weight_pair(recipe, w, dgrad)
-    cache[key] = (source, state, pair)   # the weight held too: its id is not reused meanwhile
+    cache[key] = (weakref.ref(source, lambda _, key=key: cache.pop(key, None)), state, pair)
     return pair
 
 
