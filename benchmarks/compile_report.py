@@ -247,11 +247,14 @@ _FP8 = {**_QX, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_
         **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}}
 # Every pointer and integer is a multiple of 16 at the shapes benchmarked (the launches'
 # specialisation), except the unit strides, which are constexprs below.
-_QUANT_LAYOUTS = {   # name: (block, second copy, unit strides of the layout grouped_glu_mlp launches)
-    "rows 1x128, scales transposed": ((1, 128), False, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1}),
-    "cols 128x1, written transposed": ((128, 1), False, {"x_stride_c": 1, "d_stride_r": 1, "s_stride_c": 1}),
-    "weight pair 128x128": ((128, 128), True, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1, "d2_stride_r": 1,
-                                               "s2_stride_r": 1}),
+_QUANT_LAYOUTS = {   # name: (block, second copy's block or None, batched, unit strides of the layout
+    # grouped_glu_mlp launches)
+    "rows 1x128, scales transposed": ((1, 128), None, False, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1}),
+    "cols 128x1, written transposed": ((128, 1), None, False, {"x_stride_c": 1, "d_stride_r": 1, "s_stride_c": 1}),
+    "weight pair 128x128": ((128, 128), (128, 128), True, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1,
+                                                           "d2_stride_r": 1, "s2_stride_r": 1}),
+    "rows 1x128 + cols 128x1": ((1, 128), (128, 1), False, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1,
+                                                            "d2_stride_r": 1, "s2_stride_c": 1}),
 }
 
 
@@ -259,10 +262,11 @@ def report_quant(arch: int):
     from tilefuse.quant import kernels as K
     from tilefuse.quant import launch as L
     print("fp8_block quantizer (bf16 in), the layouts of a grouped_glu_mlp step at their default tiles:")
-    for name, (block, second, unit) in _QUANT_LAYOUTS.items():
-        bm, bk, warps = L.FP8_TILES[block]
-        ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second, "BATCHED": second,
-              "SECOND_ROWS": block[0], "SECOND_COLS": block[1], "BLOCK_M": bm, "BLOCK_K": bk, **unit}
+    for name, (block, second, batched, unit) in _QUANT_LAYOUTS.items():
+        bm, bk, warps = L.FP8_TILES[block] if second in (None, block) else L.FP8_ROWS_COLS_TILE
+        ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second is not None,
+              "SECOND_ROWS": (second or block)[0], "SECOND_COLS": (second or block)[1], "BATCHED": batched,
+              "BLOCK_M": bm, "BLOCK_K": bk, **unit}
         sig = {**{k: v for k, v in _FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}
         c = compile_kernel(K.fp8_block_kernel, sig, ce, [n for n in _FP8 if n not in ce], arch, warps,
                            **L._COMPILE)
