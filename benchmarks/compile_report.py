@@ -244,17 +244,20 @@ def report_grouped(arch: int):
 _QX = {"x_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32", "x_stride_r": "i32", "x_stride_c": "i32"}
 _FP8 = {**_QX, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
         "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32", **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
-        **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}}
+        **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "counts_ptr": "*i32", "n_groups": "i32"}
 # Every pointer and integer is a multiple of 16 at the shapes benchmarked (the launches'
 # specialisation), except the unit strides, which are constexprs below.
-_QUANT_LAYOUTS = {   # name: (block, second copy's block or None, batched, unit strides of the layout
-    # grouped_glu_mlp launches)
-    "rows 1x128, scales transposed": ((1, 128), None, False, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1}),
-    "cols 128x1, written transposed": ((128, 1), None, False, {"x_stride_c": 1, "d_stride_r": 1, "s_stride_c": 1}),
-    "weight pair 128x128": ((128, 128), (128, 128), True, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1,
-                                                           "d2_stride_r": 1, "s2_stride_r": 1}),
-    "rows 1x128 + cols 128x1": ((1, 128), (128, 1), False, {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1,
-                                                            "d2_stride_r": 1, "s2_stride_c": 1}),
+_QUANT_LAYOUTS = {   # name: (block, second copy's block or None, batched, grouped by expert, unit strides of
+    # the layout grouped_glu_mlp launches)
+    "rows 1x128, scales transposed": ((1, 128), None, False, False,
+                                      {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1}),
+    "cols 128x1 by expert, transposed": ((128, 1), None, False, True,
+                                         {"x_stride_c": 1, "d_stride_r": 1, "s_stride_c": 1}),
+    "weight pair 128x128": ((128, 128), (128, 128), True, False,
+                            {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1, "d2_stride_r": 1, "s2_stride_r": 1}),
+    "rows 1x128 + cols by expert": ((1, 128), (128, 1), False, True,
+                                    {"x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1, "d2_stride_r": 1,
+                                     "s2_stride_c": 1}),
 }
 
 
@@ -262,11 +265,11 @@ def report_quant(arch: int):
     from tilefuse.quant import kernels as K
     from tilefuse.quant import launch as L
     print("fp8_block quantizer (bf16 in), the layouts of a grouped_glu_mlp step at their default tiles:")
-    for name, (block, second, batched, unit) in _QUANT_LAYOUTS.items():
+    for name, (block, second, batched, grouped, unit) in _QUANT_LAYOUTS.items():
         bm, bk, warps = L.FP8_TILES[block] if second in (None, block) else L.FP8_ROWS_COLS_TILE
         ce = {"BLOCK_ROWS": block[0], "BLOCK_COLS": block[1], "POW2": False, "SECOND": second is not None,
               "SECOND_ROWS": (second or block)[0], "SECOND_COLS": (second or block)[1], "BATCHED": batched,
-              "BLOCK_M": bm, "BLOCK_K": bk, **unit}
+              "BLOCK_M": bm, "BLOCK_K": bk, "GROUPED": grouped, **unit}
         sig = {**{k: v for k, v in _FP8.items() if k not in ce}, **{k: "constexpr" for k in ce}}
         c = compile_kernel(K.fp8_block_kernel, sig, ce, [n for n in _FP8 if n not in ce], arch, warps,
                            **L._COMPILE)

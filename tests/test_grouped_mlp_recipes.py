@@ -114,9 +114,10 @@ def test_grouped_gemm_equals_float64_gemm_of_dequantized_operands(recipe, transp
 
 WGRAD_COUNTS = {
     "T135": [45, 0, 83, 7],             # not a multiple of any block
-    # fp8_block's 128-token blocks: an expert ending inside block 0, one with a partial head
-    # block, two whole blocks and a partial tail, one inside a single shared block, and one
-    # from inside block 3 to the end.
+    # fp8_block's 128-token blocks of the grouped copies: an expert in one partial block, one
+    # in two whole blocks and a partial one, an expert without tokens, one in a single partial
+    # block, one in exactly one block; in the token index (the old aligned blocks) experts 1-4
+    # start and end inside blocks.
     "T588": [100, 300, 0, 60, 128],
 }
 
@@ -131,8 +132,8 @@ def _check_wgrad(recipe, counts, cfg, n_dim, m_dim, device):
     b = torch.randn(T, m_dim, generator=g).to(device)
     c = torch.tensor(counts, dtype=torch.int32, device=device)
     out = torch.full((E, n_dim, m_dim), float("nan"), device=device)
-    launch._wgrad(recipes.quantize_cols(recipe, a), recipes.quantize_cols(recipe, b), out, c, T, cfg, recipe)
-    a64, b64 = recipes.dequant_cols(recipe, a).double(), recipes.dequant_cols(recipe, b).double()
+    launch._wgrad(recipes.quantize_cols(recipe, a, c), recipes.quantize_cols(recipe, b, c), out, c, T, cfg, recipe)
+    a64, b64 = recipes.dequant_cols(recipe, a, c).double(), recipes.dequant_cols(recipe, b, c).double()
     start = 0
     for e, m in enumerate(counts):
         want = a64[start:start + m].t() @ b64[start:start + m]
@@ -162,6 +163,56 @@ def test_fp8_wgrad_at_its_heuristic_tile(device):
     _check_wgrad("fp8_block", WGRAD_COUNTS["T588"], cfg, cfg.block_n + 16, cfg.block_m + 72, device)
 
 
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
+def test_an_experts_weight_gradient_does_not_depend_on_other_experts_tokens(recipe, device):
+    """The column-wise copies are grouped by expert: no block holds two experts' tokens, so an
+    expert's copy (codes and scales) and its weight gradient are bitwise the same whatever the
+    other experts' tokens hold, here 1e4 times larger and a NaN and an inf among them (in the
+    token index the experts' boundaries fall inside 128-token blocks). Not nvfp4: its one
+    amax per tensor couples the experts by design (module docstring of recipes.py)."""
+    counts = [100, 60, 96]
+    c = torch.tensor(counts, dtype=torch.int32, device=device)
+    cfg = heuristic("wgrad", 2, recipe) if recipe == "fp8_block" else SMALL[recipe]
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(256, 128, generator=g).to(torch.bfloat16)
+    b = torch.randn(256, 64, generator=g).to(torch.bfloat16)
+    loud_a, loud_b = a.clone(), b.clone()
+    loud_a[100:160] *= 1e4
+    loud_b[100:160] *= 1e4
+    loud_a[110, 3] = float("nan")
+    loud_b[150, 7] = float("inf")
+    grads = []
+    for x, y in ((a, b), (loud_a, loud_b)):
+        out = torch.full((3, 128, 64), float("nan"), device=device)
+        qa, qb = recipes.quantize_cols(recipe, x.to(device), c), recipes.quantize_cols(recipe, y.to(device), c)
+        launch._wgrad(qa, qb, out, c, 256, cfg, recipe)
+        grads.append((out, qa))
+    (quiet, qa), (loud, loud_qa) = grads
+    for e in (0, 2):
+        assert torch.equal(quiet[e], loud[e]), f"expert {e}"
+        assert torch.isfinite(quiet[e]).all()
+    assert not torch.equal(quiet[1], loud[1])
+    if recipe == "fp8_block":   # expert 0 in block 0, expert 2 in block 2 of the copies
+        for blk in (0, 2):
+            cols = slice(128 * blk, 128 * blk + 128)
+            assert torch.equal(qa.data[:, cols], loud_qa.data[:, cols])
+            assert torch.equal(qa.scales[blk], loud_qa.scales[blk])
+
+
+def test_expert_padded_is_the_grouped_layout(device):
+    """recipes.expert_padded (the emulated recipes' column-wise copies, built on the device
+    without a host sync): each expert's rows from a multiple of the block, zeros after them
+    and past the last expert's, grouped_rows rows; no tokens gives an empty tensor."""
+    t = torch.arange(1, 1 + 70 * 3, dtype=torch.float32).reshape(70, 3).to(device)
+    counts = torch.tensor([0, 33, 5, 0, 32], device=device)
+    got = recipes.expert_padded(t, counts, 16).cpu()
+    assert got.shape == (16 * (5 + 4), 3) and recipes.grouped_rows("nvfp4", 70, 5) == got.shape[0]
+    want = torch.zeros_like(got)
+    want[0:33], want[48:53], want[64:96] = t[0:33].cpu(), t[33:38].cpu(), t[38:70].cpu()
+    assert torch.equal(got, want)
+    assert recipes.expert_padded(t[:0], torch.zeros(2, dtype=torch.int32, device=device), 16).shape == (0, 3)
+
+
 def test_register_cap_is_a_config_field_the_descriptor_launches_take(monkeypatch):
     """GemmConfig.maxnreg: named, range-checked, stored in tables like any field; the launch
     passes it to Triton when it reads through descriptors and compiles the pointer loads
@@ -189,9 +240,9 @@ def test_register_cap_is_a_config_field_the_descriptor_launches_take(monkeypatch
             return lambda *args, **kw: launched.append((kw["TMA"], kw["maxnreg"]))
 
     monkeypatch.setattr(kernels, "grouped_wgrad_kernel", Recorder())
-    a = recipes.quantize_cols("fp8_block", torch.randn(256, 128))
-    out = torch.empty((2, 128, 128))
     counts = torch.tensor([100, 156], dtype=torch.int32)
+    a = recipes.quantize_cols("fp8_block", torch.randn(256, 128), counts)
+    out = torch.empty((2, 128, 128))
     for c in (cfg, dataclasses.replace(cfg, tma=False)):
         launch._wgrad(a, a, out, counts, 256, c, "fp8_block")
     assert launched == [(True, 168), (False, None)]
@@ -221,14 +272,16 @@ def test_operand_copies_without_kernels_equal_the_kernels(recipe, monkeypatch):
     g = torch.Generator().manual_seed(3)
     t = torch.randn(130, 256, generator=g).to(torch.bfloat16)
     w = (torch.randn(2, 256, 128, generator=g) * torch.logspace(-2, 2, 128)).to(torch.bfloat16)
+    counts = torch.tensor([60, 0, 70], dtype=torch.int32)
 
     def copies():
-        out = [recipes.quantize_rows(recipe, t), recipes.quantize_cols(recipe, t), recipes.quantize_weight(recipe, w),
+        out = [recipes.quantize_rows(recipe, t), recipes.quantize_cols(recipe, t, counts),
+               recipes.quantize_weight(recipe, w),
                recipes.quantize_weight(recipe, w, transpose=True)]
         if recipe == "fp8_block":
             pair = recipes.quantize_weight_pair(recipe, w)
             out += [pair[0], pair[1] or recipes.quantize_weight(recipe, w, transpose=True),
-                    *recipes.quantize_rows_cols(recipe, t)]
+                    *recipes.quantize_rows_cols(recipe, t, counts)]
         return out
     kernels = copies()
     monkeypatch.setattr(recipes.policy, "kernels_enabled", lambda device: False)
@@ -562,7 +615,7 @@ def test_launch_keeps_x_and_h_column_copies_only_where_they_are_paired(device):
     args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
     y, z, h, cols = launch.forward(*args, "swiglu", 32, config=SMALL["fp8_block"], recipe="fp8_block", keep_cols=True)
     for got, t in zip(cols, (i["x"], h)):
-        want = recipes.quantize_cols("fp8_block", t)
+        want = recipes.quantize_cols("fp8_block", t, i["counts"])
         assert torch.equal(got.data, want.data) and torch.equal(got.scales, want.scales)
         assert got.scale_ld == want.scale_ld
     bwd = dict(config=SMALL["fp8_block"], wgrad_config=SMALL["fp8_block"], recipe="fp8_block")

@@ -298,6 +298,89 @@ def test_fp8_block_rows_cols_reads_any_strides():
             assert same_bits(g[0], w[0]) and same_bits(g[1], w[1])
 
 
+GROUPED_CASES = {   # counts (their sum is T)
+    "T300": [0, 130, 1, 0, 169],      # empty groups, a group of one row, partial last blocks
+    "T256": [128, 128],               # whole blocks: the layout is x's own rows
+    "T1": [1],
+    "T129": [0, 0, 129],              # empty groups first
+    "T400": [100, 100, 100, 100],     # every group in one partial block; 3 zero blocks at the end
+}
+
+
+def _grouped_reference(x, counts, pow2):
+    """The grouped layout's 128 x 1 copy from the reference: each group's rows padded with zeros
+    to a multiple of 128 on the host, end to end, then zero rows up to grouped_rows; quantized
+    as 1 x 128 blocks of the transpose. (data (N, Tp), scales (Tp / 128, N))."""
+    n_padded = launch.grouped_rows(x.shape[0], len(counts), 128)
+    padded = x.new_zeros((n_padded, x.shape[1]))
+    at = start = 0
+    for c in counts:
+        padded[at:at + c] = x[start:start + c]
+        start += c
+        at += -(-c // 128) * 128
+    data, scales = reference.quantize_fp8_block(padded.t().contiguous(), (1, 128), pow2)
+    return data, scales.t()
+
+
+@pytest.mark.parametrize("max_grid", [None, 2], ids=["grid-y", "grid-yz"])
+@pytest.mark.parametrize("pow2", [False, True], ids=["f32", "pow2"])
+@pytest.mark.parametrize("counts", GROUPED_CASES.values(), ids=GROUPED_CASES.keys())
+def test_fp8_block_grouped_column_copy(counts, pow2, max_grid, monkeypatch):
+    """fp8_block(x, (128, 1), transpose=True, counts=...): each group's rows in blocks of their
+    own, from the group's first row (grouped_glu_mlp's column-wise copies, one expert per
+    block), bitwise the reference on the host-built padded layout, every output poisoned
+    first (the padding and the zero blocks past the last group's included); alone, and as the
+    second copy of fp8_block_rows_cols, whose 1 x 128 copy stays x's own rows, bitwise its
+    launch without counts. int32 and int64 counts; a NaN of each sign and +-inf in the data."""
+    if max_grid:
+        monkeypatch.setattr(launch, "MAX_GRID_YZ", max_grid)
+    T = sum(counts)
+    x = mixed(T, 256, 128, seed=T, dtype=torch.bfloat16, nonfinite=T > 1)
+    rdata, rscales = _grouped_reference(x, counts, pow2)
+    assert rdata.shape == (256, 128 * (-(-T // 128) + len(counts) - 1))
+    for dtype in (torch.int32, torch.int64):
+        c = _to_dev(torch.tensor(counts, dtype=dtype))
+        with launches.counting() as n:
+            data, scales = launch.fp8_block(_to_dev(x), (128, 1), pow2, transpose=True, counts=c)
+            (rows, rows_scales), (data_t, scales_t) = launch.fp8_block_rows_cols(_to_dev(x), pow2, c)
+        assert n["quant_fp8_block"] == 2
+        for d, sc in ((data, scales), (data_t, scales_t)):
+            assert d.shape == rdata.shape and sc.shape == rscales.shape
+            assert same_bits(d.cpu(), rdata) and same_bits(sc.cpu(), rscales)
+        want = launch.fp8_block_rows_cols(_to_dev(x), pow2)[0]
+        assert same_bits(rows, want[0]) and same_bits(rows_scales, want[1])
+
+
+def test_fp8_block_grouped_copy_of_no_rows_and_bad_arguments():
+    """T == 0 gives empty copies without a launch; counts take only the 128 x 1 copy of a
+    matrix, and name what they got otherwise."""
+    c = _to_dev(torch.zeros(3, dtype=torch.int32))
+    with launches.counting() as n:
+        data, scales = launch.fp8_block(_to_dev(torch.zeros(0, 128)), (128, 1), False, transpose=True, counts=c)
+    assert data.shape == (128, 0) and scales.shape == (0, 128) and n["quant_fp8_block"] == 0
+    x = _to_dev(torch.zeros(256, 128))
+    for kw in ({"block": (1, 128)}, {"block": (128, 1), "pad_rows": True}, {"block": (128, 1), "with_transposed": True}):
+        with pytest.raises(ValueError, match="counts .the grouped layout. take a 2-D x in 128 x 1 blocks"):
+            launch.fp8_block(x, pow2_scales=False, counts=c, **kw)
+
+
+def test_fp8_block_grouped_copy_stays_in_bounds_for_bad_counts():
+    """Counts that do not sum to T (the op asserts on the device) or hold a negative entry
+    never move a read or a write out of bounds: rows are clipped to x's, a negative count
+    counts as 0 (the outputs are then whatever the clipped layout gives, checked for shape
+    and for the in-range groups' blocks)."""
+    x = mixed(200, 128, 128, seed=9, dtype=torch.bfloat16, nonfinite=False)
+    for counts in ([150, 150], [-40, 200], [500], [0, -1, 100, 100]):
+        c = _to_dev(torch.tensor(counts, dtype=torch.int32))
+        data, scales = launch.fp8_block(_to_dev(x), (128, 1), False, transpose=True, counts=c)
+        assert data.shape == (128, launch.grouped_rows(200, len(counts), 128))
+        assert bool(torch.isfinite(scales).all())
+    data, _ = launch.fp8_block(_to_dev(x), (128, 1), False, transpose=True,
+                               counts=_to_dev(torch.tensor([-40, 200], dtype=torch.int32)))
+    want, _ = _grouped_reference(x, [0, 200], False)
+    assert same_bits(data.cpu()[:, :want.shape[1]], want)
+
+
 @pytest.mark.parametrize("shape", [(130, 96), (4, 2, 128), (128,)], ids=["N96", "3-D", "1-D"])
 def test_fp8_block_rows_cols_rejects_bad_shapes(shape):
     with pytest.raises(ValueError, match=r"fp8_block_rows_cols: x must be 2-D \(T, N\) with N a multiple of 128"):
@@ -463,7 +546,7 @@ def build(name, fn, sig, constexprs, warps, divisible=()):
 fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
        "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32",
        **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
-       **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}}
+       **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "counts_ptr": "*i32", "n_groups": "i32"}
 # As a launch specialises a contiguous x (its column stride 1), 16-byte aligned buffers and
 # 16-divisible sizes: the data and scales in the row-major layout, the second copy transposed.
 unit = {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1, "d2_stride_r": 1, "s2_stride_r": 1}
@@ -473,17 +556,24 @@ for (br, bc), pow2, second in itertools.product(((1, 128), (128, 128), (128, 1))
     bm, bk, w = L.FP8_TILES[(br, bc)]
     build(f"fp8-{br}x{bc}-pow2{pow2}-second{second}", K.fp8_block_kernel, fp8,
           {"BLOCK_ROWS": br, "BLOCK_COLS": bc, "POW2": pow2, "SECOND": second, "SECOND_ROWS": br,
-           "SECOND_COLS": bc, "BATCHED": second, "BLOCK_M": bm, "BLOCK_K": bk, **unit}, w, aligned)
+           "SECOND_COLS": bc, "BATCHED": second, "BLOCK_M": bm, "BLOCK_K": bk, "GROUPED": False, **unit}, w,
+          aligned)
 # fp8_block_rows_cols: 1x128 blocks row-major with transposed scales, 128x1 blocks written
 # transposed with row-major scales.
 bm, bk, w = L.FP8_ROWS_COLS_TILE
-for pow2 in (False, True):
-    build(f"fp8-rows-cols-pow2{pow2}", K.fp8_block_kernel, fp8,
+for pow2, grouped in itertools.product((False, True), (False, True)):
+    build(f"fp8-rows-cols-pow2{pow2}-grouped{grouped}", K.fp8_block_kernel, fp8,
           {"BLOCK_ROWS": 1, "BLOCK_COLS": 128, "POW2": pow2, "SECOND": True, "SECOND_ROWS": 128, "SECOND_COLS": 1,
-           "BATCHED": False, "BLOCK_M": bm, "BLOCK_K": bk, "x_stride_c": 1, "d_stride_c": 1, "s_stride_r": 1,
-           "d2_stride_r": 1, "s2_stride_c": 1}, w,
+           "BATCHED": False, "BLOCK_M": bm, "BLOCK_K": bk, "GROUPED": grouped, "x_stride_c": 1, "d_stride_c": 1,
+           "s_stride_r": 1, "d2_stride_r": 1, "s2_stride_c": 1}, w,
           ["x_ptr", "data_ptr", "scale_ptr", "data2_ptr", "scale2_ptr", "n_cols", "x_stride_r", "d_stride_r",
            "d2_stride_c", "s2_stride_r"])
+# grouped_glu_mlp's column-wise copy alone (dz's), grouped by expert
+bm, bk, w = L.FP8_128x1_TILE
+build("fp8-128x1-grouped", K.fp8_block_kernel, fp8,
+      {"BLOCK_ROWS": 128, "BLOCK_COLS": 1, "POW2": False, "SECOND": False, "SECOND_ROWS": 128, "SECOND_COLS": 1,
+       "BATCHED": False, "BLOCK_M": bm, "BLOCK_K": bk, "GROUPED": True, "x_stride_c": 1, "d_stride_r": 1,
+       "s_stride_c": 1}, w, ["x_ptr", "data_ptr", "scale_ptr", "n_cols", "x_stride_r", "d_stride_c", "s_stride_r"])
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},
       {"SWIZZLE": True, "BLOCK_M": bm, "BLOCK_K": bk}, w)

@@ -315,6 +315,53 @@ def fp8_store(data_ptr, scale_ptr, codes, scale, row0, col0, rows_out, n_cols, d
                  s_stride_c, 0, BLOCK_M // BR, BLOCK_K // BC, False)
 
 
+@triton.jit
+def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    """(first row, end row) of x's rows in BLOCK-row block number ``block`` of the grouped
+    layout: the groups (counts_ptr[0 : n_groups], int32 or int64 on the device, consecutive
+    rows of x in order) each padded to a multiple of BLOCK rows and laid end to end, so that
+    every block holds rows of one group only, starting at a multiple of BLOCK rows after the
+    group's first. A block past the last group's holds no rows (end == first). Counts are
+    read CHUNK at a time as vectors; a negative count counts as 0 (the callers assert on the
+    device that counts are valid) and rows are clipped to [0, n_rows), so no count makes an
+    access out of bounds."""
+    rows_before = 0      # rows of the groups wholly before the block
+    blocks_before = 0    # their blocks
+    groups_before = 0    # their number
+    blocks_seen = 0      # blocks of every group read so far
+    for g0 in range(0, n_groups, CHUNK):
+        g = g0 + tl.arange(0, CHUNK)
+        c = tl.maximum(tl.load(counts_ptr + g, mask=g < n_groups, other=0).to(tl.int32), 0)
+        nb = (c + BLOCK - 1) // BLOCK
+        before = ((blocks_seen + tl.cumsum(nb, 0)) <= block) & (g < n_groups)
+        rows_before += tl.sum(tl.where(before, c, 0))
+        blocks_before += tl.sum(tl.where(before, nb, 0))
+        groups_before += tl.sum(before.to(tl.int32))
+        blocks_seen += tl.sum(nb)
+    holder = tl.minimum(groups_before, tl.maximum(n_groups - 1, 0))
+    count = tl.maximum(tl.load(counts_ptr + holder, mask=groups_before < n_groups, other=0).to(tl.int32), 0)
+    first = rows_before + (block - blocks_before) * BLOCK
+    n = tl.minimum(tl.maximum(count - (block - blocks_before) * BLOCK, 0), BLOCK)
+    first = tl.minimum(first, n_rows)
+    return first, tl.minimum(first + n, n_rows)
+
+
+@triton.jit
+def _copy_rows(row0, out_rows, local0, src_end, batch, batch_rows, GROUPED: tl.constexpr, ROWS: tl.constexpr):
+    """(first row, end row) of the rows fp8_block_kernel stores of one copy of its tile (blocks
+    ROWS high): the tile's rows of its matrix, or GROUPED the grouped layout's block at row0
+    (ROWS > 1) or x's rows [local0, src_end) the tile holds (ROWS == 1)."""
+    first = local0
+    end = tl.minimum(out_rows - batch * batch_rows, batch_rows)
+    if GROUPED:
+        if ROWS == 1:
+            end = src_end
+        else:
+            first = row0
+            end = out_rows
+    return first, end
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
@@ -323,9 +370,10 @@ def fp8_store(data_ptr, scale_ptr, codes, scale, row0, col0, rows_out, n_cols, d
 def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
                      data2_ptr, scale2_ptr, out2_rows, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                     counts_ptr, n_groups,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
                      SECOND_ROWS: tl.constexpr, SECOND_COLS: tl.constexpr, BATCHED: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GROUPED: tl.constexpr):
     """FP8 block scaling, blocks of BLOCK_ROWS x BLOCK_COLS (1 x 128, 128 x 128, or 128 x 1:
     the column-wise copy of grouped_glu_mlp's weight gradients), outputs through strides.
 
@@ -352,6 +400,15 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     end is all masked out). Consecutive programs take consecutive column tiles of the same rows,
     so x is read in long contiguous runs (1-5% faster than row tiles first on the H200), and no
     program divides its id.
+
+    GROUPED (one matrix, BLOCK_M == 128, a 128 x 1 copy): x's rows come in groups, the
+    counts_ptr[0 : n_groups] consecutive rows of each (grouped_glu_mlp's experts), and the
+    128 x 1 copy is laid out by group: each group's rows padded with zeros to a multiple of
+    128, end to end (group_rows), so no block mixes two groups' rows and each group's blocks
+    start at its first row. Row tile i is that layout's block i: x's rows group_rows gives,
+    stored at rows [128 i, 128 i + 128) of the 128 x 1 copy (out_rows: the layout's row
+    count, blocks past the last group's all zeros); a 1 x 128 copy of the same tile is stored
+    at x's own rows (grouped_glu_mlp's row-wise copy, from the same read).
     """
     tile_k = tl.program_id(0)
     tile_m = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
@@ -361,21 +418,27 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
         batch = row0 // batch_rows
     else:
         batch = row0 * 0
-    local0 = row0 - batch * batch_rows
-    x_base = x_ptr + batch.to(tl.int64) * x_stride_b
-    x = load_tile(x_base, local0, col0, tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols,
-                  x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    if GROUPED:   # the tile: x's rows [src0, src_end), zeros after them
+        src0, src_end = group_rows(counts_ptr, n_groups, tile_m, n_rows, BLOCK_M, 128)
+        local0 = src0
+        x = load_tile(x_ptr, src0, col0, src_end, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
+    else:
+        local0 = row0 - batch * batch_rows
+        src_end = n_rows
+        x = load_tile(x_ptr + batch.to(tl.int64) * x_stride_b, local0, col0,
+                      tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols, x_stride_r, x_stride_c,
+                      BLOCK_M, BLOCK_K)
     codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2, SECOND)
-    rows_out = tl.minimum(out_rows - batch * batch_rows, batch_rows)
+    first0, first_end = _copy_rows(row0, out_rows, local0, src_end, batch, batch_rows, GROUPED, BLOCK_ROWS)
     fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
-              local0, col0, rows_out, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
+              first0, col0, first_end, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
               BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     if SECOND:
         if SECOND_ROWS != BLOCK_ROWS or SECOND_COLS != BLOCK_COLS:
             codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS, POW2, SECOND)
-        rows2_out = tl.minimum(out2_rows - batch * batch_rows, batch_rows)
+        second0, second_end = _copy_rows(row0, out2_rows, local0, src_end, batch, batch_rows, GROUPED, SECOND_ROWS)
         fp8_store(data2_ptr + batch.to(tl.int64) * d_stride_b, scale2_ptr + batch.to(tl.int64) * s_stride_b, codes,
-                  scale, local0, col0, rows2_out, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
+                  scale, second0, col0, second_end, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
                   BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS)
 
 

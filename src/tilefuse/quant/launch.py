@@ -90,8 +90,16 @@ class _Fp8Copy(NamedTuple):
     pad_rows: bool
 
 
+def grouped_rows(rows: int, n_groups: int, block: int) -> int:
+    """Rows of the grouped layout (kernels.group_rows) of ``rows`` rows in ``n_groups`` groups,
+    each padded to a multiple of ``block``: the most any counts summing to ``rows`` need
+    (sum of ceil(c / block) <= ceil(rows / block) + n_groups - 1), known without the counts."""
+    return block * max(cdiv(rows, block) + n_groups - 1, 0) if rows > 0 else 0
+
+
 def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, transpose: bool = False,
-              scales_transposed: bool = False, pad_rows: bool = False, with_transposed: bool = False):
+              scales_transposed: bool = False, pad_rows: bool = False, with_transposed: bool = False,
+              counts: torch.Tensor | None = None):
     """-> (data float8_e4m3fn, scales float32): x (rows, K) quantized in ``block``s, (1, 128),
     (128, 128) or (128, 1) (blocks along the rows: the column-wise copies of grouped_glu_mlp).
 
@@ -107,13 +115,28 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
 
     ``with_transposed``: returns ((data, scales), (data^T, scales^T)), the second pair the
     layout with ``transpose`` and ``scales_transposed`` flipped, written by the same launch
-    (one read of x for grouped_glu_mlp's forward and dgrad weight copies)."""
-    first = _Fp8Copy(block, transpose, scales_transposed, pad_rows)
+    (one read of x for grouped_glu_mlp's forward and dgrad weight copies).
+
+    ``counts`` (block (128, 1), 2-D x, instead of ``pad_rows``): x's rows are groups of
+    counts[g] consecutive rows (an int32 / int64 tensor on x's device, summing to rows; never
+    read on the host), each padded with zeros to a multiple of 128 and laid end to end, so
+    each group's blocks start at its own first row: grouped_rows(rows, len(counts), 128)
+    output rows, those past the last group's zeros (grouped_glu_mlp's column-wise copies,
+    one expert's tokens per block)."""
+    if counts is not None:
+        _check_grouped(x, block, pad_rows or with_transposed)
+    first = _Fp8Copy(block, transpose, scales_transposed, pad_rows or counts is not None)
     second = _Fp8Copy(block, not transpose, not scales_transposed, pad_rows) if with_transposed else None
-    return _fp8_launch(x, pow2_scales, first, second, FP8_TILES[block])
+    return _fp8_launch(x, pow2_scales, first, second, FP8_TILES[block], counts)
 
 
-def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool):
+def _check_grouped(x: torch.Tensor, block: tuple[int, int], other_layout: bool):
+    if block != (128, 1) or x.dim() != 2 or other_layout:
+        raise ValueError("fp8_block: counts (the grouped layout) take a 2-D x in 128 x 1 blocks, without pad_rows or "
+                         f"with_transposed; got x of shape {tuple(x.shape)}, block {block}")
+
+
+def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor | None = None):
     """-> ((data (T, N), scales (N / 128, T)), (data_t (N, Tp), scales_t (Tp / 128, N))),
     data float8_e4m3fn, scales float32: x (T, N), N a multiple of 128, any strides, quantized
     both ways from one read, in one launch of 128 x 128 tiles. The first pair is x in 1 x 128
@@ -121,19 +144,23 @@ def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool):
     scales_transposed=True)``), the second x in 128 x 1 blocks, T zero-padded to Tp (a
     multiple of 128), written transposed (``fp8_block(x, (128, 1), pow2_scales, transpose=True,
     pad_rows=True)``): bitwise those two launches' outputs, non-finite values and T == 0
-    included. grouped_glu_mlp's row-wise and column-wise copies of an activation or gradient."""
+    included. grouped_glu_mlp's row-wise and column-wise copies of an activation or gradient.
+    With ``counts`` the second pair is in the grouped layout (``fp8_block(x, (128, 1),
+    pow2_scales, transpose=True, counts=counts)``, Tp = grouped_rows(T, len(counts), 128))."""
     if x.dim() != 2 or x.shape[1] % 128:
         raise ValueError(f"fp8_block_rows_cols: x must be 2-D (T, N) with N a multiple of 128 (the 1 x 128 blocks), "
                          f"got shape {tuple(x.shape)}")
     return _fp8_launch(x, pow2_scales, _Fp8Copy((1, 128), False, True, False), _Fp8Copy((128, 1), True, False, True),
-                       FP8_ROWS_COLS_TILE)
+                       FP8_ROWS_COLS_TILE, counts)
 
 
-def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp8Copy | None, tile):
+def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp8Copy | None, tile,
+                counts: torch.Tensor | None = None):
     """The fp8_block_kernel launch of x (rows, K) or a batch (B, R, K) into the layout ``first``
     and, unless ``second`` is None, into ``second`` from the same read: (data, scales), or
     ((data, scales), (data2, scales2)). A batch's copies share one block shape and no padding.
-    ``tile``: (BLOCK_M, widest BLOCK_K, num_warps), holding whole blocks of both shapes."""
+    ``tile``: (BLOCK_M, widest BLOCK_K, num_warps), holding whole blocks of both shapes.
+    ``counts``: the copy in 128 x 1 blocks is in the grouped layout (fp8_block's ``counts``)."""
     br, bc = first.block
     br2, bc2 = second.block if second is not None else first.block
     block_m, widest, warps = tile
@@ -148,9 +175,16 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
     else:
         rows, cols = x.shape
         n_batch, stride_b, stride_r, stride_c = 1, 0, x.stride(0), x.stride(1)
-        out_rows = cdiv(rows, br) * br if first.pad_rows else rows
-        out2_rows = out_rows if second is None else (cdiv(rows, br2) * br2 if second.pad_rows else rows)
+
+        def copy_rows(copy: _Fp8Copy) -> int:
+            if counts is not None and copy.block[0] > 1:
+                return grouped_rows(rows, counts.shape[0], copy.block[0])
+            return cdiv(rows, copy.block[0]) * copy.block[0] if copy.pad_rows else rows
+        out_rows = copy_rows(first)
+        out2_rows = out_rows if second is None else copy_rows(second)
         batch_rows = max(out_rows, out2_rows, 1)
+    if counts is not None:
+        assert block_m == 128 and x.dim() == 2, "the grouped layout takes one matrix in 128-row tiles"
     one = _fp8_layout(n_batch, out_rows, cols, first.block, first.transpose, first.scales_transposed, x.device)
     two = one if second is None else _fp8_layout(n_batch, out2_rows, cols, second.block, second.transpose,
                                                  second.scales_transposed, x.device)
@@ -163,6 +197,7 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
     block_k = _block_k(cols, widest, max(bc, bc2))
     from ..ops.triton_common import specializing_launcher
     from .kernels import fp8_block_kernel
+    # Grouped: one program a block of the grouped layout (the rows it holds found from counts).
     row_tiles = cdiv(n_batch * max(out_rows, out2_rows), block_m)
     grid_y = min(row_tiles, MAX_GRID_YZ)
     # Through a SpecializingLauncher (the JIT once per argument specialization; grouped_glu_mlp's
@@ -172,8 +207,9 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
         (cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y)),
         (x, one[0].view(torch.uint8), one[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
          n_batch * out_rows, out_rows * cols, *one[2], cdiv(out_rows, br) * (cols // bc), *one[3],
-         two[0].view(torch.uint8), two[1], n_batch * out2_rows, *two[2], *two[3]),
-        (br, bc, pow2_scales, second is not None, br2, bc2, x.dim() == 3, block_m, block_k))
+         two[0].view(torch.uint8), two[1], n_batch * out2_rows, *two[2], *two[3],
+         x if counts is None else counts, 0 if counts is None else counts.shape[0]),
+        (br, bc, pow2_scales, second is not None, br2, bc2, x.dim() == 3, block_m, block_k, counts is not None))
     launches.record("quant_fp8_block")
     return result
 

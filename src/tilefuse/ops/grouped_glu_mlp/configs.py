@@ -142,10 +142,13 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     vectors, the dW1 launch ran 1.16x / 1.58x / 1.87x faster at the three shapes with whole
     128-token blocks an expert, and 1.29x / 1.77x / 2.01x with every expert sharing blocks
     (1.525 -> 1.311 / 1.038 -> 0.658 / 1.379 -> 0.737 ms; results/2026-12-02-h200-r run 7).
-    With the shared blocks' other tokens zeroed in the A tile only (kernels.wgrad_fp8_masked_tma)
-    the capped build compiles without spills (161 registers, triton 3.6; zeroing both tiles left
-    a 24-byte stack), and the launch ran 1.22x / 1.44x / 1.41x faster than with both zeroed
-    where experts share blocks, 1.03-1.05x where they do not (results/2026-12-02-h200-s run 6).
+    With the shared blocks' other tokens zeroed in the A tile only the capped build compiled
+    without spills (161 registers, triton 3.6), and the launch ran 1.22x / 1.44x / 1.41x faster
+    than with both zeroed where experts share blocks (results/2026-12-02-h200-s run 6); routed
+    counts still cost 1.42-1.44x balanced ones at shapes 2-3 (2026-12-05-h200-ak run 1). The
+    column-wise copies are now grouped by expert (recipes.quantize_cols), so no block is
+    shared and every block loads whole; the tile and cap are kept from those runs (the grouped
+    form not yet timed on the GPU).
     mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":

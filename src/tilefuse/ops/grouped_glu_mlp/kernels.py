@@ -551,6 +551,19 @@ def _expert_rows(counts_ptr, expert):
 
 
 @triton.jit
+def _expert_blocks(counts_ptr, expert, BLOCK: tl.constexpr):
+    """The BLOCK-token blocks of the experts before ``expert`` in the grouped layout of the
+    column-wise copies (each expert's tokens padded to a multiple of BLOCK, end to end:
+    quant.kernels.group_rows): sum of cdiv(count, BLOCK), EXPERT_CHUNK experts a step."""
+    blocks = 0
+    for e0 in range(0, expert, EXPERT_CHUNK):
+        e = e0 + tl.arange(0, EXPERT_CHUNK)
+        c = tl.maximum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32), 0)
+        blocks += tl.sum((c + BLOCK - 1) // BLOCK)
+    return blocks
+
+
+@triton.jit
 def wgrad_tile(pid, N, M, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, GROUP_N: tl.constexpr):
     """(expert, row tile, column tile) of wgrad program ``pid``: experts in order; within one,
     column tiles sweep a group of GROUP_N row tiles before the next group (the GEMM tutorials'
@@ -578,56 +591,15 @@ def wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, block, a_
 
 
 @triton.jit
-def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, t0, start, count, lda, ldb,
-                   MASKED: tl.constexpr, BLOCK_K: tl.constexpr):
-    """acc + the fp8_block wgrad product of the 128-token block at t0 with its scales
-    (grouped_wgrad_kernel). MASKED: the block holds rows outside [start, start + count), which
-    are masked out."""
+def wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, t0, lda, ldb,
+                   BLOCK_K: tl.constexpr):
+    """acc + the fp8_block wgrad product of the 128-token block at t0 of the column-wise copies
+    with its scales, through pointers (grouped_wgrad_kernel without TMA). The block holds one
+    expert's tokens and zero codes after them, so nothing along t is masked."""
     t = t0 + tl.arange(0, BLOCK_K)
-    if MASKED:
-        tmask = (t >= start) & (t < start + count)
-        amask = nmask[:, None] & tmask[None, :]
-        bmask = tmask[:, None] & mmask[None, :]
-    else:
-        amask = nmask[:, None]
-        bmask = mmask[None, :]
-    at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], amask)
-    b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], bmask)
+    at = load_fp8(a_ptr, n64[:, None] * lda + t[None, :], nmask[:, None])
+    b = load_fp8(b_ptr, m64[None, :] * ldb + t[:, None], mmask[None, :])
     return fp8_scaled_dot(acc, at, b, a_scale, b_scale)
-
-
-@triton.jit
-def wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, blk, start, count,
-                         BLOCK_K: tl.constexpr):
-    """wgrad_fp8_step(MASKED=True) through the descriptors: acc + the product of the 128-token
-    block ``blk`` the expert shares with a neighbour. Both tiles are read whole; the tokens
-    outside [start, start + count) are zeroed (float8 zero bits) in the A tile only, in
-    registers, and B goes from shared memory to the tensor cores as in the loop. For finite
-    data the products are the masked pointer loads' (0 * b = 0): bitwise the same results.
-    A NaN code among the other expert's B tokens (a NaN in its x or h rows) reaches this
-    expert's gradient through 0 * NaN; an inf there already does through the shared block's
-    scale in either form. Zeroing B too costs a register pass of the larger tile: with
-    routed counts the launch ran 1.22-1.44x slower so (results/2026-12-02-h200-s run 6); at 168
-    registers this form compiles without spills (triton 3.6, sm_90)."""
-    t = blk * BLOCK_K + tl.arange(0, BLOCK_K)
-    tmask = (t >= start) & (t < start + count)
-    at = a_desc.load([row_n, blk * BLOCK_K]).to(tl.uint8, bitcast=True)
-    at = tl.where(tmask[None, :], at, 0).to(tl.float8e4nv, bitcast=True)
-    b = b_desc.load([row_m, blk * BLOCK_K]).T
-    return fp8_scaled_dot(acc, at, b, a_scale, b_scale)
-
-
-@triton.jit
-def wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
-                           row_n, row_m, blk, start, count, lda, ldb, a_scale_ld, b_scale_ld, TMA: tl.constexpr,
-                           BLOCK_K: tl.constexpr):
-    """acc + the product of the 128-token block ``blk`` the expert shares with a neighbour, with
-    its scales: through the descriptors (wgrad_fp8_masked_tma) or masked pointer loads."""
-    a_scale, b_scale = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask, blk, a_scale_ld, b_scale_ld)
-    if TMA:
-        return wgrad_fp8_masked_tma(acc, a_desc, b_desc, a_scale, b_scale, row_n, row_m, blk, start, count, BLOCK_K)
-    return wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, blk * BLOCK_K, start, count,
-                          lda, ldb, True, BLOCK_K)
 
 
 @triton.jit
@@ -645,20 +617,22 @@ def grouped_wgrad_kernel(
     of wgrad_tile; K walks the expert's rows in BLOCK_K steps.
 
     Quantized (RECIPE != RECIPE_NONE): the column-wise copies A^T (N, Tp) and B^T (M, Tp),
-    quantized along the token axis (Tp: T padded to the block), row strides lda, ldb (bytes;
-    nvfp4 rows hold Tp / 2). K steps are aligned to multiples of BLOCK_K of the global token
-    index, the blocks the copies were quantized in, and mask the rows outside the expert.
+    quantized along the token axis in the grouped layout (recipes.quantize_cols: each
+    expert's tokens from its own first, padded with zeros to a multiple of the recipe's block,
+    the experts end to end; Tp = quant.launch.grouped_rows(T, E, block)), row strides lda, ldb
+    (bytes; nvfp4 rows hold Tp / 2). Expert e's K steps walk its own padded tokens, so no
+    block holds another expert's tokens and none is shared.
     fp8_block: a_scale_ptr (Tp/128, N), b_scale_ptr (Tp/128, M) float32, row strides
-    a_scale_ld, b_scale_ld; BLOCK_K == 128. mxfp8 / nvfp4: flat swizzled scales with
-    a_scale_ld, b_scale_ld padded columns. nvfp4: gscale_ptr[0] multiplies the result.
+    a_scale_ld, b_scale_ld; BLOCK_K == 128, one K step a block, none masked along t.
+    mxfp8 / nvfp4: flat swizzled scales with a_scale_ld, b_scale_ld padded columns, K steps
+    masked to the expert's tokens. nvfp4: gscale_ptr[0] multiplies the result.
 
-    TMA (16-bit without a recipe, or fp8_block): the K steps that lie wholly inside the
-    expert's rows read A and B through a_desc and b_desc ((T, N) and (T, M), tiles [BLOCK_K,
-    BLOCK_N] and [BLOCK_K, BLOCK_M]; fp8_block: the copies (N, Tp) and (M, Tp), tiles [BLOCK_N,
-    BLOCK_K] and [BLOCK_M, BLOCK_K]). The partial steps (rows of another expert) load masked
-    through the pointers, except fp8_block's, whose shared blocks come through the
-    descriptors too with the other expert's tokens zeroed in the A tile (wgrad_fp8_masked_tma
-    says what that means for NaN data). The same steps in the same order as without TMA.
+    TMA (16-bit without a recipe, or fp8_block): 16-bit, the K steps that lie wholly inside
+    the expert's rows read A and B through a_desc and b_desc ((T, N) and (T, M), tiles
+    [BLOCK_K, BLOCK_N] and [BLOCK_K, BLOCK_M]) and the last partial step loads masked through
+    the pointers; fp8_block, every block through the descriptors of the copies (N, Tp) and
+    (M, Tp), tiles [BLOCK_N | BLOCK_M, BLOCK_K]. The same steps in the same order as without
+    TMA.
     """
     expert, tile_n, tile_m = wgrad_tile(tl.program_id(0), N, M, BLOCK_N, BLOCK_M, GROUP_N)
     n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -684,45 +658,39 @@ def grouped_wgrad_kernel(
             b = tl.load(b_ptr + rows64[:, None] * ldb + m[None, :], mask=rmask[:, None] & mmask[None, :], other=0.0)
             acc = dot_f32acc(at, b, acc, IEEE)
     elif RECIPE == RECIPE_FP8_BLOCK:
-        # K tiles are the aligned 128-token blocks the copies were quantized in. Blocks inside
-        # the expert's rows load unmasked: a mask varying along t, the contiguous axis, would
-        # cut the copies to single bytes and keep the loop from pipelining. The (at most two)
-        # blocks the expert shares with its neighbours load masked.
+        # K tiles: the expert's own 128-token blocks of the grouped copies, each whole (its
+        # tokens, then zero codes): no mask along t, the contiguous axis, which would cut the
+        # loads to single bytes and keep the loop from pipelining.
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)
-        first_full = tl.cdiv(start, BLOCK_K)
-        end_full = (start + count) // BLOCK_K
+        first = _expert_blocks(counts_ptr, expert, BLOCK_K)
+        end = first + tl.cdiv(count, BLOCK_K)
         # Scales one block ahead (their latency overlaps the previous block's dot); the index
         # stays inside the copies' blocks even when the loop does not run.
         a_next, b_next = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
-                                          tl.maximum(tl.minimum(first_full, end_full - 1), 0), a_scale_ld, b_scale_ld)
-        for i in range(first_full, end_full):
+                                          tl.maximum(tl.minimum(first, end - 1), 0), a_scale_ld, b_scale_ld)
+        for i in range(first, end):
             a_scale = a_next
             b_scale = b_next
             a_next, b_next = wgrad_fp8_scales(a_scale_ptr, b_scale_ptr, n64, m64, nmask, mmask,
-                                              tl.minimum(i + 1, end_full - 1), a_scale_ld, b_scale_ld)
+                                              tl.minimum(i + 1, end - 1), a_scale_ld, b_scale_ld)
             if TMA:   # the copies (N, Tp) and (M, Tp) through descriptors, tiles [BLOCK_N | BLOCK_M, BLOCK_K]
                 at = a_desc.load([tile_n * BLOCK_N, i * BLOCK_K])
                 b = b_desc.load([tile_m * BLOCK_M, i * BLOCK_K]).T
                 acc = fp8_scaled_dot(acc, at, b, a_scale, b_scale)
             else:
-                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, i * BLOCK_K, start,
-                                     count, lda, ldb, False, BLOCK_K)
-        head = start // BLOCK_K
-        if (count > 0) & (head < first_full):
-            acc = wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask,
-                                         mmask, tile_n * BLOCK_N, tile_m * BLOCK_M, head, start, count, lda, ldb,
-                                         a_scale_ld, b_scale_ld, TMA, BLOCK_K)
-        if (count > 0) & (end_full * BLOCK_K < start + count) & (end_full >= first_full):
-            acc = wgrad_fp8_shared_block(acc, a_ptr, b_ptr, a_desc, b_desc, a_scale_ptr, b_scale_ptr, n64, m64, nmask,
-                                         mmask, tile_n * BLOCK_N, tile_m * BLOCK_M, end_full, start, count, lda, ldb,
-                                         a_scale_ld, b_scale_ld, TMA, BLOCK_K)
+                acc = wgrad_fp8_step(acc, a_ptr, b_ptr, a_scale, b_scale, n64, m64, nmask, mmask, i * BLOCK_K, lda, ldb,
+                                     BLOCK_K)
     else:
         n64 = n.to(tl.int64)
         m64 = m.to(tl.int64)
-        for t0 in range((start // BLOCK_K) * BLOCK_K, start + count, BLOCK_K):
+        if RECIPE == RECIPE_MXFP8:   # the expert's first token in the grouped copies
+            start = _expert_blocks(counts_ptr, expert, 32) * 32
+        else:
+            start = _expert_blocks(counts_ptr, expert, 16) * 16
+        for t0 in range(start, start + count, BLOCK_K):
             t = t0 + tl.arange(0, BLOCK_K)
-            tmask = (t >= start) & (t < start + count) & (t < T)
+            tmask = t < start + count
             amask = nmask[:, None] & tmask[None, :]
             bmask = tmask[:, None] & mmask[None, :]
             at = load_decoded(a_ptr, a_scale_ptr, n64[:, None] * lda, t[None, :], n64[:, None], amask,

@@ -225,10 +225,11 @@ def dglu_z_plan(z: torch.Tensor, cfg: GemmConfig, interleave: int, F: int):
 
 
 def wgrad_tma_plan(a, b, wcfg: GemmConfig, recipe=None):
-    """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps inside an expert's rows, or
-    None: the pointer loads. a (T, N), b (T, M): tiles [BLOCK_K, BLOCK_N] and [BLOCK_K,
-    BLOCK_M]; fp8_block: the column-wise copies' float8 data a (N, Tp), b (M, Tp), tiles
-    [BLOCK_N, BLOCK_K] and [BLOCK_M, BLOCK_K]. The same conditions as tma_plan."""
+    """(a descriptor, b descriptor) for grouped_wgrad_kernel's K steps (16-bit: those inside an
+    expert's rows; fp8_block: every block), or None: the pointer loads. a (T, N), b (T, M):
+    tiles [BLOCK_K, BLOCK_N] and [BLOCK_K, BLOCK_M]; fp8_block: the column-wise copies' float8
+    data a (N, Tp), b (M, Tp) (grouped by expert), tiles [BLOCK_N, BLOCK_K] and [BLOCK_M,
+    BLOCK_K]. The same conditions as tma_plan."""
     if not wcfg.tma or recipe not in TMA_RECIPES:
         return None
     a, b = _float8(a), _float8(b)
@@ -398,7 +399,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
             # W2's quantizer on the side stream, beside x's and W1's and FC1 (streams.py)
             w2_pair = streams.on_side(side, x.device,
                                       lambda: recipes.weight_pair(recipe, w2, keep_dgrad_weights, w2_source))
-            fc1_a, x_cols = recipes.quantize_rows_cols(recipe, x, cols=keep_cols)
+            fc1_a, x_cols = recipes.quantize_rows_cols(recipe, x, counts, cols=keep_cols)
             fc1_b, w1_dgrad = recipes.weight_pair(recipe, w1, keep_dgrad_weights, w1_source)
         # FC1 + GLU: B_e(k, n) = W1[e, n, k].
         _gemm(EPI_GLU, fc1_a, fc1_b, h, counts, glu_config(cfg, recipe), K=H, N=F,
@@ -407,7 +408,7 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
               ws=cfg.ws and cfg.rows_glu)
         fc2_a, fc2_b = h, w2
         if quantized:
-            fc2_a, h_cols = recipes.quantize_rows_cols(recipe, h, cols=keep_cols)
+            fc2_a, h_cols = recipes.quantize_rows_cols(recipe, h, counts, cols=keep_cols)
     if quantized:
         fc2_b, w2_dgrad = w2_pair
         streams.caller_uses(side, x.device,
@@ -483,7 +484,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
 
     def cols(t, kept):
         """t's column-wise copy: ``kept`` (made before), or quantized here."""
-        return kept if kept is not None else recipes.quantize_cols(recipe, t)
+        return kept if kept is not None else recipes.quantize_cols(recipe, t, counts)
 
     def wgrad(a, b, c, a_cols=None, b_cols=None):
         if quantized:
@@ -494,7 +495,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dy_rows = dy_cols = None
     with streams.joined(side, x.device):   # dW2, dW1 beside the dgrads; joined however it ends
         if quantized:   # before the fork: the side stream's dW2 waits for dy's column-wise copy
-            dy_rows, dy_cols = recipes.quantize_rows_cols(recipe, dy)
+            dy_rows, dy_cols = recipes.quantize_rows_cols(recipe, dy, counts)
         streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2, dy_cols, h_cols))
         dgrad2_a, dgrad2_b = dy, w2
         if quantized:

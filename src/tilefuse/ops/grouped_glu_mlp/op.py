@@ -156,12 +156,12 @@ def _dgrad_copy_shapes(w1, w2, recipe: str):
 
 def _cols_copy_shapes(x, w2, recipe: str):
     """[(shape, dtype)] of the four column-wise-copy tensors the forward op returns (x's and h's,
-    recipes.quantize_rows_cols: data (N, Tp), scales (Tp / 128, N), Tp = T rounded up to 128)."""
+    recipes.quantize_rows_cols: data (N, Tp), scales (Tp / 128, N), Tp = recipes.grouped_rows)."""
     if recipe != "fp8_block":
         return [(_NO_COPY, torch.uint8), (_NO_COPY, torch.float32)] * 2
     T, H = x.shape
     F = w2.shape[2]
-    Tp = (T + 127) // 128 * 128
+    Tp = recipes.grouped_rows(recipe, T, w2.shape[0])
     return [((H, Tp), torch.uint8), ((Tp // 128, H), torch.float32),
             ((F, Tp), torch.uint8), ((Tp // 128, F), torch.float32)]
 

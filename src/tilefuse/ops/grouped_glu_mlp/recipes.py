@@ -15,12 +15,14 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
 - Q_rows: blocks along the row (K = H, F or 2F), row by row: 1x128 (fp8_block), 1x32 (mxfp8),
   1x16 (nvfp4). Rows of different experts never share a block.
 - Q_cols (the "column-wise" wgrad copies): blocks of 128 / 32 / 16 consecutive tokens of one
-  column, aligned to multiples of the block in the global token index (the copy quantizes the
-  transposed tensor, T zero-padded to the block). tokens_per_expert stays on the device, so
-  blocks are not aligned to expert boundaries: a block that straddles two experts takes its
-  scale from both experts' rows (Transformer Engine splits on the host and quantizes each
-  expert's rows alone). The wgrad kernel steps through the same aligned blocks and masks the
-  rows of other experts, so each expert's gradient reads only its own rows' values.
+  column and one expert, starting at the expert's first token, as Transformer Engine gets by
+  splitting the tokens by expert on the host and quantizing each expert's rows alone. Here
+  tokens_per_expert stays on the device: the copy is of the grouped layout (expert_padded,
+  quant.kernels.group_rows), each expert's rows zero-padded to a multiple of the block and
+  laid end to end, Tp = grouped_rows(T, E) tokens (the most any counts need; blocks past the
+  last expert's are zeros), quantized along the token axis and stored transposed. No block
+  holds two experts' tokens, so each expert's gradient reads whole blocks of its own
+  (fp8_block: no masked K step), and no expert's scales depend on another's values.
 - Q_w: per expert. fp8_block: 128x128 blocks (2F, H and F multiples of 128, so blocks never
   straddle experts); both usages have the same blocks, so the dgrad usage's copy holds the
   forward's codes and scales transposed, K-contiguous as Hopper's FP8 tensor-core dot wants
@@ -169,15 +171,47 @@ def _pad_rows(t: torch.Tensor, multiple: int) -> torch.Tensor:
     return torch.cat((t, t.new_zeros(padded - rows, t.shape[1])))
 
 
-def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
-    """Q_cols: the (N, Tp) copy of a (T, N) tensor quantized along the token axis, T
-    zero-padded to Tp, a multiple of BLOCK[recipe] (zeros change no block amax). fp8_block
-    quantizes 128x1 blocks of t and writes them transposed (a coalesced read of t, no padded
-    copy); the emulated recipes quantize the transposed view of the padded t."""
+def grouped_rows(recipe: str, n_tokens: int, n_experts: int) -> int:
+    """Tp: the tokens of a Q_cols copy (the grouped layout's rows; module docstring)."""
+    return quant_launch.grouped_rows(n_tokens, n_experts, BLOCK[recipe])
+
+
+def expert_padded(t: torch.Tensor, counts: torch.Tensor, block: int) -> torch.Tensor:
+    """(grouped_rows, N): the rows of a (T, N) tensor by expert (``counts``, on t's device),
+    each expert's padded with zeros to a multiple of ``block`` and laid end to end, then zero
+    rows (quant.kernels.group_rows' layout), built with torch ops on the device without a host
+    sync. The emulated recipes quantize its transpose; fp8_block's kernel reads t directly."""
+    n_tokens, n_experts = t.shape[0], counts.shape[0]
+    n_padded = quant_launch.grouped_rows(n_tokens, n_experts, block)
+    if n_padded == 0:
+        return t.new_zeros((0, t.shape[1]))
+    c = counts.to(device=t.device, dtype=torch.int64).clamp_min(0)
+    blocks = (c + block - 1) // block
+    end = torch.cumsum(blocks, 0) * block          # each expert's end in the padded layout
+    padded_start = end - blocks * block
+    start = torch.cumsum(c, 0) - c                 # its first row of t
+    p = torch.arange(n_padded, device=t.device)
+    e = torch.searchsorted(end, p, right=True).clamp_max(n_experts - 1)
+    local = p - padded_start[e]
+    src = start[e] + local
+    valid = (local < c[e]) & (src < n_tokens)
+    return t.index_select(0, src.clamp(0, n_tokens - 1)).masked_fill(~valid[:, None], 0)
+
+
+def quantize_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor) -> QuantRows:
+    """Q_cols: the (N, Tp) copy of a (T, N) tensor of experts' tokens (``counts``) quantized
+    along the token axis in the grouped layout (module docstring; Tp = grouped_rows).
+    fp8_block's kernel quantizes each 128-token block of one expert from t and writes it
+    transposed (a coalesced read of t, no padded copy, no host sync); without kernels, and
+    for the emulated recipes, the transpose of expert_padded(t) is quantized."""
+    if recipe == "fp8_block" and policy.kernels_enabled(t.device):
+        data, scales = quant_launch.fp8_block(t, (128, 1), False, transpose=True, counts=counts)
+        return QuantRows(data.view(torch.uint8), scales, t.shape[1], None)
+    padded = expert_padded(t, counts, BLOCK[recipe])
     if recipe == "fp8_block":
-        data, scales = _fp8_operand(t, (128, 1), transpose=True, scales_transposed=False, pad_rows=True)
+        data, scales = _fp8_operand(padded, (128, 1), transpose=True, scales_transposed=False)
         return QuantRows(data, scales, t.shape[1], None)
-    return quantize_rows(recipe, _pad_rows(t, BLOCK[recipe]).t())
+    return quantize_rows(recipe, padded.t())
 
 
 # quantize_rows_cols' copies from one launch on the kernels (else from quantize_rows' and
@@ -185,16 +219,18 @@ def quantize_cols(recipe: str, t: torch.Tensor) -> QuantRows:
 PAIR_ROWS_COLS = True
 
 
-def quantize_rows_cols(recipe: str, t: torch.Tensor, cols: bool = True) -> tuple[QuantRows, QuantRows | None]:
+def quantize_rows_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor, cols: bool = True
+                       ) -> tuple[QuantRows, QuantRows | None]:
     """(Q_rows of a (T, N) activation or gradient, its Q_cols or None). With ``cols``, fp8_block
-    gives both: on the kernels from one read of t (quant_launch.fp8_block_rows_cols), else by
+    gives both: on the kernels from one read of t (quant_launch.fp8_block_rows_cols, each
+    program one expert's 128-token block: its row-wise copy at the tokens' own rows), else by
     quantize_cols; bitwise the copies quantize_rows and quantize_cols give. Otherwise, and for
     the other recipes, the second is None (the caller quantizes it where it needs it)."""
     if not cols or recipe != "fp8_block":
         return quantize_rows(recipe, t), None
     if not PAIR_ROWS_COLS or not policy.kernels_enabled(t.device):
-        return quantize_rows(recipe, t), quantize_cols(recipe, t)
-    (data, scales), (data_t, scales_t) = quant_launch.fp8_block_rows_cols(t, False)
+        return quantize_rows(recipe, t), quantize_cols(recipe, t, counts)
+    (data, scales), (data_t, scales_t) = quant_launch.fp8_block_rows_cols(t, False, counts)
     return (QuantRows(data.view(torch.uint8), scales, t.shape[0], None),
             QuantRows(data_t.view(torch.uint8), scales_t, t.shape[1], None))
 
@@ -319,10 +355,22 @@ def dequant_rows(recipe: str, t: torch.Tensor) -> torch.Tensor:
     return qref.dequantize_nvfp4(data, scales, amax, False, False)
 
 
-def dequant_cols(recipe: str, t: torch.Tensor) -> torch.Tensor:
-    """float32 (T, N): Q_cols(t) dequantized and transposed back."""
-    n_tokens = t.shape[0]
-    return dequant_rows(recipe, _pad_rows(t, BLOCK[recipe]).t()).t()[:n_tokens]
+def dequant_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """float32 (T, N): Q_cols(t) dequantized and transposed back: each expert's rows (read on
+    the host) padded to the block alone, the padded experts quantized as one tensor (one
+    nvfp4 amax), each expert's rows taken back."""
+    block = BLOCK[recipe]
+    rows = [(start, stop) for _, start, stop in expert_rows(counts, t.shape[0])]
+    padded = torch.cat([_pad_rows(t[start:stop], block) for start, stop in rows] + [t[:0]])
+    out = torch.zeros(t.shape, dtype=torch.float32, device=t.device)
+    if padded.shape[0] == 0:
+        return out
+    values = dequant_rows(recipe, padded.t()).t()
+    at = 0
+    for start, stop in rows:
+        out[start:stop] = values[at:at + stop - start]
+        at += cdiv(stop - start, block) * block
+    return out
 
 
 def dequant_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
@@ -426,8 +474,9 @@ def recipe_backward(dy, x, tokens_per_expert, probs, fc1_weight, fc2_weight, z, 
     dw2 = torch.zeros(n_experts, hidden, two_ffn // 2, **zeros)
     db1 = torch.zeros(n_experts, two_ffn, **zeros)
     db2 = torch.zeros(n_experts, hidden, **zeros)
-    dy_c, h_c = dequant_cols(recipe, dy).to(cd), dequant_cols(recipe, h).to(cd)
-    dz_c, x_c = dequant_cols(recipe, dz.to(dtype)).to(cd), dequant_cols(recipe, x).to(cd)
+    dy_c, h_c = dequant_cols(recipe, dy, tokens_per_expert).to(cd), dequant_cols(recipe, h, tokens_per_expert).to(cd)
+    dz_c = dequant_cols(recipe, dz.to(dtype), tokens_per_expert).to(cd)
+    x_c = dequant_cols(recipe, x, tokens_per_expert).to(cd)
     dyc = dy.to(cd)
     for e, start, stop in rows:
         dx[start:stop] = dzq[start:stop] @ w1q[e]

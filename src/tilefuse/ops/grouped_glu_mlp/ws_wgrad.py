@@ -10,8 +10,8 @@ BLOCK_N rows. With no per-chunk scales the products chain on one accumulator: ea
 wgmma is issued before the previous one is waited for, and the previous one's ring slot goes
 back then. An expert's last chunk, where its rows end inside it, takes A through registers with
 the rows past the expert zeroed (the next expert's rows of B then meet zeros: a non-finite
-value there reaches this expert's gradient through 0 * inf or 0 * NaN, as in kernels.
-wgrad_fp8_masked_tma); past T the copy engine reads zeros. The tile leaves through shared
+value there reaches this expert's gradient through 0 * inf or 0 * NaN); past T the copy
+engine reads zeros. The tile leaves through shared
 memory and an asynchronous TMA store, so the next tile's products start while it drains.
 Tiles run expert by expert, the expert's first row from a cursor over the device-side counts
 (no host sync).
