@@ -450,7 +450,9 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
     all by the quantizer kernels. fp8_block writes dy's row-wise and column-wise copies in one
-    launch (recipes.quantize_rows_cols), and takes x's and h's column-wise copies from
+    launch (recipes.quantize_rows_cols), dz's too where the dGLU epilogue does not write its
+    row-wise copy (then before dW1's fork, else dz's column-wise copy on the side stream), and
+    takes x's and h's column-wise copies from
     ``saved_cols`` (the forward's, ``forward(keep_cols=True)``) where given, else quantizes
     them here, bitwise the same. On CUDA each weight gradient (with a recipe, the column-wise
     quantizers of its operands not already made first) runs on a second stream beside the
@@ -509,7 +511,11 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         if b2 is not None:
             expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)
             dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
-        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, None, x_cols))
+        dz_cols = None
+        if quantized and dz_rows is None and recipe == "fp8_block":
+            # Both of dz's copies from one read, before the fork: the side stream's dW1 waits for them.
+            dz_rows, dz_cols = recipes.quantize_rows_cols(recipe, dz, counts)
+        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, dz_cols, x_cols))
         dgrad1_a, dgrad1_b = dz, w1
         if quantized:
             dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)

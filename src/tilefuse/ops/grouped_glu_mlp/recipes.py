@@ -31,8 +31,8 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16
   2-D blocks with a per-expert amax; the dgrad usage quantizes W_e^T, which gives exactly the
   transposed codes and scales (2-D blocks and the amax are symmetric).
-- fp8_block's launches: each quantizer launch but dz's reads one tensor and writes every copy
-  of it the step needs, so a training step through the op reads the weights, x, h and dy once
+- fp8_block's launches: each quantizer launch reads one tensor and writes every copy of it
+  the step needs, so a training step through the op reads the weights, x, h, dy and dz once
   each (on CUDA the launches marked "side stream" run beside the others, streams.py):
 
       step      reads  writes (one launch each)                  by
@@ -41,11 +41,12 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
       forward   W1     Q_w(W1), its dgrad copy                   quantize_weight_pair
       forward   h      Q_rows(h), Q_cols(h)                      quantize_rows_cols
       backward  dy     Q_rows(dy), Q_cols(dy)                    quantize_rows_cols
-      backward  dz     Q_cols(dz) (side stream)                  quantize_cols
-      backward  dz     Q_rows(dz), unless the dGLU epilogue      quantize_rows
-                       writes it (launch.dglu_quantizes_dz)
+      backward  dz     Q_cols(dz) (side stream), where the dGLU   quantize_cols
+                       epilogue writes Q_rows(dz)
+                       (launch.dglu_quantizes_dz); otherwise
+                       Q_rows(dz), Q_cols(dz)                    quantize_rows_cols
 
-  Six or seven launches. The op keeps the forward's dgrad copies and Q_cols(x), Q_cols(h) for
+  Six launches (PAIR_ROWS_COLS off: nine or ten, every copy its own). The op keeps the forward's dgrad copies and Q_cols(x), Q_cols(h) for
   its backward (launch.forward's keep_dgrad_weights and keep_cols); a backward without them
   quantizes them itself (quantize_weight, quantize_cols), bitwise the same. Q_rows and Q_cols
   written together are bitwise the copies of quantize_rows and quantize_cols.

@@ -5,7 +5,8 @@ last wave leaves idle, or a memory-bound quantizer runs while a GEMM computes.
 Where it is used: compose.py's backward (the Gluon weight gradients beside the dgrads, module
 docstring "Two streams") and launch.py's kernels route (the weight gradients and, for a
 quantized recipe, the column-wise quantizers of their operands not made before the fork
-beside the dgrads: fp8_block's dz's, the other recipes' all four; fc2's weight quantizer
+beside the dgrads: fp8_block's dz's where the dGLU epilogue writes dz's row-wise copy, the
+other recipes' all four; fc2's weight quantizer
 beside fc1), unless the tuned config's ``side_stream`` is off (GemmConfig: a per-key choice of the
 sweep). Off CUDA there is no second stream: the same work runs in order on the caller's stream.
 
