@@ -10,7 +10,8 @@ table interleaved in rotating rounds, medians), balanced expert counts, bf16 inp
   GEMM; the two weight gradients likewise against ``_grouped_mm``'s; and the whole step with
   a few (GEMM tile, wgrad tile) pairs against the compose route;
 - ``fp8_block``: every quantizer call of a step (the row copies, the weights alone, as dgrad
-  copies and as pairs, the column copies) and their sum for what a step runs; each GEMM role
+  copies and as pairs, the column copies grouped by expert, the row + column pairs) and their
+  sum for what a step runs; each GEMM role
   and the weight gradients at several tilings; the whole step (``launch.forward`` +
   ``backward``, heuristic tiles, quantization inside) with the heuristic wgrad and two others,
   beside the bf16 step;
@@ -177,7 +178,7 @@ def fp8_roles(counts, x, probs, w1, w2, dy, z, h, dz) -> dict:
     xq, hq, dyq, dzq = (recipes.quantize_rows(r, t) for t in (x, h, dy, dz))
     w1q, w2q = recipes.quantize_weight(r, w1), recipes.quantize_weight(r, w2)
     w1t, w2t = recipes.quantize_weight(r, w1, transpose=True), recipes.quantize_weight(r, w2, transpose=True)
-    cols = {name: recipes.quantize_cols(r, t) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
+    cols = {name: recipes.quantize_cols(r, t, counts) for name, t in (("x", x), ("h", h), ("dy", dy), ("dz", dz))}
     return {
         "fc1+GLU": (lambda c: launch._gemm(EPI_GLU, xq, w1q, hout, counts, c, K=H, N=F, b_strides=None,
                                            ldc=hout.stride(0), F=F, probs=probs, z=z, act=0, interleave=32,
@@ -211,13 +212,18 @@ def profile_fp8(E, T, H, F, rounds):
         "W2 dgrad": lambda: recipes.quantize_weight(r, w2, transpose=True),
         "W1 pair": lambda: recipes.quantize_weight_pair(r, w1),
         "W2 pair": lambda: recipes.quantize_weight_pair(r, w2),
-        "cols x": lambda: recipes.quantize_cols(r, x), "cols h": lambda: recipes.quantize_cols(r, h),
-        "cols dy": lambda: recipes.quantize_cols(r, dy), "cols dz": lambda: recipes.quantize_cols(r, dz),
+        "cols x": lambda: recipes.quantize_cols(r, x, counts), "cols h": lambda: recipes.quantize_cols(r, h, counts),
+        "cols dy": lambda: recipes.quantize_cols(r, dy, counts), "cols dz": lambda: recipes.quantize_cols(r, dz, counts),
+        "rows+cols x": lambda: recipes.quantize_rows_cols(r, x, counts),
+        "rows+cols h": lambda: recipes.quantize_rows_cols(r, h, counts),
+        "rows+cols dy": lambda: recipes.quantize_rows_cols(r, dy, counts),
     }
     tq = table("quantizers", quant, None, rounds)
-    used = [n for n in quant if n not in ("W1", "W2", "W1 dgrad", "W2 dgrad")]   # what a step runs
+    # what a step at interleave 32 runs: x's, h's and dy's pairs, dz's column-wise copy (the dGLU
+    # epilogue writes its row-wise one) and the weight pairs
+    used = ["rows+cols x", "rows+cols h", "rows+cols dy", "cols dz", "W1 pair", "W2 pair"]
     total = sum(tq[n].median_ms for n in used if isinstance(tq[n], timing.Timing))
-    print(f"  a step's quantizers (rows, weight pairs, cols): {total:.3f} ms")
+    print(f"  a step's quantizers ({', '.join(used)}): {total:.3f} ms")
     roles = fp8_roles(counts, x, probs, w1, w2, dy, z, h, dz)
     gemms = FP8_GEMMS[:1] if TINY else FP8_GEMMS
     for name, (fn, flop) in roles.items():

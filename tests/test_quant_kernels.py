@@ -362,6 +362,18 @@ def test_fp8_block_grouped_copy_of_no_rows_and_bad_arguments():
     for kw in ({"block": (1, 128)}, {"block": (128, 1), "pad_rows": True}, {"block": (128, 1), "with_transposed": True}):
         with pytest.raises(ValueError, match="counts .the grouped layout. take a 2-D x in 128 x 1 blocks"):
             launch.fp8_block(x, pow2_scales=False, counts=c, **kw)
+    for bad, err in ((c.float(), TypeError), ([128, 128], TypeError), (c[:0], ValueError), (c[None], ValueError)):
+        with pytest.raises(err, match="fp8_block: counts must be"):
+            launch.fp8_block(x, (128, 1), False, transpose=True, counts=bad)
+        with pytest.raises(err, match="fp8_block: counts must be"):
+            launch.fp8_block_rows_cols(x, False, bad)
+    # a strided view of counts is read as its values
+    wide = _to_dev(torch.tensor([100, -7, 156, -7], dtype=torch.int32))
+    dense = _to_dev(torch.tensor([100, 156], dtype=torch.int32))
+    x = _to_dev(mixed(256, 128, 128, seed=2, dtype=torch.bfloat16, nonfinite=False))
+    for a, b in zip(launch.fp8_block(x, (128, 1), False, transpose=True, counts=wide[::2]),
+                    launch.fp8_block(x, (128, 1), False, transpose=True, counts=dense)):
+        assert same_bits(a, b)
 
 
 def test_fp8_block_grouped_copy_stays_in_bounds_for_bad_counts():
@@ -370,11 +382,15 @@ def test_fp8_block_grouped_copy_stays_in_bounds_for_bad_counts():
     counts as 0 (the outputs are then whatever the clipped layout gives, checked for shape
     and for the in-range groups' blocks)."""
     x = mixed(200, 128, 128, seed=9, dtype=torch.bfloat16, nonfinite=False)
-    for counts in ([150, 150], [-40, 200], [500], [0, -1, 100, 100]):
-        c = _to_dev(torch.tensor(counts, dtype=torch.int32))
+    for counts, dtype in (([150, 150], torch.int32), ([-40, 200], torch.int32), ([500], torch.int32),
+                          ([0, -1, 100, 100], torch.int32), ([100, 2 ** 31 - 1], torch.int32),
+                          ([100, 2 ** 32 + 100], torch.int64), ([2 ** 62, -2 ** 62, 7], torch.int64)):
+        c = _to_dev(torch.tensor(counts, dtype=dtype))
         data, scales = launch.fp8_block(_to_dev(x), (128, 1), False, transpose=True, counts=c)
         assert data.shape == (128, launch.grouped_rows(200, len(counts), 128))
         assert bool(torch.isfinite(scales).all())
+        (rows, _), (data_t, _) = launch.fp8_block_rows_cols(_to_dev(x), False, c)
+        assert same_bits(data_t, data) and rows.shape == x.shape
     data, _ = launch.fp8_block(_to_dev(x), (128, 1), False, transpose=True,
                                counts=_to_dev(torch.tensor([-40, 200], dtype=torch.int32)))
     want, _ = _grouped_reference(x, [0, 200], False)

@@ -322,16 +322,17 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
     rows of x in order) each padded to a multiple of BLOCK rows and laid end to end, so that
     every block holds rows of one group only, starting at a multiple of BLOCK rows after the
     group's first. A block past the last group's holds no rows (end == first). Counts are
-    read CHUNK at a time as vectors; a negative count counts as 0 (the callers assert on the
-    device that counts are valid) and rows are clipped to [0, n_rows), so no count makes an
-    access out of bounds."""
-    rows_before = 0      # rows of the groups wholly before the block
-    blocks_before = 0    # their blocks
-    groups_before = 0    # their number
-    blocks_seen = 0      # blocks of every group read so far
+    read CHUNK at a time as vectors, each clamped to [0, n_rows] before any arithmetic (in
+    int64), and rows are clipped to [0, n_rows), so no count, however large, negative or wrong in sum,
+    makes an access out of bounds (grouped_glu_mlp asserts valid counts on the device; with
+    counts that do not sum to n_rows the rows no block covers are not stored)."""
+    rows_before = tl.full([], 0, tl.int64)      # rows of the groups wholly before the block
+    blocks_before = tl.full([], 0, tl.int64)    # their blocks
+    groups_before = 0                           # their number
+    blocks_seen = tl.full([], 0, tl.int64)      # blocks of every group read so far
     for g0 in range(0, n_groups, CHUNK):
         g = g0 + tl.arange(0, CHUNK)
-        c = tl.maximum(tl.load(counts_ptr + g, mask=g < n_groups, other=0).to(tl.int32), 0)
+        c = tl.minimum(tl.maximum(tl.load(counts_ptr + g, mask=g < n_groups, other=0).to(tl.int64), 0), n_rows)
         nb = (c + BLOCK - 1) // BLOCK
         before = ((blocks_seen + tl.cumsum(nb, 0)) <= block) & (g < n_groups)
         rows_before += tl.sum(tl.where(before, c, 0))
@@ -339,10 +340,11 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
         groups_before += tl.sum(before.to(tl.int32))
         blocks_seen += tl.sum(nb)
     holder = tl.minimum(groups_before, tl.maximum(n_groups - 1, 0))
-    count = tl.maximum(tl.load(counts_ptr + holder, mask=groups_before < n_groups, other=0).to(tl.int32), 0)
+    count = tl.minimum(tl.maximum(tl.load(counts_ptr + holder, mask=groups_before < n_groups, other=0).to(tl.int64),
+                                  0), n_rows)
     first = rows_before + (block - blocks_before) * BLOCK
     n = tl.minimum(tl.maximum(count - (block - blocks_before) * BLOCK, 0), BLOCK)
-    first = tl.minimum(first, n_rows)
+    first = tl.minimum(tl.maximum(first, 0), n_rows)
     return first, tl.minimum(first + n, n_rows)
 
 
@@ -389,7 +391,8 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     the block; batch_rows = out_rows then); a batch has out_rows = n_rows.
     SECOND: a second copy of the tile is stored at data2_ptr / scale2_ptr with the strides
     d2_* / s2_* (matrix strides d_stride_b / s_stride_b), quantized in blocks of SECOND_ROWS x
-    SECOND_COLS, its rows [0, out2_rows) stored (out2_rows: n_rows or out_rows). The block
+    SECOND_COLS, its rows [0, out2_rows) stored (out2_rows: n_rows, out_rows, or GROUPED the
+    grouped layout's rows). The block
     shape of the first: the same codes and scales (grouped_glu_mlp writes a weight's forward
     copy and its transposed dgrad copy from one read). Another block shape: the tile's own
     codes and scales in those blocks (one matrix, not BATCHED: grouped_glu_mlp's row-wise 1 x 128

@@ -122,18 +122,30 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     read on the host), each padded with zeros to a multiple of 128 and laid end to end, so
     each group's blocks start at its own first row: grouped_rows(rows, len(counts), 128)
     output rows, those past the last group's zeros (grouped_glu_mlp's column-wise copies,
-    one expert's tokens per block)."""
+    one expert's tokens per block). Counts that are negative, too large or do not sum to rows
+    (grouped_glu_mlp asserts on the device that its counts do not) never move an access out
+    of bounds: each is clamped to [0, rows], and rows no block covers are not stored."""
     if counts is not None:
-        _check_grouped(x, block, pad_rows or with_transposed)
+        counts = _check_grouped(x, counts, block, pad_rows or with_transposed)
     first = _Fp8Copy(block, transpose, scales_transposed, pad_rows or counts is not None)
     second = _Fp8Copy(block, not transpose, not scales_transposed, pad_rows) if with_transposed else None
     return _fp8_launch(x, pow2_scales, first, second, FP8_TILES[block], counts)
 
 
-def _check_grouped(x: torch.Tensor, block: tuple[int, int], other_layout: bool):
+def _check_grouped(x: torch.Tensor, counts, block: tuple[int, int], other_layout: bool) -> torch.Tensor:
+    """counts as the kernel reads them (contiguous), or ValueError / TypeError naming what is
+    wrong: the grouped layout is a 128 x 1 copy of a 2-D x, its counts a 1-D integer tensor on
+    x's device with at least one entry where x has rows."""
     if block != (128, 1) or x.dim() != 2 or other_layout:
         raise ValueError("fp8_block: counts (the grouped layout) take a 2-D x in 128 x 1 blocks, without pad_rows or "
                          f"with_transposed; got x of shape {tuple(x.shape)}, block {block}")
+    if not isinstance(counts, torch.Tensor) or counts.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"fp8_block: counts must be an int32 or int64 tensor, got "
+                        f"{counts.dtype if isinstance(counts, torch.Tensor) else type(counts).__name__}")
+    if counts.dim() != 1 or counts.device != x.device or (x.shape[0] > 0 and counts.shape[0] == 0):
+        raise ValueError(f"fp8_block: counts must be 1-D on x's device ({x.device}), with an entry where x has rows; "
+                         f"got shape {tuple(counts.shape)} on {counts.device}")
+    return counts.contiguous()
 
 
 def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor | None = None):
@@ -150,6 +162,8 @@ def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor
     if x.dim() != 2 or x.shape[1] % 128:
         raise ValueError(f"fp8_block_rows_cols: x must be 2-D (T, N) with N a multiple of 128 (the 1 x 128 blocks), "
                          f"got shape {tuple(x.shape)}")
+    if counts is not None:
+        counts = _check_grouped(x, counts, (128, 1), False)
     return _fp8_launch(x, pow2_scales, _Fp8Copy((1, 128), False, True, False), _Fp8Copy((128, 1), True, False, True),
                        FP8_ROWS_COLS_TILE, counts)
 

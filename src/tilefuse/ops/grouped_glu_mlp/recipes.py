@@ -41,15 +41,16 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
       forward   W1     Q_w(W1), its dgrad copy                   quantize_weight_pair
       forward   h      Q_rows(h), Q_cols(h)                      quantize_rows_cols
       backward  dy     Q_rows(dy), Q_cols(dy)                    quantize_rows_cols
-      backward  dz     Q_cols(dz) (side stream), where the dGLU   quantize_cols
+      backward  dz     Q_cols(dz) (side stream) where the dGLU   quantize_cols
                        epilogue writes Q_rows(dz)
-                       (launch.dglu_quantizes_dz); otherwise
+                       (launch.dglu_quantizes_dz), else
                        Q_rows(dz), Q_cols(dz)                    quantize_rows_cols
 
-  Six launches (PAIR_ROWS_COLS off: nine or ten, every copy its own). The op keeps the forward's dgrad copies and Q_cols(x), Q_cols(h) for
-  its backward (launch.forward's keep_dgrad_weights and keep_cols); a backward without them
-  quantizes them itself (quantize_weight, quantize_cols), bitwise the same. Q_rows and Q_cols
-  written together are bitwise the copies of quantize_rows and quantize_cols.
+  Six launches (PAIR_ROWS_COLS off: nine or ten, every copy its own). The op keeps the
+  forward's dgrad copies and Q_cols(x), Q_cols(h) for its backward (launch.forward's
+  keep_dgrad_weights and keep_cols); a backward without them quantizes them itself
+  (quantize_weight, quantize_cols), bitwise the same. Q_rows and Q_cols written together are
+  bitwise the copies of quantize_rows and quantize_cols.
 - nvfp4 per-tensor scales: weights use one amax per expert. Activations and gradients use one
   amax per tensor (all experts' rows): a per-expert amax would need each expert's row range on
   the host. Optional RHT / stochastic rounding of the quantizers are not used by the op.
