@@ -6,7 +6,8 @@ balanced and routed (skewed) counts: dy's row-wise + column-wise pair (one launc
 column-wise copy, the fp8 weight gradients dW1 = dz^T x and dW2 = dy^T h from those copies
 (grouped_wgrad_kernel at the op's heuristic tile), CUTLASS's bf16 wgrads on the same tensors
 (``torch._grouped_mm``, the peer, in the same process), and the whole op forward + backward as
-called, fp8_block and bf16, with the same counts. 3 interleaved rounds of
+called, fp8_block and bf16, with the same counts, at interleave 32 and in the halves layout
+(where the tree of the change also writes dz's two copies from one launch). 3 interleaved rounds of
 ``triton.testing.do_bench`` medians. The fp8 wgrads are checked against float64 GEMMs of the
 dequantized copies (recipes.dequant_cols of the tree that runs) at a sample of experts.
 
@@ -86,12 +87,12 @@ def check_wgrad(out, a, b, c, counts, experts):
     return worst
 
 
-def op_step(i, recipe):
+def op_step(i, recipe, interleave=32):
     def run():
         for t in i["leaves"]:
             t.grad = None
         y = tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation="swiglu",
-                                     glu_interleave=32, recipe=recipe)
+                                     glu_interleave=interleave, recipe=recipe)
         y.backward(i["dy"])
     return run
 
@@ -130,7 +131,8 @@ def case(shape, routed):
     for k in ("x", "w1", "w2", "probs"):
         i[k].requires_grad_(True)
     i["leaves"] = [i[k] for k in ("x", "w1", "w2", "probs")]
-    steps = {"op fp8_block": op_step(i, "fp8_block"), "op bf16": op_step(i, None)}
+    steps = {"op fp8_block": op_step(i, "fp8_block"), "op bf16": op_step(i, None),
+             "op fp8_block halves": op_step(i, "fp8_block", None), "op bf16 halves": op_step(i, None, None)}
     for fn in steps.values():
         fn()
     times = {k: [] for k in (*cands, *steps)}
@@ -166,6 +168,7 @@ def main():
                   + " ".join(f"{k.replace(' ', '_')}={v * 1e3:.1f}us" for k, v in ms.items() if not k.startswith("op"))
                   + f" op_fp8={ms['op fp8_block']:.3f}ms op_bf16={ms['op bf16']:.3f}ms"
                   + f" fp8/bf16={ms['op bf16'] / ms['op fp8_block']:.3f}x"
+                  + f" halves: op_fp8={ms['op fp8_block halves']:.3f}ms op_bf16={ms['op bf16 halves']:.3f}ms"
                   + f" err dW1={r['err']['dW1']:.2e} dW2={r['err']['dW2']:.2e}", flush=True)
             if args.json:
                 with open(args.json, "a") as f:

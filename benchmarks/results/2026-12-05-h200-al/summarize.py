@@ -9,7 +9,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-KEYS = ("dy pair", "dz cols", "dW1 fp8", "dW2 fp8", "dW1 bf16 cutlass", "dW2 bf16 cutlass", "op fp8_block", "op bf16")
+KEYS = ("dy pair", "dz cols", "dW1 fp8", "dW2 fp8", "dW1 bf16 cutlass", "dW2 bf16 cutlass", "op fp8_block", "op bf16",
+        "op fp8_block halves", "op bf16 halves")
 
 
 def main(path):
@@ -21,10 +22,12 @@ def main(path):
         for k in KEYS:
             runs[case][(r["tag"], k)].append(r["ms"][k])
         runs[case][(r["tag"], "fp8/bf16")].append(r["ms"]["op bf16"] / r["ms"]["op fp8_block"])
+        runs[case][(r["tag"], "fp8/bf16 halves")].append(r["ms"]["op bf16 halves"] / r["ms"]["op fp8_block halves"])
         errs[(r["tag"], "dW")] = max(errs[(r["tag"], "dW")], *r["err"].values())
     print("| shape | counts | " + " | ".join(f"{k} global / grouped (us)" for k in KEYS[:4])
-          + " | op fp8 global / grouped (ms) | fp8/bf16 global | fp8/bf16 grouped |")
-    print("|---" * 9 + "|")
+          + " | op fp8 global / grouped (ms) | fp8/bf16 global | fp8/bf16 grouped"
+          + " | halves: op fp8 global / grouped (ms) | fp8/bf16 global | fp8/bf16 grouped |")
+    print("|---" * 12 + "|")
     for (shape, routed), d in sorted(runs.items()):
         med = {k: statistics.median(v) for k, v in d.items()}
         cells = []
@@ -34,6 +37,10 @@ def main(path):
         g, n = med.get(("global", "op fp8_block")), med.get(("grouped", "op fp8_block"))
         cells.append("-" if g is None or n is None else f"{g:.3f} / {n:.3f} ({g / n:.3f}x)")
         cells += [f"{med[(t, 'fp8/bf16')]:.3f}x" if (t, "fp8/bf16") in med else "-" for t in ("global", "grouped")]
+        g, n = med.get(("global", "op fp8_block halves")), med.get(("grouped", "op fp8_block halves"))
+        cells.append("-" if g is None or n is None else f"{g:.3f} / {n:.3f} ({g / n:.3f}x)")
+        cells += [f"{med[(t, 'fp8/bf16 halves')]:.3f}x" if (t, "fp8/bf16 halves") in med else "-"
+                  for t in ("global", "grouped")]
         print(f"| {shape} | {'routed' if routed else 'balanced'} | " + " | ".join(cells) + " |")
     print("largest relative wgrad error against float64 (of the sampled experts): "
           + ", ".join(f"{t} {v:.2e}" for (t, _), v in sorted(errs.items())))
