@@ -326,25 +326,22 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
     int64), and rows are clipped to [0, n_rows), so no count, however large, negative or wrong in sum,
     makes an access out of bounds (grouped_glu_mlp asserts valid counts on the device; with
     counts that do not sum to n_rows the rows no block covers are not stored)."""
-    rows_before = tl.full([], 0, tl.int64)      # rows of the groups wholly before the block
-    blocks_before = tl.full([], 0, tl.int64)    # their blocks
-    groups_before = 0                           # their number
-    blocks_seen = tl.full([], 0, tl.int64)      # blocks of every group read so far
+    first = tl.full([], 0, tl.int64)         # the block's first row, from the group holding it
+    n = tl.full([], 0, tl.int64)             # its rows there
+    rows_seen = tl.full([], 0, tl.int64)     # rows of the groups read so far
+    blocks_seen = tl.full([], 0, tl.int64)   # their blocks
     for g0 in range(0, n_groups, CHUNK):
         g = g0 + tl.arange(0, CHUNK)
         c = tl.minimum(tl.maximum(tl.load(counts_ptr + g, mask=g < n_groups, other=0).to(tl.int64), 0), n_rows)
         nb = (c + BLOCK - 1) // BLOCK
-        before = ((blocks_seen + tl.cumsum(nb, 0)) <= block) & (g < n_groups)
-        rows_before += tl.sum(tl.where(before, c, 0))
-        blocks_before += tl.sum(tl.where(before, nb, 0))
-        groups_before += tl.sum(before.to(tl.int32))
+        start = rows_seen + tl.cumsum(c, 0) - c            # each group's first row
+        local = block - (blocks_seen + tl.cumsum(nb, 0) - nb)   # the block's index within each group
+        holds = (local >= 0) & (local < nb)                # one group at most holds the block
+        first += tl.sum(tl.where(holds, start + local * BLOCK, 0))
+        n += tl.sum(tl.where(holds, tl.minimum(c - local * BLOCK, BLOCK), 0))
+        rows_seen += tl.sum(c)
         blocks_seen += tl.sum(nb)
-    holder = tl.minimum(groups_before, tl.maximum(n_groups - 1, 0))
-    count = tl.minimum(tl.maximum(tl.load(counts_ptr + holder, mask=groups_before < n_groups, other=0).to(tl.int64),
-                                  0), n_rows)
-    first = rows_before + (block - blocks_before) * BLOCK
-    n = tl.minimum(tl.maximum(count - (block - blocks_before) * BLOCK, 0), BLOCK)
-    first = tl.minimum(tl.maximum(first, 0), n_rows)
+    first = tl.minimum(first, n_rows)
     return first, tl.minimum(first + n, n_rows)
 
 
