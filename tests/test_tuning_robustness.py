@@ -506,6 +506,44 @@ def test_registered_puts_back_what_was_registered_before():
     assert tuning.get_entry("dyt", KEY) is None
 
 
+def test_registered_blocks_on_one_key_may_close_in_any_order():
+    """Two registered() blocks on one key that overlap rather than nest (as two threads' blocks
+    do) and close oldest first: the key keeps the open block's entry, and after the last one
+    the entry from before the first comes back (the earlier implementation restored, at the
+    second close, the entry the first block had installed: a stale registration for good).
+    Then the same with two threads, and nesting as before."""
+    tuning.register("dyt", {KEY: A})
+    first, second = tuning.registered("dyt", {KEY: B}), tuning.registered("dyt", {KEY: BASELINE})
+    first.__enter__()
+    second.__enter__()
+    assert tuning.get_entry("dyt", KEY) == BASELINE
+    first.__exit__(None, None, None)
+    assert tuning.get_entry("dyt", KEY) == BASELINE        # the open block's entry
+    second.__exit__(None, None, None)
+    assert tuning.lookup_config("dyt", PROBLEM) == A       # the entry from before the first
+    tuning.unregister("dyt")
+
+    entered, first_left, seen = threading.Event(), threading.Event(), []
+
+    def other():
+        with tuning.registered("dyt", {KEY: B}):
+            entered.set()
+            first_left.wait(5)
+            seen.append(tuning.lookup_config("dyt", PROBLEM))
+    worker = threading.Thread(target=other)
+    with tuning.registered("dyt", {KEY: A}):
+        worker.start()
+        assert entered.wait(5)
+    first_left.set()
+    worker.join(5)
+    assert seen == [B] and tuning.get_entry("dyt", KEY) is None
+    with tuning.registered("dyt", {KEY: A}):
+        with tuning.registered("dyt", {PROBLEM: B}):
+            assert tuning.lookup_config("dyt", PROBLEM) == B
+        assert tuning.lookup_config("dyt", PROBLEM) == A
+    assert tuning.get_entry("dyt", KEY) is None
+
+
 def test_every_entry_point_names_a_bad_family_key_or_problem():
     problem_error = "must be a dyt key \\(str\\) or a dyt problem, got 123 \\(int\\)"
     cases = [

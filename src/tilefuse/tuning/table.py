@@ -67,6 +67,11 @@ class _DeviceTable:
 
 _tables: dict[int, _DeviceTable] = {}
 _runtime: Entries = {}
+# registered() blocks open on a key: (family, key) -> [the entry before the first of them or
+# _MISS, [(block token, its entry), ...] in the order they opened]. The key shows the newest
+# open block's entry; when the last one closes, the entry before the first comes back. Blocks
+# may close in any order (two threads' blocks overlap): each takes only its own entry away.
+_open_blocks: dict[tuple[str, str], list] = {}
 _collectors: list[dict] = []
 # (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
 # Problems are frozen dataclasses; cleared by every change to any layer.
@@ -314,24 +319,39 @@ def unregister(family: str, keys=None) -> None:
 def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
     """``register(family, mapping)`` for the duration of the block. On exit the family's runtime
     entries for those keys are what they were before: an entry registered earlier is put back,
-    a key that had none has none. Arguments are checked as ``register`` checks them, before
-    anything changes."""
+    a key that had none has none. Blocks on one key may nest or overlap (two threads' blocks,
+    closing in either order): while any is open the key holds the newest open block's entry,
+    and when the last closes, the entry from before the first. A ``register`` of the key
+    inside a block lasts until the block closes. Arguments are checked as ``register`` checks
+    them, before anything changes."""
     if not isinstance(mapping, Mapping):
         _parse(family, mapping)      # raises register's TypeError
-    keys = [_key(family, k, "registered", "mapping key") for k in mapping]
+    for k in mapping:   # a bad key named as registered's
+        _key(family, k, "registered", "mapping key")
     parsed = _parse(family, mapping)      # register's checks, before anything changes
+    token = object()
     with _lock:
-        layer = _runtime.get(family, {})
-        before = {k: layer[k] for k in keys if k in layer}
+        layer = _runtime.setdefault(family, {})
+        for key, entry in parsed.items():
+            state = _open_blocks.setdefault((family, key), [layer.get(key, _MISS), []])
+            state[1].append((token, entry))
         _install(family, parsed)
     try:
         yield
     finally:
         with _lock:
             layer = _runtime.setdefault(family, {})
-            for k in keys:
-                layer.pop(k, None)
-            layer.update(before)
+            for key in parsed:
+                before, blocks = _open_blocks[(family, key)]
+                blocks[:] = [b for b in blocks if b[0] is not token]
+                if blocks:
+                    layer[key] = blocks[-1][1]
+                else:
+                    del _open_blocks[(family, key)]
+                    if before is _MISS:
+                        layer.pop(key, None)
+                    else:
+                        layer[key] = before
             _invalidate()
 
 
