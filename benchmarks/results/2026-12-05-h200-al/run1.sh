@@ -3,13 +3,16 @@
 # change, src/) against the global-token-index layout before it (.snap/src: a copy of the
 # commit before, bf52910, made with `git archive bf52910 src | tar -x -C .snap`). The changed
 # quantizer and recipe GPU tests first, then layout.py in alternating processes, grouped,
-# global, grouped, global (PAIRS pairs, default 1), each at the spec's three shapes with
+# global, grouped, global (PAIRS pairs, default 2: a process's first timing is sometimes slow,
+# benchmarks/README.md "Comparing two trees"), each at the spec's three shapes with
 # balanced and routed counts; one JSON line a case in $OUT/run1/layout.jsonl.
 # Carry .whl (hypothesis, sortedcontainers) and .snap.
 #   OUT=... bash benchmarks/results/2026-12-05-h200-al/run1.sh [PAIRS] [--no-tests]
+# The tests take about 200 s and two pairs about 300 s (estimates): with -ak run 2 in the
+# same session (it runs the same tests first), run this one with `2 --no-tests`.
 set -u
 cd "$(dirname "$0")/../../.."
-pairs=${1:-1}
+pairs=${1:-2}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/hypothesis-*.whl .whl/sortedcontainers-*.whl
 export PYTHONUNBUFFERED=1 TILEFUSE_CACHE_DIR=$(mktemp -d)
 mkdir -p $OUT/run1
