@@ -346,6 +346,24 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
 
 
 @triton.jit
+def _encode_tile(x, has_rows, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+                 POW2: tl.constexpr, BYTEWISE: tl.constexpr, GROUPED: tl.constexpr):
+    """fp8_encode of fp8_block_kernel's tile, except GROUPED for a block of the grouped layout
+    past the last group's (has_rows false): an all-zero block's codes and scale (1.0, what
+    fp8_block_scales gives an amax of 0) without the encoding's arithmetic, so the E - 1 zero
+    blocks the layout may end with cost their stores only."""
+    if GROUPED:
+        if has_rows:
+            codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BR, BC, POW2, BYTEWISE)
+        else:
+            codes = tl.zeros((BLOCK_M, BLOCK_K), tl.uint8)
+            scale = tl.full((BLOCK_M // BR, BLOCK_K // BC), 1.0, tl.float32)
+    else:
+        codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BR, BC, POW2, BYTEWISE)
+    return codes, scale
+
+
+@triton.jit
 def _copy_rows(row0, out_rows, local0, src_end, batch, batch_rows, GROUPED: tl.constexpr, ROWS: tl.constexpr):
     """(first row, end row) of the rows fp8_block_kernel stores of one copy of its tile (blocks
     ROWS high): the tile's rows of its matrix, or GROUPED the grouped layout's block at row0
@@ -407,8 +425,9 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     128, end to end (group_rows), so no block mixes two groups' rows and each group's blocks
     start at its first row. Row tile i is that layout's block i: x's rows group_rows gives,
     stored at rows [128 i, 128 i + 128) of the 128 x 1 copy (out_rows: the layout's row
-    count, blocks past the last group's all zeros); a 1 x 128 copy of the same tile is stored
-    at x's own rows (grouped_glu_mlp's row-wise copy, from the same read).
+    count, blocks past the last group's all zeros, stored without the encoding's arithmetic);
+    a 1 x 128 copy of the same tile is stored at x's own rows (grouped_glu_mlp's row-wise
+    copy, from the same read).
     """
     tile_k = tl.program_id(0)
     tile_m = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
@@ -428,14 +447,16 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
         x = load_tile(x_ptr + batch.to(tl.int64) * x_stride_b, local0, col0,
                       tl.minimum(n_rows - batch * batch_rows, batch_rows), n_cols, x_stride_r, x_stride_c,
                       BLOCK_M, BLOCK_K)
-    codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2, SECOND)
+    has_rows = src_end > local0   # GROUPED: a block past the last group's holds none
+    codes, scale = _encode_tile(x, has_rows, BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS, POW2, SECOND, GROUPED)
     first0, first_end = _copy_rows(row0, out_rows, local0, src_end, batch, batch_rows, GROUPED, BLOCK_ROWS)
     fp8_store(data_ptr + batch.to(tl.int64) * d_stride_b, scale_ptr + batch.to(tl.int64) * s_stride_b, codes, scale,
               first0, col0, first_end, n_cols, d_stride_r, d_stride_c, s_stride_r, s_stride_c,
               BLOCK_M, BLOCK_K, BLOCK_ROWS, BLOCK_COLS)
     if SECOND:
         if SECOND_ROWS != BLOCK_ROWS or SECOND_COLS != BLOCK_COLS:
-            codes, scale = fp8_encode(x, BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS, POW2, SECOND)
+            codes, scale = _encode_tile(x, has_rows, BLOCK_M, BLOCK_K, SECOND_ROWS, SECOND_COLS, POW2, SECOND,
+                                        GROUPED)
         second0, second_end = _copy_rows(row0, out2_rows, local0, src_end, batch, batch_rows, GROUPED, SECOND_ROWS)
         fp8_store(data2_ptr + batch.to(tl.int64) * d_stride_b, scale2_ptr + batch.to(tl.int64) * s_stride_b, codes,
                   scale, second0, col0, second_end, n_cols, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
