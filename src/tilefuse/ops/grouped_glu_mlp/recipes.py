@@ -22,7 +22,11 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   laid end to end, Tp = grouped_rows(T, E) tokens (the most any counts need; blocks past the
   last expert's are zeros), quantized along the token axis and stored transposed. No block
   holds two experts' tokens, so each expert's gradient reads whole blocks of its own
-  (fp8_block: no masked K step), and no expert's scales depend on another's values.
+  (fp8_block: no masked K step), and no expert's scales depend on another's values. The
+  bound costs memory: up to (E - 1) blocks of padding a copy, all of it zero blocks at the
+  end when every count is a multiple of the block (the spec's shape 3, E 128, T 65536: 25%
+  more bytes in each column-wise copy than T tokens, x's and h's kept from the forward to the
+  backward among them).
 - Q_w: per expert. fp8_block: 128x128 blocks (2F, H and F multiples of 128, so blocks never
   straddle experts); both usages have the same blocks, so the dgrad usage's copy holds the
   forward's codes and scales transposed, K-contiguous as Hopper's FP8 tensor-core dot wants
