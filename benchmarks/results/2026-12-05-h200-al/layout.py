@@ -7,7 +7,8 @@ column-wise copy, the fp8 weight gradients dW1 = dz^T x and dW2 = dy^T h from th
 (grouped_wgrad_kernel at the op's heuristic tile), CUTLASS's bf16 wgrads on the same tensors
 (``torch._grouped_mm``, the peer, in the same process), and the whole op forward + backward as
 called, fp8_block and bf16, with the same counts, at interleave 32 and in the halves layout
-(where the tree of the change also writes dz's two copies from one launch). 3 interleaved rounds of
+(where the tree of the change also writes dz's two copies from one launch); the routed fp8
+step at shapes 2-3 also profiled kernel by kernel (torch.profiler, 5 steps). 3 interleaved rounds of
 ``triton.testing.do_bench`` medians. The fp8 wgrads are checked against float64 GEMMs of the
 dequantized copies (recipes.dequant_cols of the tree that runs) at a sample of experts.
 
@@ -27,6 +28,7 @@ import triton
 import triton.testing
 
 import tilefuse
+from tilefuse.check import bench as check_bench
 from tilefuse.ops.grouped_glu_mlp import launch, recipes
 from tilefuse.ops.grouped_glu_mlp.configs import heuristic
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
@@ -60,6 +62,7 @@ def counts_for(E, T, routed, g):
 
 
 DEVICE = "cuda"
+PROFILE: set = set()   # shapes whose routed fp8 step is profiled (--profile)
 SHAPES = dict(enumerate(DEFAULT_SHAPES, 1))
 SHAPES[0] = (4, 600, 256, 128)   # --smoke
 
@@ -142,6 +145,12 @@ def case(shape, routed):
         for k, fn in steps.items():
             times[k].append(bench(fn, rep=200))
     ms = {k: statistics.median(v) for k, v in times.items()}
+    if PROFILE and routed and shape in PROFILE:   # where the fp8 step's time goes, kernel by kernel
+        rows, _ = check_bench.kernel_times(steps["op fp8_block"], DEVICE, 5)
+        total = sum(r["us"] for r in rows) / 1e3
+        print(f"profile: fp8_block step, shape {shape} routed, {total:.3f} ms of kernels a step", flush=True)
+        for r in rows[:8]:
+            print(f"  {r['us'] / 1e3:8.3f} ms {r['calls']:5.1f}x  {r['kernel'][:90]}", flush=True)
     return {"shape": shape, "routed": routed, "counts_min": min(counts), "counts_max": max(counts),
             "err": err, "ms": ms}
 
@@ -152,10 +161,14 @@ def main():
     ap.add_argument("--shapes", default="1,2,3")
     ap.add_argument("--json", help="append one JSON line per case here")
     ap.add_argument("--smoke", action="store_true", help="one tiny problem on the CPU (interpreter)")
+    ap.add_argument("--profile", default="2,3",
+                    help="shapes whose routed fp8 step is profiled with torch.profiler (default 2,3; '' for none)")
     args = ap.parse_args()
     global DEVICE
+    PROFILE.update(int(v) for v in args.profile.split(",") if v.strip())
     if args.smoke:
         DEVICE, args.shapes = "cpu", "0"
+        PROFILE.add(0)
     assert (args.tag == "grouped") == GROUPED, f"--tag {args.tag} but the tree's layout is " \
                                                f"{'grouped' if GROUPED else 'global'}"
     print(torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu", torch.__version__, triton.__version__, args.tag, flush=True)
