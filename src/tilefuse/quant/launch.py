@@ -127,7 +127,7 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     of bounds: each is clamped to [0, rows], and rows no block covers are not stored."""
     if counts is not None:
         counts = _check_grouped(x, counts, block, pad_rows or with_transposed)
-    first = _Fp8Copy(block, transpose, scales_transposed, pad_rows or counts is not None)
+    first = _Fp8Copy(block, transpose, scales_transposed, pad_rows)
     second = _Fp8Copy(block, not transpose, not scales_transposed, pad_rows) if with_transposed else None
     return _fp8_launch(x, pow2_scales, first, second, FP8_TILES[block], counts)
 
