@@ -48,7 +48,7 @@ RECIPE_FP8_BLOCK = tl.constexpr(1)
 RECIPE_MXFP8 = tl.constexpr(2)
 RECIPE_NVFP4 = tl.constexpr(3)
 MXFP8_BLOCK = tl.constexpr(32)
-EXPERT_CHUNK = tl.constexpr(128)   # experts per vector step of _expert_rows
+EXPERT_CHUNK = tl.constexpr(128)   # experts per vector step of _expert_blocks
 NVFP4_BLOCK = tl.constexpr(16)
 
 
@@ -537,30 +537,26 @@ def grouped_gemm_kernel(
 
 
 @triton.jit
-def _expert_rows(counts_ptr, expert):
-    """(first row, row count) of ``expert`` from the device-side counts: the counts before it
-    summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not one load per
-    expert in sequence. For the fp8_block wgrad at its register cap the vector sum ran the
-    launch 1.0-1.9x faster than a sequential scan, most at 128 experts
-    (results/2026-12-02-h200-r run 7)."""
-    start = 0
-    for e0 in range(0, expert, EXPERT_CHUNK):
-        e = e0 + tl.arange(0, EXPERT_CHUNK)
-        start += tl.sum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32))
-    return start, tl.load(counts_ptr + expert).to(tl.int32)
-
-
-@triton.jit
 def _expert_blocks(counts_ptr, expert, BLOCK: tl.constexpr):
-    """The BLOCK-token blocks of the experts before ``expert`` in the grouped layout of the
-    column-wise copies (each expert's tokens padded to a multiple of BLOCK, end to end:
-    quant.kernels.group_rows): sum of cdiv(count, BLOCK), EXPERT_CHUNK experts a step."""
+    """sum of cdiv(count, BLOCK) over the experts before ``expert``, from the device-side
+    counts summed EXPERT_CHUNK at a time as vectors (one step up to 128 experts), not one load
+    per expert in sequence: with BLOCK 1 the expert's first row; else its first BLOCK-token
+    block in the grouped layout of the column-wise copies (each expert's tokens padded to a
+    multiple of BLOCK, end to end: quant.kernels.group_rows). For the fp8_block wgrad at its
+    register cap the vector sum ran the launch 1.0-1.9x faster than a sequential scan, most at
+    128 experts (results/2026-12-02-h200-r run 7)."""
     blocks = 0
     for e0 in range(0, expert, EXPERT_CHUNK):
         e = e0 + tl.arange(0, EXPERT_CHUNK)
-        c = tl.maximum(tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32), 0)
+        c = tl.load(counts_ptr + e, mask=e < expert, other=0).to(tl.int32)
         blocks += tl.sum((c + BLOCK - 1) // BLOCK)
     return blocks
+
+
+@triton.jit
+def _expert_rows(counts_ptr, expert):
+    """(first row, row count) of ``expert`` from the device-side counts (_expert_blocks)."""
+    return _expert_blocks(counts_ptr, expert, 1), tl.load(counts_ptr + expert).to(tl.int32)
 
 
 @triton.jit
