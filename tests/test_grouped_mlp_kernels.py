@@ -437,12 +437,10 @@ def test_heuristic_gemms_compile_for_sm90_inlined_and_pipelined(ptxas):
     and wgrad; the fp8 limits carried over to them), and no spills except in the fp8 wgrad, fp8
     fc1 + GLU and both dGLU tiles, which spill a few dozen bytes under some Triton versions and
     were still the fastest measured on the H200 (configs.heuristic, configs.glu_config,
-    configs.dglu_config). Compiled for sm_90: triton 3.6 (the H200 image) fp8 wgrad 16 through
-    pointers and 0 through TMA at its 168-register cap, fp8 GLU 64, fp8 dGLU with the
-    epilogue's dz copy 88, bf16 dGLU 32; triton 3.8 fp8 wgrad 40 and 8, GLU 64, dGLU 8. The
-    fp8 wgrad's stacks were measured with its shared-block K steps; with the column-wise
-    copies grouped by expert (no shared block) both builds have no stack: triton 3.8 242
-    registers through pointers (uncapped) and 168 through TMA, triton 3.6 240 and 158. The
+    configs.dglu_config). Compiled for sm_90: triton 3.6 (the H200 image) fp8 GLU 64, fp8 dGLU
+    with the epilogue's dz copy 88, bf16 dGLU 32; triton 3.8 GLU 64, dGLU 8; the fp8 wgrad
+    (whole blocks of the grouped column-wise copies) no stack under either, through pointers
+    (uncapped: 240 / 242 registers) and through TMA at its 168-register cap (158 / 168). The
     capped build stays within its cap."""
     report = run_compile_script(_SM90_COMPILE, ptxas=ptxas)
     assert len(report) == 17

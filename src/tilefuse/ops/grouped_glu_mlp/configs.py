@@ -146,9 +146,9 @@ def heuristic(role: str, itemsize: int, recipe: str | None = None) -> GemmConfig
     without spills (161 registers, triton 3.6), and the launch ran 1.22x / 1.44x / 1.41x faster
     than with both zeroed where experts share blocks (results/2026-12-02-h200-s run 6); routed
     counts still cost 1.42-1.44x balanced ones at shapes 2-3 (2026-12-05-h200-ak run 1). The
-    column-wise copies are now grouped by expert (recipes.quantize_cols), so no block is
-    shared and every block loads whole; the tile and cap are kept from those runs (the grouped
-    form not yet timed on the GPU).
+    column-wise copies are grouped by expert (recipes.quantize_cols): no block is shared and
+    every block loads whole. The tile and cap are those runs' choice, not re-timed on the
+    grouped copies.
     mxfp8 / nvfp4 decode into bfloat16 in the loaders and use the 16-bit tiles."""
     if recipe == "fp8_block":
         if role == "wgrad":
