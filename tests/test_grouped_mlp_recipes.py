@@ -522,8 +522,9 @@ def test_public_api_runs_recipe_kernels_at_level_1_and_the_rendering_at_level_0(
 def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, device):
     """The op's forward writes W1's and W2's dgrad copies with their forward copies (one
     quantizer launch each), and x's and h's column-wise copies with their row-wise ones, and
-    its backward reads them: 6 fp8 quantizer launches per step instead of 10 (the dGLU epilogue
-    copies dz at interleave 32; dy's two copies are one launch either way), and gradients
+    its backward reads them: 9 fp8 quantizer launches per step instead of 11 (x's, h's and
+    dy's two copies each from two launches, recipes.PAIR_ROWS_COLS' default; the dGLU
+    epilogue copies dz's row-wise copy at interleave 32), and gradients
     bitwise those of a backward that quantizes the weights, x and h itself. Through the
     autograd.Function and through the custom ops (torch.compile)."""
     H, F = SHAPE["fp8_block"]
@@ -539,22 +540,22 @@ def test_fp8_backward_reads_the_dgrad_weight_copies_the_forward_wrote(compiled, 
     with tilefuse.level(1), launches.counting() as launched:
         y = f(*leaves)
         got = torch.autograd.grad(y, leaves, i["dy"])
-    assert launched["quant_fp8_block"] == 6 and launched["grouped_mlp_bwd"] == 1
+    assert launched["quant_fp8_block"] == 9 and launched["grouped_mlp_bwd"] == 1
     cfg = heuristic("fwd", 2, "fp8_block")
     args = [i[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
     with launches.counting() as alone:
         y_want, z, h = launch.forward(*args, "swiglu", 32, config=cfg, recipe="fp8_block")
         want = launch.backward(i["dy"], *args, z, h, "swiglu", 32, config=cfg, recipe="fp8_block")
-    assert alone["quant_fp8_block"] == 10
+    assert alone["quant_fp8_block"] == 11
     assert torch.equal(y, y_want)
     for name, a, b in zip(names, got, want):
         assert torch.equal(a, b), name
 
 
-def _separate_rows_cols(monkeypatch):
-    """recipes.quantize_rows_cols as two launches, quantize_rows and quantize_cols (its
-    PAIR_ROWS_COLS off): the copies of the quantizers before they were paired."""
-    monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", False)
+def _pair_rows_cols(monkeypatch, paired: bool):
+    """recipes.quantize_rows_cols as one launch (PAIR_ROWS_COLS on) or as two, quantize_rows
+    and quantize_cols (off, the default)."""
+    monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", paired)
 
 
 @pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
@@ -594,8 +595,9 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
         assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
         return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
 
+    _pair_rows_cols(monkeypatch, True)
     paired, paired_fwd, paired_bwd = step()
-    _separate_rows_cols(monkeypatch)
+    _pair_rows_cols(monkeypatch, False)
     separate, separate_fwd, separate_bwd = step()
     dz_rows = 0 if interleave else 1
     assert (paired_fwd, paired_bwd) == (4, 2)
@@ -605,7 +607,7 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
     assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
 
 
-def test_launch_keeps_x_and_h_column_copies_only_where_they_are_paired(device):
+def test_launch_keeps_x_and_h_column_copies_for_fp8_block_only(device):
     """launch.forward(keep_cols=True): fp8_block returns x's and h's column-wise copies,
     bitwise quantize_cols of x and of the h it returns, and launch.backward given them
     launches no quantizer for them (its gradients bitwise those of a backward without them);
@@ -623,9 +625,9 @@ def test_launch_keeps_x_and_h_column_copies_only_where_they_are_paired(device):
         with_cols = launch.backward(i["dy"], *args, z, h, "swiglu", 32, saved_cols=cols, **bwd)
     with launches.counting() as alone:
         without = launch.backward(i["dy"], *args, z, h, "swiglu", 32, **bwd)
-    # dy's pair, dz's pair (SMALL's dGLU tile does not write dz's row-wise copy) and the
+    # dy's two copies, dz's two (SMALL's dGLU tile does not write dz's row-wise copy) and the
     # weights' dgrad copies (not kept here) in both; x's and h's column-wise copies without cols
-    assert kept["quant_fp8_block"] == 4 and alone["quant_fp8_block"] == 6
+    assert kept["quant_fp8_block"] == 6 and alone["quant_fp8_block"] == 8
     for a, b in zip(with_cols, without):
         assert (a is None and b is None) or torch.equal(a, b)
     H, F = SHAPE["mxfp8"]

@@ -374,8 +374,8 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
     (fp8_block), or None (other recipes, or T == 0: the backward quantizes).
 
     keep_cols: returns cols after them, the (x, h) column-wise copies (recipes.QuantRows) for
-    ``backward``'s weight gradients, written with x's and h's row-wise copies by one quantizer
-    launch each (fp8_block; recipes.quantize_rows_cols), or None (other recipes, or T == 0: the
+    ``backward``'s weight gradients, made with x's and h's row-wise copies (fp8_block;
+    recipes.quantize_rows_cols: two launches each, one with its PAIR_ROWS_COLS), or None (other recipes, or T == 0: the
     backward quantizes). Kept, they hold H + F bytes a token (and their scales) until the
     backward."""
     from .kernels import EPI_GLU, EPI_STORE
@@ -449,8 +449,8 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     epilogue where dglu_quantizes_dz, bitwise the quantizer kernel's copy), the weights
     along their dgrad K (``dgrad_weights`` from ``forward(keep_dgrad_weights=True)``, else
     quantized here, bitwise the same), and dy, h, dz, x column-wise for the weight gradients;
-    all by the quantizer kernels. fp8_block writes dy's row-wise and column-wise copies in one
-    launch (recipes.quantize_rows_cols), dz's too where the dGLU epilogue does not write its
+    all by the quantizer kernels. fp8_block makes dy's row-wise and column-wise copies together
+    (recipes.quantize_rows_cols), dz's too where the dGLU epilogue does not write its
     row-wise copy (then before dW1's fork, else dz's column-wise copy on the side stream), and
     takes x's and h's column-wise copies from
     ``saved_cols`` (the forward's, ``forward(keep_cols=True)``) where given, else quantizes
@@ -513,7 +513,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
             dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
         dz_cols = None
         if quantized and dz_rows is None and recipe == "fp8_block":
-            # Both of dz's copies from one read, before the fork: the side stream's dW1 waits for them.
+            # Both of dz's copies before the fork: the side stream's dW1 waits for them.
             dz_rows, dz_cols = recipes.quantize_rows_cols(recipe, dz, counts)
         streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, dz_cols, x_cols))
         dgrad1_a, dgrad1_b = dz, w1

@@ -35,22 +35,23 @@ and DeepGEMM's rule), and accumulates in float32. Per row t of expert e:
   usage's K, so the dgrad usage is a second copy quantized along the other axis. nvfp4: 16x16
   2-D blocks with a per-expert amax; the dgrad usage quantizes W_e^T, which gives exactly the
   transposed codes and scales (2-D blocks and the amax are symmetric).
-- fp8_block's launches: each quantizer launch reads one tensor and writes every copy of it
-  the step needs, so a training step through the op reads the weights, x, h, dy and dz once
-  each (on CUDA the launches marked "side stream" run beside the others, streams.py):
+- fp8_block's launches: the weights' quantizer launches each read one weight and write both
+  copies the step needs; an activation's or gradient's row-wise and column-wise copies come
+  from two launches (quantize_rows_cols; PAIR_ROWS_COLS on: one launch, one read, measured
+  slower). On CUDA the launches marked "side stream" run beside the others (streams.py):
 
-      step      reads  writes (one launch each)                  by
+      step      reads  writes                                    by
       forward   W2     Q_w(W2), its dgrad copy                   quantize_weight_pair (side stream)
-      forward   x      Q_rows(x), Q_cols(x)                      quantize_rows_cols
+      forward   x      Q_rows(x); Q_cols(x)                      quantize_rows_cols
       forward   W1     Q_w(W1), its dgrad copy                   quantize_weight_pair
-      forward   h      Q_rows(h), Q_cols(h)                      quantize_rows_cols
-      backward  dy     Q_rows(dy), Q_cols(dy)                    quantize_rows_cols
+      forward   h      Q_rows(h); Q_cols(h)                      quantize_rows_cols
+      backward  dy     Q_rows(dy); Q_cols(dy)                    quantize_rows_cols
       backward  dz     Q_cols(dz) (side stream) where the dGLU   quantize_cols
                        epilogue writes Q_rows(dz)
                        (launch.dglu_quantizes_dz), else
-                       Q_rows(dz), Q_cols(dz)                    quantize_rows_cols
+                       Q_rows(dz); Q_cols(dz)                    quantize_rows_cols
 
-  Six launches (PAIR_ROWS_COLS off: nine or ten, every copy its own). The op keeps the
+  Nine launches, ten in the halves layout (PAIR_ROWS_COLS on: six). The op keeps the
   forward's dgrad copies and Q_cols(x), Q_cols(h) for its backward (launch.forward's
   keep_dgrad_weights and keep_cols); a backward without them quantizes them itself
   (quantize_weight, quantize_cols), bitwise the same. Q_rows and Q_cols written together are
@@ -220,9 +221,13 @@ def quantize_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor) -> QuantRo
     return quantize_rows(recipe, padded.t())
 
 
-# quantize_rows_cols' copies from one launch on the kernels (else from quantize_rows' and
-# quantize_cols' launches, the same bits); benchmarks set it False to time the separate form.
-PAIR_ROWS_COLS = True
+# quantize_rows_cols' copies from one launch on the kernels (True) or from quantize_rows' and
+# quantize_cols' launches (False; the same bits). Off: the paired launch reads the tensor once
+# but is issue-bound (about 50 SASS instructions an element at one or two 8-warp programs an
+# SM), 0.93-0.96x the two launches per copy pair and 0.96-0.98x in the whole fp8_block step at
+# the spec's three shapes (benchmarks/results/2026-12-05-h200-ak run 2, H100). Tests and
+# benchmarks set it True to check and time the paired form.
+PAIR_ROWS_COLS = False
 
 
 def quantize_rows_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor, cols: bool = True
