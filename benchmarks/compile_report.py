@@ -244,7 +244,7 @@ def report_grouped(arch: int):
 _QX = {"x_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32", "x_stride_r": "i32", "x_stride_c": "i32"}
 _FP8 = {**_QX, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
         "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32", **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
-        **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "counts_ptr": "*i32", "n_groups": "i32"}
+        **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "rows_ptr": "*i32", "n_blocks": "i32"}
 # Every pointer and integer is a multiple of 16 at the shapes benchmarked (the launches'
 # specialisation), except the unit strides, which are constexprs below.
 _QUANT_LAYOUTS = {   # name: (block, second copy's block or None, batched, grouped by expert, unit strides of

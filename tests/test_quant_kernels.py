@@ -343,12 +343,50 @@ def test_fp8_block_grouped_column_copy(counts, pow2, max_grid, monkeypatch):
         with launches.counting() as n:
             data, scales = launch.fp8_block(_to_dev(x), (128, 1), pow2, transpose=True, counts=c)
             (rows, rows_scales), (data_t, scales_t) = launch.fp8_block_rows_cols(_to_dev(x), pow2, c)
-        assert n["quant_fp8_block"] == 2
+        assert n["quant_fp8_block"] == 2 and n["quant_group_table"] == 2
         for d, sc in ((data, scales), (data_t, scales_t)):
             assert d.shape == rdata.shape and sc.shape == rscales.shape
             assert same_bits(d.cpu(), rdata) and same_bits(sc.cpu(), rscales)
         want = launch.fp8_block_rows_cols(_to_dev(x), pow2)[0]
         assert same_bits(rows, want[0]) and same_bits(rows_scales, want[1])
+
+
+def _group_table_oracle(counts, rows, n_blocks):
+    """Each block's (first row, end row) of the grouped layout, in Python integers: counts
+    clamped to [0, rows], rows clipped to [0, rows], blocks past the last group's (0, 0)."""
+    table, start = [], 0
+    for c in counts:
+        c = min(max(c, 0), rows)
+        for k in range(-(-c // 128)):
+            first = min(start + 128 * k, rows)
+            table.append((first, min(first + min(c - 128 * k, 128), rows)))
+        start += c
+    return (table + [(0, 0)] * n_blocks)[:n_blocks]
+
+
+TABLE_CASES = {   # (counts, rows): the grouped cases, and counts that do not sum to rows
+    **{k: (c, sum(c)) for k, c in GROUPED_CASES.items()},
+    "sum-over": ([150, 150], 200), "negative": ([-40, 200], 200), "one-too-many": ([500], 200),
+    "int32-max": ([100, 2 ** 31 - 1], 200), "huge": ([2 ** 62, -2 ** 62, 7], 200),
+}
+
+
+@pytest.mark.parametrize("counts,rows", TABLE_CASES.values(), ids=TABLE_CASES.keys())
+def test_group_table_gives_each_block_its_rows(counts, rows):
+    """The block table fp8_block's grouped launches read (launch._group_table, one program a
+    block): every entry the Python oracle's, for counts that sum to the rows and for counts
+    that do not (too many rows, negative, near and past 2^31), int32 and int64 where they
+    fit; the table poisoned first (the module's fixture), so an entry left unwritten shows."""
+    n_blocks = launch.grouped_rows(rows, len(counts), 128) // 128
+    want = torch.tensor(_group_table_oracle(counts, rows, n_blocks), dtype=torch.int32).reshape(n_blocks, 2)
+    for dtype in (torch.int32, torch.int64):
+        if dtype == torch.int32 and not all(-2 ** 31 <= c < 2 ** 31 for c in counts):
+            continue
+        c = _to_dev(torch.tensor(counts, dtype=dtype))
+        with launches.counting() as n:
+            got = launch._group_table(c, rows, n_blocks)
+        assert n["quant_group_table"] == 1 and got.dtype == torch.int32 and got.shape == (n_blocks, 2)
+        assert torch.equal(got.cpu(), want), (counts, dtype)
 
 
 def test_fp8_block_grouped_copy_of_no_rows_and_bad_arguments():
@@ -562,7 +600,7 @@ def build(name, fn, sig, constexprs, warps, divisible=()):
 fp8 = {**X, "data_ptr": "*u8", "scale_ptr": "*fp32", "batch_rows": "i32", "x_stride_b": "i32", "out_rows": "i32",
        "data2_ptr": "*u8", "scale2_ptr": "*fp32", "out2_rows": "i32",
        **{f"{a}_stride_{b}": "i32" for a in "ds" for b in "brc"},
-       **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "counts_ptr": "*i32", "n_groups": "i32"}
+       **{f"{a}2_stride_{b}": "i32" for a in "ds" for b in "rc"}, "rows_ptr": "*i32", "n_blocks": "i32"}
 # As a launch specialises a contiguous x (its column stride 1), 16-byte aligned buffers and
 # 16-divisible sizes: the data and scales in the row-major layout, the second copy transposed.
 unit = {"x_stride_c": 1, "d_stride_c": 1, "s_stride_c": 1, "d2_stride_r": 1, "s2_stride_r": 1}
@@ -590,6 +628,9 @@ build("fp8-128x1-grouped", K.fp8_block_kernel, fp8,
       {"BLOCK_ROWS": 128, "BLOCK_COLS": 1, "POW2": False, "SECOND": False, "SECOND_ROWS": 128, "SECOND_COLS": 1,
        "BATCHED": False, "BLOCK_M": bm, "BLOCK_K": bk, "GROUPED": True, "x_stride_c": 1, "d_stride_r": 1,
        "s_stride_c": 1}, w, ["x_ptr", "data_ptr", "scale_ptr", "n_cols", "x_stride_r", "d_stride_c", "s_stride_r"])
+# the grouped layout's block table those copies read (one program a block, one warp)
+build("group-table", K.group_table_kernel, {"counts_ptr": "*i32", "n_groups": "i32", "n_rows": "i32",
+      "table_ptr": "*i32"}, {"BLOCK": 128, "CHUNK": 128}, 1)
 bm, bk, w = L.MXFP8_TILE
 build("mxfp8-swz", K.mxfp8_kernel, {**X, "data_ptr": "*u8", "scale_ptr": "*u8", "padded_cols": "i32"},
       {"SWIZZLE": True, "BLOCK_M": bm, "BLOCK_K": bk}, w)

@@ -346,6 +346,20 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
 
 
 @triton.jit
+def group_table_kernel(counts_ptr, n_groups, n_rows, table_ptr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    """table[b] = (first row, end row) of x's rows in block b of the grouped layout
+    (group_rows), int32 pairs; one program a block. fp8_block_kernel's GROUPED programs read
+    their block's two integers from it instead of each scanning the counts: the scan (a load
+    and, in int64, two prefix sums and four sums) was about 8 of the column copy's 28 SASS
+    instructions an element on sm_90, and it came before the tile's load could start
+    (benchmarks/results/2026-12-05-h200-al run 1: that copy 0.63-0.74x the global layout's)."""
+    b = tl.program_id(0)
+    first, end = group_rows(counts_ptr, n_groups, b, n_rows, BLOCK, CHUNK)
+    tl.store(table_ptr + 2 * b, first.to(tl.int32))
+    tl.store(table_ptr + 2 * b + 1, end.to(tl.int32))
+
+
+@triton.jit
 def _encode_tile(x, has_rows, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
                  POW2: tl.constexpr, BYTEWISE: tl.constexpr, GROUPED: tl.constexpr):
     """fp8_encode of fp8_block_kernel's tile, except GROUPED for a block of the grouped layout
@@ -387,7 +401,7 @@ def _copy_rows(row0, out_rows, local0, src_end, batch, batch_rows, GROUPED: tl.c
 def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_stride_c, batch_rows, x_stride_b,
                      out_rows, d_stride_b, d_stride_r, d_stride_c, s_stride_b, s_stride_r, s_stride_c,
                      data2_ptr, scale2_ptr, out2_rows, d2_stride_r, d2_stride_c, s2_stride_r, s2_stride_c,
-                     counts_ptr, n_groups,
+                     rows_ptr, n_blocks,
                      BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, POW2: tl.constexpr, SECOND: tl.constexpr,
                      SECOND_ROWS: tl.constexpr, SECOND_COLS: tl.constexpr, BATCHED: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GROUPED: tl.constexpr):
@@ -419,12 +433,13 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
     so x is read in long contiguous runs (1-5% faster than row tiles first on the H200), and no
     program divides its id.
 
-    GROUPED (one matrix, BLOCK_M == 128, a 128 x 1 copy): x's rows come in groups, the
-    counts_ptr[0 : n_groups] consecutive rows of each (grouped_glu_mlp's experts), and the
-    128 x 1 copy is laid out by group: each group's rows padded with zeros to a multiple of
-    128, end to end (group_rows), so no block mixes two groups' rows and each group's blocks
-    start at its first row. Row tile i is that layout's block i: x's rows group_rows gives,
-    stored at rows [128 i, 128 i + 128) of the 128 x 1 copy (out_rows: the layout's row
+    GROUPED (one matrix, BLOCK_M == 128, a 128 x 1 copy): x's rows come in groups
+    (grouped_glu_mlp's experts), and the 128 x 1 copy is laid out by group: each group's rows
+    padded with zeros to a multiple of 128, end to end (group_rows), so no block mixes two
+    groups' rows and each group's blocks start at its first row. Row tile i is that layout's
+    block i: x's rows [rows_ptr[2 i], rows_ptr[2 i + 1]) (int32; the table group_table_kernel
+    makes of the counts, n_blocks entries, a tile past them empty), stored at rows
+    [128 i, 128 i + 128) of the 128 x 1 copy (out_rows: the layout's row
     count, blocks past the last group's all zeros, stored without the encoding's arithmetic);
     a 1 x 128 copy of the same tile is stored at x's own rows (grouped_glu_mlp's row-wise
     copy, from the same read).
@@ -437,8 +452,10 @@ def fp8_block_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_s
         batch = row0 // batch_rows
     else:
         batch = row0 * 0
-    if GROUPED:   # the tile: x's rows [src0, src_end), zeros after them
-        src0, src_end = group_rows(counts_ptr, n_groups, tile_m, n_rows, BLOCK_M, 128)
+    if GROUPED:   # the tile: x's rows [src0, src_end) from the launch's table, zeros after them
+        in_table = tile_m < n_blocks
+        src0 = tl.load(rows_ptr + 2 * tile_m, mask=in_table, other=0).to(tl.int64)
+        src_end = tl.load(rows_ptr + 2 * tile_m + 1, mask=in_table, other=0).to(tl.int64)
         local0 = src0
         x = load_tile(x_ptr, src0, col0, src_end, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     else:

@@ -211,8 +211,9 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
     block_k = _block_k(cols, widest, max(bc, bc2))
     from ..ops.triton_common import specializing_launcher
     from .kernels import fp8_block_kernel
-    # Grouped: one program a block of the grouped layout (the rows it holds found from counts).
+    # Grouped: one program a block of the grouped layout, its rows from the table.
     row_tiles = cdiv(n_batch * max(out_rows, out2_rows), block_m)
+    table = _group_table(counts, rows, row_tiles) if counts is not None else x
     grid_y = min(row_tiles, MAX_GRID_YZ)
     # Through a SpecializingLauncher (the JIT once per argument specialization; grouped_glu_mlp's
     # fp8_block training step makes six or seven of these launches); constexprs in the kernel's
@@ -222,10 +223,24 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
         (x, one[0].view(torch.uint8), one[1], rows, cols, stride_r, stride_c, batch_rows, stride_b,
          n_batch * out_rows, out_rows * cols, *one[2], cdiv(out_rows, br) * (cols // bc), *one[3],
          two[0].view(torch.uint8), two[1], n_batch * out2_rows, *two[2], *two[3],
-         x if counts is None else counts, 0 if counts is None else counts.shape[0]),
+         table, 0 if counts is None else row_tiles),
         (br, bc, pow2_scales, second is not None, br2, bc2, x.dim() == 3, block_m, block_k, counts is not None))
     launches.record("quant_fp8_block")
     return result
+
+
+def _group_table(counts: torch.Tensor, rows: int, n_blocks: int) -> torch.Tensor:
+    """(n_blocks, 2) int32 on counts' device: block b's (first row, end row) of x's ``rows``
+    rows in the grouped layout of ``counts`` (kernels.group_rows; checked counts), for
+    fp8_block_kernel's GROUPED programs to read instead of each scanning the counts. One
+    launch of one-warp programs, one a block; no host sync."""
+    from ..ops.triton_common import specializing_launcher
+    from .kernels import group_table_kernel
+    table = _new(n_blocks, 2, dtype=torch.int32, device=counts.device)
+    specializing_launcher(group_table_kernel, num_warps=1)(
+        (n_blocks,), (counts, counts.shape[0], rows, table), (128, 128))
+    launches.record("quant_group_table")
+    return table
 
 
 def _scale_buffer(rows: int, cols: int, swizzle: bool, dtype, device):
