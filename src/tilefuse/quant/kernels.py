@@ -349,10 +349,11 @@ def group_rows(counts_ptr, n_groups, block, n_rows, BLOCK: tl.constexpr, CHUNK: 
 def group_table_kernel(counts_ptr, n_groups, n_rows, table_ptr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
     """table[b] = (first row, end row) of x's rows in block b of the grouped layout
     (group_rows), int32 pairs; one program a block. fp8_block_kernel's GROUPED programs read
-    their block's two integers from it instead of each scanning the counts: the scan (a load
-    and, in int64, two prefix sums and four sums) was about 8 of the column copy's 28 SASS
-    instructions an element on sm_90, and it came before the tile's load could start
-    (benchmarks/results/2026-12-05-h200-al run 1: that copy 0.63-0.74x the global layout's)."""
+    their block's two integers from it rather than each scanning the counts, a scan (a load
+    and, in int64, two prefix sums and four sums) that would cost its 128 x 64 column copy
+    about 5 SASS instructions an element on sm_90, all before the tile's load can start
+    (benchmarks/results/2026-12-05-h200-al run 1 timed that form: 0.63-0.74x the copy of the
+    global layout)."""
     b = tl.program_id(0)
     first, end = group_rows(counts_ptr, n_groups, b, n_rows, BLOCK, CHUNK)
     tl.store(table_ptr + 2 * b, first.to(tl.int32))

@@ -216,7 +216,7 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
     table = _group_table(counts, rows, row_tiles) if counts is not None else x
     grid_y = min(row_tiles, MAX_GRID_YZ)
     # Through a SpecializingLauncher (the JIT once per argument specialization; grouped_glu_mlp's
-    # fp8_block training step makes six or seven of these launches); constexprs in the kernel's
+    # fp8_block training step makes nine or ten of these launches); constexprs in the kernel's
     # order.
     specializing_launcher(fp8_block_kernel, num_warps=warps, **_COMPILE)(
         (cdiv(cols, block_k), grid_y, cdiv(row_tiles, grid_y)),

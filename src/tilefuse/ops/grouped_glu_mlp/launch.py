@@ -375,9 +375,9 @@ def forward(x, counts, probs, w1, w2, b1, b2, activation: str, glu_interleave, c
 
     keep_cols: returns cols after them, the (x, h) column-wise copies (recipes.QuantRows) for
     ``backward``'s weight gradients, made with x's and h's row-wise copies (fp8_block;
-    recipes.quantize_rows_cols: two launches each, one with its PAIR_ROWS_COLS), or None (other recipes, or T == 0: the
-    backward quantizes). Kept, they hold H + F bytes a token (and their scales) until the
-    backward."""
+    recipes.quantize_rows_cols: two launches each, one with its PAIR_ROWS_COLS), or None
+    (other recipes, or T == 0: the backward quantizes). Kept, they hold H + F bytes a token
+    (and their scales) until the backward."""
     from .kernels import EPI_GLU, EPI_STORE
     cfg = config or heuristic("fwd", x.element_size(), recipe)
     T, H = x.shape
