@@ -124,7 +124,8 @@ def fp8_block(x: torch.Tensor, block: tuple[int, int], pow2_scales: bool, *, tra
     output rows, those past the last group's zeros (grouped_glu_mlp's column-wise copies,
     one expert's tokens per block). Counts that are negative, too large or do not sum to rows
     (grouped_glu_mlp asserts on the device that its counts do not) never move an access out
-    of bounds: each is clamped to [0, rows], and rows no block covers are not stored."""
+    of bounds: each is clamped to [0, rows], and rows no block covers are not stored. A small
+    launch before the quantizer's makes the layout's block table (_group_table)."""
     if counts is not None:
         counts = _check_grouped(x, counts, block, pad_rows or with_transposed)
     first = _Fp8Copy(block, transpose, scales_transposed, pad_rows)
@@ -156,9 +157,11 @@ def fp8_block_rows_cols(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor
     scales_transposed=True)``), the second x in 128 x 1 blocks, T zero-padded to Tp (a
     multiple of 128), written transposed (``fp8_block(x, (128, 1), pow2_scales, transpose=True,
     pad_rows=True)``): bitwise those two launches' outputs, non-finite values and T == 0
-    included. grouped_glu_mlp's row-wise and column-wise copies of an activation or gradient.
+    included. grouped_glu_mlp's row-wise and column-wise copies of an activation or gradient
+    where its recipes.PAIR_ROWS_COLS is on (off by default: two launches measured faster).
     With ``counts`` the second pair is in the grouped layout (``fp8_block(x, (128, 1),
-    pow2_scales, transpose=True, counts=counts)``, Tp = grouped_rows(T, len(counts), 128))."""
+    pow2_scales, transpose=True, counts=counts)``, Tp = grouped_rows(T, len(counts), 128)),
+    after a small launch that makes the layout's block table (_group_table)."""
     if x.dim() != 2 or x.shape[1] % 128:
         raise ValueError(f"fp8_block_rows_cols: x must be 2-D (T, N) with N a multiple of 128 (the 1 x 128 blocks), "
                          f"got shape {tuple(x.shape)}")

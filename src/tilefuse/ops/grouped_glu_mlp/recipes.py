@@ -233,9 +233,9 @@ PAIR_ROWS_COLS = False
 def quantize_rows_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor, cols: bool = True
                        ) -> tuple[QuantRows, QuantRows | None]:
     """(Q_rows of a (T, N) activation or gradient, its Q_cols or None). With ``cols``, fp8_block
-    gives both: on the kernels from one read of t (quant_launch.fp8_block_rows_cols, each
-    program one expert's 128-token block: its row-wise copy at the tokens' own rows), else by
-    quantize_cols; bitwise the copies quantize_rows and quantize_cols give. Otherwise, and for
+    gives both: from quantize_rows and quantize_cols, or with PAIR_ROWS_COLS on the kernels
+    from one read of t (quant_launch.fp8_block_rows_cols, each program one expert's 128-token
+    block: its row-wise copy at the tokens' own rows), bitwise the same. Otherwise, and for
     the other recipes, the second is None (the caller quantizes it where it needs it)."""
     if not cols or recipe != "fp8_block":
         return quantize_rows(recipe, t), None
