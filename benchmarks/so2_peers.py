@@ -73,7 +73,8 @@ Checks before any timing, per shape (a peer that fails is reported and not timed
    (bound 1e-5) and finiteness (DeePMD documents fp16x3 miscompiles that give NaN rows at
    some edge counts only). With ``--training``, against a float64 reference at full E
    instead: a weight gradient sums over all E rows, so eager fp32's own error grows with E
-   (~1.5e-5 at Neo); an output's bound is then max(1e-5, twice eager fp32's error).
+   (~1.5e-5 at Neo); an output's bound is then max(1e-5, twice eager fp32's error), with
+   eager run once untimed for it when it is not among ``--peers``.
 
 Timing: each peer is one zero-argument callable (forward + ``torch.autograd.grad`` of
 (u0, alpha) with a fixed random cotangent), timed with CUDA events by
@@ -525,6 +526,26 @@ def full_e_bounds(errs: dict, eager: dict) -> dict:
     return {n: max(TOL, 2 * eager.get(n, 0.0)) for n in errs}
 
 
+def untimed_eager_errors(inp: Inputs, ref: tuple, lmax: int, cf: int) -> dict:
+    """Eager fp32's float64 errors at full E when eager is not a timed peer: check 2's bound for
+    the training backward is relative to them (``full_e_bounds``), so a run without eager would
+    otherwise hold every peer's weight gradients to TOL, which eager fp32 itself misses at Neo.
+    Empty (bounds TOL) if the eager call fails."""
+    ref_fn = _reference_fn(lmax, cf)
+    step = make_step(Peer("eager reference", "eager", lambda i: (lambda: ref_fn(*i.args()))), inp)
+    try:
+        out = step()
+    except Exception as exc:  # noqa: BLE001
+        say(f"  eager fp32 at full E failed ({error_text(exc)}): bounds stay {TOL}")
+        free(inp.grad_out.device.type)
+        return {}
+    errs = {n: rel_err(g, r) for n, g, r in zip(OUT_NAMES, out, ref)}
+    del out
+    say("  eager fp32 at full E (untimed, for the bounds): "
+        + ", ".join(f"{n} {v:.2e}" for n, v in errs.items()))
+    return errs
+
+
 def build_peers(args, lmax: int, cf: int, n_edges: int, device: str, dp: DeePMD | None, dp_err: str,
                 tiles: DeePMDTiles | None) -> tuple[list[Peer], dict]:
     """The peers of one shape, and facts about them (the tilefuse table pick)."""
@@ -743,6 +764,9 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
     say(f"  check 2: full E = {n_edges} against the {'float64' if args.training else 'eager fp32'} reference"
         + ("" if ref is not None else ": reference failed, finiteness only"))
     steps, eager_errs = {}, {}
+    if args.training and ref is not None and not any(p.kind == "eager" for p in passed):
+        eager_errs = untimed_eager_errors(inp, ref, lmax, cf)   # the bound needs eager's error
+        facts["full_e_eager_f64"] = eager_errs
     for p in sorted(passed, key=lambda p: p.kind != "eager"):   # eager first: its errors set the bound
         row = rows[p.name]
         step = make_step(p, inp)

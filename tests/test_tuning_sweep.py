@@ -213,6 +213,38 @@ def test_resource_error_in_the_baseline_aborts():
     assert not tuning.is_covered("fake", "n16")
 
 
+@pytest.mark.parametrize("fit", [0, 1], ids=["none-fits", "one-of-two-fits"])
+def test_timing_inputs_that_do_not_fit(fit, monkeypatch):
+    """The timing inputs come after the checks (seeds from len(candidates) on): with room for
+    one of the timer's two sets the sweep times on one; with room for none the key aborts as a
+    SweepError, and sweep_each goes on to the next key, instead of an uncaught OutOfMemoryError
+    ending the whole tune (a 6x128 so2 key on an 80 GB H100 did that)."""
+    from tilefuse.tuning import runner
+    fam = family([Config(16)])
+    make = fam.make_inputs
+    made = []
+
+    def make_inputs(problem, device, seed):
+        if problem.n == 16 and seed >= 1 + fit:     # seed 0: the check; 1, 2: the timer's two sets
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.50 GiB")
+        made.append(seed)
+        return make(problem, device, seed)
+
+    monkeypatch.setattr(fam, "make_inputs", make_inputs)
+    if fit:
+        result, timer = sweep({"baseline": 1.0, "t16": 0.5})
+        assert result.winner == Config(16) and made == [0, 1] and tuning.is_covered("fake", "n16")
+        return
+    with pytest.raises(SweepError, match="n16: making the timing inputs raised OutOfMemoryError.*nothing recorded"):
+        sweep({"baseline": 1.0, "t16": 0.5})
+    assert not tuning.is_covered("fake", "n16")
+    timer = FakeTimer({"baseline": 1.0, "t16": 0.5})
+    results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu", timer=timer,
+                                        rounds=2, progress=False)
+    assert [r.key for r in results] == ["n32"] and len(errors) == 1 and "n16" in str(errors[0])
+    assert errors[0].__traceback__ is None and errors[0].__cause__.__traceback__ is None   # frames freed
+
+
 def test_wrong_or_unwritten_outputs_are_rejected_and_not_timed():
     family([Config(16), Config(32), Config(128)], {"t16": "wrong", "t32": "hole"})
     result, timer = sweep({"baseline": 1.0, "t16": 0.1, "t32": 0.1, "t128": 0.97})

@@ -30,13 +30,26 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
                 results.append(sweep_key(family, problem, device=device, timer=timer, rounds=rounds,
                                          record=record, progress=progress))
             except SweepError as exc:
-                errors.append(exc)
+                errors.append(_without_frames(exc))
                 tqdm.write(f"aborted: {exc}")
             else:
                 # Lines per key as it finishes: a long sweep that is stopped keeps its evidence.
                 tqdm.write("swept: " + "  ".join(_result_row(results[-1])))
                 tqdm.write("timed:" + _timed_line(results[-1]))
     return results, errors
+
+
+def _without_frames(exc: BaseException) -> BaseException:
+    """``exc`` with its tracebacks (and its causes') dropped: a kept error must not keep the
+    aborted sweep's frames, and with them its inputs (GBs of device memory), alive while
+    the next keys run."""
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc
 
 
 def _worker(device: str, items: list[Item], position: int, options: dict):

@@ -252,9 +252,7 @@ class _Sweep:
                     passed.append((choice, outcome[1]))
                 bar.update()
 
-            n_buffers = self.timer.buffers(family.input_bytes(problem))
-            buffers = [family.make_inputs(problem, self.device, self.seed + len(candidates) + j)
-                       for j in range(n_buffers)]
+            buffers = self.timing_inputs(self.seed + len(candidates))
             base_name = f"baseline {family.describe(baseline)}"
             samplers = {base_name: self._guarded(
                 "baseline", baseline, lambda: self.timed_sampler("baseline", baseline, buffers))}
@@ -282,6 +280,24 @@ class _Sweep:
         results.extend(timed)
         return SweepResult(family.name, self.key, problem, choose_winner(family, timed), base,
                            results, self.rounds, time.perf_counter() - start)
+
+    def timing_inputs(self, seed: int) -> list:
+        """The input sets the timer rotates through (``Timer.buffers`` of them). Where the
+        device runs out of memory making them, fewer: the timer asks for several only so a
+        pass overflows the L2 cache, which inputs too large to fit twice do alone. Where not
+        even one fits, the key aborts with a ``SweepError`` (the next key still runs)."""
+        want = self.timer.buffers(self.family.input_bytes(self.problem))
+        buffers = []
+        for j in range(want):
+            try:
+                buffers.append(self.family.make_inputs(self.problem, self.device, seed + j))
+            except Exception as exc:
+                if not buffers or not is_resource_error(exc):
+                    raise self.abort("making the timing inputs", exc) from exc
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                break
+        return buffers
 
     def _guarded(self, name: str, choice, step: Callable[[], Any]):
         """``step()``; for a candidate a resource error becomes a SKIPPED result; any other
