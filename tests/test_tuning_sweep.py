@@ -15,6 +15,7 @@ from tilefuse.tuning.sweep import REJECTED, SKIPPED, TIMED
 @dataclasses.dataclass(frozen=True)
 class Problem:
     n: int
+    size: int = 0      # not in the key: what a family's sweep_problem may change
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +244,53 @@ def test_timing_inputs_that_do_not_fit(fit, monkeypatch):
                                         rounds=2, progress=False)
     assert [r.key for r in results] == ["n32"] and len(errors) == 1 and "n16" in str(errors[0])
     assert errors[0].__traceback__ is None and errors[0].__cause__.__traceback__ is None   # frames freed
+
+
+def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_refused(monkeypatch):
+    """A family's sweep_problem may hand the sweep a problem of the same key (a size the key
+    does not depend on): that problem is the one made and run, and the entry records it; one
+    whose key differs is refused before anything runs."""
+    fam = family([Config(16)])
+    seen = []
+    make = fam.make_inputs
+    monkeypatch.setattr(fam, "make_inputs", lambda p, d, seed: seen.append(p) or make(p, d, seed))
+    monkeypatch.setattr(fam, "sweep_problem", lambda p, d: dataclasses.replace(p, size=1))
+    result, _ = sweep({"baseline": 1.0, "t16": 0.5})
+    assert result.key == "n16" and set(seen) == {Problem(16, 1)}
+    measured = store.load(tuning.table_location()[1], tuning.table_location()[0])["fake"]["n16"].measured
+    assert measured["sweep_problem"] == repr(Problem(16, 1))
+    monkeypatch.setattr(fam, "sweep_problem", lambda p, d: Problem(8))
+    seen.clear()
+    with pytest.raises(SweepError, match=r"sweep_problem made .*whose key differs \('n8', not 'n16'\)"):
+        sweep({"baseline": 1.0, "t16": 0.5})
+    assert seen == []
+
+
+def test_so2_sweeps_fit_the_device_memory(monkeypatch):
+    """so2's representative E (2^19) is halved where its sweep's peak would not fit: the (6, 96)
+    and (6, 128) keys on an 80 GB H100 (the tune ran out of memory there, -ak run 3), none on
+    an H200 (the shipped table's sweeps), nothing on the CPU, never below MIN_SWEEP_EDGES."""
+    from types import SimpleNamespace
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    fam, cuda = so2_tune.So2Family(), torch.device("cuda", 0)
+
+    def resized(total_memory):
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=total_memory))
+        out = {}
+        for lmax, cf in so2_tune.DEFAULT_SHAPES:
+            for kw in ({}, {"forward": True}, {"level3": True}):
+                p = so2_tune.So2Problem(lmax, cf, 4, **kw)
+                q = fam.sweep_problem(p, cuda)
+                assert fam.key(q) == fam.key(p) and dataclasses.replace(q, n_edges=p.n_edges) == p
+                if q != p:
+                    out[fam.key(p)] = q.n_edges
+        return out
+
+    assert resized(85_031_714_816) == {f"L6-C{c}-x4{s}": 2 ** 18 for c in (96, 128) for s in ("", "-fwd", "-l3")}
+    assert resized(150_121_545_728) == {}                                       # an H200
+    assert set(resized(1 << 30).values()) == {so2_tune.MIN_SWEEP_EDGES}     # 1 GiB: the floor
+    p = so2_tune.So2Problem(6, 128, 4)
+    assert fam.sweep_problem(p, torch.device("cpu")) is p
 
 
 def test_wrong_or_unwritten_outputs_are_rejected_and_not_timed():

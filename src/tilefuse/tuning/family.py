@@ -138,6 +138,13 @@ class TuningFamily(abc.ABC):
         return getattr(choice, "name", str(choice))
 
     # --- running ----------------------------------------------------------------------
+    def sweep_problem(self, problem, device: torch.device):
+        """The problem a sweep of ``problem`` runs on ``device``: ``problem`` itself by
+        default. A family whose representative problem may not fit a device's memory returns
+        a smaller one with the same key (a size the key does not depend on); the sweep then
+        records it in the entry's ``measured["sweep_problem"]``."""
+        return problem
+
     @abc.abstractmethod
     def make_inputs(self, problem, device: torch.device, seed: int):
         """Fresh random inputs for ``problem`` on ``device`` (deterministic in ``seed``)."""

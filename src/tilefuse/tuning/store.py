@@ -172,6 +172,7 @@ MEASURED_FIELDS = {
     "wall_s": (_number, "a number"),
     "source": (lambda v: isinstance(v, str), "a string"),
     "validation": (lambda v: isinstance(v, dict), "an object"),
+    "sweep_problem": (lambda v: isinstance(v, str), "a string"),
 }
 
 

@@ -117,6 +117,7 @@ class SweepResult:
     candidates: list[CandidateResult]
     rounds: int
     wall_s: float
+    resized: str | None = None               # the problem swept, where the family made it smaller
 
     def with_status(self, status: str) -> list[CandidateResult]:
         return [c for c in self.candidates if c.status == status]
@@ -147,6 +148,7 @@ class SweepResult:
                 "timed": len(self.with_status(TIMED)), "rejected": len(self.with_status(REJECTED)),
                 "skipped": len(self.with_status(SKIPPED)), "rounds": self.rounds,
                 "wall_s": round(self.wall_s, 2),
+                **({"sweep_problem": self.resized} if self.resized is not None else {}),
                 **({"validation": win.validation} if win.validation is not None else {}),
             },
         }
@@ -337,6 +339,10 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     fam = family_argument(family, "sweep_key")
     problem = resolve_key(fam, key_or_problem, "sweep_key: key_or_problem")[1]
     device = default_device() if device is None else torch.device(device)
+    swept = fam.sweep_problem(problem, device)
+    if swept != problem and fam.key(swept) != fam.key(problem):
+        raise SweepError(f"{fam.name}: sweep_problem made {swept!r} of {problem!r}, whose key differs "
+                         f"({fam.key(swept)!r}, not {fam.key(problem)!r}); nothing swept")
     with policy.level(max(policy.get_level(), 2)):
         if not policy.kernels_enabled(device):
             raise SweepError(f"{fam.name}: tilefuse kernels cannot run on {device} (no Triton, or "
@@ -346,7 +352,9 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
                 raise SweepError(f"{fam.name}: timing needs a CUDA device, got {device}; pass "
                                  f"timer= to sweep elsewhere (tests)")
             timer = CudaTimer(device)
-        result = _Sweep(fam, problem, device, timer, rounds, seed).run(progress)
+        result = _Sweep(fam, swept, device, timer, rounds, seed).run(progress)
+        if swept != problem:
+            result.resized = repr(swept)
     if record:
         try:
             table.record(fam.name, {result.key: result.entry()}, _device_index(device))

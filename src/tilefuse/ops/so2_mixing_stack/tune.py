@@ -78,6 +78,16 @@ _SWEEP_DTYPE = {4: torch.float32, 2: torch.bfloat16}
 # table's sweeps: not in it yet).
 DEFAULT_SHAPES = ((3, 32), (6, 32), (2, 64), (1, 32), (2, 32), (3, 64), (6, 96), (6, 128))
 DEFAULT_EDGES = 2 ** 19
+# A sweep's peak device memory, in (F, E, ROW) surfaces of the problem's dtype: the checks'
+# inputs and the outputs compared, the timing inputs, the forward's temporaries. At the
+# out-of-memory errors of -ak run 3 (an 80 GB H100, E 2^19) the sweeps held 10.3 surfaces
+# with the next allocation at the (6, 96) forward key and 7.3 at the (6, 128) backward key;
+# 12 leaves room. sweep_problem halves E (the key does not depend on it) until that many
+# surfaces take at most SWEEP_MEMORY_SHARE of the device's memory, down to MIN_SWEEP_EDGES;
+# on an H200 every default key keeps E 2^19.
+SWEEP_PEAK_SURFACES = 12
+SWEEP_MEMORY_SHARE = 0.9
+MIN_SWEEP_EDGES = 2 ** 16
 DEFAULT_FOCUS = 2
 DEFAULT_LAYERS = 3
 
@@ -291,6 +301,20 @@ class So2Family(TuningFamily):
         # grad_out, x_local, z per gated layer (level 3: grad_out, u0; forward: u0, x_local, z)
         surfaces = 2 if problem.level3 else 2 + (problem.n_layers - 1)
         return surfaces * problem.n_edges * problem.n_focus * d.row * problem.itemsize
+
+    def sweep_problem(self, problem: So2Problem, device) -> So2Problem:
+        """``problem`` with E halved while SWEEP_PEAK_SURFACES surfaces of it would take more
+        than SWEEP_MEMORY_SHARE of a CUDA device's memory (not below MIN_SWEEP_EDGES); other
+        devices, and problems that fit, unchanged."""
+        device = torch.device(device)
+        if device.type != "cuda":
+            return problem
+        budget = SWEEP_MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
+        surface = problem.n_focus * So2Dims(problem.lmax, problem.focus_dim).row * problem.itemsize
+        edges = problem.n_edges
+        while edges > MIN_SWEEP_EDGES and SWEEP_PEAK_SURFACES * surface * edges > budget:
+            edges = max(MIN_SWEEP_EDGES, edges // 2)
+        return problem if edges == problem.n_edges else dataclasses.replace(problem, n_edges=edges)
 
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
         i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
