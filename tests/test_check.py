@@ -536,3 +536,46 @@ def test_a_section_that_raises_is_a_failed_row_and_the_old_report_goes(tmp_path,
     assert rows[1]["op"] == "so2_mixing_stack" and "RuntimeError: an illegal memory access" in rows[1]["detail"]
     doc = json.loads((tmp_path / "report.json").read_text())
     assert [r["ok"] for r in doc["verification"]] == [True, False]
+
+
+def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_table, tmp_path, monkeypatch):
+    """`tilefuse check` reports, per op, how many keys of its standard grid have an entry on
+    this device (built-in, cache, runtime) and which command sweeps the rest: on a GPU without
+    a built-in table every key runs its baseline, and the report must say so."""
+    from tilefuse import tuning
+    from tilefuse.check import coverage_lines, report as rep, summary, tuning_coverage
+    from tilefuse.tuning import BASELINE, store, table
+
+    grid = [tuning.get_family("dyt").key(p) for p in tuning.get_family("dyt").default_problems()]
+    cov = tuning_coverage(("dyt", "so2_mixing_stack", "grouped_glu_mlp"))
+    assert cov["builtin"] is None and all(f["covered"] == 0 and len(f["missing"]) == f["grid"]
+                                          for f in cov["families"].values())
+    assert "`tilefuse tune --all-defaults` sweeps them" in coverage_lines(cov)[0]
+
+    table.record("dyt", {grid[0]: {"winner": BASELINE, "measured": {}}})          # the cache layer
+    tuning.register("dyt", {grid[1]: BASELINE})                                    # the runtime layer
+    builtin = tmp_path / "builtin"
+    builtin.mkdir()
+    tuning.table.export_builtin(builtin)                                          # grid[0] as a built-in
+    store.cache_path(table.table_location()[0]).unlink()
+    monkeypatch.setattr(store, "builtin_dir", lambda: builtin)
+    tuning.reload()
+    cov = tuning_coverage(("dyt",))
+    dyt = cov["families"]["dyt"]
+    assert cov["builtin"] == store.builtin_name(table.table_location()[0])
+    assert (dyt["covered"], dyt["builtin"], dyt["cache"], dyt["runtime"]) == (2, 1, 0, 1)
+    assert dyt["missing"] == grid[2:] and dyt["grid"] == len(grid)
+    line = coverage_lines(cov)[0]
+    assert f"built-in {cov['builtin']}" in line and f"dyt 2/{len(grid)}" in line
+    assert "`tilefuse tune --all-defaults --op dyt` sweeps them" in line
+
+    path = tmp_path / "report.md"
+    rep.write_markdown(path, {"environment": {}, "ops": ["dyt"], "tuning": cov, "verification": []})
+    md = path.read_text()
+    assert "## Tuning table" in md and f"| dyt | 2/{len(grid)} | 1 / 0 / 1 | {grid[2]}," in md
+    result = {"environment": {"tilefuse": "0", "device": "d", "torch": "t", "triton": "t"},
+              "tuning": cov, "verification": [], "benchmarks": {}, "wall_seconds": 0.0}
+    assert "tuning table" not in summary(result, tmp_path)                 # no GPU: the table picks nothing
+    result["environment"]["cuda_available"] = True
+    assert line in summary(result, tmp_path)
+    assert coverage_lines({"error": "ValueError: bad"}) == ["tuning table: could not be read (ValueError: bad)"]

@@ -66,7 +66,8 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     progress = _progress(show_progress)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.time()
-    result = {"environment": environment(), "ops": list(ops), "verification": [], "benchmarks": {}, "plots": []}
+    result = {"environment": environment(), "ops": list(ops), "tuning": tuning_coverage(ops), "verification": [],
+              "benchmarks": {}, "plots": []}
     if verify:
         for op in ops:
             try:
@@ -100,6 +101,34 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     return result
 
 
+def tuning_coverage(ops) -> dict:
+    """The tuning table's coverage of each op's standard grid on this machine's device
+    (tuning.coverage), or {"error": why} if it cannot be read: a key without an entry runs
+    its baseline, which on a GPU without a built-in table is every key until `tilefuse tune`."""
+    from .. import tuning
+    try:
+        return tuning.coverage(ops)
+    except Exception as exc:   # noqa: BLE001  reported; the check goes on
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def coverage_lines(cov: dict) -> list[str]:
+    """One line on the table: which built-in file, keys covered per op, and the command that
+    sweeps the rest."""
+    if "error" in cov:
+        return [f"tuning table: could not be read ({cov['error']})"]
+    fams = cov["families"]
+    counts = ", ".join(f"{name} {f['covered']}/{f['grid']}" for name, f in fams.items())
+    where = f"built-in {cov['builtin']}" if cov["builtin"] else "no built-in table for this device"
+    line = f"tuning table for {cov['gpu']}: {where}; standard keys covered: {counts}"
+    missing = [name for name, f in fams.items() if f["missing"]]
+    if missing:
+        commands = (["tilefuse tune --all-defaults"] if set(missing) == set(OPS)
+                    else [f"tilefuse tune --all-defaults --op {name}" for name in missing])
+        line += f"; the others run their baselines (untuned): {', '.join(f'`{c}`' for c in commands)} sweeps them"
+    return [line]
+
+
 def _raised_row(op: str, exc: Exception, part: str = "verification") -> dict:
     """A failed verification row for a section that raised instead of reporting."""
     return {"op": op, "path": f"the {part} section", "case": "all", "ok": False, "errors": {},
@@ -114,6 +143,8 @@ def summary(result: dict, out_dir) -> str:
     lines = [f"tilefuse {env['tilefuse']} ({env.get('git_commit') or 'no checkout'}) on {env['device']}; "
              f"torch {env['torch']}, triton {env['triton']}",
              f"verification: {len(ver) - len(failed)}/{len(ver)} passed"]
+    if env.get("cuda_available") and "tuning" in result:   # on the CPU the table picks nothing that runs
+        lines += coverage_lines(result["tuning"])
     lines += [f"  FAIL {r['op']} {r['path']} {r['case']}: {r['detail']}" for r in failed]
     for op, b in result["benchmarks"].items():
         if "skipped" in b:

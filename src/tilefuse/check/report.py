@@ -30,6 +30,21 @@ def write_json(path: Path, report: dict) -> None:
     path.write_text(json.dumps(_finite(report), indent=2, default=str, allow_nan=False))
 
 
+def _tuning_markdown(cov: dict) -> list[str]:
+    """The tuning table's coverage of each op's standard grid (check.tuning_coverage)."""
+    from . import coverage_lines
+    lines = ["", "## Tuning table", "", coverage_lines(cov)[0] + "."]
+    if "error" in cov:
+        return lines
+    lines += ["", "| op | standard keys covered | built-in / cache / runtime entries | keys not covered |",
+              "|---|---|---|---|"]
+    for name, f in cov["families"].items():
+        missing = ", ".join(f["missing"][:6]) + (f" and {len(f['missing']) - 6} more" if len(f["missing"]) > 6 else "")
+        lines.append(f"| {name} | {f['covered']}/{f['grid']} | {f['builtin']} / {f['cache']} / {f['runtime']} | "
+                     f"{missing or '-'} |")
+    return lines
+
+
 def write_markdown(path: Path, report: dict) -> None:
     env = report["environment"]
     lines = ["# tilefuse check", "", "## Environment", ""]
@@ -38,6 +53,8 @@ def write_markdown(path: Path, report: dict) -> None:
     n_ok = sum(r["ok"] for r in ver)
     if "ops" in report:
         lines += ["", f"Ops: {', '.join(report['ops'])}"]
+    if "tuning" in report:
+        lines += _tuning_markdown(report["tuning"])
     if ver:
         lines += ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
                   "Errors are normwise relative errors against a float64 reference; 'worst/bound' is the "

@@ -27,12 +27,12 @@ from .family import BASELINE, ROUTE, TILE, TuningFamily, family_names, get_famil
 from .model import tune
 from .store import TableWarning
 from .sweep import EngagementError, SweepError, SweepResult, sweep_key
-from .table import (collecting, entries, get_entry, is_covered, lookup_config, register, registered, reload,
-                    table_location, unregister)
+from .table import (collecting, coverage, entries, get_entry, is_covered, lookup_config, register, registered,
+                    reload, table_location, unregister)
 
 __all__ = [
     "BASELINE", "ROUTE", "TILE", "EngagementError", "SweepError", "SweepResult", "TableWarning",
-    "TuningFamily", "collecting", "entries", "family_names", "get_family", "get_entry",
+    "TuningFamily", "collecting", "coverage", "entries", "family_names", "get_family", "get_entry",
     "is_covered", "lookup_config", "register", "register_family", "registered", "reload", "sweep_key",
     "table_location", "tune", "unregister", "unregister_family",
 ]

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from . import store
-from .family import BASELINE, argument_error, family_argument, resolve_key
+from .family import BASELINE, argument_error, family_argument, get_family, resolve_key
 from .store import Entries, Entry
 
 
@@ -222,6 +222,28 @@ def entries(device_index: int | None = None) -> list[tuple[str, str, str, Entry]
                         seen.add((family_name, key))
                         out.append((family_name, key, source, entry))
     return sorted(out, key=lambda row: row[:2])
+
+
+def coverage(family_names, device_index: int | None = None) -> dict:
+    """How much of each family's standard grid (``default_problems``, what ``tilefuse tune
+    --all-defaults`` sweeps) this device's table covers: {"gpu", "builtin" (the built-in
+    file's name, or None where none ships for this GPU), "families": {name: {"grid", "covered"
+    (keys with an entry in any layer), "builtin", "cache", "runtime" (entries per layer,
+    visible ones only), "missing" (the grid's keys without an entry, in grid order)}}}. A key
+    without an entry runs its family's baseline (the heuristic or the unfused route)."""
+    table = _table(device_index, "coverage: device_index")
+    visible = {(f, k): source for f, k, source, _ in entries(device_index)}
+    builtin = store.builtin_name(table.fingerprint)
+    out = {"gpu": table.fingerprint.get("gpu"), "builtin": builtin if table.builtin else None, "families": {}}
+    for name in family_names:
+        family = get_family(name)
+        grid = list(dict.fromkeys(family.key(p) for p in family.default_problems()))
+        sources = [source for (f, _), source in visible.items() if f == name]
+        out["families"][name] = {
+            "grid": len(grid), "covered": sum((name, k) in visible for k in grid),
+            **{layer: sources.count(layer) for layer in ("builtin", "cache", "runtime")},
+            "missing": [k for k in grid if (name, k) not in visible]}
+    return out
 
 
 def table_location(device_index: int | None = None) -> tuple[dict, Path]:
