@@ -331,7 +331,9 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
         rounds: interleaved timing rounds.
         record: write the winner (a config or BASELINE) to the cache file and the table.
 
-    Runs at level >= 2 (the level that consults the table). Raises ``SweepError`` (and
+    The problem swept is the family's ``sweep_problem`` of it on ``device`` (the same key,
+    smaller where the representative problem would not fit the device's memory; recorded in
+    the entry). Runs at level >= 2 (the level that consults the table). Raises ``SweepError`` (and
     records nothing) when the key cannot be swept honestly: kernels cannot run on the device,
     a choice did not engage, the baseline failed, or a candidate raised a non-resource error;
     also when ``record`` could not write the table file (the error says what won).
