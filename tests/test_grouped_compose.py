@@ -22,6 +22,7 @@ from tuning_helpers import FakeTimer
 
 import tilefuse
 from tilefuse import launches, tuning
+from tilefuse.tuning import store
 from tilefuse.ops.grouped_glu_mlp import compose, op
 from tilefuse.ops.grouped_glu_mlp import configs as gconfigs
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
@@ -276,9 +277,13 @@ def test_ends_check_the_counts(counts, dtype, torch_ops, monkeypatch):
 def test_default_grid_is_every_epilogue_key_of_the_spec_shapes():
     fam = gtune.FAMILY
     keys = [fam.key(p) for p in fam.default_problems()]
-    assert len(keys) == len(set(keys)) == 3 * 2 * 2 * 2
-    assert keys[:3] == ["H4096-F3584-E8-x2-T16384-swiglu-s32", "H2048-F1408-E64-x2-T32768-swiglu-s32",
-                        "H2048-F768-E128-x2-T65536-swiglu-s32"]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 2 * 2 + 3
+    assert keys[:6] == ["H4096-F3584-E8-x2-T16384-swiglu-s32", "H2048-F1408-E64-x2-T32768-swiglu-s32",
+                        "H2048-F768-E128-x2-T65536-swiglu-s32",
+                        "H4096-F3584-E8-x2-T16384-swiglu-s32-fp8_block", "H2048-F1408-E64-x2-T32768-swiglu-s32-fp8_block",
+                        "H2048-F768-E128-x2-T65536-swiglu-s32-fp8_block"]
+    shipped = store.load_builtin({"gpu": "NVIDIA H200", "capability": "sm90"})["grouped_glu_mlp"]
+    assert set(shipped) == set(keys)           # the H200 table covers the grid, fp8_block included
     for (e, t, h, f) in gtune.DEFAULT_SHAPES:
         for act in ("swiglu", "geglu"):
             for inter in (32, 0):

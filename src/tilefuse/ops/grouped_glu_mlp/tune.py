@@ -301,10 +301,15 @@ class GroupedFamily(TuningFamily):
 
     def default_problems(self) -> list[GroupedProblem]:
         """The spec's grid: its three shapes, bf16, each epilogue key (SwiGLU and GeGLU,
-        interleave 32 and the halves layout, bias off and on). The default key (SwiGLU,
-        interleave 32, no bias) of each shape first."""
-        return [GroupedProblem.of(t, h, f, e, 2, act, inter, bias)
+        interleave 32 and the halves layout, bias off and on), and fp8_block at the default
+        epilogue key (SwiGLU, interleave 32, no bias; bf16 inputs): 27 keys. The default bf16
+        key of each shape first, then the fp8_block ones: a sweep cut short has covered
+        what the op runs by default."""
+        bf16 = [GroupedProblem.of(t, h, f, e, 2, act, inter, bias)
                 for act, inter, bias in EPILOGUE_GRID for e, t, h, f in DEFAULT_SHAPES]
+        fp8 = [GroupedProblem.of(t, h, f, e, 2, *EPILOGUE_GRID[0], recipe="fp8_block") for e, t, h, f in DEFAULT_SHAPES]
+        n = len(DEFAULT_SHAPES)
+        return bf16[:n] + fp8 + bf16[n:]
 
     def problems_from_cli(self, shape: str, dtype, pass_) -> list[GroupedProblem]:
         m = _CLI_SHAPE.fullmatch(shape or "")
