@@ -3,7 +3,7 @@ table (``--tuned DIR``: a TILEFUSE_CACHE_DIR that ``tilefuse tune`` filled on th
 without one (an empty cache folder: where no built-in table matches the GPU, every key runs its
 baseline: bf16 the compose route on CUTLASS GEMMs, fp8_block the fused Triton kernels at their
 heuristic tiles). One process, the table switched between providers (``tuning.reload``; the
-op's call plans follow the table's generation), ``triton.testing.do_bench`` medians, 3
+op's call plans follow the table's generation), ``triton.testing.do_bench`` medians (-al layout.py's op_step and bench), 3
 interleaved rounds, at the spec's three shapes with balanced counts, interleave 32, SwiGLU.
 Each provider's launches (``tilefuse.launches``) are printed once, so which kernels ran is on
 record.
@@ -15,15 +15,15 @@ record.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
 import tempfile
-import time
+from pathlib import Path
 
 import torch
 
-import tilefuse
 from tilefuse import launches, tuning
 from tilefuse.ops.grouped_glu_mlp.api import problem_for
 from tilefuse.ops.grouped_glu_mlp.op import route
@@ -39,23 +39,13 @@ def use_table(folder: str) -> None:
     tuning.reload()
 
 
-def bench(fn, device):
-    if device == "cpu":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    import triton.testing
-    return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
-
-
-def step(i, recipe):
-    def run():
-        for t in i["leaves"]:
-            t.grad = None
-        y = tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], activation="swiglu",
-                                     glu_interleave=32, recipe=recipe)
-        y.backward(i["dy"])
-    return run
+def load_layout():
+    """-al's layout.py as a module: its op step (forward + backward as called) and timing."""
+    path = Path(__file__).resolve().parents[1] / "2026-12-05-h200-al" / "layout.py"
+    spec = importlib.util.spec_from_file_location("al_layout", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main():
@@ -68,7 +58,9 @@ def main():
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    else:
+    layout = load_layout()
+    layout.DEVICE = device
+    if not args.smoke:
         print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     empty = tempfile.mkdtemp()
     tables = {"untuned": empty, "tuned": args.tuned}
@@ -79,7 +71,8 @@ def main():
         for k in ("x", "w1", "w2", "probs"):
             i[k].requires_grad_(True)
         i["leaves"] = [i[k] for k in ("x", "w1", "w2", "probs")]
-        providers = {(r or "bf16", t): (step(i, r), folder) for r in (None, "fp8_block") for t, folder in tables.items()}
+        providers = {(r or "bf16", t): (layout.op_step(i, r), folder)
+                     for r in (None, "fp8_block") for t, folder in tables.items()}
         for (name, tag), (fn, folder) in providers.items():
             use_table(folder)
             with launches.counting() as launched:
@@ -96,7 +89,7 @@ def main():
                 fn, folder = providers[k]
                 use_table(folder)
                 fn()
-                times[k].append(bench(fn, device))
+                times[k].append(layout.bench(fn, rep=200))
         ms = {f"{n} {t}": statistics.median(v) for (n, t), v in times.items()}
         print(f"shape {shape}: " + "  ".join(f"{k} {v:.3f} ms" for k, v in ms.items())
               + f"  | fp8/bf16 untuned {ms['bf16 untuned'] / ms['fp8_block untuned']:.3f}x"
