@@ -282,8 +282,9 @@ def test_default_grid_is_every_epilogue_key_of_the_spec_shapes():
                         "H2048-F768-E128-x2-T65536-swiglu-s32",
                         "H4096-F3584-E8-x2-T16384-swiglu-s32-fp8_block", "H2048-F1408-E64-x2-T32768-swiglu-s32-fp8_block",
                         "H2048-F768-E128-x2-T65536-swiglu-s32-fp8_block"]
-    shipped = store.load_builtin({"gpu": "NVIDIA H200", "capability": "sm90"})["grouped_glu_mlp"]
-    assert set(shipped) == set(keys)           # the H200 table covers the grid, fp8_block included
+    for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):     # each shipped table covers the grid, fp8_block included
+        shipped = store.load_builtin({"gpu": gpu, "capability": "sm90"})["grouped_glu_mlp"]
+        assert set(shipped) == set(keys), gpu
     for (e, t, h, f) in gtune.DEFAULT_SHAPES:
         for act in ("swiglu", "geglu"):
             for inter in (32, 0):

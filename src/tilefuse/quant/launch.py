@@ -48,11 +48,13 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 # 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps 90-96%
 # (64x128 on 4 or 8 warps, 32x256 and 16x512 within 1%, 128x128 on 8: 91-92%); 128x1 written
 # transposed 128x64 on 4 warps 75% (128x32 on 4: 65%, 128x128 on 8: 60%, 256x64 on 8: 52%);
-# the weight pair (with_transposed, bytewise codes) 86-87% on 8 warps. Not re-measured since
-# the earlier kernels: 128x128 alone on 8 warps (79-81%, 16 warps 75-76%) and the pair on 16
-# warps (72%).
+# the weight pair (with_transposed, bytewise codes) 86-87% on 8 warps then. The weight pair on
+# the H100 with today's kernel (results/2026-12-05-h200-ao run 1, quant_bandwidth.py --tiles):
+# 128x128 on 4 warps 95-97% of a copy at the spec's three shapes, on 8 warps 71-73% (16: 69-70%,
+# 256x128 or 128x256 on 8: 72-76%), so 4 warps (160 registers, no spill on sm_90); not yet
+# re-measured on the H200. Not re-measured since the earlier kernels: 128x128 alone.
 FP8_1x128_TILE = (32, 128, 4)
-FP8_128x128_TILE = (128, 128, 8)
+FP8_128x128_TILE = (128, 128, 4)
 FP8_128x1_TILE = (128, 64, 4)
 # fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on the weight
 # pair's 8 warps. Not timed: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes
