@@ -56,8 +56,8 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 4)
 FP8_128x1_TILE = (128, 64, 4)
-# fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on the weight
-# pair's 8 warps. Not timed: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes
+# fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on 8 warps (the
+# weight pair's tile before 96880c4). Not timed: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes
 # 174 registers a thread on 8 warps (one block an SM), 93 on 16, 255 on 4, none spilled.
 FP8_ROWS_COLS_TILE = (128, 128, 8)
 MXFP8_TILE = (16, 128, 4)
