@@ -42,23 +42,24 @@ def _new(*shape, dtype, device) -> torch.Tensor:
     return t
 
 
-# (BLOCK_M, widest BLOCK_K, num_warps) per kernel
-# fp8 tiles measured on the H200 against the alternatives in benchmarks/results/2026-11-30-h200-f/grouped_fp8_variants.py
-# (results/2026-11-30-h200-f runs 2 and 4; earlier kernels: 2026-11-29-h200-d/run2 and
-# 2026-11-30-h200-e/run4), share of a bf16 copy's bandwidth: 1x128 32x128 on 4 warps 90-96%
-# (64x128 on 4 or 8 warps, 32x256 and 16x512 within 1%, 128x128 on 8: 91-92%); 128x1 written
-# transposed 128x64 on 4 warps 75% (128x32 on 4: 65%, 128x128 on 8: 60%, 256x64 on 8: 52%);
-# the weight pair (with_transposed, bytewise codes) 86-87% on 8 warps then. The weight pair on
-# the H100 with today's kernel (results/2026-12-05-h200-ao run 1, quant_bandwidth.py --tiles):
-# 128x128 on 4 warps 95-97% of a copy at the spec's three shapes, on 8 warps 71-73% (16: 69-70%,
-# 256x128 or 128x256 on 8: 72-76%), so 4 warps (160 registers, no spill on sm_90); not yet
-# re-measured on the H200. Not re-measured since the earlier kernels: 128x128 alone.
+# (BLOCK_M, widest BLOCK_K, num_warps) per kernel. fp8_block's tiles, as a share of a bf16
+# copy's bandwidth against the alternatives:
+# - 1x128: 32x128 on 4 warps, 90-96% on the H200 (64x128 on 4 or 8 warps, 32x256 and 16x512
+#   within 1%, 128x128 on 8: 91-92%; results/2026-11-30-h200-f runs 2 and 4), 97-99% on the H100 with
+#   every tile within 2% (results/2026-12-05-h200-ao runs 1-2, quant_bandwidth.py --tiles).
+# - 128x1 written transposed: 128x64 on 4 warps, 75% on the H200 (128x32 on 4: 65%, 128x128 on
+#   8: 60%, 256x64 on 8: 52%; -f), 74-83% on the H100, within a point of the best (-ao).
+# - 128x128, the weight pair (with_transposed, bytewise codes): 4 warps, 95-98% on the H100
+#   against 71-73% on 8, 69-70% on 16, 72-76% for 256x128 or 128x256 on 8 (-ao); 160 registers
+#   a thread, no spill on sm_90. On the H200 only an earlier kernel was timed (86-87% on 8
+#   warps, -f); this tile is unmeasured there. A 128x128 copy without the pair was last timed
+#   with the earlier kernels (79-81% on 8 warps, 2026-11-29-h200-d run 2).
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 4)
 FP8_128x1_TILE = (128, 64, 4)
-# fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on 8 warps (the
-# weight pair's tile before 96880c4). Not timed: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes
-# 174 registers a thread on 8 warps (one block an SM), 93 on 16, 255 on 4, none spilled.
+# fp8_block_rows_cols: the smallest tile holding whole 1x128 and 128x1 blocks, on 8 warps. Not
+# timed alone: its sm_90 compile (triton 3.8, tests/test_quant_kernels.py) takes 174 registers a
+# thread on 8 warps (one block an SM), 93 on 16, 255 on 4, none spilled.
 FP8_ROWS_COLS_TILE = (128, 128, 8)
 MXFP8_TILE = (16, 128, 4)
 NVFP4_TILE = (16, 128, 4)
