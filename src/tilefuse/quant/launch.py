@@ -53,7 +53,7 @@ def _new(*shape, dtype, device) -> torch.Tensor:
 #   against 71-73% on 8, 69-70% on 16, 72-76% for 256x128 or 128x256 on 8 (-ao); 160 registers
 #   a thread, no spill on sm_90. On the H200 only an earlier kernel was timed (86-87% on 8
 #   warps, -f); this tile is unmeasured there. A 128x128 copy without the pair was last timed
-#   with the earlier kernels (79-81% on 8 warps, 2026-11-29-h200-d run 2).
+#   with earlier kernels (79-81% on 8 warps; 2026-11-29-h200-d run 2, 2026-11-30-h200-e run 4).
 FP8_1x128_TILE = (32, 128, 4)
 FP8_128x128_TILE = (128, 128, 4)
 FP8_128x1_TILE = (128, 64, 4)
