@@ -32,3 +32,18 @@ def test_every_entry_of_a_builtin_table_is_used(path):
         for key, entry in by_key.items():
             if entry.winner != BASELINE:    # the stored fields are exactly the config's, after a round trip
                 assert store.raw_entry(family, entry)["winner"] == families[family][key]["winner"], (family, key)
+
+
+@pytest.mark.parametrize("gpu", ("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
+def test_the_shipped_tables_cover_dyts_grid_and_so2s_issue_shapes(gpu):
+    """Both shipped tables hold every key of dyt's standard grid, and so2_mixing_stack's exact,
+    forward and level-3 keys at the three shapes issue 15 times ((3, 32), (6, 32), (2, 64));
+    grouped_glu_mlp's grid is checked in tests/test_grouped_compose.py."""
+    from tilefuse.ops.dyt import tune as dyt_tune
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    shipped = store.load_builtin({"gpu": gpu, "capability": "sm90"})
+    dyt_keys = {dyt_tune.FAMILY.key(p) for p in dyt_tune.FAMILY.default_problems()}
+    assert len(dyt_keys) == 40 and dyt_keys <= set(shipped["dyt"])
+    so2_keys = {so2_tune.FAMILY.key(p) for p in so2_tune.FAMILY.default_problems()
+                if (p.lmax, p.focus_dim) in so2_tune.DEFAULT_SHAPES[:3]}
+    assert len(so2_keys) == 9 and so2_keys <= set(shipped["so2_mixing_stack"])
