@@ -28,6 +28,16 @@ def resolved_neg(t):
     return t.resolve_neg() if isinstance(t, torch.Tensor) and t.is_neg() else t
 
 
+def readable_grad(t: torch.Tensor) -> torch.Tensor:
+    """An incoming gradient as kernels can read it: a negative-bit view resolved (resolved_neg:
+    autograd can hand a backward one, e.g. through ``torch.complex(a, y).conj().imag``), and a
+    ZeroTensor (zeros that own no memory, ``torch._efficientzerotensor``; its data pointer is
+    not readable) made real zeros. Any other tensor as it is."""
+    if t._is_zerotensor():
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    return t.resolve_neg() if t.is_neg() else t
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
