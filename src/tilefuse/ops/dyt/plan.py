@@ -101,17 +101,20 @@ def _aux(x):
 
 
 def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
+    # Every tensor's layout: a sparse or mkldnn tensor never shares a dense tensor's plan but
+    # makes its own first lookup, where validate names it (strides raise for sparse tensors,
+    # not for mkldnn ones).
     if channels_last.__class__ is not bool:
         raise TypeError("channels_last")      # uncached: validate names it
     if bias is None:
-        return (x.__class__, x.shape, x.stride(), x.dtype, x.device,
-                alpha.__class__, alpha.shape, alpha.dtype, alpha.device,
-                weight.__class__, weight.shape, weight.stride(), weight.dtype, weight.device,
+        return (x.__class__, x.layout, x.shape, x.stride(), x.dtype, x.device,
+                alpha.__class__, alpha.layout, alpha.shape, alpha.stride(), alpha.dtype, alpha.device,
+                weight.__class__, weight.layout, weight.shape, weight.stride(), weight.dtype, weight.device,
                 channels_last, level, generation, aux, config)
-    return (x.__class__, x.shape, x.stride(), x.dtype, x.device,
-            alpha.__class__, alpha.shape, alpha.dtype, alpha.device,
-            weight.__class__, weight.shape, weight.stride(), weight.dtype, weight.device,
-            bias.__class__, bias.shape, bias.stride(), bias.dtype, bias.device,
+    return (x.__class__, x.layout, x.shape, x.stride(), x.dtype, x.device,
+            alpha.__class__, alpha.layout, alpha.shape, alpha.stride(), alpha.dtype, alpha.device,
+            weight.__class__, weight.layout, weight.shape, weight.stride(), weight.dtype, weight.device,
+            bias.__class__, bias.layout, bias.shape, bias.stride(), bias.dtype, bias.device,
             channels_last, level, generation, aux, config)
 
 
