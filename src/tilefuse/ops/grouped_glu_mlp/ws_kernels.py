@@ -335,13 +335,14 @@ _TOKEN_LAYOUT = None if gl is None else gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bias=None,
            programs: int | None = None, glu=None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
-    does not apply (``applies``): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
+    does not apply (``applies``, ws_wgrad.counts_ok): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
     (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
     count (default one an SM; tests use fewer, so that programs take many tiles).
 
     ``glu=(h, act, interleave)``: fc1 with its GLU (grouped_gemm_kernel's EPI_GLU; c is z,
     N = 2F, bias the (E, 2F) fc1 bias added without probs), where ``glu_applies``."""
-    if not applies(a, w, c, stages):
+    from .ws_wgrad import _layout, counts_ok
+    if not (applies(a, w, c, stages) and counts_ok(counts, w.data.shape[0])):
         return False
     h, act, interleave = glu if glu is not None else (None, -1, 0)
     if glu is not None and not glu_applies(a, w, c, h, probs, bias, act, interleave):
@@ -350,7 +351,6 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     K = a.data.shape[1]
     if T == 0 or N == 0:
         return True
-    from .ws_wgrad import _layout
     layout = _layout((BLOCK, BLOCK), torch.float8_e4m3fn)
     a_desc = TensorDescriptor.from_tensor(a.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
     w8 = w.data.view(torch.float8_e4m3fn)

@@ -54,7 +54,7 @@ from ...utils import cdiv
 from ..gluon_hopper import (available, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                             warpgroup_mma, warpgroup_mma_wait)
 from .kernels import glu_act
-from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, DescriptorLaunch, _rows_ok
+from .ws_wgrad import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, SMEM, DescriptorLaunch, _rows_ok, counts_ok
 
 BLOCK_M = 128     # rows a tile: 64 a consumer warp group
 BLOCK_K = 64      # the contraction a chunk
@@ -75,8 +75,7 @@ def applies(a, w, c, counts, *, rows: bool, block_n: int, stages: int) -> bool:
     if not (available(c.device) and block_n in TILES and stages >= 2 and _smem_bytes(block_n, stages) <= SMEM
             and _rows_ok(a) and _rows_ok(c) and a.dtype == w.dtype == c.dtype and w.dim() == 3
             and w.is_contiguous() and w.shape[-1] * w.element_size() % 16 == 0 and w.data_ptr() % 16 == 0
-            and counts.dim() == 1 and counts.is_contiguous() and counts.shape[0] == w.shape[0]
-            and a.shape[0] == c.shape[0]):
+            and counts_ok(counts, w.shape[0]) and a.shape[0] == c.shape[0]):
         return False
     K, N = a.shape[1], c.shape[1]
     return tuple(w.shape[1:]) == ((N, K) if rows else (K, N)) and (rows or K % BLOCK_K == 0)

@@ -57,6 +57,12 @@ def _rows_ok(t: torch.Tensor) -> bool:
             and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0 and t.numel() > 0)
 
 
+def counts_ok(counts: torch.Tensor, n_experts: int) -> bool:
+    """tokens_per_expert as the Gluon kernels here, in ws_rows.py and in ws_kernels.py read it:
+    (E,) contiguous, one count an expert at ``counts_ptr + e``."""
+    return counts.dim() == 1 and counts.is_contiguous() and counts.shape[0] == n_experts
+
+
 def applies(a, b, c, block_m: int, stages: int) -> bool:
     """Whether ``launch`` runs: a (T, N) and b (T, M) 16-bit, one dtype, row-major with 16-byte
     aligned rows, T > 0; c (E, N, M) contiguous of their dtype, N a multiple of 128; a tile of
@@ -312,8 +318,8 @@ class Prepared:
 
 def prepare(a, b, c, counts, *, block_m: int = 256, stages: int = 3, programs: int | None = None):
     """A Prepared launch for tensors of the metadata of these, None where ``launch`` would not
-    run them (``applies``), or True where there is nothing to launch (c empty)."""
-    if not applies(a, b, c, block_m, stages):
+    run them (``applies``, ``counts_ok``), or True where there is nothing to launch (c empty)."""
+    if not (applies(a, b, c, block_m, stages) and counts_ok(counts, c.shape[0])):
         return None
     if c.numel() == 0:
         return True
