@@ -189,6 +189,23 @@ def test_misaligned_inputs_take_the_unplanned_path(device, fresh_plans, monkeypa
     assert torch.equal(_bits(got), _bits(grouped_glu_mlp(odd, *args)))
 
 
+def test_a_misaligned_first_call_does_not_keep_aligned_calls_off_the_plan(device, fresh_plans):
+    """The plan key holds metadata, not addresses: a first call on an x 2 bytes off 16 builds a
+    plan without a forward (lay_out copies that x), which is not cached, so a later aligned
+    call of the same metadata gets the planned forward, as when it comes first."""
+    i = _inputs(device)
+    T, H = i["x"].shape
+    odd = torch.empty(T * H + 1, dtype=i["x"].dtype, device=device)[1:].view(T, H)
+    odd.copy_(i["x"])
+    args = (i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 32, None)
+    planned = plans.lookup(i["x"], *args).forward is not None
+    if not planned:
+        pytest.skip("this device's route for the key has no forward plan")
+    plans.clear()
+    assert plans.lookup(odd, *args).forward is None and plans.cache_size() == 0
+    assert plans.lookup(i["x"], *args).forward is not None
+
+
 @pytest.mark.parametrize("rows", [(0, 0, True), (256, 3, True), (128, 5, True), (128, 5, False)],
                          ids=["vendor", "rows256s3", "rows128s5", "rows128s5-noglu"])
 @pytest.mark.parametrize("interleave", [16, None])

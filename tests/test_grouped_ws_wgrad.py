@@ -49,6 +49,22 @@ def test_compose_config_is_checked_and_named():
         GemmConfig(128, 128, 128, 8, 3, compose=True, ws=True)
 
 
+def test_the_gluon_launches_take_only_counts_they_can_read(monkeypatch):
+    """tokens_per_expert as the Gluon kernels read it (one count an expert at counts_ptr + e):
+    (E,) contiguous. A strided or short counts makes ws_wgrad.prepare decline (the caller's
+    other route runs), whatever the device (its check bypassed here: the rule is the host's)."""
+    monkeypatch.setattr(ws_wgrad, "available", lambda device: True)
+    counts = torch.tensor([5, 0, 11, 0, 0, 0], dtype=torch.int32)
+    assert ws_wgrad.counts_ok(counts[:3], 3)
+    assert not ws_wgrad.counts_ok(counts[::2], 3) and not ws_wgrad.counts_ok(counts[:2], 3)
+    assert not ws_wgrad.counts_ok(counts[:3].view(1, 3), 3)
+    a, b = torch.zeros(16, 128, dtype=torch.bfloat16), torch.zeros(16, 128, dtype=torch.bfloat16)
+    c = torch.empty(3, 128, 128, dtype=torch.bfloat16)
+    assert ws_wgrad.applies(a, b, c, 128, 3)
+    assert ws_wgrad.prepare(a, b, c, counts[::2], block_m=128) is None
+    assert ws_wgrad.prepare(a, b, c, counts[:2], block_m=128) is None
+
+
 def test_the_rows_tile_is_checked_and_named():
     assert ROWS.name.endswith("-compose-rows128s5") and WIDE.name.endswith("-compose")
     with pytest.raises(TypeError, match="rows_block_n"):

@@ -90,6 +90,71 @@ def test_so2_mixing_stack(arg, device):
     assert rel(got, want) <= 1e-6
 
 
+def _incoming(kind, dy):
+    """An incoming gradient equal to dy: a negative-bit view of it, or a ZeroTensor (zeros that
+    own no memory) in place of it."""
+    return neg_view(dy) if kind == "negative-bit" else torch._efficientzerotensor(dy.shape, device=dy.device)
+
+
+def _assert_grads(kind, got, want, tol=0.0):
+    for a, b in zip(got, want):
+        if kind == "zero":
+            assert not a._is_zerotensor() and torch.count_nonzero(a) == 0
+        elif tol == 0.0:
+            assert torch.equal(a, b)
+        else:
+            assert rel(a, b) <= tol
+
+
+@pytest.mark.parametrize("kind", ["negative-bit", "zero"])
+@pytest.mark.parametrize("path", ["eager", "custom op"])
+def test_dyt_takes_unusual_incoming_gradients(kind, path, device):
+    """Autograd can hand a backward a negative-bit gradient (through ``torch.complex(a,
+    y).conj().imag``, say) or a ZeroTensor. The backward's launches read the gradient's memory,
+    so its entry points resolve it (utils.readable_grad): the gradients are those of the plain
+    tensor, not their negatives (a contiguous view reaches the kernels uncopied), and zeros."""
+    from tilefuse.ops.dyt.op import dyt_op
+    g = torch.Generator().manual_seed(3)
+    t = [torch.randn(6, 8, generator=g), torch.tensor([0.7]), torch.randn(8, generator=g), torch.randn(8, generator=g)]
+    t = [v.to(device).requires_grad_(True) for v in t]
+    dy = torch.randn(6, 8, generator=g).to(device)
+    call = tilefuse.dyt if path == "eager" else (lambda *a: dyt_op(*a, True))
+    want = _grads(call(*t), t, dy)
+    _assert_grads(kind, _grads(call(*t), t, _incoming(kind, dy)), want)
+
+
+@pytest.mark.parametrize("kind", ["negative-bit", "zero"])
+def test_so2_mixing_stack_takes_unusual_incoming_gradients(kind, device):
+    from test_so2_kernels import make
+    _, inputs = make(1, 2, 8, 37, device)
+    leaves = [v for v in inputs if v.requires_grad]
+    y = tilefuse.so2_mixing_stack(*inputs, lmax=1, focus_dim=8)
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(4)).to(device)
+    want = _grads(y, leaves, dy)
+    y = tilefuse.so2_mixing_stack(*inputs, lmax=1, focus_dim=8)
+    _assert_grads(kind, _grads(y, leaves, _incoming(kind, dy)), want)
+
+
+@pytest.mark.parametrize("kind", ["negative-bit", "zero"])
+@pytest.mark.parametrize("route", ["default", "fused kernels"])
+def test_grouped_glu_mlp_takes_unusual_incoming_gradients(kind, route, tuning_table, device):
+    i = random_inputs([5, 0, 9], 32, 32, torch.float32, bias=True, device=device,
+                      generator=torch.Generator().manual_seed(1))
+    leaves = [i[k].requires_grad_(True) for k in ("x", "probs", "w1", "w2", "b1", "b2")]
+    if route == "fused kernels":
+        problem = problem_for(i["x"], i["w2"], "swiglu", 8, True)
+        tuning.register("grouped_glu_mlp", {problem: gtune.candidates_for(problem)[0]})
+
+    def call():
+        with tilefuse.level(2), launches.counting() as launched:
+            y = tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], glu_interleave=8,
+                                         fc1_bias=i["b1"], fc2_bias=i["b2"])
+        assert (launched["grouped_mlp_fwd"] == 1) is (route == "fused kernels")
+        return y
+    want = _grads(call(), leaves, i["dy"])
+    _assert_grads(kind, _grads(call(), leaves, _incoming(kind, i["dy"])), want, tol=1e-6)
+
+
 def _sparse(t):
     return t.detach().to_sparse()
 
@@ -119,3 +184,19 @@ def test_sparse_and_nested_tensors_are_refused_by_name(kind, device):
     _, inputs = make(1, 2, 8, 4, "cpu", grad=False)
     with pytest.raises(TypeError, match="so2_mixing_stack: w0_all must be a dense"):
         tilefuse.so2_mixing_stack(inputs[0], inputs[1], _sparse(inputs[2]), *inputs[3:], lmax=1, focus_dim=8)
+
+
+@pytest.mark.parametrize("arg", ["x", "alpha", "weight", "bias"])
+@pytest.mark.parametrize("kind", ["sparse", "mkldnn"])
+def test_a_cached_dyt_plan_does_not_take_another_layout(arg, kind):
+    """dyt's plan cache (ops/dyt/plan.py) keys each tensor's layout: after a dense call has
+    cached its plan, a sparse or mkldnn tensor of the same shape, dtype and device (whose
+    strides match, for mkldnn) still gets validate's TypeError naming it, not the dense plan's
+    launch (NotImplementedError or RuntimeError from inside torch)."""
+    if kind == "mkldnn" and not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no mkldnn")
+    t = {"x": torch.randn(4, 16), "alpha": torch.tensor([0.5]), "weight": torch.ones(16), "bias": torch.zeros(16)}
+    tilefuse.dyt(t["x"], t["alpha"], t["weight"], t["bias"])    # the dense plan, cached
+    t[arg] = t[arg].to_sparse() if kind == "sparse" else t[arg].to_mkldnn()
+    with pytest.raises(TypeError, match=f"dyt: {arg} must be a dense \\(strided\\) tensor"):
+        tilefuse.dyt(t["x"], t["alpha"], t["weight"], t["bias"])
