@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 
@@ -46,18 +47,20 @@ def on_tensor_device(fn):
     is on another one (other_cuda_device), else as it is; every tensor argument with a set
     negative bit is resolved first (utils.resolved_neg: the kernels read memory). Traced calls
     are left alone: compiled code places its kernels itself, and the custom ops' dispatcher
-    resolves such views."""
+    resolves such views. The first argument may come by keyword, under its name in ``fn``."""
+    first = next(iter(inspect.signature(fn).parameters))
+
     @functools.wraps(fn)
-    def wrapper(x, *args, **kwargs):
+    def wrapper(*args, **kwargs):
         if not torch.compiler.is_compiling():
-            if any(t.is_neg() for t in (x, *args, *kwargs.values()) if isinstance(t, torch.Tensor)):
-                x, args = resolved_neg(x), tuple(map(resolved_neg, args))
+            if any(t.is_neg() for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)):
+                args = tuple(map(resolved_neg, args))
                 kwargs = {k: resolved_neg(v) for k, v in kwargs.items()}
-            index = other_cuda_device(x)
+            index = other_cuda_device(args[0] if args else kwargs.get(first))
             if index is not None:
                 with torch.cuda.device(index):
-                    return fn(x, *args, **kwargs)
-        return fn(x, *args, **kwargs)
+                    return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
     return wrapper
 
 
