@@ -79,26 +79,53 @@ _ieee_depth = 0
 _ieee_saved = None
 
 
+def _matmul_precision():
+    """The float32 matmul precision setting in the API the caller set it through: the legacy
+    ``torch.get_float32_matmul_precision()``, or, where the caller set the per-backend
+    ``fp32_precision`` (torch then refuses the legacy read: a mix of the two APIs), the cuda and
+    mkldnn matmul settings. Writing the other API's would make that mix, which torch refuses
+    at the next TF32 check (a cuBLAS matmul's included)."""
+    import torch
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return (torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)
+
+
+def _set_matmul_precision(saved) -> None:
+    import torch
+    if isinstance(saved, tuple):
+        torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision = saved
+    else:
+        torch.set_float32_matmul_precision(saved)
+
+
 @contextlib.contextmanager
-def ieee_matmul():
-    """float32 matmuls without TF32 inside the block, whatever the caller's
-    ``torch.set_float32_matmul_precision`` (the process-wide setting is "highest" while any
-    such block is open, in any thread, and the caller's setting comes back when the last one
-    closes: blocks may nest and overlap across threads)."""
+def ieee_matmul(device_type: str | None = None):
+    """float32 matmuls in IEEE float32 inside the block, whatever the caller's matmul precision
+    (``torch.set_float32_matmul_precision`` or the per-backend ``fp32_precision``: the
+    process-wide setting is IEEE while any such block is open, in any thread, and the
+    caller's comes back when the last one closes: blocks may nest and overlap across threads).
+    With ``device_type`` ("cuda", "cpu"), autocast is off for it inside the block too: an
+    autocast region around the call would run the block's matmuls in 16 bits."""
     import torch
     global _ieee_depth, _ieee_saved
     with _ieee_lock:
         if _ieee_depth == 0:
-            _ieee_saved = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("highest")
+            _ieee_saved = _matmul_precision()
+            _set_matmul_precision(("ieee", "ieee") if isinstance(_ieee_saved, tuple) else "highest")
         _ieee_depth += 1
     try:
-        yield
+        if device_type is None:
+            yield
+        else:
+            with torch.autocast(device_type, enabled=False):
+                yield
     finally:
         with _ieee_lock:
             _ieee_depth -= 1
             if _ieee_depth == 0:
-                torch.set_float32_matmul_precision(_ieee_saved)
+                _set_matmul_precision(_ieee_saved)
 
 
 def check_dtype_arg(where: str, dtype, accepted) -> None:

@@ -15,9 +15,9 @@ where the operands are column slices of (F, E, ROW) tensors, read and written in
 cuBLAS through their row stride (no copies), and W^T the contiguous copies launch.backward
 makes. The final layer's GEMM (g + g @ W^T) likewise.
 
-Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.allow_tf32`` or
-``torch.set_float32_matmul_precision`` say outside (``ieee_matmul`` sets "highest" around
-them and restores the caller's setting), so the route is an exact path like the relay; its sums
+Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.allow_tf32``,
+``torch.set_float32_matmul_precision`` or an autocast region say outside (``ieee_matmul`` sets
+IEEE and turns autocast off around them, then restores the caller's settings), so the route is an exact path like the relay; its sums
 are ordered by cuBLAS, not by the relay's K walk, so it equals the relay within the op's fp32
 tolerance, not bitwise (tune.compose_mismatches).
 """
@@ -34,7 +34,7 @@ from .reference import So2Dims
 def gemm_t(a, w0t, w1t, res, out, d: So2Dims) -> None:
     """out = res + [a_m0 @ w0t | a_m1 @ w1t] (both column segments) with cuBLAS, in place into
     ``out``'s column slices (launch._gemm_t for the composition route)."""
-    with ieee_matmul():
+    with ieee_matmul(a.device.type):
         for start, stop, wt in ((0, d.m0, w0t), (d.m0, d.row, w1t)):
             torch.baddbmm(res[..., start:stop], a[..., start:stop], wt, out=out[..., start:stop])
     launches.record("so2_bwd_compose_gemm")

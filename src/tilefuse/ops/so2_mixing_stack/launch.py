@@ -351,10 +351,10 @@ def weight_grad(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Te
     """out (F, K, N) = sum over e of a[:, e, :]^T b[:, e, :], for a (F, E, K) and b (F, E, N)
     with unit stride along their last dim (column slices of (F, E, ROW) surfaces are views
     here: no copy). Chunked over E as WGRAD_CHUNK_ROWS says; returns ``out``. IEEE float32
-    GEMMs whatever the caller's matmul precision (utils.ieee_matmul)."""
+    GEMMs whatever the caller's matmul precision or autocast (utils.ieee_matmul)."""
     n_focus, n_edges = a.shape[0], a.shape[1]
     chunks = min(WGRAD_MAX_CHUNKS, n_edges // WGRAD_CHUNK_ROWS)
-    with ieee_matmul():
+    with ieee_matmul(a.device.type):   # and autocast off: its 16-bit GEMMs would round the sums
         if chunks < 2 or a.dtype != torch.float32:
             return torch.matmul(a.transpose(-1, -2), b, out=out)
         rows = n_edges // chunks
@@ -439,7 +439,7 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
             continue
         relay_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, sigma, gz, gq, d, cfg)
         if weight_grads:
-            with ieee_matmul():   # the gate's s @ gw in IEEE fp32 too, whatever the caller's precision
+            with ieee_matmul(z.device.type):   # the gate's s @ gw in IEEE fp32 too (precision, autocast)
                 u_l = u_next - gate_act(z, gwc[layer], d)[0]
             weight_grad(u_l[..., :d.m0], gz[..., :d.m0], dws[0][layer])
             weight_grad(u_l[..., d.m0:], gz[..., d.m0:], dws[1][layer])
