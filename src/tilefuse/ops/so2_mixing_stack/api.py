@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import torch
+from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
 from .op import So2StackFunction, runs_kernels, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
+
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 @on_tensor_device
@@ -37,8 +40,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward is the relay, the composition route (the relay's
     pointwise kernels with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table
     chose it for (lmax, focus_dim, dtype), or the fused per-layer kernel at level >= 2 when the
-    table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight gradient
-    is wanted. At level 3 with fp32 inputs, where the table's
+    table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight requires
+    grad (the route is chosen at the forward: weights that require grad get the relay and
+    their gradients, even where a later ``autograd.grad`` asks for u0's alone). At level 3 with fp32 inputs, where the table's
     level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a split-precision variant (3xtf32 or
     3xfp16) whose accuracy validation passed (normwise error against float64 within 1.5x of
     the exact path's at 2**19 edges, finite on range-limit inputs; ``tilefuse tune --op
@@ -47,7 +51,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     instead of the IEEE FMA dots (a backward with weight gradients only where that validation
     covered them too); nowhere else, and never below level 3. ``alpha`` must be
     positive (grad_alpha divides by it).
-    Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
+    Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
+    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (float32 torch ops), which
+    they differentiate and batch. Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
     custom ops ``tilefuse::so2_stack_fwd``/``so2_stack_bwd``, which decide when they run.
     ``tilefuse.tune(model, inputs)`` sees this op's key when the stack's weights do not require
     grad (force evaluation): only that backward can be fused.
@@ -62,7 +68,10 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     if torch.compiler.is_compiling():
         return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
-    if not runs_kernels(u0):   # float64, level 0, or no GPU and no interpreter
+    if not runs_kernels(u0) or _transforms_active() or forward_ad._current_level >= 0:
+        # float64, level 0, or no GPU and no interpreter; or under torch.func transforms (grad,
+        # vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function does not
+        # implement: the reference's torch ops do
         return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                    apply_alpha=apply_alpha)
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)
