@@ -269,3 +269,78 @@ def test_float64_runs_the_float64_reference_at_every_level(level):
     for got, ref in zip(grads, torch.autograd.grad(want.square().sum(), args)):
         assert torch.equal(got, ref)
     assert torch.equal(x_local, want.contiguous())
+
+
+def _rel64(got, want):
+    return float((got.double() - want).norm() / want.norm())
+
+
+def _f64_grads(args, kw):
+    ins = [t.detach().double().requires_grad_(True) for t in args]
+    return torch.autograd.grad(so2_stack_reference(*ins, **kw).square().sum(), ins)
+
+
+def test_u0_may_come_by_keyword():
+    """Every argument by keyword, u0 included (the device decorator takes the first argument
+    under its name): the positional call's result."""
+    torch.manual_seed(4)
+    u0, alpha, w0, w1, gw = make_args(lmax=1, cf=4, n_edges=5)
+    want = tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, lmax=1, focus_dim=4)
+    got = tilefuse.so2_mixing_stack(u0=u0, alpha=alpha, w0_all=w0, w1_all=w1, gw_all=gw, lmax=1, focus_dim=4)
+    assert torch.equal(got, want)
+
+
+def test_torch_func_transforms_and_forward_ad_run_the_reference():
+    """torch.func.grad, vmap and jvp, and forward-mode AD (the kernels' autograd.Function
+    implements none of them): the reference runs, and the results are float64's within fp32
+    rounding, as at level 0."""
+    from torch.autograd import forward_ad
+    torch.manual_seed(5)
+    args = make_args(lmax=1, cf=4, n_edges=5)
+    kw = {"lmax": 1, "focus_dim": 4}
+    u0, rest = args[0], args[1:]
+
+    def loss(u):
+        return tilefuse.so2_mixing_stack(u, *rest, **kw).square().sum()
+    assert _rel64(torch.func.grad(loss)(u0), _f64_grads(args, kw)[0]) <= 1e-5
+    batched = torch.func.vmap(lambda u: tilefuse.so2_mixing_stack(u, *rest, **kw))(torch.stack([u0, 2 * u0]))
+    assert torch.allclose(batched[1], tilefuse.so2_mixing_stack(2 * u0, *rest, **kw), rtol=1e-5, atol=1e-6)
+    tangent = torch.randn_like(u0)
+    _, jvp = torch.func.jvp(lambda u: tilefuse.so2_mixing_stack(u, *rest, **kw), (u0,), (tangent,))
+    ins = [t.double() for t in args]
+    _, want = torch.func.jvp(lambda u: so2_stack_reference(u, *ins[1:], **kw), (ins[0],), (tangent.double(),))
+    assert _rel64(jvp, want) <= 1e-5
+    with forward_ad.dual_level():
+        y = tilefuse.so2_mixing_stack(forward_ad.make_dual(u0, tangent), *rest, **kw)
+        assert _rel64(forward_ad.unpack_dual(y).tangent, want) <= 1e-5
+
+
+@pytest.mark.parametrize("where", ["autocast", "fp32_precision tf32"])
+def test_the_backward_keeps_ieee_fp32_under_the_callers_settings(where):
+    """The backward's torch GEMMs (the weight gradients, the gate's s @ gw) run in IEEE float32
+    whatever the caller set around the call (utils.ieee_matmul): an autocast region over forward
+    and backward (it would run them in bfloat16), or the per-backend ``fp32_precision`` setting
+    (with it set, torch refuses reads of the legacy one), whose value comes back afterwards."""
+    import contextlib
+    torch.manual_seed(6)
+    args = [t.requires_grad_(True) for t in make_args(lmax=2, n_focus=1, cf=8, n_edges=6)]
+    kw = {"lmax": 2, "focus_dim": 8}
+    new_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+    if where != "autocast" and not new_api:
+        pytest.skip("this torch has no per-backend fp32_precision")
+    saved = torch.backends.cuda.matmul.fp32_precision if new_api else None
+    try:
+        if where == "autocast":
+            ctx = torch.autocast("cpu", dtype=torch.bfloat16)
+        else:
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
+            ctx = contextlib.nullcontext()
+        with ctx:
+            grads = torch.autograd.grad(tilefuse.so2_mixing_stack(*args, **kw).square().sum(), args)
+        if where != "autocast":
+            assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        if new_api:
+            torch.backends.cuda.matmul.fp32_precision = saved
+    for got, want in zip(grads, _f64_grads(args, kw)):
+        assert _rel64(got, want) <= 1e-5
