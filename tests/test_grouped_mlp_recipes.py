@@ -897,3 +897,59 @@ def test_a_weight_made_per_call_is_not_kept(device):
             del leaves
             assert len(recipes._REUSE.get()) == 0
     assert ns[0] == ns[1] == ns[2]
+
+
+def test_an_optimizer_step_or_a_new_layout_drops_the_copies(device):
+    """Inside the block: any torch.optim step drops every copy (a step may write the weights
+    without their version counters: FSDP2's unsharded copies), and a weight whose ``.data`` now
+    holds another layout at the same address (its transpose) is not served its old copies.
+    Each call then gives the bits of a call outside any block."""
+    H, F = 256, 128   # W1 (E, 2F, H) square: its transpose has its shape
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=25)
+    leaves = _leaves(i)
+    opt = torch.optim.SGD([leaves["w2"]], lr=0.1)   # no gradient: the step writes nothing
+    with tilefuse.reuse_quantized_weights():
+        _, n0 = _fp8_step(i, leaves)
+        opt.step()
+        _, n1 = _fp8_step(i, leaves)               # both weights quantized again
+        _, n2 = _fp8_step(i, leaves)               # and reused after that
+        w1 = leaves["w1"]
+        address, version = w1.data_ptr(), w1._version
+        w1.data = w1.data.mT
+        assert (w1.data_ptr(), w1._version) == (address, version)
+        got, n3 = _fp8_step(i, leaves)             # W1 quantized again, W2 reused
+    assert n1 == n0 and n2 == n0 - 2 and n3 == n0 - 1
+    want, _ = _fp8_step(i, leaves)
+    for a, b in zip(want, got):
+        assert same_bits(a, b)
+    assert recipes._REUSE.get() is None
+
+
+def test_the_copies_go_when_the_block_exits_and_inference_weights_are_not_kept(device):
+    """The block's copies are freed on exit, not left to the cycle collector (its cache and
+    the entries' weakref callbacks form a cycle); an inference tensor (no version counter) is
+    quantized on each call inside the block, as outside."""
+    import gc
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=26)
+    leaves = _leaves(i)
+    gc.disable()
+    try:
+        with tilefuse.reuse_quantized_weights():
+            cache = recipes._REUSE.get()
+            _fp8_step(i, leaves)
+            assert len(cache) == 2
+        assert len(cache) == 0
+    finally:
+        gc.enable()
+    with torch.inference_mode():
+        w1, w2 = i["w1"].clone(), i["w2"].clone()
+
+    def forward_quantizers():
+        with tilefuse.level(1), launches.counting() as launched:
+            grouped_glu_mlp(i["x"], i["counts"], i["probs"], w1, w2, glu_interleave=32, recipe="fp8_block")
+        return sum(n for k, n in launched.items() if k.startswith("quant_"))
+    plain = forward_quantizers()
+    with tilefuse.reuse_quantized_weights():
+        assert [forward_quantizers(), forward_quantizers()] == [plain, plain]
+        assert len(recipes._REUSE.get()) == 0

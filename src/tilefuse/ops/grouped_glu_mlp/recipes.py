@@ -76,6 +76,7 @@ import dataclasses
 import weakref
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ... import policy
 from ...quant import launch as quant_launch
@@ -298,7 +299,7 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 # Quantized weights reused across calls (tilefuse.reuse_quantized_weights)
 
 # The active scope's cache: (id of the weight, recipe, dgrad) -> (a weak reference to the
-# weight, its data_ptr and version counter then, the pair quantize_weight_pair gave); None
+# weight, its memory, layout and version counter then, the pair quantize_weight_pair gave); None
 # outside a scope. An entry goes when its weight does (a per-call cast or copy, which no later
 # call can pass again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
@@ -311,8 +312,10 @@ def reuse_quantized_weights():
     quantized copies (the forward's and the dgrad copy) on later calls, for as long as the
     weight tensor is the same object with the same storage and is not modified in place. An
     in-place change autograd tracks (``param.add_(...)`` under ``torch.no_grad()``, an
-    optimizer's step) bumps the tensor's version counter and the weight is quantized again. A
-    change made through ``param.data`` is not tracked: do not make one inside the block. A
+    optimizer's step) bumps the tensor's version counter and the weight is quantized again, and
+    any ``torch.optim`` step inside the block drops every copy. A change made through
+    ``param.data``, or through another tensor sharing the weight's memory (a flat buffer the
+    parameter views), is not tracked: do not make one inside the block. A
     weight passed as a new tensor each call (a cast or copy made per call) is quantized each
     call, and its copies go with it.
 
@@ -320,15 +323,22 @@ def reuse_quantized_weights():
     weight quantizers run once per step instead of once per micro-batch (Transformer Engine's
     ``is_first_microbatch``). The copies are held until the block exits: one byte an element
     of every weight used (fp8_block: two copies), with their scales. Not used while a CUDA
-    graph is being captured (a copy made there lives in the graph's memory pool). Nested
-    blocks share the outermost block's copies."""
+    graph is being captured (a copy made there lives in the graph's memory pool), nor for
+    inference tensors. Nested blocks share the outermost block's copies."""
     if _REUSE.get() is not None:
         yield
         return
-    token = _REUSE.set({})
+    cache = {}
+    token = _REUSE.set(cache)
+    # An optimizer step inside the block drops every copy: a step that writes the weights
+    # without their version counters (FSDP2 copies the updated shard into the same storage
+    # under torch's version-counter guard) would otherwise leave them stale.
+    hook = register_optimizer_step_post_hook(lambda *args: cache.clear())
     try:
         yield
     finally:
+        hook.remove()
+        cache.clear()   # the copies go now (the entries' weakref callbacks keep the dict in a cycle)
         _REUSE.reset(token)
 
 
@@ -342,10 +352,11 @@ def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
     for ``source`` (the caller's weight, of which ``w`` is the kernels' layout) by an earlier
     call, while ``source`` is unchanged (its storage and version counter)."""
     cache = _REUSE.get()
-    if cache is None or _capturing(w):
+    if cache is None or _capturing(w) or source.is_inference():   # an inference tensor has no version counter
         return quantize_weight_pair(recipe, w, dgrad)
     key = (id(source), recipe, dgrad)
-    state = (source.data_ptr(), source._version)
+    # its memory as laid out (a ``.data`` assignment may keep the address) and its version
+    state = (source.data_ptr(), source.dtype, source.shape, source.stride(), source.device, source._version)
     hit = cache.get(key)
     if hit is not None and hit[0]() is source and hit[1] == state:
         return hit[2]
