@@ -203,3 +203,10 @@ def test_alpha_of_as_many_dimensions_as_x_is_taken(device):
             want = tilefuse.dyt(x, torch.full((1,), 0.5, device=device), w, b)
             got = tilefuse.dyt(x, torch.full((1, 1), 0.5, device=device), w, b)
         assert got.shape == x.shape and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_converted_dyt_keeps_the_layernorms_train_or_eval_state(training):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)).train(training)
+    tilefuse.nn.convert_layernorm_to_dyt(model)
+    assert isinstance(model[1], tilefuse.nn.DyT) and model[1].training is training

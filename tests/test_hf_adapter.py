@@ -279,3 +279,9 @@ def test_hf_activation_other_than_silu_is_refused():
                                          num_experts=E, num_experts_per_tok=K, hidden_act="gelu")
     with pytest.raises(ValueError, match="model.layers.0.mlp.experts .*act_fn is GELUActivation"):
         convert_hf_moe_experts(transformers.Qwen3MoeForCausalLM(config))
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_the_adapter_keeps_the_experts_train_or_eval_state(training):
+    experts = StandInExperts().train(training)
+    assert HFGroupedGLUExperts.from_hf(experts).training is training

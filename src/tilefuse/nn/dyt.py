@@ -209,7 +209,8 @@ def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, ne
         raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
                         "float32, bfloat16, float16 or float64 (convert the model's dtype first)")
     has_bias = kind != _RMSNORM and getattr(module, "bias", None) is not None
-    return DyT(width, alpha_init=alpha_init, bias=has_bias, channels_last=kind != _LAYERNORM_2D, **factory)
+    new = DyT(width, alpha_init=alpha_init, bias=has_bias, channels_last=kind != _LAYERNORM_2D, **factory)
+    return new.train(module.training)   # the replaced module's train / eval state
 
 
 def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, rmsnorm: bool = False) -> nn.Module:

@@ -101,7 +101,7 @@ class HFGroupedGLUExperts(nn.Module):
                   glu_interleave=1 if interleaved else None, recipe=recipe, device="meta")
         new.gate_up_proj = experts.gate_up_proj
         new.down_proj = experts.down_proj
-        return new
+        return new.train(experts.training)   # the replaced module's train / eval state
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
