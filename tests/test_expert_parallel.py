@@ -23,6 +23,7 @@ come in rank order, as they arrive at the expert's rank). Tolerances:
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -291,6 +292,24 @@ def _host_syncs(device):
     return [str(w.message) for w in caught if "synchroniz" in str(w.message)]
 
 
+def _check_copies(device):
+    """copy.deepcopy of the module (an EMA's copy): the same process group, its own parameters
+    of equal values, and the same output; the original's parameters untouched by the copy's
+    update."""
+    m = ExpertParallelGLUMLP(4, H, F, glu_interleave=4, device=device)
+    c = copy.deepcopy(m)
+    assert c.process_group is m.process_group and c.rank == m.rank
+    assert all(p is not q and torch.equal(p, q) for p, q in zip(m.parameters(), c.parameters()))
+    g = torch.Generator().manual_seed(7)
+    x, ids, probs = torch.randn(6, H, generator=g), torch.tensor([0, 3, 1, 1, 2, 0]), torch.rand(6, generator=g)
+    x, ids, probs = x.to(device), ids.to(device), probs.to(device)
+    assert torch.equal(c(x, ids, probs), m(x, ids, probs))
+    with torch.no_grad():
+        c.experts.fc1_weight.mul_(2)
+    assert not torch.equal(c.experts.fc1_weight, m.experts.fc1_weight)
+    return "ok"
+
+
 def _worker(rank, world, init_file, out_dir, backend, sections):
     device = _init(rank, world, init_file, backend)
     report = {}
@@ -302,6 +321,11 @@ def _worker(rank, world, init_file, out_dir, backend, sections):
                 report[section] = _check_tune(rank, device, out_dir)
             elif section == "syncs":
                 report[section] = _host_syncs(device)
+            elif section == "copies":
+                try:
+                    report[section] = _check_copies(device)
+                except AssertionError:
+                    report[section] = traceback.format_exc()
             else:                                      # a list of equality cases
                 cases = {"cases2": CASES_2, "cases4": CASES_4, "gpu": CASES_GPU, "pairs": CASES_PAIRS}[section]
                 group = dist.group.WORLD
@@ -345,7 +369,7 @@ def _assert_all_ok(reports, section):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """One group of two gloo ranks runs the argument checks, the equality cases and the tune."""
-    sections = ["arguments", "cases2"] + ([] if HAS_CUDA else ["tune"])
+    sections = ["arguments", "cases2", "copies"] + ([] if HAS_CUDA else ["tune"])
     return _spawn(tmp_path_factory.mktemp("ep2"), 2, "gloo", sections)
 
 
@@ -353,6 +377,10 @@ def test_bad_arguments_name_the_argument(two_ranks):
     _assert_all_ok(two_ranks, "arguments")
     assert len(two_ranks[0]["arguments"]) >= 16
     assert two_ranks[1]["arguments"]["modules-differ-across-ranks"] == "ok"
+
+
+def test_a_deepcopy_shares_the_process_group(two_ranks):
+    assert [r["copies"] for r in two_ranks] == ["ok", "ok"]
 
 
 def test_two_ranks_equal_one_module_holding_all_experts(two_ranks):

@@ -26,6 +26,7 @@ deterministic).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import torch
@@ -286,6 +287,13 @@ class ExpertParallelGLUMLP(nn.Module):
         self.experts = GroupedGLUMLP(self.num_local_experts, hidden_size, ffn_hidden_size, activation=activation,
                                      glu_layout=glu_layout, glu_interleave=glu_interleave, bias=bias, recipe=recipe,
                                      device=device, dtype=dtype)
+
+    def __deepcopy__(self, memo):
+        """A copy on the same process group (a communicator is not copied: torch refuses to),
+        its parameters and buffers copied: ``copy.deepcopy(model)`` for an EMA or a frozen
+        reference works as with other modules."""
+        memo[id(self.process_group)] = self.process_group
+        return copy._reconstruct(self, memo, *self.__reduce_ex__(4))
 
     @classmethod
     def from_grouped(cls, mlp: GroupedGLUMLP, *, process_group=None) -> "ExpertParallelGLUMLP":
