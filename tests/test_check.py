@@ -579,3 +579,23 @@ def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_tabl
     result["environment"]["cuda_available"] = True
     assert line in summary(result, tmp_path)
     assert coverage_lines({"error": "ValueError: bad"}) == ["tuning table: could not be read (ValueError: bad)"]
+
+
+def test_bench_exits_nonzero_when_a_benchmark_raised(tmp_path, monkeypatch, capsys):
+    """`tilefuse bench` (benchmarks only): a benchmark that raised is a failed row of the
+    report, and the exit status is 1, as `tilefuse check`'s is for a failed row (a CUDA device
+    faked: the sections' benchmarks are replaced by one that raises)."""
+    import torch
+    import tilefuse.check as check
+    from tilefuse.check.sections import OPS, section
+
+    def boom(quick, progress):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "tuning_coverage", lambda ops: {"error": "not read in this test"})
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
+                                                        "torch": "-", "triton": "-"})
+    for op in OPS:
+        monkeypatch.setattr(section(op), "benchmark", boom)
+    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress"]) == 1
+    assert "illegal memory access" in capsys.readouterr().out

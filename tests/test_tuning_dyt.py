@@ -190,3 +190,41 @@ def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path, record)
         return
     for r in ranks:
         assert r["fwd"] == "M32-N16-w2-p4" and r["bwd"] == BASELINE
+
+
+def _rank_main_level3(rank, world, init_file, tmp):
+    os.environ["TILEFUSE_CACHE_DIR"] = os.path.join(tmp, f"cache{rank}")
+    from tilefuse.ops.so2_mixing_stack.tune import FAMILY, So2Problem
+    from tilefuse.tuning import model
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                                         world_size=world)
+    try:
+        key = "L3-C32-x4-l3"
+        variant = FAMILY.candidates(FAMILY.problem_for_key(key))[0]
+        validation = {"passed": True, "limit_ratio": 1.5}
+        if rank == 0:   # rank 0 swept the key earlier: a validated level-3 variant won
+            table.record("so2_mixing_stack", {key: {"winner": FAMILY.config_to_dict(variant),
+                                                    "measured": {"validation": validation}}})
+        model.collect = lambda m, x: {("so2_mixing_stack", key): So2Problem(3, 32, 4, level3=True)}
+        tuning.tune(torch.nn.Identity(), torch.zeros(1), device="cpu", progress=False)
+        with open(os.path.join(tmp, f"rank{rank}.json"), "w") as f:
+            json.dump({"entry": tuning.get_entry("so2_mixing_stack", key).name,
+                       "validation": table.get_measured("so2_mixing_stack", key).get("validation")}, f)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_distributed_tune_carries_a_level3_entry_with_its_validation(tmp_path):
+    """A level-3 variant is installed only with its validation record (So2Family.check_entry):
+    rank 0 broadcasts whole entries, so every rank gets the variant and its record (a bare
+    config made every rank raise after the sweeps)."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_rank_main_level3, args=(r, 2, str(tmp_path / "init"), str(tmp_path)))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0] == ranks[1] and "3xfp16" in ranks[0]["entry"] and ranks[0]["validation"]["passed"] is True

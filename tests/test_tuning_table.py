@@ -286,3 +286,59 @@ def test_a_lookup_racing_a_registration_never_memoises_the_old_answer(tuning_tab
     generation = table.generation()
     assert table.lookup_config("dyt", PROBLEM) == A           # nothing stale memoised
     assert table.generation() == generation
+
+
+def test_a_number_no_float_holds_is_dropped_and_show_still_works(capsys):
+    """A hand-edited measured number too large for a float (10**400 as a JSON integer) is a
+    bad field, reported and dropped; the entry stays and ``tilefuse tune --show`` displays it."""
+    from tilefuse.tuning.command import main
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"winner": "baseline", "measured": {"speedup": 10 ** 400, "spread": [1, 1]}}
+    path.write_text(json.dumps({"schema": store.SCHEMA, "fingerprint": fingerprint(),
+                                "families": {"dyt": {KEY: entry}}}))
+    tuning.reload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableWarning)
+        assert tuning.get_entry("dyt", KEY) == BASELINE
+        assert "speedup" not in table.get_measured("dyt", KEY)
+        assert main(["--show"]) == 0
+    assert KEY in capsys.readouterr().out
+
+
+def test_table_files_get_an_ordinary_files_mode():
+    """A written table takes the umask's mode (mkstemp's 0600 would hide a shared cache folder's
+    file, or an exported built-in table, from other users)."""
+    table.record("dyt", {KEY: raw(A)})
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert cache_file().stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_the_lookup_memo_stays_bounded():
+    """dyt's problems carry the exact row count, so each row count is a memo entry of its
+    own: the memo is dropped whole when it reaches table.MEMO_MAX, and answers stay right."""
+    table.record("dyt", {KEY: raw(A)})
+    for rows in range(1, table.MEMO_MAX + 500):
+        tuning.lookup_config("dyt", DyTProblem("fwd", rows, 32, 4, False))
+    assert 0 < len(table._memo) <= table.MEMO_MAX
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+
+
+def test_a_record_reaches_every_device_sharing_the_cache_file(monkeypatch):
+    """Two identical GPUs share one fingerprint and one cache file: a result recorded on one
+    device is what the other's lookups see at once (it kept the file's older view until a
+    reload). Simulated on the CPU: two devices of the CPU's fingerprint."""
+    import torch
+    cpu = store.fingerprint(-1)
+    monkeypatch.setattr(store, "fingerprint", lambda index: cpu)
+    monkeypatch.setattr(table, "_has_cuda", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    current = [1]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    tuning.reload()
+    assert tuning.get_entry("dyt", KEY) is None   # device 1's table, loaded before the record
+    current[0] = 0
+    table.record("dyt", {KEY: raw(A)}, 0)
+    current[0] = 1
+    assert table._tables[0].path == table._tables[1].path and tuning.get_entry("dyt", KEY) == A

@@ -78,9 +78,10 @@ def _bench(args) -> int:
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
         return 2
-    run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=ops)
+    result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=ops)
     print(open(os.path.join(args.out, "report.md")).read())
-    return 0
+    # a benchmark that raised is a failed row of the report: the exit status says so
+    return 0 if all(row["ok"] for row in result["verification"]) else 1
 
 
 def _parser() -> argparse.ArgumentParser:

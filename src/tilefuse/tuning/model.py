@@ -102,22 +102,25 @@ def _sweep_distributed(seen: dict, force: bool, options: dict):
     results, errors = sweep_each(mine, **options)
 
     gathered = [None] * world
-    dist.all_gather_object(gathered, ([(r.family, r.key, r.entry()["winner"]) for r in results],
+    dist.all_gather_object(gathered, ([(r.family, r.key, r.entry()) for r in results],
                                       [str(e) for e in errors]))
     final = [None]
     if rank == 0:
+        # Whole entries, winner and measured: a level-3 variant is installed only with its
+        # validation record (So2Family.check_entry), and its training use reads that record.
         winners = {}
         for family, key in pooled:
             entry = table.get_entry(family, key)
             if entry is not None:
-                winners[(family, key)] = entry if entry == BASELINE else \
-                    get_family(family).config_to_dict(entry)
+                winners[(family, key)] = {"winner": entry if entry == BASELINE else
+                                          get_family(family).config_to_dict(entry),
+                                          "measured": table.get_measured(family, key) or {}}
         for swept, _ in gathered:
-            winners.update({(family, key): winner for family, key, winner in swept})
+            winners.update({(family, key): raw for family, key, raw in swept})
         final = [winners]
     dist.broadcast_object_list(final, src=0)
     if options["record"]:   # record=False changes no table, as in one process
-        for (family, key), winner in final[0].items():
-            table.register(family, {key: winner})
+        for (family, key), raw in final[0].items():
+            table.register_entries(family, {key: raw})
     errors = [SweepError(message) for _, messages in gathered for message in messages]
     return results, errors

@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -148,7 +149,14 @@ def _brief(value, limit: int = 120) -> str:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite number a float holds (an int too large for a float is not: displays format it
+    as one)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _count(v) -> bool:
@@ -421,6 +429,12 @@ def load_builtin(fp: dict) -> Entries:
 
 # --- writing ---------------------------------------------------------------------------
 
+def _umask() -> int:
+    mask = os.umask(0o022)   # reading the umask means setting it: put it back at once
+    os.umask(mask)
+    return mask
+
+
 def write_document(path: Path, fp: dict, families: dict) -> None:
     """Write a table (family -> key -> raw entry) to a temp file in ``path``'s folder, fsync,
     then rename it over ``path``: a reader sees the old file or the new one, never a part."""
@@ -428,6 +442,9 @@ def write_document(path: Path, fp: dict, families: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600 whatever the umask: give it an ordinary file's mode, so
+        # a shared cache folder or an exported table stays readable as other files there are
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
             f.write("\n")

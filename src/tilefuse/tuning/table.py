@@ -74,8 +74,10 @@ _runtime: Entries = {}
 _open_blocks: dict[tuple[str, str], list] = {}
 _collectors: list[dict] = []
 # (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
-# Problems are frozen dataclasses; cleared by every change to any layer.
+# Problems are frozen dataclasses; cleared by every change to any layer, and when it holds
+# MEMO_MAX results (a problem may carry an exact size, dyt's row count: one result each).
 _memo: dict = {}
+MEMO_MAX = 4096
 _MISS = object()
 # Bumped by every change that can alter what a lookup returns or records (register, unregister,
 # record, reload, entering collecting()); launchers that cache their lookups key on it.
@@ -157,6 +159,8 @@ def lookup_config(family: str, problem):
             _collectors[-1].setdefault((family, key), problem)
         winner = _table(device).resolve().get((family, key))
         config = None if winner is None or winner == BASELINE else winner
+        if len(_memo) >= MEMO_MAX:
+            _memo.clear()
         _memo[(device, family, problem)] = config
     return config
 
@@ -317,6 +321,21 @@ def _parse(family: str, mapping) -> dict:
     return parsed
 
 
+def register_entries(family: str, raw: Mapping) -> None:
+    """Install whole entries (key -> {"winner": ..., "measured": ...}, as a table file holds
+    them and sweeps make them) for this process only, like ``register``: what the distributed
+    ``tune`` gives every rank, so an entry keeps the record its use depends on (a level-3
+    variant's validation). Nothing is installed unless every entry is valid (ValueError)."""
+    fam = family_argument(family, "register_entries")
+    parsed = {}
+    for key, entry in raw.items():
+        try:
+            parsed[key] = store.parse_entry(fam.name, key, entry)
+        except (TypeError, ValueError) as exc:
+            raise argument_error(exc, f"register_entries({family!r}): key {key!r}") from None
+    _install(family, parsed)
+
+
 def _install(family: str, parsed: dict) -> None:
     with _lock:
         _runtime.setdefault(family, {}).update(parsed)
@@ -379,7 +398,8 @@ def registered(family: str, mapping: Mapping | None = None) -> Iterator[None]:
 
 def record(family: str, updates: dict[str, dict], device_index: int | None = None) -> None:
     """Persist sweep results (key -> raw entry) in the cache file of the device's
-    fingerprint and make them visible to lookups in this process at once."""
+    fingerprint and make them visible to lookups in this process at once, on every device of
+    that fingerprint (identical GPUs share the file)."""
     family_argument(family, "record")
     if not isinstance(updates, dict):
         raise TypeError(f"record: updates must be a dict of key -> raw entry, got {updates!r} "
@@ -391,6 +411,9 @@ def record(family: str, updates: dict[str, dict], device_index: int | None = Non
         except (TypeError, ValueError) as exc:
             raise argument_error(exc, "record: updates") from None
         with _lock:
+            for other in _tables.values():   # identical GPUs share the fingerprint, so the file
+                if other.path == table.path:
+                    other.cached = cached
             table.cached = cached
             _invalidate()
 
