@@ -659,3 +659,74 @@ def test_extents_within_a_tile_of_2_31_take_the_reference_formulas(n, fits, rows
             launch.ForwardLaunch(plan.layout, 4, False, x.device, None)
         with pytest.raises(ValueError, match="within a tile of 2\\*\\*31"):
             launch.BackwardLaunch(plan.layout, 4, False, x.device, None)
+
+
+def _f64_grads(x, alpha, weight, bias, dy, channels_last):
+    ins = [t.detach().double().requires_grad_(True) for t in (x, alpha, weight, bias)]
+    y = reference.dyt_reference(*ins, channels_last=channels_last, compute_dtype=torch.float64)
+    return torch.autograd.grad(y, ins, dy.double())
+
+
+@pytest.mark.parametrize("case", ["channels_last x unpacked contiguous", "x unpacked column-major"])
+def test_saved_tensor_hooks_that_change_x_take_a_fresh_plan(case, device):
+    """The forward's plan is carried to the backward only while the saved tensors are as it
+    was built for: a saved-tensor hook may give x back in another layout
+    (``torch.autograd.graph.save_on_cpu`` unpacks contiguous), and the plan's kernels would
+    read it in the old one (every gradient wrong, silently)."""
+    g = torch.Generator().manual_seed(11)
+    if case.startswith("channels_last"):
+        x = torch.randn(2, 5, 3, 4, generator=g).to(device).to(memory_format=torch.channels_last)
+        channels_last, channels = False, 5
+
+        def unpack(t):
+            return t.contiguous()
+    else:
+        x = torch.randn(6, 5, generator=g).to(device)
+        channels_last, channels = True, 5
+
+        def unpack(t):
+            return t.t().contiguous().t() if t.dim() == 2 else t
+    x.requires_grad_(True)
+    alpha = torch.tensor([0.7], device=device, requires_grad=True)
+    weight = torch.randn(channels, generator=g).to(device).requires_grad_(True)
+    bias = torch.randn(channels, generator=g).to(device).requires_grad_(True)
+    dy = torch.randn(x.shape, generator=g).to(device)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        y = tilefuse.dyt(x, alpha, weight, bias, channels_last=channels_last)
+    got = torch.autograd.grad(y, (x, alpha, weight, bias), dy)
+    for a, b in zip(got, _f64_grads(x, alpha, weight, bias, dy, channels_last)):
+        assert torch.allclose(a.double(), b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_older_vmaps_batched_gradients_run_the_reference():
+    """autograd.grad's is_grads_batched and jacobian(vectorize=True) hand the backward the
+    older vmap's batched tensors, which the kernels cannot read: the reference formulas run,
+    and the Jacobian is float64's within float32 rounding."""
+    g = torch.Generator().manual_seed(12)
+    x, alpha, weight = torch.randn(3, 8, generator=g), torch.tensor([0.7]), torch.randn(8, generator=g)
+    got = torch.autograd.functional.jacobian(lambda v: tilefuse.dyt(v, alpha, weight), x, vectorize=True)
+    want = torch.autograd.functional.jacobian(
+        lambda v: reference.dyt_reference(v, alpha.double(), weight.double(), compute_dtype=torch.float64),
+        x.double(), vectorize=True)
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_channel_sum_over_no_rows_is_a_new_tensor():
+    """The reference's channel sums of a 1-D x of no elements return a new tensor, not their
+    input: the custom op's outputs may not alias its inputs (dbias was dy itself)."""
+    dy = torch.empty(0)
+    assert reference._reduce_to_channels(dy, True) is not dy
+
+
+def test_verify_compare_takes_zero_and_nan_references():
+    """ops/dyt/verify.compare (tilefuse check's comparison): an all-zero reference (a zero
+    input, no bias) compares without error, NaN where the reference has NaN matches it, and a
+    finite value where the reference is NaN is out of bound."""
+    from tilefuse.ops.dyt.verify import compare
+    zeros = torch.zeros(2, dtype=torch.float64)
+    bound = torch.full((2,), 1e-7, dtype=torch.float64)
+    assert compare("y", torch.zeros(2), zeros, bound).worst_over_bound == 0.0
+    nan_ref = torch.tensor([1.0, float("nan")], dtype=torch.float64)
+    assert compare("y", torch.tensor([1.0, float("nan")]), nan_ref, bound).worst_over_bound == 0.0
+    off = compare("y", torch.tensor([1.0, 5.0]), nan_ref, bound)
+    assert off.worst_over_bound == float("inf") and off.first_failure

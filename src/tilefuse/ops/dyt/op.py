@@ -28,12 +28,19 @@ from . import launch, reference
 from . import plan as plans
 
 
-_is_batched = torch._C._functorch.is_batchedtensor
+_is_functorch_batched = torch._C._functorch.is_batchedtensor
+_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda t: False)
+
+
+def _is_batched(t) -> bool:
+    return _is_functorch_batched(t) or _is_legacy_batched(t)
 
 
 def _batched(*tensors) -> bool:
-    """Whether any tensor is a torch.vmap BatchedTensor (DyTFunction's generated vmap rule runs
-    forward and backward on those; the kernels take plain tensors)."""
+    """Whether any tensor is a batched tensor: torch.vmap's (DyTFunction's generated vmap rule
+    runs forward and backward on those) or the older vmap's that autograd.grad's
+    ``is_grads_batched`` and ``jacobian(vectorize=True)`` hand the backward. The kernels take
+    plain tensors."""
     return any(t is not None and _is_batched(t) for t in tensors)
 
 

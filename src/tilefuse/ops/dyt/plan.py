@@ -118,6 +118,12 @@ def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
             channels_last, level, generation, aux, config)
 
 
+def _saved_meta(x, alpha, weight, bias) -> tuple:
+    """What of the forward's tensors a plan was built for and a saved-tensor hook can change."""
+    return (x.stride(), x.dtype, alpha.stride(), alpha.dtype, weight.stride(), weight.dtype,
+            None if bias is None else (bias.stride(), bias.dtype))
+
+
 def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
     """The plan for these arguments (built, checked and cached on first sight). Raises what
     validate raises for bad arguments."""
@@ -148,7 +154,7 @@ class Plan:
     that run them."""
 
     __slots__ = ("f64", "level", "generation", "aux", "foreign", "channels_last", "kernels", "empty", "layout",
-                 "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy",
+                 "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy", "saved",
                  "_fwd", "_bwd")
 
     def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
@@ -170,6 +176,7 @@ class Plan:
         self.x_copy = not (lay.moved or x.is_contiguous())
         self.w_copy = not weight.is_contiguous()
         self.b_copy = bias is not None and not bias.is_contiguous()
+        self.saved = _saved_meta(x, alpha, weight, bias)
         self._fwd = None
         self._bwd: dict = {}
 
@@ -217,9 +224,12 @@ class Plan:
 
     def backward_if_current(self, dy, x, alpha, weight, bias):
         """backward() when this plan still describes the call (the forward's plan, carried to
-        the backward: the saved tensors' metadata cannot have changed, the level, the table
-        and the current device can), else that of a fresh lookup."""
-        if self.level == policy.get_level() and self.generation == table.generation() and self.aux == _aux(x):
+        the backward: the level, the table and the current device can have changed, and so
+        can the saved tensors' strides and dtypes, through saved-tensor hooks:
+        ``torch.autograd.graph.save_on_cpu`` gives them back contiguous), else that of a fresh
+        lookup."""
+        if (self.level == policy.get_level() and self.generation == table.generation() and self.aux == _aux(x)
+                and self.saved == _saved_meta(x, alpha, weight, bias)):
             return self.backward(dy, x, alpha, weight, bias)
         return lookup(x, alpha, weight, bias, self.channels_last).backward(dy, x, alpha, weight, bias)
 

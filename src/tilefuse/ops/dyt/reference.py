@@ -33,7 +33,8 @@ def dyt_reference(x, alpha, weight, bias=None, *, channels_last=True, compute_dt
 def _reduce_to_channels(v: torch.Tensor, channels_last: bool) -> torch.Tensor:
     if channels_last:
         if v.shape[-1] == 0:   # reshape(-1, 0) is ambiguous without elements: sum the leading dims
-            return v if v.dim() == 1 else v.sum(tuple(range(v.dim() - 1)))
+            # (a copy, not v: a custom op's output may not alias its input)
+            return v.clone() if v.dim() == 1 else v.sum(tuple(range(v.dim() - 1)))
         return v.reshape(-1, v.shape[-1]).sum(0)
     dims = [0] + list(range(2, v.dim()))
     return v.sum(dims)

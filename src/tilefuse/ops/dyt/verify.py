@@ -52,12 +52,15 @@ def compare(name: str, got: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor
     got = got.detach().double().cpu()
     if got.shape != ref.shape:
         return Comparison(name, math.inf, math.inf, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
-    err = (got - ref).abs()
-    nan = torch.isnan(got) & ~torch.isnan(ref)
-    ratio = torch.where(nan, torch.full_like(err, math.inf), err / bound)
+    # NaN where the reference has NaN matches it; NaN on one side only is out of any bound
+    both = torch.isnan(got) & torch.isnan(ref)
+    diff = torch.where(both, torch.zeros_like(got), got - ref)
+    err = diff.abs()
+    ratio = torch.where(torch.isnan(got) ^ torch.isnan(ref), torch.full_like(err, math.inf), err / bound)
     worst = float(ratio.max()) if ratio.numel() else 0.0
-    denom = float(ref.norm())
-    rel = float(torch.nan_to_num((got - ref).norm(), nan=math.inf)) / denom if denom else float(err.max(initial=0.0))
+    denom = float(torch.where(torch.isnan(ref), torch.zeros_like(ref), ref).norm())
+    rel = float(torch.nan_to_num(diff.norm(), nan=math.inf))
+    rel = rel / denom if denom else (float(err.amax()) if err.numel() else 0.0)
     first = ""
     if worst > 1.0:
         i = int(torch.argmax(ratio.flatten()))
