@@ -170,19 +170,24 @@ def _rank_main(rank, world, init_file, tmp, record=True):
         torch.distributed.destroy_process_group()
 
 
-@pytest.mark.parametrize("record", [True, False], ids=["record", "no-record"])
-def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path, record):
-    """Rank 0's decisions reach every rank's table; with record=False no rank's table changes
-    (as in one process): each keeps its own file's entries and the swept key stays absent."""
+def _two_ranks(target, tmp_path, *args) -> list:
+    """Run ``target(rank, 2, init file, tmp_path, *args)`` on two spawned gloo ranks; each
+    rank's report (its rank{r}.json)."""
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_rank_main, args=(r, 2, str(tmp_path / "init"), str(tmp_path), record))
-             for r in range(2)]
+    procs = [ctx.Process(target=target, args=(r, 2, str(tmp_path / "init"), str(tmp_path), *args)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["record", "no-record"])
+def test_distributed_rank_0_decides_and_all_ranks_run_the_same(tmp_path, record):
+    """Rank 0's decisions reach every rank's table; with record=False no rank's table changes
+    (as in one process): each keeps its own file's entries and the swept key stays absent."""
+    ranks = _two_ranks(_rank_main, tmp_path, record)
     assert ranks[0]["swept"] == ["fwd-M32-N16-x4"] and ranks[1]["swept"] == []
     if not record:
         assert [r["fwd"] for r in ranks] == ["None", "None"]
@@ -218,13 +223,5 @@ def test_distributed_tune_carries_a_level3_entry_with_its_validation(tmp_path):
     """A level-3 variant is installed only with its validation record (So2Family.check_entry):
     rank 0 broadcasts whole entries, so every rank gets the variant and its record (a bare
     config made every rank raise after the sweeps)."""
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_rank_main_level3, args=(r, 2, str(tmp_path / "init"), str(tmp_path)))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = _two_ranks(_rank_main_level3, tmp_path)
     assert ranks[0] == ranks[1] and "3xfp16" in ranks[0]["entry"] and ranks[0]["validation"]["passed"] is True
