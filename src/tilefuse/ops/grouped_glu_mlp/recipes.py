@@ -350,7 +350,8 @@ def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
                 ) -> tuple[QuantWeight, QuantWeight | None]:
     """quantize_weight_pair(recipe, w, dgrad), or inside reuse_quantized_weights the pair made
     for ``source`` (the caller's weight, of which ``w`` is the kernels' layout) by an earlier
-    call, while ``source`` is unchanged (its storage and version counter)."""
+    call, while ``source`` is unchanged (its memory, layout and version counter) and no
+    optimizer step has run since."""
     cache = _REUSE.get()
     if cache is None or _capturing(w) or source.is_inference():   # an inference tensor has no version counter
         return quantize_weight_pair(recipe, w, dgrad)

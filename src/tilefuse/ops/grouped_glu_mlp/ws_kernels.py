@@ -335,9 +335,10 @@ _TOKEN_LAYOUT = None if gl is None else gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bias=None,
            programs: int | None = None, glu=None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
-    does not apply (``applies``, ws_wgrad.counts_ok): launch.py then takes grouped_gemm_kernel. a: recipes.QuantRows
-    (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the persistent program
-    count (default one an SM; tests use fewer, so that programs take many tiles).
+    does not apply (``applies``, ws_wgrad.counts_ok): launch.py then takes grouped_gemm_kernel.
+    a: recipes.QuantRows (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the
+    persistent program count (default one an SM; tests use fewer, so that programs take many
+    tiles).
 
     ``glu=(h, act, interleave)``: fc1 with its GLU (grouped_gemm_kernel's EPI_GLU; c is z,
     N = 2F, bias the (E, 2F) fc1 bias added without probs), where ``glu_applies``."""

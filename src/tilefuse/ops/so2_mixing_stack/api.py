@@ -37,12 +37,13 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
     inputs accumulate in fp32), float64 the reference in float64 at every level (so
-    ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward is the relay, the composition route (the relay's
-    pointwise kernels with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table
-    chose it for (lmax, focus_dim, dtype), or the fused per-layer kernel at level >= 2 when the
-    table holds a fused winner for (lmax, focus_dim, fp32) on this GPU and no weight requires
-    grad (the route is chosen at the forward: weights that require grad get the relay and
-    their gradients, even where a later ``autograd.grad`` asks for u0's alone). At level 3 with fp32 inputs, where the table's
+    ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward
+    is the relay, the composition route (the relay's pointwise kernels with cuBLAS GEMMs in
+    IEEE fp32) at level >= 2 where the tuning table chose it for (lmax, focus_dim, dtype), or
+    the fused per-layer kernel at level >= 2 when the table holds a fused winner for (lmax,
+    focus_dim, fp32) on this GPU and no weight requires grad (the route is chosen at the
+    forward: weights that require grad get the relay and their gradients, even where a later
+    ``autograd.grad`` asks for u0's alone). At level 3 with fp32 inputs, where the table's
     level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a split-precision variant (3xtf32 or
     3xfp16) whose accuracy validation passed (normwise error against float64 within 1.5x of
     the exact path's at 2**19 edges, finite on range-limit inputs; ``tilefuse tune --op
@@ -52,9 +53,10 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     covered them too); nowhere else, and never below level 3. ``alpha`` must be
     positive (grad_alpha divides by it).
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
-    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (float32 torch ops), which
-    they differentiate and batch. Eager calls decide kernels vs reference per call; a torch.compile'd call goes through the
-    custom ops ``tilefuse::so2_stack_fwd``/``so2_stack_bwd``, which decide when they run.
+    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (float32 torch ops),
+    which they differentiate and batch. Eager calls decide kernels vs reference per call; a
+    torch.compile'd call goes through the custom ops ``tilefuse::so2_stack_fwd`` /
+    ``so2_stack_bwd``, which decide when they run.
     ``tilefuse.tune(model, inputs)`` sees this op's key when the stack's weights do not require
     grad (force evaluation): only that backward can be fused.
 

@@ -17,9 +17,9 @@ makes. The final layer's GEMM (g + g @ W^T) likewise.
 
 Precision: the GEMMs run in IEEE float32 whatever ``torch.backends.cuda.matmul.allow_tf32``,
 ``torch.set_float32_matmul_precision`` or an autocast region say outside (``ieee_matmul`` sets
-IEEE and turns autocast off around them, then restores the caller's settings), so the route is an exact path like the relay; its sums
-are ordered by cuBLAS, not by the relay's K walk, so it equals the relay within the op's fp32
-tolerance, not bitwise (tune.compose_mismatches).
+IEEE and turns autocast off around them, then restores the caller's settings), so the route is
+an exact path like the relay; its sums are ordered by cuBLAS, not by the relay's K walk, so it
+equals the relay within the op's fp32 tolerance, not bitwise (tune.compose_mismatches).
 """
 
 from __future__ import annotations
