@@ -293,7 +293,10 @@ class ExpertParallelGLUMLP(nn.Module):
         its parameters and buffers copied: ``copy.deepcopy(model)`` for an EMA or a frozen
         reference works as with other modules."""
         memo[id(self.process_group)] = self.process_group
-        return copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
 
     @classmethod
     def from_grouped(cls, mlp: GroupedGLUMLP, *, process_group=None) -> "ExpertParallelGLUMLP":
