@@ -357,9 +357,13 @@ class ForwardPlan:
                  wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0):
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
         contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
-        y), else ``backward`` itself."""
+        y) and the saved x, z, h and probs are still contiguous and aligned as the forward left
+        them, else ``backward`` itself."""
         tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
-        if not (dy.dtype == x.dtype and dy.is_contiguous() and dy.data_ptr() & 15 == 0):
+        # the saved tensors as the forward made them too (a saved-tensor hook may change them)
+        if not (dy.dtype == x.dtype and dy.is_contiguous() and x.is_contiguous() and z.is_contiguous()
+                and h.is_contiguous() and probs.is_contiguous()
+                and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr()) & 15 == 0):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
                             glue=self.glue)
         bwd = self._backward.get(tiles)
@@ -495,6 +499,10 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     if T == 0:
         return _zero_grads(x, probs, w1, w2, b1, b2)
     dy = _row_major(dy)
+    # The saved tensors as forward made them, laid out again where they are not: a saved-tensor
+    # hook may give them back in another layout (``torch.autograd.graph.saved_tensors_hooks``);
+    # no copy otherwise. The dGLU kernel reads z by rows and probs at ``ptr + i``.
+    x, z, h, probs = _row_major(x), _row_major(z), _row_major(h), probs.contiguous()
     # dy is reduced along H for the fc2 bias (dprobs' term and db2): summed_rows, so that the
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
