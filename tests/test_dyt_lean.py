@@ -672,7 +672,7 @@ def test_saved_tensor_hooks_that_change_x_take_a_fresh_plan(case, device):
     """The forward's plan is carried to the backward only while the saved tensors are as it
     was built for: a saved-tensor hook may give x back in another layout
     (``torch.autograd.graph.save_on_cpu`` unpacks contiguous), and the plan's kernels would
-    read it in the old one (every gradient wrong, silently)."""
+    read it in the old one."""
     g = torch.Generator().manual_seed(11)
     if case.startswith("channels_last"):
         x = torch.randn(2, 5, 3, 4, generator=g).to(device).to(memory_format=torch.channels_last)
@@ -713,7 +713,7 @@ def test_the_older_vmaps_batched_gradients_run_the_reference():
 
 def test_a_channel_sum_over_no_rows_is_a_new_tensor():
     """The reference's channel sums of a 1-D x of no elements return a new tensor, not their
-    input: the custom op's outputs may not alias its inputs (dbias was dy itself)."""
+    input: the custom op's outputs may not alias its inputs."""
     dy = torch.empty(0)
     assert reference._reduce_to_channels(dy, True) is not dy
 

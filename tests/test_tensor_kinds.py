@@ -211,7 +211,7 @@ def test_grouped_glu_mlp_under_a_saved_tensor_hook_that_changes_layouts(route, t
     """A saved-tensor hook may give the saved tensors back in another layout (here x, z and h
     column-major). The compose route's backward lays them out again and its call plan steps
     aside (its launches are fixed for the forward's layouts): the gradients are those without
-    the hook, bit for bit (they were wrong by up to 32 before)."""
+    the hook, bit for bit."""
     dtype = torch.bfloat16 if route == "default" else torch.float32
     i = random_inputs([5, 0, 11], 64, 64, dtype, bias=False, device=device, generator=torch.Generator().manual_seed(5))
     if route == "fused kernels":

@@ -222,6 +222,6 @@ def _rank_main_level3(rank, world, init_file, tmp):
 def test_distributed_tune_carries_a_level3_entry_with_its_validation(tmp_path):
     """A level-3 variant is installed only with its validation record (So2Family.check_entry):
     rank 0 broadcasts whole entries, so every rank gets the variant and its record (a bare
-    config made every rank raise after the sweeps)."""
+    config could not carry it)."""
     ranks = _two_ranks(_rank_main_level3, tmp_path)
     assert ranks[0] == ranks[1] and "3xfp16" in ranks[0]["entry"] and ranks[0]["validation"]["passed"] is True

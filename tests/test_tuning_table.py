@@ -327,8 +327,7 @@ def test_the_lookup_memo_stays_bounded():
 
 def test_a_record_reaches_every_device_sharing_the_cache_file(monkeypatch):
     """Two identical GPUs share one fingerprint and one cache file: a result recorded on one
-    device is what the other's lookups see at once (it kept the file's older view until a
-    reload). Simulated on the CPU: two devices of the CPU's fingerprint."""
+    device is what the other's lookups see at once, without a reload. Simulated on the CPU: two devices of the CPU's fingerprint."""
     import torch
     cpu = store.fingerprint(-1)
     monkeypatch.setattr(store, "fingerprint", lambda index: cpu)
