@@ -81,6 +81,7 @@ def _bad_cases():
         case(ValueError, r"x must be 2-D \(T, H\), got shape \(8,\)", x=x[0]),
         case(ValueError, r"x must be 2-D \(T, H\)", x=x[None]),
         case(ValueError, r"x must have H = x.shape\[1\] >= 1", x=x[:, :0]),
+        case(ValueError, r"x has T = 2147483648 rows; at most 2147483647", x=x[:1].expand(2 ** 31, 8)),
         # fc1_weight: kind, dtype, device, shape
         case(TypeError, "fc1_weight must be a torch.Tensor", fc1_weight=None),
         case(TypeError, "fc1_weight is torch.bfloat16 but x is torch.float32", fc1_weight=w1.bfloat16()),

@@ -55,9 +55,11 @@ def reference_grads(inputs, lmax, focus_dim, apply_alpha, grad_out):
 
 
 # (lmax, F, Cf, E, apply_alpha): the spec's (lmax, F, Cf) grid at small sizes, edge counts that are
-# not multiples of the block (0, 1, 37, 129), alpha on and off, a non-power-of-two Cf.
+# not multiples of the block (0, 1, 37, 129), alpha on and off, a non-power-of-two Cf; Cf 96 and
+# 80 take the gate kernels' chunked dots (configs.GATE_REGISTER_MAX), 80 with a partial chunk.
 CASES = [(1, 1, 32, 0, True), (1, 1, 32, 1, True), (1, 1, 32, 37, False), (2, 2, 32, 129, True),
-         (3, 2, 32, 37, True), (3, 2, 32, 1, False), (3, 1, 64, 37, False), (2, 1, 48, 129, True)]
+         (3, 2, 32, 37, True), (3, 2, 32, 1, False), (3, 1, 64, 37, False), (2, 1, 48, 129, True),
+         (1, 1, 96, 37, True), (1, 2, 80, 33, False)]
 
 
 @pytest.mark.parametrize("lmax,n_focus,focus_dim,n_edges,apply_alpha", CASES,
@@ -345,3 +347,48 @@ def test_tune_model_covers_so2_mixing_stack(tuning_table, monkeypatch):
     assert [r.key for r in results] == ["L1-C32-x4-fwd", "L1-C32-x4"]
     assert results[0].winner == tuning.BASELINE
     assert tuning.lookup_config("so2_mixing_stack", so2_tune.So2Problem(1, 32, 4)) == one[0]
+
+
+
+_SM90_GATE_KERNELS = r'''
+import json, sys
+from sm90_helpers import compile_sm90
+from tilefuse.ops.so2_mixing_stack import configs, launch
+from tilefuse.ops.so2_mixing_stack import kernels as K
+
+focus_dim = int(sys.argv[1])
+cf_p = configs.cf_padded(focus_dim)
+ints = ("E", "ROW", "M0", "LG", "CF")
+
+
+def usage(fn, constexprs, warps):
+    sig = {n: ("*fp32" if n.endswith("_ptr") else "i32") for n in fn.arg_names if n not in constexprs}
+    return compile_sm90(fn, sig, constexprs, num_warps=warps, num_stages=1,
+                        divisible=[n for n in sig if n.endswith("_ptr") or n in ints[1:]])[1]
+
+
+out = {"sigma": usage(K.so2_bwd_sigma_kernel, dict(IEEE=True, BLOCK_M=launch.SIGMA_BLOCK_M, CF_P=cf_p),
+                      launch.SIGMA_WARPS)}
+if cf_p > configs.GATE_REGISTER_MAX:
+    out["pointwise"] = usage(K.so2_bwd_pointwise_kernel,
+                             dict(WRITE_GQ=True, IEEE=True, BLOCK_M=launch.POINTWISE_BLOCK_M, CF_P=cf_p),
+                             launch.pointwise_warps(focus_dim))
+    out["gate"] = usage(K.so2_fwd_gate_kernel, dict(IEEE=True, S_PRECISION="ieee", BLOCK_M=launch.GATE_BLOCK_M,
+                                                    CF_P=cf_p, BLOCK_K=32), launch.gate_warps(focus_dim, "ieee"))
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("focus_dim", [64, 96, 128])
+def test_gate_kernels_compile_for_sm90_without_spills_above_the_register_gate(focus_dim):
+    """The forward gate, sigma and pointwise kernels at their launch shapes, compiled for sm_90:
+    above configs.GATE_REGISTER_MAX (focus_dim 96 and 128) they take their gate dots in chunks
+    and must not spill (whole-tile dots spilled 1-17 KB a thread there and ran the op at a
+    fraction of its speed at focus_dim <= 64); at 64 the sigma kernel (whole tiles) must not."""
+    from sm90_helpers import nvidia_compiler_available, run_compile_script
+    if not nvidia_compiler_available():
+        pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")
+    report = run_compile_script(_SM90_GATE_KERNELS.replace("sys.argv[1]", repr(str(focus_dim))))
+    assert len(report) == (1 if focus_dim == 64 else 3)
+    for name, usage in report.items():
+        assert usage["stack"] == 0, (name, usage)

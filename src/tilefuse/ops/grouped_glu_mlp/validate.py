@@ -40,6 +40,7 @@ from .reference import ACTIVATIONS
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 COUNT_DTYPES = (torch.int32, torch.int64)
 QUANTIZED_RECIPES = RECIPES
+MAX_TOKENS = 2 ** 31 - 1   # T: the row offsets and counts' prefix sums are int32
 _OP = "grouped_glu_mlp"
 
 
@@ -126,6 +127,9 @@ def validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, *, activation,
     n_tokens, hidden = x.shape
     if hidden < 1:
         raise ValueError(f"{_OP}: x must have H = x.shape[1] >= 1, got shape {tuple(x.shape)}")
+    if n_tokens > MAX_TOKENS:
+        # the kernels' row offsets and the counts' prefix sums are int32
+        raise ValueError(f"{_OP}: x has T = {n_tokens} rows; at most {MAX_TOKENS} (2**31 - 1) are supported")
 
     _check_tensor("fc1_weight", fc1_weight, FLOAT_DTYPES, "float32, bfloat16 or float16")
     _check_same("fc1_weight", fc1_weight, x)

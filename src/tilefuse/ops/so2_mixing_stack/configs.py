@@ -133,6 +133,17 @@ class So2Config:
         return FP16X3 if self.precision == FP16X3_GATE else EXACT
 
 
+# Above this padded focus_dim (cf_padded) the gate dots are not formed from whole (CF_P x CF_P)
+# register tiles: at CF_P 128 (focus_dim 96 and 128) those tiles spilled 1-17 KB a thread
+# (sm_90: the sigma kernel 1016 bytes, the pointwise kernel 16,992, the forward gate 1024), and
+# the op ran at 6-15 TFLOP/s there against 27-56 at focus_dim <= 64 (benchmarks/results/
+# 2026-12-05-h200-at). Wider focus dims take the gate's K (sigma = sigmoid(s @ gw)) or a group's
+# columns (the pointwise kernel's gq @ gw^T) kernels.GATE_CHUNK at a time, each chunk's dot
+# accumulating onto the last, and the forward gate kernel leaves sigma to the sigma kernel
+# (launch.forward). The fused kernel, whose bitwise contract with the relay covers these dots,
+# runs only at focus_dim <= FUSED_MAX_FOCUS_DIM, where nothing changes.
+GATE_REGISTER_MAX = 64
+
 # The fused kernel forms gate dots in registers: above this focus_dim the per-program gate
 # tiles spill (the seed project's cuBLAS gate path started at 96).
 FUSED_MAX_FOCUS_DIM = 64

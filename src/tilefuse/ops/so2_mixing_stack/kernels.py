@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from ..triton_common import dot_f32acc, mul_rn, sigmoid_f32, to_output
+from . import configs
 
 FWD_GATED = tl.constexpr(0)   # z = u_seg @ W; u_next = u + z * sigma[gate col]
 FINAL = tl.constexpr(1)       # y = (u + u_seg @ W) * alpha, stored edge-major
@@ -68,6 +69,30 @@ def gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P: tl.constexpr, IEEE: tl.
     return sigmoid_f32(dot_f32acc(s, w, tl.zeros((s.shape[0], w.shape[1]), tl.float32), IEEE))
 
 
+# Above configs.GATE_REGISTER_MAX (the padded focus_dim) the gate dots take GATE_CHUNK of their
+# K (sigma's s @ gw) or of a group's columns (the pointwise kernel's gq @ gw^T) at a time.
+GATE_REGISTER_MAX = tl.constexpr(configs.GATE_REGISTER_MAX)
+GATE_CHUNK = tl.constexpr(32)
+
+
+@triton.jit
+def gate_sigma_chunked(z_ptr, row, emask, gw_ptr, focus, g0, cols, cmask, CF, LG, CF_P: tl.constexpr,
+                       IEEE: tl.constexpr):
+    """gate_sigma_group for CF_P > GATE_REGISTER_MAX: s read from z (rows ``row``) GATE_CHUNK
+    columns at a time, each chunk's dot accumulating onto the last in K order."""
+    acc = tl.zeros((row.shape[0], CF_P), dtype=tl.float32)
+    gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
+    for k0 in range(0, CF, GATE_CHUNK):
+        k = k0 + tl.arange(0, GATE_CHUNK)
+        kmask = k < CF
+        s = tl.load(z_ptr + row[:, None] + k[None, :], mask=emask[:, None] & kmask[None, :],
+                    other=0.0).to(tl.float32)
+        w = tl.load(gw_base + k[:, None] * LG + (g0 + cols)[None, :], mask=kmask[:, None] & cmask[None, :],
+                    other=0.0).to(tl.float32)
+        acc = dot_f32acc(s, w, acc, IEEE)
+    return sigmoid_f32(acc)
+
+
 @triton.jit
 def so2_fwd_gate_kernel(
     u_ptr, w0_ptr, w0lo_ptr, w0scale_ptr, gw_ptr, z_ptr, u_next_ptr, sigma_ptr,
@@ -79,7 +104,8 @@ def so2_fwd_gate_kernel(
 
     u_ptr: (F, E, ROW) layer input. w0_ptr: (F, M0, M0) this layer's m = 0 weights.
     gw_ptr: (F, CF, LG). Writes z[..., :CF] = s = u_m0 @ w0[:, :CF],
-    u_next[..., :CF] = u + s * sigmoid(s), and sigma (F, E, LG) = sigmoid(s @ gw) (float32).
+    u_next[..., :CF] = u + s * sigmoid(s), and sigma (F, E, LG) = sigmoid(s @ gw) (float32;
+    for CF_P > GATE_REGISTER_MAX not here: launch.py runs so2_bwd_sigma_kernel on z after it).
     S_PRECISION: how s's K tiles are multiplied, by the layer GEMMs' tile_product: "ieee" or
     "tf32" (16-bit inputs) on W0 itself, or "3xfp16" (w0_ptr / w0lo_ptr the float16 heads and
     tails of W0 scaled per column, w0scale_ptr (F, M0) the inverse scales: launch.split_fp16,
@@ -109,10 +135,11 @@ def so2_fwd_gate_kernel(
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(z_ptr + offs, to_output(acc, z_ptr), mask=mask)
     tl.store(u_next_ptr + offs, to_output(u + acc * sigmoid_f32(acc), u_next_ptr), mask=mask)
-    sig_base = focus.to(tl.int64) * E * LG + edges * LG
-    for g0 in range(0, LG, CF):
-        sigma = gate_sigma_group(acc, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
-        tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
+    if CF_P <= GATE_REGISTER_MAX:   # else launch.py runs the sigma kernel on the z written here
+        sig_base = focus.to(tl.int64) * E * LG + edges * LG
+        for g0 in range(0, LG, CF):
+            sigma = gate_sigma_group(acc, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
+            tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
 
 
 @triton.jit
@@ -382,12 +409,17 @@ def so2_bwd_sigma_kernel(
     cols = tl.arange(0, CF_P)
     cmask = cols < CF
     mask = emask[:, None] & cmask[None, :]
-    s = tl.load(z_ptr + (focus.to(tl.int64) * E * ROW + edges * ROW)[:, None] + cols[None, :],
-                mask=mask, other=0.0).to(tl.float32)
+    row = focus.to(tl.int64) * E * ROW + edges * ROW
     sig_base = focus.to(tl.int64) * E * LG + edges * LG
-    for g0 in range(0, LG, CF):
-        sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
-        tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
+    if CF_P <= GATE_REGISTER_MAX:
+        s = tl.load(z_ptr + row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        for g0 in range(0, LG, CF):
+            sigma = gate_sigma_group(s, gw_ptr, focus, g0, CF, LG, CF_P, IEEE)
+            tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
+    else:
+        for g0 in range(0, LG, CF):
+            sigma = gate_sigma_chunked(z_ptr, row, emask, gw_ptr, focus, g0, cols, cmask, CF, LG, CF_P, IEEE)
+            tl.store(sigma_ptr + sig_base[:, None] + (g0 + cols)[None, :], sigma, mask=mask)
 
 
 @triton.jit
@@ -414,8 +446,14 @@ def group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF):
 @triton.jit
 def _gw_t_block(gw_base, g0, cols, cmask, LG):
     """gw^T for one group: element (j, c) = gw[c, g0 + j], float32 (CF_P, CF_P)."""
-    return tl.load(gw_base + cols[None, :] * LG + (g0 + cols)[:, None],
-                   mask=cmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
+    return _gw_t_rows(gw_base, g0, cols, cmask, cols, cmask, LG)
+
+
+@triton.jit
+def _gw_t_rows(gw_base, g0, j, jmask, cols, cmask, LG):
+    """Rows ``j`` of one group's gw^T: element (i, c) = gw[c, g0 + j[i]], float32."""
+    return tl.load(gw_base + cols[None, :] * LG + (g0 + j)[:, None],
+                   mask=jmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -448,15 +486,32 @@ def so2_bwd_pointwise_kernel(
     sig_row = (focus.to(tl.int64) * E * LG + edges * LG)[:, None]
     gw_base = gw_ptr + focus.to(tl.int64) * CF * LG
     acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
-    for g0 in range(0, LG, CF):
-        sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
-        gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-        tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
-        tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
-        tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
-        if WRITE_GQ:
-            tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
-        acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
+    if CF_P <= GATE_REGISTER_MAX:
+        for g0 in range(0, LG, CF):
+            sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
+            gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
+            tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
+            tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
+            tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
+            if WRITE_GQ:
+                tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
+            acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
+    else:
+        # GATE_CHUNK of a group's columns at a time (GATE_REGISTER_MAX): the element-wise work
+        # per chunk, and gq @ gw^T accumulated chunk after chunk in K order.
+        for g0 in range(0, LG, CF):
+            for j0 in range(0, CF, GATE_CHUNK):
+                j = j0 + tl.arange(0, GATE_CHUNK)
+                jmask = j < CF
+                m = emask[:, None] & jmask[None, :]
+                sigma = tl.load(sigma_ptr + sig_row + (g0 + j)[None, :], mask=m, other=0.0)
+                gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, j, m, M0, LG, CF)
+                tl.store(gz_ptr + row + (CF + g0 + j)[None, :], to_output(gz_a, gz_ptr), mask=m)
+                tl.store(gz_ptr + row + (M0 + g0 + j)[None, :], to_output(gz_b, gz_ptr), mask=m)
+                tl.store(gz_ptr + row + (M0 + LG + g0 + j)[None, :], to_output(gz_c, gz_ptr), mask=m)
+                if WRITE_GQ:
+                    tl.store(gq_ptr + sig_row + (g0 + j)[None, :], gq, mask=m)
+                acc = dot_f32acc(gq, _gw_t_rows(gw_base, g0, j, jmask, cols, cmask, LG), acc, IEEE)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
     tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 

@@ -26,7 +26,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv, ieee_matmul
-from .configs import EXACT, FP16X3, TF32X3, So2Config, cf_padded, fused_applies, heuristic
+from .configs import EXACT, FP16X3, GATE_REGISTER_MAX, TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
 
@@ -207,6 +207,10 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
             IEEE=_ieee(u), S_PRECISION=gate_precision, BLOCK_M=GATE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
             BLOCK_K=cfg.block_k, num_warps=gate_warps(d.focus_dim, gate_precision),
         )
+        if cf_padded(d.focus_dim) > GATE_REGISTER_MAX:
+            # the gate kernel left sigma to the sigma kernel (kernels.GATE_REGISTER_MAX), which
+            # reads s from the z it wrote: the backward's recompute, bit for bit
+            _sigma(z, gwc[layer], sigma, d)
         common = dict(z=z, sigma=sigma)
         _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
               n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
@@ -272,6 +276,12 @@ GATE_BLOCK_M = 32
 POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
 
 
+def pointwise_warps(focus_dim: int) -> int:
+    """POINTWISE_WARPS, or 4 above kernels.GATE_REGISTER_MAX, where the kernel's (BLOCK_M,
+    CF_P) accumulator and gw^T rows are 128 columns wide."""
+    return POINTWISE_WARPS if cf_padded(focus_dim) <= GATE_REGISTER_MAX else 4
+
+
 def gate_warps(focus_dim: int, s_precision: str) -> int:
     """Warps of the forward gate kernel's 32-row launch: 4 where its scalar block s is exact
     at Cf 32, else 2. Measured on the H200 (results/2026-12-02-h200-q run 4, ms a call, 2 / 4
@@ -305,7 +315,7 @@ def relay_layer(g_cur, z, gw, w0t, w1t, out, sigma, gz, gq, d: So2Dims, cfg: So2
     so2_bwd_pointwise_kernel[(F * cdiv(E, POINTWISE_BLOCK_M),)](
         g_cur, z, sigma, gw, gz, sigma if gq is None else gq, E, d.row, d.m0, d.lg, d.focus_dim,
         WRITE_GQ=gq is not None, IEEE=_ieee(z), BLOCK_M=POINTWISE_BLOCK_M, CF_P=cf_padded(d.focus_dim),
-        num_warps=POINTWISE_WARPS, num_stages=1)
+        num_warps=pointwise_warps(d.focus_dim), num_stages=1)
     _gemm_t(gz, w0t, w1t, g_cur, out, d, cfg)
 
 
