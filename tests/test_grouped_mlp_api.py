@@ -193,12 +193,14 @@ def test_module_parameters_and_repr():
 
 @pytest.mark.parametrize("kwargs,exc,msg", [
     ({"num_experts": 0}, ValueError, "num_experts must be a positive int"),
-    ({"hidden_size": 8.0}, ValueError, "hidden_size must be a positive int"),
-    ({"ffn_hidden_size": True}, ValueError, "ffn_hidden_size must be a positive int"),
-    ({"glu_interleave": 32, "ffn_hidden_size": 48}, ValueError, "glu_interleave=32 must divide the FFN width"),
+    ({"hidden_size": 8.0}, TypeError, "hidden_size must be a positive int, got float"),
+    ({"ffn_hidden_size": True}, TypeError, "ffn_hidden_size must be a positive int, got bool"),
+    ({"glu_interleave": 32, "ffn_hidden_size": 48}, ValueError,
+     r"glu_interleave=32 must divide the FFN width F = ffn_hidden_size = 48"),
     ({"activation": "relu"}, ValueError, "activation must be one of"),
     ({"bias": 1}, TypeError, "bias must be a bool"),
-    ({"recipe": "nvfp4"}, ValueError, "recipe 'nvfp4' needs the hidden size H .* multiples of 16"),
+    ({"recipe": "nvfp4"}, ValueError,
+     r"recipe 'nvfp4' needs the hidden size H \(hidden_size\) and the FFN width F \(ffn_hidden_size\) .* multiples of 16"),
     ({"dtype": torch.int64}, TypeError, "GroupedGLUMLP: dtype must be None or one of"),
     ({"dtype": torch.float64}, TypeError, "GroupedGLUMLP: dtype must be None or one of"),
     ({"recipe": "bf16"}, ValueError, "recipe must be None"),

@@ -20,13 +20,14 @@ DEFAULT_GLU_INTERLEAVE = 32
 GLU_LAYOUT_KEY = "glu_layout"
 
 
-def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tuple[str, int | None]:
+def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int,
+                       ffn_name: str = "ffn_hidden_size") -> tuple[str, int | None]:
     """(layout name, glu_interleave for the op) from a module's ``glu_layout`` and
     ``glu_interleave`` arguments; TypeError / ValueError naming the argument.
 
     ``glu_layout=None`` takes the layout from ``glu_interleave`` (an int: "interleaved", None:
     "halves"). "halves" needs ``glu_interleave`` None or left at its default (32, which is
-    then unused); "interleaved" needs an int block size dividing F."""
+    then unused); "interleaved" needs an int block size dividing F (named ``ffn_name``)."""
     if glu_layout is None:
         glu_layout = "halves" if glu_interleave is None else "interleaved"
     elif not isinstance(glu_layout, str):
@@ -41,7 +42,7 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int) -> tupl
     if glu_interleave is None:
         raise ValueError(f"{where}: glu_layout='interleaved' needs glu_interleave, the block size s (an int "
                          f"dividing F = {ffn}), got None")
-    check_glu_interleave(glu_interleave, ffn)
+    check_glu_interleave(glu_interleave, ffn, ffn_name)
     return "interleaved", glu_interleave
 
 
@@ -52,12 +53,14 @@ def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave,
     parameters' dtype (None or one grouped_glu_mlp takes)."""
     check_dtype_arg(where, dtype, FLOAT_DTYPES)
     for name, value in sizes:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where}: {name} must be a positive int, got {type(value).__name__}")
+        if value < 1:
             raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
     check_activation(activation)
-    glu_interleave = resolve_glu_layout(where, glu_layout, glu_interleave, sizes[2][1])[1]
+    glu_interleave = resolve_glu_layout(where, glu_layout, glu_interleave, sizes[2][1], sizes[2][0])[1]
     check_recipe(recipe)
-    check_recipe_shapes(recipe, sizes[1][1], sizes[2][1])
+    check_recipe_shapes(recipe, sizes[1][1], sizes[2][1], sizes[1][0], sizes[2][0])
     return glu_interleave
 
 

@@ -54,14 +54,16 @@ def check_recipe(recipe) -> None:
         raise ValueError(f"{_OP}: recipe must be None or one of {QUANTIZED_RECIPES}, got {recipe!r}")
 
 
-def check_recipe_shapes(recipe, hidden: int, ffn: int) -> None:
-    """H and F are multiples of the recipe's scaling block (they are the GEMMs' K dimensions)."""
+def check_recipe_shapes(recipe, hidden: int, ffn: int, hidden_name: str = "x.shape[1]",
+                        ffn_name: str = "fc2_weight.shape[2]") -> None:
+    """H and F are multiples of the recipe's scaling block (they are the GEMMs' K dimensions);
+    the message names them as ``hidden_name`` and ``ffn_name`` (the caller's arguments)."""
     if recipe is None:
         return
     block = BLOCK[recipe]
     if hidden % block or ffn % block:
-        raise ValueError(f"{_OP}: recipe {recipe!r} needs the hidden size H (x.shape[1]) and the FFN width F "
-                         f"(fc2_weight.shape[2]) to be multiples of {block}, its scaling block along K; "
+        raise ValueError(f"{_OP}: recipe {recipe!r} needs the hidden size H ({hidden_name}) and the FFN width F "
+                         f"({ffn_name}) to be multiples of {block}, its scaling block along K; "
                          f"got H = {hidden}, F = {ffn}")
 
 
@@ -72,8 +74,8 @@ def check_activation(activation) -> None:
         raise ValueError(f"{_OP}: activation must be one of {ACTIVATIONS}, got {activation!r}")
 
 
-def check_glu_interleave(glu_interleave, ffn: int) -> None:
-    """None (halves) or a positive int s dividing the FFN width F."""
+def check_glu_interleave(glu_interleave, ffn: int, ffn_name: str = "fc2_weight.shape[2]") -> None:
+    """None (halves) or a positive int s dividing the FFN width F (named ``ffn_name``)."""
     if glu_interleave is None:
         return
     # bool is an int subclass; glu_interleave=True is a mistake, not 1.
@@ -83,7 +85,7 @@ def check_glu_interleave(glu_interleave, ffn: int) -> None:
         raise ValueError(f"{_OP}: glu_interleave must be a positive int, got {glu_interleave}")
     if ffn % glu_interleave:
         raise ValueError(f"{_OP}: glu_interleave={glu_interleave} must divide the FFN width "
-                         f"F = fc2_weight.shape[2] = {ffn} (use glu_interleave=None for halves)")
+                         f"F = {ffn_name} = {ffn} (use glu_interleave=None for halves)")
 
 
 def _check_tensor(name: str, t, dtypes, dtype_names: str) -> None:
