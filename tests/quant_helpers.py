@@ -10,6 +10,8 @@ import torch
 from tilefuse.quant.formats import E2M1_VALUES
 
 F32_SUBNORMALS = (1e-40, -3e-42, 1.4e-45, -1e-39)
+# Exactly representable in bfloat16 (its subnormals: multiples of 2**-133 below 2**-126)
+BF16_SUBNORMALS = (2.0 ** -133, -(2.0 ** -127), 5 * 2.0 ** -133, -(127 * 2.0 ** -133))
 
 
 def e4m3_positive_values() -> torch.Tensor:
@@ -90,7 +92,7 @@ def blocks_with_amax(values: torch.Tensor, block: int, amax: float) -> torch.Ten
 def mixed(rows: int, cols: int, block_cols: int, seed: int, dtype=torch.float32,
           nonfinite: bool = False, log2_range: int = 40) -> torch.Tensor:
     """Random (rows, cols) data reaching every case: per-(row, block) magnitudes 2^U(-r, r),
-    zero elements, an all-zero block, fp32-subnormal elements, and with ``nonfinite`` a NaN
+    zero elements, an all-zero block, subnormal elements (float32 and bfloat16), and with ``nonfinite`` a NaN
     next to a NaN whose sign bit is set, a +inf and a -inf in three different blocks."""
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.float16:
@@ -102,6 +104,8 @@ def mixed(rows: int, cols: int, block_cols: int, seed: int, dtype=torch.float32,
     x[0, :block_cols] = 0.0
     if cols >= block_cols + 4 and dtype == torch.float32:
         x[min(1, rows - 1), block_cols:block_cols + 4] = torch.tensor(F32_SUBNORMALS)
+    elif cols >= block_cols + 4 and dtype == torch.bfloat16:   # bfloat16 has float32's exponent range
+        x[min(1, rows - 1), block_cols:block_cols + 4] = torch.tensor(BF16_SUBNORMALS)
     if nonfinite:
         x[rows // 2, 0] = float("nan")
         x[rows // 2, min(1, cols - 1)] = -float("nan")

@@ -22,6 +22,13 @@ implementation.
 It replaces the dot for every kernel the process interprets, not only tilefuse's: the results
 are the same products, summed in a documented order. The compiled (GPU) path is untouched; the GPU
 tests prove the GPU's bitwise contracts.
+
+The same install also corrects the interpreter's bfloat16 -> float32 cast (``x.to(tl.float32)``
+of a bfloat16 tensor), which decodes the 254 subnormal bfloat16 values wrongly (2**-133 to
+2**-126 in magnitude: e.g. 8.27e-40 becomes 1.47e-39, 3.67e-40 becomes 0) in Triton 3.6-3.8's
+``_convert_float``. The compiled cast is exact (float32 has bfloat16's exponent range), so the
+quantizers' bitwise parity with their references held on the GPU but not in the interpreter for
+such inputs. The replacement widens the stored bits (``bits << 16``), which is that exact cast.
 """
 
 from __future__ import annotations
@@ -57,14 +64,38 @@ def fixed_order_dot(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray
     return out
 
 
+def _install_cast(interp, builder) -> bool:
+    """Replace ``InterpreterBuilder.cast_impl`` by one whose bfloat16 -> float32 cast widens the
+    bits (module docstring); every other cast is the original's."""
+    import triton.language as tl
+
+    original = getattr(builder, "cast_impl", None)
+    if original is None:
+        return False
+    if getattr(original, _PATCHED_ATTR, False):
+        return True
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.bfloat16 and dst_type.scalar == tl.float32:
+            bits = np.asarray(src.data).view(np.uint16)
+            return interp.TensorHandle((bits.astype(np.uint32) << 16).view(np.float32), dst_type.scalar)
+        return original(self, src, dst_type)
+
+    setattr(cast_impl, _PATCHED_ATTR, True)
+    builder.cast_impl = cast_impl
+    return True
+
+
 def install() -> bool:
-    """Replace the interpreter's float ``tl.dot`` by :func:`fixed_order_dot` (idempotent).
-    Returns False where this Triton's interpreter has no ``InterpreterBuilder.create_dot`` to
-    replace (tests/test_interpreter_dot.py fails there, so a Triton upgrade cannot drop it
-    silently)."""
+    """Replace the interpreter's float ``tl.dot`` by :func:`fixed_order_dot` and its bfloat16 ->
+    float32 cast by an exact one (idempotent). Returns False where this Triton's interpreter
+    has no ``InterpreterBuilder.create_dot`` or ``cast_impl`` to replace
+    (tests/test_interpreter_dot.py fails there, so a Triton upgrade cannot drop it silently)."""
     from triton.runtime import interpreter as interp
 
     builder = getattr(interp, "InterpreterBuilder", None)
+    if not _install_cast(interp, builder):
+        return False
     original = getattr(builder, "create_dot", None)
     if original is None:
         return False
@@ -87,4 +118,4 @@ def installed() -> bool:
     from triton.runtime import interpreter as interp
 
     builder = getattr(interp, "InterpreterBuilder", None)
-    return bool(getattr(getattr(builder, "create_dot", None), _PATCHED_ATTR, False))
+    return all(getattr(getattr(builder, name, None), _PATCHED_ATTR, False) for name in ("create_dot", "cast_impl"))
