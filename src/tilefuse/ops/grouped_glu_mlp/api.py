@@ -57,7 +57,10 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
             per expert (weights) or per tensor (activations, gradients). mxfp8 and nvfp4 are
             emulated on Hopper (decoded to bfloat16 inside the GEMM; for recipe parity, not
             speed). H and F must be multiples of 128 / 32 / 16. z, h and the outputs are
-            stored in x.dtype. No double backward.
+            stored in x.dtype. No double backward. A NaN or inf in a quantized block makes
+            its scale NaN, so it reaches every element of that block; under nvfp4 the
+            activations' and gradients' per-tensor scale then makes every token's output
+            NaN, not only that token's.
 
     Returns:
         y (T, H) in x.dtype; differentiable in x, probs, weights and biases.
