@@ -9,8 +9,10 @@ rows of one expert; the row tiles of all experts are numbered consecutively (exp
 and there are at most cdiv(T, BLOCK_M) + E of them, a bound known on the host without reading
 the counts. Programs are persistent: program p handles tiles p, p + P, ... of the
 (row tile x column tile) space and skips tile numbers beyond the last expert's tiles.
-Rows at or beyond T are masked, so a bad split cannot read or write out of bounds (launch.py
-also asserts m_e >= 0 and sum(m_e) == T on the device).
+Rows at or beyond T are masked, so counts that sum past T cannot reach past the last row; a
+negative count would start the next expert's rows below 0, which the masks do not catch: what
+keeps every split in bounds is launch.check_counts's device assert (m_e >= 0 and sum(m_e) ==
+T), which runs before any kernel that reads the counts.
 
 GLU column order (docs/specs/grouped_glu_mlp.md): activation column j reads FC1 output columns
 gate g(j) = 2s floor(j/s) + j mod s and up u(j) = g(j) + s for interleave s; halves (gate j,
