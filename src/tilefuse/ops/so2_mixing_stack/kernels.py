@@ -465,6 +465,22 @@ def scalar_backward(g_ptr, z_ptr, row, cols, mask, acc):
 
 
 @triton.jit
+def _pointwise_columns(g_ptr, z_ptr, sigma_ptr, gz_ptr, gq_ptr, gw_base, row, sig_row, g0, j, jmask, mask, cols,
+                       cmask, acc, M0, LG, CF, WRITE_GQ: tl.constexpr, IEEE: tl.constexpr):
+    """The pointwise kernel's work on columns ``j`` of gate group g0 (``mask``: the row block's
+    edges by those columns): gz of the group's three sub-tiles and, with WRITE_GQ, gq stored;
+    returns acc + gq @ (rows j of the group's gw^T)."""
+    sigma = tl.load(sigma_ptr + sig_row + (g0 + j)[None, :], mask=mask, other=0.0)
+    gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, j, mask, M0, LG, CF)
+    tl.store(gz_ptr + row + (CF + g0 + j)[None, :], to_output(gz_a, gz_ptr), mask=mask)
+    tl.store(gz_ptr + row + (M0 + g0 + j)[None, :], to_output(gz_b, gz_ptr), mask=mask)
+    tl.store(gz_ptr + row + (M0 + LG + g0 + j)[None, :], to_output(gz_c, gz_ptr), mask=mask)
+    if WRITE_GQ:
+        tl.store(gq_ptr + sig_row + (g0 + j)[None, :], gq, mask=mask)
+    return dot_f32acc(gq, _gw_t_rows(gw_base, g0, j, jmask, cols, cmask, LG), acc, IEEE)
+
+
+@triton.jit
 def so2_bwd_pointwise_kernel(
     g_ptr, z_ptr, sigma_ptr, gw_ptr, gz_ptr, gq_ptr,
     E, ROW, M0, LG, CF,
@@ -488,14 +504,8 @@ def so2_bwd_pointwise_kernel(
     acc = tl.zeros((BLOCK_M, CF_P), dtype=tl.float32)
     if CF_P <= GATE_REGISTER_MAX:
         for g0 in range(0, LG, CF):
-            sigma = tl.load(sigma_ptr + sig_row + (g0 + cols)[None, :], mask=mask, other=0.0)
-            gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, cols, mask, M0, LG, CF)
-            tl.store(gz_ptr + row + (CF + g0 + cols)[None, :], to_output(gz_a, gz_ptr), mask=mask)
-            tl.store(gz_ptr + row + (M0 + g0 + cols)[None, :], to_output(gz_b, gz_ptr), mask=mask)
-            tl.store(gz_ptr + row + (M0 + LG + g0 + cols)[None, :], to_output(gz_c, gz_ptr), mask=mask)
-            if WRITE_GQ:
-                tl.store(gq_ptr + sig_row + (g0 + cols)[None, :], gq, mask=mask)
-            acc = dot_f32acc(gq, _gw_t_block(gw_base, g0, cols, cmask, LG), acc, IEEE)
+            acc = _pointwise_columns(g_ptr, z_ptr, sigma_ptr, gz_ptr, gq_ptr, gw_base, row, sig_row, g0, cols,
+                                     cmask, mask, cols, cmask, acc, M0, LG, CF, WRITE_GQ, IEEE)
     else:
         # GATE_CHUNK of a group's columns at a time (GATE_REGISTER_MAX): the element-wise work
         # per chunk, and gq @ gw^T accumulated chunk after chunk in K order.
@@ -503,15 +513,9 @@ def so2_bwd_pointwise_kernel(
             for j0 in range(0, CF, GATE_CHUNK):
                 j = j0 + tl.arange(0, GATE_CHUNK)
                 jmask = j < CF
-                m = emask[:, None] & jmask[None, :]
-                sigma = tl.load(sigma_ptr + sig_row + (g0 + j)[None, :], mask=m, other=0.0)
-                gq, gz_a, gz_b, gz_c = group_backward(g_ptr, z_ptr, row, g0, sigma, j, m, M0, LG, CF)
-                tl.store(gz_ptr + row + (CF + g0 + j)[None, :], to_output(gz_a, gz_ptr), mask=m)
-                tl.store(gz_ptr + row + (M0 + g0 + j)[None, :], to_output(gz_b, gz_ptr), mask=m)
-                tl.store(gz_ptr + row + (M0 + LG + g0 + j)[None, :], to_output(gz_c, gz_ptr), mask=m)
-                if WRITE_GQ:
-                    tl.store(gq_ptr + sig_row + (g0 + j)[None, :], gq, mask=m)
-                acc = dot_f32acc(gq, _gw_t_rows(gw_base, g0, j, jmask, cols, cmask, LG), acc, IEEE)
+                acc = _pointwise_columns(g_ptr, z_ptr, sigma_ptr, gz_ptr, gq_ptr, gw_base, row, sig_row, g0, j,
+                                         jmask, emask[:, None] & jmask[None, :], cols, cmask, acc, M0, LG, CF,
+                                         WRITE_GQ, IEEE)
     gz_s = scalar_backward(g_ptr, z_ptr, row, cols, mask, acc)
     tl.store(gz_ptr + row + cols[None, :], to_output(gz_s, gz_ptr), mask=mask)
 
