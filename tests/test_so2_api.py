@@ -133,7 +133,8 @@ def test_module_parameters_and_repr():
 
 @pytest.mark.parametrize("kwargs,exc,msg", [
     ({"lmax": 0}, ValueError, "lmax must be an int >= 1"),
-    ({"focus_dim": 2.0}, ValueError, "focus_dim must be an int >= 1"),
+    ({"focus_dim": 2.0}, TypeError, "focus_dim must be an int >= 1, got float"),
+    ({"n_focus": True}, TypeError, "n_focus must be an int >= 1, got bool"),
     ({"n_focus": 0}, ValueError, "n_focus must be an int >= 1"),
     ({"n_layers": 1}, ValueError, "n_layers must be an int >= 2"),
     ({"apply_alpha": "yes"}, TypeError, "apply_alpha must be a bool"),

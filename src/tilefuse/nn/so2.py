@@ -60,7 +60,9 @@ class SO2MixingStack(nn.Module):
         super().__init__()
         for name, value, minimum in (("lmax", lmax, 1), ("focus_dim", focus_dim, 1),
                                      ("n_focus", n_focus, 1), ("n_layers", n_layers, 2)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"SO2MixingStack: {name} must be an int >= {minimum}, got {type(value).__name__}")
+            if value < minimum:
                 raise ValueError(f"SO2MixingStack: {name} must be an int >= {minimum}, got {value!r}")
         if not isinstance(apply_alpha, bool):
             raise TypeError(f"SO2MixingStack: apply_alpha must be a bool, got {type(apply_alpha).__name__}")

@@ -109,8 +109,10 @@ def so2_fwd_gate_kernel(
     S_PRECISION: how s's K tiles are multiplied, by the layer GEMMs' tile_product: "ieee" or
     "tf32" (16-bit inputs) on W0 itself, or "3xfp16" (w0_ptr / w0lo_ptr the float16 heads and
     tails of W0 scaled per column, w0scale_ptr (F, M0) the inverse scales: launch.split_fp16,
-    the layer GEMMs' split weights). The gate dots s @ gw take IEEE's dots in every case, as
-    the backward's sigma recompute does (so2_bwd_sigma_kernel). Grid: F * cdiv(E, BLOCK_M).
+    the layer GEMMs' split weights). The gate dots s @ gw take the IEEE flag whatever
+    S_PRECISION is, as the backward's sigma recompute does (so2_bwd_sigma_kernel): IEEE dots
+    for fp32 inputs; for 16-bit ones TF32 dots, which round this fp32 s where the backward's
+    s, read from the 16-bit z, is exact in TF32. Grid: F * cdiv(E, BLOCK_M).
     """
     focus, edges, emask = _rows(tl.program_id(0), E, BLOCK_M)
     row_base = focus.to(tl.int64) * E * ROW + edges * ROW
