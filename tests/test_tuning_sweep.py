@@ -268,8 +268,10 @@ def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_
 
 def test_so2_sweeps_fit_the_device_memory(monkeypatch):
     """so2's representative E (2^19) is halved where its sweep's peak would not fit: the (6, 96)
-    and (6, 128) keys on an 80 GB H100 (the tune ran out of memory there, -ak run 3), none on
-    an H200 (the shipped table's sweeps), nothing on the CPU, never below MIN_SWEEP_EDGES."""
+    and (6, 128) keys on an 80 GB H100 (the tune ran out of memory there, -ak run 3), their
+    level-3 keys further (-at run 3) and on an H200 too, no other key on an H200 (the shipped
+    table's sweeps) nor (3, 64)'s level-3 key on the H100 (swept at 2^19 there), nothing on the
+    CPU, never below MIN_SWEEP_EDGES."""
     from types import SimpleNamespace
     from tilefuse.ops.so2_mixing_stack import tune as so2_tune
     fam, cuda = so2_tune.So2Family(), torch.device("cuda", 0)
@@ -286,8 +288,9 @@ def test_so2_sweeps_fit_the_device_memory(monkeypatch):
                     out[fam.key(p)] = q.n_edges
         return out
 
-    assert resized(85_031_714_816) == {f"L6-C{c}-x4{s}": 2 ** 18 for c in (96, 128) for s in ("", "-fwd", "-l3")}
-    assert resized(150_121_545_728) == {}                                       # an H200
+    assert resized(85_031_714_816) == {**{f"L6-C{c}-x4{s}": 2 ** 18 for c in (96, 128) for s in ("", "-fwd")},
+                                       "L6-C96-x4-l3": 2 ** 17, "L6-C128-x4-l3": 2 ** 17}
+    assert resized(150_121_545_728) == {"L6-C96-x4-l3": 2 ** 18, "L6-C128-x4-l3": 2 ** 17}    # an H200
     assert set(resized(1 << 30).values()) == {so2_tune.MIN_SWEEP_EDGES}     # 1 GiB: the floor
     p = so2_tune.So2Problem(6, 128, 4)
     assert fam.sweep_problem(p, torch.device("cpu")) is p

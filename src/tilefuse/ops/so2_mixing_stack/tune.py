@@ -86,6 +86,12 @@ DEFAULT_EDGES = 2 ** 19
 # surfaces take at most SWEEP_MEMORY_SHARE of the device's memory, down to MIN_SWEEP_EDGES;
 # on an H200 every default key keeps E 2^19.
 SWEEP_PEAK_SURFACES = 12
+# A level-3 key's sweep holds more: the validation's float64 reference outputs, both paths'
+# training outputs and the range-limit input sets. On an 80 GB H100 (-at run 3) the (6, 96)
+# level-3 sweep at E 2^18 ran out of memory holding 22.1 surfaces and asking for 0.6 more,
+# while the (3, 64) one ran at E 2^19 within 31.7 surfaces of the card: 28 lies between, and
+# halves E for (6, 96) and (6, 128) only (to 2^17 on the H100; on an H200 2^18 and 2^17).
+SWEEP_PEAK_SURFACES_LEVEL3 = 28
 SWEEP_MEMORY_SHARE = 0.9
 MIN_SWEEP_EDGES = 2 ** 16
 DEFAULT_FOCUS = 2
@@ -303,16 +309,18 @@ class So2Family(TuningFamily):
         return surfaces * problem.n_edges * problem.n_focus * d.row * problem.itemsize
 
     def sweep_problem(self, problem: So2Problem, device) -> So2Problem:
-        """``problem`` with E halved while SWEEP_PEAK_SURFACES surfaces of it would take more
-        than SWEEP_MEMORY_SHARE of a CUDA device's memory (not below MIN_SWEEP_EDGES); other
-        devices, and problems that fit, unchanged."""
+        """``problem`` with E halved while SWEEP_PEAK_SURFACES surfaces of it
+        (SWEEP_PEAK_SURFACES_LEVEL3 for a level-3 key) would take more than SWEEP_MEMORY_SHARE
+        of a CUDA device's memory (not below MIN_SWEEP_EDGES); other devices, and problems that
+        fit, unchanged."""
         device = torch.device(device)
         if device.type != "cuda":
             return problem
         budget = SWEEP_MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
         surface = problem.n_focus * So2Dims(problem.lmax, problem.focus_dim).row * problem.itemsize
         edges = problem.n_edges
-        while edges > MIN_SWEEP_EDGES and SWEEP_PEAK_SURFACES * surface * edges > budget:
+        peak = SWEEP_PEAK_SURFACES_LEVEL3 if problem.level3 else SWEEP_PEAK_SURFACES
+        while edges > MIN_SWEEP_EDGES and peak * surface * edges > budget:
             edges = max(MIN_SWEEP_EDGES, edges // 2)
         return problem if edges == problem.n_edges else dataclasses.replace(problem, n_edges=edges)
 
