@@ -124,7 +124,7 @@ def test_grouped_bench_rates_the_halves_layout_against_its_own_compiled_peer():
     """The bench's halves-layout row (glu_interleave=None, as called) takes its 'vs compile' from
     the compiled composition of the same layout, in the same rounds; the interleave-32 rows
     from the interleave-32 one; the compiled peers themselves get none, a failed provider no
-    ratio and an error."""
+    ratio and an error, the per-expert loop (its own interleaved call) none."""
     from tilefuse.check import grouped as check_grouped
     from tilefuse.tuning.timing import Timing
 
@@ -134,8 +134,10 @@ def test_grouped_bench_rates_the_halves_layout_against_its_own_compiled_peer():
     timings = {"tilefuse fused": t(2.0, 2.0, 2.0), "tilefuse (as called)": t(1.0, 1.0, 1.0),
                "torch._grouped_mm + compile": t(1.2, 1.1, 1.3),
                check_grouped.HALVES: t(1.0, 2.0, 1.0), check_grouped.HALVES_COMPILED: t(1.5, 3.0, 1.5),
-               "torch._grouped_mm": RuntimeError("no _grouped_mm")}
+               "torch._grouped_mm": RuntimeError("no _grouped_mm"),
+               check_grouped.PER_EXPERT_LOOP: t(20.0, 30.0, 25.0)}   # timed in rounds of its own
     rows = {r["provider"]: r for r in check_grouped.provider_rows(8, 64, 32, 16, 6e9, timings, {})}
+    assert "speedup_vs_compiled" not in rows[check_grouped.PER_EXPERT_LOOP]
     assert rows["tilefuse (as called)"]["speedup_vs_compiled"] == 1.2      # median of 1.2, 1.1, 1.3
     assert rows[check_grouped.HALVES]["speedup_vs_compiled"] == 1.5        # 1.5, 1.5, 1.5: its own peer
     assert "speedup_vs_compiled" not in rows[check_grouped.HALVES_COMPILED]
@@ -599,3 +601,62 @@ def test_bench_exits_nonzero_when_a_benchmark_raised(tmp_path, monkeypatch, caps
         monkeypatch.setattr(section(op), "benchmark", boom)
     assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress"]) == 1
     assert "illegal memory access" in capsys.readouterr().out
+
+
+def test_a_failed_tilefuse_benchmark_row_fails_the_check_and_a_failed_peer_does_not(tmp_path, monkeypatch, capsys):
+    """A benchmark that returns (does not raise) with one of tilefuse's own rows failed: that
+    row becomes a failed verification row, so `tilefuse bench` exits 1; a peer's failed row
+    (Liger-Kernel's, say) stays in its table only (a CUDA device faked, the benchmarks
+    replaced by one returning rows, the markdown writer skipped)."""
+    import torch
+    import tilefuse.check as check
+    from tilefuse.check import report
+    from tilefuse.check.sections import OPS, section
+
+    rows = {"bf16": [{"provider": "tilefuse (as called)", "experts": 8, "status": "failed",
+                      "error": "RuntimeError: CUDA error: an illegal memory access was encountered"},
+                     {"provider": "Liger-Kernel fused MoE", "experts": 8, "status": "failed", "error": "ImportError"},
+                     {"provider": "tilefuse fused", "experts": 8, "status": "ok", "ms": 1.0}]}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "tuning_coverage", lambda ops: {"error": "not read in this test"})
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
+                                                        "torch": "-", "triton": "-"})
+    monkeypatch.setattr(report, "write_markdown", lambda path, result: open(path, "w").write("report\n"))
+    for op in OPS:
+        monkeypatch.setattr(section(op), "benchmark", lambda quick, progress: rows)
+        monkeypatch.setattr(section(op), "plots", lambda out, b: [], raising=False)
+    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress", "--ops", "grouped_glu_mlp"]) == 1
+    failed = check.failed_tilefuse_rows("grouped_glu_mlp", rows)
+    assert [r["path"] for r in failed] == ["benchmark: tilefuse (as called)"]
+    assert not failed[0]["ok"] and "illegal memory access" in failed[0]["detail"] and failed[0]["case"] == "experts 8"
+    rows["bf16"][0]["status"] = "ok"
+    assert check.failed_tilefuse_rows("grouped_glu_mlp", rows) == []
+    assert main(["bench", "--out", str(tmp_path / "rep2"), "--no-progress", "--ops", "grouped_glu_mlp"]) == 0
+
+
+def test_grouped_and_so2_verification_run_with_poisoned_allocations(monkeypatch):
+    """The grouped_glu_mlp and so2_mixing_stack checks allocate NaN-filled memory, as dyt's
+    does: an output element a kernel leaves unwritten is NaN and fails its row, where the
+    memory torch.empty hands out could have held a value within the normwise bound (a review
+    left one dW element unwritten and both checks passed). The state is restored after."""
+    import torch
+    from tilefuse.check import grouped, so2
+
+    def probe(quick, device, progress):
+        return [bool(torch.empty(64).isnan().all()), bool(torch.empty(4, dtype=torch.int32).eq(2 ** 31 - 1).all())]
+
+    for mod in (grouped, so2):
+        monkeypatch.setattr(mod, "_verify", probe)
+        assert mod.verify(True, "cpu", None) == [True, True], mod.__name__
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_grouped_row_with_a_nan_error_reports_an_infinite_worst_over_bound():
+    """A row failed by a NaN output shows worst/bound inf, whatever the outputs' order (max()
+    over a list holding NaN depends on where the NaN is)."""
+    import torch
+    from tilefuse.check import grouped as check_grouped
+    ok, nan = torch.ones(4), torch.full((4,), float("nan"))
+    for got in ([nan] + [ok] * 6, [ok] * 6 + [nan]):
+        row = check_grouped._row("p", "c", got, [ok] * 7, True, 1e-3)
+        assert not row["ok"] and row["worst_error_over_bound"] == float("inf")

@@ -85,6 +85,8 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
                 result["benchmarks"][op] = {"skipped": f"the benchmark raised {type(exc).__name__}: {exc}"}
                 result["verification"].append(_raised_row(op, exc, "benchmark"))
                 continue
+            # tilefuse's own rows that failed are failures of the check (exit status 1), peers' not
+            result["verification"] += failed_tilefuse_rows(op, b)
             if hasattr(mod, "plots"):
                 result["plots"] += mod.plots(out, b)
         else:
@@ -127,6 +129,28 @@ def coverage_lines(cov: dict) -> list[str]:
                     else [f"tilefuse tune --all-defaults --op {name}" for name in missing])
         line += f"; the others run their baselines (untuned): {', '.join(f'`{c}`' for c in commands)} sweeps them"
     return [line]
+
+
+def failed_tilefuse_rows(op: str, bench: dict) -> list[dict]:
+    """A failed verification row for each benchmark row of ``bench`` (any nesting of dicts and
+    lists) whose provider is tilefuse's (its name starts with "tilefuse") and whose status is
+    "failed": a peer that fails is reported in its table, tilefuse failing fails the check."""
+    out, stack = [], [bench]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            provider = node.get("provider")
+            if node.get("status") == "failed" and isinstance(provider, str) and provider.startswith("tilefuse"):
+                shape = ", ".join(f"{k} {node[k]}" for k in ("experts", "tokens", "hidden", "ffn", "lmax",
+                                                             "focus_dim", "edges", "rows", "cols", "mode", "pass")
+                                  if k in node)
+                out.append({"op": op, "path": f"benchmark: {provider}", "case": shape or "-", "ok": False,
+                            "errors": {}, "worst_error_over_bound": float("inf"),
+                            "detail": f"the benchmark row failed: {node.get('error', '')}"[:400]})
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
 
 
 def _raised_row(op: str, exc: Exception, part: str = "verification") -> dict:

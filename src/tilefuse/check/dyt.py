@@ -60,6 +60,13 @@ def verification_cases(quick: bool, device: str) -> list[dict]:
                         cases.append(dict(path="channels-first" + ("-nhwc" if layout else ""), shape=shape,
                                           dtype=dtype, param_dtype=DTYPES[pname], bias=bias, channels_last=False,
                                           layout=layout, name=f"{'x'.join(map(str, shape))}-{tag}"))
+    # The other (x, parameter) dtype pairs the op takes (16-bit parameters with another x): one
+    # channels-last shape each, so that every pair is verified.
+    for dname, pname in sorted((d, q) for d in DTYPES for q in DTYPES if q not in ("fp32", d)):
+        shape = clast_shapes[0]
+        cases.append(dict(path="channels-last", shape=shape, dtype=DTYPES[dname], param_dtype=DTYPES[pname],
+                          bias=True, channels_last=True, layout="",
+                          name=f"{'x'.join(map(str, shape))}-{dname}-{pname}params-bias"))
     return cases
 
 

@@ -57,8 +57,11 @@ def write_markdown(path: Path, report: dict) -> None:
         lines += _tuning_markdown(report["tuning"])
     if ver:
         lines += ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
-                  "Errors are normwise relative errors against a float64 reference; 'worst/bound' is the "
-                  "largest elementwise error as a fraction of its derived bound (<= 1 passes).", "",
+                  "Errors are relative errors against the row's reference: float64 unless the path names "
+                  "another (the unfused composition, the relay, eager PyTorch). 'worst/bound' (<= 1 passes): "
+                  "for dyt the largest elementwise error as a fraction of its derived bound; for "
+                  "grouped_glu_mlp and so2_mixing_stack the largest normwise error as a fraction of the "
+                  "row's tolerance.", "",
                   "| op | path | case | result | errors | worst/bound | detail |", "|---|---|---|---|---|---|---|"]
     else:
         lines += ["", "## Verification: not run (`tilefuse bench`)"]
