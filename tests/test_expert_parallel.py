@@ -430,3 +430,22 @@ def test_nccl_two_gpus_equal_one_module_holding_all_experts(tmp_path, monkeypatc
     reports = _spawn(tmp_path, 2, "nccl", ["arguments", "gpu"], timeout_s=420)
     _assert_all_ok(reports, "arguments")
     _assert_all_ok(reports, "gpu")
+
+
+def test_from_grouped_keeps_requires_grad_and_train_state():
+    """Frozen experts stay frozen and an eval-mode module stays in eval mode when sharded
+    (a one-rank gloo group in this process; the values are checked by the spawned cases)."""
+    if dist.is_initialized():
+        pytest.skip("a default process group is already set up in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        full = GroupedGLUMLP(E2, H, F, glu_interleave=4, bias=True).eval()
+        full.fc1_weight.requires_grad_(False)
+        ep = ExpertParallelGLUMLP.from_grouped(full)
+        assert not ep.training and not ep.experts.training
+        frozen = {name: p.requires_grad for name, p in ep.experts.named_parameters()}
+        assert frozen == {name: p.requires_grad for name, p in full.named_parameters()}
+        assert frozen["fc1_weight"] is False and frozen["fc2_weight"] is True
+        assert ExpertParallelGLUMLP.from_grouped(full.train()).training
+    finally:
+        dist.destroy_process_group()

@@ -96,12 +96,43 @@ def check_against(hf_experts, adapter, hidden, index, weights):
 @pytest.mark.parametrize("dropped", [False, True], ids=["all-kept", "ep-dropped-slots"])
 @pytest.mark.parametrize("concatenated", [True, False], ids=["halves", "alternating"])
 def test_adapter_matches_stand_in(concatenated, dropped):
+    """from_hf of the halves layout; the alternating one (is_concatenated=False) is refused by
+    from_hf (HF's default gate computes halves whatever the flag says) and built directly."""
     torch.manual_seed(0)
     experts = StandInExperts(is_concatenated=concatenated)
-    adapter = HFGroupedGLUExperts.from_hf(experts)
+    if concatenated:
+        adapter = HFGroupedGLUExperts.from_hf(experts)
+    else:
+        with pytest.raises(ValueError, match=r"is_concatenated=False \(supported: is_concatenated=True\)"):
+            HFGroupedGLUExperts.from_hf(experts)
+        adapter = HFGroupedGLUExperts(E, H, F, glu_layout="interleaved", glu_interleave=1, device="meta")
+        adapter.gate_up_proj, adapter.down_proj = experts.gate_up_proj, experts.down_proj
     assert adapter.gate_up_proj is experts.gate_up_proj and adapter.down_proj is experts.down_proj
     assert adapter.glu_layout == ("halves" if concatenated else "interleaved")
     check_against(experts, adapter, *routing(dropped=dropped))
+
+
+@pytest.mark.parametrize("extra", ["parameter", "buffer", "submodule", "silu-subclass"])
+def test_from_hf_refuses_what_it_would_drop_or_miscompute(extra):
+    """An extra parameter, buffer or submodule would leave the model's parameters, optimizer and
+    checkpoints, and the computation; an nn.SiLU subclass may compute something else: each is
+    refused, naming it, not converted."""
+    experts = StandInExperts()
+    if extra == "parameter":
+        experts.expert_scale = nn.Parameter(torch.ones(E))
+    elif extra == "buffer":
+        experts.register_buffer("clamp_limit", torch.tensor(7.0))
+    elif extra == "submodule":
+        experts.extra_norm = nn.LayerNorm(H)
+    else:
+        class ClampedSiLU(nn.SiLU):
+            def forward(self, x):
+                return super().forward(x.clamp(-1, 1))
+        experts.act_fn = ClampedSiLU()
+    what = {"parameter": "parameter 'expert_scale'", "buffer": "buffer 'clamp_limit'",
+            "submodule": "submodule 'extra_norm'", "silu-subclass": "act_fn is ClampedSiLU"}[extra]
+    with pytest.raises(ValueError, match=what):
+        HFGroupedGLUExperts.from_hf(experts)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors run the kernels only in the interpreter")

@@ -301,7 +301,8 @@ class ExpertParallelGLUMLP(nn.Module):
     @classmethod
     def from_grouped(cls, mlp: GroupedGLUMLP, *, process_group=None) -> "ExpertParallelGLUMLP":
         """This rank's share of a ``GroupedGLUMLP`` holding all E experts: the same
-        configuration, device and dtype, the local experts' parameters copied."""
+        configuration, device, dtype and train / eval state, the local experts' parameters
+        copied with their ``requires_grad`` (frozen experts stay frozen)."""
         if not isinstance(mlp, GroupedGLUMLP):
             raise TypeError(f"{_WHERE}.from_grouped: mlp must be a GroupedGLUMLP, got {type(mlp).__name__}")
         weight = mlp.fc1_weight
@@ -311,8 +312,10 @@ class ExpertParallelGLUMLP(nn.Module):
         local = slice(new.expert_offset, new.expert_offset + new.num_local_experts)
         with torch.no_grad():
             for name, param in new.experts.named_parameters():
-                param.copy_(getattr(mlp, name)[local])
-        return new
+                source = getattr(mlp, name)
+                param.copy_(source[local])
+                param.requires_grad_(source.requires_grad)
+        return new.train(mlp.training)
 
     def _agree(self, x: torch.Tensor) -> None:
         """Once per parameter dtype and device: every rank holds the same module (E, H, F,

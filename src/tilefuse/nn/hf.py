@@ -9,8 +9,11 @@ with its defaults):
 
 - parameters ``gate_up_proj`` (E, 2F, H) and ``down_proj`` (E, H, F), (out, in) like
   ``nn.Linear.weight``; the gate is the first F rows of ``gate_up_proj[e]``, the up
-  projection the last F (``chunk(2, dim=-1)``: the "halves" GLU layout; the decorator's
-  ``is_concatenated=False`` is the alternating one, ``glu_interleave=1``); no biases;
+  projection the last F (``chunk(2, dim=-1)``: the "halves" GLU layout); no biases. The
+  decorator's ``is_concatenated=False`` (gate and up alternating) is refused: HF's default
+  gate splits in halves whatever the flag says, so HF's paths disagree on such a module;
+  nothing else may be held but ``act_fn`` (an extra parameter, buffer or submodule is
+  refused, not dropped);
 - ``forward(hidden_states (T, H), top_k_index (T, K) int, top_k_weights (T, K))``:
   ``out[t] = sum_k w[t, k] * down_e(act(gate_e(x_t)) * up_e(x_t))`` with e = top_k_index[t, k];
   an index >= E (the expert-parallel marker of a slot owned by another rank) contributes
@@ -44,7 +47,7 @@ class HFGroupedGLUExperts(nn.Module):
         num_experts: E; hidden_dim: H; intermediate_dim: F (HF's ``moe_intermediate_size``,
             ``intermediate_size`` for Mixtral).
         glu_layout: "halves" (HF's layout: gate rows first, then up) or "interleaved" with
-            ``glu_interleave`` (1: HF's ``is_concatenated=False`` alternating layout).
+            ``glu_interleave`` (1: gate and up alternating; ``from_hf`` takes halves only).
         activation: "swiglu" (HF's SiLU experts).
         recipe: None or a quantized recipe of ``tilefuse.grouped_glu_mlp``.
 
@@ -58,7 +61,8 @@ class HFGroupedGLUExperts(nn.Module):
     synchronization of their own): the T*K (token, slot) pairs are sorted by expert id
     (stable sort), the counts per expert come from ``searchsorted`` of the sorted ids (the
     dropped slots, sorted last, are given to the last expert with weight 0, so the counts sum
-    to T*K as grouped_glu_mlp requires and their rows add exactly 0 for finite inputs), the
+    to T*K as grouped_glu_mlp requires and their rows add exactly 0 wherever the last
+    expert's output for them is finite: 0 times an overflowed inf is NaN), the
     gathered token rows run through ``grouped_glu_mlp`` with the routing weights as its
     ``probs``, and each token's K rows are gathered back and summed (a gather and a reshape
     sum: deterministic, no atomics). ``probs`` scales the GLU output before the down
@@ -96,9 +100,7 @@ class HFGroupedGLUExperts(nn.Module):
         if reason:
             raise ValueError(f"convert_hf_moe_experts: {name} ({type(experts).__name__}) is not supported: {reason}")
         num_experts, two_f, hidden = experts.gate_up_proj.shape
-        interleaved = not getattr(experts, "is_concatenated", True)
-        new = cls(num_experts, hidden, two_f // 2, glu_layout="interleaved" if interleaved else "halves",
-                  glu_interleave=1 if interleaved else None, recipe=recipe, device="meta")
+        new = cls(num_experts, hidden, two_f // 2, glu_layout="halves", recipe=recipe, device="meta")
         new.gate_up_proj = experts.gate_up_proj
         new.down_proj = experts.down_proj
         return new.train(experts.training)   # the replaced module's train / eval state
@@ -190,16 +192,29 @@ def unsupported_reason(experts: nn.Module) -> str | None:
     if not is_hf_experts(experts):
         return ("not a Hugging Face experts module (3-D gate_up_proj / down_proj parameters set up by "
                 "transformers' use_experts_implementation)")
+    # is_concatenated=False (gate and up alternating) is refused too: HF's default _apply_gate
+    # splits [gate; up] in halves whatever the flag says (only its sonicmoe path reads the
+    # flag), and a class with its own gate is refused below, so no HF path computes it as stored.
     for attr, wanted in (("has_gate", True), ("has_bias", False), ("is_transposed", False),
-                         ("has_post_expert_norm", False)):
+                         ("has_post_expert_norm", False), ("is_concatenated", True)):
         if getattr(experts, attr, wanted) != wanted:
             return f"{attr}={getattr(experts, attr)!r} (supported: {attr}={wanted})"
+    # Whatever else it holds would be dropped by the adapter (from the model's parameters, its
+    # optimizer and its checkpoints) and left out of the computation.
+    extra = ([f"parameter {k!r}" for k, v in experts._parameters.items()
+              if v is not None and k not in ("gate_up_proj", "down_proj")]
+             + [f"buffer {k!r}" for k, v in experts._buffers.items() if v is not None]
+             + [f"submodule {k!r}" for k, v in experts._modules.items() if v is not None and k != "act_fn"])
+    if extra:
+        return f"it holds {', '.join(extra)} besides gate_up_proj, down_proj and act_fn"
     gate = getattr(type(experts), "_apply_gate", None)
     default = _default_gate()
     if gate is not None and default is not None and gate is not default:
         return f"it defines its own _apply_gate ({type(experts).__name__}._apply_gate), not HF's default GLU"
     act = getattr(experts, "act_fn", None)
-    if not (isinstance(act, nn.SiLU) or type(act).__name__ == "SiLUActivation"):
+    # the class itself, not a subclass: a subclass may compute something else
+    if not (type(act) is nn.SiLU or (type(act).__name__ == "SiLUActivation"
+                                     and type(act).__module__.startswith("transformers."))):
         return (f"act_fn is {type(act).__name__}; grouped_glu_mlp's GLUs are SwiGLU (SiLU gate) and its "
                 "clamped GeGLU")
     num_experts, two_f, hidden = experts.gate_up_proj.shape
