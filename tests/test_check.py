@@ -637,8 +637,8 @@ def test_a_failed_tilefuse_benchmark_row_fails_the_check_and_a_failed_peer_does_
 def test_grouped_and_so2_verification_run_with_poisoned_allocations(monkeypatch):
     """The grouped_glu_mlp and so2_mixing_stack checks allocate NaN-filled memory, as dyt's
     does: an output element a kernel leaves unwritten is NaN and fails its row, where the
-    memory torch.empty hands out could have held a value within the normwise bound (a review
-    left one dW element unwritten and both checks passed). The state is restored after."""
+    memory torch.empty hands out could hold a value within the normwise bound. The state is
+    restored after."""
     import torch
     from tilefuse.check import grouped, so2
 

@@ -99,8 +99,8 @@ def _widen(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 def test_bfloat16_to_float32_cast_is_exact_for_every_bit_pattern():
     """All 65,536 bfloat16 values cast to float32 in a kernel equal torch's exact cast, bit for
-    bit: Triton's own interpreter decodes the 254 subnormal ones wrongly (module docstring of
-    ops/interpreter_dot.py), which broke the quantizers' bitwise parity on such inputs."""
+    bit, the 254 subnormal ones included (ops/interpreter_dot.py's cast; the quantizers'
+    bitwise parity with their references rests on it in the interpreter)."""
     bits = torch.arange(-2 ** 15, 2 ** 15, dtype=torch.int32).to(torch.int16)
     x = bits.view(torch.bfloat16)
     y = torch.full((x.numel(),), float("nan"))

@@ -383,8 +383,7 @@ print(json.dumps(out))
 def test_gate_kernels_compile_for_sm90_without_spills_above_the_register_gate(focus_dim):
     """The forward gate, sigma and pointwise kernels at their launch shapes, compiled for sm_90:
     above configs.GATE_REGISTER_MAX (focus_dim 96 and 128) they take their gate dots in chunks
-    and must not spill (whole-tile dots spilled 1-17 KB a thread there and ran the op at a
-    fraction of its speed at focus_dim <= 64); at 64 the sigma kernel (whole tiles) must not."""
+    and must not spill; at 64 the sigma kernel (whole tiles) must not."""
     from sm90_helpers import nvidia_compiler_available, run_compile_script
     if not nvidia_compiler_available():
         pytest.skip("Triton's NVIDIA backend (ptxas) is not installed")

@@ -208,7 +208,7 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
             BLOCK_K=cfg.block_k, num_warps=gate_warps(d.focus_dim, gate_precision),
         )
         if cf_padded(d.focus_dim) > GATE_REGISTER_MAX:
-            # the gate kernel left sigma to the sigma kernel (kernels.GATE_REGISTER_MAX), which
+            # the gate kernel left sigma to the sigma kernel (configs.GATE_REGISTER_MAX), which
             # reads s from the z it wrote: the backward's recompute, bit for bit
             _sigma(z, gwc[layer], sigma, d)
         common = dict(z=z, sigma=sigma)
@@ -277,7 +277,7 @@ POINTWISE_BLOCK_M, POINTWISE_WARPS = 32, 2
 
 
 def pointwise_warps(focus_dim: int) -> int:
-    """POINTWISE_WARPS, or 4 above kernels.GATE_REGISTER_MAX, where the kernel's (BLOCK_M,
+    """POINTWISE_WARPS, or 4 above configs.GATE_REGISTER_MAX, where the kernel's (BLOCK_M,
     CF_P) accumulator and gw^T rows are 128 columns wide."""
     return POINTWISE_WARPS if cf_padded(focus_dim) <= GATE_REGISTER_MAX else 4
 
