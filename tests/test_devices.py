@@ -38,6 +38,56 @@ def test_decorated_entry_points_keep_their_signature_and_docs():
     assert so2_api.so2_mixing_stack.__wrapped__.__name__ == "so2_mixing_stack"
 
 
+def _custom_ops():
+    """Every torch.library custom op of tilefuse (what a compiled graph runs)."""
+    from tilefuse.ops.dyt import op as dyt_op
+    from tilefuse.ops.grouped_glu_mlp import op as grouped_op
+    from tilefuse.ops.so2_mixing_stack import op as so2_op
+    found = [v for mod in (dyt_op, grouped_op, so2_op) for v in vars(mod).values()
+             if isinstance(v, torch._library.custom_ops.CustomOpDef)]
+    assert len(found) == 10, [op._name for op in found]
+    return found
+
+
+def test_every_custom_op_makes_its_tensors_device_current():
+    """The custom ops run with their first tensor's CUDA device current, as the public calls
+    do (device.custom_op_on_tensor_device; dyt's call its decorated implementations, test
+    above)."""
+    for op in _custom_ops():
+        if not op._name.startswith("dyt"):
+            assert op._init_fn.__wrapped__.__name__ == op._init_fn.__name__, op._name
+
+
+def test_a_custom_op_on_another_device_enters_it(monkeypatch):
+    """torch.ops.tilefuse.so2_stack_fwd called on tensors of 'another' CUDA device (faked on the
+    CPU) runs inside torch.cuda.device(that index), and gives the call's result."""
+    entered = []
+
+    class Guard:
+        def __init__(self, index):
+            entered.append(index)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    L, CF, F, E, NL = 1, 4, 1, 3, 2
+    m0, m1, row = (L + 1) * CF, 2 * L * CF, (3 * L + 1) * CF
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(F, E, row, generator=g), torch.rand(E, F, generator=g) + 0.2,
+            torch.randn(NL, F, m0, m0, generator=g) / m0 ** 0.5, torch.randn(NL, F, m1, m1, generator=g) / m1 ** 0.5,
+            torch.randn(NL - 1, F, CF, L * CF, generator=g) / CF ** 0.5]
+    want = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    monkeypatch.setattr(tf_device, "other_cuda_device", lambda x: 1)
+    got = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
+    assert entered == [1]
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
 def test_on_tensor_device_passes_calls_through(monkeypatch):
     """A call on a tensor of the current device (or off CUDA) runs as it is, with its
     arguments and result; one on another CUDA device runs inside torch.cuda.device(index)."""
@@ -128,3 +178,11 @@ def test_each_op_on_the_other_gpu_matches_the_call_made_there():
             (torch.randn(NL - 1, F, CF, L * CF, generator=g) / CF ** 0.5).to(dev)]
     got, want = both(lambda: tilefuse.so2_mixing_stack(*args, lmax=L, focus_dim=CF))
     assert got.device == dev and torch.equal(got, want)
+
+    def so2_custom_ops():   # what a compiled graph runs, called eagerly
+        x_local, z_all, u_final = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
+        return (x_local, *torch.ops.tilefuse.so2_stack_bwd(torch.ones_like(x_local), x_local, z_all, u_final,
+                                                           *args[1:], L, CF, True, True))
+
+    for got, want in zip(*both(so2_custom_ops)):
+        assert got.device == dev and torch.equal(got, want)

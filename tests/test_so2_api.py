@@ -197,6 +197,7 @@ def test_module_forward_equals_reference_at_level_0():
         x = m(u0, alpha)
     want = so2_stack_reference(u0, alpha, m.w0_all, m.w1_all, m.gw_all, lmax=2, focus_dim=4, apply_alpha=True)
     assert torch.equal(x, want)   # level 0 runs the reference itself: same arithmetic, bitwise
+    assert x.is_contiguous() and not want.is_contiguous()   # made contiguous, as the kernels' output is
 
 
 def test_module_without_alpha():
@@ -252,7 +253,8 @@ def test_public_exports():
 def test_float64_runs_the_float64_reference_at_every_level(level):
     """float64 inputs never reach the kernels (which compute in float32, and in TF32 for a
     non-float32 dtype): the eager call and the custom ops run the reference in float64, whose
-    output and gradients are bitwise the reference's, and gradcheck passes."""
+    output (made contiguous, as the kernels' is) and gradients are bitwise the reference's, and
+    gradcheck passes."""
     from tilefuse import launches
     from tilefuse.ops.so2_mixing_stack.op import so2_stack_bwd_op, so2_stack_fwd_op
     torch.manual_seed(3)
@@ -265,8 +267,8 @@ def test_float64_runs_the_float64_reference_at_every_level(level):
         so2_stack_bwd_op(torch.ones_like(x_local), x_local, z_all, u_final, *args[1:], 1, 2, True, True)
         assert torch.autograd.gradcheck(lambda *a: tilefuse.so2_mixing_stack(*a, **kw), args)
     assert sum(launched.values()) == 0, dict(launched)
-    want = so2_stack_reference(*args, **kw)
-    assert out.dtype == torch.float64 and torch.equal(out, want)
+    want = so2_stack_reference(*args, **kw).contiguous()   # the API's output is contiguous on every path
+    assert out.is_contiguous() and out.dtype == torch.float64 and torch.equal(out, want)
     for got, ref in zip(grads, torch.autograd.grad(want.square().sum(), args)):
         assert torch.equal(got, ref)
     assert torch.equal(x_local, want.contiguous())
@@ -314,6 +316,31 @@ def test_torch_func_transforms_and_forward_ad_run_the_reference():
     with forward_ad.dual_level():
         y = tilefuse.so2_mixing_stack(forward_ad.make_dual(u0, tangent), *rest, **kw)
         assert _rel64(forward_ad.unpack_dual(y).tangent, want) <= 1e-5
+
+
+def test_the_older_vmaps_batched_gradients_run_the_reference():
+    """autograd.grad's is_grads_batched and jacobian(vectorize=True) hand the kernels' backward
+    the older vmap's batched tensors, which the kernels cannot read: the backward then
+    differentiates the reference, and the results (u0's and every weight's gradient) are
+    float64's within fp32 rounding."""
+    torch.manual_seed(6)
+    args = make_args(lmax=1, cf=4, n_focus=1, n_edges=2)
+    kw = {"lmax": 1, "focus_dim": 4}
+    ins64 = [t.double() for t in args]
+    got = torch.autograd.functional.jacobian(lambda u: tilefuse.so2_mixing_stack(u, *args[1:], **kw),
+                                             args[0], vectorize=True)
+    want = torch.autograd.functional.jacobian(lambda u: so2_stack_reference(u, *ins64[1:], **kw), ins64[0])
+    assert _rel64(got, want) <= 1e-5
+    leaves = [t.clone().requires_grad_(True) for t in args]
+    y = tilefuse.so2_mixing_stack(*leaves, **kw)
+    grad_outs = torch.randn((3,) + y.shape)
+    got = torch.autograd.grad(y, leaves, grad_outs, is_grads_batched=True)
+    leaves64 = [t.requires_grad_(True) for t in ins64]
+    y64 = so2_stack_reference(*leaves64, **kw)
+    for i in range(3):
+        want = torch.autograd.grad(y64, leaves64, grad_outs[i].double(), retain_graph=True)
+        for a, b in zip(got, want):
+            assert _rel64(a[i], b) <= 1e-5
 
 
 @pytest.mark.parametrize("where", ["autocast", "fp32_precision tf32"])

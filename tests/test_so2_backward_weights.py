@@ -317,6 +317,8 @@ def test_weight_gradients_are_ieee_whatever_the_callers_precision(monkeypatch):
 
     for name in ("matmul", "bmm"):
         monkeypatch.setattr(torch, name, spying(getattr(torch, name)))
+    # the remainder GEMM and the gate's s @ gw are written with the @ operator
+    monkeypatch.setattr(torch.Tensor, "__matmul__", spying(torch.Tensor.__matmul__))
     ins = _inputs()
     args = [ins[k] for k in ("u0", "alpha", "w0_all", "w1_all", "gw_all")]
     x_local, z_all, u_final = launch.forward(*args, D, True)
@@ -328,7 +330,7 @@ def test_weight_gradients_are_ieee_whatever_the_callers_precision(monkeypatch):
         assert torch.get_float32_matmul_precision() == "medium"     # restored
     finally:
         torch.set_float32_matmul_precision(saved)
-    assert seen and set(seen) == {"highest"}
+    assert len(seen) >= 3 and set(seen) == {"highest"}
 
 
 def test_ieee_blocks_overlapping_across_threads_restore_the_callers_precision():

@@ -64,6 +64,17 @@ def on_tensor_device(fn):
     return wrapper
 
 
+def custom_op_on_tensor_device(fn):
+    """``on_tensor_device`` for the function of a ``torch.library.custom_op`` (what a compiled
+    graph runs, or ``torch.ops.tilefuse.*`` called eagerly: the kernels would launch on the
+    current device otherwise). The wrapper carries ``fn``'s signature with its annotations
+    evaluated in ``fn``'s module, where custom_op reads the schema's types (it would evaluate
+    the strings of ``from __future__ import annotations`` in this module)."""
+    wrapper = on_tensor_device(fn)
+    wrapper.__signature__ = inspect.signature(fn, eval_str=True)
+    return wrapper
+
+
 @functools.lru_cache(maxsize=None)
 def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

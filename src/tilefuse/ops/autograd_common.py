@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import torch
 
+_is_functorch_batched = torch._C._functorch.is_batchedtensor
+_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda t: False)
+
+
+def is_batched(t) -> bool:
+    """Whether ``t`` is a batched tensor: torch.vmap's, or the older vmap's that
+    ``autograd.grad(is_grads_batched=True)`` and ``jacobian(vectorize=True)`` hand a backward.
+    The Triton kernels take plain tensors (they read memory); batched ones take the reference."""
+    return _is_functorch_batched(t) or _is_legacy_batched(t)
+
+
+def any_batched(*tensors) -> bool:
+    """Whether any of ``tensors`` (None entries allowed) is batched (``is_batched``)."""
+    return any(t is not None and is_batched(t) for t in tensors)
+
 
 def create_graph_grads(ctx, forward, inputs, grad_out) -> list:
     """Gradients for a ``create_graph`` backward: differentiate ``forward(*inputs)`` (a

@@ -24,24 +24,15 @@ from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
 from ...utils import readable_grad
+from ..autograd_common import any_batched, is_batched
 from . import launch, reference
 from . import plan as plans
 
 
-_is_functorch_batched = torch._C._functorch.is_batchedtensor
-_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda t: False)
-
-
-def _is_batched(t) -> bool:
-    return _is_functorch_batched(t) or _is_legacy_batched(t)
-
-
-def _batched(*tensors) -> bool:
-    """Whether any tensor is a batched tensor: torch.vmap's (DyTFunction's generated vmap rule
-    runs forward and backward on those) or the older vmap's that autograd.grad's
-    ``is_grads_batched`` and ``jacobian(vectorize=True)`` hand the backward. The kernels take
-    plain tensors."""
-    return any(t is not None and _is_batched(t) for t in tensors)
+# torch.vmap's batched tensors (DyTFunction's generated vmap rule runs forward and backward on
+# those) and the older vmap's (autograd.grad's is_grads_batched, jacobian(vectorize=True)) take
+# the reference formulas: the kernels take plain tensors.
+_is_batched, _batched = is_batched, any_batched
 
 
 @on_tensor_device   # the custom ops run here: x's device current, as api.dyt makes it

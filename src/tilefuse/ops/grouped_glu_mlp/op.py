@@ -27,6 +27,7 @@ from typing import Optional
 import torch
 
 from ... import policy
+from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
 from ...utils import readable_grad
 from ..autograd_common import create_graph_grads
@@ -188,6 +189,7 @@ def _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_fwd", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
@@ -220,6 +222,7 @@ def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_bwd", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
                        w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
                        z: torch.Tensor, h: torch.Tensor, w1_data: torch.Tensor, w1_scales: torch.Tensor,
@@ -288,6 +291,7 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
 # --- the unfused composition as an opaque op (torch.compile, where it reads counts on the host) --
 
 @torch.library.custom_op("tilefuse::grouped_mlp_unfused", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_unfused_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                            w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                            interleave: int) -> torch.Tensor:
@@ -304,6 +308,7 @@ def _unfused_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave):
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_unfused_bwd", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_unfused_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor,
                                w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
                                b2: Optional[torch.Tensor], activation: str, interleave: int
@@ -397,6 +402,7 @@ class ComposeFunction(torch.autograd.Function):
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_fwd", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_compose_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tensor, w1: torch.Tensor,
                                w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor],
                                activation: str, interleave: int, wgrad_block_m: int, wgrad_stages: int,
@@ -417,6 +423,7 @@ def _compose_fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, 
 
 
 @torch.library.custom_op("tilefuse::grouped_mlp_compose_bwd", mutates_args=())
+@custom_op_on_tensor_device
 def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, ends: torch.Tensor,
                                probs: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
                                b2: Optional[torch.Tensor], z: torch.Tensor, h: torch.Tensor, activation: str,

@@ -27,19 +27,21 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
 
     Every tensor may have any strides (views, expanded weights, the expanded gradient of
     ``out.sum().backward()``): the launchers copy what the kernels cannot read as it is, and
-    nothing when it is already contiguous. The output and the gradients are contiguous.
+    nothing when it is already contiguous. The output is contiguous on every path; the
+    gradients are where the kernels run (the reference's follow its ops' layouts).
 
     Returns:
         x_local (E, F, ROW), differentiable in every tensor argument (to any order: a
         ``create_graph`` backward runs the differentiable reference). Without ``apply_alpha``
-        alpha's gradient is zero (None where the reference runs, which does not use alpha: level 0,
-        float64, or no GPU and no interpreter).
+        alpha's gradient is zero (None where an eager call runs the reference, which does not
+        use alpha: level 0, float64, or no GPU and no interpreter; zero again under torch.compile).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
     inputs accumulate in fp32), float64 the reference in float64 at every level (so
     ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward
     is the relay, the composition route (the relay's pointwise kernels with cuBLAS GEMMs in
-    IEEE fp32) at level >= 2 where the tuning table chose it for (lmax, focus_dim, dtype), or
+    IEEE fp32) at level >= 2 where the tuning table chose it for (lmax, focus_dim, the dtype's size:
+    float16 calls take bfloat16's entry, swept on bfloat16), or
     the fused per-layer kernel at level >= 2 when the table holds a fused winner for (lmax,
     focus_dim, fp32) on this GPU and no weight requires grad (the route is chosen at the
     forward: weights that require grad get the relay and their gradients, even where a later
@@ -53,12 +55,13 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     covered them too); nowhere else, and never below level 3. ``alpha`` must be
     positive (grad_alpha divides by it).
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
-    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (float32 torch ops),
+    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (torch ops in the inputs' dtype),
     which they differentiate and batch. Eager calls decide kernels vs reference per call; a
     torch.compile'd call goes through the custom ops ``tilefuse::so2_stack_fwd`` /
     ``so2_stack_bwd``, which decide when they run.
-    ``tilefuse.tune(model, inputs)`` sees this op's key when the stack's weights do not require
-    grad (force evaluation): only that backward can be fused.
+    ``tilefuse.tune(model, inputs)`` sees this op's keys whether or not the stack's weights
+    require grad; a fused winner serves only the backward of weights that do not (force
+    evaluation).
 
     Example:
         >>> F, E, L, Cf, NL = 2, 100, 3, 32, 3
@@ -74,6 +77,7 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         # float64, level 0, or no GPU and no interpreter; or under torch.func transforms (grad,
         # vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function does not
         # implement: the reference's torch ops do
+        # contiguous as the kernels' output is (the reference's is a transposed view)
         return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
-                                   apply_alpha=apply_alpha)
+                                   apply_alpha=apply_alpha).contiguous()
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)

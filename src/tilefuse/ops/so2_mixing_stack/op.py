@@ -12,10 +12,11 @@ import functools
 import torch
 
 from ... import policy
+from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
 from ...tuning.table import get_measured
 from ...utils import next_power_of_2, readable_grad
-from ..autograd_common import create_graph_grads
+from ..autograd_common import create_graph_grads, is_batched
 from . import configs, launch
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
 from .tune import So2Problem
@@ -94,10 +95,12 @@ def backward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, 
 
 
 def _reference_grads(ctx, grad_out):
-    """create_graph (a higher-order graph is being built): the gradients of all eight forward
-    arguments by differentiating the reference, so second derivatives are exact; no kernel
-    runs. None otherwise."""
-    if not torch.is_grad_enabled():
+    """The gradients of all eight forward arguments by differentiating the reference (no kernel
+    runs) where the kernels cannot give them: under create_graph (a higher-order graph is being
+    built: second derivatives exact), and for a batched grad_out (the older vmap's, from
+    ``autograd.grad(is_grads_batched=True)`` or ``jacobian(vectorize=True)``: the kernels take
+    plain tensors). None otherwise."""
+    if not (torch.is_grad_enabled() or is_batched(grad_out)):
         return None
     d, apply_alpha = ctx.dims, ctx.apply_alpha
 
@@ -108,8 +111,9 @@ def _reference_grads(ctx, grad_out):
 
 def _kernel_grads(ctx, grad_out, run_backward):
     """The eight forward arguments' gradients from a saved forward: the reference's under
-    create_graph, else ``run_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
-    gw_all, dims, apply_alpha, weight_grads) -> (grad_u0, grad_alpha, weight grads)``."""
+    create_graph or for a batched grad_out (``_reference_grads``), else ``run_backward(grad_out,
+    x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads)
+    -> (grad_u0, grad_alpha, weight grads)``."""
     grads = _reference_grads(ctx, grad_out)
     if grads is not None:
         return grads
@@ -153,6 +157,7 @@ class So2StackFunction(torch.autograd.Function):
 # --- custom ops: what torch.compile sees (opaque, with fake impls) ---------------------------
 
 @torch.library.custom_op("tilefuse::so2_stack_fwd", mutates_args=())
+@custom_op_on_tensor_device
 def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
                      gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -176,6 +181,7 @@ def _so2_stack_fwd_fake(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, appl
 
 
 @torch.library.custom_op("tilefuse::so2_stack_bwd", mutates_args=())
+@custom_op_on_tensor_device
 def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch.Tensor, u_final: torch.Tensor,
                      alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor, gw_all: torch.Tensor,
                      lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
