@@ -634,6 +634,48 @@ def test_a_failed_tilefuse_benchmark_row_fails_the_check_and_a_failed_peer_does_
     assert main(["bench", "--out", str(tmp_path / "rep2"), "--no-progress", "--ops", "grouped_glu_mlp"]) == 0
 
 
+def test_failed_rows_of_tilefuse_kernels_count_whatever_their_names():
+    """The so2 benchmark's own kernel rows ("relay", "fused ...", "table pick": ``ours``) and a
+    grouped GEMM role whose tilefuse timing failed (``tilefuse_error``) fail the check; the
+    so2 peers' rows (``ours`` False) and a role whose torch._grouped_mm side failed do not."""
+    import tilefuse.check as check
+    from tilefuse.check import so2 as check_so2
+    err = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    failed = {"status": "failed", "error": err}
+    so2_rows = {"rows": [check_so2._bench_row("layer", 3, 32, 64, "relay layer", RuntimeError(err), {}),
+                         check_so2._bench_row("backward", 3, 32, 64, "table pick", RuntimeError(err), {}),
+                         check_so2._bench_row("backward", 3, 32, 64, "eager (no graph)", RuntimeError(err), {},
+                                              ours=False),
+                         {"scope": "step", "provider": "torch.compile", **failed}]}
+    assert [r["status"] for r in so2_rows["rows"][:3]] == ["failed"] * 3
+    got = check.failed_tilefuse_rows("so2_mixing_stack", so2_rows)
+    assert sorted(r["path"] for r in got) == ["benchmark: relay layer", "benchmark: table pick"]
+    roles = {"roles": [{"experts": 8, "role": "fc1 + GLU", "tilefuse_ms": None, "tilefuse_error": err,
+                        "grouped_mm_ms": 1.0, "grouped_mm_error": None},
+                       {"experts": 8, "role": "fc2", "tilefuse_ms": 1.0, "tilefuse_error": None,
+                        "grouped_mm_ms": None, "grouped_mm_error": err}]}
+    got = check.failed_tilefuse_rows("grouped_glu_mlp", roles)
+    assert [r["path"] for r in got] == ["benchmark: tilefuse fc1 + GLU"] and err in got[0]["detail"]
+
+
+def test_dyt_verification_poisons_every_gradient(monkeypatch):
+    """Under the dyt check's poisoning (verify.poisoned) a backward that writes nothing leaves
+    dx and each parameter's gradient NaN (dalpha, dweight and dbias are allocated outside the
+    launchers' poisoned outputs), so its row fails."""
+    import torch
+    from tilefuse.check import dyt as check_dyt
+    from tilefuse.ops.dyt import plan as plans
+    from tilefuse.ops.dyt.verify import poisoned
+    monkeypatch.setattr(plans.Plan, "_backward_launch", lambda self, dy, key: (lambda *args: None, False))
+    plans.clear()
+    x, a, w, b, dy = check_dyt._inputs((37, 100), torch.float32, torch.float32, True, True, "cpu", "")
+    with poisoned():
+        _, *grads = check_dyt._run_api(x, a, w, b, dy, True)
+    plans.clear()
+    assert len(grads) == 4 and all(bool(g.isnan().all()) for g in grads)
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
 def test_grouped_and_so2_verification_run_with_poisoned_allocations(monkeypatch):
     """The grouped_glu_mlp and so2_mixing_stack checks allocate NaN-filled memory, as dyt's
     does: an output element a kernel leaves unwritten is NaN and fails its row, where the

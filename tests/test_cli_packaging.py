@@ -228,3 +228,26 @@ def test_out_that_is_a_file_is_one_line_not_a_traceback(command, tmp_path, capsy
         cli.main([command, "--out", str(path)])
     assert exc.value.code == 2 and "exists and is not a folder" in capsys.readouterr().err
     assert path.read_text() == ""
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_out_that_cannot_be_made_is_one_line_not_a_traceback(command, tmp_path, capsys):
+    """A report folder under a file (or anywhere mkdir fails) is a usage error, exit 2 (exit
+    1 is a failed check's), before any work."""
+    path = tmp_path / "a-file"
+    path.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--out", str(path / "report")])
+    assert exc.value.code == 2 and "cannot create the report folder" in capsys.readouterr().err
+
+
+def test_export_builtin_into_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
+    from tilefuse.tuning import command
+    path = tmp_path / "a-file"
+    path.write_text("")
+    for dest in (path, path / "sub"):
+        with pytest.raises(SystemExit) as exc:
+            command.main(["--export-builtin", str(dest)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "--export-builtin" in err and "Traceback" not in err, err
+    assert path.read_text() == ""

@@ -329,6 +329,36 @@ def test_sweep_times_fused_candidates_against_the_compose_baseline(tuning_table,
     assert result.winner == cand, [c.reason for c in result.candidates]
 
 
+def test_the_sweep_compares_the_bias_gradients():
+    """A key with biases: the sweep's run returns db1 and db2 and compare checks them (a wrong
+    or unwritten bias gradient rejects the candidate); a key without biases has none."""
+    problem = gtune.GroupedProblem.of(40, 32, 16, 3, 2, "swiglu", 8, True)
+    i = gtune.FAMILY.make_inputs(problem, torch.device("cpu"), 0)
+    want = gtune.FAMILY.run(problem, gtune.FAMILY.baseline(problem), i)
+    assert set(want) == set(gtune.OUTPUTS)
+    assert gtune.FAMILY.compare(problem, i, dict(want), want) == []
+    for bad in (want["db1"] * 0.5, torch.full_like(want["db2"], float("nan"))):
+        name = "db1" if bad.isfinite().all() else "db2"
+        assert [m.split(":")[0] for m in gtune.FAMILY.compare(problem, i, {**want, name: bad}, want)] == [name]
+    plain = gtune.GroupedProblem.of(40, 32, 16, 3, 2, "swiglu", 8, False)
+    i = gtune.FAMILY.make_inputs(plain, torch.device("cpu"), 0)
+    assert set(gtune.FAMILY.run(plain, gtune.FAMILY.baseline(plain), i)) == {"y", "dx", "dprobs", "dw1", "dw2"}
+
+
+def test_ties_go_to_the_config_with_fewer_moving_parts():
+    """Within the tie margin the tuner picks the simpler config: one stream over two, the
+    Triton kernels over the warp-specialised ones, pointers over descriptors, whatever the
+    candidates' order."""
+    from tilefuse.tuning.sweep import TIMED, CandidateResult, choose_winner
+    plain = gtune.GemmConfig(64, 64, 32, 4, 3, 2, side_stream=False)
+    for other in (gtune.GemmConfig(64, 64, 32, 4, 3, 2), gtune.GemmConfig(64, 64, 32, 4, 3, 2, tma=True,
+                                                                           side_stream=False),
+                  gtune.GemmConfig(128, 128, 128, 8, 3, 2, ws=True, side_stream=False)):
+        for order in ((plain, other), (other, plain)):
+            timed = [CandidateResult(c.name, c, TIMED, speedup=1.10) for c in order]
+            assert choose_winner(gtune.FAMILY, timed) == plain, other.name
+
+
 # ---------------------------------------------------------------------------------------------
 # Poisoned outputs, NaN inputs, determinism, layouts
 def _launch_route(i, activation="swiglu", interleave=8, glue=compose.DEFAULT_GLUE):

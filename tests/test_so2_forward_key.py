@@ -68,6 +68,12 @@ def test_forward_keys_and_their_config_space():
     assert [fam.key(q) for q in both] == ["L3-C32-x4", "L3-C32-x4-fwd"]
     (fwd,) = fam.problems_from_cli("3x32x1000x1", "bf16", "fwd")
     assert fam.key(fwd) == "L3-C32-x2-fwd" and fwd.n_edges == 1000 and fwd.n_focus == 1
+    for empty in ("3x32x0", "3x32x1000x0"):     # a usage error, not an engagement error mid-sweep
+        with pytest.raises(ValueError, match="no edges or no focus streams"):
+            fam.problems_from_cli(empty, "fp32", None)
+    # the baseline is a valid entry of every key (registering it pins the untuned choice)
+    for key in ("L3-C32-x4", "L3-C32-x4-fwd", "L3-C32-x4-l3", "L6-C96-x2"):
+        assert fam.is_valid(key, fam.baseline(fam.problem_for_key(key))), key
 
 
 def test_sweep_times_the_forward_and_checks_it_bitwise(tuning_table, one_tile, device):

@@ -306,6 +306,25 @@ def test_wrong_or_unwritten_outputs_are_rejected_and_not_timed():
     assert result.winner == Config(128)
 
 
+def test_a_familys_own_validation_runs_see_poisoned_allocations():
+    """A family's validate may run the candidate again (so2's level-3 validation: the training
+    backward, the range-limit sets): its allocations come back NaN-filled too, so an element
+    those runs leave unwritten cannot pass as a finite value."""
+    seen = []
+
+    class Validating(FakeFamily):
+        def validate(self, problem, choice, inputs, got, want):
+            hole = torch.empty(64)        # what an extra run's unwritten output would hold
+            seen.append(bool(torch.isnan(hole).all()))
+            return self.compare(problem, inputs, got, want), None
+
+    fam = Validating([Config(16)])
+    tuning.unregister_family("fake")
+    tuning.register_family(fam)
+    result, _ = sweep({"baseline": 1.0, "t16": 0.5})
+    assert seen == [True] and result.winner == Config(16)
+
+
 @pytest.mark.parametrize("silent", ["t32", "t64"], ids=["candidate", "baseline"])
 def test_a_choice_that_did_not_launch_its_kernel_fails_the_sweep(silent):
     family([Config(16), Config(32)], {silent: "silent"})

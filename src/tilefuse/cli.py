@@ -128,6 +128,11 @@ def main(argv=None) -> int:
     out = getattr(args, "out", None)
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         parser.error(f"--out {out}: exists and is not a folder (the report is written into a folder)")
+    if out is not None:
+        try:   # a usage error (exit 2) before any work, not a traceback with exit 1 (a failed check's)
+            Path(out).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--out {out}: cannot create the report folder ({exc.strerror or exc})")
     return args.func(args)
 
 if __name__ == "__main__":

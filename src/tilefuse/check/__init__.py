@@ -133,14 +133,21 @@ def coverage_lines(cov: dict) -> list[str]:
 
 def failed_tilefuse_rows(op: str, bench: dict) -> list[dict]:
     """A failed verification row for each benchmark row of ``bench`` (any nesting of dicts and
-    lists) whose provider is tilefuse's (its name starts with "tilefuse") and whose status is
-    "failed": a peer that fails is reported in its table, tilefuse failing fails the check."""
+    lists) that times tilefuse's code and failed: a row with status "failed" whose provider is
+    tilefuse's (``"ours": True``, or without that field a name starting with "tilefuse"), or a
+    per-role row whose ``tilefuse_error`` is set. A peer that fails is reported in its table;
+    tilefuse failing fails the check."""
     out, stack = [], [bench]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             provider = node.get("provider")
-            if node.get("status") == "failed" and isinstance(provider, str) and provider.startswith("tilefuse"):
+            ours = node.get("ours", isinstance(provider, str) and provider.startswith("tilefuse"))
+            if node.get("tilefuse_error"):   # a GEMM role's row: tilefuse's and the peer's timings side by side
+                provider, node = f"tilefuse {node.get('role', '')}".strip(), {**node, "error": node["tilefuse_error"]}
+            elif not (node.get("status") == "failed" and ours):
+                provider = None
+            if provider is not None:
                 shape = ", ".join(f"{k} {node[k]}" for k in ("experts", "tokens", "hidden", "ffn", "lmax",
                                                              "focus_dim", "edges", "rows", "cols", "mode", "pass")
                                   if k in node)

@@ -211,9 +211,10 @@ def _fused_bench_configs(focus_dim: int, table_pick: configs.So2Config) -> list[
     return picks
 
 
-def _bench_row(scope, lmax, focus_dim, n_edges, name, t, extra) -> dict:
-    return {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, **extra,
-            **bench.timing_fields(t)}
+def _bench_row(scope, lmax, focus_dim, n_edges, name, t, extra, ours=True) -> dict:
+    """``ours``: the row times tilefuse's kernels (its failure fails the check), not a peer's."""
+    return {"scope": scope, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges, "provider": name, "ours": ours,
+            **extra, **bench.timing_fields(t)}
 
 
 def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> list[dict]:
@@ -275,7 +276,7 @@ def _bench_shape(lmax: int, focus_dim: int, n_edges: int, copy_gbs: float) -> li
     if (lmax, focus_dim) == SHAPES[0]:
         peers["torch.compile"] = torch.compile(eager)
     for name, t in timing.interleaved(peers, rounds=3).items():
-        rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name + " (no graph)", t, common))
+        rows.append(_bench_row("backward", lmax, focus_dim, n_edges, name + " (no graph)", t, common, ours=False))
     return rows
 
 

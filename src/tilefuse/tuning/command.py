@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
@@ -122,7 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.export_builtin is not None:
         if not args.export_builtin.strip():
             parser.error("--export-builtin needs a folder (got an empty one)")
-        print(f"wrote {table.export_builtin(args.export_builtin)}")
+        if Path(args.export_builtin).exists() and not Path(args.export_builtin).is_dir():
+            parser.error(f"--export-builtin {args.export_builtin}: exists and is not a folder (the table is "
+                         f"written into one, made if missing)")
+        try:
+            print(f"wrote {table.export_builtin(args.export_builtin)}")
+        except OSError as exc:
+            parser.error(f"--export-builtin {args.export_builtin}: cannot write the table ({exc.strerror or exc})")
         return 0
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")

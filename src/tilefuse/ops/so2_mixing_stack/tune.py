@@ -250,7 +250,8 @@ class So2Family(TuningFamily):
                           forward=m[4] == FORWARD_SUFFIX)
 
     def is_valid(self, key: str, config) -> bool:
-        return config in self.candidates(self.problem_for_key(key))
+        problem = self.problem_for_key(key)
+        return config == self.baseline(problem) or config in self.candidates(problem)
 
     def baseline(self, problem: So2Problem) -> So2Config:
         return configs.heuristic(problem.lmax, problem.focus_dim)
@@ -424,6 +425,9 @@ class So2Family(TuningFamily):
             raise ValueError("so2_mixing_stack: the level-3 key is fp32 only (--dtype fp32)")
         edges = int(m[3]) if m[3] else DEFAULT_EDGES
         focus = int(m[4]) if m[4] else DEFAULT_FOCUS
+        if edges < 1 or focus < 1:
+            raise ValueError(f"so2_mixing_stack: --shape {shape!r} has no edges or no focus streams (EDGES and "
+                             f"FOCUS are at least 1)")
         passes = ("bwd", "fwd") if pass_ is None else (pass_,)   # default: the exact keys of both passes
         return [So2Problem(int(m[1]), int(m[2]), itemsize, edges, focus, level3=which == "level3",
                            forward=which == "fwd") for which in passes]
