@@ -211,6 +211,11 @@ def _check_arguments(rank, device) -> dict[str, str]:
     xg = x.clone().requires_grad_(rank == 1)
     cases["requires-grad-differs-across-ranks"] = (ValueError, "must call forward alike",
                                                    lambda: ep(xg, ids, probs))
+    # rank 1's experts frozen: its output would need no backward while rank 0's enters the
+    # backward's all-to-all (a hang): the ranks raise instead
+    frozen = copy.deepcopy(ep).requires_grad_(rank == 0)
+    cases["parameters-requires-grad-differs-across-ranks"] = (ValueError, "must call forward alike",
+                                                              lambda: frozen(x, ids, probs))
     out = {}
     for name, (exc, text, call) in cases.items():
         try:

@@ -323,3 +323,62 @@ def test_module_bf16_forward_runs_in_bf16():
     with tilefuse.level(0):
         y = m(args["x"], args["tokens_per_expert"], args["probs"])
     assert y.dtype == torch.bfloat16 and y.shape == (T, 8)
+
+
+def _f64_grads(i, dy, interleave):
+    leaves = [i[k].detach().double().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+    y = grouped_glu_mlp_reference(leaves[0], i["counts"], leaves[1], *leaves[2:], glu_interleave=interleave,
+                                  compute_dtype=torch.float64)
+    return torch.autograd.grad(y, leaves, dy.double())
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_torch_func_transforms_and_batched_gradients_run_the_reference(level):
+    """torch.func.grad and vmap, forward-mode AD, and the older vmap's batched gradients
+    (is_grads_batched) hand the op tensors that own no memory: the per-expert reference runs
+    (in the backward for batched gradients), and the results are float64's within fp32
+    rounding, at level 0 (the unfused composition) as on the kernels' route."""
+    from torch.autograd import forward_ad
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([3, 0, 5], 32, 32, torch.float32, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(2))
+    rest = (i["counts"], i["probs"], i["w1"], i["w2"])
+    want = _f64_grads(i, i["dy"], 32)
+
+    def rel(a, b):
+        return float((a.double() - b).norm() / b.norm())
+    with tilefuse.level(level):
+        got = torch.func.grad(lambda x: (tilefuse.grouped_glu_mlp(x, *rest) * i["dy"]).sum())(i["x"])
+        assert rel(got, want[0]) <= 1e-5
+        batched = torch.func.vmap(lambda x: tilefuse.grouped_glu_mlp(x, *rest))(torch.stack([i["x"], 2 * i["x"]]))
+        assert torch.allclose(batched[1], tilefuse.grouped_glu_mlp(2 * i["x"], *rest), rtol=1e-5, atol=1e-5)
+        tangent = torch.randn_like(i["x"])
+        with forward_ad.dual_level():
+            y = tilefuse.grouped_glu_mlp(forward_ad.make_dual(i["x"], tangent), *rest)
+            jvp = forward_ad.unpack_dual(y).tangent
+        _, want_jvp = torch.func.jvp(lambda x: grouped_glu_mlp_reference(
+            x, i["counts"], i["probs"].double(), i["w1"].double(), i["w2"].double(), compute_dtype=torch.float64),
+            (i["x"].double(),), (tangent.double(),))
+        assert rel(jvp, want_jvp) <= 1e-5
+        leaves = [i[k].detach().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+        y = tilefuse.grouped_glu_mlp(leaves[0], i["counts"], *leaves[1:])
+        dys = torch.stack([i["dy"], -2 * i["dy"]])
+        got = torch.autograd.grad(y, leaves, dys, is_grads_batched=True)
+        for g, w in zip(got, want):
+            assert rel(g[0], w) <= 1e-5 and rel(g[1], -2 * w) <= 1e-5
+    with pytest.raises(NotImplementedError, match="recipe 'nvfp4' under torch.func"):
+        torch.func.grad(lambda x: tilefuse.grouped_glu_mlp(x, *rest, recipe="nvfp4").sum())(i["x"])
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_zero_tensor_gradient_gives_zero_gradients(level):
+    """torch.sgn's backward hands the op a ZeroTensor gradient (zeros owning no memory): every
+    gradient is zero, on the unfused composition (level 0) as on the kernels' route."""
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([3, 0, 5], 32, 32, torch.float32, bias=True, device="cpu",
+                      generator=torch.Generator().manual_seed(3))
+    leaves = [i[k].detach().requires_grad_(True) for k in ("x", "probs", "w1", "w2", "b1", "b2")]
+    with tilefuse.level(level):
+        y = tilefuse.grouped_glu_mlp(leaves[0], i["counts"], *leaves[1:4], fc1_bias=leaves[4], fc2_bias=leaves[5])
+        grads = torch.autograd.grad(torch.sgn(y).sum(), leaves)
+    assert all(g is not None and not g.any() for g in grads)

@@ -406,3 +406,34 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
     torch.cuda.synchronize()
     for g, w in zip(captured, want):
         assert torch.equal(_bits(g), _bits(w))
+
+
+def test_a_saved_tensor_hook_that_changes_a_bias_layout_takes_the_unplanned_backward(device, fresh_plans):
+    """The backward plan's dGLU launch fixed the biases' row strides: a saved-tensor hook that
+    gives a row-padded bias back contiguous (as ``save_on_cpu`` does) sends the backward to
+    the unplanned one, whose gradients equal the call without the hook bit for bit (the plan
+    read the padded stride on the new buffer: wrong dprobs and reads past its end)."""
+    i = _inputs(device, dtype=torch.float32, bias=True, seed=5)
+    E, H, F = i["w2"].shape[0], i["w2"].shape[1], i["w2"].shape[2]
+    padded = {"b1": torch.zeros(E, 2 * F + 16, device=device), "b2": torch.zeros(E, H + 16, device=device)}
+    for name in ("b1", "b2"):
+        padded[name][:, :i[name].shape[1]] = i[name]
+    i.update(b1=padded["b1"][:, :2 * F], b2=padded["b2"][:, :H])
+    want = _call(i)
+    assert plans.cache_size() == 1
+
+    def unpack(t):
+        return t.clone(memory_format=torch.contiguous_format)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        got = _call(i)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_a_plan_key_holds_the_layout(fresh_plans):
+    """An mkldnn probs of a dense plan's shape and stride is refused (TypeError naming probs)
+    after a dense call as on a fresh cache: the key holds each tensor's layout."""
+    i = _inputs("cpu", dtype=torch.float32, seed=6)
+    _call(i, grad=False)
+    with pytest.raises(TypeError, match="probs must be a dense"):
+        grouped_glu_mlp(i["x"], i["counts"], i["probs"].to_mkldnn(), i["w1"], i["w2"])

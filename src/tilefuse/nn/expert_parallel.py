@@ -6,8 +6,8 @@ experts. A forward takes this rank's tokens with their global expert ids and rou
 probabilities, in any order, and returns their outputs in that order:
 
 1. sort the tokens by expert (stable argsort on the device) and count them per expert;
-2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 4) integers on the device:
-   the counts, the out-of-range ids and three flags the ranks must agree on) and copy the
+2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 5) integers on the device:
+   the counts, the out-of-range ids and the flags the ranks must agree on) and copy the
    split sizes to the host: ``all_to_all_single`` takes them as Python lists, the one host
    synchronization of the forward (the first forward per parameter dtype and device also
    all-gathers the ranks' module shapes to the host: ``_agree``);
@@ -128,8 +128,8 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     host in one transfer after the count exchange. Out-of-range ids are counted on the device
     and exchanged with the counts, so every rank raises the same ValueError, none is left
     waiting in a collective. ``flags``: this call's values that must agree across the ranks
-    (whether x and probs require grad, grad mode: the backward's collectives pair up by
-    them), sent with the counts; ranks that disagree all raise the same ValueError."""
+    (whether x, probs and the experts' parameters require grad, grad mode: the backward's
+    collectives pair up by them), sent with the counts; ranks that disagree all raise the same ValueError."""
     device, n_local = expert_ids.device, n_experts // world
     ids = expert_ids.long()
     valid = (ids >= 0) & (ids < n_experts)
@@ -153,8 +153,9 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     send_splits, recv_splits, bad = host[:world], host[world:2 * world], host[2 * world:3 * world]
     rank_flags = [tuple(host[3 * world + r * n_flags:3 * world + (r + 1) * n_flags]) for r in range(world)]
     if len(set(rank_flags)) > 1:
-        raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike (x and probs "
-                         f"requiring grad, grad mode): per rank (x, probs, grad mode) "
+        raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike (x, probs and "
+                         f"the experts' parameters requiring grad, grad mode): per rank (x, probs, parameters, "
+                         f"grad mode) "
                          + ", ".join(f"rank {r}: {f}" for r, f in enumerate(rank_flags)))
     if any(bad):
         where = ", ".join(f"rank {r}: {n}" for r, n in enumerate(bad) if n)
@@ -341,7 +342,8 @@ class ExpertParallelGLUMLP(nn.Module):
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
         group = self.process_group
         self._agree(x)
-        flags = (int(x.requires_grad), int(probs.requires_grad), int(torch.is_grad_enabled()))
+        flags = (int(x.requires_grad), int(probs.requires_grad),
+                 int(any(p.requires_grad for p in self.experts.parameters())), int(torch.is_grad_enabled()))
         d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, flags)
         x_recv = AllToAll.apply(Gather.apply(x, d.order, d.inverse), d.recv_splits, d.send_splits, group)
         p_recv = AllToAll.apply(Gather.apply(probs, d.order, d.inverse), d.recv_splits, d.send_splits, group)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
 from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
 from .recipes import RecipeReferenceFunction
-from .reference import grouped_glu_mlp_unfused, uses_grouped_mm
+from .reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused, uses_grouped_mm
 from .tune import GroupedProblem
 from .validate import validate
+
+
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe=None):
@@ -107,7 +111,25 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     each path copies only what it cannot read as laid out, and results do not depend on the
     layout. y and the gradients are returned contiguous. Meta tensors give meta results (and
     gradients) of the right shapes and dtypes, on every recipe, without running anything.
+
+    Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
+    forward-mode AD the per-expert reference runs (reference.grouped_glu_mlp_reference, float32
+    compute; it reads tokens_per_expert on the host), which they differentiate and batch; a
+    quantized recipe raises NotImplementedError there. Batched gradients of the older vmap
+    (``autograd.grad(is_grads_batched=True)``, ``jacobian(vectorize=True)``) take the same
+    reference in the backward.
     """
+    if not torch.compiler.is_compiling() and (_transforms_active() or forward_ad._current_level >= 0):
+        # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD: their wrapped
+        # tensors own no memory the kernels (or torch._grouped_mm) could read, so the per-expert
+        # reference runs (float32 compute), which they differentiate and batch
+        validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                 glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+        if recipe is not None:
+            raise NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} under torch.func transforms or "
+                                      f"forward-mode AD (only recipe=None runs there)")
+        return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                                         glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     if plans.ENABLED and not torch.compiler.is_compiling():
         # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,

@@ -296,6 +296,7 @@ class ForwardPlan:
         self.fc1_glu = False
         self.has_b1 = b1 is not None
         self.b1_stride = b1.stride(0) if b1 is not None else 0
+        self.params = _params_meta(w1, w2, b1, b2)   # what the launches fixed of them (backward)
         self.glue = glue
         self._backward: dict = {}       # BackwardPlan by the backward's Gluon tiles
 
@@ -358,18 +359,27 @@ class ForwardPlan:
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
         contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
         y) and the saved x, z, h and probs are still contiguous and aligned as the forward left
-        them, else ``backward`` itself."""
+        them, and the weights and biases have the strides and dtypes the plan's launches fixed,
+        else ``backward`` itself."""
         tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
-        # the saved tensors as the forward made them too (a saved-tensor hook may change them)
+        # the saved tensors as the forward made them too (a saved-tensor hook may change them:
+        # save_on_cpu gives a padded bias back contiguous, whose row stride the dGLU launch fixed)
         if not (dy.dtype == x.dtype and dy.is_contiguous() and x.is_contiguous() and z.is_contiguous()
                 and h.is_contiguous() and probs.is_contiguous()
-                and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr()) & 15 == 0):
+                and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
+                & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
                             glue=self.glue)
         bwd = self._backward.get(tiles)
         if bwd is None:
             bwd = self._backward[tiles] = BackwardPlan(self, b2, tiles)
         return bwd.run(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h)
+
+
+def _params_meta(w1, w2, b1, b2) -> tuple:
+    """The weights' and biases' strides and dtypes: what a ForwardPlan's launches (the GLU's and
+    dGLU's bias row strides, the Gluon GEMMs' weight layouts) were built for."""
+    return tuple(None if t is None else (t.stride(), t.dtype) for t in (w1, w2, b1, b2))
 
 
 class BackwardPlan:

@@ -30,9 +30,9 @@ from ... import policy
 from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
 from ...utils import readable_grad
-from ..autograd_common import create_graph_grads
+from ..autograd_common import create_graph_grads, is_batched
 from . import compose, configs, launch, recipes
-from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_unfused
+from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_reference, grouped_glu_mlp_unfused
 
 
 COMPOSE = compose.NAME   # route's answer for the compose route
@@ -94,12 +94,29 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
     return create_graph_grads(ctx, forward, inputs, dy)
 
 
+def _batched_grads(ctx, inputs, dy, activation, interleave):
+    """A batched dy (the older vmap's: ``autograd.grad(is_grads_batched=True)``,
+    ``jacobian(vectorize=True)``), whose memory neither the kernels nor torch._grouped_mm can
+    read: differentiate the per-expert reference."""
+    if ctx.recipe:
+        raise NotImplementedError(f"grouped_glu_mlp: recipe {ctx.recipe!r} with batched gradients "
+                                  f"(is_grads_batched, jacobian(vectorize=True)); only recipe=None runs there")
+
+    def forward(x, counts, probs, w1, w2, b1, b2):
+        return grouped_glu_mlp_reference(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,
+                                         fc1_bias=b1, fc2_bias=b2)
+    return create_graph_grads(ctx, forward, inputs, dy)
+
+
 def _kernel_grads(ctx, dy, run_backward, n_trailing):
     """Gradients of (x, counts, probs, w1, w2, b1, b2) and ``n_trailing`` non-tensor arguments:
-    the unfused composition's under create_graph, else ``run_backward(dy, saved tensors) ->
-    (dx, dprobs, dw1, dw2, db1, db2)`` (the saved (x, ..., z, h); more saved tensors are the
-    caller's)."""
+    the unfused composition's under create_graph, the reference's for a batched dy, else
+    ``run_backward(dy, saved tensors) -> (dx, dprobs, dw1, dw2, db1, db2)`` (the saved (x, ...,
+    z, h); more saved tensors are the caller's)."""
     x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors[:9]
+    if is_batched(dy):
+        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
+                *(None,) * n_trailing)
     if torch.is_grad_enabled():
         _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
@@ -336,6 +353,10 @@ def _unfused_setup_context(ctx, inputs, output):
 
 def _unfused_backward(ctx, dy):
     x, counts, probs, w1, w2, b1, b2 = ctx.saved_tensors
+    if is_batched(dy):
+        ctx.recipe = None
+        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
+                None, None)
     if torch.is_grad_enabled():
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
                 None, None)

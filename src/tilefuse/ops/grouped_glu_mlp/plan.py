@@ -43,7 +43,8 @@ _plans = PlanCache(lambda: MAX_PLANS)
 
 
 def _meta(t):
-    return None if t is None else (t.__class__, t.shape, t.stride(), t.dtype, t.device)
+    # the layout: a sparse or mkldnn tensor never shares a dense tensor's plan (validate names it)
+    return None if t is None else (t.__class__, t.layout, t.shape, t.stride(), t.dtype, t.device)
 
 
 def _aux(x):

@@ -44,6 +44,9 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import is_fake
 
+from ...utils import readable_grad
+from ..autograd_common import is_batched
+
 ACTIVATIONS = ("swiglu", "geglu")
 GEGLU_LIMIT = 7.0     # L of the clamped GeGLU
 GEGLU_ALPHA = 1.702   # quick-gelu: gelu(v) ~ v sigmoid(1.702 v)
@@ -359,10 +362,15 @@ def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
     strides/sizes" (torch 2.13). On the output it also keeps the layout of a caller's
     gradient out of the results (the fc2 bias term of dprobs reduces it along H).
 
+    A ZeroTensor gradient (``torch.sgn``'s backward hands one on: zeros that own no memory,
+    strides (0, 0) after any copy) becomes real zeros first (utils.readable_grad); a batched
+    one (the older vmap's, ``is_grads_batched``) owns no memory to inspect: made contiguous.
+
     Under torch.compile ``contiguous`` (Dynamo refuses hooks that branch on strides; AOT
     autograd makes the incoming gradients contiguous itself)."""
     if t.requires_grad:
-        t.register_hook(torch.Tensor.contiguous if torch.compiler.is_compiling() else layout)
+        t.register_hook(torch.Tensor.contiguous if torch.compiler.is_compiling()
+                        else lambda g: g.contiguous() if is_batched(g) else layout(readable_grad(g)))
     return t
 
 
