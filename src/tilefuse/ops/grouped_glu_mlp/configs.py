@@ -1,7 +1,8 @@
 """grouped_glu_mlp GEMM tile configs as data.
 
-Tuning keys (tune.py): H, F, E, dtype and a power-of-two bucket of T. ``GemmConfig`` is one
-GEMM's tiles; the op uses one per kernel role (fc1, fc2, dgrad, wgrad).
+Tuning keys (tune.py): H, F, E, the dtype's size (bf16 and fp16 share keys) and a power-of-two
+bucket of T. ``GemmConfig`` is one GEMM's tiles; the op uses one per kernel role (fc1, fc2,
+dgrad, wgrad).
 """
 
 from __future__ import annotations
