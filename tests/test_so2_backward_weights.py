@@ -370,6 +370,24 @@ def test_ieee_blocks_overlapping_across_threads_restore_the_callers_precision():
         torch.set_float32_matmul_precision(saved)
 
 
+def test_ieee_blocks_keep_16_bit_sums_whole_and_restore_the_callers_setting():
+    """Inside utils.ieee_matmul cuBLAS's reduced-precision split-K reductions of 16-bit GEMMs
+    are off (the weight gradients of 16-bit inputs contract over up to millions of edges); the
+    caller's settings come back after the last block closes."""
+    from tilefuse.utils import ieee_matmul
+    m = torch.backends.cuda.matmul
+    saved = (m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction)
+    try:
+        m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = True, False
+        with ieee_matmul():
+            with ieee_matmul("cpu"):
+                assert not m.allow_bf16_reduced_precision_reduction and not m.allow_fp16_reduced_precision_reduction
+            assert not m.allow_bf16_reduced_precision_reduction
+        assert (m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction) == (True, False)
+    finally:
+        m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("apply_alpha", [True, False], ids=["alpha", "no-alpha"])
 @pytest.mark.parametrize("precision", ["ieee", "3xfp16"])

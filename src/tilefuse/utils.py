@@ -100,20 +100,37 @@ def _set_matmul_precision(saved) -> None:
         torch.set_float32_matmul_precision(saved)
 
 
+def _reduced_reductions():
+    """cuBLAS's 16-bit GEMMs may reduce split-K partial sums in 16 bits (torch's default):
+    (bf16, fp16) settings."""
+    import torch
+    m = torch.backends.cuda.matmul
+    return m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction
+
+
+def _set_reduced_reductions(saved) -> None:
+    import torch
+    m = torch.backends.cuda.matmul
+    m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
+
+
 @contextlib.contextmanager
 def ieee_matmul(device_type: str | None = None):
     """float32 matmuls in IEEE float32 inside the block, whatever the caller's matmul precision
     (``torch.set_float32_matmul_precision`` or the per-backend ``fp32_precision``: the
     process-wide setting is IEEE while any such block is open, in any thread, and the
     caller's comes back when the last one closes: blocks may nest and overlap across threads).
+    16-bit matmuls keep their float32 sums whole the same way (cuBLAS's reduced-precision
+    split-K reductions, ``allow_bf16/fp16_reduced_precision_reduction``, off).
     With ``device_type`` ("cuda", "cpu"), autocast is off for it inside the block too: an
     autocast region around the call would run the block's matmuls in 16 bits."""
     import torch
     global _ieee_depth, _ieee_saved
     with _ieee_lock:
         if _ieee_depth == 0:
-            _ieee_saved = _matmul_precision()
-            _set_matmul_precision(("ieee", "ieee") if isinstance(_ieee_saved, tuple) else "highest")
+            _ieee_saved = (_matmul_precision(), _reduced_reductions())
+            _set_matmul_precision(("ieee", "ieee") if isinstance(_ieee_saved[0], tuple) else "highest")
+            _set_reduced_reductions((False, False))
         _ieee_depth += 1
     try:
         if device_type is None:
@@ -125,7 +142,8 @@ def ieee_matmul(device_type: str | None = None):
         with _ieee_lock:
             _ieee_depth -= 1
             if _ieee_depth == 0:
-                _set_matmul_precision(_ieee_saved)
+                _set_matmul_precision(_ieee_saved[0])
+                _set_reduced_reductions(_ieee_saved[1])
 
 
 def check_dtype_arg(where: str, dtype, accepted) -> None:
