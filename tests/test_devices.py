@@ -38,6 +38,28 @@ def test_decorated_entry_points_keep_their_signature_and_docs():
     assert so2_api.so2_mixing_stack.__wrapped__.__name__ == "so2_mixing_stack"
 
 
+@pytest.fixture
+def device_guard(monkeypatch):
+    """Replaces torch.cuda.device by a guard that records the indices entered; calling the
+    fixture's value installs it and returns that list."""
+    def install():
+        entered = []
+
+        class Guard:
+            def __init__(self, index):
+                entered.append(index)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        monkeypatch.setattr(torch.cuda, "device", Guard)
+        return entered
+    return install
+
+
 def _custom_ops():
     """Every torch.library custom op of tilefuse (what a compiled graph runs)."""
     from tilefuse.ops.dyt import op as dyt_op
@@ -58,20 +80,9 @@ def test_every_custom_op_makes_its_tensors_device_current():
             assert op._init_fn.__wrapped__.__name__ == op._init_fn.__name__, op._name
 
 
-def test_a_custom_op_on_another_device_enters_it(monkeypatch):
+def test_a_custom_op_on_another_device_enters_it(monkeypatch, device_guard):
     """torch.ops.tilefuse.so2_stack_fwd called on tensors of 'another' CUDA device (faked on the
     CPU) runs inside torch.cuda.device(that index), and gives the call's result."""
-    entered = []
-
-    class Guard:
-        def __init__(self, index):
-            entered.append(index)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
 
     L, CF, F, E, NL = 1, 4, 1, 3, 2
     m0, m1, row = (L + 1) * CF, 2 * L * CF, (3 * L + 1) * CF
@@ -80,7 +91,7 @@ def test_a_custom_op_on_another_device_enters_it(monkeypatch):
             torch.randn(NL, F, m0, m0, generator=g) / m0 ** 0.5, torch.randn(NL, F, m1, m1, generator=g) / m1 ** 0.5,
             torch.randn(NL - 1, F, CF, L * CF, generator=g) / CF ** 0.5]
     want = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
-    monkeypatch.setattr(torch.cuda, "device", Guard)
+    entered = device_guard()
     monkeypatch.setattr(tf_device, "other_cuda_device", lambda x: 1)
     got = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
     assert entered == [1]
@@ -88,26 +99,15 @@ def test_a_custom_op_on_another_device_enters_it(monkeypatch):
         assert torch.equal(a, b)
 
 
-def test_on_tensor_device_passes_calls_through(monkeypatch):
+def test_on_tensor_device_passes_calls_through(monkeypatch, device_guard):
     """A call on a tensor of the current device (or off CUDA) runs as it is, with its
     arguments and result; one on another CUDA device runs inside torch.cuda.device(index)."""
-    entered = []
-
-    class Guard:
-        def __init__(self, index):
-            entered.append(index)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
 
     @tf_device.on_tensor_device
     def f(x, y, *, z=0):
         return x, y, z
 
-    monkeypatch.setattr(torch.cuda, "device", Guard)
+    entered = device_guard()
     t = torch.ones(1)
     assert f(t, 2, z=3) == (t, 2, 3) and entered == []
     monkeypatch.setattr(tf_device, "other_cuda_device", lambda x: 1)
