@@ -409,6 +409,9 @@ def test_four_ranks_and_two_process_groups_of_two_equal_one_module(tmp_path):
     reports = _spawn(tmp_path, 4, "gloo", ["cases4", "pairs"])
     _assert_all_ok(reports, "cases4")
     _assert_all_ok(reports, "pairs")
+    for report in reports:      # every case ran on every rank (an empty section would pass above)
+        assert sorted(report["cases4"]) == sorted(c["name"] for c in CASES_4)
+        assert sorted(report["pairs"]) == sorted(c["name"] for c in CASES_PAIRS)
 
 
 def test_module_needs_an_initialized_process_group():

@@ -133,7 +133,7 @@ def test_state_dict_records_and_checks_the_layout():
         GroupedGLUMLP(E, H, 8, glu_interleave=2).load_state_dict(state)
     dst = GroupedGLUMLP(E, H, 8, glu_interleave=2)
     before = dst.fc1_weight.detach().clone()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="interleaved in blocks of 2"):
         dst.load_state_dict(state, strict=False)        # a mismatch raises whatever strict says
     assert torch.equal(dst.fc1_weight, before)          # and loads nothing
     bare = {k: v for k, v in state.items() if k != "glu_layout"}

@@ -388,17 +388,16 @@ def test_ieee_blocks_keep_16_bit_sums_whole_and_restore_the_callers_setting():
         m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("apply_alpha", [True, False], ids=["alpha", "no-alpha"])
-@pytest.mark.parametrize("precision", ["ieee", "3xfp16"])
+@pytest.mark.parametrize("dtype,precision", [(torch.float32, "ieee"), (torch.bfloat16, "ieee"),
+                                             (torch.float32, "3xfp16")],   # the level-3 split: fp32 only
+                         ids=["ieee-fp32", "ieee-bf16", "3xfp16-fp32"])
 def test_first_gemm_reading_grad_out_matches_the_stored_head(dtype, apply_alpha, precision, one_intra_op_thread):
     """Without weight gradients the backward's first GEMM reads grad_out itself (BWD_HEAD: a and
     the residual as grad_out * alpha, rounded to the gradient's dtype) and the head stores no g;
     with them the head stores g and that GEMM reads it (BWD). Both give bitwise the same grad_u0
     and grad_alpha, relay and fused, exact and 3xfp16 (the level-3 split of a); grad_out is
     edge-major with partial row tiles (37 edges), so a wrong row mapping changes the result."""
-    if dtype != torch.float32 and precision != "ieee":
-        pytest.skip("the level-3 split runs on float32 only")
     ins = {k: v.to(dtype) for k, v in _inputs(seed=3).items()}
     x, z_all, u_final = launch.forward(ins["u0"], ins["alpha"], ins["w0_all"], ins["w1_all"], ins["gw_all"], D,
                                        apply_alpha)
