@@ -106,3 +106,13 @@ def test_bfloat16_to_float32_cast_is_exact_for_every_bit_pattern():
     y = torch.full((x.numel(),), float("nan"))
     _widen[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), 1024)
     assert torch.equal(y.view(torch.int32), x.float().view(torch.int32))
+
+
+def test_no_kernel_uses_the_unpatched_scaled_dot():
+    """interpreter_dot fixes tl.dot's order, not tl.dot_scaled's (the interpreter still computes
+    that with numpy's BLAS, whose order depends on the CPU): a kernel that starts using it
+    must patch it first, or the CPU suite's bitwise checks of it would pass on one CPU only."""
+    from pathlib import Path
+    import tilefuse
+    users = [p.name for p in Path(tilefuse.__file__).parent.rglob("*.py") if "dot_scaled" in p.read_text()]
+    assert users == [], users
