@@ -136,6 +136,10 @@ BAD = [
      "stochastic_bits"),
     (lambda: quantize_nvfp4(torch.zeros(4, 16), stochastic_bits=torch.zeros(4, 32, dtype=torch.int32)),
      ValueError, "stochastic_bits"),
+    # 2**31 rows (an expanded view: no memory): the kernels' 32-bit tile indices would wrap
+    (lambda: quantize_mxfp8(torch.zeros(1, 32).expand(2 ** 31, 32)), ValueError, "below 2\\*\\*31"),
+    (lambda: quantize_nvfp4(torch.zeros(1, 16).expand(2 ** 31, 16)), ValueError, "below 2\\*\\*31"),
+    (lambda: quantize_fp8_block(torch.zeros(1, 128).expand(2 ** 31, 128)), ValueError, "below 2\\*\\*31"),
 ]
 
 

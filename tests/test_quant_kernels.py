@@ -571,6 +571,28 @@ def test_nvfp4_kernel_on_a_batch_with_one_amax_per_matrix(block_2d, transposed):
     assert same_bits(scales, torch.cat([p[1] for p in parts]))
 
 
+def test_column_tiles_folded_over_grid_y_and_z(monkeypatch):
+    """With the grid's y size capped at 3 (CUDA's cap is 65535, which one axis of column tiles
+    passed beyond 8,388,480 columns), mxfp8, nvfp4 (its amax pass, 2-D blocks and RHT) and the
+    per-matrix amax fold their column tiles over y and z, the last z slice holding programs
+    past the last tile: the same bits as the reference; every column tile written."""
+    monkeypatch.setattr(launch, "MAX_GRID_YZ", 3)
+    assert launch.rows_cols_grid(2, 7) == (2, 3, 3) and launch.rows_cols_grid(2, 3) == (2, 3, 1)
+    x = mixed(40, 7 * 128, 32, seed=13, log2_range=40)          # 7 column tiles of 128
+    data, scales = launch.mxfp8(_to_dev(x), False)
+    rdata, rscales = reference.quantize_mxfp8(x)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales)
+    x[5, 7 * 128 - 1] = 1e30                                       # the amax in the last tile
+    data, scales, amax = launch.nvfp4(_to_dev(x), None, True, True, None, False)
+    rdata, rscales, ramax = reference.quantize_nvfp4(x, None, True, True)
+    assert same_bits(data.cpu(), rdata) and same_bits(scales.cpu(), rscales) and same_bits(amax.cpu(), ramax)
+    n = 5 * launch.BATCH_AMAX_BLOCK                               # 5 partials a matrix
+    batch = mixed(2 * 8, n // 8, 8, seed=14, log2_range=12).reshape(2, 8, n // 8)
+    batch[1, 7, n // 8 - 1] = -1e30
+    want = torch.stack([reference.tensor_amax(m) for m in batch])
+    assert same_bits(launch.batch_amax(_to_dev(batch)).cpu(), want)
+
+
 def test_deterministic():
     x = _to_dev(mixed(70, 128, 16, seed=8, log2_range=12))
     runs = [launch.nvfp4(x, None, False, True, None, True) for _ in range(2)]

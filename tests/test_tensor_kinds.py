@@ -1,8 +1,8 @@
 """Tensors of unusual kinds at every public entry point. Negative-bit views (``z.conj().imag``:
 a real tensor whose memory holds its values' negatives, flipped on read) as any tensor
 argument give the values' result, forward and gradients: the kernels read memory through
-data_ptr(), so the entry points resolve such views (utils.resolved_neg; the custom ops'
-dispatcher does it for traced calls). Unresolved, dyt's alpha (and a one-channel weight),
+data_ptr(), so the entry points resolve such views (utils.readable; the custom ops'
+dispatcher does it for traced calls); ZeroTensors likewise. Unresolved, dyt's alpha (and a one-channel weight),
 grouped_glu_mlp's weights on the fused kernels and the quantizers would take the negatives.
 Sparse and nested tensors are refused by name (utils.check_tensor)."""
 
@@ -88,6 +88,23 @@ def test_so2_mixing_stack(arg, device):
     views[arg] = neg_view(inputs[arg])
     got = tilefuse.so2_mixing_stack(*views, lmax=1, focus_dim=8)
     assert rel(got, want) <= 1e-6
+
+
+def test_zero_tensor_inputs_give_the_results_of_zeros(device):
+    """A ZeroTensor (zeros owning no memory, torch._efficientzerotensor) as an input of the
+    quantizers and of dyt gives the result of real zeros (utils.readable), where the kernels
+    could not read its memory."""
+    zero = torch._efficientzerotensor((4, 128), device=device)
+    for fn in ("quantize_fp8_block", "quantize_mxfp8", "quantize_nvfp4"):
+        want = getattr(quant, fn)(torch.zeros(4, 128, device=device))
+        assert torch.equal(getattr(quant, fn)(zero).dequantize(), want.dequantize()), fn
+    alpha, weight, bias = (torch.tensor([0.5], device=device), torch.randn(128, device=device),
+                           torch.randn(128, device=device))
+    assert torch.equal(tilefuse.dyt(zero, alpha, weight, bias), tilefuse.dyt(torch.zeros_like(zero), alpha, weight,
+                                                                              bias))
+    zero_bias = torch._efficientzerotensor((128,), device=device)
+    assert torch.equal(tilefuse.dyt(zero + 1.0, alpha, weight, zero_bias),
+                       tilefuse.dyt(torch.ones(4, 128, device=device), alpha, weight, torch.zeros(128, device=device)))
 
 
 def _incoming(kind, dy):

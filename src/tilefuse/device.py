@@ -7,7 +7,7 @@ import inspect
 
 import torch
 
-from .utils import resolved_neg
+from .utils import readable, unreadable
 
 # Under Triton's interpreter on the CPU a "device" has this many SMs: small, so persistent
 # loops run several iterations per program at test sizes.
@@ -45,17 +45,17 @@ def on_tensor_device(fn):
     """Decorator of a public entry point whose first argument is the tensor that places the
     call: the call runs with that tensor's CUDA device current (``torch.cuda.device``) where it
     is on another one (other_cuda_device), else as it is; every tensor argument with a set
-    negative bit is resolved first (utils.resolved_neg: the kernels read memory). Traced calls
-    are left alone: compiled code places its kernels itself, and the custom ops' dispatcher
-    resolves such views. The first argument may come by keyword, under its name in ``fn``."""
+    negative bit is resolved and every ZeroTensor made real zeros first (utils.readable: the
+    kernels read memory). Traced calls are left alone: compiled code places its kernels
+    itself, and the custom ops' dispatcher resolves such tensors. The first argument may come by keyword, under its name in ``fn``."""
     first = next(iter(inspect.signature(fn).parameters))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if not torch.compiler.is_compiling():
-            if any(t.is_neg() for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)):
-                args = tuple(map(resolved_neg, args))
-                kwargs = {k: resolved_neg(v) for k, v in kwargs.items()}
+            if any(map(unreadable, (*args, *kwargs.values()))):
+                args = tuple(map(readable, args))
+                kwargs = {k: readable(v) for k, v in kwargs.items()}
             index = other_cuda_device(args[0] if args else kwargs.get(first))
             if index is not None:
                 with torch.cuda.device(index):

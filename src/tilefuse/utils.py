@@ -19,23 +19,32 @@ def check_tensor(where: str, name: str, t, what: str = "a torch.Tensor") -> None
         raise TypeError(f"{prefix}{name} must be a dense (strided) tensor, got {kind}")
 
 
-def resolved_neg(t):
-    """``t`` with PyTorch's lazy negation applied where its negative bit is set (a view such as
-    ``z.conj().imag`` holds the values' negatives in memory and flips them on read): kernels
-    read memory through data_ptr() and would take those negatives as the values. torch.library
-    custom ops get such views resolved by the dispatcher; eager entry points call this. Anything
-    else (a tensor without the bit, None, a non-tensor for the argument checks) as it is."""
-    return t.resolve_neg() if isinstance(t, torch.Tensor) and t.is_neg() else t
+def unreadable(t) -> bool:
+    """Whether ``t`` is a tensor whose memory does not hold its values as kernels read them
+    (``readable``): a negative-bit view, or a ZeroTensor."""
+    return isinstance(t, torch.Tensor) and (t.is_neg() or t._is_zerotensor())
 
 
-def readable_grad(t: torch.Tensor) -> torch.Tensor:
-    """An incoming gradient as kernels can read it: a negative-bit view resolved (resolved_neg:
-    autograd can hand a backward one, e.g. through ``torch.complex(a, y).conj().imag``), and a
-    ZeroTensor (zeros that own no memory, ``torch._efficientzerotensor``; its data pointer is
-    not readable) made real zeros. Any other tensor as it is."""
+def readable(t):
+    """``t`` as kernels, which read memory through data_ptr(), can read it:
+    - a negative-bit view (PyTorch's lazy negation: ``z.conj().imag`` holds the values'
+      negatives in memory and flips them on read) resolved;
+    - a ZeroTensor (zeros that own no memory, ``torch._efficientzerotensor``: autograd hands
+      backwards such gradients, and they can be passed as inputs) made real zeros, still
+      differentiable where it requires grad.
+    torch.library custom ops get such tensors made readable by the dispatcher; eager entry
+    points and backwards call this. Anything else (a plain tensor, None, a non-tensor for the
+    argument checks) as it is."""
+    if not isinstance(t, torch.Tensor):
+        return t
     if t._is_zerotensor():
-        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        zeros = torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        return zeros + t if t.requires_grad else zeros
     return t.resolve_neg() if t.is_neg() else t
+
+
+# an incoming gradient (a ZeroTensor or a negative-bit view: torch.complex(a, y).conj().imag)
+readable_grad = readable
 
 
 def cdiv(a: int, b: int) -> int:

@@ -22,6 +22,8 @@ from .swizzle import swizzle_scales
 from .tensors import FP8BlockQuantized, MXFP8Quantized, NVFP4Quantized
 
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# The kernels' tile origins are 32-bit (kernels.tile_origin, fp8_block_kernel's row tiles).
+MAX_EXTENT = 2 ** 31
 
 
 def _check_bool(fn: str, name: str, v) -> None:
@@ -37,6 +39,9 @@ def _check_x(fn: str, x, block_cols: int) -> None:
         raise ValueError(f"{fn}: x must be 2-D (rows, K), got shape {tuple(x.shape)}")
     if x.shape[1] % block_cols != 0:
         raise ValueError(f"{fn}: x's K = {x.shape[1]} must be a multiple of {block_cols}")
+    if max(x.shape) >= MAX_EXTENT:
+        raise ValueError(f"{fn}: x's rows and K must each be below 2**31 (the kernels index tiles in 32 bits), "
+                         f"got shape {tuple(x.shape)}")
 
 
 def _check_block(fn: str, block) -> tuple[int, int]:

@@ -180,6 +180,16 @@ def _sign_bit(t):
 
 
 @triton.jit
+def tile_origin(BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """(first row, first column) of this program's tile in a grid of row tiles on axis 0 and
+    column tiles folded over axes 1 and 2 (launch.rows_cols_grid: CUDA caps those at 65535
+    each); a program past the last column tile gets columns that are all masked. int32: the
+    API refuses 2**31 rows or more (api._check_x)."""
+    tile_k = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
+    return tl.program_id(0) * BLOCK_M, tile_k * BLOCK_K
+
+
+@triton.jit
 def load_tile(x_ptr, row0, col0, n_rows, n_cols, stride_r, stride_c,
               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """The (BLOCK_M, BLOCK_K) float32 tile at (row0, col0); 0 outside x."""
@@ -491,8 +501,7 @@ def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_strid
     scale_ptr: uint8 biased exponents, (n_rows, n_cols // 32) row-major, or with SWIZZLE the
         flat 128x4 layout of that matrix padded to padded_cols columns (zeros pre-filled).
     """
-    row0 = tl.program_id(0) * BLOCK_M
-    col0 = tl.program_id(1) * BLOCK_K
+    row0, col0 = tile_origin(BLOCK_M, BLOCK_K)
     x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     amax = block_amax(x, BLOCK_M, BLOCK_K, 1, 32)
     e = e8m0_bits(tl.math.div_rn(amax, tl.full(amax.shape, _E4M3_MAX, tl.float32)))
@@ -506,16 +515,17 @@ def mxfp8_kernel(x_ptr, data_ptr, scale_ptr, n_rows, n_cols, x_stride_r, x_strid
 def amax_partial_kernel(x_ptr, partial_ptr, n_rows, n_cols, x_stride_r, x_stride_c,
                         RHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """partial_ptr[program] = amax(|tile|) (float32; +inf if the tile holds a NaN or +-inf), of
-    the Hadamard-transformed tile with RHT. Grid (row tiles, column tiles), flattened row-major."""
-    pid_m = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    x = load_tile(x_ptr, pid_m * BLOCK_M, pid_k * BLOCK_K, n_rows, n_cols, x_stride_r, x_stride_c,
-                  BLOCK_M, BLOCK_K)
+    the Hadamard-transformed tile with RHT. Grid launch.rows_cols_grid's, its programs flattened
+    row-major (a program past the last column tile stores 0)."""
+    row0, col0 = tile_origin(BLOCK_M, BLOCK_K)
+    x = load_tile(x_ptr, row0, col0, n_rows, n_cols, x_stride_r, x_stride_c, BLOCK_M, BLOCK_K)
     if RHT:
         x = rht16(x, BLOCK_M, BLOCK_K)
     a = tl.abs(x)
     a = tl.where(a <= _FP32_MAX, a, _INF)
-    tl.store(partial_ptr + pid_m * tl.num_programs(1) + pid_k, tl.max(tl.max(a, axis=1), axis=0))
+    per_row = tl.num_programs(1) * tl.num_programs(2)
+    program = tl.program_id(0).to(tl.int64) * per_row + tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
+    tl.store(partial_ptr + program, tl.max(tl.max(a, axis=1), axis=0))
 
 
 @triton.jit
@@ -557,8 +567,7 @@ def nvfp4_kernel(x_ptr, amax_ptr, rand_ptr, data_ptr, scale_ptr, n_rows, n_cols,
     batch_rows is a multiple of BLOCK_M and of BLOCK_ROWS. One matrix: batch_rows >= n_rows,
     x_stride_b and batch_scale_rows 0.
     """
-    row0 = tl.program_id(0) * BLOCK_M
-    col0 = tl.program_id(1) * BLOCK_K
+    row0, col0 = tile_origin(BLOCK_M, BLOCK_K)
     batch = row0 // batch_rows
     local0 = row0 - batch * batch_rows
     batch_n_rows = tl.minimum(n_rows - batch * batch_rows, batch_rows)

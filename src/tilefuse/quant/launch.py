@@ -15,6 +15,7 @@ writes every real entry.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -68,6 +69,14 @@ AMAX_TILE = (32, 256, 4)
 FP8_TILES = {(1, 128): FP8_1x128_TILE, (128, 128): FP8_128x128_TILE, (128, 1): FP8_128x1_TILE}
 # CUDA's limit on a grid's y and z sizes (fp8_block splits its row tiles over both).
 MAX_GRID_YZ = 65535
+
+
+def rows_cols_grid(row_tiles: int, col_tiles: int) -> tuple[int, int, int]:
+    """The grid of the mxfp8, nvfp4 and amax kernels: row tiles on axis 0 (up to 2**31 - 1),
+    column tiles folded over axes 1 and 2, which CUDA caps at MAX_GRID_YZ each (a single axis
+    of column tiles would pass it beyond 8,388,480 columns); kernels.tile_origin reads it."""
+    grid_y = min(col_tiles, MAX_GRID_YZ)
+    return row_tiles, grid_y, cdiv(col_tiles, grid_y)
 
 
 def _block_k(n_cols: int, widest: int, group: int) -> int:
@@ -268,7 +277,7 @@ def mxfp8(x: torch.Tensor, swizzle: bool):
     block_m, widest, warps = MXFP8_TILE
     block_k = _block_k(cols, widest, MXFP8_BLOCK)
     from .kernels import mxfp8_kernel
-    mxfp8_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+    mxfp8_kernel[rows_cols_grid(cdiv(rows, block_m), cdiv(cols, block_k))](
         x, data.view(torch.uint8), scales, rows, cols, x.stride(0), x.stride(1), padded_cols,
         SWIZZLE=swizzle, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE,
     )
@@ -285,8 +294,8 @@ def tensor_amax(x: torch.Tensor, rht: bool) -> torch.Tensor:
         return amax
     block_m, widest, warps = AMAX_TILE
     block_k = _block_k(cols, widest, NVFP4_BLOCK)
-    grid = (cdiv(rows, block_m), cdiv(cols, block_k))
-    partials = _new(grid[0] * grid[1], dtype=torch.float32, device=x.device)
+    grid = rows_cols_grid(cdiv(rows, block_m), cdiv(cols, block_k))
+    partials = _new(math.prod(grid), dtype=torch.float32, device=x.device)
     from .kernels import amax_finalize_kernel, amax_partial_kernel
     amax_partial_kernel[grid](x, partials, rows, cols, x.stride(0), x.stride(1),
                               RHT=rht, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps, **_COMPILE)
@@ -307,12 +316,12 @@ def batch_amax(x: torch.Tensor) -> torch.Tensor:
     amax = torch.zeros(n_batch, dtype=torch.float32, device=x.device)
     if flat.numel() == 0:
         return amax
-    grid = (n_batch, cdiv(flat.shape[1], BATCH_AMAX_BLOCK))
-    partials = _new(grid[0] * grid[1], dtype=torch.float32, device=x.device)
+    grid = rows_cols_grid(n_batch, cdiv(flat.shape[1], BATCH_AMAX_BLOCK))
+    partials = _new(math.prod(grid), dtype=torch.float32, device=x.device)
     from .kernels import amax_finalize_kernel, amax_partial_kernel
     amax_partial_kernel[grid](flat, partials, n_batch, flat.shape[1], flat.stride(0), flat.stride(1),
                               RHT=False, BLOCK_M=1, BLOCK_K=BATCH_AMAX_BLOCK, num_warps=8, **_COMPILE)
-    amax_finalize_kernel[(n_batch,)](partials, amax, grid[1], BLOCK=1024, num_warps=4)
+    amax_finalize_kernel[(n_batch,)](partials, amax, grid[1] * grid[2], BLOCK=1024, num_warps=4)
     launches.record("quant_amax")
     return amax
 
@@ -356,7 +365,7 @@ def nvfp4(x: torch.Tensor, amax: torch.Tensor | None, block_2d: bool, rht: bool,
     rand = data if stochastic_bits is None else stochastic_bits.view(torch.int32)
     rand_strides = (0, 0) if stochastic_bits is None else rand.stride()
     from .kernels import nvfp4_kernel
-    nvfp4_kernel[(cdiv(rows, block_m), cdiv(cols, block_k))](
+    nvfp4_kernel[rows_cols_grid(cdiv(rows, block_m), cdiv(cols, block_k))](
         x, amax, rand, data, scales.view(torch.uint8), rows, cols, stride_r, stride_c,
         rand_strides[0], rand_strides[1], padded_cols, batch_rows, stride_b, batch_scale_rows,
         BLOCK_ROWS=NVFP4_BLOCK if block_2d else 1, RHT=rht, STOCHASTIC=stochastic_bits is not None, SWIZZLE=swizzle,

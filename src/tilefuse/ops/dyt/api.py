@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
-from ...utils import resolved_neg
+from ...utils import readable
 from . import plan as plans
 from . import reference
 from .op import apply, dyt_op
@@ -55,12 +55,13 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         plan = None
         f64, level = validate(x, alpha, weight, bias, channels_last), policy.get_level()
     else:
-        try:   # a negative-bit view holds its values' negatives in memory (utils.resolved_neg)
-            neg = x.is_neg() or alpha.is_neg() or weight.is_neg() or (bias is not None and bias.is_neg())
+        try:   # a negative-bit view or a ZeroTensor: memory the kernels cannot read as the values
+            odd = (x.is_neg() or alpha.is_neg() or weight.is_neg() or x._is_zerotensor() or alpha._is_zerotensor()
+                   or weight._is_zerotensor() or (bias is not None and (bias.is_neg() or bias._is_zerotensor())))
         except AttributeError:   # not tensors: validate names them
-            neg = False
-        if neg:
-            x, alpha, weight, bias = map(resolved_neg, (x, alpha, weight, bias))
+            odd = False
+        if odd:
+            x, alpha, weight, bias = map(readable, (x, alpha, weight, bias))   # utils.readable
         plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
         if plan.foreign:   # the kernels launch on the current device (device.on_tensor_device)
             with torch.cuda.device(x.device):

@@ -153,7 +153,8 @@ class Plan:
     """The decisions for one key (module docstring); the forward and backward entry points
     that run them."""
 
-    __slots__ = ("f64", "level", "generation", "aux", "foreign", "channels_last", "kernels", "empty", "layout",
+    __slots__ = ("f64", "level", "generation", "aux", "foreign", "channels_last", "kernels", "compute_dtype", "empty",
+                 "layout",
                  "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy", "saved",
                  "_fwd", "_bwd")
 
@@ -166,7 +167,11 @@ class Plan:
         self.empty = x.numel() == 0
         self.layout = lay = launch._layout(x, channels_last)
         # extents within a tile of 2**31 take the reference formulas (launch.addressable)
-        self.kernels = level != 0 and policy.kernels_enabled(x.device, level) and launch.addressable(lay)
+        # float64 never reaches a kernel (the custom ops hand a plan float64 tensors; api.dyt
+        # runs the reference itself): its reference formulas run in float64
+        self.kernels = (not f64 and level != 0 and policy.kernels_enabled(x.device, level)
+                        and launch.addressable(lay))
+        self.compute_dtype = torch.float64 if f64 else torch.float32
         self.has_bias = bias is not None
         self.config = config
         self.device = x.device
@@ -193,7 +198,8 @@ class Plan:
         if self.kernels:
             return self.launch_forward(x, alpha, weight, bias)
         y = self.new_output(x)
-        y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=self.channels_last))
+        y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=self.channels_last,
+                                        compute_dtype=self.compute_dtype))
         return y
 
     def launch_forward(self, x, alpha, weight, bias, out=None):
@@ -217,7 +223,7 @@ class Plan:
         if self.kernels:
             return self.launch_backward(dy, x, alpha, weight, bias)
         dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
-            dy, x, alpha, weight, bias, channels_last=self.channels_last)
+            dy, x, alpha, weight, bias, channels_last=self.channels_last, compute_dtype=self.compute_dtype)
         dx = self.new_output(x)
         dx.copy_(dx_ref)
         return dx, dalpha, dweight, dbias
