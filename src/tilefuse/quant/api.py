@@ -71,6 +71,9 @@ def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = F
         block: (1, 128) (activations, gradients) or (128, 128) (weights); a partial last row
             block takes the amax of the rows it has.
         pow2_scales: round each scale up to a power of two (the encode factor 448/amax down).
+            An element of magnitude 248 * 2**120 (about 3.30e38, within 3% of float32's
+            largest) or more then dequantizes to +-inf, as the format's rule gives: its
+            block's scale is 2**120, its E4M3 code rounds to 256, and 2**128 overflows.
 
     Returns:
         ``.data`` (rows, K) float8_e4m3fn, ``.scales`` (cdiv(rows, br), K / 128) float32,
@@ -104,7 +107,10 @@ def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
             the (rows, K / 32) matrix.
 
     Returns:
-        ``.data`` (rows, K) float8_e4m3fn, ``.scales`` uint8, ``.dequantize()``.
+        ``.data`` (rows, K) float8_e4m3fn, ``.scales`` uint8, ``.dequantize()``. As the format's
+        rule gives, an element of magnitude 248 * 2**120 (about 3.30e38, within 3% of
+        float32's largest) or more dequantizes to +-inf: its block's scale is 2**120, its
+        E4M3 code rounds to 256, and 2**128 overflows.
 
     Example:
         >>> q = tilefuse.quant.quantize_mxfp8(torch.randn(200, 64), swizzle=True)
@@ -137,12 +143,15 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
         amax: float32-convertible one-element tensor on x's device (e.g. a per-expert amax
             computed elsewhere), or None to compute amax(|x|) here (two extra launches). Its
             magnitude is used (a negative amax as its absolute value): it should bound |x|
-            (|transformed x| with ``rht``); larger values saturate.
+            (|transformed x| with ``rht``); larger finite values saturate; an infinite or NaN
+            amax makes every output NaN (the per-tensor scale is then not a number).
         block_2d: 16x16 scaling blocks (weights); a partial last row block takes the amax of
             the rows it has.
         rht: quantize the 16-point random Hadamard transform of x along K
             (reference.hadamard16: Sylvester H16 with Transformer Engine's fixed sign vector,
-            scale 1/4), as for wgrad copies; dequantize() undoes it.
+            scale 1/4), as for wgrad copies; dequantize() undoes it. The transform adds up
+            to 16 elements before its 1/4: a group whose magnitudes sum past float32's largest
+            value (about 3.4e38) overflows there, and the amax, hence every output, is NaN.
         stochastic_bits: (rows, K) uint32 (or int32, read as uint32) random bits, one per
             element, for stochastic rounding of the E2M1 data: round |v| up to the next grid
             point iff bits < floor(t * 2^32), t in [0, 1) its exact position between the two
