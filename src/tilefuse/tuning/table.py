@@ -234,7 +234,8 @@ def coverage(family_names, device_index: int | None = None) -> dict:
     file's name, or None where none ships for this GPU), "families": {name: {"grid", "covered"
     (keys with an entry in any layer), "builtin", "cache", "runtime" (entries per layer,
     visible ones only), "missing" (the grid's keys without an entry, in grid order)}}}. A key
-    without an entry runs its family's baseline (the heuristic or the unfused route)."""
+    without an entry runs its family's baseline (the heuristic tiles, or a route: grouped_glu_mlp's
+    compose route, so2's relay)."""
     table = _table(device_index, "coverage: device_index")
     visible = {(f, k): source for f, k, source, _ in entries(device_index)}
     builtin = store.builtin_name(table.fingerprint)

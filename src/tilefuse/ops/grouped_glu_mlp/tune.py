@@ -3,10 +3,10 @@
 Key: H, F, E, the dtype's size (exact: they set the GEMM shapes; bf16 and fp16 share keys,
 swept on bfloat16), a power-of-two bucket of T (varies per call), the epilogue's constexprs
 (activation, interleave, bias) and the quantized recipe if any. Without a recipe the baseline
-is what the op runs when the table has no winner: the compose route (compose.py: every GEMM on
-``torch._grouped_mm``, the glue as Triton kernels; choice ``"compose"``), or where
-``torch._grouped_mm`` does not take the row sizes the unfused composition (``"unfused"``).
-Tables store either as the entry ``"baseline"`` (the choice names only appear in the
+is what the op runs when the table has no winner (op.route): the compose route (compose.py:
+every GEMM on ``torch._grouped_mm``, the glue as Triton kernels; choice ``"compose"``), or
+where ``torch._grouped_mm`` does not take the row sizes the fused kernels at their heuristic
+tiles. Tables store either as the entry ``"baseline"`` (the choice names only appear in the
 measurement's description). Every fused candidate is a route change (3% margin). A recipe has
 no unfused composition: its baseline is the kernels with the heuristic tiles
 (configs.heuristic), and the candidates are other tiles (fp8_block: BLOCK_K 128 only). Outputs
