@@ -457,3 +457,30 @@ def test_from_grouped_keeps_requires_grad_and_train_state():
         assert ExpertParallelGLUMLP.from_grouped(full.train()).training
     finally:
         dist.destroy_process_group()
+
+
+def test_a_module_pickles_without_its_process_group(tmp_path):
+    """torch.save / torch.load of a model holding the module (a communicator cannot be
+    pickled): the copy runs on the loading process's world and gives the original's output;
+    one built on another group raises until its process_group is set."""
+    if dist.is_initialized():
+        pytest.skip("a default process group is already set up in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(5)
+        ep = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4)
+        model = torch.nn.Sequential(ep)
+        torch.save(model, tmp_path / "m.pt")
+        loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+        x, ids, probs = torch.randn(5, H), torch.tensor([0, 3, 1, 1, 2]), torch.rand(5)
+        assert loaded[0].process_group is dist.group.WORLD
+        assert torch.equal(loaded[0](x, ids, probs), ep(x, ids, probs))
+        sub = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, process_group=dist.new_group([0]))
+        torch.save(sub, tmp_path / "sub.pt")
+        other = torch.load(tmp_path / "sub.pt", weights_only=False)
+        with pytest.raises(ValueError, match="unpickled from one built on a process group other than the world"):
+            other(x, ids, probs)
+        other.process_group = dist.group.WORLD
+        assert torch.equal(other(x, ids, probs), sub(x, ids, probs))
+    finally:
+        dist.destroy_process_group()

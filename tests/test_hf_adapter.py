@@ -112,6 +112,15 @@ def test_adapter_matches_stand_in(concatenated, dropped):
     check_against(experts, adapter, *routing(dropped=dropped))
 
 
+def test_from_hf_takes_the_silu_function_as_act_fn():
+    """LFM2-MoE's experts hold the function F.silu as act_fn (not a module): plain SwiGLU,
+    converted and equal to the experts' own forward."""
+    torch.manual_seed(2)
+    experts = StandInExperts(act=nn.functional.silu)
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    check_against(experts, adapter, *routing())
+
+
 @pytest.mark.parametrize("extra", ["parameter", "buffer", "submodule", "silu-subclass"])
 def test_from_hf_refuses_what_it_would_drop_or_miscompute(extra):
     """An extra parameter, buffer or submodule would leave the model's parameters, optimizer and

@@ -205,3 +205,29 @@ def test_convnext_layernorm_converts_in_both_data_formats():
     convert_layernorm_to_dyt(model)
     assert [type(m) for m in model] == [DyT, DyT]
     assert model[0].channels_last is False and model[1].channels_last is True
+
+
+class _HFConvNextLayerNorm(nn.LayerNorm):
+    """Hugging Face's ConvNextLayerNorm form: an nn.LayerNorm subclass whose forward takes
+    either data_format (LayerNorm's on channels_last, a dim-1 norm on channels_first)."""
+
+    def __init__(self, c, data_format):
+        super().__init__(c, eps=1e-6)
+        self.data_format = data_format
+
+    def forward(self, x):
+        if self.data_format == "channels_last":
+            return super().forward(x)
+        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
+
+
+def test_an_nn_layernorm_subclass_of_the_convnext_form_converts_in_both_data_formats():
+    """Its forward override is the two-format norm's: both instances become DyT (the
+    channels_last one was left as 'overrides LayerNorm.forward'), with no warning."""
+    import warnings
+    model = nn.Sequential(_HFConvNextLayerNorm(8, "channels_first"), _HFConvNextLayerNorm(8, "channels_last"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        convert_layernorm_to_dyt(model)
+    assert [type(m) for m in model] == [DyT, DyT]
+    assert model[0].channels_last is False and model[1].channels_last is True

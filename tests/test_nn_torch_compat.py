@@ -202,3 +202,22 @@ def test_rmsnorm_and_alpha_arguments_are_checked():
         convert_layernorm_to_dyt(nn.Sequential(nn.LayerNorm(4)), alpha_init=lambda name: "0.5")
     with pytest.raises(ValueError, match="normalizes over"):
         convert_layernorm_to_dyt(nn.Sequential(nn.RMSNorm([2, 4])), rmsnorm=True)
+
+
+def test_layers_converted_one_by_one_take_the_encoders_nested_tensors():
+    """Converting an encoder's layers one at a time leaves the encoder's nested-tensor path on
+    (the converter sees no encoder): in eval with a padding mask the DyTs then receive nested
+    tensors, which they take piece by piece, giving the padded path's result on the kept rows."""
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True, dropout=0.0),
+                                num_layers=2, enable_nested_tensor=True).eval()
+    for layer in enc.layers:
+        convert_layernorm_to_dyt(layer)
+    assert enc.use_nested_tensor
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with torch.no_grad():
+        nested = enc(x, src_key_padding_mask=mask)
+        enc.use_nested_tensor = False
+        padded = enc(x, src_key_padding_mask=mask)
+    assert torch.allclose(nested[0], padded[0], atol=1e-6) and torch.allclose(nested[1, :3], padded[1, :3], atol=1e-6)

@@ -79,6 +79,9 @@ class DyT(nn.Module):
             alpha, weight, bias = p["alpha"], p["weight"], p["bias"]
         except KeyError:
             alpha, weight, bias = self.alpha, self.weight, self.bias
+        if x.is_nested:   # e.g. nn.TransformerEncoder's nested-tensor path: each piece by itself
+            return torch.nested.as_nested_tensor(
+                [dyt(t, alpha, weight, bias, channels_last=self.channels_last) for t in x.unbind()], layout=x.layout)
         return dyt(x, alpha, weight, bias, channels_last=self.channels_last)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
@@ -163,13 +166,17 @@ def _unconvertible(module: nn.Module, kind: str) -> str | None:
     """Why a recognised norm is left as it is (the converter reports it), or None: it holds
     submodules (a norm with more computation: timm's ``LayerNormAct2d``, a gated RMSNorm),
     it is an ``nn.LayerNorm`` subclass with a forward of its own other than the ``...2d``
-    channels-first one, or it is an RMSNorm-style module without a weight or
+    channels-first one or the ConvNeXt form's (``data_format``), or it is an RMSNorm-style module without a weight or
     normalized_shape (its width is unknown). A DyT in its place would drop that computation
     silently."""
     if any(child is not None for child in module._modules.values()):
         return "holds submodules (more computation than a norm)"
     if (isinstance(module, nn.LayerNorm) and kind == _LAYERNORM
-            and type(module).forward is not nn.LayerNorm.forward):
+            and type(module).forward is not nn.LayerNorm.forward
+            and getattr(module, "data_format", None) != "channels_last"):
+        # (the ConvNeXt form, Hugging Face's ConvNextLayerNorm included, overrides forward to
+        # take either data_format: its channels_last branch is LayerNorm's, as its
+        # channels_first one is LayerNorm2d's)
         return "overrides LayerNorm.forward"
     if (kind == _RMSNORM and getattr(module, "normalized_shape", None) is None
             and not isinstance(getattr(module, "weight", None), torch.Tensor)):

@@ -299,6 +299,24 @@ class ExpertParallelGLUMLP(nn.Module):
         new.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return new
 
+    def __getstate__(self):
+        """Pickling (``torch.save(model)``): everything but the process group (torch cannot
+        pickle a communicator); whether it was the world is kept (``__setstate__``)."""
+        state = self.__dict__.copy()
+        state["_pickled_world"] = self.process_group is dist.group.WORLD
+        state["process_group"] = None
+        return state
+
+    def __setstate__(self, state):
+        """Unpickling: a module that ran on the world runs on the world of the loading process
+        (torch.distributed's default group, as ``process_group=None`` builds one); one built on
+        another group gets no group: its forward raises until ``process_group`` is set."""
+        world = state.pop("_pickled_world", True)
+        self.__dict__.update(state)
+        self._unbound = not world
+        if world and dist.is_available() and dist.is_initialized():
+            self.process_group = dist.group.WORLD
+
     @classmethod
     def from_grouped(cls, mlp: GroupedGLUMLP, *, process_group=None) -> "ExpertParallelGLUMLP":
         """This rank's share of a ``GroupedGLUMLP`` holding all E experts: the same
@@ -341,6 +359,9 @@ class ExpertParallelGLUMLP(nn.Module):
     def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
         group = self.process_group
+        if group is None and self.__dict__.get("_unbound"):
+            raise ValueError(f"{_WHERE}: this module was unpickled from one built on a process group other than "
+                             f"the world; set its process_group (a group of {self.world_size} ranks) first")
         self._agree(x)
         flags = (int(x.requires_grad), int(probs.requires_grad),
                  int(any(p.requires_grad for p in self.experts.parameters())), int(torch.is_grad_enabled()))

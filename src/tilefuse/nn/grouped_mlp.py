@@ -126,7 +126,9 @@ class GroupedGLUMLP(nn.Module):
     cannot be told from the values. Add it to declare the layout of such weights:
     ``state["glu_layout"] = torch.tensor(0)`` for halves (``torch.tensor(s)`` for blocks of
     s), after making sure it is the module's (``tilefuse.nn.HFGroupedGLUExperts`` takes
-    Hugging Face's experts as they are).
+    Hugging Face's experts as they are). The record is no tensor attribute of the module
+    (``glu_layout`` is the layout's name): ``torch.func.functional_call`` takes
+    ``dict(module.named_parameters())``, not the state dict.
 
     torch.compile(fullgraph=True): traced on every path and dtype with recipe None
     (``tilefuse.grouped_glu_mlp``: fp32 / fp16 run the unfused composition as an opaque custom

@@ -16,8 +16,9 @@ with its defaults):
   refused, not dropped);
 - ``forward(hidden_states (T, H), top_k_index (T, K) int, top_k_weights (T, K))``:
   ``out[t] = sum_k w[t, k] * down_e(act(gate_e(x_t)) * up_e(x_t))`` with e = top_k_index[t, k];
-  an index >= E (the expert-parallel marker of a slot owned by another rank) contributes
-  nothing; ``act_fn`` is ``ACT2FN[config.hidden_act]``, SiLU for the supported models.
+  an index equal to E (the expert-parallel marker of a slot owned by another rank)
+  contributes nothing, a larger one is an error; ``act_fn`` is ``ACT2FN[config.hidden_act]``,
+  SiLU for the supported models (LFM2-MoE's holds the function ``F.silu``).
 
 transformers is never imported by this module at tilefuse import time; ``convert_hf_moe_experts``
 imports it (when installed) only to compare an experts class's gate with HF's default.
@@ -213,8 +214,9 @@ def unsupported_reason(experts: nn.Module) -> str | None:
         return f"it defines its own _apply_gate ({type(experts).__name__}._apply_gate), not HF's default GLU"
     act = getattr(experts, "act_fn", None)
     # the class itself, not a subclass: a subclass may compute something else
-    if not (type(act) is nn.SiLU or (type(act).__name__ == "SiLUActivation"
-                                     and type(act).__module__.startswith("transformers."))):
+    # (or the function itself: LFM2-MoE's experts hold F.silu)
+    if not (type(act) is nn.SiLU or act is nn.functional.silu or (type(act).__name__ == "SiLUActivation"
+                                                                   and type(act).__module__.startswith("transformers."))):
         return (f"act_fn is {type(act).__name__}; grouped_glu_mlp's GLUs are SwiGLU (SiLU gate) and its "
                 "clamped GeGLU")
     num_experts, two_f, hidden = experts.gate_up_proj.shape
