@@ -225,3 +225,29 @@ def test_distributed_tune_carries_a_level3_entry_with_its_validation(tmp_path):
     config could not carry it)."""
     ranks = _two_ranks(_rank_main_level3, tmp_path)
     assert ranks[0] == ranks[1] and "3xfp16" in ranks[0]["entry"] and ranks[0]["validation"]["passed"] is True
+
+
+def test_collect_finds_the_backward_of_closures_and_dataclass_outputs():
+    """A plain callable whose parameters it closes over (neither model.parameters() nor its
+    inputs name them) and a module returning a dataclass: both backward keys are seen."""
+    import dataclasses
+    alpha, weight = torch.nn.Parameter(torch.tensor([0.5])), torch.nn.Parameter(torch.ones(16))
+    x = torch.randn(4, 8, 16)
+    both = {("dyt", "fwd-M32-N16-x4"), ("dyt", "bwd-M32-N16-x4")}
+    assert set(tuning.model.collect(lambda v: tilefuse.dyt(v, alpha, weight), x)) == both
+
+    @dataclasses.dataclass
+    class Out:
+        y: torch.Tensor
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = TinyDyT(16)
+
+        def forward(self, v):
+            return Out(self.inner(v))
+
+    model = Wrapped()
+    assert set(tuning.model.collect(model, x)) == both
+    assert alpha.grad is None and all(p.grad is None for p in model.parameters())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import torch
@@ -15,8 +16,12 @@ from .sweep import ROUNDS, SweepError, SweepResult
 
 
 def _tensors(obj) -> list[torch.Tensor]:
+    """The tensors in ``obj``: a tensor, or lists, tuples, dicts (Hugging Face's ModelOutput
+    is one) and dataclasses of them, nested."""
     if isinstance(obj, torch.Tensor):
         return [obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
     if isinstance(obj, dict):
         obj = list(obj.values())
     if isinstance(obj, (list, tuple)):
@@ -24,11 +29,32 @@ def _tensors(obj) -> list[torch.Tensor]:
     return []
 
 
+def _graph_leaves(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaf tensors requiring grad that ``outputs`` were computed from (their autograd
+    graph's AccumulateGrad nodes): what a backward would reach, also tensors a plain callable
+    closes over, which neither its parameters nor its inputs name."""
+    leaves = [t for t in outputs if t.grad_fn is None]
+    stack, seen = [t.grad_fn for t in outputs if t.grad_fn is not None], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.append(variable)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return leaves
+
+
 def collect(model, example_inputs) -> dict[tuple[str, str], object]:
     """Run ``model`` once at level >= 2 and return ``(family, key) -> problem`` for every
-    table lookup its tilefuse ops made: the forward, and the backward when an output
-    requires grad (gradients are computed with ``torch.autograd.grad`` with respect to the
-    model's parameters and the example inputs, so no ``.grad`` is touched).
+    table lookup its tilefuse ops made: the forward, and the backward when an output requires
+    grad (not under ``torch.no_grad``: an inference model's keys are its forward's). The
+    gradients are computed with ``torch.autograd.grad`` with respect to the leaves of the
+    outputs' graph: the model's parameters, the example inputs and any tensor the model
+    closes over, so no ``.grad`` is touched. Outputs may be tensors or lists, tuples, dicts
+    and dataclasses of them.
 
     ``example_inputs``: a tensor, a tuple/list of positional arguments, or a dict of keyword
     arguments. The model runs as given (training or eval mode, on its device), so a forward
@@ -42,8 +68,7 @@ def collect(model, example_inputs) -> dict[tuple[str, str], object]:
         args, kwargs = (example_inputs,), {}
     with policy.level(max(policy.get_level(), 2)), table.collecting() as seen:
         outputs = [t for t in _tensors(model(*args, **kwargs)) if t.requires_grad]
-        params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
-        leaves = [t for t in params + _tensors((args, kwargs)) if t.requires_grad]
+        leaves = _graph_leaves(outputs)
         if outputs and leaves:
             torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
                                 allow_unused=True)
