@@ -81,7 +81,9 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
 
     Runs the model once (see ``collect``) to learn its keys, then sweeps the uncovered ones
     (all of them with ``force``) on ``device`` (default: the current CUDA device), records
-    the winners in this GPU's cache file and prints a result table (with ``progress``).
+    the winners in this GPU's cache file, prints each key's result lines as it finishes
+    ("swept:" / "timed:", or "aborted:": a sweep stopped midway keeps its evidence) and, with
+    ``progress``, progress bars and a result table at the end.
     Call it before training, never inside a step: a sweep compiles and times many configs.
 
     In a ``torch.distributed`` job every rank must call it. The ranks' keys are pooled, rank 0
