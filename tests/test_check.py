@@ -199,6 +199,21 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
             bound = 1.6e-2 if role == "fc1 + GLU" else 2.0 ** -7
             for g, w in zip(got, want) if isinstance(got, tuple) else ((got, want),):
                 assert rel(g.float(), w.float()) <= bound, (role, cfg.name)
+    # The bench's "GEMMs only" row: one step's six torch._grouped_mm GEMMs (the Gluon roles'
+    # peers repeat them: with them it ran twelve)
+    calls = []
+    real = torch._grouped_mm
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    torch._grouped_mm = counting
+    try:
+        for theirs in check_grouped.step_cutlass_gemms(roles):
+            theirs()
+    finally:
+        torch._grouped_mm = real
+    assert len(calls) == 6
 
 
 def test_dyt_host_cost_and_its_tables(device):
@@ -702,3 +717,32 @@ def test_grouped_row_with_a_nan_error_reports_an_infinite_worst_over_bound():
     for got in ([nan] + [ok] * 6, [ok] * 6 + [nan]):
         row = check_grouped._row("p", "c", got, [ok] * 7, True, 1e-3)
         assert not row["ok"] and row["worst_error_over_bound"] == float("inf")
+
+
+def test_dyt_bench_providers_do_the_same_work_in_bf16():
+    """With bf16 x and fp32 parameters every dyt benchmark provider writes a bf16 y and reads a
+    bf16 dy (eager and torch.compile take the parameters in x's dtype; with fp32 ones they
+    promoted y to fp32: other bytes than tilefuse's), and the forward + backward calls run."""
+    import torch
+    from tilefuse.check import dyt as check_dyt
+    x, a, w, b, dy = check_dyt._inputs((8, 32), torch.bfloat16, torch.float32, True, True, "cpu", "")
+    fwd = check_dyt._providers(x, a, w, b, dy, False, check_dyt._eager)
+    assert {"tilefuse", "eager", "torch.compile"} <= set(fwd)
+    assert all(f().dtype == torch.bfloat16 for f in fwd.values())
+    for run in check_dyt._providers(x, a, w, b, dy, True, check_dyt._eager).values():
+        grads = run()
+        assert grads[0].dtype == torch.bfloat16 and len(grads) == 4
+
+
+def test_so2_table_gives_no_relay_ratio_to_the_peers_timed_without_graphs():
+    """'vs relay' divides graph-replay times of the same rounds; the '(no graph)' peers (eager,
+    torch.compile: plain calls, other rounds) get none."""
+    from tilefuse.check import so2 as check_so2
+
+    def row(provider, ms, ours=True):
+        return {"scope": "backward", "lmax": 3, "focus_dim": 32, "edges": 64, "provider": provider, "ours": ours,
+                "status": "ok", "ms": ms, "spread": 0.01, "table_picks": "relay"}
+    md = check_so2.benchmark_markdown({"copy_ceiling_gbs": 1.0, "rows": [
+        row("relay", 2.0), row("table pick", 1.0), row("eager (no graph)", 4.0, ours=False)]})
+    cells = {line.split("|")[5].strip(): line.split("|")[8].strip() for line in md if "| backward |" in line}
+    assert cells == {"relay": "1.00", "table pick": "2.00", "eager (no graph)": ""}

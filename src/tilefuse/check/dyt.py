@@ -164,22 +164,26 @@ def _eager(x, a, w, b):
 
 
 def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[str, Callable]:
-    fns = {"tilefuse": lambda: api.dyt(x, a, w, b), "eager": lambda: _eager(x, a, w, b),
-           "torch.compile": lambda: compiled(x, a, w, b)}
+    """Each provider's call (forward, or forward + backward of every input). Every one computes
+    y in x's dtype from x and reads dy in it: eager and torch.compile take the parameters in
+    x's dtype, as a model cast to bf16 holds them (with the fp32 parameters they would promote
+    y to fp32 and read an fp32 dy, other bytes than tilefuse's and Liger-Kernel's)."""
+    pa, pw, pb = (t if t.dtype == x.dtype else t.detach().to(x.dtype).requires_grad_(t.requires_grad)
+                  for t in (a, w, b))
+    fns = {"tilefuse": (lambda: api.dyt(x, a, w, b), (x, a, w, b)),
+           "eager": (lambda: _eager(x, pa, pw, pb), (x, pa, pw, pb)),
+           "torch.compile": (lambda: compiled(x, pa, pw, pb), (x, pa, pw, pb))}
     liger = _liger_dyt()
     if liger is not None:
-        fns["liger"] = lambda: liger.apply(x, a, w, b)
+        fns["liger"] = (lambda: liger.apply(x, a, w, b), (x, a, w, b))
     if not with_backward:
-        return {k: (lambda f=f: f()) for k, f in fns.items()}
-    inputs = (x, a, w, b)
-    dys = {dy.dtype: dy, torch.float32: dy.float()}  # eager promotes bf16 x * fp32 alpha to fp32
+        return {k: f for k, (f, _) in fns.items()}
 
-    def fwd_bwd(f):
+    def fwd_bwd(f, inputs):
         def run():
-            y = f()
-            return torch.autograd.grad(y, inputs, dys[y.dtype])
+            return torch.autograd.grad(f(), inputs, dy)
         return run
-    return {k: fwd_bwd(f) for k, f in fns.items()}
+    return {k: fwd_bwd(f, inputs) for k, (f, inputs) in fns.items()}
 
 
 # --- host cost per call (issue 17) ---------------------------------------------------------
@@ -268,7 +272,8 @@ def host_cost_markdown(h: dict) -> list[str]:
 
 def benchmark(quick: bool, progress: Callable) -> dict:
     """Forward and forward+backward time of each provider at 2**26 elements (2**24 quick) per
-    width, fp32 and bf16 x (fp32 parameters), as fractions of the copy ceiling measured now."""
+    width, fp32 and bf16 x (fp32 parameters; eager and torch.compile take them in x's dtype:
+    _providers), as fractions of the copy ceiling measured now."""
     import torch._dynamo
     for knob in ("cache_size_limit", "recompile_limit"):
         if hasattr(torch._dynamo.config, knob):

@@ -338,6 +338,13 @@ GLUON_TILE = configs.GemmConfig(128, 128, 64, 4, 5, 1, compose=True, rows_block_
 _GLUON_LAUNCH = {GLUON_WGRADS: "grouped_ws_wgrad", GLUON_ROWS: "grouped_ws_rows"}
 
 
+def step_cutlass_gemms(roles: dict) -> list:
+    """The torch._grouped_mm calls of ``gemm_roles``' roles that make one step's six GEMMs: the
+    Gluon roles (_GLUON_LAUNCH) repeat the same GEMMs and are left out (with them the "GEMMs
+    only" row ran twelve)."""
+    return [theirs for role, (_, theirs, _) in roles.items() if role not in _GLUON_LAUNCH]
+
+
 def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
     """{role: (fused(cfg), cutlass(), flop)} for each GEMM launch of a bf16 step (SwiGLU, no
     bias; z, h and dz random, of the shapes the step has): fused(cfg) runs the role's fused
@@ -535,8 +542,10 @@ def benchmark(quick: bool, progress: Callable) -> dict:
         step_roles = gemm_roles(i["counts"], i["x"].detach(), i["probs"].detach(), i["w1"].detach(),
                                 i["w2"].detach(), dy)   # also timed role by role below (_role_rows)
 
+        step_gemms = step_cutlass_gemms(step_roles)
+
         def gemms_only():
-            return [theirs() for _, theirs, _ in step_roles.values()]
+            return [theirs() for theirs in step_gemms]
 
         providers = {"tilefuse (as called)": as_called_step,
                      "tilefuse compose route": compose_step,

@@ -412,7 +412,8 @@ def benchmark_markdown(b: dict) -> list[str]:
     lines = ["fp32, F 2, CUDA-graph replay, interleaved. 'layer': one gated layer's backward (relay: "
              "sigma + pointwise + transposed GEMM; fused: both column passes); 'backward': the whole "
              "force backward (grad of u0 and alpha, three layers). 'vs relay' is the relay's time over "
-             "the row's at the same scope (> 1: faster than the relay). 'floor/copy': the fused floor's "
+             "the row's at the same scope (> 1: faster than the relay; none for the '(no graph)' peers, "
+             "timed as plain calls in other rounds). 'floor/copy': the fused floor's "
              f"bytes (read g, z; write g_next) at the row's time, as a fraction of the copy ceiling "
              f"measured in this run ({b['copy_ceiling_gbs']:.0f} GB/s).", "",
              "| scope | lmax | Cf | edges | provider | ms | spread | vs relay | floor/copy | table picks |",
@@ -426,7 +427,9 @@ def benchmark_markdown(b: dict) -> list[str]:
         if r["status"] != "ok":
             lines.append(head + f"failed | | | | {r['error']} |")
             continue
-        base = relay_ms.get((r["scope"], r["lmax"], r["focus_dim"]))
+        # (no ratio for the peers timed without graphs: relay's time is a graph replay's, from
+        # other rounds)
+        base = relay_ms.get((r["scope"], r["lmax"], r["focus_dim"])) if r.get("ours", True) else None
         vs = f"{base / r['ms']:.2f}" if base else ""
         floor = r.get("fused_floor_fraction_of_copy")
         lines.append(head + f"{r['ms']:.3f} | {r['spread']:.1%} | {vs} | "
