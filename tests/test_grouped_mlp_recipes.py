@@ -953,3 +953,24 @@ def test_the_copies_go_when_the_block_exits_and_inference_weights_are_not_kept(d
     with tilefuse.reuse_quantized_weights():
         assert [forward_quantizers(), forward_quantizers()] == [plain, plain]
         assert len(recipes._REUSE.get()) == 0
+
+
+def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads():
+    """Under torch.no_grad (trainable parameters, an eval pass) no backward will run: the
+    forward makes no dgrad weight copies and no column-wise copies (fp8_block: the four
+    forward quantizations, as with frozen parameters, not six plus two block tables), and y is
+    the grad-mode call's, bit for bit."""
+    import tilefuse
+    from tilefuse import launches
+    from tilefuse.nn import GroupedGLUMLP
+    torch.manual_seed(0)
+    mlp = GroupedGLUMLP(2, 128, 128, recipe="fp8_block").to(torch.bfloat16)
+    counts, x, probs = torch.tensor([20, 13]), torch.randn(33, 128, dtype=torch.bfloat16), torch.rand(33)
+    with tilefuse.level(1):
+        with launches.counting() as inference, torch.no_grad():
+            y0 = mlp(x, counts, probs)
+        with launches.counting() as training:
+            y1 = mlp(x, counts, probs)
+    assert inference["quant_fp8_block"] == 4 and inference["quant_group_table"] == 0
+    assert training["quant_fp8_block"] == 6 and training["quant_group_table"] == 2
+    assert torch.equal(y0, y1.detach())

@@ -325,3 +325,34 @@ def test_hf_activation_other_than_silu_is_refused():
 def test_the_adapter_keeps_the_experts_train_or_eval_state(training):
     experts = StandInExperts().train(training)
     assert HFGroupedGLUExperts.from_hf(experts).training is training
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "nvfp4"])
+def test_dropped_slots_do_not_reach_a_recipes_quantizers(recipe):
+    """A token whose slots are all dropped (id E: another rank's experts), with large values in
+    x and in its incoming gradient, leaves the other tokens' outputs and every weight gradient
+    as they were: under nvfp4 its x set the per-tensor amax, under fp8_block its x and dy the
+    last expert's column-wise block scales."""
+    import tilefuse
+    torch.manual_seed(0)
+    n_experts, hidden, ffn, top_k, n_tokens = 2, 128, 128, 2, 12
+    adapter = HFGroupedGLUExperts(n_experts, hidden, ffn, recipe=recipe, dtype=torch.bfloat16)
+    with torch.no_grad():
+        adapter.gate_up_proj.normal_(0, 0.09)
+        adapter.down_proj.normal_(0, 0.09)
+    x = torch.randn(n_tokens, hidden, dtype=torch.bfloat16)
+    index, weights = torch.randint(0, n_experts, (n_tokens, top_k)), torch.rand(n_tokens, top_k)
+    dy = torch.randn(n_tokens, hidden, dtype=torch.bfloat16)
+
+    def run(x, index, weights, dy):
+        adapter.zero_grad()
+        with tilefuse.level(1):
+            out = adapter(x, index, weights)
+        out.backward(dy)
+        return out.detach(), adapter.gate_up_proj.grad.clone(), adapter.down_proj.grad.clone()
+    want = run(x, index, weights, dy)
+    big = 50 * torch.randn(1, hidden, dtype=torch.bfloat16)
+    got = run(torch.cat([x, big]), torch.cat([index, torch.full((1, top_k), n_experts)]),
+              torch.cat([weights, torch.rand(1, top_k)]), torch.cat([dy, big]))
+    assert torch.equal(got[0][:n_tokens], want[0]) and not got[0][n_tokens].any()
+    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])

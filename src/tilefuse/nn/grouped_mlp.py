@@ -100,7 +100,8 @@ class GroupedGLUMLP(nn.Module):
             (``tilefuse.grouped_glu_mlp``'s docstring and ops/grouped_glu_mlp/recipes.py).
             hidden_size and ffn_hidden_size must be multiples of 128 / 32 / 16 respectively.
             The parameters stay in their dtype (quantized on every call; once per optimizer
-            step with gradient accumulation inside ``tilefuse.reuse_quantized_weights()``).
+            step with gradient accumulation inside ``tilefuse.reuse_quantized_weights()``:
+            the forward's copies, and fp8_block's dgrad copies too).
 
     Parameters (per expert, (out, in) like ``nn.Linear.weight``):
         ``fc1_weight`` (E, 2F, H), ``fc2_weight`` (E, H, F), ``fc1_bias`` (E, 2F) or None,

@@ -132,9 +132,17 @@ class HFGroupedGLUExperts(nn.Module):
         if probs.dtype not in (torch.float32, weight_dtype):
             probs = probs.float()
         probs = probs.masked_fill(~kept, 0)
+        if self.recipe is not None:
+            # A dropped slot's row must not reach a quantizer's statistics either (its x in
+            # nvfp4's per-tensor amax, its x and dy in the last expert's column-wise block
+            # scales): zero x there, and y, whose gradient rows are then zero. Without a recipe
+            # its weight 0 already makes its rows add exactly 0.
+            x = x.masked_fill(~kept[:, None], 0)
 
         y = grouped_glu_mlp(x, counts, probs, self.gate_up_proj, self.down_proj, activation=self.activation,
                             glu_interleave=self.glu_interleave, recipe=self.recipe)
+        if self.recipe is not None:
+            y = y.masked_fill(~kept[:, None], 0)
         # Back to (token, slot) order, then each token's K rows summed.
         unsorted = torch.empty_like(y)
         unsorted[order] = y            # order is a permutation: every row written once

@@ -302,6 +302,12 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
     if torch.compiler.is_compiling():
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
                                   *_op_config_args(config, recipe))[0]
+    if not needs_grad(x, probs, w1, w2, b1, b2):
+        # no backward will run (torch.no_grad, inference_mode, nothing requiring grad): the
+        # forward alone, without the copies a recipe's backward would read (the Function's
+        # needs_input_grad says requires_grad whatever the grad mode)
+        return launch.forward(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config=config,
+                              recipe=recipe)[0]
     return GroupedMLPFunction.apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, config, recipe)
 
 

@@ -309,22 +309,24 @@ _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_r
 @contextlib.contextmanager
 def reuse_quantized_weights():
     """Within the block, grouped_glu_mlp quantizes each weight once per recipe and reuses its
-    quantized copies (the forward's and the dgrad copy) on later calls, for as long as the
-    weight tensor is the same object with the same storage and is not modified in place. An
-    in-place change autograd tracks (``param.add_(...)`` under ``torch.no_grad()``, an
-    optimizer's step) bumps the tensor's version counter and the weight is quantized again, and
-    any ``torch.optim`` step inside the block drops every copy. A change made through
-    ``param.data``, or through another tensor sharing the weight's memory (a flat buffer the
-    parameter views), is not tracked: do not make one inside the block. A
+    quantized copies on later calls (the forward's copy, and with fp8_block on the kernels the
+    dgrad copy too; mxfp8's and nvfp4's backwards quantize their dgrad copies each call), for
+    as long as the weight tensor is the same object with the same storage and is not modified
+    in place. An in-place change autograd tracks (``param.add_(...)`` under
+    ``torch.no_grad()``, an optimizer's step) bumps the tensor's version counter and the weight
+    is quantized again, and any ``torch.optim`` step inside the block drops every copy. A
+    change made through ``param.data``, or through another tensor sharing the weight's memory
+    (a flat buffer the parameter views), is not tracked: do not make one inside the block. A
     weight passed as a new tensor each call (a cast or copy made per call) is quantized each
     call, and its copies go with it.
 
     For gradient accumulation: wrap the micro-batches of one optimizer step, so a recipe's
-    weight quantizers run once per step instead of once per micro-batch (Transformer Engine's
-    ``is_first_microbatch``). The copies are held until the block exits: one byte an element
-    of every weight used (fp8_block: two copies), with their scales. Not used while a CUDA
-    graph is being captured (a copy made there lives in the graph's memory pool), nor for
-    inference tensors. Nested blocks share the outermost block's copies."""
+    forward weight quantizers (fp8_block's dgrad ones too) run once per step instead of once
+    per micro-batch (Transformer Engine's ``is_first_microbatch``). The copies are held until
+    the block exits: one byte an element of every weight used (fp8_block: two copies), with
+    their scales. Not used while a CUDA graph is being captured (a copy made there lives in the
+    graph's memory pool), nor for inference tensors. Nested blocks share the outermost block's
+    copies."""
     if _REUSE.get() is not None:
         yield
         return
