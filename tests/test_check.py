@@ -200,7 +200,7 @@ def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
             for g, w in zip(got, want) if isinstance(got, tuple) else ((got, want),):
                 assert rel(g.float(), w.float()) <= bound, (role, cfg.name)
     # The bench's "GEMMs only" row: one step's six torch._grouped_mm GEMMs (the Gluon roles'
-    # peers repeat them: with them it ran twelve)
+    # peers repeat them)
     calls = []
     real = torch._grouped_mm
 
@@ -721,8 +721,8 @@ def test_grouped_row_with_a_nan_error_reports_an_infinite_worst_over_bound():
 
 def test_dyt_bench_providers_do_the_same_work_in_bf16():
     """With bf16 x and fp32 parameters every dyt benchmark provider writes a bf16 y and reads a
-    bf16 dy (eager and torch.compile take the parameters in x's dtype; with fp32 ones they
-    promoted y to fp32: other bytes than tilefuse's), and the forward + backward calls run."""
+    bf16 dy (eager and torch.compile take the parameters in x's dtype: with fp32 ones y would
+    be fp32, other bytes than tilefuse's), and the forward + backward calls run."""
     import torch
     from tilefuse.check import dyt as check_dyt
     x, a, w, b, dy = check_dyt._inputs((8, 32), torch.bfloat16, torch.float32, True, True, "cpu", "")

@@ -222,8 +222,8 @@ class _HFConvNextLayerNorm(nn.LayerNorm):
 
 
 def test_an_nn_layernorm_subclass_of_the_convnext_form_converts_in_both_data_formats():
-    """Its forward override is the two-format norm's: both instances become DyT (the
-    channels_last one was left as 'overrides LayerNorm.forward'), with no warning."""
+    """Its forward override is the two-format norm's: both instances become DyT, with no
+    warning."""
     import warnings
     model = nn.Sequential(_HFConvNextLayerNorm(8, "channels_first"), _HFConvNextLayerNorm(8, "channels_last"))
     with warnings.catch_warnings():

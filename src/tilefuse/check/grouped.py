@@ -340,8 +340,7 @@ _GLUON_LAUNCH = {GLUON_WGRADS: "grouped_ws_wgrad", GLUON_ROWS: "grouped_ws_rows"
 
 def step_cutlass_gemms(roles: dict) -> list:
     """The torch._grouped_mm calls of ``gemm_roles``' roles that make one step's six GEMMs: the
-    Gluon roles (_GLUON_LAUNCH) repeat the same GEMMs and are left out (with them the "GEMMs
-    only" row ran twelve)."""
+    Gluon roles (_GLUON_LAUNCH) repeat the same GEMMs and are left out."""
     return [theirs for role, (_, theirs, _) in roles.items() if role not in _GLUON_LAUNCH]
 
 
