@@ -128,7 +128,7 @@ def _assert_grads(kind, got, want, tol=0.0):
 def test_dyt_takes_unusual_incoming_gradients(kind, path, device):
     """Autograd can hand a backward a negative-bit gradient (through ``torch.complex(a,
     y).conj().imag``, say) or a ZeroTensor. The backward's launches read the gradient's memory,
-    so its entry points resolve it (utils.readable_grad): the gradients are those of the plain
+    so its entry points resolve it (utils.readable): the gradients are those of the plain
     tensor, not their negatives (a contiguous view reaches the kernels uncopied), and zeros."""
     from tilefuse.ops.dyt.op import dyt_op
     g = torch.Generator().manual_seed(3)

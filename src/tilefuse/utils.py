@@ -43,9 +43,6 @@ def readable(t):
     return t.resolve_neg() if t.is_neg() else t
 
 
-# an incoming gradient (a ZeroTensor or a negative-bit view: torch.complex(a, y).conj().imag)
-readable_grad = readable
-
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -23,7 +23,7 @@ import torch
 from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
-from ...utils import readable_grad
+from ...utils import readable
 from ..autograd_common import any_batched, is_batched
 from . import launch, reference
 from . import plan as plans
@@ -107,7 +107,7 @@ class DyTFunction(torch.autograd.Function):
     def backward(ctx, dy):
         if torch.is_grad_enabled():
             return *_formula_grads(ctx, dy), None
-        dy = readable_grad(dy)   # the plan's launches read dy's memory as it is
+        dy = readable(dy)   # the plan's launches read dy's memory as it is
         x, alpha, weight, bias = ctx.saved_tensors
         plan = ctx.plan
         if plan is not None and not _is_batched(dy):   # a plan means the forward's tensors were plain
@@ -185,7 +185,7 @@ def _backward(ctx, dy):
     if torch.is_grad_enabled():
         return _formula_grads(ctx, dy)
     x, alpha, weight, bias = ctx.saved_tensors
-    dx, dalpha, dweight, dbias = dyt_backward_op(readable_grad(dy), x, alpha, weight, bias, ctx.channels_last)
+    dx, dalpha, dweight, dbias = dyt_backward_op(readable(dy), x, alpha, weight, bias, ctx.channels_last)
     return dx, dalpha, dweight, (dbias if bias is not None else None), None
 
 

@@ -29,7 +29,7 @@ import torch
 from ... import policy
 from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
-from ...utils import readable_grad
+from ...utils import readable
 from ..autograd_common import create_graph_grads, is_batched
 from . import compose, configs, launch, recipes
 from .reference import grouped_glu_mlp_backward_reference, grouped_glu_mlp_reference, grouped_glu_mlp_unfused
@@ -121,7 +121,7 @@ def _kernel_grads(ctx, dy, run_backward, n_trailing):
         _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
                                 ctx.interleave or None), *(None,) * n_trailing)
-    dx, dprobs, dw1, dw2, db1, db2 = run_backward(readable_grad(dy), x, counts, probs, w1, w2, b1, b2, z, h)
+    dx, dprobs, dw1, dw2, db1, db2 = run_backward(readable(dy), x, counts, probs, w1, w2, b1, b2, z, h)
     return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
             *(None,) * n_trailing)
 

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import is_fake
 
-from ...utils import readable_grad
+from ...utils import readable
 from ..autograd_common import is_batched
 
 ACTIVATIONS = ("swiglu", "geglu")
@@ -363,14 +363,14 @@ def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
     gradient out of the results (the fc2 bias term of dprobs reduces it along H).
 
     A ZeroTensor gradient (``torch.sgn``'s backward hands one on: zeros that own no memory,
-    strides (0, 0) after any copy) becomes real zeros first (utils.readable_grad); a batched
+    strides (0, 0) after any copy) becomes real zeros first (utils.readable); a batched
     one (the older vmap's, ``is_grads_batched``) owns no memory to inspect: made contiguous.
 
     Under torch.compile ``contiguous`` (Dynamo refuses hooks that branch on strides; AOT
     autograd makes the incoming gradients contiguous itself)."""
     if t.requires_grad:
         t.register_hook(torch.Tensor.contiguous if torch.compiler.is_compiling()
-                        else lambda g: g.contiguous() if is_batched(g) else layout(readable_grad(g)))
+                        else lambda g: g.contiguous() if is_batched(g) else layout(readable(g)))
     return t
 
 

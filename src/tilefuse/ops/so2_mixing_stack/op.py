@@ -15,7 +15,7 @@ from ... import policy
 from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
 from ...tuning.table import get_measured
-from ...utils import next_power_of_2, readable_grad
+from ...utils import next_power_of_2, readable
 from ..autograd_common import create_graph_grads, is_batched
 from . import configs, launch
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
@@ -119,7 +119,7 @@ def _kernel_grads(ctx, grad_out, run_backward):
         return grads
     u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
     weight_grads = any(ctx.needs_input_grad[2:5])
-    grad_u0, grad_alpha, dws = run_backward(readable_grad(grad_out), x_local, z_all, u_final, alpha, w0_all, w1_all,
+    grad_u0, grad_alpha, dws = run_backward(readable(grad_out), x_local, z_all, u_final, alpha, w0_all, w1_all,
                                             gw_all, ctx.dims, ctx.apply_alpha, weight_grads)
     dw0, dw1, dgw = dws if weight_grads else (None, None, None)
     return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
