@@ -47,7 +47,8 @@ def on_tensor_device(fn):
     is on another one (other_cuda_device), else as it is; every tensor argument with a set
     negative bit is resolved and every ZeroTensor made real zeros first (utils.readable: the
     kernels read memory). Traced calls are left alone: compiled code places its kernels
-    itself, and the custom ops' dispatcher resolves such tensors. The first argument may come by keyword, under its name in ``fn``."""
+    itself, and the custom ops' dispatcher resolves such tensors. The first argument may come
+    by keyword, under its name in ``fn``."""
     first = next(iter(inspect.signature(fn).parameters))
 
     @functools.wraps(fn)

@@ -166,9 +166,9 @@ def _unconvertible(module: nn.Module, kind: str) -> str | None:
     """Why a recognised norm is left as it is (the converter reports it), or None: it holds
     submodules (a norm with more computation: timm's ``LayerNormAct2d``, a gated RMSNorm),
     it is an ``nn.LayerNorm`` subclass with a forward of its own other than the ``...2d``
-    channels-first one or the ConvNeXt form's (``data_format``), or it is an RMSNorm-style module without a weight or
-    normalized_shape (its width is unknown). A DyT in its place would drop that computation
-    silently."""
+    channels-first one or the ConvNeXt form's (``data_format``), or it is an RMSNorm-style
+    module without a weight or normalized_shape (its width is unknown). A DyT in its place
+    would drop that computation silently."""
     if any(child is not None for child in module._modules.values()):
         return "holds submodules (more computation than a norm)"
     if (isinstance(module, nn.LayerNorm) and kind == _LAYERNORM

@@ -129,7 +129,8 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     and exchanged with the counts, so every rank raises the same ValueError, none is left
     waiting in a collective. ``flags``: this call's values that must agree across the ranks
     (whether x, probs and the experts' parameters require grad, grad mode: the backward's
-    collectives pair up by them), sent with the counts; ranks that disagree all raise the same ValueError."""
+    collectives pair up by them), sent with the counts; ranks that disagree all raise the same
+    ValueError."""
     device, n_local = expert_ids.device, n_experts // world
     ids = expert_ids.long()
     valid = (ids >= 0) & (ids < n_experts)

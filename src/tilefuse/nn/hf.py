@@ -223,8 +223,8 @@ def unsupported_reason(experts: nn.Module) -> str | None:
     act = getattr(experts, "act_fn", None)
     # the class itself, not a subclass: a subclass may compute something else
     # (or the function itself: LFM2-MoE's experts hold F.silu)
-    if not (type(act) is nn.SiLU or act is nn.functional.silu or (type(act).__name__ == "SiLUActivation"
-                                                                   and type(act).__module__.startswith("transformers."))):
+    hf_silu = type(act).__name__ == "SiLUActivation" and type(act).__module__.startswith("transformers.")
+    if not (type(act) is nn.SiLU or act is nn.functional.silu or hf_silu):
         return (f"act_fn is {type(act).__name__}; grouped_glu_mlp's GLUs are SwiGLU (SiLU gate) and its "
                 "clamped GeGLU")
     num_experts, two_f, hidden = experts.gate_up_proj.shape

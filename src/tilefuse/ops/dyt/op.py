@@ -29,10 +29,6 @@ from . import launch, reference
 from . import plan as plans
 
 
-# torch.vmap's batched tensors (DyTFunction's generated vmap rule runs forward and backward on
-# those) and the older vmap's (autograd.grad's is_grads_batched, jacobian(vectorize=True)) take
-# the reference formulas: the kernels take plain tensors.
-_is_batched, _batched = is_batched, any_batched
 
 
 @on_tensor_device   # the custom ops run here: x's device current, as api.dyt makes it
@@ -94,7 +90,7 @@ class DyTFunction(torch.autograd.Function):
     def forward(x, alpha, weight, bias, channels_last, plan):
         if plan is not None:
             return plan.forward(x, alpha, weight, bias)
-        if _batched(x, alpha, weight, bias):
+        if any_batched(x, alpha, weight, bias):   # torch.vmap's (the generated vmap rule)
             return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
         return forward_impl(x, alpha, weight, bias, channels_last)
 
@@ -110,9 +106,9 @@ class DyTFunction(torch.autograd.Function):
         dy = readable(dy)   # the plan's launches read dy's memory as it is
         x, alpha, weight, bias = ctx.saved_tensors
         plan = ctx.plan
-        if plan is not None and not _is_batched(dy):   # a plan means the forward's tensors were plain
+        if plan is not None and not is_batched(dy):   # a plan means the forward's tensors were plain
             grads = plan.backward_if_current(dy, x, alpha, weight, bias)
-        elif _batched(dy, x, alpha, weight, bias):
+        elif any_batched(dy, x, alpha, weight, bias):
             grads = reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last)
         else:
             grads = backward_impl(dy, x, alpha, weight, bias, ctx.channels_last)

@@ -19,6 +19,7 @@ smallest subnormal, for subnormal ones (fp16 dx reaches them: its normal range e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -119,23 +120,18 @@ def compare_to_reference(x, alpha, weight, bias, dy, channels_last, outs) -> lis
     return results
 
 
-class poisoned:
-    """Context manager: every y/dx the launchers allocate starts as NaN, and so does their
-    float32 scratch (fresh each launch: none is reused meanwhile), and every other allocation (the parameters'
+@contextlib.contextmanager
+def poisoned():
+    """Every y/dx the launchers allocate starts as NaN, and so does their float32 scratch (fresh
+    each launch: none is reused meanwhile), and every other allocation (the parameters'
     gradients: tuning.sweep.poisoned_allocations), so an element no program wrote shows up as
     a failure."""
-
-    def __enter__(self):
-        from ...tuning.sweep import poisoned_allocations
-        from . import launch
-        self._launch = launch
-        self._saved = (launch.POISON_OUTPUTS, launch.POISON_SCRATCH)
-        launch.POISON_OUTPUTS = launch.POISON_SCRATCH = True
-        self._allocations = poisoned_allocations()
-        self._allocations.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._launch.POISON_OUTPUTS, self._launch.POISON_SCRATCH = self._saved
-        self._allocations.__exit__(*exc)
-        return False
+    from ...tuning.sweep import poisoned_allocations
+    from . import launch
+    saved = (launch.POISON_OUTPUTS, launch.POISON_SCRATCH)
+    launch.POISON_OUTPUTS = launch.POISON_SCRATCH = True
+    try:
+        with poisoned_allocations():
+            yield
+    finally:
+        launch.POISON_OUTPUTS, launch.POISON_SCRATCH = saved

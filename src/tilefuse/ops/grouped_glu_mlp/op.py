@@ -94,12 +94,12 @@ def _unfused_grads(ctx, inputs, dy, activation, interleave):
     return create_graph_grads(ctx, forward, inputs, dy)
 
 
-def _batched_grads(ctx, inputs, dy, activation, interleave):
+def _batched_grads(ctx, inputs, dy, activation, interleave, recipe):
     """A batched dy (the older vmap's: ``autograd.grad(is_grads_batched=True)``,
     ``jacobian(vectorize=True)``), whose memory neither the kernels nor torch._grouped_mm can
     read: differentiate the per-expert reference."""
-    if ctx.recipe:
-        raise NotImplementedError(f"grouped_glu_mlp: recipe {ctx.recipe!r} with batched gradients "
+    if recipe:
+        raise NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} with batched gradients "
                                   f"(is_grads_batched, jacobian(vectorize=True)); only recipe=None runs there")
 
     def forward(x, counts, probs, w1, w2, b1, b2):
@@ -115,8 +115,8 @@ def _kernel_grads(ctx, dy, run_backward, n_trailing):
     z, h); more saved tensors are the caller's)."""
     x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors[:9]
     if is_batched(dy):
-        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
-                *(None,) * n_trailing)
+        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None,
+                                ctx.recipe), *(None,) * n_trailing)
     if torch.is_grad_enabled():
         _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
@@ -360,9 +360,8 @@ def _unfused_setup_context(ctx, inputs, output):
 def _unfused_backward(ctx, dy):
     x, counts, probs, w1, w2, b1, b2 = ctx.saved_tensors
     if is_batched(dy):
-        ctx.recipe = None
-        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
-                None, None)
+        return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None,
+                                None), None, None)
     if torch.is_grad_enabled():
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None),
                 None, None)
