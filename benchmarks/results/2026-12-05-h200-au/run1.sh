@@ -7,7 +7,7 @@
 set -u
 cd "$(dirname "$0")/../../.."
 mkdir -p $OUT/run1
-export PYTHONPATH=$PWD/src TILEFUSE_CACHE_DIR=$PWD/.tfcache-au1
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TILEFUSE_CACHE_DIR=$PWD/.tfcache-au1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/run1/gpu.txt
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> $OUT/run1/gpu.txt
 timeout 360 python3 -m pytest -q -p no:cacheprovider \
