@@ -5,6 +5,7 @@ two-rank torch.distributed tune."""
 import json
 import multiprocessing
 import os
+import threading
 
 import pytest
 import torch
@@ -89,6 +90,32 @@ def test_tune_model_collects_its_keys_and_sweeps_only_uncovered_ones():
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4").name == "M32-N16-w2-p4"
     assert all(p.grad is None for p in model.parameters())     # the backward left no trace
     assert tuning.tune(model, x, timer=FakeTimer("", 0.8), progress=False, device="cpu") == []
+
+
+@pytest.mark.parametrize("below", ["set_level", "TILEFUSE_LEVEL"])
+def test_collect_sees_the_backward_keys_where_the_backward_runs_on_another_thread(below, monkeypatch):
+    """At a process-wide level below 2 (set_level(1) or TILEFUSE_LEVEL=1), collect still finds
+    dyt's backward key when autograd runs the backward on a thread of its own, as it does on
+    CUDA (simulated on the CPU), which sees no level block; the level is put back afterwards."""
+    real_grad = torch.autograd.grad
+
+    def grad_on_another_thread(*args, **kwargs):
+        out = []
+        thread = threading.Thread(target=lambda: out.append(real_grad(*args, **kwargs)))
+        thread.start()
+        thread.join()
+        return out[0]
+
+    monkeypatch.setattr(torch.autograd, "grad", grad_on_another_thread)
+    if below == "set_level":
+        tilefuse.set_level(1)
+    else:
+        monkeypatch.setenv("TILEFUSE_LEVEL", "1")
+    model, x = TinyDyT(16), torch.randn(4, 8, 16)
+    assert set(tuning.model.collect(model, x)) == {("dyt", "fwd-M32-N16-x4"), ("dyt", "bwd-M32-N16-x4")}
+    assert tilefuse.get_level() == 1
+    monkeypatch.setenv("TILEFUSE_LEVEL", "3")
+    assert tilefuse.get_level() == (1 if below == "set_level" else 3)   # no set_level left behind
 
 
 def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):

@@ -1,6 +1,7 @@
 """The sweep protocol with a fake family (fake launcher) and a fake timer: failures, checks,
 engagement, interleaving, margins and ties. No GPU and no Triton needed."""
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -107,7 +108,8 @@ class FakeFamily(TuningFamily):
 
 
 class FakeTimer:
-    """Seconds per call by label; a list gives one value per round. Records the order."""
+    """Seconds per call by label; a list gives one value per round; an exception in their
+    place is raised by that sample. Records the order."""
 
     def __init__(self, times):
         self.times = times
@@ -123,6 +125,8 @@ class FakeTimer:
             t = self.times[name]
             value = t[sum(1 for o in self.order if o == name)] if isinstance(t, list) else t
             self.order.append(name)
+            if isinstance(value, Exception):
+                raise value
             return value
         return sample
 
@@ -244,6 +248,128 @@ def test_timing_inputs_that_do_not_fit(fit, monkeypatch):
                                         rounds=2, progress=False)
     assert [r.key for r in results] == ["n32"] and len(errors) == 1 and "n16" in str(errors[0])
     assert errors[0].__traceback__ is None and errors[0].__cause__.__traceback__ is None   # frames freed
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """Two CUDA devices of different models faked on the CPU, device 0 current: the current
+    device (torch.cuda.current_device, torch.cuda.device blocks), the table lookups read (the
+    current one's) and a fingerprint per device, so each has a table of its own. Yields the
+    one-element list holding the current index."""
+    current = [0]
+
+    @contextlib.contextmanager
+    def device(d):
+        before, current[0] = current[0], torch.device(d).index
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    cpu = store.fingerprint(-1)
+    monkeypatch.setattr(store, "fingerprint", lambda index: {**cpu, "gpu": f"fake gpu {index}"})
+    monkeypatch.setattr(tuning.table, "_has_cuda", lambda: True)
+    monkeypatch.setattr(tuning.table, "_device_index", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device", device)
+    tuning.reload()
+    yield current
+
+
+def test_a_sweep_on_another_cuda_device_runs_with_that_device_current(two_gpus, monkeypatch):
+    """sweep_key(device="cuda:1") while device 0 is current: every run of the candidates'
+    checks and warm-ups happens with device 1 current (the launchers launch on the current
+    device), device 0 is current again afterwards, and the result is in device 1's table."""
+    fam = family([Config(16), Config(32)])
+    run, ran_on = fam.run, []
+    monkeypatch.setattr(fam, "run", lambda p, c, x: ran_on.append(torch.cuda.current_device()) or run(p, c, x))
+    timer = FakeTimer({"baseline": 1.0, "t16": 0.8, "t32": 1.0})
+    result = tuning.sweep_key("fake", Problem(16), device="cuda:1", timer=timer, rounds=2)
+    # two checks of two runs each, three warm-ups over the timer's two input sets
+    assert result.winner == Config(16) and len(ran_on) == 10 and set(ran_on) == {1}
+    assert two_gpus == [0] and not tuning.is_covered("fake", "n16")
+    two_gpus[0] = 1
+    assert tuning.lookup_config("fake", Problem(16)) == Config(16)
+
+
+def test_covered_keys_are_read_from_the_sweep_devices_table(two_gpus, monkeypatch):
+    """`tilefuse tune --devices 1` and tune(model, device="cuda:1") skip the keys device 1's
+    table covers, not those of the current device (0): a sweep records into its device's table."""
+    from tilefuse.tuning import command
+    from tilefuse.tuning import model as tune_model
+    family([Config(16)])
+    tuning.table.record("fake", {"n16": {"winner": BASELINE}}, 1)    # covered on device 1 only
+    tuning.table.record("fake", {"n32": {"winner": BASELINE}}, 0)    # covered on device 0 only
+    swept = []
+    monkeypatch.setattr(command, "_gpu_missing", lambda devices: None)
+    monkeypatch.setattr(command, "sweep_parallel", lambda items, devices, **kw: swept.append(items) or ([], []))
+    monkeypatch.setattr(tune_model, "sweep_each", lambda items, **kw: swept.append(items) or ([], []))
+    assert command.main(["--op", "fake", "--shape", "16", "--shape", "32", "--devices", "1", "--no-progress"]) == 0
+
+    def uses_both_keys(x):
+        for n in (16, 32):
+            tuning.lookup_config("fake", Problem(n))
+        return x
+
+    assert tuning.tune(uses_both_keys, torch.ones(1), device="cuda:1", progress=False) == []
+    assert [[p.n for _, p in items] for items in swept] == [[32], [32]]
+
+
+OOM = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_a_resource_error_in_a_timed_round_skips_only_that_candidate():
+    """A sample that runs out of memory in the timed rounds (the checks and warm-ups passed)
+    skips that candidate as a resource error in its check would: it is sampled no more, the
+    others are timed over every round and the key is recorded; sweep_each goes on."""
+    from tilefuse.tuning import runner
+    family([Config(16), Config(32), Config(128)])
+    result, timer = sweep({"baseline": 1.0, "t16": 0.9, "t32": [0.5, OOM], "t128": 1.0}, rounds=5)
+    assert [c.name for c in result.with_status(SKIPPED)] == ["t32"]
+    assert result.with_status(SKIPPED)[0].reason.startswith("OutOfMemoryError: CUDA out of memory")
+    assert timer.order.count("t32") == 2 and timer.order.count("t16") == 5
+    assert {c.name for c in result.with_status(TIMED)} == {"t16", "t128"} and result.winner == Config(16)
+    assert tuning.is_covered("fake", "n16") and result.entry()["measured"]["skipped"] == 1
+    timer = FakeTimer({"baseline": 1.0, "t16": 0.9, "t32": OOM, "t128": 1.0})
+    results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu", timer=timer,
+                                        rounds=2, record=False, progress=False)
+    assert errors == [] and [r.key for r in results] == ["n16", "n32"]
+
+
+@pytest.mark.parametrize("times,name,error", [
+    ({"t32": [0.5, AssertionError("index bug in t32")]}, "t32", "AssertionError: index bug in t32"),
+    ({"baseline": [1.0, OOM]}, "baseline t64", "OutOfMemoryError"),
+], ids=["candidate-bug", "baseline-oom"])
+def test_any_other_error_in_a_timed_round_aborts_the_key_naming_the_choice(times, name, error):
+    """A timed sample that raises anything but a candidate's resource error aborts the key as a
+    SweepError naming the choice, records nothing, and sweep_each goes on to the next key."""
+    from tilefuse.tuning import runner
+    family([Config(16), Config(32)])
+    times = {"baseline": 1.0, "t16": 0.9, "t32": 0.8, **times}
+    with pytest.raises(SweepError, match=f"n16: {name} raised {error}.*nothing recorded"):
+        sweep(times, rounds=3)
+    assert not tuning.is_covered("fake", "n16")
+    times[name.split()[0]] = times[name.split()[0]][1]     # raises in every key's first round
+    results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu",
+                                        timer=FakeTimer(times), rounds=2, progress=False)
+    assert results == [] and [str(e).split(":")[0] for e in errors] == ["fake n16", "fake n32"]
+    assert not tuning.is_covered("fake", "n32")
+
+
+@pytest.mark.parametrize("rounds,error", [(0, ValueError), (-3, ValueError), (True, TypeError), (2.5, TypeError),
+                                          ("3", TypeError)])
+def test_rounds_is_checked_before_any_work(rounds, error):
+    """sweep_key and tune(model) name a ``rounds`` that is not an int >= 1 before anything runs
+    (bool is not an int here)."""
+    fam = family([Config(16)])
+    with pytest.raises(error, match="sweep_key: rounds must be"):
+        sweep({"baseline": 1.0, "t16": 0.5}, rounds=rounds)
+    ran = []
+    with pytest.raises(error, match="tune: rounds must be"):
+        tuning.tune(lambda x: ran.append(x), torch.ones(1), rounds=rounds, device="cpu", timer=FakeTimer({}),
+                    progress=False)
+    assert fam.calls == {} and ran == []
 
 
 def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_refused(monkeypatch):
@@ -424,6 +550,19 @@ def test_interleaved_rotates_reports_failures_and_keeps_per_round_samples():
     assert (a.median_ms, a.min_ms, a.max_ms, a.rounds) == (2000.0, 1000.0, 3000.0, 3)
     assert a.samples_ms == (1000.0, 2000.0, 3000.0) and a.spread == 1.0
     assert timing.ratio(a, b) == pytest.approx(4.0)                       # within rounds
+
+
+def test_interleaved_reports_a_provider_that_raises_in_a_timed_round():
+    """A provider whose timed sample raises (out of memory in round 2) is returned as its
+    exception, as one failing in warm-up is (check and bench show it as a failed row), and
+    leaves the later rounds; the others are timed over every round."""
+    from tilefuse.check import bench
+    from tilefuse.tuning import timing
+    timer = FakeTimer({"a": 1.0, "oom": [0.5, OOM], "b": 2.0})
+    out = timing.interleaved({"a": lambda: None, "oom": lambda: None, "b": lambda: None}, rounds=4, timer=timer)
+    assert out["oom"] is OOM and timer.order.count("oom") == 2
+    assert (out["a"].rounds, out["b"].rounds) == (4, 4) and timing.ratio(out["b"], out["a"]) == 2.0
+    assert bench.timing_fields(out["oom"])["status"] == "failed"
 
 
 def test_ratio_is_taken_within_rounds():

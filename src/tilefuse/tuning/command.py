@@ -8,9 +8,9 @@
 
 Sweeps need a CUDA device (without one the command refuses at once, exit status 2; ``--show``
 and ``--export-builtin`` work anywhere). Keys already covered (swept, or in a built-in table)
-are skipped unless ``--force``. Sweeps print progress bars on stderr (on a terminal) and a
-result table on stdout; the exit status is 1 if any key aborted (its message names the
-candidate), 0 otherwise.
+in the table of the devices swept on are skipped unless ``--force``. Sweeps print progress
+bars on stderr (on a terminal) and a result table on stdout; the exit status is 1 if any key
+aborted (its message names the candidate), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from . import table
 from .family import family_names, get_family
 from .runner import format_results, format_table, sweep_parallel
-from .sweep import ROUNDS
+from .sweep import ROUNDS, covered_keys
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -140,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"tilefuse tune: {missing}", file=sys.stderr)
         return 2
+    # Covered in the tables the sweeps record into: every listed device's (they share one
+    # where their GPUs share a model), or the current device's.
+    covered = set.intersection(*(covered_keys(device) for device in devices or [None]))
     todo = [(name, p) for name, p in items
-            if args.force or not table.is_covered(name, get_family(name).key(p))]
+            if args.force or (name, get_family(name).key(p)) not in covered]
     if len(todo) < len(items):
         print(f"{len(items) - len(todo)} of {len(items)} keys already covered (--force sweeps them again)")
     results, errors = sweep_parallel(todo, devices, rounds=args.rounds, record=not args.dry_run,

@@ -12,7 +12,7 @@ from .. import policy
 from . import table
 from .family import BASELINE, get_family
 from .runner import format_results, sweep_each
-from .sweep import ROUNDS, SweepError, SweepResult
+from .sweep import ROUNDS, SweepError, SweepResult, check_rounds, covered_keys
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -54,7 +54,9 @@ def collect(model, example_inputs) -> dict[tuple[str, str], object]:
     gradients are computed with ``torch.autograd.grad`` with respect to the leaves of the
     outputs' graph: the model's parameters, the example inputs and any tensor the model
     closes over, so no ``.grad`` is touched. Outputs may be tensors or lists, tuples, dicts
-    and dataclasses of them.
+    and dataclasses of them. The backward runs with the process-wide level (``set_level``)
+    raised as well, since autograd's CUDA device thread sees no ``level`` block; other
+    threads see that level while it runs.
 
     ``example_inputs``: a tensor, a tuple/list of positional arguments, or a dict of keyword
     arguments. The model runs as given (training or eval mode, on its device), so a forward
@@ -66,12 +68,22 @@ def collect(model, example_inputs) -> dict[tuple[str, str], object]:
         args, kwargs = tuple(example_inputs), {}
     else:
         args, kwargs = (example_inputs,), {}
-    with policy.level(max(policy.get_level(), 2)), table.collecting() as seen:
+    at = max(policy.get_level(), 2)
+    with policy.level(at), table.collecting() as seen:
         outputs = [t for t in _tensors(model(*args, **kwargs)) if t.requires_grad]
         leaves = _graph_leaves(outputs)
         if outputs and leaves:
-            torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
-                                allow_unused=True)
+            # On CUDA the backward runs on autograd's device thread, which does not see the
+            # level block (policy.level), and dyt looks its backward key up again there: the
+            # process-wide level is raised for the backward and put back after it, exactly
+            # (set_level's value, None where TILEFUSE_LEVEL / the default applied).
+            global_level = policy._global_level
+            policy.set_level(at)
+            try:
+                torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
+                                    allow_unused=True)
+            finally:
+                policy.set_level(global_level)
     return dict(seen)
 
 
@@ -79,11 +91,11 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
          force: bool = False, record: bool = True, progress: bool = True) -> list[SweepResult]:
     """Sweep every table key ``model`` uses that is not covered yet; return the results.
 
-    Runs the model once (see ``collect``) to learn its keys, then sweeps the uncovered ones
-    (all of them with ``force``) on ``device`` (default: the current CUDA device), records
-    the winners in this GPU's cache file, prints each key's result lines as it finishes
-    ("swept:" / "timed:", or "aborted:": a sweep stopped midway keeps its evidence) and, with
-    ``progress``, progress bars and a result table at the end.
+    Runs the model once (see ``collect``) to learn its keys, then sweeps the ones the table
+    of ``device`` does not cover (all of them with ``force``) on ``device`` (default: the
+    current CUDA device), records the winners in that GPU's cache file, prints each key's
+    result lines as it finishes ("swept:" / "timed:", or "aborted:": a sweep stopped midway
+    keeps its evidence) and, with ``progress``, progress bars and a result table at the end.
     Call it before training, never inside a step: a sweep compiles and times many configs.
 
     In a ``torch.distributed`` job every rank must call it. The ranks' keys are pooled, rank 0
@@ -93,8 +105,10 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     files hold. The collectives wait for the slowest rank's sweeps: give the process group a
     timeout longer than the sweep.
 
-    Raises ``SweepError`` if any key aborted (the others are still recorded).
+    Raises ``SweepError`` if any key aborted (the others are still recorded); TypeError or
+    ValueError naming ``rounds`` (an int >= 1) before anything runs.
     """
+    check_rounds(rounds, "tune")
     seen = collect(model, example_inputs)
     if not seen:
         warnings.warn("tilefuse.tune: the model made no tuning-table lookup (it uses no tilefuse "
@@ -103,8 +117,9 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         results, errors = _sweep_distributed(seen, force, options)
     else:
+        covered = covered_keys(device)
         todo = [(family, problem) for (family, key), problem in seen.items()
-                if force or not table.is_covered(family, key)]
+                if force or (family, key) not in covered]
         results, errors = sweep_each(todo, **options)
     if progress and (results or errors):
         print(format_results(results, errors))
@@ -123,7 +138,10 @@ def _sweep_distributed(seen: dict, force: bool, options: dict):
         for family_key, problem in rank_items:
             pooled.setdefault(family_key, problem)
 
-    todo = [sorted(fk for fk in pooled if force or not table.is_covered(*fk))] if rank == 0 else [None]
+    todo = [None]
+    if rank == 0:   # against the table rank 0's sweeps record into
+        covered = covered_keys(options["device"])
+        todo = [sorted(fk for fk in pooled if force or fk not in covered)]
     dist.broadcast_object_list(todo, src=0)
     mine = [(family, pooled[(family, key)]) for family, key in todo[0][rank::world]]
     results, errors = sweep_each(mine, **options)

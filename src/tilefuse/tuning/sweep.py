@@ -17,8 +17,9 @@ The rules (docs/design.md, "The tuning mechanism"):
 - Choice: a candidate must beat the baseline by its margin (1% tile, 3% route); among those
   within 1% of the fastest, the simplest wins.
 - Failures: a resource error (out of shared memory/registers/resources, CUDA OOM) skips that
-  candidate and is counted; any other exception aborts the key, records nothing, and is
-  raised naming the candidate. An implementation bug is never recorded as "baseline won".
+  candidate and is counted, whether its check, its warm-up or a timed round raised it; any
+  other exception aborts the key, records nothing, and is raised naming the candidate. An
+  implementation bug is never recorded as "baseline won".
 """
 
 from __future__ import annotations
@@ -184,6 +185,32 @@ def _device_index(device: torch.device) -> int:
     return torch.cuda.current_device() if device.index is None else device.index
 
 
+def _made_current(device: torch.device):
+    """A block with ``device`` the current CUDA device (nothing to do for another device):
+    tilefuse's launchers, like Triton's, launch on the current device, so a sweep on another
+    one would check and warm up its candidates where it does not time them."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def covered_keys(device=None) -> set[tuple[str, str]]:
+    """The (family, key) pairs covered in the table a sweep on ``device`` records into
+    (default: the current CUDA device's): the keys a sweep there skips unless forced.
+    ``is_covered`` reads the current device's table, another one where ``device`` is a GPU of
+    another model (a fingerprint of its own)."""
+    device = default_device() if device is None else torch.device(device)
+    return {(family, key) for family, key, _, _ in table.entries(_device_index(device))}
+
+
+def check_rounds(rounds, caller: str) -> int:
+    """``rounds``, the timing rounds of a sweep, checked before any work: TypeError unless an
+    int (a bool is not one), ValueError below 1 (a speedup is a median over rounds)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int):
+        raise TypeError(f"{caller}: rounds must be an int, got {rounds!r} ({type(rounds).__name__})")
+    if rounds < 1:
+        raise ValueError(f"{caller}: rounds must be at least 1, got {rounds}")
+    return rounds
+
+
 class _Sweep:
     """State of one key's sweep; ``sweep_key`` is the entry point."""
 
@@ -259,16 +286,24 @@ class _Sweep:
             base_name = f"baseline {family.describe(baseline)}"
             samplers = {base_name: self._guarded(
                 "baseline", baseline, lambda: self.timed_sampler("baseline", baseline, buffers))}
-            timed = []
+            choices, timed = {base_name: baseline}, []
             for choice, validation in passed:
                 name = family.describe(choice)
                 sampler = self._guarded(name, choice, lambda: self.timed_sampler(name, choice, buffers))
                 if isinstance(sampler, CandidateResult):
                     results.append(sampler)
                 else:
-                    samplers[name] = sampler
+                    samplers[name], choices[name] = sampler, choice
                     timed.append(CandidateResult(name, choice, TIMED, validation=validation))
-            samples = interleave(samplers, self.rounds, bar.update)
+
+            def failed(name: str, exc: Exception):
+                """A timed sample's exception meets the guard of the checks and warm-ups: a
+                candidate's resource error skips it (interleave drops its sampler), any
+                other exception aborts the key."""
+                results.append(self._failure(name, choices[name], exc))
+
+            samples = interleave(samplers, self.rounds, bar.update, on_error=failed)
+            timed = [c for c in timed if not isinstance(samples[c.name], Exception)]
         finally:
             bar.close()
 
@@ -303,19 +338,24 @@ class _Sweep:
         return buffers
 
     def _guarded(self, name: str, choice, step: Callable[[], Any]):
-        """``step()``; for a candidate a resource error becomes a SKIPPED result; any other
-        exception, and any from the baseline (without which nothing can be compared or
-        timed), aborts the sweep naming ``name``."""
+        """``step()``, or the SKIPPED result of the exception it raised (``_failure``)."""
         try:
             return step()
         except SweepError:
             raise
         except Exception as exc:
-            if choice is self.baseline or not is_resource_error(exc):
-                raise self.abort(name, exc) from exc
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            return CandidateResult(name, choice, SKIPPED, f"{type(exc).__name__}: {exc}")
+            return self._failure(name, choice, exc)
+
+    def _failure(self, name: str, choice, exc: Exception) -> CandidateResult:
+        """What ``exc``, raised by ``name``'s check, warm-up or timed sample, means: for a
+        candidate a resource error is a SKIPPED result; any other exception, and any from the
+        baseline (without which nothing can be compared or timed), aborts the sweep naming
+        ``name`` (raises the SweepError)."""
+        if choice is self.baseline or not is_resource_error(exc):
+            raise self.abort(name, exc) from exc
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return CandidateResult(name, choice, SKIPPED, f"{type(exc).__name__}: {exc}")
 
 
 def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None = None,
@@ -327,9 +367,11 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
         family: family name ("dyt").
         key_or_problem: a table key (swept at its representative problem) or a problem.
         device: where to run (default: the current CUDA device; CPU only under Triton's
-            interpreter and with an injected ``timer``).
+            interpreter and with an injected ``timer``). A CUDA device is made current for
+            the sweep (``torch.cuda.device``): the kernels launch on the current device.
         timer: a ``Timer``; default ``CudaTimer`` on the device.
-        rounds: interleaved timing rounds.
+        rounds: interleaved timing rounds, an int >= 1 (TypeError / ValueError naming it
+            before any work otherwise).
         record: write the winner (a config or BASELINE) to the cache file and the table.
 
     The problem swept is the family's ``sweep_problem`` of it on ``device`` (the same key,
@@ -341,12 +383,13 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     """
     fam = family_argument(family, "sweep_key")
     problem = resolve_key(fam, key_or_problem, "sweep_key: key_or_problem")[1]
+    check_rounds(rounds, "sweep_key")
     device = default_device() if device is None else torch.device(device)
-    swept = fam.sweep_problem(problem, device)
-    if swept != problem and fam.key(swept) != fam.key(problem):
-        raise SweepError(f"{fam.name}: sweep_problem made {swept!r} of {problem!r}, whose key differs "
-                         f"({fam.key(swept)!r}, not {fam.key(problem)!r}); nothing swept")
-    with policy.level(max(policy.get_level(), 2)):
+    with _made_current(device), policy.level(max(policy.get_level(), 2)):
+        swept = fam.sweep_problem(problem, device)
+        if swept != problem and fam.key(swept) != fam.key(problem):
+            raise SweepError(f"{fam.name}: sweep_problem made {swept!r} of {problem!r}, whose key differs "
+                             f"({fam.key(swept)!r}, not {fam.key(problem)!r}); nothing swept")
         if not policy.kernels_enabled(device):
             raise SweepError(f"{fam.name}: tilefuse kernels cannot run on {device} (no Triton, or "
                              f"a CPU without TRITON_INTERPRET=1); a sweep would time the fallback")

@@ -21,7 +21,7 @@ Layers:
   (CPU smoke runs of benchmarks/ in Triton's interpreter).
 - ``interleave``: the rounds over samplers (the sweep computes its ratios from its result).
 - ``interleaved``: zero-argument providers -> ``Timing`` per provider (or the exception a
-  provider raised while warming up); what `tilefuse check` and benchmarks/ call.
+  provider raised while warming up or timed); what `tilefuse check` and benchmarks/ call.
 
 Why not ``triton.testing.do_bench_cudagraph`` or ``torch.utils.benchmark``: the first times
 one function at a time (a graph of n unrolled calls, replayed 10 times back to back, captured
@@ -182,15 +182,28 @@ class WallTimer:
 
 
 def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
-               after_round: Callable[[], object] = lambda: None) -> dict[str, list[float]]:
+               after_round: Callable[[], object] = lambda: None,
+               on_error: Callable[[str, Exception], object] = lambda name, exc: None
+               ) -> dict[str, list[float] | Exception]:
     """One sample per sampler per round, the order rotated by one each round, so drift in
-    clocks or temperature spreads over every choice instead of favouring a position."""
+    clocks or temperature spreads over every choice instead of favouring a position.
+
+    A sampler that raises (out of memory in its sample, say) takes no part in the later
+    rounds, and its entry is the exception instead of its samples; the others go on.
+    ``on_error(name, exc)`` is called as it happens: the caller decides what the failure
+    means, and may stop the rounds by raising (the sweep aborts a key so)."""
     names = list(samplers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[float] | Exception] = {name: [] for name in names}
     for r in range(rounds):
         shift = r % max(len(names), 1)
         for name in names[shift:] + names[:shift]:
-            samples[name].append(samplers[name]())
+            if isinstance(samples[name], Exception):
+                continue
+            try:
+                samples[name].append(samplers[name]())
+            except Exception as exc:  # noqa: BLE001 - handed to the caller (on_error, the result)
+                samples[name] = exc
+                on_error(name, exc)
         after_round()
     return samples
 
@@ -231,19 +244,20 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
                 settle_ms: float = 0.0) -> dict[str, Timing | Exception]:
     """Time each provider (a zero-argument callable) on the current CUDA device.
 
-    Each provider is warmed up (compilation, autotuning) and must not raise there; one that
-    raises is returned as its exception. Then, over ``rounds`` rounds in rotating order
-    (``interleave``), every provider is timed for about ``target_ms`` (at least 3 calls,
-    at most 2000) with CUDA events, after ``settle_ms`` of untimed calls (CudaTimer's
-    ``settle_s``: e.g. ``target_ms=1500, settle_ms=500`` times each provider at its own
-    sustained clock under the power limit, in alternating 2 s blocks). ``graphs``: True
+    Each provider is warmed up (compilation, autotuning). Then, over ``rounds`` rounds in
+    rotating order (``interleave``), every provider is timed for about ``target_ms`` (at
+    least 3 calls, at most 2000) with CUDA events, after ``settle_ms`` of untimed calls
+    (CudaTimer's ``settle_s``: e.g. ``target_ms=1500, settle_ms=500`` times each provider at
+    its own sustained clock under the power limit, in alternating 2 s blocks). ``graphs``: True
     captures each provider in a CUDA graph after warm-up and times its replays (device time
     only); False times eager calls (host costs included); None captures the calls shorter than
     0.2 ms, as the tuner does. The graphs of one call share a memory pool. ``timer``: a
     ``Timer`` to use instead (tests); ``target_ms`` and ``settle_ms`` are then its own.
 
     Returns per provider a ``Timing`` (per-call median, min, max and the per-round samples:
-    ``ratio`` compares two providers within rounds) or the exception.
+    ``ratio`` compares two providers within rounds), or the exception it raised while warming
+    up or in a timed round (it then leaves the later rounds; the others go on): a failing
+    provider is one row of the caller's report, not the end of it.
     """
     if timer is None:
         below = {True: math.inf, False: 0.0, None: 2e-4}[graphs]
@@ -257,7 +271,10 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
         except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not dropped
             sync_if_cuda()
             out[name] = exc
-    for name, seconds in interleave(samplers, rounds).items():
+    for name, seconds in interleave(samplers, rounds, on_error=lambda name, exc: sync_if_cuda()).items():
+        if isinstance(seconds, Exception):   # raised in a timed round: reported as in warm-up
+            out[name] = seconds
+            continue
         ms = tuple(s * 1e3 for s in seconds)
         out[name] = Timing(statistics.median(ms), min(ms), max(ms), len(ms), ms)
     return out
