@@ -90,6 +90,46 @@ def test_infinite_alpha_matches_eager_on_real_elements(alpha, channels_last, dev
     torch.testing.assert_close(dx, xe.grad, equal_nan=True)
 
 
+def _eager_grads(x, a, w, b, dy, channels_last):
+    """dx, dalpha, dweight, dbias of plain PyTorch ops (autograd) in x's and the parameters' dtypes."""
+    xe, ae, we, be = (t.detach().clone().requires_grad_(True) for t in (x, a, w, b))
+    view = (lambda p: p) if channels_last else (lambda p: p.reshape((1, -1) + (1,) * (x.dim() - 2)))
+    (view(we) * torch.tanh(ae * xe) + view(be)).backward(dy)
+    return xe.grad, ae.grad, we.grad, be.grad
+
+
+@pytest.mark.parametrize("shape,channels_last,config", [
+    ((5, 24), True, None), ((2, 3, 5), False, None),
+    ((5, 24), True, (4, 32, False)), ((5, 24), True, (4, 32, True))],
+    ids=["clast", "cfirst", "clast-M4", "clast-M4-prefetch"])
+def test_infinite_weight_matches_eager(shape, channels_last, config, device):
+    """An infinite weight reaches padded lanes (a partial row tile's padded rows hold their
+    columns' weights; a channels-first row's padded columns hold that row's weight), where
+    dy = 0 gives g = 0 * inf = NaN unless masked: dalpha must be eager's +inf (x, dy > 0), and
+    dx, dweight, dbias eager's. Configs: the default one, and 4-row tiles (5 rows: a partial
+    second tile) with and without the prefetching loop, on bfloat16 x (prefetch's dtype)."""
+    from tilefuse.ops.dyt import launch
+    from tilefuse.ops.dyt.configs import DyTConfig
+    dtype = torch.float32 if config is None else torch.bfloat16
+    g = torch.Generator().manual_seed(5)
+    x = (torch.rand(shape, generator=g) + 0.1).to(dtype).to(device)      # positive: x * g = +inf, no -inf
+    dy = (torch.rand(shape, generator=g) + 0.1).to(dtype).to(device)
+    c = shape[-1] if channels_last else shape[1]
+    a = torch.tensor([0.5], device=device)
+    w = torch.ones(c, device=device)
+    w[c // 2] = float("inf")
+    b = torch.zeros(c, device=device)
+    if config is None:
+        _, *got = run(*(t.clone().requires_grad_(True) for t in (x, a, w, b)), dy, channels_last)
+    else:
+        cfg = DyTConfig(config[0], config[1], 4, 1, config[2])
+        got = launch.backward(dy, x, a, w, b, channels_last, config=cfg)
+    want = _eager_grads(x, a, w, b, dy, channels_last)
+    assert got[1].item() == float("inf") == want[1].item()
+    for name, got_t, want_t in zip(("dx", "dalpha", "dweight", "dbias"), got, want):
+        torch.testing.assert_close(got_t, want_t, msg=f"{name} differs from eager")
+
+
 @pytest.mark.parametrize("dtype,param_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16),
                                                (torch.float16, torch.bfloat16)],
                          ids=["bf16x-fp32p", "fp32x-bf16p", "fp16x-bf16p"])

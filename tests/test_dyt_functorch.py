@@ -43,7 +43,7 @@ def test_float64_runs_the_reference_and_gradchecks(level, channels_last, one_int
 def test_the_custom_ops_run_float64_in_float64(level, one_intra_op_thread):
     """torch.ops.tilefuse.dyt / dyt_backward (what a compiled graph runs, callable directly)
     with float64 tensors: the float64 reference formulas, bitwise, no kernel, and gradcheck
-    passes."""
+    and gradgradcheck pass (double backward runs the backward formulas in float64 too)."""
     from tilefuse.ops.dyt.reference import dyt_backward_reference
     alpha, weight, bias = (p.requires_grad_(True) for p in _params(torch.float64, seed=4))
     x = torch.randn(3, C, dtype=torch.float64, requires_grad=True)
@@ -52,6 +52,7 @@ def test_the_custom_ops_run_float64_in_float64(level, one_intra_op_thread):
         y = torch.ops.tilefuse.dyt(x, alpha, weight, bias, True)
         grads = torch.ops.tilefuse.dyt_backward(dy, x, alpha, weight, bias, True)
         assert torch.autograd.gradcheck(lambda *t: torch.ops.tilefuse.dyt(*t, True), (x, alpha, weight, bias))
+        assert torch.autograd.gradgradcheck(lambda *t: torch.ops.tilefuse.dyt(*t, True), (x, alpha, weight, bias))
     assert sum(launched.values()) == 0
     assert torch.equal(y, dyt_reference(x, alpha, weight, bias, compute_dtype=torch.float64))
     for got, want in zip(grads, dyt_backward_reference(dy, x, alpha, weight, bias, compute_dtype=torch.float64)):

@@ -22,7 +22,7 @@ from tilefuse.ops.dyt.op import dyt_op
 from tilefuse.ops.triton_common import CompiledLauncher
 from tilefuse.tuning import store, table
 
-from dyt_helpers import check_against_reference, make_inputs
+from dyt_helpers import check_against_reference, make_inputs, run
 from launcher_fakes import FakeCompiled
 
 @pytest.fixture
@@ -216,6 +216,42 @@ def test_a_new_device_for_the_same_shape_gets_its_own_plan(device):
         assert sum(launched.values()) == 0            # no kernels on meta tensors
     else:
         check_against_reference(*moved, None, True, (y, None, None, None, None))
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_fake_tensors_take_the_reference_and_never_a_real_tensors_plan(channels_last, monkeypatch, device):
+    """FakeTensors outside torch.compile (memory estimators run a model's eager forward and
+    backward under FakeTensorMode) have no memory to launch on: forward and backward give fake
+    tensors with the real run's shapes, strides and dtypes, and no kernel launches (the plan's
+    launch entry points raise). Real, fake, real: the FakeTensors' call does not find the real
+    tensors' cached plan, and the real tensors' second call does not find the fake one's."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    shape = (50, 32) if channels_last else (2, 32, 5, 3)
+    real = inputs(shape, torch.bfloat16, channels_last=channels_last, device=device)
+    with launches.counting() as launched:
+        want = run(*real, channels_last)
+    assert launched["dyt_fwd"] == launched["dyt_bwd"] == 1     # kernels run for these tensors here
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a kernel launch on fake tensors")
+    mode = FakeTensorMode()
+    x, a, w, b, dy = (mode.from_tensor(t.detach()).requires_grad_(t.requires_grad) for t in real)
+    with monkeypatch.context() as patch, mode:
+        patch.setattr(plans.Plan, "launch_forward", no_launch)
+        patch.setattr(plans.Plan, "launch_backward", no_launch)
+        got = run(x, a, w, b, dy, channels_last)
+    for name, g, r in zip(("y", "dx", "dalpha", "dweight", "dbias"), got, want):
+        assert is_fake(g), name
+        assert (g.shape, g.stride(), g.dtype, g.device) == (r.shape, r.stride(), r.dtype, r.device), name
+
+    x, a, w, b, dy = real
+    for t in (x, a, w, b):
+        t.grad = None
+    with launches.counting() as launched:
+        again = run(x, a, w, b, dy, channels_last)
+    assert launched["dyt_fwd"] == launched["dyt_bwd"] == 1
+    for g, r in zip(again, want):
+        assert torch.equal(g, r)
 
 
 def test_errors_are_never_cached(device):

@@ -231,3 +231,22 @@ def test_an_nn_layernorm_subclass_of_the_convnext_form_converts_in_both_data_for
         convert_layernorm_to_dyt(model)
     assert [type(m) for m in model] == [DyT, DyT]
     assert model[0].channels_last is False and model[1].channels_last is True
+
+
+@pytest.mark.parametrize("channels_last,piece_shapes", [
+    (False, [(4, 4, 3), (4, 4, 5)]), (False, [(4, 2, 3), (4, 2, 5)]), (True, [(3, 4), (5, 4)])],
+    ids=["cfirst-H-eq-C", "cfirst-H-ne-C", "clast"])
+def test_nested_tensor_pieces_match_per_sample_dyt(channels_last, piece_shapes):
+    """A nested tensor's pieces lack the batch dim: channels-first pieces are (C, *spatial), so
+    each must be scaled along its dim 0, as the same sample in a batch of one is. Distinct
+    weights and biases per channel show a piece normalized along another dim (with H == C the
+    shapes alone cannot)."""
+    torch.manual_seed(0)
+    m = DyT(4, channels_last=channels_last)
+    with torch.no_grad():
+        m.weight.copy_(torch.arange(1., 5.))
+        m.bias.copy_(torch.arange(4.) * 10)
+    pieces = [torch.randn(s) for s in piece_shapes]
+    got = m(torch.nested.nested_tensor(pieces)).unbind()
+    for g, p in zip(got, pieces, strict=True):
+        assert torch.equal(g, m(p.unsqueeze(0)).squeeze(0))

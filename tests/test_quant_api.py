@@ -116,6 +116,30 @@ def test_no_host_read_under_fake_tensors():
         quantize_nvfp4(x, block_2d=True, rht=True, swizzle=True)
 
 
+@pytest.mark.parametrize("name", list(CALLS))
+def test_fake_tensors_take_the_reference_without_launching(name, monkeypatch):
+    """Where the kernels run for real tensors, fake tensors (FakeTensorMode, as memory
+    estimators use it) take the reference: fake outputs with the real call's shapes and
+    dtypes, and no launch (the launchers raise)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    from tilefuse.quant import launch
+    x = mixed(131, 256, 128, seed=2, log2_range=10).to(_dev())
+    with launches.counting() as n:
+        want = _fields(CALLS[name](x))
+    assert sum(n.values()) >= 1
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a kernel launch on a fake tensor")
+    for launcher in ("fp8_block", "mxfp8", "nvfp4"):
+        monkeypatch.setattr(launch, launcher, no_launch)
+    mode = FakeTensorMode()
+    fake = mode.from_tensor(x)
+    with mode:
+        got = _fields(CALLS[name](fake))
+    for g, w in zip(got, want, strict=True):
+        assert is_fake(g) and (g.shape, g.dtype, g.device) == (w.shape, w.dtype, w.device)
+
+
 BAD = [
     (lambda: quantize_fp8_block([[1.0]]), TypeError, "x must be a torch.Tensor"),
     (lambda: quantize_fp8_block(torch.zeros(4, 128, dtype=torch.float64)), TypeError, "x must be float32"),

@@ -80,8 +80,12 @@ class DyT(nn.Module):
         except KeyError:
             alpha, weight, bias = self.alpha, self.weight, self.bias
         if x.is_nested:   # e.g. nn.TransformerEncoder's nested-tensor path: each piece by itself
-            return torch.nested.as_nested_tensor(
-                [dyt(t, alpha, weight, bias, channels_last=self.channels_last) for t in x.unbind()], layout=x.layout)
+            if self.channels_last:
+                pieces = [dyt(t, alpha, weight, bias) for t in x.unbind()]
+            else:   # a piece is (C, *spatial), without the batch dim: run it as a batch of one
+                pieces = [dyt(t.unsqueeze(0), alpha, weight, bias, channels_last=False).squeeze(0)
+                          for t in x.unbind()]
+            return torch.nested.as_nested_tensor(pieces, layout=x.layout)
         return dyt(x, alpha, weight, bias, channels_last=self.channels_last)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,

@@ -1,6 +1,7 @@
 """Public quantizers: argument checks, then the Triton kernels (CUDA, or the CPU interpreter
 with TRITON_INTERPRET=1, at level >= 1) or the plain-PyTorch reference; both give the same
-bits. No host synchronization: nothing here reads a tensor's values.
+bits. Fake tensors (FakeTensorMode, as memory estimators use it) take the reference: they have
+no memory to launch kernels on. No host synchronization: nothing here reads a tensor's values.
 
 Non-finite input is propagated, not rejected (reference.py): a scaling block holding a NaN or
 +-inf gets a NaN scale and dequantizes to NaN; with nvfp4's computed amax, one non-finite
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numbers
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from .. import policy
 from ..device import on_tensor_device
@@ -58,7 +60,10 @@ def _check_block(fn: str, block) -> tuple[int, int]:
 
 
 def _use_kernels(x: torch.Tensor) -> bool:
-    return policy.kernels_enabled(x.device)
+    """Whether the kernels run for x: kernels are enabled on its device and x has memory to
+    launch on (a fake tensor takes the reference, whose torch ops give the outputs' metadata;
+    amax and stochastic_bits share x's fake mode)."""
+    return policy.kernels_enabled(x.device) and not is_fake(x)
 
 
 @on_tensor_device

@@ -7,9 +7,12 @@ Layout: every kernel sees ``x`` as a contiguous (n_rows, n_cols) matrix.
 
 All arithmetic is float32. Offsets are int64 (tensors above 2**31 elements work). In the
 backward, padded lanes are masked after the arithmetic, not only at the loads: with alpha = inf
-a padded zero gives alpha * x = inf * 0 = NaN, which would reach the parameter gradients. The
-kernels zero ``u = alpha * x`` on padded lanes (one select per element); with x = dy = 0 loaded
-there, every term a padded lane adds (dy*t, x*g, dy) is then exactly 0.
+a padded zero gives alpha * x = inf * 0 = NaN, and with an infinite weight a padded dy = 0
+gives g = dy * w * (1 - t^2) = 0 * inf = NaN (a partial row tile's padded rows hold their
+columns' weights; a channels-first row's padded columns hold that row's weight); either would
+reach the parameter gradients. The kernels zero ``u = alpha * x`` and ``g`` on padded lanes
+(two selects per element, both in _bwd_tile, which every backward kernel runs); with
+x = dy = 0 loaded there, every term a padded lane adds (dy*t, x*g, dy) is then exactly 0.
 """
 
 import triton
@@ -214,7 +217,7 @@ def _bwd_tile(x, dy, mask, alpha, w, dx_ptrs, dweight_acc, dbias_acc, dalpha_acc
     x = x.to(tl.float32)
     dy = dy.to(tl.float32)
     t = tanh_f32(tl.where(mask, alpha * x, 0.0))
-    g = dy * w * (1.0 - t * t)
+    g = tl.where(mask, dy * w * (1.0 - t * t), 0.0)   # 0 * inf on padded lanes (module docstring)
     tl.store(dx_ptrs, to_output(alpha * g, dx_ptrs), mask=mask)
     dweight_acc += dy * t
     # dalpha only needs a total: each thread first sums its own 16-byte runs of a row (the

@@ -8,8 +8,9 @@ reference formulas on devices where kernels cannot run (and under ``torch.vmap``
 batched tensors the kernels cannot take).
 
 Double backward (``create_graph=True``): the backward then evaluates
-``reference.dyt_backward_reference`` (differentiable PyTorch ops on the saved inputs, float32)
-instead of the kernel, so second derivatives are exact.
+``reference.dyt_backward_reference`` (differentiable PyTorch ops on the saved inputs, in the
+forward's compute dtype: float64 where an input is float64, else float32) instead of the
+kernel, so second derivatives are exact.
 
 Both entry points run a call plan (plan.py): the custom ops look theirs up when they execute,
 eager calls hand api.dyt's plan to DyTFunction (``apply``) and on to its backward.
@@ -64,9 +65,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _formula_grads(ctx, dy):
-    """create_graph=True: the backward formulas, differentiably (module docstring)."""
+    """create_graph=True: the backward formulas, differentiably, in the dtype the forward's
+    plan computes in (module docstring)."""
     x, alpha, weight, bias = ctx.saved_tensors
-    return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last), None)
+    dtype = plans.compute_dtype(plans.validate(x, alpha, weight, bias, ctx.channels_last))
+    return (*reference.dyt_backward_reference(dy, x, alpha, weight, bias, channels_last=ctx.channels_last,
+                                              compute_dtype=dtype), None)
 
 
 class DyTFunction(torch.autograd.Function):

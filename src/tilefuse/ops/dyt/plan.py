@@ -8,8 +8,9 @@ holds everything decided from those:
 - the outcome of validate (it reads only metadata): building a plan runs it, so a cached
   plan is a passed check;
 - the route: the float64 reference, the level-0 reference (api.dyt), the kernels, or the
-  reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl) or
-  cannot address the matrix (an extent within a tile of 2**31: launch.addressable);
+  reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl), have
+  no memory to read (fake tensors) or cannot address the matrix (an extent within a tile of
+  2**31: launch.addressable);
 - the layout the kernels see (launch._layout) and whether x, dy or a parameter needs a
   contiguous copy to reach it; how outputs are allocated;
 - the launches, built on first use: launch.ForwardLaunch, and a launch.BackwardLaunch per
@@ -29,6 +30,7 @@ Nothing needs to clear the cache.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from ... import launches, policy
 from ...device import current_cuda_device
@@ -81,6 +83,12 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
         if p is not None and p.device != x.device:
             raise ValueError(f"dyt: {name} is on {p.device} but x is on {x.device}")
     return f64
+
+
+def compute_dtype(f64: bool) -> torch.dtype:
+    """The dtype the reference formulas compute in: float64 where a tensor is float64
+    (validate's result), else float32."""
+    return torch.float64 if f64 else torch.float32
 
 
 MAX_PLANS = 256
@@ -168,10 +176,14 @@ class Plan:
         self.layout = lay = launch._layout(x, channels_last)
         # extents within a tile of 2**31 take the reference formulas (launch.addressable)
         # float64 never reaches a kernel (the custom ops hand a plan float64 tensors; api.dyt
-        # runs the reference itself): its reference formulas run in float64
+        # runs the reference itself): its reference formulas run in float64.
+        # Fake tensors (FakeTensorMode outside torch.compile, as memory estimators run a model's
+        # eager forward and backward) have no memory to launch on: the reference formulas'
+        # torch ops give the outputs' metadata. The key holds each tensor's class, so a plan
+        # built for FakeTensors is never found for real tensors, nor the other way round.
         self.kernels = (not f64 and level != 0 and policy.kernels_enabled(x.device, level)
-                        and launch.addressable(lay))
-        self.compute_dtype = torch.float64 if f64 else torch.float32
+                        and launch.addressable(lay) and not any(map(is_fake, (x, alpha, weight, bias))))
+        self.compute_dtype = compute_dtype(f64)
         self.has_bias = bias is not None
         self.config = config
         self.device = x.device
