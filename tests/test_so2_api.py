@@ -263,8 +263,9 @@ def test_float64_runs_the_float64_reference_at_every_level(level):
     with tilefuse.level(level), launches.counting() as launched:
         out = tilefuse.so2_mixing_stack(*args, **kw)
         grads = torch.autograd.grad(out.square().sum(), args)
-        x_local, z_all, u_final = so2_stack_fwd_op(*args, 1, 2, True)
-        so2_stack_bwd_op(torch.ones_like(x_local), x_local, z_all, u_final, *args[1:], 1, 2, True, True)
+        saved = so2_stack_fwd_op(*args, 1, 2, True)
+        x_local = saved[0]
+        so2_stack_bwd_op(torch.ones_like(x_local), *saved, *args[1:], 1, 2, True, True)
         assert torch.autograd.gradcheck(lambda *a: tilefuse.so2_mixing_stack(*a, **kw), args)
     assert sum(launched.values()) == 0, dict(launched)
     want = so2_stack_reference(*args, **kw).contiguous()   # the API's output is contiguous on every path
@@ -275,7 +276,8 @@ def test_float64_runs_the_float64_reference_at_every_level(level):
 
 
 def _rel64(got, want):
-    return float((got.double() - want).norm() / want.norm())
+    got, want = got.detach().double(), want.detach()
+    return float((got - want).norm() / want.norm())
 
 
 def _f64_grads(args, kw):
@@ -372,3 +374,38 @@ def test_the_backward_keeps_ieee_fp32_under_the_callers_settings(where):
             torch.backends.cuda.matmul.fp32_precision = saved
     for got, want in zip(grads, _f64_grads(args, kw)):
         assert _rel64(got, want) <= 1e-5
+
+
+def test_the_reference_paths_are_exact_under_an_autocast_region():
+    """The reference runs in IEEE float32 with autocast off (utils.ieee_matmul) wherever it
+    runs, as the kernels (level 2) compute: under a bfloat16 autocast region the outputs of
+    level 0 and torch.func, the gradients of a create_graph backward run inside the region, and
+    the custom ops' reference branches (level 0) are float64's within fp32 rounding (in
+    bfloat16 they would be ~1e-3 off). The level-0 and torch.func gradients are autograd's of
+    those ops, taken here outside the region, as PyTorch advises running a backward."""
+    from tilefuse.ops.so2_mixing_stack.op import so2_stack_bwd_op, so2_stack_fwd_op
+    torch.manual_seed(7)
+    args = make_args(lmax=2, n_focus=1, cf=8, n_edges=6)
+    kw = {"lmax": 2, "focus_dim": 8}
+    grad_out = torch.randn(6, 1, dims(2, 8)[3])
+    ins64 = [t.double().requires_grad_(True) for t in args]
+    out64 = so2_stack_reference(*ins64, **kw)
+    grads64 = torch.autograd.grad(out64, ins64, grad_out.double())
+    leaves = {level: [t.clone().requires_grad_(True) for t in args] for level in (0, 2)}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        outs = {}
+        for level, ls in leaves.items():
+            with tilefuse.level(level):
+                outs[level] = tilefuse.so2_mixing_stack(*ls, **kw)
+        out_func, vjp_fn = torch.func.vjp(lambda *a: tilefuse.so2_mixing_stack(*a, **kw), *args)
+        create_graph = torch.autograd.grad(outs[2], leaves[2], grad_out, create_graph=True)
+        with tilefuse.level(0):
+            saved = so2_stack_fwd_op(*args, 2, 8, True)
+            op_grads = so2_stack_bwd_op(grad_out, *saved, *args[1:], 2, 8, True, True)
+    for got in (outs[0], outs[2], out_func, saved[0]):
+        assert _rel64(got, out64) <= 1e-5
+    level0 = torch.autograd.grad(outs[0], leaves[0], grad_out)
+    for grads in (create_graph, level0, vjp_fn(grad_out), op_grads):
+        for got, want in zip(grads, grads64):
+            assert _rel64(got, want) <= 1e-5
+

@@ -194,9 +194,12 @@ def test_every_guard_false_side_routes_to_the_relay(tuning_table, device):
         x = tilefuse.so2_mixing_stack(*inputs, lmax=lmax, focus_dim=focus_dim)
         assert fused_count(lambda: torch.autograd.grad(x, inputs[0], torch.ones_like(x),
                                                        create_graph=True)) == (0, 0)
-        # bf16 (no fp32): the key has no fused candidates; even a forced entry is not used
-        _, bf = make(lmax, 2, focus_dim, 37, device, dtype=torch.bfloat16)
-        assert fused_count(lambda: _force_grads(bf, lmax, focus_dim)) == (0, NL - 1)
+    # 16-bit inputs: the dtype guard refuses a fused config that every other guard admits,
+    # checked directly (a bf16 call never meets one through the table: registration refuses a
+    # fused entry for a 16-bit key, and the fp32 entry above is another key)
+    fused = So2Config(32, 64, focus_dim, 4, 1, fused=True)
+    assert configs.fused_applies(fused, focus_dim, dtype_is_fp32=True, weight_grads=False)
+    assert not configs.fused_applies(fused, focus_dim, dtype_is_fp32=False, weight_grads=False)
     # focus_dim at or above the gate threshold, or not a power of two: never fused
     for cf in (96, 128, 48):
         assert not configs.fused_supported(cf, True)
@@ -316,11 +319,16 @@ def test_tuning_sweep_fails_when_fused_silently_runs_the_relay(tuning_table, mon
 
 
 def test_opcheck_and_compile_fullgraph(device):
-    from tilefuse.ops.so2_mixing_stack.op import so2_stack_fwd_op
+    from tilefuse.ops.so2_mixing_stack.op import so2_stack_bwd_op, so2_stack_fwd_op
     lmax, focus_dim = 1, 32
     _, inputs = make(lmax, 1, focus_dim, 7, device)
-    torch.library.opcheck(so2_stack_fwd_op, (*[t.detach() for t in inputs], lmax, focus_dim, True),
+    detached = [t.detach() for t in inputs]
+    torch.library.opcheck(so2_stack_fwd_op, (*detached, lmax, focus_dim, True),
                           test_utils=("test_schema", "test_faketensor"))
+    saved = so2_stack_fwd_op(*detached, lmax, focus_dim, True)
+    for weight_grads in (False, True):
+        torch.library.opcheck(so2_stack_bwd_op, (torch.randn_like(saved[0]), *saved, *detached[1:], lmax, focus_dim,
+                                                 True, weight_grads), test_utils=("test_schema", "test_faketensor"))
 
     def f(u0, alpha, w0, w1, gw):
         return tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, lmax=lmax, focus_dim=focus_dim).square().sum()
@@ -330,6 +338,47 @@ def test_opcheck_and_compile_fullgraph(device):
     eager = torch.autograd.grad(f(*inputs), inputs[:2])
     for g, e in zip(grads, eager):
         torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("level", [0, 1, 3])
+def test_compiled_backward_takes_the_route_its_forward_decided(tuning_table, level, device):
+    """The forward in a ``tilefuse.level`` block, its backward outside it (on CUDA autograd's
+    thread never sees the block): a torch.compile'd call's backward launches what the eager
+    call's does, the route its forward's level decided, not the default level 2's (the fused
+    winner registered below). Level 0: the reference, no kernel; 1: the heuristic relay; 3: the
+    level-3 key's fused 3xfp16 variant with its sigma pass."""
+    from tilefuse.tuning import table
+    lmax, focus_dim = 1, 16
+    _register_fused(lmax, focus_dim)
+    variant = So2Config(64, 64, focus_dim, 4, 2, fused=True, sigma_pass=True, precision=configs.FP16X3)
+    table.register_entries("so2_mixing_stack", {f"L{lmax}-C{focus_dim}-x4-l3": {
+        "winner": so2_tune.FAMILY.config_to_dict(variant),
+        "measured": {"validation": {"passed": True, "weight_grads": True}}}})
+    _, inputs = make(lmax, 1, focus_dim, 5, device)
+    u0, rest = inputs[0], [t.detach() for t in inputs[1:]]
+
+    def f(u):
+        return tilefuse.so2_mixing_stack(u, *rest, lmax=lmax, focus_dim=focus_dim)
+
+    def backward_launches(fn):
+        with tilefuse.level(level):
+            x = fn(u0)
+        with launches.counting() as launched:
+            (grad,) = torch.autograd.grad(x.square().sum(), u0)
+        return dict(launched), grad
+
+    eager, eager_grad = backward_launches(f)
+    compiled, compiled_grad = backward_launches(
+        torch.compile(f, fullgraph=True, backend="inductor" if torch.device(device).type == "cuda" else "aot_eager"))
+    assert compiled == eager
+    layers = NL - 1
+    want = {0: {}, 1: {"so2_bwd_relay_layer": layers},
+            3: {"so2_bwd_sigma_pass": layers, "so2_bwd_fused_layer": layers}}[level]
+    assert {k: v for k, v in eager.items() if k.startswith("so2_bwd")} == want, eager
+    if level == 0:   # autograd through the reference (eager), its relay-order backward (the op)
+        assert rel(compiled_grad, eager_grad) < REL_TOL
+    else:            # the same kernels on the same route
+        assert torch.equal(compiled_grad, eager_grad)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")

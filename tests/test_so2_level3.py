@@ -17,11 +17,12 @@ import torch
 
 import tilefuse
 from tilefuse import tuning
-from tilefuse.ops.so2_mixing_stack import configs, kernels
+from tilefuse.ops.so2_mixing_stack import configs, kernels, op
 from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import EXACT, FP16X3, FP16X3_GATE, TF32X3, So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving
 from tilefuse.tuning.sweep import REJECTED, TIMED
+from tilefuse.tuning.table import register_entries
 
 from sm90_helpers import PTXAS
 from test_so2_kernels import NL, make
@@ -475,6 +476,7 @@ def test_a_variant_validated_without_weight_gradients_trains_exactly(tuning_tabl
     monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "note": "old"}))
     if torch.device(device).type == "cuda":
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+        monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, one_variant).winner == one_variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
@@ -543,6 +545,7 @@ def test_a_fused_variant_with_weight_gradients_runs_its_relay(tuning_table, monk
     if torch.device(device).type == "cuda":
         monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+        monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, variant).winner == variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
@@ -559,6 +562,54 @@ def test_a_fused_variant_with_weight_gradients_runs_its_relay(tuning_table, monk
         torch.autograd.grad(x, inputs[:2], torch.ones_like(x))
     assert launched["so2_bwd_fused_layer"] == NL - 1 and launched["so2_bwd_relay_layer"] == 0
     assert set(spy.seen) == {FP16X3}
+
+
+def _entry(config, baseline_us, speedup, **extra):
+    winner = "baseline" if config is None else so2_tune.FAMILY.config_to_dict(config)
+    return {"winner": winner, "measured": {"baseline_us": baseline_us, "speedup": speedup, **extra}}
+
+
+def test_a_variant_runs_only_where_it_beats_what_level_2_runs(tuning_table, device):
+    """The level-3 key's speedup is over the exact heuristic relay; the exact keys' winners are
+    also faster than it. The variant runs only where its speedup beats level 2's (from the exact
+    keys' records: forward and backward baseline times per edge and speedups) by the route
+    margin; an exact key without an entry counts at the heuristic's speed."""
+    variant = VARIANTS[FP16X3]
+    validation = {"validation": {"passed": True, "weight_grads": True, "note": "test"}}
+    fwd, bwd = So2Config(64, 64, 16, 4, 2), So2Config(32, 128, 16, 4, 2)
+    key = f"L{LMAX}-C{CF}-x4"
+    d, inputs = make(LMAX, 1, CF, 37, device)
+
+    def level3_engages(l3_speedup, exact_entries, **extra):
+        tuning.unregister("so2_mixing_stack")
+        register_entries("so2_mixing_stack", {key + "-l3": _entry(variant, 1000.0, l3_speedup, **validation,
+                                                                           **extra), **exact_entries})
+        with tilefuse.level(3):
+            got = op.level3_config(d, torch.float32, 37, 1, NL)
+        assert so2_tune.level3_beats_exact(_problem()) == (got is not None)
+        return got is not None
+
+    # Level 2 here: forward 400 us at 1.25x, backward 600 us at 1.2x -> 1000 / 820 = 1.2195x.
+    exact = {key + "-fwd": _entry(fwd, 400.0, 1.25), key: _entry(bwd, 600.0, 1.2)}
+    assert not level3_engages(1.24, exact)                     # 1.7% over level 2: under the 3% margin
+    assert level3_engages(1.26, exact)                         # 3.3% over it
+    # Per edge: the backward key swept at half the edges takes half the time for the same speed.
+    half = so2_tune.DEFAULT_EDGES // 2
+    resized = {key + "-fwd": exact[key + "-fwd"],
+               key: _entry(bwd, 300.0, 1.2, sweep_problem=f"So2Problem(lmax={LMAX}, n_edges={half})")}
+    assert not level3_engages(1.24, resized) and level3_engages(1.26, resized)
+    # No exact entries: level 2 runs the heuristic, the margin is over 1.
+    assert level3_engages(1.031, {}) and not level3_engages(1.029, {})
+    # Only the backward swept (its baseline winner counts 1x): the forward's time is the rest.
+    only_bwd = {key: _entry(bwd, 600.0, 1.2)}                  # 1000 / (400 + 500) = 1.111x
+    assert not level3_engages(1.14, only_bwd) and level3_engages(1.15, only_bwd)
+    assert level3_engages(1.031, {key: _entry(None, 600.0, 1.0)})
+    # A variant registered without the timing records: nothing to compare, it runs.
+    tuning.unregister("so2_mixing_stack")
+    register_entries("so2_mixing_stack", {key + "-l3": {"winner": so2_tune.FAMILY.config_to_dict(variant),
+                                                               "measured": validation}, **exact})
+    with tilefuse.level(3):
+        assert op.level3_config(d, torch.float32, 37, 1, NL) == variant
 
 
 # --- dispatch ----------------------------------------------------------------------------
@@ -584,6 +635,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
         monkeypatch.setattr(so2_tune.So2Family, "validate",
                             lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+        monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, one_variant).winner == one_variant
 
     for level in (0, 1, 2):
@@ -622,6 +674,7 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
         monkeypatch.setattr(so2_tune.So2Family, "validate",
                             lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
+        monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, one_variant).winner == one_variant
     spy = LaunchSpy(kernels.so2_gemm_kernel, "DOT_PRECISION")
     monkeypatch.setattr(kernels, "so2_gemm_kernel", spy)
@@ -629,8 +682,8 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
     monkeypatch.setattr(kernels, "so2_fwd_gate_kernel", gate)
     d, inputs = make(LMAX, 1, CF, 37, device)
     with tilefuse.level(3):
-        x_local, z_all, u_final = torch.ops.tilefuse.so2_stack_fwd(*[t.detach() for t in inputs], LMAX, CF, True)
-        torch.ops.tilefuse.so2_stack_bwd(torch.randn_like(x_local), x_local, z_all, u_final,
+        saved = torch.ops.tilefuse.so2_stack_fwd(*[t.detach() for t in inputs], LMAX, CF, True)
+        torch.ops.tilefuse.so2_stack_bwd(torch.randn_like(saved[0]), *saved,
                                          *[t.detach() for t in inputs[1:]], LMAX, CF, True, False)
     assert spy.seen and set(spy.seen) == {one_variant.dot_precision(True)}
     assert gate.seen and set(gate.seen) == {one_variant.gate_precision(True)}

@@ -6,6 +6,7 @@ import torch
 from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
+from ...utils import ieee_matmul
 from .op import So2StackFunction, runs_kernels, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
@@ -31,34 +32,45 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     gradients are where the kernels run (the reference's follow its ops' layouts).
 
     Returns:
-        x_local (E, F, ROW), differentiable in every tensor argument (to any order: a
-        ``create_graph`` backward runs the differentiable reference). Without ``apply_alpha``
-        alpha's gradient is zero (None where an eager call runs the reference, which does not
-        use alpha: level 0, float64, or no GPU and no interpreter; zero again under torch.compile).
+        x_local (E, F, ROW), differentiable in every tensor argument: eagerly to any order (a
+        ``create_graph`` backward runs the differentiable reference), a torch.compile'd call
+        to first order only (torch raises that it "does not currently support double
+        backward"). Without ``apply_alpha`` alpha's gradient is zero (None where an eager call
+        runs the reference, which does not use alpha: level 0, float64, or no GPU and no
+        interpreter; zero again under torch.compile).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
     inputs accumulate in fp32), float64 the reference in float64 at every level (so
-    ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results); the backward
-    is the relay, the composition route (the relay's pointwise kernels with cuBLAS GEMMs in
-    IEEE fp32) at level >= 2 where the tuning table chose it for (lmax, focus_dim, the dtype's size:
-    float16 calls take bfloat16's entry, swept on bfloat16), or
-    the fused per-layer kernel at level >= 2 when the table holds a fused winner for (lmax,
+    ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results). Level 0 runs
+    the reference, the plain semantics, exactly: its torch ops in the inputs' dtype with IEEE
+    float32 matmuls and autocast off (utils.ieee_matmul), whatever matmul precision or
+    autocast region the caller set; so does every other reference path (float64, torch.func,
+    a ``create_graph`` backward, no kernels). The level-0 and torch.func gradients are
+    autograd's of those ops, computed in the region their backward runs in: exact outside an
+    autocast region (where PyTorch advises running a backward).
+    The kernels' backward is the relay, the composition route (the relay's pointwise kernels
+    with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table chose it for (lmax,
+    focus_dim, the dtype's size: float16 calls take bfloat16's entry, swept on bfloat16), or the
+    fused per-layer kernel at level >= 2 when the table holds a fused winner for (lmax,
     focus_dim, fp32) on this GPU and no weight requires grad (the route is chosen at the
     forward: weights that require grad get the relay and their gradients, even where a later
     ``autograd.grad`` asks for u0's alone). At level 3 with fp32 inputs, where the table's
     level-3 key (``L{lmax}-C{focus_dim}-x4-l3``) holds a split-precision variant (3xtf32 or
-    3xfp16) whose accuracy validation passed (normwise error against float64 within 1.5x of
-    the exact path's at 2**19 edges, finite on range-limit inputs; ``tilefuse tune --op
-    so2_mixing_stack --shape 3x32 --pass level3``), the forward and backward layer GEMMs run
-    with three tensor-core products per dot (TF32, or float16 of power-of-two-scaled operands)
-    instead of the IEEE FMA dots (a backward with weight gradients only where that validation
-    covered them too); nowhere else, and never below level 3. ``alpha`` must be
-    positive (grad_alpha divides by it).
+    3xfp16) whose accuracy validation passed (normwise error of x_local, grad u0, grad alpha and
+    the weight gradients dw0, dw1, dgw against float64 within 1.5x of the exact path's, at the
+    sweep's edge count (2**19, fewer where it does not fit; see docs/tuning.md), finite on
+    range-limit inputs; ``tilefuse tune --op so2_mixing_stack --shape 3x32 --pass level3``), the
+    forward and backward layer GEMMs run with three tensor-core products per dot (TF32, or
+    float16 of power-of-two-scaled operands) instead of the IEEE FMA dots (a backward with
+    weight gradients only where that validation covered them too); nowhere else, and never below
+    level 3. ``alpha`` must be positive (grad_alpha divides by it).
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
-    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (torch ops in the inputs' dtype),
-    which they differentiate and batch. Eager calls decide kernels vs reference per call; a
+    forward-mode AD (``torch.autograd.forward_ad``) the reference runs (as at level 0), which
+    they differentiate and batch. Eager calls decide kernels vs reference per call; a
     torch.compile'd call goes through the custom ops ``tilefuse::so2_stack_fwd`` /
-    ``so2_stack_bwd``, which decide when they run.
+    ``so2_stack_bwd``, which decide when they run: the forward op at the level in force then,
+    the backward op at the level its forward ran at (it returns that level), as an eager
+    backward follows its forward's choice.
     ``tilefuse.tune(model, inputs)`` sees this op's keys whether or not the stack's weights
     require grad; a fused winner serves only the backward of weights that do not (force
     evaluation).
@@ -77,7 +89,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         # float64, level 0, or no GPU and no interpreter; or under torch.func transforms (grad,
         # vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function does not
         # implement: the reference's torch ops do
-        # contiguous as the kernels' output is (the reference's is a transposed view)
-        return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
-                                   apply_alpha=apply_alpha).contiguous()
+        # contiguous as the kernels' output is (the reference's is a transposed view); exact,
+        # as the kernels are, whatever matmul precision or autocast region the caller set
+        with ieee_matmul(u0.device.type):
+            return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+                                       apply_alpha=apply_alpha).contiguous()
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)

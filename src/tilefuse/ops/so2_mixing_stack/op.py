@@ -2,7 +2,9 @@
 
 Double backward (``create_graph=True``, force-loss training) goes through the differentiable
 reference: the backward recomputes the forward with autograd and differentiates it, so second
-derivatives are exact; no kernel runs there.
+derivatives are exact; no kernel runs there. Every reference path here runs in IEEE precision
+with autocast off (utils.ieee_matmul), as the kernels compute: the reference is the exact
+semantics, whatever precision or autocast region the caller set.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from ... import policy
 from ...device import custom_op_on_tensor_device
 from ...tuning import lookup_config
 from ...tuning.table import get_measured
-from ...utils import next_power_of_2, readable
+from ...utils import ieee_matmul, next_power_of_2, readable
 from ..autograd_common import create_graph_grads, is_batched
-from . import configs, launch
+from . import configs, launch, tune
 from .reference import So2Dims, so2_stack_backward_reference, so2_stack_forward_saving, so2_stack_reference
 from .tune import So2Problem
 
@@ -26,13 +28,15 @@ def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_
                   ) -> configs.So2Config | None:
     """At level 3, fp32: the level-3 key's winner (a split-precision config, relay or fused,
     whose entry records its passed accuracy validation; tune.py), which then runs the forward
-    and the backward.
-    None otherwise (below level 3, another dtype, the key never swept, or the exact path won):
-    the exact configs run."""
+    and the backward, where its speedup beats level 2's exact choices by the route margin
+    (tune.level3_beats_exact).
+    None otherwise (below level 3, another dtype, the key never swept, the exact path won, or
+    the variant is not faster than level 2 by the margin): the exact configs run."""
     if policy.get_level() < 3 or dtype != torch.float32:
         return None
-    return lookup_config("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus,
-                                                        n_layers, level3=True))
+    problem = So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
+    variant = lookup_config("so2_mixing_stack", problem)
+    return variant if variant is None or tune.level3_beats_exact(problem) else None
 
 
 def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool:
@@ -106,20 +110,22 @@ def _reference_grads(ctx, grad_out):
 
     def forward(*args):
         return so2_stack_reference(*args, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha)
-    return (*create_graph_grads(ctx, forward, ctx.saved_tensors[:5], grad_out), None, None, None)
+    with ieee_matmul(grad_out.device.type):   # the reference's forward and its gradients, exact
+        return (*create_graph_grads(ctx, forward, ctx.saved_tensors[:5], grad_out), None, None, None)
 
 
 def _kernel_grads(ctx, grad_out, run_backward):
     """The eight forward arguments' gradients from a saved forward: the reference's under
     create_graph or for a batched grad_out (``_reference_grads``), else ``run_backward(grad_out,
-    x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads)
-    -> (grad_u0, grad_alpha, weight grads)``."""
+    *saved, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads) -> (grad_u0,
+    grad_alpha, weight grads)``, where ``saved`` is what the forward saved after its five inputs
+    (x_local, z_all, u_final; the custom op's level too)."""
     grads = _reference_grads(ctx, grad_out)
     if grads is not None:
         return grads
-    u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
+    u0, alpha, w0_all, w1_all, gw_all, *saved = ctx.saved_tensors
     weight_grads = any(ctx.needs_input_grad[2:5])
-    grad_u0, grad_alpha, dws = run_backward(readable(grad_out), x_local, z_all, u_final, alpha, w0_all, w1_all,
+    grad_u0, grad_alpha, dws = run_backward(readable(grad_out), *saved, alpha, w0_all, w1_all,
                                             gw_all, ctx.dims, ctx.apply_alpha, weight_grads)
     dw0, dw1, dgw = dws if weight_grads else (None, None, None)
     return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
@@ -155,58 +161,74 @@ class So2StackFunction(torch.autograd.Function):
 
 
 # --- custom ops: what torch.compile sees (opaque, with fake impls) ---------------------------
+#
+# The forward op reads the level when it runs and returns it (a 0-d int64 tensor on the CPU,
+# read back without a device sync); the autograd formula saves it and hands it to the backward
+# op, which decides its route (kernels or reference, relay or fused, level-3 variant) at that
+# level, as So2StackFunction's backward follows the config its forward chose: on CUDA the
+# backward runs on autograd's own thread, which sees no ``tilefuse.level`` block.
 
 @torch.library.custom_op("tilefuse::so2_stack_fwd", mutates_args=())
 @custom_op_on_tensor_device
 def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
                      gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). Kernels or reference
-    are chosen when the op runs (runs_kernels), not when it is traced."""
-    if runs_kernels(u0):
-        d = So2Dims(lmax, focus_dim)
-        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                                                 config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
-                                                                      w0_all.shape[0]))
-    else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
-        x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
-            u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))
-    return x_local, z_all, u_final.clone() if u_final is u0 else u_final
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW), level (0-d int64, CPU)).
+    Kernels or reference are chosen when the op runs (runs_kernels), not when it is traced, at
+    the level in force then, which ``level`` holds for so2_stack_bwd_op."""
+    level = policy.get_level()
+    with policy.level(level):   # one reading decides every choice below
+        if runs_kernels(u0):
+            d = So2Dims(lmax, focus_dim)
+            x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                                                     config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                          w0_all.shape[0]))
+        else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
+            with ieee_matmul(u0.device.type):
+                x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
+                    u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))
+    return x_local, z_all, u_final.clone() if u_final is u0 else u_final, torch.tensor(level)
 
 
 @so2_stack_fwd_op.register_fake
 def _so2_stack_fwd_fake(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
     F, E, row = u0.shape
-    return (u0.new_empty((E, F, row)), u0.new_empty((gw_all.shape[0], F, E, row)), u0.new_empty((F, E, row)))
+    return (u0.new_empty((E, F, row)), u0.new_empty((gw_all.shape[0], F, E, row)), u0.new_empty((F, E, row)),
+            torch.empty((), dtype=torch.int64, device="cpu"))
 
 
 @torch.library.custom_op("tilefuse::so2_stack_bwd", mutates_args=())
 @custom_op_on_tensor_device
 def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch.Tensor, u_final: torch.Tensor,
-                     alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor, gw_all: torch.Tensor,
-                     lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
+                     level: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
+                     gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_u0, grad_alpha, dw0_all, dw1_all, dgw_all); the weight gradients are empty
-    tensors without ``weight_grads``. The route (relay or fused) is decided when it runs."""
+    tensors without ``weight_grads``. ``x_local`` .. ``level`` are so2_stack_fwd_op's outputs:
+    the route (kernels or reference, relay or fused) is decided when the op runs, at the level
+    its forward ran at, whatever level is in force on this thread."""
     d = So2Dims(lmax, focus_dim)
-    if runs_kernels(grad_out):
-        cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
-        grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
-                                                   gw_all, d, apply_alpha, weight_grads, config=cfg)
-    else:
-        grad_u0, grad_alpha, dws = so2_stack_backward_reference(
-            grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
-            apply_alpha=apply_alpha, weight_grads=weight_grads)
-        # contiguous, as the fake promises (the reference's follow its inputs' strides)
-        grad_u0, grad_alpha = grad_u0.contiguous(), grad_alpha.contiguous()
-        dws = None if dws is None else tuple(w.contiguous() for w in dws)
+    with policy.level(int(level)):
+        if runs_kernels(grad_out):
+            cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0],
+                                  weight_grads)
+            grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
+                                                       gw_all, d, apply_alpha, weight_grads, config=cfg)
+        else:
+            with ieee_matmul(grad_out.device.type):
+                grad_u0, grad_alpha, dws = so2_stack_backward_reference(
+                    grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=lmax,
+                    focus_dim=focus_dim, apply_alpha=apply_alpha, weight_grads=weight_grads)
+            # contiguous, as the fake promises (the reference's follow its inputs' strides)
+            grad_u0, grad_alpha = grad_u0.contiguous(), grad_alpha.contiguous()
+            dws = None if dws is None else tuple(w.contiguous() for w in dws)
     if dws is None:
         dws = tuple(w.new_empty(0) for w in (w0_all, w1_all, gw_all))
     return grad_u0, grad_alpha, *dws
 
 
 @so2_stack_bwd_op.register_fake
-def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
+def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
                         apply_alpha, weight_grads):
     E, F, row = x_local.shape
     dws = [w.new_empty(w.shape if weight_grads else (0,)) for w in (w0_all, w1_all, gw_all)]
@@ -215,22 +237,21 @@ def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all
 
 def _setup_context(ctx, inputs, output):
     u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha = inputs
-    x_local, z_all, u_final = output
-    ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
+    x_local, z_all, u_final, level = output
+    ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final, level)
     ctx.dims, ctx.apply_alpha = So2Dims(lmax, focus_dim), apply_alpha
-    ctx.mark_non_differentiable(z_all, u_final)
+    ctx.mark_non_differentiable(z_all, u_final, level)
 
 
-def _backward_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads):
-    grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all,
-                                                 d.lmax, d.focus_dim, apply_alpha, weight_grads)
+def _backward_op(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                 weight_grads):
+    grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all,
+                                                 gw_all, d.lmax, d.focus_dim, apply_alpha, weight_grads)
     return grad_u0, grad_alpha, dws
 
 
-def _backward(ctx, grad_out, _grad_z, _grad_u):
+def _backward(ctx, grad_out, _grad_z, _grad_u, _grad_level):
     return _kernel_grads(ctx, grad_out, _backward_op)
 
 
 torch.library.register_autograd("tilefuse::so2_stack_fwd", _backward, setup_context=_setup_context)
-
-

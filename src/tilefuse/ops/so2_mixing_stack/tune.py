@@ -50,7 +50,8 @@ from pathlib import Path
 
 import torch
 
-from ...tuning.family import ROUTE, TILE, TuningFamily, cli_itemsize
+from ...tuning.family import MARGINS, ROUTE, TILE, TuningFamily, cli_itemsize
+from ...tuning.table import _device_index, generation, get_measured
 from ...utils import normwise_rel_error
 from . import configs, launch
 from .configs import (EXACT, So2Config, compose_candidates, fused_candidates, fused_supported, level3_candidates,
@@ -124,6 +125,48 @@ def key_of(p: So2Problem) -> str:
     only size the grid."""
     suffix = LEVEL3_SUFFIX if p.level3 else FORWARD_SUFFIX if p.forward else ""
     return f"L{p.lmax}-C{p.focus_dim}-x{p.itemsize}" + suffix
+
+
+def level3_beats_exact(problem: So2Problem) -> bool:
+    """Whether the level-3 key's variant beats, by the route margin, what level 2 runs at the
+    shape: the forward key's and the backward key's winners. A level-3 sweep times its variants
+    against the exact heuristic relay (forward + force backward), the exact keys theirs against
+    the heuristic's forward or backward, each in its own rounds; the records' speedups then give
+    level 2's speedup over the level-3 baseline, ``(Bf + Bb) / (Bf / Sf + Bb / Sb)``, with each
+    exact key's baseline time per edge B and speedup S (1 where the key has no entry; a missing B
+    is what the level-3 baseline leaves). True where the records cannot say (a level-3 entry
+    registered without ``baseline_us`` and ``speedup``). Memoised per table generation and
+    device."""
+    return _level3_beats_exact(generation(), _device_index(), key_of(dataclasses.replace(problem, level3=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _level3_beats_exact(_generation: int, _device: int, key: str) -> bool:
+    exact = key.removesuffix(LEVEL3_SUFFIX)
+    (b3, s3), (bf, sf), (bb, sb) = (_per_edge_us_and_speedup(get_measured("so2_mixing_stack", k))
+                                    for k in (key, exact + FORWARD_SUFFIX, exact))
+    if b3 is None or s3 is None:
+        return True
+    if bf is None and bb is None:
+        bf = bb = b3 / 2
+    elif bf is None:
+        bf = max(b3 - bb, 0.0)
+    elif bb is None:
+        bb = max(b3 - bf, 0.0)
+    level2 = (bf + bb) / (bf / (sf or 1.0) + bb / (sb or 1.0))
+    return s3 >= level2 * (1.0 + MARGINS[ROUTE])
+
+
+def _per_edge_us_and_speedup(measured) -> tuple[float | None, float | None]:
+    """A key's record's baseline time per edge (over its ``sweep_problem``'s edges where the
+    sweep resized the problem, else DEFAULT_EDGES) and its winner's speedup; None for what it
+    lacks."""
+    if not isinstance(measured, dict):
+        return None, None
+    us, speedup = (v if not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 else None
+                   for v in (measured.get("baseline_us"), measured.get("speedup")))
+    swept = re.search(r"n_edges=(\d+)", str(measured.get("sweep_problem", "")))
+    return (None if us is None else us / (int(swept[1]) if swept else DEFAULT_EDGES)), speedup
 
 
 @dataclasses.dataclass(frozen=True)
