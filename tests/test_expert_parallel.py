@@ -80,13 +80,13 @@ CASES_GPU = CASES_2 + [_case("bf16-H256-F128", 8, [[i * 5 % 8 for i in range(300
 
 # --- the spawned ranks ---------------------------------------------------------------------------
 
-def _init(rank, world, init_file, backend):
+def _init(rank, world, init_file, backend, timeout_s):
     torch.set_num_threads(1)     # tiny tensors; more threads only wait on each other (conftest)
     if backend == "nccl":
         torch.cuda.set_device(rank)
     # A short timeout: a test that desynchronizes the ranks fails instead of hanging.
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+                            timeout=datetime.timedelta(seconds=timeout_s))
     return torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
 
 
@@ -232,6 +232,53 @@ def _check_arguments(rank, device) -> dict[str, str]:
     return out
 
 
+def _check_dtypes(rank, device) -> dict[str, str]:
+    """Ranks that differ in a dtype: probs float32 on rank 0 and x's dtype on rank 1 (each valid
+    alone) run as float32 probs on both, the gradient in each caller's dtype; experts converted
+    to another dtype on rank 0 only, after a first forward the ranks agreed on, make every rank
+    raise the modules' ValueError in the same collective, and the group still works after it.
+    Returns case -> "ok" or what went wrong."""
+    out = {}
+    g = torch.Generator().manual_seed(11)
+    ids = torch.tensor([0, 1, 2, 3, 0, 3], device=device)
+    x = torch.randn(6, H, generator=g).to(device)
+    dy = torch.randn(6, H, generator=g).to(device, torch.bfloat16)
+    probs16 = torch.rand(6, generator=g).to(device, torch.bfloat16)
+    torch.manual_seed(5 + rank)
+    ep = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device, dtype=torch.bfloat16)
+    mixed = (probs16.float() if rank == 0 else probs16.clone()).requires_grad_(True)
+    both32 = probs16.float().requires_grad_(True)
+    y_mixed, y_32 = ep(x.bfloat16(), ids, mixed), ep(x.bfloat16(), ids, both32)
+    y_mixed.backward(dy)
+    y_32.backward(dy)
+    if not torch.equal(y_mixed, y_32):
+        out["probs-dtype-differs-across-ranks"] = f"y differs from float32 probs': {(y_mixed - y_32).abs().max()}"
+    elif mixed.grad.dtype != mixed.dtype or not torch.equal(mixed.grad, both32.grad.to(mixed.dtype)):
+        out["probs-dtype-differs-across-ranks"] = f"dprobs {mixed.grad} for {mixed.dtype} probs, want {both32.grad}"
+    else:
+        out["probs-dtype-differs-across-ranks"] = "ok"
+
+    m = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device)
+    probs = torch.rand(6, generator=g).to(device)
+    m(x, ids, probs)                                  # agreed: float32 on both ranks
+    if rank == 0:
+        m.to(torch.bfloat16)
+    text = "hold different modules: per rank (num_experts, hidden_size, ffn_hidden_size, dtype code) " \
+           "rank 0: (4, 16, 8, 1), rank 1: (4, 16, 8, 0)"
+    try:
+        m(x.to(m.experts.fc1_weight.dtype), ids, probs)
+    except ValueError as e:
+        out["experts-converted-on-one-rank"] = "ok" if text in str(e) else f"ValueError without {text!r}: {e}"
+    except Exception as e:  # noqa: BLE001 - reported per case
+        out["experts-converted-on-one-rank"] = f"{type(e).__name__} instead of ValueError: {e}"
+    else:
+        out["experts-converted-on-one-rank"] = "no ValueError"
+    m.to(torch.bfloat16)                              # converted on every rank: runs
+    y = m(x.bfloat16(), ids, probs)
+    out["experts-converted-on-every-rank"] = "ok" if y.dtype == torch.bfloat16 and y.isfinite().all() else f"bad y {y}"
+    return out
+
+
 def _keys_used(ep, routes):
     """The grouped_glu_mlp keys a forward of ``routes`` uses on each rank (its received rows)."""
     keys = []
@@ -315,13 +362,15 @@ def _check_copies(device):
     return "ok"
 
 
-def _worker(rank, world, init_file, out_dir, backend, sections):
-    device = _init(rank, world, init_file, backend)
+def _worker(rank, world, init_file, out_dir, backend, sections, collective_timeout_s):
+    device = _init(rank, world, init_file, backend, collective_timeout_s)
     report = {}
     try:
         for section in sections:
             if section == "arguments":
                 report[section] = _check_arguments(rank, device)
+            elif section == "dtypes":
+                report[section] = _check_dtypes(rank, device)
             elif section == "tune":
                 report[section] = _check_tune(rank, device, out_dir)
             elif section == "syncs":
@@ -350,10 +399,11 @@ def _worker(rank, world, init_file, out_dir, backend, sections):
         dist.destroy_process_group()
 
 
-def _spawn(tmp_path, world, backend, sections, timeout_s=240):
-    """Run ``sections`` on ``world`` spawned ranks; return each rank's report."""
-    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init"), str(tmp_path), backend, sections), nprocs=world,
-                   join=False)
+def _spawn(tmp_path, world, backend, sections, timeout_s=240, collective_timeout_s=60):
+    """Run ``sections`` on ``world`` spawned ranks; return each rank's report. A collective
+    waits ``collective_timeout_s`` at most (then raises), the whole run ``timeout_s``."""
+    ctx = mp.spawn(_worker, args=(world, str(tmp_path / "init"), str(tmp_path), backend, sections,
+                                  collective_timeout_s), nprocs=world, join=False)
     deadline = time.monotonic() + timeout_s
     while not ctx.join(timeout=1):            # raises if a rank failed
         if time.monotonic() > deadline:
@@ -403,6 +453,15 @@ def test_tune_leaves_every_rank_with_rank_0s_entries(two_ranks):
         assert r["entries"] == r["expected"] == tune[0]["expected"], r
         # The same path on every rank: the fused config for T16, the compose route for T8.
         assert r["routes"] == r["expected_routes"] == tune[0]["expected_routes"], r
+
+
+def test_ranks_that_differ_in_probs_or_experts_dtype_pair_their_collectives(tmp_path):
+    """Mismatched collectives would abort gloo (probs: unequal byte counts) or leave the ranks
+    in different collectives until the timeout (experts: the module check run by one rank);
+    short timeouts make either fail fast."""
+    reports = _spawn(tmp_path, 2, "gloo", ["dtypes"], timeout_s=120, collective_timeout_s=20)
+    _assert_all_ok(reports, "dtypes")
+    assert all(len(r["dtypes"]) == 3 for r in reports)
 
 
 def test_four_ranks_and_two_process_groups_of_two_equal_one_module(tmp_path):

@@ -370,6 +370,72 @@ def test_torch_func_transforms_and_batched_gradients_run_the_reference(level):
         torch.func.grad(lambda x: tilefuse.grouped_glu_mlp(x, *rest, recipe="nvfp4").sum())(i["x"])
 
 
+# (level, H = F, glu_interleave, torch.func): every path of a float32 call on the CPU.
+AUTOCAST_PATHS = [
+    pytest.param(0, 6, 3, False, id="level0-per-expert-loop"),     # rows off 16 bytes: matmul per expert
+    pytest.param(0, 16, 8, False, id="level0-grouped_mm"),
+    pytest.param(1, 6, 3, False, id="level1-fused"),               # the fused kernels (interpreter)
+    pytest.param(1, 16, 8, False, id="level1-compose"),
+    pytest.param(0, 6, 3, True, id="torch.func-reference"),        # torch.func.vjp: the per-expert reference
+]
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("level,width,interleave,functorch", AUTOCAST_PATHS)
+def test_autocast_leaves_every_path_in_x_dtype_at_fp32_precision(level, width, interleave, functorch, bias):
+    """A bfloat16 autocast region around a float32 call, the backward outside it (as torch's
+    autocast documents): y and every gradient in float32, within fp32 rounding of the float64
+    reference on every path. The bound is the reference tests' (H + 2F + max(m_e) + 16) eps32
+    of the largest entry; a GEMM autocast ran in bfloat16 is off by about eps_bf16 = 2^-7
+    relative, 2^16 eps32."""
+    from test_grouped_mlp_reference import fp32_tolerance
+
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs, uses_grouped_mm
+    counts = [3, 0, 5]
+    i = random_inputs(counts, width, width, torch.float32, bias=bias, device="cpu",
+                      generator=torch.Generator().manual_seed(4))
+    assert uses_grouped_mm(i["x"], width) == (width == 16)
+    names = ("x", "probs", "w1", "w2") + (("b1", "b2") if bias else ())
+    leaves = [i[k].clone().requires_grad_(True) for k in names]
+
+    def op(x, probs, w1, w2, b1=None, b2=None):
+        return tilefuse.grouped_glu_mlp(x, i["counts"], probs, w1, w2, glu_interleave=interleave, fc1_bias=b1,
+                                        fc2_bias=b2)
+    with tilefuse.level(level):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y, vjp = torch.func.vjp(op, *leaves) if functorch else (op(*leaves), None)
+        grads = vjp(i["dy"]) if functorch else torch.autograd.grad(y, leaves, i["dy"])
+    leaves64 = [t.detach().double().requires_grad_(True) for t in leaves]
+    biases = leaves64[4:] if bias else (None, None)
+    y64 = grouped_glu_mlp_reference(leaves64[0], i["counts"], *leaves64[1:4], glu_interleave=interleave,
+                                    fc1_bias=biases[0], fc2_bias=biases[1], compute_dtype=torch.float64)
+    want = (y64.detach(), *torch.autograd.grad(y64, leaves64, i["dy"].double()))
+    for name, got, ref in zip(("y",) + names, (y, *grads), want):
+        assert got.dtype == torch.float32, f"{name}: {got.dtype}"
+        torch.testing.assert_close(got.double(), ref, **fp32_tolerance(counts, width, width, ref),
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("width,interleave", [(6, 3), (16, 8)], ids=["H6", "H16"])
+def test_autocast_eager_and_compiled_level0_agree(width, interleave):
+    """Under a bfloat16 autocast region, level 0's eager call (the per-expert loop for H 6,
+    torch._grouped_mm for H 16) and its torch.compile(fullgraph=True) graph (the opaque
+    unfused op for float32) give the same float32 y."""
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([3, 0, 5], width, width, torch.float32, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(5))
+
+    def f(x, probs, w1, w2):
+        return tilefuse.grouped_glu_mlp(x, i["counts"], probs, w1, w2, glu_interleave=interleave)
+    args = (i["x"], i["probs"], i["w1"], i["w2"])
+    torch._dynamo.reset()
+    with tilefuse.level(0), torch.autocast("cpu", dtype=torch.bfloat16):
+        eager = f(*args)
+        compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(*args)
+    assert eager.dtype == compiled.dtype == torch.float32
+    torch.testing.assert_close(eager, compiled, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("level", [0, 2])
 def test_a_zero_tensor_gradient_gives_zero_gradients(level):
     """torch.sgn's backward hands the op a ZeroTensor gradient (zeros owning no memory): every

@@ -735,6 +735,40 @@ def test_bad_recipe_values_and_fp8_tiles_are_rejected(device):
         launch.forward(*args, None, None, "swiglu", 32, config=GemmConfig(32, 32, 64), recipe="fp8_block")
 
 
+@pytest.mark.parametrize("level", [0, 1])
+def test_batched_gradients_of_a_recipe_raise_not_implemented(level, device):
+    """is_grads_batched and jacobian(vectorize=True) hand the backward a batched dy: the
+    recipe's rendering (level 0) raises the kernels' (level 1) NotImplementedError."""
+    i = make([3, 0, 5], 32, 32, torch.float32, False, device, seed=8)
+    leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs")]
+
+    def op(x, probs):
+        return grouped_glu_mlp(x, i["counts"], probs, i["w1"], i["w2"], glu_interleave=16, recipe="mxfp8")
+    match = "recipe 'mxfp8' with batched gradients"
+    with tilefuse.level(level):
+        y = op(*leaves)
+        with pytest.raises(NotImplementedError, match=match):
+            torch.autograd.grad(y, leaves, torch.stack([i["dy"], -i["dy"]]), is_grads_batched=True)
+        with pytest.raises(NotImplementedError, match=match):
+            torch.autograd.functional.jacobian(lambda x: op(x, leaves[1]).sum(0), leaves[0], vectorize=True)
+
+
+def test_recipe_rendering_ignores_autocast(device):
+    """Level 0's plain-PyTorch recipe under a bfloat16 autocast region (the backward outside
+    it, as torch's autocast documents) gives the bits it gives without one: its GEMMs stay
+    IEEE float32 (a GEMM autocast ran in bfloat16 would change them)."""
+    i = make([20, 0, 31], 48, 32, torch.float32, True, device, seed=9)
+    out = []
+    for autocast in (False, True):
+        leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2", "b1", "b2")]
+        with tilefuse.level(0), torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
+            y = grouped_glu_mlp(leaves[0], i["counts"], *leaves[1:4], fc1_bias=leaves[4], fc2_bias=leaves[5],
+                                glu_interleave=16, recipe="nvfp4")
+        out.append((y, *torch.autograd.grad(y, leaves, i["dy"])))
+    for name, plain, cast in zip(("y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"), *out):
+        assert cast.dtype == plain.dtype == torch.float32 and torch.equal(cast, plain), name
+
+
 def test_recipe_has_no_double_backward(device):
     i = make([5, 6], 48, 32, torch.float32, False, device)
     x = i["x"].requires_grad_(True)

@@ -6,12 +6,14 @@ experts. A forward takes this rank's tokens with their global expert ids and rou
 probabilities, in any order, and returns their outputs in that order:
 
 1. sort the tokens by expert (stable argsort on the device) and count them per expert;
-2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 5) integers on the device:
-   the counts, the out-of-range ids and the flags the ranks must agree on) and copy the
-   split sizes to the host: ``all_to_all_single`` takes them as Python lists, the one host
-   synchronization of the forward (the first forward per parameter dtype and device also
-   all-gathers the ranks' module shapes to the host: ``_agree``);
-3. dispatch x and probs (``all_to_all_single`` with those splits);
+2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 9) integers on the device:
+   the counts, the out-of-range ids, the module (E, H, F, dtype) and the call's flags, which
+   the ranks must agree on) and copy the split sizes to the host: ``all_to_all_single`` takes
+   them as Python lists, the one host synchronization of the forward (a module's first
+   forward also all-gathers the ranks' modules to the host: ``_agree``, which makes the count
+   exchange, sized by E/W, safe to run);
+3. dispatch x and probs (probs in float32 on every rank: ``all_to_all_single`` with those
+   splits);
 4. on the receiving rank, put the received rows in local-expert order (the blocks arrive
    by source rank, each sorted by expert: a permutation built from the count matrix, no sort)
    and run ``grouped_glu_mlp`` on the local experts;
@@ -37,8 +39,17 @@ from ..utils import check_tensor
 from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
 
 _WHERE = "ExpertParallelGLUMLP"
-# The parameter dtypes as numbers the ranks compare (ExpertParallelGLUMLP._agree).
+# The parameter dtypes as numbers the ranks compare (ExpertParallelGLUMLP._module_row).
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+
+
+def check_same_modules(rows: list[tuple[int, ...]]) -> None:
+    """The ValueError every rank raises when the ranks' module rows (``_module_row``, one per
+    rank, as a collective brought them) differ."""
+    if len(set(rows)) > 1:
+        raise ValueError(f"{_WHERE}: the ranks of the process group hold different modules: per rank "
+                         f"(num_experts, hidden_size, ffn_hidden_size, dtype code) "
+                         + ", ".join(f"rank {r}: {row}" for r, row in enumerate(rows)))
 
 
 # --- collectives -------------------------------------------------------------------------------
@@ -121,16 +132,20 @@ def exchange_counts(send: torch.Tensor, group) -> torch.Tensor:
     return recv
 
 
-def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, flags: tuple[int, ...] = ()
-                  ) -> Dispatch:
+def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, flags: tuple[int, ...] = (),
+                  module: tuple[int, ...] = ()) -> Dispatch:
     """Sort, count and exchange counts for one forward (no autograd). The one host
     synchronization: the split sizes (and the ranks' counts of out-of-range ids) copied to the
     host in one transfer after the count exchange. Out-of-range ids are counted on the device
     and exchanged with the counts, so every rank raises the same ValueError, none is left
-    waiting in a collective. ``flags``: this call's values that must agree across the ranks
-    (whether x, probs and the experts' parameters require grad, grad mode: the backward's
-    collectives pair up by them), sent with the counts; ranks that disagree all raise the same
-    ValueError."""
+    waiting in a collective. ``module``: the module's row (``_module_row``: E, H, F, dtype
+    code; the dispatch's byte counts depend on them) and ``flags``: this call's values that
+    must agree across the ranks (whether x, probs and the experts' parameters require grad,
+    grad mode: the backward's collectives pair up by them), both sent with the counts; ranks
+    that disagree on either all raise the same ValueError (``check_same_modules``, or the
+    flags').
+    Every rank must pass equally long ``module`` and ``flags``, and the same ``n_experts``:
+    the exchange is W x (E/W + 1 + len(module) + len(flags)) integers."""
     device, n_local = expert_ids.device, n_experts // world
     ids = expert_ids.long()
     valid = (ids >= 0) & (ids < n_experts)
@@ -139,20 +154,24 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     order = torch.argsort(buckets, stable=True)
     counts = torch.zeros(n_experts + 1, dtype=torch.int64, device=device)
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
-    # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its flags.
-    n_flags = len(flags)
+    # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its module
+    # row and its flags.
+    agree = (*module, *flags)
+    n_agree = len(agree)
     # Filled on the device: a tensor made from the Python list would be a blocking copy from
     # pageable host memory, a host sync beside the one below.
-    flag_row = torch.empty((world, n_flags), dtype=torch.int64, device=device)
-    for j, value in enumerate(flags):
-        flag_row[:, j].fill_(int(value))
-    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1), flag_row], 1)
+    agree_row = torch.empty((world, n_agree), dtype=torch.int64, device=device)
+    for j, value in enumerate(agree):
+        agree_row[:, j].fill_(int(value))
+    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1), agree_row], 1)
     recv = exchange_counts(send, group)
     recv_counts = recv[:, :n_local]                       # (source rank, local expert)
     host = torch.cat([send[:, :n_local].sum(1), recv_counts.sum(1), recv[:, n_local],
                       recv[:, n_local + 1:].reshape(-1)]).tolist()
     send_splits, recv_splits, bad = host[:world], host[world:2 * world], host[2 * world:3 * world]
-    rank_flags = [tuple(host[3 * world + r * n_flags:3 * world + (r + 1) * n_flags]) for r in range(world)]
+    rank_agree = [tuple(host[3 * world + r * n_agree:3 * world + (r + 1) * n_agree]) for r in range(world)]
+    check_same_modules([row[:len(module)] for row in rank_agree])
+    rank_flags = [row[len(module):] for row in rank_agree]
     if len(set(rank_flags)) > 1:
         raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike (x, probs and "
                          f"the experts' parameters requiring grad, grad mode): per rank (x, probs, parameters, "
@@ -245,12 +264,14 @@ class ExpertParallelGLUMLP(nn.Module):
         ``tilefuse.grouped_glu_mlp`` defines it. Top-k routing: repeat each token k times
         (x, expert ids and probs of its k slots) and sum its k output rows.
 
-    Differentiable in x, probs and the local parameters. Every rank of the group must call
-    forward, and run the backward through its output, with x and probs requiring grad alike
-    on all ranks: the backward's collectives pair up across ranks. Both are checked: ranks
-    whose calls differ there, or that hold different modules (E, H, F, dtype; compared once
-    per dtype and device), all raise the same ValueError instead of pairing mismatched
-    collectives.
+    Differentiable in x, probs and the local parameters; probs travels in float32 (the op reads
+    it in float32), so ranks may pass it in different dtypes, and its gradient comes back in
+    the caller's. Every rank of the group must call forward, and run the backward through its
+    output, with x and probs requiring grad alike on all ranks: the backward's collectives
+    pair up across ranks. Both are checked: ranks whose calls differ there, or that hold
+    different modules (E, H, F, dtype; compared in every forward's count exchange, so a rank
+    whose experts were converted to another dtype is caught too), all raise the same
+    ValueError instead of pairing mismatched collectives.
 
     Synchronization: one host synchronization per forward, the split sizes that
     ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
@@ -285,7 +306,7 @@ class ExpertParallelGLUMLP(nn.Module):
         self.num_experts, self.num_local_experts = num_experts, num_experts // world
         self.expert_offset = rank * self.num_local_experts
         self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
-        self._agreed = None   # (dtype, device) the ranks were found to agree on (_agree)
+        self._agreed = False   # whether the ranks were found to hold this module (_agree)
         self.experts = GroupedGLUMLP(self.num_local_experts, hidden_size, ffn_hidden_size, activation=activation,
                                      glu_layout=glu_layout, glu_interleave=glu_interleave, bias=bias, recipe=recipe,
                                      device=device, dtype=dtype)
@@ -337,25 +358,27 @@ class ExpertParallelGLUMLP(nn.Module):
                 param.requires_grad_(source.requires_grad)
         return new.train(mlp.training)
 
+    def _module_row(self) -> tuple[int, ...]:
+        """(E, H, F, dtype code): what the ranks' modules must agree on."""
+        return (self.num_experts, self.hidden_size, self.ffn_hidden_size,
+                _DTYPE_CODES.get(self.experts.fc1_weight.dtype, -1))
+
     def _agree(self, x: torch.Tensor) -> None:
-        """Once per parameter dtype and device: every rank holds the same module (E, H, F,
-        dtype), or every rank raises the same ValueError; the per-call exchanges are sized by
-        E / W, so ranks that differ there would pair mismatched collectives (an abort or a
-        hang)."""
-        weight = self.experts.fc1_weight
-        key = (weight.dtype, weight.device)
-        if self._agreed == key:
+        """Before the module's first count exchange: every rank holds the same module
+        (``_module_row``), or every rank raises the same ValueError. The count exchange is
+        sized by E / W, so ranks that differ there would pair mismatched collectives (an abort
+        or a hang); once they agree, every count exchange carries the row and compares it
+        (plan_dispatch), which catches a later change on some ranks (experts converted to
+        another dtype) in a collective every rank runs. Hence once per module, whatever its
+        dtype and device: a check that ran again on the ranks whose module changed would be a
+        collective the others skip."""
+        if self._agreed:
             return
-        mine = torch.tensor([self.num_experts, self.hidden_size, self.ffn_hidden_size,
-                             _DTYPE_CODES.get(weight.dtype, -1)], dtype=torch.int64, device=x.device)
+        mine = torch.tensor(self._module_row(), dtype=torch.int64, device=x.device)
         every = [torch.empty_like(mine) for _ in range(self.world_size)]
         dist.all_gather(every, mine, group=self.process_group)
-        rows = [tuple(t.tolist()) for t in every]
-        if len(set(rows)) > 1:
-            raise ValueError(f"{_WHERE}: the ranks of the process group hold different modules: per rank "
-                             f"(num_experts, hidden_size, ffn_hidden_size, dtype code) "
-                             + ", ".join(f"rank {r}: {row}" for r, row in enumerate(rows)))
-        self._agreed = key
+        check_same_modules([tuple(t.tolist()) for t in every])
+        self._agreed = True
 
     def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
@@ -366,9 +389,12 @@ class ExpertParallelGLUMLP(nn.Module):
         self._agree(x)
         flags = (int(x.requires_grad), int(probs.requires_grad),
                  int(any(p.requires_grad for p in self.experts.parameters())), int(torch.is_grad_enabled()))
-        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, flags)
+        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, flags, self._module_row())
         x_recv = AllToAll.apply(Gather.apply(x, d.order, d.inverse), d.recv_splits, d.send_splits, group)
-        p_recv = AllToAll.apply(Gather.apply(probs, d.order, d.inverse), d.recv_splits, d.send_splits, group)
+        # probs in float32 on every rank (the op reads it in float32; its gradient returns in
+        # the caller's dtype): ranks passing float32 and x's dtype exchange equal byte counts.
+        p_recv = AllToAll.apply(Gather.apply(probs.float(), d.order, d.inverse), d.recv_splits, d.send_splits,
+                                group)
         y_local = self.experts(Gather.apply(x_recv, d.local_order, d.local_inverse), d.tokens_per_expert,
                                Gather.apply(p_recv, d.local_order, d.local_inverse))
         y_recv = Gather.apply(y_local, d.local_inverse, d.local_order)

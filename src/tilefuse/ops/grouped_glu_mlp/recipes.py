@@ -84,7 +84,8 @@ from ...quant import quantize_mxfp8, quantize_nvfp4
 from ...quant import reference as qref
 from ...quant.swizzle import padded_shape
 from ...utils import cdiv
-from .reference import expert_rows, glu_activation, glu_activation_backward, glu_index
+from ..autograd_common import is_batched
+from .reference import exact_gemms, expert_rows, glu_activation, glu_activation_backward, glu_index
 
 RECIPES = ("fp8_block", "mxfp8", "nvfp4")
 # Scaling-block width along K: H and F must be multiples of it.
@@ -524,13 +525,17 @@ def recipe_backward(dy, x, tokens_per_expert, probs, fc1_weight, fc2_weight, z, 
 class RecipeReferenceFunction(torch.autograd.Function):
     """The recipe in plain PyTorch (float32 compute) with the recipe's backward: the op's path
     where the kernels cannot run (level 0; CPU without the interpreter). Reads
-    tokens_per_expert on the host."""
+    tokens_per_expert on the host. Its GEMMs run in IEEE float32 whatever the caller's autocast
+    region or matmul precision (reference.exact_gemms), which the kernels ignore too. Batched
+    gradients (the older vmap's) raise the NotImplementedError the kernels' backward raises for
+    a recipe (op._batched_grads)."""
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, recipe):
         kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2, recipe=recipe,
                   compute_dtype=torch.float32)
-        y, z, h = recipe_forward(x, counts, probs, w1, w2, **kw)
+        with exact_gemms(x, ieee=True):
+            y, z, h = recipe_forward(x, counts, probs, w1, w2, **kw)
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
         ctx.kw = kw
         return y
@@ -539,6 +544,11 @@ class RecipeReferenceFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
-        g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, **ctx.kw)
+        if is_batched(dy):
+            from .op import _batched_grads   # op imports this module
+            return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.kw["activation"],
+                                    ctx.kw["glu_interleave"], ctx.kw["recipe"]), None, None, None)
+        with exact_gemms(x, ieee=True):
+            g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, **ctx.kw)
         return (g["dx"], None, g["dprobs"], g["dfc1_weight"], g["dfc2_weight"], g["dfc1_bias"], g["dfc2_bias"],
                 None, None, None)

@@ -34,17 +34,22 @@ Three renderings live here:
 The first two read ``tokens_per_expert`` on the host (they are oracles, not hot paths) and check
 its sum there. The unfused composition does not, except in its per-expert-loop fallback (see its
 docstring).
+
+All three run their GEMMs in the dtype they state whatever the caller's autocast region
+(``exact_gemms``): under ``torch.autocast`` a float32 ``@`` would run in bfloat16 and return
+bfloat16, so y's dtype and precision would depend on the path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import is_fake
 
-from ...utils import readable
+from ...utils import ieee_matmul, readable
 from ..autograd_common import is_batched
 
 ACTIVATIONS = ("swiglu", "geglu")
@@ -147,6 +152,29 @@ def glu_activation_backward(da: torch.Tensor, z_gate: torch.Tensor, z_up: torch.
 
 
 # ---------------------------------------------------------------------------------------------
+# GEMM precision
+def exact_gemms(t: torch.Tensor, ieee: bool = False):
+    """The context the plain-PyTorch renderings run their GEMMs in, for operands on t's
+    device: autocast off where the caller's region turned it on there (it would run a float32
+    ``@`` in bfloat16 and return bfloat16: y out of x's dtype on the per-expert loop only, as
+    ``torch._grouped_mm`` has no autocast rule on the CPU), else nothing: outside an autocast
+    region it costs nothing, and the unfused composition is also the level-0 path and the
+    plain composition `tilefuse check` times. The float32 matmul precision (TF32) stays the
+    process's setting, except with ``ieee`` (the recipes' rendering, whose float32 GEMMs stand
+    for exact products of quantized operands): utils.ieee_matmul, autocast off too; under
+    torch.compile autocast off only (Dynamo cannot enter ieee_matmul's lock). Meta tensors
+    hold no values (and autocast takes no meta device): nothing."""
+    device = t.device.type
+    if device == "meta":
+        return contextlib.nullcontext()
+    if ieee and not torch.compiler.is_compiling():
+        return ieee_matmul(device)
+    if torch.is_autocast_enabled(device):
+        return torch.autocast(device, enabled=False)
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------------------------
 # Expert row ranges
 def expert_rows(tokens_per_expert: torch.Tensor, n_tokens: int) -> list[tuple[int, int, int]]:
     """[(e, start, stop)] for every expert, reading ``tokens_per_expert`` on the host (a device
@@ -197,23 +225,25 @@ def grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weigh
     x (T, H); tokens_per_expert (E,) integer (read on the host); probs (T,); fc1_weight (E, 2F, H);
     fc2_weight (E, H, F); fc1_bias (E, 2F) or None; fc2_bias (E, H) or None. No argument
     checking beyond the counts: call ``validate`` first where inputs come from users.
-    With float64 inputs and ``compute_dtype=torch.float64`` this is the test oracle.
+    With float64 inputs and ``compute_dtype=torch.float64`` this is the test oracle. The
+    GEMMs run in ``compute_dtype`` under any autocast region (``exact_gemms``).
     """
     cd = compute_dtype
     n_tokens, hidden = x.shape[0], fc2_weight.shape[1]
     gate_idx, up_idx = glu_index(fc2_weight.shape[-1], glu_interleave, device=x.device)
     xc, pc = x.to(cd), probs.to(cd)
     pieces = []
-    for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
-        z = xc[start:stop] @ fc1_weight[e].to(cd).t()
-        if fc1_bias is not None:
-            z = z + fc1_bias[e].to(cd)
-        p = pc[start:stop, None]
-        h = p * glu_activation(z[:, gate_idx], z[:, up_idx], activation)
-        y = h @ fc2_weight[e].to(cd).t()
-        if fc2_bias is not None:
-            y = y + p * fc2_bias[e].to(cd)
-        pieces.append(y)
+    with exact_gemms(x):
+        for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
+            z = xc[start:stop] @ fc1_weight[e].to(cd).t()
+            if fc1_bias is not None:
+                z = z + fc1_bias[e].to(cd)
+            p = pc[start:stop, None]
+            h = p * glu_activation(z[:, gate_idx], z[:, up_idx], activation)
+            y = h @ fc2_weight[e].to(cd).t()
+            if fc2_bias is not None:
+                y = y + p * fc2_bias[e].to(cd)
+            pieces.append(y)
     y = torch.cat(pieces) if pieces else xc.new_zeros((n_tokens, hidden))
     return y.to(x.dtype)
 
@@ -245,30 +275,31 @@ def grouped_glu_mlp_backward_reference(dy, x, tokens_per_expert, probs, fc1_weig
     dw2 = torch.zeros(n_experts, hidden, two_ffn // 2, **zeros)
     db1 = torch.zeros(n_experts, two_ffn, **zeros)
     db2 = torch.zeros(n_experts, hidden, **zeros)
-    for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
-        if start == stop:
-            continue
-        w1, w2 = fc1_weight[e].to(cd), fc2_weight[e].to(cd)
-        xe, dye, p = xc[start:stop], dyc[start:stop], pc[start:stop, None]
-        z = xe @ w1.t()
-        if fc1_bias is not None:
-            z = z + fc1_bias[e].to(cd)
-        z_gate, z_up = z[:, gate_idx], z[:, up_idx]
-        a = glu_activation(z_gate, z_up, activation)
-        dh = dye @ w2
-        dp = (dh * a).sum(-1)
-        if fc2_bias is not None:
-            dp = dp + dye @ fc2_bias[e].to(cd)
-        d_gate, d_up = glu_activation_backward(p * dh, z_gate, z_up, activation)
-        dz = torch.empty_like(z)
-        dz[:, gate_idx] = d_gate
-        dz[:, up_idx] = d_up
-        dx[start:stop] = dz @ w1
-        dprobs[start:stop] = dp
-        dw2[e] = dye.t() @ (p * a)
-        dw1[e] = dz.t() @ xe
-        db1[e] = dz.sum(0)
-        db2[e] = (p * dye).sum(0)
+    with exact_gemms(x):   # the GEMMs in compute_dtype whatever the caller's autocast
+        for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
+            if start == stop:
+                continue
+            w1, w2 = fc1_weight[e].to(cd), fc2_weight[e].to(cd)
+            xe, dye, p = xc[start:stop], dyc[start:stop], pc[start:stop, None]
+            z = xe @ w1.t()
+            if fc1_bias is not None:
+                z = z + fc1_bias[e].to(cd)
+            z_gate, z_up = z[:, gate_idx], z[:, up_idx]
+            a = glu_activation(z_gate, z_up, activation)
+            dh = dye @ w2
+            dp = (dh * a).sum(-1)
+            if fc2_bias is not None:
+                dp = dp + dye @ fc2_bias[e].to(cd)
+            d_gate, d_up = glu_activation_backward(p * dh, z_gate, z_up, activation)
+            dz = torch.empty_like(z)
+            dz[:, gate_idx] = d_gate
+            dz[:, up_idx] = d_up
+            dx[start:stop] = dz @ w1
+            dprobs[start:stop] = dp
+            dw2[e] = dye.t() @ (p * a)
+            dw1[e] = dz.t() @ xe
+            db1[e] = dz.sum(0)
+            db2[e] = (p * dye).sum(0)
     return {
         "dx": dx.to(x.dtype),
         "dprobs": dprobs.to(probs.dtype),
@@ -439,9 +470,10 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     differentiable by autograd in every tensor argument.
 
     Precision: both GEMMs run in ``x.dtype`` (fp32 accumulation inside ``torch._grouped_mm`` for
-    16-bit inputs), so z and h are rounded to ``x.dtype`` as a fused kernel's saved z and its h
-    operand are. The bias adds, the activation and the prob scaling run in float32 (float64 for
-    float64 inputs), the precision a fused epilogue has.
+    16-bit inputs; float32 for float32 inputs, in the process's matmul precision; an autocast
+    region does not change them: ``exact_gemms``), so z and h are rounded to ``x.dtype`` as a fused
+    kernel's saved z and its h operand are. The bias adds, the activation and the prob scaling
+    run in float32 (float64 for float64 inputs), the precision a fused epilogue has.
 
     GEMMs: ``torch._grouped_mm`` when ``uses_grouped_mm(x, F)`` holds: the offsets are
     ``cumsum(tokens_per_expert)`` on the device and the counts are checked with a device-side
@@ -487,14 +519,15 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     if x.device.type != "meta":   # a second backward's incoming gradients laid out (_LaidOutGradient)
         x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias = _lay_out_gradients(
             x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
-    z = _grouped_linear(x, fc1_weight, offsets, rows).to(act_dtype)
-    if fc1_bias is not None:
-        z = z + fc1_bias.to(act_dtype)[expert_of_row]
-    z_gate, z_up = split_glu(z, glu_interleave)
-    a = glu_activation(z_gate, z_up, activation).reshape(n_tokens, ffn)
-    p = probs.to(act_dtype)[:, None]
-    h = (p * a).to(x.dtype)
-    y = _grouped_linear(h, fc2_weight, offsets, rows)
+    with exact_gemms(x):
+        z = _grouped_linear(x, fc1_weight, offsets, rows).to(act_dtype)
+        if fc1_bias is not None:
+            z = z + fc1_bias.to(act_dtype)[expert_of_row]
+        z_gate, z_up = split_glu(z, glu_interleave)
+        a = glu_activation(z_gate, z_up, activation).reshape(n_tokens, ffn)
+        p = probs.to(act_dtype)[:, None]
+        h = (p * a).to(x.dtype)
+        y = _grouped_linear(h, fc2_weight, offsets, rows)
     if fc2_bias is not None:
         y = (y.to(act_dtype) + p * fc2_bias.to(act_dtype)[expert_of_row]).to(x.dtype)
     if x.device.type != "meta":
