@@ -242,3 +242,36 @@ def test_grouped_glu_mlp_under_a_saved_tensor_hook_that_changes_layouts(route, t
         return torch.autograd.grad(y, leaves, i["dy"])
     for a, b in zip(grads(_column_major), grads(lambda t: t)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("op", ["so2_mixing_stack", "grouped_glu_mlp", "grouped_glu_mlp fp32", "grouped_glu_mlp fp8_block"])
+def test_fake_tensors_launch_nothing_and_give_the_results_metadata(op, tuning_table, device):
+    """FakeTensors outside torch.compile (memory estimators run a model's eager forward and
+    backward under FakeTensorMode) own no memory: the ops take their plain-PyTorch paths, which
+    give fake results and gradients of the real call's shapes and dtypes, and launch nothing
+    (a launch on them would read address 0). dyt's and the quantizers' cases: test_dyt_lean,
+    test_quant_api."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    if op == "so2_mixing_stack":
+        from test_so2_kernels import make
+        real = make(1, 1, 16, 37, device)[1]
+        call = lambda *t: tilefuse.so2_mixing_stack(*t, lmax=1, focus_dim=16)   # noqa: E731
+    else:
+        dtype = torch.float32 if "fp32" in op else torch.bfloat16
+        recipe = "fp8_block" if "fp8_block" in op else None
+        size = 128 if recipe else 32
+        i = random_inputs(torch.tensor([5, 0, 11]), size, size, dtype, bias=recipe is None, device=device)
+        real = [i[k].requires_grad_(k not in ("counts",)) if i[k] is not None else None
+                for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+        call = lambda x, c, p, w1, w2, b1, b2: tilefuse.grouped_glu_mlp(   # noqa: E731
+            x, c, p, w1, w2, fc1_bias=b1, fc2_bias=b2, recipe=recipe)
+    mode = FakeTensorMode()
+    fake = [None if t is None else mode.from_tensor(t.detach()).requires_grad_(t.requires_grad) for t in real]
+    with mode, launches.counting() as launched:
+        y = call(*fake)
+        grads = torch.autograd.grad(y, [t for t in fake if t is not None and t.requires_grad], torch.ones_like(y))
+    assert sum(launched.values()) == 0, dict(launched)
+    want = call(*real)
+    assert is_fake(y) and (y.shape, y.dtype, y.device) == (want.shape, want.dtype, want.device)
+    for g, t in zip(grads, [t for t in real if t is not None and t.requires_grad]):
+        assert is_fake(g) and (g.shape, g.dtype) == (t.shape, t.dtype)

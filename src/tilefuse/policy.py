@@ -26,6 +26,7 @@ import os
 import threading
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 LEVELS = (0, 1, 2, 3)
 DEFAULT_LEVEL = 2
@@ -149,3 +150,11 @@ def kernels_enabled(device: torch.device, level: int | None = None) -> bool:
     if device.type == "cuda":
         return True
     return device.type == "cpu" and interpreter_enabled()
+
+
+def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
+    """``kernels_enabled`` for ``t``'s device, and ``t`` has memory to launch on: a fake tensor
+    (FakeTensorMode outside torch.compile, as memory estimators run a model's eager forward
+    and backward) takes the ops' plain-PyTorch paths, whose torch ops give the outputs'
+    metadata."""
+    return kernels_enabled(t.device, level) and not is_fake(t)

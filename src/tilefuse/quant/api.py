@@ -13,7 +13,6 @@ from __future__ import annotations
 import numbers
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
 
 from .. import policy
 from ..device import on_tensor_device
@@ -63,7 +62,7 @@ def _use_kernels(x: torch.Tensor) -> bool:
     """Whether the kernels run for x: kernels are enabled on its device and x has memory to
     launch on (a fake tensor takes the reference, whose torch ops give the outputs' metadata;
     amax and stochastic_bits share x's fake mode)."""
-    return policy.kernels_enabled(x.device) and not is_fake(x)
+    return policy.kernels_run_on(x)
 
 
 @on_tensor_device

@@ -30,7 +30,6 @@ Nothing needs to clear the cache.
 from __future__ import annotations
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
 
 from ... import launches, policy
 from ...device import current_cuda_device
@@ -181,8 +180,7 @@ class Plan:
         # eager forward and backward) have no memory to launch on: the reference formulas'
         # torch ops give the outputs' metadata. The key holds each tensor's class, so a plan
         # built for FakeTensors is never found for real tensors, nor the other way round.
-        self.kernels = (not f64 and level != 0 and policy.kernels_enabled(x.device, level)
-                        and launch.addressable(lay) and not any(map(is_fake, (x, alpha, weight, bias))))
+        self.kernels = not f64 and level != 0 and policy.kernels_run_on(x, level) and launch.addressable(lay)
         self.compute_dtype = compute_dtype(f64)
         self.has_bias = bias is not None
         self.config = config

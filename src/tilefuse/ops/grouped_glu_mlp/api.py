@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
@@ -110,7 +111,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
     each path copies only what it cannot read as laid out, and results do not depend on the
     layout. y and the gradients are returned contiguous. Meta tensors give meta results (and
-    gradients) of the right shapes and dtypes, on every recipe, without running anything.
+    gradients) of the right shapes and dtypes, on every recipe, without running anything; so
+    do fake tensors (FakeTensorMode outside torch.compile, as memory estimators use it).
 
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
     forward-mode AD the per-expert reference runs (reference.grouped_glu_mlp_reference, float32
@@ -130,7 +132,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                       f"forward-mode AD (only recipe=None runs there)")
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
-    if plans.ENABLED and not torch.compiler.is_compiling():
+    fake = is_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
+    if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
         # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
                             glu_interleave, recipe)
@@ -141,9 +144,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     else:
         validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                  glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
-    if x.device.type == "meta":
+    if x.device.type == "meta" or fake:
         # Shapes and dtypes only (no kernel runs, no count is read): the unfused composition
-        # on meta tensors, differentiable; a recipe changes no shape or dtype.
+        # on meta or fake tensors, differentiable; a recipe changes no shape or dtype.
         return grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                        glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     has_bias = fc1_bias is not None or fc2_bias is not None

@@ -450,9 +450,9 @@ COUNTS_MESSAGE = "grouped_glu_mlp: tokens_per_expert must be non-negative and su
 def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> torch.Tensor:
     """out[rows of e] = inp[rows of e] @ weight[e]^T, in inp's dtype: ``torch._grouped_mm`` with
     int32 end offsets on the device when ``rows`` is None, else a loop over the host ranges.
-    Meta tensors (neither): an output of the right shape and dtype, differentiable in both
-    (there are no values, so which expert's weight shapes it does not matter)."""
-    if inp.device.type == "meta":
+    Meta and fake tensors (neither): an output of the right shape and dtype, differentiable in
+    both (there are no values, so which expert's weight shapes it does not matter)."""
+    if inp.device.type == "meta" or is_fake(inp):
         return inp @ weight[0].t()
     if rows is None:
         return _grad_layout(torch._grouped_mm(_row_major(inp), _row_major(weight).transpose(-2, -1),
@@ -488,8 +488,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     Layout: the gate and up columns are strided views of z (``split_glu``), not gathers.
     Inputs of any strides: ``torch._grouped_mm``'s operands (x, h, the weights, the incoming
     gradients) are copied to a layout it takes only where they are not in one (``_row_major``);
-    the other inputs are read by strided torch ops. Meta tensors give
-    meta results (and gradients) of the right shapes and dtypes; nothing is read.
+    the other inputs are read by strided torch ops. Meta and fake tensors give
+    results (and gradients) of the right shapes and dtypes; nothing is read.
     Biases: rows pick their expert's bias by ``bias[expert_of_row]`` (expert ids from
     ``searchsorted`` on the device). Its backward is ``index_put_(accumulate=True)``, which
     sorts the indices on CUDA (deterministic); on CPU it is deterministic for small tensors or
@@ -501,7 +501,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     ffn = two_ffn // 2
     act_dtype = torch.promote_types(x.dtype, torch.float32)
 
-    if x.device.type == "meta":   # shapes and dtypes only: no count can be read
+    shapes_only = x.device.type == "meta" or is_fake(x)   # no count can be read
+    if shapes_only:
         offsets, rows = None, None
     elif uses_grouped_mm(x, ffn):
         assert_counts_on_device(tokens_per_expert, n_tokens)
@@ -516,7 +517,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
         expert_of_row = torch.searchsorted(ends, torch.arange(n_tokens, device=x.device, dtype=ends.dtype),
                                            right=True)
 
-    if x.device.type != "meta":   # a second backward's incoming gradients laid out (_LaidOutGradient)
+    if not shapes_only:   # a second backward's incoming gradients laid out (_LaidOutGradient)
         x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias = _lay_out_gradients(
             x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
     with exact_gemms(x):
@@ -530,6 +531,6 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
         y = _grouped_linear(h, fc2_weight, offsets, rows)
     if fc2_bias is not None:
         y = (y.to(act_dtype) + p * fc2_bias.to(act_dtype)[expert_of_row]).to(x.dtype)
-    if x.device.type != "meta":
+    if not shapes_only:
         y = _grad_layout(y, _row_major if rows is None else torch.Tensor.contiguous)
     return y

@@ -133,9 +133,9 @@ def _kernel_grads(ctx, grad_out, run_backward):
 
 def runs_kernels(t: torch.Tensor) -> bool:
     """Whether a call on ``t``'s dtype and device runs the Triton kernels: where kernels may run
-    (policy.kernels_enabled) and not for float64, which runs the reference in float64 at every
-    level (gradcheck, ``.double()`` models: the kernels compute in float32)."""
-    return t.dtype != torch.float64 and policy.kernels_enabled(t.device)
+    (policy.kernels_run_on: not on fake tensors) and not for float64, which runs the reference
+    in float64 at every level (gradcheck, ``.double()`` models: the kernels compute in float32)."""
+    return t.dtype != torch.float64 and policy.kernels_run_on(t)
 
 
 class So2StackFunction(torch.autograd.Function):
