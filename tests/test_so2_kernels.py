@@ -428,6 +428,18 @@ print(json.dumps(out))
 '''
 
 
+def _triton_before(major: int, minor: int) -> bool:
+    import triton
+    return tuple(int(v) for v in triton.__version__.split(".")[:2]) < (major, minor)
+
+
+# Triton 3.6 (the GPU image's: benchmarks/results/2026-12-05-h200-av, run 2) compiles two of
+# these launch shapes with a small stack (this test's script with Triton 3.6 installed beside the
+# project's pins): the sigma kernel at focus_dim 64 (255 registers, 288 bytes) and the forward
+# gate kernel at 96 and 128 (255 registers, 24 bytes); Triton 3.8 compiles all three without one. The tables measured on that image timed
+# these kernels as they compile there. Strict: a Triton 3.6 build without the stacks fails it.
+@pytest.mark.xfail(_triton_before(3, 7), strict=True,
+                   reason="Triton 3.6 spills the sigma kernel at 64 (288 B) and the gate kernel at 96/128 (24 B)")
 @pytest.mark.parametrize("focus_dim", [64, 96, 128])
 def test_gate_kernels_compile_for_sm90_without_spills_above_the_register_gate(focus_dim):
     """The forward gate, sigma and pointwise kernels at their launch shapes, compiled for sm_90:

@@ -156,5 +156,6 @@ def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
     """``kernels_enabled`` for ``t``'s device, and ``t`` has memory to launch on: a fake tensor
     (FakeTensorMode outside torch.compile, as memory estimators run a model's eager forward
     and backward) takes the ops' plain-PyTorch paths, whose torch ops give the outputs'
-    metadata."""
-    return kernels_enabled(t.device, level) and not is_fake(t)
+    metadata. (Under torch.compile, whose tensors are the compiler's own fakes, the device's
+    answer: Dynamo refuses to trace is_fake.)"""
+    return kernels_enabled(t.device, level) and (torch.compiler.is_compiling() or not is_fake(t))

@@ -132,7 +132,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                       f"forward-mode AD (only recipe=None runs there)")
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
-    fake = is_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
+    # FakeTensorMode outside torch.compile: no memory, as meta tensors (Dynamo refuses to trace
+    # is_fake: a traced call's tensors are the compiler's own)
+    fake = not torch.compiler.is_compiling() and is_fake(x)
     if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
         # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,

@@ -452,7 +452,7 @@ def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> t
     int32 end offsets on the device when ``rows`` is None, else a loop over the host ranges.
     Meta and fake tensors (neither): an output of the right shape and dtype, differentiable in
     both (there are no values, so which expert's weight shapes it does not matter)."""
-    if inp.device.type == "meta" or is_fake(inp):
+    if inp.device.type == "meta" or (not torch.compiler.is_compiling() and is_fake(inp)):
         return inp @ weight[0].t()
     if rows is None:
         return _grad_layout(torch._grouped_mm(_row_major(inp), _row_major(weight).transpose(-2, -1),
@@ -501,7 +501,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     ffn = two_ffn // 2
     act_dtype = torch.promote_types(x.dtype, torch.float32)
 
-    shapes_only = x.device.type == "meta" or is_fake(x)   # no count can be read
+    # no count can be read (Dynamo refuses to trace is_fake; a traced call reads none either)
+    shapes_only = x.device.type == "meta" or (not torch.compiler.is_compiling() and is_fake(x))
     if shapes_only:
         offsets, rows = None, None
     elif uses_grouped_mm(x, ffn):

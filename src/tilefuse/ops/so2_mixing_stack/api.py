@@ -85,13 +85,20 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     if torch.compiler.is_compiling():
         return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
-    if not runs_kernels(u0) or _transforms_active() or forward_ad._current_level >= 0:
-        # float64, level 0, or no GPU and no interpreter; or under torch.func transforms (grad,
-        # vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function does not
-        # implement: the reference's torch ops do
-        # contiguous as the kernels' output is (the reference's is a transposed view); exact,
-        # as the kernels are, whatever matmul precision or autocast region the caller set
+    if u0.dtype == torch.float64 or _transforms_active() or forward_ad._current_level >= 0:
+        # float64 (gradcheck: autograd's formulas of the reference), or torch.func transforms
+        # (grad, vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function
+        # does not implement: the reference's torch ops, which they differentiate, contiguous
+        # as the kernels' output is (the reference's is a transposed view); exact, as the
+        # kernels are, whatever matmul precision or autocast region the caller set around the
+        # call
         with ieee_matmul(u0.device.type):
             return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                        apply_alpha=apply_alpha).contiguous()
+    if not runs_kernels(u0):
+        # level 0, no GPU and no interpreter, fake tensors: the custom ops' reference
+        # branches, exact in the forward and in the backward whatever matmul precision or
+        # autocast region is in force where either runs (a backward called inside the caller's
+        # autocast region would run the reference's own autograd formulas in bfloat16)
+        return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)
