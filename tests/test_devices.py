@@ -180,9 +180,9 @@ def test_each_op_on_the_other_gpu_matches_the_call_made_there():
     assert got.device == dev and torch.equal(got, want)
 
     def so2_custom_ops():   # what a compiled graph runs, called eagerly
-        saved = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)   # x_local, z_all, u_final, level
-        return (saved[0], *torch.ops.tilefuse.so2_stack_bwd(torch.ones_like(saved[0]), *saved, *args[1:], L, CF,
-                                                            True, True))
+        x_local, z_all, u_final = torch.ops.tilefuse.so2_stack_fwd(*args, L, CF, True)
+        return (x_local, *torch.ops.tilefuse.so2_stack_bwd(torch.ones_like(x_local), x_local, z_all, u_final,
+                                                           *args[1:], L, CF, True, True))
 
     for got, want in zip(*both(so2_custom_ops)):
         assert got.device == dev and torch.equal(got, want)

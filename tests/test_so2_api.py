@@ -379,10 +379,11 @@ def test_the_backward_keeps_ieee_fp32_under_the_callers_settings(where):
 def test_the_reference_paths_are_exact_under_an_autocast_region():
     """The reference runs in IEEE float32 with autocast off (utils.ieee_matmul) wherever it
     runs, as the kernels (level 2) compute: under a bfloat16 autocast region the outputs of
-    level 0 and torch.func, the gradients of a create_graph backward run inside the region, and
-    the custom ops' reference branches (level 0) are float64's within fp32 rounding (in
-    bfloat16 they would be ~1e-3 off). The level-0 and torch.func gradients are autograd's of
-    those ops, taken here outside the region, as PyTorch advises running a backward."""
+    level 0 and torch.func, level 0's gradients and the first-order gradients of a create_graph
+    backward, both taken inside the region, and the custom ops' reference branches (level 0)
+    are float64's within fp32 rounding (in bfloat16 they would be ~1e-3 off). torch.func's
+    gradients are autograd's of the reference's ops, taken here outside the region, as PyTorch
+    advises running a backward."""
     from tilefuse.ops.so2_mixing_stack.op import so2_stack_bwd_op, so2_stack_fwd_op
     torch.manual_seed(7)
     args = make_args(lmax=2, n_focus=1, cf=8, n_edges=6)
@@ -399,12 +400,12 @@ def test_the_reference_paths_are_exact_under_an_autocast_region():
                 outs[level] = tilefuse.so2_mixing_stack(*ls, **kw)
         out_func, vjp_fn = torch.func.vjp(lambda *a: tilefuse.so2_mixing_stack(*a, **kw), *args)
         create_graph = torch.autograd.grad(outs[2], leaves[2], grad_out, create_graph=True)
+        level0 = torch.autograd.grad(outs[0], leaves[0], grad_out)
         with tilefuse.level(0):
             saved = so2_stack_fwd_op(*args, 2, 8, True)
             op_grads = so2_stack_bwd_op(grad_out, *saved, *args[1:], 2, 8, True, True)
     for got in (outs[0], outs[2], out_func, saved[0]):
         assert _rel64(got, out64) <= 1e-5
-    level0 = torch.autograd.grad(outs[0], leaves[0], grad_out)
     for grads in (create_graph, level0, vjp_fn(grad_out), op_grads):
         for got, want in zip(grads, grads64):
             assert _rel64(got, want) <= 1e-5

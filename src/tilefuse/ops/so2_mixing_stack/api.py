@@ -7,7 +7,7 @@ from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
 from ...utils import ieee_matmul
-from .op import So2StackFunction, runs_kernels, so2_stack_fwd_op
+from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
@@ -35,19 +35,21 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         x_local (E, F, ROW), differentiable in every tensor argument: eagerly to any order (a
         ``create_graph`` backward runs the differentiable reference), a torch.compile'd call
         to first order only (torch raises that it "does not currently support double
-        backward"). Without ``apply_alpha`` alpha's gradient is zero (None where an eager call
-        runs the reference, which does not use alpha: level 0, float64, or no GPU and no
-        interpreter; zero again under torch.compile).
+        backward"). Without ``apply_alpha`` alpha's gradient is zero (None for float64 and
+        under torch.func, where autograd differentiates the reference, which does not use
+        alpha).
 
     Paths: fp32, bf16 and fp16 run the Triton kernels (fp32 dots in IEEE precision; 16-bit
     inputs accumulate in fp32), float64 the reference in float64 at every level (so
     ``torch.autograd.gradcheck`` and ``.double()`` models get float64 results). Level 0 runs
     the reference, the plain semantics, exactly: its torch ops in the inputs' dtype with IEEE
     float32 matmuls and autocast off (utils.ieee_matmul), whatever matmul precision or
-    autocast region the caller set; so does every other reference path (float64, torch.func,
-    a ``create_graph`` backward, no kernels). The level-0 and torch.func gradients are
-    autograd's of those ops, computed in the region their backward runs in: exact outside an
-    autocast region (where PyTorch advises running a backward).
+    autocast region the caller set, in the forward and in the backward (its formulas,
+    reference.so2_stack_backward_reference), wherever the backward is called; so does every
+    other reference path (float64, no kernels, a ``create_graph`` backward's first-order
+    gradients). Gradients autograd takes of the reference's own ops (float64, torch.func, the
+    second order of a ``create_graph`` backward) run at the matmul precision and in the
+    autocast region in force where that backward runs.
     The kernels' backward is the relay, the composition route (the relay's pointwise kernels
     with cuBLAS GEMMs in IEEE fp32) at level >= 2 where the tuning table chose it for (lmax,
     focus_dim, the dtype's size: float16 calls take bfloat16's entry, swept on bfloat16), or the
@@ -68,9 +70,10 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     forward-mode AD (``torch.autograd.forward_ad``) the reference runs (as at level 0), which
     they differentiate and batch. Eager calls decide kernels vs reference per call; a
     torch.compile'd call goes through the custom ops ``tilefuse::so2_stack_fwd`` /
-    ``so2_stack_bwd``, which decide when they run: the forward op at the level in force then,
-    the backward op at the level its forward ran at (it returns that level), as an eager
-    backward follows its forward's choice.
+    ``so2_stack_bwd``, which decide when they run, each at the level in force on its thread (on
+    CUDA the backward's is autograd's device thread, which sees ``set_level`` and
+    ``TILEFUSE_LEVEL`` but not a ``tilefuse.level`` block; an eager call's backward follows the
+    choice its forward made).
     ``tilefuse.tune(model, inputs)`` sees this op's keys whether or not the stack's weights
     require grad; a fused winner serves only the backward of weights that do not (force
     evaluation).
@@ -95,10 +98,6 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         with ieee_matmul(u0.device.type):
             return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                        apply_alpha=apply_alpha).contiguous()
-    if not runs_kernels(u0):
-        # level 0, no GPU and no interpreter, fake tensors: the custom ops' reference
-        # branches, exact in the forward and in the backward whatever matmul precision or
-        # autocast region is in force where either runs (a backward called inside the caller's
-        # autocast region would run the reference's own autograd formulas in bfloat16)
-        return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
+    # the kernels, or where they cannot run (level 0, no GPU and no interpreter, fake tensors)
+    # the reference's forward and backward formulas (So2StackFunction)
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)

@@ -2,9 +2,10 @@
 
 Double backward (``create_graph=True``, force-loss training) goes through the differentiable
 reference: the backward recomputes the forward with autograd and differentiates it, so second
-derivatives are exact; no kernel runs there. Every reference path here runs in IEEE precision
-with autocast off (utils.ieee_matmul), as the kernels compute: the reference is the exact
-semantics, whatever precision or autocast region the caller set.
+derivatives are exact; no kernel runs there. The reference's forward and backward formulas
+(where kernels cannot run) and that recomputation run in IEEE precision with autocast off
+(utils.ieee_matmul), as the kernels compute; the second-order backward autograd then runs
+at the precision in force where it is called.
 """
 
 from __future__ import annotations
@@ -117,15 +118,14 @@ def _reference_grads(ctx, grad_out):
 def _kernel_grads(ctx, grad_out, run_backward):
     """The eight forward arguments' gradients from a saved forward: the reference's under
     create_graph or for a batched grad_out (``_reference_grads``), else ``run_backward(grad_out,
-    *saved, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads) -> (grad_u0,
-    grad_alpha, weight grads)``, where ``saved`` is what the forward saved after its five inputs
-    (x_local, z_all, u_final; the custom op's level too)."""
+    x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads)
+    -> (grad_u0, grad_alpha, weight grads)``."""
     grads = _reference_grads(ctx, grad_out)
     if grads is not None:
         return grads
-    u0, alpha, w0_all, w1_all, gw_all, *saved = ctx.saved_tensors
+    u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
     weight_grads = any(ctx.needs_input_grad[2:5])
-    grad_u0, grad_alpha, dws = run_backward(readable(grad_out), *saved, alpha, w0_all, w1_all,
+    grad_u0, grad_alpha, dws = run_backward(readable(grad_out), x_local, z_all, u_final, alpha, w0_all, w1_all,
                                             gw_all, ctx.dims, ctx.apply_alpha, weight_grads)
     dw0, dw1, dgw = dws if weight_grads else (None, None, None)
     return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
@@ -138,97 +138,113 @@ def runs_kernels(t: torch.Tensor) -> bool:
     return t.dtype != torch.float64 and policy.kernels_run_on(t)
 
 
+def _reference_forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool):
+    """(x_local, z_all, u_final) of the reference, in IEEE precision with autocast off (the
+    exact semantics, as the kernels compute), contiguous as the kernels' are (the reference's
+    x_local is a transposed view); u_final never aliases u0."""
+    with ieee_matmul(u0.device.type):
+        x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
+            u0, alpha, w0_all, w1_all, gw_all, lmax=d.lmax, focus_dim=d.focus_dim, apply_alpha=apply_alpha))
+    return x_local, z_all, u_final.clone() if u_final is u0 else u_final
+
+
+def _reference_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
+                        apply_alpha: bool, weight_grads: bool):
+    """launch.backward's results from the reference's backward formulas, in IEEE precision
+    with autocast off, contiguous as the kernels' are (the reference's follow its inputs'
+    strides)."""
+    with ieee_matmul(grad_out.device.type):
+        grad_u0, grad_alpha, dws = so2_stack_backward_reference(
+            grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=d.lmax, focus_dim=d.focus_dim,
+            apply_alpha=apply_alpha, weight_grads=weight_grads)
+    return grad_u0.contiguous(), grad_alpha.contiguous(), None if dws is None else tuple(w.contiguous() for w in dws)
+
+
 class So2StackFunction(torch.autograd.Function):
     """The eager entry point (plain autograd.Function: no torch.library dispatch cost); traced
-    calls take the custom ops below. Both run launch.forward / launch.backward."""
+    calls take the custom ops below. Both run launch.forward / launch.backward where kernels run
+    (runs_kernels), else the reference's forward and backward formulas (``_reference_forward``,
+    ``_reference_backward``: exact whatever autocast region or matmul precision is in force
+    where the backward runs). Kernels or reference, and the backward's route, are decided at the
+    forward."""
 
     @staticmethod
     def forward(ctx, u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
         d = So2Dims(lmax, focus_dim)
-        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                                                 config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
-                                                                      w0_all.shape[0]))
-        ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
         ctx.dims, ctx.apply_alpha = d, apply_alpha
-        # The route is decided now (a lookup here is also how tilefuse.tune(model) sees the key).
-        ctx.config = backward_config(d, u0.dtype, u0.shape[1], u0.shape[0], w0_all.shape[0],
-                                     any(ctx.needs_input_grad[2:5]))
+        if runs_kernels(u0):
+            x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                                                     config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                          w0_all.shape[0]))
+            # The route is decided now (a lookup here is also how tilefuse.tune(model) sees the key).
+            ctx.config = backward_config(d, u0.dtype, u0.shape[1], u0.shape[0], w0_all.shape[0],
+                                         any(ctx.needs_input_grad[2:5]))
+        else:
+            x_local, z_all, u_final = _reference_forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha)
+            ctx.config = None
+        ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
         return x_local
 
     @staticmethod
     def backward(ctx, grad_out):
-        return _kernel_grads(ctx, grad_out, functools.partial(launch.backward, config=ctx.config))
+        run = _reference_backward if ctx.config is None else functools.partial(launch.backward, config=ctx.config)
+        return _kernel_grads(ctx, grad_out, run)
 
 
 # --- custom ops: what torch.compile sees (opaque, with fake impls) ---------------------------
 #
-# The forward op reads the level when it runs and returns it (a 0-d int64 tensor on the CPU,
-# read back without a device sync); the autograd formula saves it and hands it to the backward
-# op, which decides its route (kernels or reference, relay or fused, level-3 variant) at that
-# level, as So2StackFunction's backward follows the config its forward chose: on CUDA the
-# backward runs on autograd's own thread, which sees no ``tilefuse.level`` block.
+# Each op decides kernels or reference, and the backward its route, when it runs, at the level
+# in force on the thread that runs it: on CUDA a backward runs on autograd's device thread,
+# which sees set_level and TILEFUSE_LEVEL but not a ``tilefuse.level`` block around the forward
+# (the eager path decides the backward's route at the forward). The ops' outputs stay on the
+# tensors' device, so a compiled graph can be captured in a CUDA graph.
 
 @torch.library.custom_op("tilefuse::so2_stack_fwd", mutates_args=())
 @custom_op_on_tensor_device
 def so2_stack_fwd_op(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
                      gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW), level (0-d int64, CPU)).
-    Kernels or reference are chosen when the op runs (runs_kernels), not when it is traced, at
-    the level in force then, which ``level`` holds for so2_stack_bwd_op."""
-    level = policy.get_level()
-    with policy.level(level):   # one reading decides every choice below
-        if runs_kernels(u0):
-            d = So2Dims(lmax, focus_dim)
-            x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                                                     config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
-                                                                          w0_all.shape[0]))
-        else:   # contiguous, as the fake promises (the reference's x_local is a transposed view)
-            with ieee_matmul(u0.device.type):
-                x_local, z_all, u_final = (t.contiguous() for t in so2_stack_forward_saving(
-                    u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha))
-    return x_local, z_all, u_final.clone() if u_final is u0 else u_final, torch.tensor(level)
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). Kernels or reference
+    are chosen when the op runs (runs_kernels), not when it is traced."""
+    d = So2Dims(lmax, focus_dim)
+    if runs_kernels(u0):
+        x_local, z_all, u_final = launch.forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
+                                                 config=forward_config(d, u0.dtype, u0.shape[1], u0.shape[0],
+                                                                      w0_all.shape[0]))
+        return x_local, z_all, u_final.clone() if u_final is u0 else u_final
+    return _reference_forward(u0, alpha, w0_all, w1_all, gw_all, d, apply_alpha)
 
 
 @so2_stack_fwd_op.register_fake
 def _so2_stack_fwd_fake(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha):
     F, E, row = u0.shape
-    return (u0.new_empty((E, F, row)), u0.new_empty((gw_all.shape[0], F, E, row)), u0.new_empty((F, E, row)),
-            torch.empty((), dtype=torch.int64, device="cpu"))
+    return (u0.new_empty((E, F, row)), u0.new_empty((gw_all.shape[0], F, E, row)), u0.new_empty((F, E, row)))
 
 
 @torch.library.custom_op("tilefuse::so2_stack_bwd", mutates_args=())
 @custom_op_on_tensor_device
 def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch.Tensor, u_final: torch.Tensor,
-                     level: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor,
-                     gw_all: torch.Tensor, lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
+                     alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor, gw_all: torch.Tensor,
+                     lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_u0, grad_alpha, dw0_all, dw1_all, dgw_all); the weight gradients are empty
-    tensors without ``weight_grads``. ``x_local`` .. ``level`` are so2_stack_fwd_op's outputs:
-    the route (kernels or reference, relay or fused) is decided when the op runs, at the level
-    its forward ran at, whatever level is in force on this thread."""
+    tensors without ``weight_grads``. Kernels or reference, and the route (relay or fused), are
+    decided when it runs."""
     d = So2Dims(lmax, focus_dim)
-    with policy.level(int(level)):
-        if runs_kernels(grad_out):
-            cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0],
-                                  weight_grads)
-            grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
-                                                       gw_all, d, apply_alpha, weight_grads, config=cfg)
-        else:
-            with ieee_matmul(grad_out.device.type):
-                grad_u0, grad_alpha, dws = so2_stack_backward_reference(
-                    grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax=lmax,
-                    focus_dim=focus_dim, apply_alpha=apply_alpha, weight_grads=weight_grads)
-            # contiguous, as the fake promises (the reference's follow its inputs' strides)
-            grad_u0, grad_alpha = grad_u0.contiguous(), grad_alpha.contiguous()
-            dws = None if dws is None else tuple(w.contiguous() for w in dws)
+    if runs_kernels(grad_out):
+        cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
+        grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
+                                                   gw_all, d, apply_alpha, weight_grads, config=cfg)
+    else:
+        grad_u0, grad_alpha, dws = _reference_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
+                                                       gw_all, d, apply_alpha, weight_grads)
     if dws is None:
         dws = tuple(w.new_empty(0) for w in (w0_all, w1_all, gw_all))
     return grad_u0, grad_alpha, *dws
 
 
 @so2_stack_bwd_op.register_fake
-def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
+def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
                         apply_alpha, weight_grads):
     E, F, row = x_local.shape
     dws = [w.new_empty(w.shape if weight_grads else (0,)) for w in (w0_all, w1_all, gw_all)]
@@ -237,20 +253,19 @@ def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, level, alpha, w0_all,
 
 def _setup_context(ctx, inputs, output):
     u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha = inputs
-    x_local, z_all, u_final, level = output
-    ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final, level)
+    x_local, z_all, u_final = output
+    ctx.save_for_backward(u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final)
     ctx.dims, ctx.apply_alpha = So2Dims(lmax, focus_dim), apply_alpha
-    ctx.mark_non_differentiable(z_all, u_final, level)
+    ctx.mark_non_differentiable(z_all, u_final)
 
 
-def _backward_op(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all, gw_all, d, apply_alpha,
-                 weight_grads):
-    grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, level, alpha, w0_all, w1_all,
-                                                 gw_all, d.lmax, d.focus_dim, apply_alpha, weight_grads)
+def _backward_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads):
+    grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all,
+                                                 d.lmax, d.focus_dim, apply_alpha, weight_grads)
     return grad_u0, grad_alpha, dws
 
 
-def _backward(ctx, grad_out, _grad_z, _grad_u, _grad_level):
+def _backward(ctx, grad_out, _grad_z, _grad_u):
     return _kernel_grads(ctx, grad_out, _backward_op)
 
 

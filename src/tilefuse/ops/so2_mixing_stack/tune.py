@@ -137,7 +137,8 @@ def level3_beats_exact(problem: So2Problem) -> bool:
     is what the level-3 baseline leaves). True where the records cannot say (a level-3 entry
     registered without ``baseline_us`` and ``speedup``). Memoised per table generation and
     device."""
-    return _level3_beats_exact(generation(), _device_index(), key_of(dataclasses.replace(problem, level3=True)))
+    key = key_of(problem if problem.level3 else dataclasses.replace(problem, level3=True))
+    return _level3_beats_exact(generation(), _device_index(), key)
 
 
 @functools.lru_cache(maxsize=256)
