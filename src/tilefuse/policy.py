@@ -158,4 +158,17 @@ def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
     and backward) takes the ops' plain-PyTorch paths, whose torch ops give the outputs'
     metadata. (Under torch.compile, whose tensors are the compiler's own fakes, the device's
     answer: Dynamo refuses to trace is_fake.)"""
-    return kernels_enabled(t.device, level) and (torch.compiler.is_compiling() or not is_fake(t))
+    return kernels_enabled(t.device, level) and not is_eager_fake(t)
+
+
+def is_eager_fake(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a FakeTensor outside torch.compile (FakeTensorMode, as memory
+    estimators run a model): no memory to launch kernels on. A plain tensor or parameter is
+    answered without is_fake's walk through wrapper subclasses (it runs on every eager call);
+    a traced call's tensors are the compiler's own, and Dynamo refuses to trace is_fake."""
+    if type(t) in _PLAIN_TENSORS or torch.compiler.is_compiling():
+        return False
+    return is_fake(t)
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)

@@ -29,6 +29,7 @@ deterministic).
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 
 import torch
@@ -132,6 +133,14 @@ def exchange_counts(send: torch.Tensor, group) -> torch.Tensor:
     return recv
 
 
+@functools.lru_cache(maxsize=64)
+def _agree_rows(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """``values`` as a (1, n) int64 tensor on ``device``, made once per distinct row (a module's
+    row and its call's flags take few values): a tensor made from a Python list is a blocking
+    copy from pageable host memory, a host sync beside the exchange's own; only read after."""
+    return torch.tensor([values], dtype=torch.int64, device=device)
+
+
 def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, flags: tuple[int, ...] = (),
                   module: tuple[int, ...] = ()) -> Dispatch:
     """Sort, count and exchange counts for one forward (no autograd). The one host
@@ -156,14 +165,10 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
     # Row r: this rank's counts for rank r's experts, its number of out-of-range ids, its module
     # row and its flags.
-    agree = (*module, *flags)
+    agree = tuple(int(v) for v in (*module, *flags))
     n_agree = len(agree)
-    # Filled on the device: a tensor made from the Python list would be a blocking copy from
-    # pageable host memory, a host sync beside the one below.
-    agree_row = torch.empty((world, n_agree), dtype=torch.int64, device=device)
-    for j, value in enumerate(agree):
-        agree_row[:, j].fill_(int(value))
-    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1), agree_row], 1)
+    send = torch.cat([counts[:n_experts].view(world, n_local), counts[n_experts:].expand(world, 1),
+                      _agree_rows(agree, device).expand(world, n_agree)], 1)
     recv = exchange_counts(send, group)
     recv_counts = recv[:, :n_local]                       # (source rank, local expert)
     host = torch.cat([send[:, :n_local].sum(1), recv_counts.sum(1), recv[:, n_local],

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
 from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
+from ...policy import is_eager_fake
 from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
@@ -132,9 +132,7 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                       f"forward-mode AD (only recipe=None runs there)")
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
-    # FakeTensorMode outside torch.compile: no memory, as meta tensors (Dynamo refuses to trace
-    # is_fake: a traced call's tensors are the compiler's own)
-    fake = not torch.compiler.is_compiling() and is_fake(x)
+    fake = is_eager_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
     if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
         # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,

@@ -99,8 +99,7 @@ def _batched_grads(ctx, inputs, dy, activation, interleave, recipe):
     ``jacobian(vectorize=True)``), whose memory neither the kernels nor torch._grouped_mm can
     read: differentiate the per-expert reference."""
     if recipe:
-        raise NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} with batched gradients "
-                                  f"(is_grads_batched, jacobian(vectorize=True)); only recipe=None runs there")
+        raise recipes.batched_gradients_error(recipe)
 
     def forward(x, counts, probs, w1, w2, b1, b2):
         return grouped_glu_mlp_reference(x, counts, probs, w1, w2, activation=activation, glu_interleave=interleave,

@@ -85,7 +85,7 @@ from ...quant import reference as qref
 from ...quant.swizzle import padded_shape
 from ...utils import cdiv
 from ..autograd_common import is_batched
-from .reference import exact_gemms, expert_rows, glu_activation, glu_activation_backward, glu_index
+from .reference import expert_rows, gemms_in_dtype, glu_activation, glu_activation_backward, glu_index
 
 RECIPES = ("fp8_block", "mxfp8", "nvfp4")
 # Scaling-block width along K: H and F must be multiples of it.
@@ -522,19 +522,27 @@ def recipe_backward(dy, x, tokens_per_expert, probs, fc1_weight, fc2_weight, z, 
     }
 
 
+def batched_gradients_error(recipe: str) -> NotImplementedError:
+    """What a recipe's backward raises for a batched dy (the older vmap's:
+    ``autograd.grad(is_grads_batched=True)``, ``jacobian(vectorize=True)``): no recipe
+    rendering batches."""
+    return NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} with batched gradients "
+                               f"(is_grads_batched, jacobian(vectorize=True)); only recipe=None runs there")
+
+
 class RecipeReferenceFunction(torch.autograd.Function):
     """The recipe in plain PyTorch (float32 compute) with the recipe's backward: the op's path
     where the kernels cannot run (level 0; CPU without the interpreter). Reads
     tokens_per_expert on the host. Its GEMMs run in IEEE float32 whatever the caller's autocast
-    region or matmul precision (reference.exact_gemms), which the kernels ignore too. Batched
-    gradients (the older vmap's) raise the NotImplementedError the kernels' backward raises for
-    a recipe (op._batched_grads)."""
+    region or matmul precision (reference.gemms_in_dtype), which the kernels ignore too. Batched
+    gradients (the older vmap's) raise ``batched_gradients_error``, as the kernels' backward
+    does for a recipe."""
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, recipe):
         kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2, recipe=recipe,
                   compute_dtype=torch.float32)
-        with exact_gemms(x, ieee=True):
+        with gemms_in_dtype(x, ieee=True):
             y, z, h = recipe_forward(x, counts, probs, w1, w2, **kw)
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
         ctx.kw = kw
@@ -545,10 +553,8 @@ class RecipeReferenceFunction(torch.autograd.Function):
     def backward(ctx, dy):
         x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
         if is_batched(dy):
-            from .op import _batched_grads   # op imports this module
-            return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.kw["activation"],
-                                    ctx.kw["glu_interleave"], ctx.kw["recipe"]), None, None, None)
-        with exact_gemms(x, ieee=True):
+            raise batched_gradients_error(ctx.kw["recipe"])
+        with gemms_in_dtype(x, ieee=True):
             g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, **ctx.kw)
         return (g["dx"], None, g["dprobs"], g["dfc1_weight"], g["dfc2_weight"], g["dfc1_bias"], g["dfc2_bias"],
                 None, None, None)

@@ -36,7 +36,7 @@ its sum there. The unfused composition does not, except in its per-expert-loop f
 docstring).
 
 All three run their GEMMs in the dtype they state whatever the caller's autocast region
-(``exact_gemms``): under ``torch.autocast`` a float32 ``@`` would run in bfloat16 and return
+(``gemms_in_dtype``): under ``torch.autocast`` a float32 ``@`` would run in bfloat16 and return
 bfloat16, so y's dtype and precision would depend on the path.
 """
 
@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import is_fake
 
+from ...policy import is_eager_fake
 from ...utils import ieee_matmul, readable
 from ..autograd_common import is_batched
 
@@ -153,7 +154,7 @@ def glu_activation_backward(da: torch.Tensor, z_gate: torch.Tensor, z_up: torch.
 
 # ---------------------------------------------------------------------------------------------
 # GEMM precision
-def exact_gemms(t: torch.Tensor, ieee: bool = False):
+def gemms_in_dtype(t: torch.Tensor, ieee: bool = False):
     """The context the plain-PyTorch renderings run their GEMMs in, for operands on t's
     device: autocast off where the caller's region turned it on there (it would run a float32
     ``@`` in bfloat16 and return bfloat16: y out of x's dtype on the per-expert loop only, as
@@ -226,14 +227,14 @@ def grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weigh
     fc2_weight (E, H, F); fc1_bias (E, 2F) or None; fc2_bias (E, H) or None. No argument
     checking beyond the counts: call ``validate`` first where inputs come from users.
     With float64 inputs and ``compute_dtype=torch.float64`` this is the test oracle. The
-    GEMMs run in ``compute_dtype`` under any autocast region (``exact_gemms``).
+    GEMMs run in ``compute_dtype`` under any autocast region (``gemms_in_dtype``).
     """
     cd = compute_dtype
     n_tokens, hidden = x.shape[0], fc2_weight.shape[1]
     gate_idx, up_idx = glu_index(fc2_weight.shape[-1], glu_interleave, device=x.device)
     xc, pc = x.to(cd), probs.to(cd)
     pieces = []
-    with exact_gemms(x):
+    with gemms_in_dtype(x):
         for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
             z = xc[start:stop] @ fc1_weight[e].to(cd).t()
             if fc1_bias is not None:
@@ -275,7 +276,7 @@ def grouped_glu_mlp_backward_reference(dy, x, tokens_per_expert, probs, fc1_weig
     dw2 = torch.zeros(n_experts, hidden, two_ffn // 2, **zeros)
     db1 = torch.zeros(n_experts, two_ffn, **zeros)
     db2 = torch.zeros(n_experts, hidden, **zeros)
-    with exact_gemms(x):   # the GEMMs in compute_dtype whatever the caller's autocast
+    with gemms_in_dtype(x):   # the GEMMs in compute_dtype whatever the caller's autocast
         for e, start, stop in expert_rows(tokens_per_expert, n_tokens):
             if start == stop:
                 continue
@@ -452,7 +453,7 @@ def _grouped_linear(inp: torch.Tensor, weight: torch.Tensor, offsets, rows) -> t
     int32 end offsets on the device when ``rows`` is None, else a loop over the host ranges.
     Meta and fake tensors (neither): an output of the right shape and dtype, differentiable in
     both (there are no values, so which expert's weight shapes it does not matter)."""
-    if inp.device.type == "meta" or (not torch.compiler.is_compiling() and is_fake(inp)):
+    if inp.device.type == "meta" or is_eager_fake(inp):
         return inp @ weight[0].t()
     if rows is None:
         return _grad_layout(torch._grouped_mm(_row_major(inp), _row_major(weight).transpose(-2, -1),
@@ -471,7 +472,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
 
     Precision: both GEMMs run in ``x.dtype`` (fp32 accumulation inside ``torch._grouped_mm`` for
     16-bit inputs; float32 for float32 inputs, in the process's matmul precision; an autocast
-    region does not change them: ``exact_gemms``), so z and h are rounded to ``x.dtype`` as a fused
+    region does not change them: ``gemms_in_dtype``), so z and h are rounded to ``x.dtype`` as a fused
     kernel's saved z and its h operand are. The bias adds, the activation and the prob scaling
     run in float32 (float64 for float64 inputs), the precision a fused epilogue has.
 
@@ -501,8 +502,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     ffn = two_ffn // 2
     act_dtype = torch.promote_types(x.dtype, torch.float32)
 
-    # no count can be read (Dynamo refuses to trace is_fake; a traced call reads none either)
-    shapes_only = x.device.type == "meta" or (not torch.compiler.is_compiling() and is_fake(x))
+    shapes_only = x.device.type == "meta" or is_eager_fake(x)   # no count can be read
     if shapes_only:
         offsets, rows = None, None
     elif uses_grouped_mm(x, ffn):
@@ -521,7 +521,7 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     if not shapes_only:   # a second backward's incoming gradients laid out (_LaidOutGradient)
         x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias = _lay_out_gradients(
             x, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
-    with exact_gemms(x):
+    with gemms_in_dtype(x):
         z = _grouped_linear(x, fc1_weight, offsets, rows).to(act_dtype)
         if fc1_bias is not None:
             z = z + fc1_bias.to(act_dtype)[expert_of_row]
