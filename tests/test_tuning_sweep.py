@@ -392,6 +392,20 @@ def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_
     assert seen == []
 
 
+def test_a_problem_that_is_not_the_keys_own_is_recorded():
+    """A problem of the key but not the key's representative one (a model's, from
+    tilefuse.tune(model)) is recorded in ``sweep_problem`` too, so the entry's times say what
+    they timed; the representative problem records none."""
+    family([Config(16)])
+    timer = FakeTimer({"baseline": 1.0, "t16": 0.5})
+    tuning.sweep_key("fake", Problem(16, 3), timer=timer, rounds=3, device="cpu")
+    measured = store.load(tuning.table_location()[1], tuning.table_location()[0])["fake"]["n16"].measured
+    assert measured["sweep_problem"] == repr(Problem(16, 3))
+    sweep({"baseline": 1.0, "t16": 0.5})   # Problem(16), the key's own, swept again
+    measured = store.load(tuning.table_location()[1], tuning.table_location()[0])["fake"]["n16"].measured
+    assert "sweep_problem" not in measured
+
+
 def test_so2_sweeps_fit_the_device_memory(monkeypatch):
     """so2's representative E (2^19) is halved where its sweep's peak would not fit: the (6, 96)
     and (6, 128) keys on an 80 GB H100 (the tune ran out of memory there, -ak run 3), their

@@ -118,7 +118,8 @@ class SweepResult:
     candidates: list[CandidateResult]
     rounds: int
     wall_s: float
-    resized: str | None = None               # the problem swept, where the family made it smaller
+    resized: str | None = None               # the problem swept, where it is not the key's own
+                                             # (the family made it smaller; a model's problem)
 
     def with_status(self, status: str) -> list[CandidateResult]:
         return [c for c in self.candidates if c.status == status]
@@ -399,7 +400,7 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
                                  f"timer= to sweep elsewhere (tests)")
             timer = CudaTimer(device)
         result = _Sweep(fam, swept, device, timer, rounds, seed).run(progress)
-        if swept != problem:
+        if swept != problem or swept != fam.problem_for_key(result.key):
             result.resized = repr(swept)
     if record:
         try:

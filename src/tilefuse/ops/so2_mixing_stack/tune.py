@@ -159,15 +159,19 @@ def _level3_beats_exact(_generation: int, _device: int, key: str) -> bool:
 
 
 def _per_edge_us_and_speedup(measured) -> tuple[float | None, float | None]:
-    """A key's record's baseline time per edge (over its ``sweep_problem``'s edges where the
-    sweep resized the problem, else DEFAULT_EDGES) and its winner's speedup; None for what it
-    lacks."""
+    """A key's record's baseline time per edge, focus and layer (the work scales with their
+    product; the record's ``sweep_problem`` gives them where the problem swept was not the
+    key's own, else the defaults) and its winner's speedup; None for what it lacks."""
     if not isinstance(measured, dict):
         return None, None
     us, speedup = (v if not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 else None
                    for v in (measured.get("baseline_us"), measured.get("speedup")))
-    swept = re.search(r"n_edges=(\d+)", str(measured.get("sweep_problem", "")))
-    return (None if us is None else us / (int(swept[1]) if swept else DEFAULT_EDGES)), speedup
+    swept = str(measured.get("sweep_problem", ""))
+    size = 1
+    for name, default in (("n_edges", DEFAULT_EDGES), ("n_focus", DEFAULT_FOCUS), ("n_layers", DEFAULT_LAYERS)):
+        found = re.search(rf"{name}=(\d+)", swept)
+        size *= int(found[1]) if found else default
+    return (None if us is None else us / size), speedup
 
 
 @dataclasses.dataclass(frozen=True)
