@@ -502,7 +502,10 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
     ffn = two_ffn // 2
     act_dtype = torch.promote_types(x.dtype, torch.float32)
 
-    shapes_only = x.device.type == "meta" or is_eager_fake(x)   # no count can be read
+    # No count can be read: meta tensors, and fake ones (FakeTensorMode outside torch.compile)
+    # but those torch._grouped_mm's fake kernel takes (bfloat16 only, torch 2.13), which read none
+    shapes_only = x.device.type == "meta" or (
+        is_eager_fake(x) and not (x.dtype == torch.bfloat16 and uses_grouped_mm(x, ffn)))
     if shapes_only:
         offsets, rows = None, None
     elif uses_grouped_mm(x, ffn):
