@@ -112,10 +112,11 @@ def level(n: int):
     a context variable).
 
     On CUDA, autograd runs ``backward()`` on its own device thread, which does not see a
-    ``level`` block (it sees ``set_level`` / ``TILEFUSE_LEVEL``): so2_mixing_stack and
-    grouped_glu_mlp take the backward's route from what their forward decided (a block around
-    the forward chooses both), dyt looks its backward up again at the level in force on that
-    thread. Use ``set_level`` to choose dyt's backward level on CUDA."""
+    ``level`` block (it sees ``set_level`` / ``TILEFUSE_LEVEL``): eager calls of
+    so2_mixing_stack and grouped_glu_mlp take the backward's route from what their forward
+    decided (a block around the forward chooses both), while dyt, and so2_mixing_stack's
+    torch.compile'd calls, decide the backward again at the level in force on that thread. Use
+    ``set_level`` to choose those backwards' level on CUDA."""
     n = _check_level(n)
     token = _block_level.set(n)
     _traced.level = n
