@@ -154,11 +154,9 @@ def kernels_enabled(device: torch.device, level: int | None = None) -> bool:
 
 
 def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
-    """``kernels_enabled`` for ``t``'s device, and ``t`` has memory to launch on: a fake tensor
-    (FakeTensorMode outside torch.compile, as memory estimators run a model's eager forward
-    and backward) takes the ops' plain-PyTorch paths, whose torch ops give the outputs'
-    metadata. (Under torch.compile, whose tensors are the compiler's own fakes, the device's
-    answer: Dynamo refuses to trace is_fake.)"""
+    """``kernels_enabled`` for ``t``'s device, and ``t`` has memory to launch on (not
+    ``is_eager_fake``): a fake tensor takes the ops' plain-PyTorch paths, whose torch ops give
+    the outputs' metadata."""
     return kernels_enabled(t.device, level) and not is_eager_fake(t)
 
 
