@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 WHEELS = ("deepmd-kit==3.2.0", "array-api-compat==1.16.0", "wcmatch==12.0.4", "bracex==3.2.4", "lmdb==3.0.0",
-          "liger-kernel==0.8.5", "hypothesis==6.170.27", "sortedcontainers==2.4.0", "ninja==1.13.2")
+          "liger-kernel==0.8.5", "hypothesis==6.170.27", "sortedcontainers==2.4.0", "ninja==1.13.2",
+          "pytest-xdist==3.8.0", "execnet==2.1.2")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 
 
