@@ -16,6 +16,13 @@ if not HAS_CUDA:
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
+# In pytest-xdist workers (`make test` runs one a core) each worker's intra-op threads share
+# the cores with the other workers': more threads than a worker's share only add barriers that
+# wait on descheduled threads (see one_intra_op_thread).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _WORKERS))
+
 # Tests never read or write a developer's tuning cache: a session-private, empty one.
 os.environ["TILEFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefuse-test-cache-")
 
