@@ -131,6 +131,22 @@ def test_module_parameters_and_repr():
     assert SO2MixingStack(1, 4, 1, 2, device="meta").w0_all.device.type == "meta"
 
 
+@pytest.mark.parametrize("level", [0, 2])
+def test_meta_tensors_give_meta_results_and_gradients(level):
+    """A model built on the meta device (memory estimators, deferred init) runs its forward and
+    backward: meta results and gradients of the real call's shapes, at every level (autocast
+    takes no meta device, so the IEEE block must not ask it to turn off)."""
+    real = make_args(dtype=torch.float32)
+    meta = [t.to("meta").requires_grad_(True) for t in real]
+    with tilefuse.level(level):
+        y = tilefuse.so2_mixing_stack(*meta, lmax=2, focus_dim=4)
+        grads = torch.autograd.grad(y, meta, torch.ones_like(y))
+    want = tilefuse.so2_mixing_stack(*real, lmax=2, focus_dim=4)
+    assert y.device.type == "meta" and (y.shape, y.dtype) == (want.shape, want.dtype)
+    for g, t in zip(grads, real):
+        assert g.device.type == "meta" and (g.shape, g.dtype) == (t.shape, t.dtype)
+
+
 @pytest.mark.parametrize("kwargs,exc,msg", [
     ({"lmax": 0}, ValueError, "lmax must be an int >= 1"),
     ({"focus_dim": 2.0}, TypeError, "focus_dim must be an int >= 1, got float"),

@@ -129,7 +129,8 @@ def ieee_matmul(device_type: str | None = None):
     16-bit matmuls keep their float32 sums whole the same way (cuBLAS's reduced-precision
     split-K reductions, ``allow_bf16/fp16_reduced_precision_reduction``, off).
     With ``device_type`` ("cuda", "cpu"), autocast is off for it inside the block too: an
-    autocast region around the call would run the block's matmuls in 16 bits."""
+    autocast region around the call would run the block's matmuls in 16 bits. A device type
+    autocast does not take ("meta") has no autocast region to turn off."""
     import torch
     global _ieee_depth, _ieee_saved
     with _ieee_lock:
@@ -139,7 +140,7 @@ def ieee_matmul(device_type: str | None = None):
             _set_reduced_reductions((False, False))
         _ieee_depth += 1
     try:
-        if device_type is None:
+        if device_type is None or not torch.amp.is_autocast_available(device_type):
             yield
         else:
             with torch.autocast(device_type, enabled=False):
