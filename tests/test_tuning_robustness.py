@@ -577,6 +577,26 @@ def test_every_entry_point_names_a_bad_family_key_or_problem():
     assert tuning.get_entry("dyt", PROBLEM) is None and tuning.get_entry("dyt", KEY) is None
 
 
+@pytest.mark.parametrize("name", ["dyt", "so2_mixing_stack", "grouped_glu_mlp"])
+def test_a_family_cannot_take_a_builtins_name_before_it_loads(name):
+    """Built-in families load on first use; a family registered under a built-in's name before
+    then would have replaced it for every later call (ValueError whatever loaded first)."""
+    import copy
+    from tilefuse.tuning import family as fam
+    saved = fam._families.pop(name, None)       # as in a fresh process: not loaded yet
+    try:
+        impostor = copy.copy(tuning.get_family("dyt" if name != "dyt" else "so2_mixing_stack"))
+        fam._families.pop(name, None)
+        impostor.name = name
+        with pytest.raises(ValueError, match=f"built-in tuning family named '{name}' is already registered"):
+            tuning.register_family(impostor)
+        assert tuning.get_family(name) is not impostor
+        tuning.register_family(tuning.get_family(name))       # the built-in itself: accepted
+    finally:
+        if saved is not None:
+            fam._families[name] = saved
+
+
 def test_the_cache_fingerprint_hashes_what_a_measurement_depends_on():
     """Each shipped family's source_files (store.kernel_source_hash: a change starts a fresh
     cache file) exist and hold its kernels, launch, tune (candidates, tolerances) and the

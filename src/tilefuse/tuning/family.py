@@ -301,9 +301,11 @@ def register_family(family: TuningFamily) -> None:
     name = getattr(family, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"register_family: family.name must be a non-empty str, got {name!r}")
-    existing = _families.get(name)
+    # A built-in's name belongs to the built-in whether or not it has loaded yet.
+    existing = get_family(name) if name in BUILTIN_FAMILIES else _families.get(name)
     if existing is not None and existing is not family:
-        raise ValueError(f"register_family: a tuning family named {name!r} is already registered")
+        kind = "built-in " if name in BUILTIN_FAMILIES else ""
+        raise ValueError(f"register_family: a {kind}tuning family named {name!r} is already registered")
     _families[name] = family
     if existing is None:
         from . import table   # table imports this module: imported on use
