@@ -578,6 +578,8 @@ def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_tabl
     monkeypatch.setattr(store, "builtin_dir", lambda: builtin)
     tuning.reload()
     cov = tuning_coverage(("dyt",))
+    with pytest.raises(TypeError, match=r"coverage: family_names must be a list of family names, got the str 'dyt'"):
+        tuning.coverage("dyt")
     dyt = cov["families"]["dyt"]
     assert cov["builtin"] == store.builtin_name(table.table_location()[0])
     assert (dyt["covered"], dyt["builtin"], dyt["cache"], dyt["runtime"]) == (2, 1, 0, 1)

@@ -184,6 +184,8 @@ def _check_arguments(rank, device) -> dict[str, str]:
                               lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, process_group="world")),
         "activation": (ValueError, "activation", lambda: ExpertParallelGLUMLP(E2, H, F, activation="relu")),
         "glu_interleave": (ValueError, "glu_interleave", lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=3)),
+        "dtype": (TypeError, "ExpertParallelGLUMLP: dtype must be",
+                  lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, dtype=torch.float64)),
         "from_grouped-not-grouped": (TypeError, "mlp must be a GroupedGLUMLP",
                                      lambda: ExpertParallelGLUMLP.from_grouped(torch.nn.Linear(2, 2))),
         "x-float64": (TypeError, "x is torch.float64", lambda: ep(x.double(), ids, probs)),

@@ -66,6 +66,8 @@ BAD_CONSTRUCTOR = [
     (lambda: DyT(8, dtype=torch.int32), TypeError, "dtype"),
     (lambda: DyT(8, dtype=torch.complex64), TypeError, "dtype"),   # float64 runs the reference: accepted
     (lambda: DyT(8, dtype="float32"), TypeError, "dtype"),
+    (lambda: DyT(8)("abc"), TypeError, "dyt: x must be a torch.Tensor"),
+    (lambda: DyT(8)(None), TypeError, "dyt: x must be a torch.Tensor"),
     (lambda: convert_layernorm_to_dyt("model"), TypeError, "module"),
     (lambda: convert_layernorm_to_dyt(nn.LayerNorm(4), alpha_init="0.5"), TypeError, "alpha_init"),
     (lambda: convert_layernorm_to_dyt(nn.Sequential(nn.Linear(4, 4)), alpha_init=True), TypeError, "alpha_init"),

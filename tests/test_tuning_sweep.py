@@ -372,6 +372,24 @@ def test_rounds_is_checked_before_any_work(rounds, error):
     assert fam.calls == {} and ran == []
 
 
+@pytest.mark.parametrize("flag", ["record", "progress", "force"])
+@pytest.mark.parametrize("value", ["False", 0, None])
+def test_the_on_off_arguments_are_checked_before_any_work(flag, value):
+    """sweep_key and tune(model) name a record / progress / force that is not a bool before
+    anything runs: record="False" is truthy and would have written the table file."""
+    fam = family([Config(16)])
+    if flag != "force":
+        with pytest.raises(TypeError, match=f"sweep_key: {flag} must be a bool"):
+            sweep({"baseline": 1.0, "t16": 0.5}, **{flag: value})
+    ran = []
+    kwargs = {"progress": False, flag: value}
+    with pytest.raises(TypeError, match=f"tune: {flag} must be a bool"):
+        tuning.tune(lambda x: ran.append(x), torch.ones(1), device="cpu", timer=FakeTimer({}), **kwargs)
+    with pytest.raises(TypeError, match="tune: model must be callable"):
+        tuning.tune(None, torch.ones(1), device="cpu", timer=FakeTimer({}), progress=False)
+    assert fam.calls == {} and ran == [] and not tuning.is_covered("fake", "n16")
+
+
 def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_refused(monkeypatch):
     """A family's sweep_problem may hand the sweep a problem of the same key (a size the key
     does not depend on): that problem is the one made and run, and the entry records it; one

@@ -79,7 +79,9 @@ class DyT(nn.Module):
             alpha, weight, bias = p["alpha"], p["weight"], p["bias"]
         except KeyError:
             alpha, weight, bias = self.alpha, self.weight, self.bias
-        if x.is_nested:   # e.g. nn.TransformerEncoder's nested-tensor path: each piece by itself
+        # nn.TransformerEncoder's nested-tensor path: each piece by itself (getattr: a
+        # non-tensor x gets dyt's TypeError naming it, not an AttributeError)
+        if getattr(x, "is_nested", False):
             if self.channels_last:
                 pieces = [dyt(t, alpha, weight, bias) for t in x.unbind()]
             else:   # a piece is (C, *spatial), without the batch dim: run it as a batch of one

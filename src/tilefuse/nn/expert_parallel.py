@@ -302,7 +302,7 @@ class ExpertParallelGLUMLP(nn.Module):
         super().__init__()
         check_expert_args(_WHERE, (("num_experts", num_experts), ("hidden_size", hidden_size),
                                    ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave,
-                          recipe)
+                          recipe, dtype)
         group, rank, world = _group_of(process_group)
         if num_experts % world:
             raise ValueError(f"{_WHERE}: num_experts = {num_experts} must be a multiple of the process group's "

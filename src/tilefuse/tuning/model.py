@@ -12,7 +12,7 @@ from .. import policy
 from . import table
 from .family import BASELINE, get_family
 from .runner import format_results, sweep_each
-from .sweep import ROUNDS, SweepError, SweepResult, check_rounds, covered_keys
+from .sweep import ROUNDS, SweepError, SweepResult, check_flags, check_rounds, covered_keys
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -106,9 +106,13 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     timeout longer than the sweep.
 
     Raises ``SweepError`` if any key aborted (the others are still recorded); TypeError or
-    ValueError naming ``rounds`` (an int >= 1) before anything runs.
+    ValueError naming ``model`` (a callable), ``rounds`` (an int >= 1), ``force``, ``record`` or ``progress`` (bools)
+    before anything runs.
     """
+    if not callable(model):
+        raise TypeError(f"tune: model must be callable (a module or function), got {type(model).__name__}")
     check_rounds(rounds, "tune")
+    check_flags("tune", force=force, record=record, progress=progress)
     seen = collect(model, example_inputs)
     if not seen:
         warnings.warn("tilefuse.tune: the model made no tuning-table lookup (it uses no tilefuse "

@@ -212,6 +212,15 @@ def check_rounds(rounds, caller: str) -> int:
     return rounds
 
 
+def check_flags(caller: str, **flags) -> None:
+    """A sweep's on/off arguments (``record``, ``force``, ``progress``), checked before any
+    work: TypeError naming the first that is not a bool (the string "False" is truthy: a
+    ``record="False"`` would write the table)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{caller}: {name} must be a bool, got {value!r} ({type(value).__name__})")
+
+
 class _Sweep:
     """State of one key's sweep; ``sweep_key`` is the entry point."""
 
@@ -385,6 +394,7 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     fam = family_argument(family, "sweep_key")
     problem = resolve_key(fam, key_or_problem, "sweep_key: key_or_problem")[1]
     check_rounds(rounds, "sweep_key")
+    check_flags("sweep_key", record=record, progress=progress)
     device = default_device() if device is None else torch.device(device)
     with _made_current(device), policy.level(max(policy.get_level(), 2)):
         swept = fam.sweep_problem(problem, device)

@@ -236,6 +236,9 @@ def coverage(family_names, device_index: int | None = None) -> dict:
     visible ones only), "missing" (the grid's keys without an entry, in grid order)}}}. A key
     without an entry runs its family's baseline (the heuristic tiles, or a route: grouped_glu_mlp's
     compose route, so2's relay)."""
+    if isinstance(family_names, str):
+        raise TypeError(f"coverage: family_names must be a list of family names, got the str {family_names!r} "
+                        f"(pass [{family_names!r}])")
     table = _table(device_index, "coverage: device_index")
     visible = {(f, k): source for f, k, source, _ in entries(device_index)}
     builtin = store.builtin_name(table.fingerprint)
