@@ -65,6 +65,13 @@ def _use_kernels(x: torch.Tensor) -> bool:
     return policy.kernels_run_on(x)
 
 
+def _row_major(data: torch.Tensor, scales: torch.Tensor):
+    """The reference's outputs laid out as the kernels write them (row-major): its elementwise
+    torch ops keep a transposed x's strides, and the GEMMs that take ``.data`` (a recipe's
+    backward, which may run at another level than the quantizer) read it row-major."""
+    return data.contiguous(), scales.contiguous()
+
+
 @on_tensor_device
 def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = False
                        ) -> FP8BlockQuantized:
@@ -96,7 +103,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = F
     if _use_kernels(x):
         data, scales = launch.fp8_block(x, block, pow2_scales)
     else:
-        data, scales = reference.quantize_fp8_block(x, block, pow2_scales)
+        data, scales = _row_major(*reference.quantize_fp8_block(x, block, pow2_scales))
     return FP8BlockQuantized(data, scales, block, pow2_scales)
 
 
@@ -128,7 +135,7 @@ def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
     if _use_kernels(x):
         data, scales = launch.mxfp8(x, swizzle)
     else:
-        data, scales = reference.quantize_mxfp8(x)
+        data, scales = _row_major(*reference.quantize_mxfp8(x))
         if swizzle:
             scales = swizzle_scales(scales)
     return MXFP8Quantized(data, scales, swizzle)
@@ -199,6 +206,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
         data, scales, amax = launch.nvfp4(x, amax, block_2d, rht, stochastic_bits, swizzle)
     else:
         data, scales, amax = reference.quantize_nvfp4(x, amax, block_2d, rht, stochastic_bits)
+        data, scales = _row_major(data, scales)
         if swizzle:
             scales = swizzle_scales(reference.nvfp4_scales_per_row(scales, x.shape[0], block_2d))
     return NVFP4Quantized(data, scales, amax, block_2d, rht, swizzle)
