@@ -589,9 +589,16 @@ def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_tabl
     assert "`tilefuse tune --all-defaults --op dyt` sweeps them" in line
 
     path = tmp_path / "report.md"
-    rep.write_markdown(path, {"environment": {}, "ops": ["dyt"], "tuning": cov, "verification": []})
+    rep.write_markdown(path, {"environment": {"cuda_available": True}, "ops": ["dyt"], "tuning": cov,
+                              "verification": []})
     md = path.read_text()
     assert "## Tuning table" in md and f"| dyt | 2/{len(grid)} | 1 / 0 / 1 | {grid[2]}," in md
+    assert "`tilefuse tune --all-defaults --op dyt` sweeps them" in md
+    # Without CUDA the report names no command that would refuse to run there.
+    rep.write_markdown(path, {"environment": {"cuda_available": False}, "ops": ["dyt"], "tuning": cov,
+                              "verification": []})
+    md = path.read_text()
+    assert "tune --all-defaults" not in md and "no CUDA device here" in md
     result = {"environment": {"tilefuse": "0", "device": "d", "torch": "t", "triton": "t"},
               "tuning": cov, "verification": [], "benchmarks": {}, "wall_seconds": 0.0}
     assert "tuning table" not in summary(result, tmp_path)                 # no GPU: the table picks nothing

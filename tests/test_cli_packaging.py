@@ -238,7 +238,34 @@ def test_out_that_cannot_be_made_is_one_line_not_a_traceback(command, tmp_path, 
     path.write_text("")
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--out", str(path / "report")])
-    assert exc.value.code == 2 and "cannot create the report folder" in capsys.readouterr().err
+    assert exc.value.code == 2 and "cannot write the report there" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+@pytest.mark.parametrize("case", ["unwritable", "report-is-a-folder", "empty"])
+def test_an_out_the_report_cannot_go_into_is_refused_before_any_work(command, case, tmp_path, capsys, monkeypatch):
+    """A folder that exists but takes no files, a report.json that is a folder, an empty path
+    (which would write into the current folder): exit 2 with one line before anything runs,
+    not a traceback with exit 1 after the whole check."""
+    from tilefuse import check
+    monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
+    if case == "unwritable":
+        out, want = "/proc/self", "cannot write the report there"        # refuses new files, even to root
+    elif case == "report-is-a-folder":
+        (tmp_path / "report.json").mkdir()
+        out, want = str(tmp_path), "report.json there is not a file"
+    else:
+        out, want = "", "--out must name a folder"
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--out", out])
+    assert exc.value.code == 2 and want in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_bad_ops_create_no_report_folder(command, tmp_path, capsys):
+    out = tmp_path / "new"
+    assert cli.main([command, "--ops", "layernorm", "--out", str(out)]) == 2
+    assert not out.exists() and "comma-separated subset" in capsys.readouterr().err
 
 
 def test_export_builtin_into_a_file_is_one_line_not_a_traceback(tmp_path, capsys):

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 # The description `tilefuse --help` prints (plain text, unlike the docstring).
@@ -125,15 +126,31 @@ def main(argv=None) -> int:
         return tune_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
-    out = getattr(args, "out", None)
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        parser.error(f"--out {out}: exists and is not a folder (the report is written into a folder)")
-    if out is not None:
-        try:   # a usage error (exit 2) before any work, not a traceback with exit 1 (a failed check's)
-            Path(out).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            parser.error(f"--out {out}: cannot create the report folder ({exc.strerror or exc})")
+    if getattr(args, "ops", None) is not None and _ops(args, args.command) is None:
+        return 2        # before --out is touched: a usage error creates nothing
+    if getattr(args, "out", None) is not None:
+        _check_out(parser, args.out)
     return args.func(args)
+
+
+def _check_out(parser, out: str) -> None:
+    """--out: a folder the report can be written into, made if missing; a usage error (exit 2)
+    before any work otherwise, not a traceback after the whole run with exit 1 (a failed
+    check's status). The reports already there are replaced, so they must be files."""
+    if not out:
+        parser.error("--out must name a folder (an empty path would write the report into the current folder)")
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        parser.error(f"--out {out}: exists and is not a folder (the report is written into a folder)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        parser.error(f"--out {out}: cannot write the report there ({exc.strerror or exc})")
+    for name in ("report.json", "report.md"):
+        if (folder / name).exists() and not (folder / name).is_file():
+            parser.error(f"--out {out}: {name} there is not a file (the report replaces it)")
 
 if __name__ == "__main__":
     sys.exit(main())

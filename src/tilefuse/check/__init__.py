@@ -114,9 +114,10 @@ def tuning_coverage(ops) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def coverage_lines(cov: dict) -> list[str]:
+def coverage_lines(cov: dict, on_gpu: bool = True) -> list[str]:
     """One line on the table: which built-in file, keys covered per op, and the command that
-    sweeps the rest."""
+    sweeps the rest (``on_gpu``; without a CUDA device `tilefuse tune` cannot run, and the
+    line says so instead)."""
     if "error" in cov:
         return [f"tuning table: could not be read ({cov['error']})"]
     fams = cov["families"]
@@ -124,7 +125,9 @@ def coverage_lines(cov: dict) -> list[str]:
     where = f"built-in {cov['builtin']}" if cov["builtin"] else "no built-in table for this device"
     line = f"tuning table for {cov['gpu']}: {where}; standard keys covered: {counts}"
     missing = [name for name, f in fams.items() if f["missing"]]
-    if missing:
+    if missing and not on_gpu:
+        line += "; no CUDA device here: the entries apply on their GPU, and `tilefuse tune` sweeps on one"
+    elif missing:
         commands = (["tilefuse tune --all-defaults"] if set(missing) == set(OPS)
                     else [f"tilefuse tune --all-defaults --op {name}" for name in missing])
         line += f"; the others run their baselines (untuned): {', '.join(f'`{c}`' for c in commands)} sweeps them"

@@ -30,10 +30,10 @@ def write_json(path: Path, report: dict) -> None:
     path.write_text(json.dumps(_finite(report), indent=2, default=str, allow_nan=False))
 
 
-def _tuning_markdown(cov: dict) -> list[str]:
+def _tuning_markdown(cov: dict, on_gpu: bool) -> list[str]:
     """The tuning table's coverage of each op's standard grid (check.tuning_coverage)."""
     from . import coverage_lines
-    lines = ["", "## Tuning table", "", coverage_lines(cov)[0] + "."]
+    lines = ["", "## Tuning table", "", coverage_lines(cov, on_gpu)[0] + "."]
     if "error" in cov:
         return lines
     lines += ["", "| op | standard keys covered | built-in / cache / runtime entries | keys not covered |",
@@ -54,7 +54,7 @@ def write_markdown(path: Path, report: dict) -> None:
     if "ops" in report:
         lines += ["", f"Ops: {', '.join(report['ops'])}"]
     if "tuning" in report:
-        lines += _tuning_markdown(report["tuning"])
+        lines += _tuning_markdown(report["tuning"], bool(env.get("cuda_available")))
     if ver:
         lines += ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
                   "Errors are relative errors against the row's reference: float64 unless the path names "
