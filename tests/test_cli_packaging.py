@@ -278,3 +278,13 @@ def test_export_builtin_into_a_file_is_one_line_not_a_traceback(tmp_path, capsys
         err = capsys.readouterr().err
         assert exc.value.code == 2 and "--export-builtin" in err and "Traceback" not in err, err
     assert path.read_text() == ""
+
+
+def test_check_at_level_0_says_the_kernels_are_off(tmp_path, capsys, monkeypatch):
+    """TILEFUSE_LEVEL=0 turns the kernels off: the check says so (exit 2) instead of failing
+    every row as "kernels did not launch" with exit 1 (a failed check's status)."""
+    from tilefuse import check
+    monkeypatch.setenv("TILEFUSE_LEVEL", "0")
+    monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
+    assert cli.main(["check", "--ops", "dyt", "--out", str(tmp_path)]) == 2
+    assert "TILEFUSE_LEVEL=0" in capsys.readouterr().err

@@ -58,6 +58,11 @@ def _check(args) -> int:
     if (why := triton_missing()) is not None:
         print(f"tilefuse check: {why}", file=sys.stderr)
         return 2
+    from . import policy
+    if policy.get_level() == 0:     # every kernel row would fail as "did not launch", the cause unsaid
+        print("tilefuse check: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels the "
+              "check verifies; unset it or set 1-3", file=sys.stderr)
+        return 2
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
                        ops=ops)
     print(summary(result, args.out))
