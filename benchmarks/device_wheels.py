@@ -2,7 +2,8 @@
 
 Fills the git-ignored .whl/ with them (the device image has no network): the peers
 (Liger-Kernel 0.8.5 for dyt, DeePMD-kit 3.2.0 and its pure-Python dependencies for
-so2_peers.py), hypothesis and sortedcontainers for the property tests, ninja for
+so2_peers.py), hypothesis and sortedcontainers for the property tests, pytest-xdist and
+execnet for the suite in parallel workers, ninja for
 torch.compile's C++ wrapper; for the device image's Python 3.12 on x86_64, versions pinned so
 runs months apart carry the same peers. Runs here, no GPU (needs PyPI; about 10 s and 13 MB,
 nothing downloaded again). Prints the folder's wheels; exits non-zero if pip fails. Then carry
