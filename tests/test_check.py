@@ -682,7 +682,7 @@ def test_failed_rows_of_tilefuse_kernels_count_whatever_their_names():
     assert [r["path"] for r in got] == ["benchmark: tilefuse fc1 + GLU"] and err in got[0]["detail"]
 
 
-def test_dyt_verification_poisons_every_gradient(monkeypatch):
+def test_dyt_verification_poisons_every_gradient(monkeypatch, device):
     """Under the dyt check's poisoning (verify.poisoned) a backward that writes nothing leaves
     dx and each parameter's gradient NaN (dalpha, dweight and dbias are allocated outside the
     launchers' poisoned outputs), so its row fails."""
@@ -692,7 +692,7 @@ def test_dyt_verification_poisons_every_gradient(monkeypatch):
     from tilefuse.ops.dyt.verify import poisoned
     monkeypatch.setattr(plans.Plan, "_backward_launch", lambda self, dy, key: (lambda *args: None, False))
     plans.clear()
-    x, a, w, b, dy = check_dyt._inputs((37, 100), torch.float32, torch.float32, True, True, "cpu", "")
+    x, a, w, b, dy = check_dyt._inputs((37, 100), torch.float32, torch.float32, True, True, device, "")
     with poisoned():
         _, *grads = check_dyt._run_api(x, a, w, b, dy, True)
     plans.clear()

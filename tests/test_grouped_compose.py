@@ -329,11 +329,12 @@ def test_sweep_times_fused_candidates_against_the_compose_baseline(tuning_table,
     assert result.winner == cand, [c.reason for c in result.candidates]
 
 
-def test_the_sweep_compares_the_bias_gradients():
+def test_the_sweep_compares_the_bias_gradients(device):
     """A key with biases: the sweep's run returns db1 and db2 and compare checks them (a wrong
-    or unwritten bias gradient rejects the candidate); a key without biases has none."""
+    or unwritten bias gradient rejects the candidate); a key without biases has none. (On the
+    device kernels run on: the interpreter's CPU, else the GPU.)"""
     problem = gtune.GroupedProblem.of(40, 32, 16, 3, 2, "swiglu", 8, True)
-    i = gtune.FAMILY.make_inputs(problem, torch.device("cpu"), 0)
+    i = gtune.FAMILY.make_inputs(problem, torch.device(device), 0)
     want = gtune.FAMILY.run(problem, gtune.FAMILY.baseline(problem), i)
     assert set(want) == set(gtune.OUTPUTS)
     assert gtune.FAMILY.compare(problem, i, dict(want), want) == []
@@ -341,7 +342,7 @@ def test_the_sweep_compares_the_bias_gradients():
         name = "db1" if bad.isfinite().all() else "db2"
         assert [m.split(":")[0] for m in gtune.FAMILY.compare(problem, i, {**want, name: bad}, want)] == [name]
     plain = gtune.GroupedProblem.of(40, 32, 16, 3, 2, "swiglu", 8, False)
-    i = gtune.FAMILY.make_inputs(plain, torch.device("cpu"), 0)
+    i = gtune.FAMILY.make_inputs(plain, torch.device(device), 0)
     assert set(gtune.FAMILY.run(plain, gtune.FAMILY.baseline(plain), i)) == {"y", "dx", "dprobs", "dw1", "dw2"}
 
 

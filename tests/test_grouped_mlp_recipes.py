@@ -1010,7 +1010,7 @@ def test_the_copies_go_when_the_block_exits_and_inference_weights_are_not_kept(d
         assert len(recipes._REUSE.get()) == 0
 
 
-def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads():
+def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads(device):
     """Under torch.no_grad (trainable parameters, an eval pass) no backward will run: the
     forward makes no dgrad weight copies and no column-wise copies (fp8_block: the four
     forward quantizations, as with frozen parameters, not six plus two block tables), and y is
@@ -1019,8 +1019,9 @@ def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads():
     from tilefuse import launches
     from tilefuse.nn import GroupedGLUMLP
     torch.manual_seed(0)
-    mlp = GroupedGLUMLP(2, 128, 128, recipe="fp8_block").to(torch.bfloat16)
+    mlp = GroupedGLUMLP(2, 128, 128, recipe="fp8_block").to(device, torch.bfloat16)
     counts, x, probs = torch.tensor([20, 13]), torch.randn(33, 128, dtype=torch.bfloat16), torch.rand(33)
+    counts, x, probs = counts.to(device), x.to(device), probs.to(device)
     with tilefuse.level(1):
         with launches.counting() as inference, torch.no_grad():
             y0 = mlp(x, counts, probs)
