@@ -52,6 +52,32 @@ def test_compose_backward_matches_reference_and_relay(device, weight_grads):
             assert rel(g, want) < REL_TOL and rel(g, r) < REL_TOL
 
 
+def test_compose_gated_layers_accumulate_onto_their_input_gradient(device, monkeypatch):
+    """Each gated layer's cuBLAS GEMMs add onto g_cur in place (compose.gemm_t with out is
+    res: no copy of the surface into a new buffer first); only the final layer's GEMM, whose
+    product reads g itself, writes a new buffer. The gradients are those of a backward whose
+    every GEMM writes a new buffer, bit for bit (the same beta = 1 GEMM onto the same values)."""
+    d, inputs = make(LMAX, 2, CF, 37, device, grad=False)
+    x_local, z_all, u_final = launch.forward(*inputs, d, True)
+    grad_out = torch.randn(x_local.shape, generator=torch.Generator().manual_seed(4)).to(device)
+    original, in_place = compose.gemm_t, []
+
+    def spy(a, w0t, w1t, res, out, dims):
+        in_place.append(out is res)
+        return original(a, w0t, w1t, res, out, dims)
+    monkeypatch.setattr(compose, "gemm_t", spy)
+    got = launch.backward(grad_out, x_local, z_all, u_final, *inputs[1:], d, True, False, config=COMPOSE)
+    assert in_place == [False, True, True]
+
+    def out_of_place(a, w0t, w1t, res, out, dims):
+        fresh = torch.empty_like(out)
+        original(a, w0t, w1t, res, fresh, dims)
+        out.copy_(fresh)
+    monkeypatch.setattr(compose, "gemm_t", out_of_place)
+    want = launch.backward(grad_out, x_local, z_all, u_final, *inputs[1:], d, True, False, config=COMPOSE)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
 def test_compose_gemms_are_ieee_whatever_the_callers_precision(device, monkeypatch):
     seen = []
     real = torch.baddbmm

@@ -442,7 +442,10 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     u_next = u_final
     for layer in range(ng - 1, -1, -1):
         z = z_all[layer]
-        g_next = torch.empty_like(g_cur)
+        # The composition route accumulates a layer's GEMM onto g_cur itself (compose.gemm_t),
+        # which nothing reads after it: g_cur is this function's own buffer (the first
+        # GEMM's output, or a layer's).
+        g_next = g_cur if cfg.compose else torch.empty_like(g_cur)
         if cfg.fused:
             fused_layer(g_cur, z, gwc[layer], _layer(w0t, layer), _layer(w1t, layer), g_next, d, cfg, sigma)
             g_cur = g_next
