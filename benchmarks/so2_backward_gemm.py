@@ -11,11 +11,15 @@ the H200, results/2026-12-01-h200-g run 1).
                                                                       # interpreter (~1 min)
 
 Shapes (E, lmax, Cf) = (647000, 3, 32), (300000, 6, 32), (400000, 2, 64) (the spec's; --tiny:
-(37, 1, 16)), F = 2, fp32, NL = 3. Every row is one median of the project's timing harness
-(``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay, 5 rounds; every input
-surface is far larger than L2) on fresh random inputs; GEMM tiles: the relay heuristic
-(configs.heuristic), the same for forward and backward; fused: ``--fused-tiles`` (default
-32,64,4, one stage).
+(37, 1, 16)), F = 2, fp32, NL = 3. Each table's launches (per shape: the single launches of
+both segments; the pairs) are timed together, in one run of the project's timing harness
+(``tilefuse.tuning.timing.interleaved``: warm-up, CUDA-graph replay, 5 rounds, one sample of
+every launch a round in rotating order; every input surface is far larger than L2) on fresh
+random inputs per table. A row's ms is its median over the rounds; a ratio is the median of
+the per-round ratios (``timing.ratio``), so a backward launch and the forward launch it is
+judged against always share a round and clock drift under the power cap (benchmarks/README.md)
+falls on both alike. GEMM tiles: the relay heuristic (configs.heuristic), the same for forward
+and backward; fused: ``--fused-tiles`` (default 32,64,4, one stage).
 
 It prints, per shape, a table of launches (ms and the ratio to the forward launch of the same
 size, i.e. the FINAL-mode forward ``_gemm`` over the same K and N columns; the gated forward
@@ -64,13 +68,23 @@ from tilefuse.ops.so2_mixing_stack.reference import So2Dims  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
 
 
-def bench_ms(fn, device) -> float:
-    """Median milliseconds of ``fn``: CUDA-graph replays on a GPU, wall time in the interpreter."""
-    t = timing.interleaved({"fn": fn}, rounds=5 if device == "cuda" else 3, graphs=device == "cuda",
-                           timer=None if device == "cuda" else timing.WallTimer())["fn"]
-    if isinstance(t, Exception):
-        raise t
-    return t.median_ms
+def bench(providers: dict, device) -> dict[str, timing.Timing]:
+    """Per-call times of ``providers``, all timed in one interleaved run (one sample of each a
+    round, the order rotated each round), so ``timing.ratio`` between any two of them compares
+    samples of the same round: CUDA-graph replays on a GPU, wall time in the interpreter."""
+    out = timing.interleaved(providers, rounds=5 if device == "cuda" else 3, graphs=device == "cuda",
+                             timer=None if device == "cuda" else timing.WallTimer())
+    for t in out.values():
+        if isinstance(t, Exception):
+            raise t
+    return out
+
+
+def timed(specs, device) -> list:
+    """(name, provider, reference name or None) rows -> (name, Timing, reference) rows, every
+    provider of ``specs`` timed in the same ``bench`` run."""
+    t = bench({name: fn for name, fn, _ in specs}, device)
+    return [(name, t[name], ref) for name, _, ref in specs]
 
 
 class Shape:
@@ -118,41 +132,53 @@ def old_fused_layer(g_cur, z, gw, w0, w1, out, s: Shape):
 
 
 def measure(s: Shape) -> tuple[list, list, dict]:
-    """(launch rows, pair rows, bitwise checks); rows are (name, ms, reference name or None)."""
+    """(launch rows, pair rows, bitwise checks); rows are (name, Timing, reference name or None),
+    the rows of one table timed in one interleaved run."""
     d, cfg, dev = s.d, s.cfg, s.device
-    launches, pairs, bitwise = [], [], {}
+    bitwise = {}
 
-    def row(table, name, fn, ref=None):
-        table.append((name, bench_ms(fn, dev), ref))
+    # Single launches, both segments' in one run, on fresh inputs: a (F, E, ROW) input, the
+    # residual, the output (the segments write disjoint columns).
+    a, res, out = s.surface(0.5), s.surface(), torch.empty(F, s.E, d.row, device=dev)
+    w0_all, w1_all = s.weights()
+    alpha = torch.rand(s.E, F, generator=s.gen, device=dev) + 0.2
+    x_local = torch.empty(s.E, F, d.row, device=dev)
+    sigma = torch.rand(F, s.E, d.lg, generator=s.gen, device=dev)
+    z = torch.empty_like(out)
 
-    # Per launch, on fresh inputs each: a (F, E, ROW) input, the residual, the output.
-    for seg, k0, kl in s.segments():
-        a, res, out = s.surface(0.5), s.surface(), torch.empty(F, s.E, d.row, device=dev)
-        w0_all, w1_all = s.weights()
-        w = (w0_all if seg == "m0" else w1_all)[0]
-        wt = launch.transposed(w)
-        alpha = torch.rand(s.E, F, generator=s.gen, device=dev) + 0.2
-        x_local = torch.empty(s.E, F, d.row, device=dev)
-        sigma = torch.rand(F, s.E, d.lg, generator=s.gen, device=dev)
-        z = torch.empty_like(out)
+    def segment_specs(seg, k0, kl, w, wt):
+        # A function per segment: the providers run after the loop below, so each binds its
+        # own segment's columns and weights here.
         fwd = f"fwd final {seg} (K=N={kl})"
-        row(launches, fwd, lambda: launch._gemm(kernels.FINAL, a, w, res, x_local, d, cfg, k_start=k0, k_len=kl,
-                                                n_start=k0, n_len=kl, alpha=alpha, apply_alpha=True))
         gated_n0 = d.focus_dim if seg == "m0" else k0
         gated_nl = kl - d.focus_dim if seg == "m0" else kl
-        row(launches, f"fwd gated {seg} (K={kl},N={gated_nl})",
-            lambda: launch._gemm(kernels.FWD_GATED, a, w, res, out, d, cfg, k_start=k0, k_len=kl, n_start=gated_n0,
-                                 n_len=gated_nl, z=z, sigma=sigma), fwd)
-        row(launches, f"bwd {seg} (K=N={kl})",
-            lambda: launch._gemm(kernels.BWD, a, wt, res, out, d, cfg, k_start=k0, k_len=kl, n_start=k0, n_len=kl),
-            fwd)
-        row(launches, f"bwd {seg} old swapped strides", lambda: old_bwd_gemm(a, w, res, out, k0, kl, s), fwd)
-        new, old = torch.full_like(out, float("nan")), torch.full_like(out, float("nan"))
+        return [
+            (fwd, lambda: launch._gemm(kernels.FINAL, a, w, res, x_local, d, cfg, k_start=k0, k_len=kl,
+                                       n_start=k0, n_len=kl, alpha=alpha, apply_alpha=True), None),
+            (f"fwd gated {seg} (K={kl},N={gated_nl})",
+             lambda: launch._gemm(kernels.FWD_GATED, a, w, res, out, d, cfg, k_start=k0, k_len=kl,
+                                  n_start=gated_n0, n_len=gated_nl, z=z, sigma=sigma), fwd),
+            (f"bwd {seg} (K=N={kl})",
+             lambda: launch._gemm(kernels.BWD, a, wt, res, out, d, cfg, k_start=k0, k_len=kl, n_start=k0,
+                                  n_len=kl), fwd),
+            (f"bwd {seg} old swapped strides", lambda: old_bwd_gemm(a, w, res, out, k0, kl, s), fwd),
+        ]
+
+    weights, specs = {}, []
+    for seg, k0, kl in s.segments():
+        w = (w0_all if seg == "m0" else w1_all)[0]
+        weights[seg] = w, launch.transposed(w)
+        specs += segment_specs(seg, k0, kl, *weights[seg])
+    launches = timed(specs, dev)
+    del x_local, sigma, z, specs
+    new, old = torch.full_like(out, float("nan")), torch.full_like(out, float("nan"))
+    for seg, k0, kl in s.segments():
+        w, wt = weights[seg]
         launch._gemm(kernels.BWD, a, wt, res, new, d, cfg, k_start=k0, k_len=kl, n_start=k0, n_len=kl)
         old_bwd_gemm(a, w, res, old, k0, kl, s)
         cols = slice(k0, k0 + kl)
         bitwise[f"bwd {seg} new == old"] = bool(torch.equal(new[..., cols], old[..., cols]))
-        del a, res, out, x_local, sigma, z, new, old
+    del a, res, out, new, old, weights
 
     # Pairs: one layer's two launches, on fresh inputs.
     a, res, out = s.surface(0.5), s.surface(), torch.empty(F, s.E, d.row, device=dev)
@@ -163,6 +189,10 @@ def measure(s: Shape) -> tuple[list, list, dict]:
     x_local = torch.empty(s.E, F, d.row, device=dev)
     sigma = torch.rand(F, s.E, d.lg, generator=s.gen, device=dev)
     z = torch.empty_like(out)
+    # The fused layer: g_cur, the saved z, the gate weights (z scaled like pre-activations).
+    g_cur, z_saved = res, s.surface()
+    gw = s.randn(F, d.focus_dim, d.lg, scale=d.focus_dim ** -0.5)
+    fcfg = s.fused_cfg
 
     def fwd_final_pair():
         for w, k0, kl in ((w0, 0, d.m0), (w1, d.m0, d.m1)):
@@ -180,18 +210,15 @@ def measure(s: Shape) -> tuple[list, list, dict]:
         old_bwd_gemm(a, w1, res, dst, d.m0, d.m1, s)
 
     ref = "fwd final pair"
-    row(pairs, ref, fwd_final_pair)
-    row(pairs, "fwd gated pair (a gated layer)", fwd_gated_pair, ref)
-    row(pairs, "bwd _gemm_t pair", lambda: launch._gemm_t(a, w0t, w1t, res, out, d, cfg), ref)
-    row(pairs, "bwd pair old swapped strides", lambda: old_pair(out), ref)
+    pairs = timed([
+        (ref, fwd_final_pair, None),
+        ("fwd gated pair (a gated layer)", fwd_gated_pair, ref),
+        ("bwd _gemm_t pair", lambda: launch._gemm_t(a, w0t, w1t, res, out, d, cfg), ref),
+        ("bwd pair old swapped strides", lambda: old_pair(out), ref),
+        (f"fused layer {fcfg.name}", lambda: launch.fused_layer(g_cur, z_saved, gw, w0t, w1t, out, d, fcfg), ref),
+        ("fused layer old swapped strides", lambda: old_fused_layer(g_cur, z_saved, gw, w0, w1, out, s), ref),
+    ], dev)
     del x_local, sigma, z
-    # The fused layer: g_cur, the saved z, the gate weights (z scaled like pre-activations).
-    g_cur, z_saved = res, s.surface()
-    gw = s.randn(F, d.focus_dim, d.lg, scale=d.focus_dim ** -0.5)
-    fcfg = s.fused_cfg
-    row(pairs, f"fused layer {fcfg.name}",
-        lambda: launch.fused_layer(g_cur, z_saved, gw, w0t, w1t, out, d, fcfg), ref)
-    row(pairs, "fused layer old swapped strides", lambda: old_fused_layer(g_cur, z_saved, gw, w0, w1, out, s), ref)
     new, old = torch.full_like(out, float("nan")), torch.full_like(out, float("nan"))
     launch.fused_layer(g_cur, z_saved, gw, w0t, w1t, new, d, fcfg)
     old_fused_layer(g_cur, z_saved, gw, w0, w1, old, s)
@@ -205,10 +232,11 @@ def measure(s: Shape) -> tuple[list, list, dict]:
 
 
 def print_table(rows):
-    ms = {name: t for name, t, _ in rows}
+    """One line per row: its median ms and its within-round ratio to its reference row."""
+    times = {name: t for name, t, _ in rows}
     for name, t, ref in rows:
-        ratio = f"{t / ms[ref]:6.2f}x {ref}" if ref else "  1.00x (reference)"
-        print(f"  {name:44s} {t:9.3f} ms  {ratio}")
+        ratio = f"{timing.ratio(t, times[ref]):6.2f}x {ref}" if ref else "  1.00x (reference)"
+        print(f"  {name:44s} {t.median_ms:9.3f} ms  {ratio}")
 
 
 def main() -> int:
@@ -231,10 +259,10 @@ def main() -> int:
         launches, pairs, bitwise = measure(s)
         print_table(launches)
         print_table(pairs)
-        ms = {name: t for name, t, _ in launches}
+        times = {name: t for name, t, _ in launches}
         worst = []
         for seg, _, kl in s.segments():
-            worst.append((seg, ms[f"bwd {seg} (K=N={kl})"] / ms[f"fwd final {seg} (K=N={kl})"]))
+            worst.append((seg, timing.ratio(times[f"bwd {seg} (K=N={kl})"], times[f"fwd final {seg} (K=N={kl})"])))
         ok = all(r <= LIMIT for _, r in worst)
         answers.append(ok)
         exact &= all(bitwise.values())
