@@ -250,6 +250,104 @@ def test_dyt_host_cost_and_its_tables(device):
     assert check_dyt.host_cost_markdown(synthetic)[0] in tables
 
 
+# Host microseconds per call of fake providers, per round, where the median of the per-round
+# ratios to F.layer_norm (2.0) differs from the ratio of the medians (3.0 forward, 4.0 forward +
+# backward) as it does on a host whose speed drifts between rounds.
+HOST_ROUNDS_US = {
+    ("tilefuse.dyt", "fwd_us"): (20.0, 40.0, 30.0), ("F.layer_norm", "fwd_us"): (10.0, 10.0, 30.0),
+    ("tilefuse.dyt", "fwd_bwd_us"): (100.0, 300.0, 200.0), ("F.layer_norm", "fwd_bwd_us"): (50.0, 50.0, 200.0),
+    ("Liger-Kernel LigerDyTFunction", "fwd_us"): (25.0, 45.0, 25.0),
+    ("Liger-Kernel LigerDyTFunction", "fwd_bwd_us"): (150.0, 350.0, 150.0),
+}
+
+
+def test_dyt_host_cost_interleaves_providers_and_takes_ratios_within_rounds(monkeypatch):
+    """host_cost samples every provider's forward and forward + backward once a round, in an
+    order rotated by one each round (the harness's interleave), the JIT route alone under
+    triton_common.jit_launches; the table's 'x layer_norm' is the median of per-round ratios.
+    Fake providers advance a fake clock by their per-round cost and log their calls."""
+    from types import SimpleNamespace
+
+    from tilefuse.check import dyt as check_dyt
+    from tilefuse.ops import triton_common
+    from tilefuse.tuning import timing
+    calls, rounds = 2, 3
+    now = [0.0]
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    log = []       # (provider, pass, Triton's direct launches on) per timed call
+    made = {}
+
+    def provider(name, key):
+        made[name, key] = 0
+
+        def call():
+            n, made[name, key] = made[name, key], made[name, key] + 1
+            if n < calls:       # host_cost's warm-up calls (min(20, calls))
+                return
+            log.append((name, key, triton_common.DIRECT_LAUNCH))
+            cost = HOST_ROUNDS_US.get((name, key), (5.0,) * rounds)[(n - calls) // calls]
+            now[0] += cost * 1e-6
+        return call
+
+    names = ["tilefuse.dyt", "tilefuse.dyt, JIT launches", "F.layer_norm", "torch.tanh"]
+    fake = {n: (provider(n, "fwd_us"), provider(n, "fwd_bwd_us")) for n in names}
+    fake["tilefuse.dyt, no grad"] = (provider("tilefuse.dyt, no grad", "fwd_us"), None)
+    monkeypatch.setattr(check_dyt, "host_providers", lambda rows, cols, device: fake)
+    host = check_dyt.host_cost("cpu", shape=(4, 16), calls=calls, rounds=rounds)
+
+    samples = [log[i][:2] for i in range(0, len(log), calls)]
+    assert all(log[i][:2] == log[i + 1][:2] for i in range(0, len(log), calls))   # a sample's calls
+    per_round = len(fake) * 2 - 1
+    assert len(samples) == rounds * per_round
+    first = samples[:per_round]
+    assert len(set(first)) == per_round                  # every provider and pass once a round
+    for r in range(1, rounds):                           # ... in an order rotated by one each round
+        assert samples[r * per_round:(r + 1) * per_round] == first[r:] + first[:r]
+    assert all(direct == (name != "tilefuse.dyt, JIT launches") for name, _, direct in log)
+    assert triton_common.DIRECT_LAUNCH
+
+    assert host["rounds"] == rounds and host["calls"] == calls
+    rows = {r["provider"]: r for r in host["rows"]}
+    assert list(rows) == list(fake)
+    assert rows["tilefuse.dyt, no grad"]["fwd_bwd_us"] is None
+    ours = rows["tilefuse.dyt"]
+    assert ours["fwd_us"] == pytest.approx(30.0) and ours["fwd_bwd_us"] == pytest.approx(200.0)
+    assert ours["fwd_us_rounds"] == pytest.approx([20.0, 40.0, 30.0])
+    for key in check_dyt.HOST_PASSES:
+        assert check_dyt.host_ratio(host, "tilefuse.dyt", "F.layer_norm", key) == pytest.approx(2.0)
+    assert "| tilefuse.dyt | 30.0 | 2.00x | 200.0 | 2.00x |" in check_dyt.host_cost_markdown(host)
+
+
+def test_host_overhead_checks_ratios_within_rounds(monkeypatch, capsys):
+    """benchmarks/host_overhead.py's regression check takes tilefuse's host cost over
+    F.layer_norm's and over Liger-Kernel's as the median of per-round ratios: here 2.0x
+    F.layer_norm's (under --fail-over 2.5, where the medians' ratio is 3.0x and 4.0x) and
+    below Liger's (whose medians are the lower)."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    from tilefuse.check import dyt as check_dyt
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "host_overhead.py"
+    spec = importlib.util.spec_from_file_location("host_overhead_under_test", path)
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    providers = ["tilefuse.dyt", "F.layer_norm", "Liger-Kernel LigerDyTFunction"]
+    passes = ("fwd_us", "fwd_bwd_us")
+    rows = [{"provider": p, **{k: sorted(HOST_ROUNDS_US[p, k])[1] for k in passes},
+             **{k + "_rounds": list(HOST_ROUNDS_US[p, k]) for k in passes}} for p in providers]
+    host = {"shape": [64, 256], "calls": 1, "rounds": 3, "rows": rows}
+    monkeypatch.setattr(check_dyt, "host_cost", lambda device, shape, calls, rounds: host)
+    monkeypatch.setattr(program, "bitwise_check", lambda: [])
+    monkeypatch.setattr(program, "DEVICE", "cuda")     # the regression check runs on a GPU only
+    args = argparse.Namespace(shape="64x256", peer_calls=1, rounds=3, fail_over=2.5)
+    assert program.peers(args) == 0
+    out = capsys.readouterr().out
+    assert "fwd: tilefuse 30.0 us, 2.00x F.layer_norm's 10.0 us, 0.89x Liger's 25.0 us" in out
+    assert "fwd+bwd: tilefuse 200.0 us, 2.00x F.layer_norm's 50.0 us, 0.86x Liger's 150.0 us" in out
+    assert "FAIL" not in out
+
+
 def test_so2_step_providers_compute_each_pass(tuning_table):
     """The so2 bench's whole-op steps (issue 15's table) on this machine at a tiny shape: each
     provider of each pass returns the pass's outputs, tilefuse's equal to the reference's."""

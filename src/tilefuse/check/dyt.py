@@ -191,13 +191,20 @@ def _providers(x, a, w, b, dy, with_backward: bool, compiled: Callable) -> dict[
 HOST_SHAPE = (64, 256)   # fp32: the GPU work is negligible, what is timed is the host's
 
 
-def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float:
-    """Host microseconds per call: the median over ``rounds`` of ``calls`` back-to-back calls,
-    synchronised before and after each round (the harness's WallTimer), after 20 warm-up calls:
+def _host_sampler(fn: Callable, calls: int) -> Callable[[], float]:
+    """A sampler of ``fn``'s host seconds per call: each sample is ``calls`` back-to-back calls,
+    synchronised before and after (the harness's WallTimer), after 20 warm-up calls here:
     issue 17's measurement."""
     for _ in range(min(20, calls)):
         fn()
-    sample = timing.WallTimer(warmup=0).prepare("host", lambda i: fn(), calls)
+    return timing.WallTimer(warmup=0).prepare("host", lambda i: fn(), calls)
+
+
+def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float:
+    """Host microseconds per call of one callable timed alone: the median over ``rounds``
+    samples of ``calls`` synchronised calls. Comparisons between callables go through
+    ``host_cost``, which times them in the same rounds."""
+    sample = _host_sampler(fn, calls)
     return statistics.median(sample() for _ in range(rounds)) * 1e6
 
 
@@ -242,30 +249,85 @@ def host_providers(rows: int, cols: int, device) -> dict[str, tuple[Callable, Ca
     return out
 
 
+# host_cost's row keys, in host_providers' tuple order: forward, forward + backward
+HOST_PASSES = ("fwd_us", "fwd_bwd_us")
+
+
+def _sample_in(block: Callable, sample: Callable[[], float]) -> Callable[[], float]:
+    """``sample`` taken inside ``block()``, which is opened and closed outside its timed calls."""
+    def run() -> float:
+        with block():
+            return sample()
+    return run
+
+
+def _abort(name, exc: Exception):
+    """``interleave``'s on_error for host_cost: the exception ends the rounds."""
+    raise exc
+
+
 def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> dict:
     """Host microseconds per call, forward and forward + backward, of every ``host_providers``
-    entry: {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_bwd_us}]}."""
+    entry, in interleaved rounds (the harness's ``interleave``): each round takes one sample
+    (``calls`` synchronised calls) of every provider's forward and forward + backward, in an
+    order rotated by one each round, so a host whose speed drifts moves every provider alike
+    instead of the ones timed last. A provider that raises ends the measurement (an error
+    here is a bug, not a row).
+
+    Returns {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_us_rounds, fwd_bwd_us,
+    fwd_bwd_us_rounds}]}: per pass the median per call over the rounds and the per-round values
+    in round order (None where the provider has no such pass); ``host_ratio`` compares two
+    providers within rounds."""
+    providers = host_providers(*shape, device)
+    samplers = {}
+    for name, fns in providers.items():
+        # The JIT route's block is opened around each of its own samples only, so that the
+        # providers sampled beside it in a round launch as they do outside it.
+        block = triton_common.jit_launches if name in JIT_PROVIDERS else contextlib.nullcontext
+        for key, fn in zip(HOST_PASSES, fns):
+            if fn is not None:
+                with block():
+                    samplers[(name, key)] = _sample_in(block, _host_sampler(fn, calls))
+    seconds = timing.interleave(samplers, rounds, on_error=_abort)
     rows = []
-    for name, (fwd, fwd_bwd) in host_providers(*shape, device).items():
-        with (triton_common.jit_launches() if name in JIT_PROVIDERS else contextlib.nullcontext()):
-            times = [None if f is None else median_per_call_us(f, calls, rounds) for f in (fwd, fwd_bwd)]
-        rows.append({"provider": name, "fwd_us": times[0], "fwd_bwd_us": times[1]})
+    for name in providers:
+        row = {"provider": name}
+        for key in HOST_PASSES:
+            us = [s * 1e6 for s in seconds[(name, key)]] if (name, key) in seconds else None
+            row[key] = None if us is None else statistics.median(us)
+            row[key + "_rounds"] = us
+        rows.append(row)
     return {"shape": list(shape), "calls": calls, "rounds": rounds, "rows": rows}
 
 
+def host_ratio(h: dict, provider: str, base: str, key: str) -> float | None:
+    """``provider``'s host time per call over ``base``'s in a ``host_cost`` result, for ``key``
+    (one of HOST_PASSES): the median of the per-round ratios, both having been timed in the
+    same rounds; the medians' ratio where the rows carry no per-round values (rows written
+    by hand); None where either has no time for that pass."""
+    rows = {r["provider"]: r for r in h["rows"]}
+    mine, ref = rows.get(provider), rows.get(base)
+    if mine is None or ref is None or mine[key] is None or not ref[key]:
+        return None
+    mine_rounds, ref_rounds = mine.get(key + "_rounds"), ref.get(key + "_rounds")
+    if mine_rounds and ref_rounds and len(mine_rounds) == len(ref_rounds) and all(ref_rounds):
+        return statistics.median(a / b for a, b in zip(mine_rounds, ref_rounds))
+    return mine[key] / ref[key]
+
+
 def host_cost_markdown(h: dict) -> list[str]:
-    """The host-cost table, each time also as a multiple of F.layer_norm's."""
-    ref = next((r for r in h["rows"] if r["provider"] == "F.layer_norm"), None)
+    """The host-cost table, each time also as a multiple of F.layer_norm's (``host_ratio``)."""
     lines = [f"Host microseconds per call at {h['shape'][0]}x{h['shape'][1]} fp32 (device work negligible): "
-             f"median of {h['rounds']} rounds of {h['calls']} synchronised calls; 'x layer_norm' is the "
-             "time over F.layer_norm's.", "",
+             f"median of {h['rounds']} interleaved rounds (every provider once a round, in rotating order) "
+             f"of {h['calls']} synchronised calls; 'x layer_norm' is the median over the rounds of the time "
+             "over F.layer_norm's in the same round.", "",
              "| provider | fwd us | x layer_norm | fwd+bwd us | x layer_norm |", "|---|---|---|---|---|"]
     for r in h["rows"]:
         cells = []
-        for key in ("fwd_us", "fwd_bwd_us"):
+        for key in HOST_PASSES:
             v = r[key]
-            base = ref[key] if ref else None
-            cells += ["" if v is None else f"{v:.1f}", "" if v is None or not base else f"{v / base:.2f}x"]
+            ratio = host_ratio(h, r["provider"], "F.layer_norm", key)
+            cells += ["" if v is None else f"{v:.1f}", "" if ratio is None else f"{ratio:.2f}x"]
         lines.append(f"| {r['provider']} | " + " | ".join(cells) + " |")
     return lines
 
