@@ -829,13 +829,15 @@ def test_grouped_row_with_a_nan_error_reports_an_infinite_worst_over_bound():
         assert not row["ok"] and row["worst_error_over_bound"] == float("inf")
 
 
-def test_dyt_bench_providers_do_the_same_work_in_bf16():
+def test_dyt_bench_providers_do_the_same_work_in_bf16(device):
     """With bf16 x and fp32 parameters every dyt benchmark provider writes a bf16 y and reads a
     bf16 dy (eager and torch.compile take the parameters in x's dtype: with fp32 ones y would
-    be fp32, other bytes than tilefuse's), and the forward + backward calls run."""
+    be fp32, other bytes than tilefuse's), and the forward + backward calls run. (On the GPU
+    where there is one: Liger-Kernel's provider, where it imports, launches Triton kernels,
+    which take CPU tensors only in the interpreter.)"""
     import torch
     from tilefuse.check import dyt as check_dyt
-    x, a, w, b, dy = check_dyt._inputs((8, 32), torch.bfloat16, torch.float32, True, True, "cpu", "")
+    x, a, w, b, dy = check_dyt._inputs((8, 32), torch.bfloat16, torch.float32, True, True, device, "")
     fwd = check_dyt._providers(x, a, w, b, dy, False, check_dyt._eager)
     assert {"tilefuse", "eager", "torch.compile"} <= set(fwd)
     assert all(f().dtype == torch.bfloat16 for f in fwd.values())
