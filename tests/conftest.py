@@ -21,7 +21,8 @@ DEVICE = "cuda" if HAS_CUDA else "cpu"
 # wait on descheduled threads (see one_intra_op_thread).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _WORKERS))
+    # the cores this process may run on (as the Makefile's nproc counts them), not the host's
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
 
 # Tests never read or write a developer's tuning cache: a session-private, empty one.
 os.environ["TILEFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefuse-test-cache-")

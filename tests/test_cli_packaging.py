@@ -286,5 +286,6 @@ def test_check_at_level_0_says_the_kernels_are_off(tmp_path, capsys, monkeypatch
     from tilefuse import check
     monkeypatch.setenv("TILEFUSE_LEVEL", "0")
     monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
-    assert cli.main(["check", "--ops", "dyt", "--out", str(tmp_path)]) == 2
-    assert "TILEFUSE_LEVEL=0" in capsys.readouterr().err
+    out = tmp_path / "new"
+    assert cli.main(["check", "--ops", "dyt", "--out", str(out)]) == 2
+    assert "TILEFUSE_LEVEL=0" in capsys.readouterr().err and not out.exists()

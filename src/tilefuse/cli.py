@@ -58,11 +58,6 @@ def _check(args) -> int:
     if (why := triton_missing()) is not None:
         print(f"tilefuse check: {why}", file=sys.stderr)
         return 2
-    from . import policy
-    if policy.get_level() == 0:     # every kernel row would fail as "did not launch", the cause unsaid
-        print("tilefuse check: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels the "
-              "check verifies; unset it or set 1-3", file=sys.stderr)
-        return 2
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
                        ops=ops)
     print(summary(result, args.out))
@@ -133,6 +128,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "ops", None) is not None and _ops(args, args.command) is None:
         return 2        # before --out is touched: a usage error creates nothing
+    if args.command == "check" and policy.get_level() == 0:
+        # every kernel row would fail as "did not launch", the cause unsaid
+        print("tilefuse check: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels the "
+              "check verifies; unset it or set 1-3", file=sys.stderr)
+        return 2
     if getattr(args, "out", None) is not None:
         _check_out(parser, args.out)
     return args.func(args)
