@@ -14,7 +14,7 @@ from tilefuse.ops.so2_mixing_stack import tune as so2_tune
 from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.tuning.sweep import REJECTED, TIMED
 
-from test_so2_kernels import REL_TOL, make, reference_grads, rel
+from test_so2_kernels import NL, REL_TOL, make, reference_grads, rel
 from tuning_helpers import FakeTimer, so2_candidates
 
 LMAX, CF = 2, 16
@@ -157,5 +157,74 @@ def test_sweep_rejects_a_composition_off_the_relay(tuning_table, monkeypatch):
     monkeypatch.setattr(compose, "gemm_t", off)
     problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1)
     result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name), rounds=2, device="cpu")
+    (cand,) = result.candidates
+    assert cand.status == REJECTED and "composition" in cand.reason and result.winner == tuning.BASELINE
+
+
+# ---------------------------------------------------------------------------------------------
+# The forward's composition route (compose.gated_layer, compose.final): float32 forward keys.
+@pytest.mark.parametrize("lmax,cf,n_edges,apply_alpha", [(1, 16, 37, True), (2, 16, 1, False), (2, 32, 129, True),
+                                                          (1, 96, 33, True), (2, 16, 0, True)])
+def test_compose_forward_matches_reference_and_the_kernels_forward(lmax, cf, n_edges, apply_alpha, device):
+    """x_local, z (every gated layer's, all columns: the gate kernel's scalar block and the
+    cuBLAS GEMMs') and u_final against the float64 reference and within the composition's
+    tolerance of the heuristic forward; engaged by launch counts; Cf 96 takes the gate kernel's
+    chunked dots and the separate sigma kernel; E = 0 and 1."""
+    from tilefuse.ops.so2_mixing_stack.reference import so2_stack_forward_saving
+    d, inputs = make(lmax, 2, cf, n_edges, device, grad=False)
+    cfg = configs.compose_candidates(lmax, cf)[0]
+    with launches.counting() as launched:
+        got = launch.forward(*inputs, d, apply_alpha, config=cfg)
+    assert launched["so2_fwd_compose_gemm"] == (NL if n_edges else 0)
+    kernels = launch.forward(*inputs, d, apply_alpha)
+    ref = so2_stack_forward_saving(*[t.double() for t in inputs], lmax=lmax, focus_dim=cf, apply_alpha=apply_alpha)
+    problem = so2_tune.So2Problem(lmax, cf, 4, forward=True)
+    for g, k, r in zip(got, kernels, ref):
+        assert g.shape == k.shape and g.dtype == k.dtype and torch.isfinite(g).all()
+        if n_edges:
+            assert rel(g, r.to(g.dtype)) < REL_TOL
+    assert so2_tune.compose_mismatches(problem, dict(zip(("x_local", "z_all", "u_final"), got)),
+                                       dict(zip(("x_local", "z_all", "u_final"), kernels))) == []
+
+
+def test_forward_keys_offer_the_composition_for_float32_only():
+    fwd32, fwd16 = (so2_tune.So2Problem(LMAX, CF, size, forward=True) for size in (4, 2))
+    assert COMPOSE in so2_tune.FAMILY.candidates(fwd32) and COMPOSE not in so2_tune.FAMILY.candidates(fwd16)
+    assert "so2_fwd_compose_gemm" in so2_tune.FAMILY.expected_launches(fwd32, COMPOSE)
+    assert "so2_fwd_compose_gemm" not in so2_tune.FAMILY.expected_launches(fwd32, so2_tune.FAMILY.baseline(fwd32))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_forward_sweep_picks_the_composition_and_dispatch_runs_it(tuning_table, monkeypatch):
+    """A forward key whose composition route times 10% faster than the heuristic tiles: the
+    sweep picks it (its outputs within the tolerance), and the op's forward then runs cuBLAS's
+    GEMMs; the backward, on that saved forward, still matches float64."""
+    so2_candidates(monkeypatch, compose=None)
+    problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1, forward=True)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name, 0.90), rounds=2,
+                              device="cpu")
+    (cand,) = result.candidates
+    assert cand.status == TIMED and result.winner == COMPOSE
+    d, inputs = make(LMAX, 1, CF, 37, "cpu")
+    with launches.counting() as launched:
+        x = tilefuse.so2_mixing_stack(*inputs, lmax=LMAX, focus_dim=CF)
+        grads = torch.autograd.grad(x, inputs[:2], torch.ones_like(x))
+    assert launched["so2_fwd_compose_gemm"] == NL
+    _, ref = reference_grads(inputs, LMAX, CF, True, torch.ones_like(x))
+    assert rel(grads[0], ref[0]) < REL_TOL and rel(grads[1], ref[1]) < REL_TOL
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_forward_sweep_rejects_a_composition_off_the_kernels(tuning_table, monkeypatch):
+    so2_candidates(monkeypatch, compose=None)
+    real = compose.gated_layer
+
+    def off(u, w0, w1, z, u_next, sigma, d):
+        real(u, w0, w1 * (1 + 1e-3), z, u_next, sigma, d)
+
+    monkeypatch.setattr(compose, "gated_layer", off)
+    problem = so2_tune.So2Problem(LMAX, CF, 4, n_edges=37, n_focus=1, forward=True)
+    result = tuning.sweep_key("so2_mixing_stack", problem, timer=FakeTimer(COMPOSE.name, 0.5), rounds=2,
+                              device="cpu")
     (cand,) = result.candidates
     assert cand.status == REJECTED and "composition" in cand.reason and result.winner == tuning.BASELINE

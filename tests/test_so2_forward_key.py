@@ -31,8 +31,10 @@ def _problem(n_edges=37):
 
 @pytest.fixture
 def one_tile(monkeypatch):
-    """The forward key's space cut to one relay tiling (the interpreter is slow)."""
+    """The forward key's space cut to one relay tiling (the interpreter is slow; the
+    composition route's forward has tests of its own, test_so2_compose.py)."""
     monkeypatch.setattr(so2_tune, "relay_candidates", lambda lmax, cf: [TILE])
+    monkeypatch.setattr(so2_tune, "compose_candidates", lambda lmax, cf: [])
 
 
 def _sweep(device):
@@ -53,12 +55,13 @@ def test_forward_keys_and_their_config_space():
             fam.problem_for_key(bad)
     with pytest.raises(ValueError, match="two keys"):
         so2_tune.So2Problem(3, 32, 4, level3=True, forward=True)
-    relay = configs.relay_candidates(3, 32)
-    assert fam.candidates(p) == relay and fam.baseline(p) == configs.heuristic(3, 32)
-    assert all(fam.change(c) == tuning.TILE for c in relay)
-    # the forward has one route: fused, compose and level-3 configs are not its candidates
+    relay, composed = configs.relay_candidates(3, 32), configs.compose_candidates(3, 32)
+    assert fam.candidates(p) == relay + composed and fam.baseline(p) == configs.heuristic(3, 32)
+    assert all(fam.change(c) == tuning.TILE for c in relay) and fam.change(composed[0]) == tuning.ROUTE
+    # the forward's routes are the kernels' tilings and (float32) the composition: fused and
+    # level-3 configs are not its candidates, nor the composition at a 16-bit key
     assert not fam.is_valid("L3-C32-x4-fwd", configs.fused_candidates(3, 32)[0])
-    assert not fam.is_valid("L3-C32-x4-fwd", configs.compose_candidates(3, 32)[0])
+    assert not fam.is_valid("L3-C32-x2-fwd", composed[0]) and fam.is_valid("L3-C32-x4-fwd", composed[0])
     assert not fam.is_valid("L3-C32-x4-fwd", configs.level3_candidates(3, 32)[0])
     assert fam.is_valid("L3-C32-x4-fwd", relay[0])
     assert fam.expected_launches(p, relay[0]) == ("so2_fwd_layer", "so2_fwd_final")

@@ -72,12 +72,14 @@ def capture_cuda_graph(fn, pool=None):
 
 def normwise_rel_error(got, want) -> float:
     """||got - want|| / ||want|| (Frobenius norms, in float64 on the tensors' device, on the host
-    where they differ); max |got| where want is all zeros."""
+    where they differ); max |got| where want is all zeros; 0 for empty tensors."""
     got, want = got.detach().double(), want.detach().double()
     if got.device != want.device:
         got, want = got.cpu(), want.cpu()
     denom = float(want.norm())
-    return float((got - want).norm()) / denom if denom else float(got.abs().max())
+    if denom:
+        return float((got - want).norm()) / denom
+    return float(got.abs().max()) if got.numel() else 0.0
 
 
 _ieee_lock = threading.Lock()

@@ -67,8 +67,8 @@ class So2Config:
     each K tile's requested num_stages - 1 tiles ahead)
     where it can run, else so2_gemm_kernel: bitwise the same result either way.
     The backward always uses the config; the forward uses the tiles and precision of a level-3
-    entry, else of its own key's entry (tune.py's forward keys: relay tiles), else the
-    heuristic's (op.forward_config)."""
+    entry, else of its own key's entry (tune.py's forward keys: relay tiles, or for float32 the
+    composition route's cuBLAS GEMMs), else the heuristic's (op.forward_config)."""
 
     block_m: int = 32
     block_n: int = 64
@@ -204,8 +204,8 @@ RELAY_TILES = ((64, 64, 4, 2), (32, 128, 4, 2), (64, 128, 8, 2), (128, 64, 8, 2)
 
 
 def compose_candidates(lmax: int, focus_dim: int) -> list[So2Config]:
-    """The composition route (compose.py), its pointwise kernels on the heuristic's rows and
-    warps (its GEMMs are cuBLAS's: no tiles to try)."""
+    """The composition route (compose.py), its pointwise kernels (and the forward's gate kernel)
+    on the heuristic's rows and warps (its GEMMs are cuBLAS's: no tiles to try)."""
     return [dataclasses.replace(heuristic(lmax, focus_dim), compose=True)]
 
 

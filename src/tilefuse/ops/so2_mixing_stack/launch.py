@@ -181,8 +181,9 @@ def _gemm_wgmma(mode, a, w, w_lo, w_scale, res, out, z, sigma, alpha, apply_alph
 
 def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, config: So2Config | None = None):
     """Returns (x_local (E, F, ROW), z_all (NG, F, E, ROW), u_final (F, E, ROW)). The layer
-    GEMMs take ``config``'s tiles and precision (default: the heuristic relay's, exact); its
-    route field does not apply (the forward has one route)."""
+    GEMMs take ``config``'s tiles and precision (default: the heuristic relay's, exact), or
+    cuBLAS's with a ``compose`` config (compose.gated_layer, compose.final: the gate kernel
+    still takes its scalar block); the fused route is the backward's only."""
     from .kernels import FINAL, FWD_GATED, so2_fwd_gate_kernel
     cfg = config or heuristic(d.lmax, d.focus_dim)
     F, E, _ = u0.shape
@@ -211,17 +212,25 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
             # the gate kernel left sigma to the sigma kernel (configs.GATE_REGISTER_MAX), which
             # reads s from the z it wrote: the backward's recompute, bit for bit
             _sigma(z, gwc[layer], sigma, d)
-        common = dict(z=z, sigma=sigma)
-        _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
-              n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
-        _gemm(FWD_GATED, u, _layer(w1g, layer), u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
-              n_start=d.m0, n_len=d.m1, **common)
+        if cfg.compose:
+            from . import compose
+            compose.gated_layer(u, w0c[layer], w1c[layer], z, u_next, sigma, d)
+        else:
+            common = dict(z=z, sigma=sigma)
+            _gemm(FWD_GATED, u, _layer(w0g, layer), u, u_next, d, cfg, k_start=0, k_len=d.m0,
+                  n_start=d.focus_dim, n_len=d.m0 - d.focus_dim, **common)
+            _gemm(FWD_GATED, u, _layer(w1g, layer), u, u_next, d, cfg, k_start=d.m0, k_len=d.m1,
+                  n_start=d.m0, n_len=d.m1, **common)
         launches.record("so2_fwd_layer")
         u = u_next
     alpha_c = alpha.contiguous()
-    for w, k_start, k_len in ((_layer(w0g, ng), 0, d.m0), (_layer(w1g, ng), d.m0, d.m1)):
-        _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
-              alpha=alpha_c, apply_alpha=apply_alpha)
+    if cfg.compose:
+        from . import compose
+        compose.final(u, w0c[ng], w1c[ng], alpha_c, x_local, d, apply_alpha)
+    else:
+        for w, k_start, k_len in ((_layer(w0g, ng), 0, d.m0), (_layer(w1g, ng), d.m0, d.m1)):
+            _gemm(FINAL, u, w, u, x_local, d, cfg, k_start=k_start, k_len=k_len, n_start=k_start, n_len=k_len,
+                  alpha=alpha_c, apply_alpha=apply_alpha)
     launches.record("so2_fwd_final")
     return x_local, z_all, u
 

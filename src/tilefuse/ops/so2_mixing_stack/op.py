@@ -53,8 +53,9 @@ def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool
 def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
                    ) -> configs.So2Config | None:
     """The forward's tiles (and precision). At level 3 the level-3 key's winner when it has one
-    (``level3_config``); else at level >= 2 the forward key's tuned tiles (tune.py: relay tilings
-    whose forward is bitwise the heuristic's); else None: launch.forward's heuristic tiles."""
+    (``level3_config``); else at level >= 2 the forward key's winner (tune.py: relay tilings
+    whose forward is bitwise the heuristic's, or for float32 the composition route); else None:
+    launch.forward's heuristic tiles."""
     if policy.get_level() < 2:
         return None
     variant = level3_config(d, dtype, n_edges, n_focus, n_layers)

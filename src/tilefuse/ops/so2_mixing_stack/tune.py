@@ -13,12 +13,14 @@ does, so it must agree within the fp32 chain's tolerance (``compose_tolerance``)
 candidate must launch its route's kernels; a sweep where a guard or the policy routed a
 candidate to the relay fails. Only the backward is timed.
 
-Forward keys (``L3-C32-x4-fwd``): the forward's GEMM and gate-kernel tiles (the forward has
-one route). The baseline is the heuristic tiles, the candidates the relay tilings above (a tile
-change, 1% margin; BLOCK_K unchanged, so every output element keeps its K order), and the
-forward alone is timed. x_local and the saved z and u_final must be bitwise equal to the
-baseline's: the backward routes, whose fused == relay contract is stated on the saved forward,
-then see the same inputs whichever forward tiles ran.
+Forward keys (``L3-C32-x4-fwd``): the forward's GEMM and gate-kernel tiles, and for float32
+keys its composition route (compose.gated_layer / compose.final: the layer GEMMs on cuBLAS, a
+route change, 3% margin). The baseline is the heuristic tiles, the candidates the relay tilings
+above (a tile change, 1% margin; BLOCK_K unchanged, so every output element keeps its K order)
+and that route, and the forward alone is timed. A tiling's x_local and saved z and u_final
+must be bitwise equal to the baseline's; the composition's within ``compose_tolerance``, as
+the backward's. Either way the backward routes, whose fused == relay contract is stated on the
+saved forward, see the same inputs as each other whichever forward ran.
 
 Level-3 keys (``L3-C32-x4-l3``, fp32 only): forward + force backward is timed, the baseline is
 the exact heuristic relay, the candidates are split-precision relay configs (3xfp16, also
@@ -235,9 +237,10 @@ def compose_tolerance(problem: "So2Problem") -> float:
 
 
 def compose_mismatches(problem: "So2Problem", got: dict, want: dict) -> list[str]:
-    """The composition route against the relay (``compose_tolerance``), one message per output."""
+    """The composition route against the relay (``compose_tolerance``), one message per output:
+    the backward's gradients, or a forward key's x_local, z and u_final."""
     tol, out = compose_tolerance(problem), []
-    for name in ("grad_u0", "grad_alpha"):
+    for name in (("x_local", "z_all", "u_final") if problem.forward else ("grad_u0", "grad_alpha")):
         err = normwise_rel_error(got[name], want[name])
         if not err <= tol:
             out.append(f"{name}: normwise difference from the relay {err:.2e} > {tol:.2e} (the composition's "
@@ -308,7 +311,8 @@ class So2Family(TuningFamily):
         if problem.level3:
             return level3_candidates(problem.lmax, problem.focus_dim)
         if problem.forward:
-            return relay_candidates(problem.lmax, problem.focus_dim)
+            composed = compose_candidates(problem.lmax, problem.focus_dim) if problem.itemsize == 4 else []
+            return relay_candidates(problem.lmax, problem.focus_dim) + composed
         out = relay_candidates(problem.lmax, problem.focus_dim) + compose_candidates(problem.lmax, problem.focus_dim)
         if fused_supported(problem.focus_dim, problem.itemsize == 4):
             out += fused_candidates(problem.lmax, problem.focus_dim)
@@ -400,7 +404,7 @@ class So2Family(TuningFamily):
 
     def expected_launches(self, problem: So2Problem, choice: So2Config) -> tuple[str, ...]:
         if problem.forward:
-            return ("so2_fwd_layer", "so2_fwd_final")
+            return ("so2_fwd_layer", "so2_fwd_final") + (("so2_fwd_compose_gemm",) if choice.compose else ())
         bwd = (f"so2_bwd_{choice.route}_layer",) + (("so2_bwd_compose_gemm",) if choice.compose else ())
         if choice.wgmma and _wgmma_runs_here():   # its layer GEMMs in Gluon, proven; elsewhere so2_gemm_kernel
             bwd += ("so2_gemm3x_wgmma",)
