@@ -228,3 +228,36 @@ def test_forward_sweep_rejects_a_composition_off_the_kernels(tuning_table, monke
                               device="cpu")
     (cand,) = result.candidates
     assert cand.status == REJECTED and "composition" in cand.reason and result.winner == tuning.BASELINE
+
+
+def test_the_composition_check_works_in_float64_chunks(monkeypatch):
+    """compose_mismatches (a sweep's check of a composition choice) compares outputs of many
+    GB on the GPU at lmax 6 (the saved z: a surface a gated layer); its float64 work goes in
+    chunks (utils.NORMWISE_CHUNK), never a whole float64 copy of an output, which had taken
+    the check to about 22 of the sweep's 12 planned surfaces. Same numbers as the whole sums."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from tilefuse import utils
+
+    class LargestFloat64(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    LargestFloat64.largest = max(LargestFloat64.largest, t.numel())
+            return out
+
+    problem = so2_tune.So2Problem(LMAX, CF, 4, forward=True)
+    g = torch.Generator().manual_seed(7)
+    want = {name: torch.randn(shape, generator=g) for name, shape in
+            (("x_local", (37, 2, 112)), ("z_all", (2, 2, 37, 112)), ("u_final", (2, 37, 112)))}
+    got = {name: t * (1 + 1e-7) for name, t in want.items()}
+    far = {**got, "z_all": want["z_all"] * 1.01}
+    whole = [float((got[n].double() - want[n].double()).norm() / want[n].double().norm()) for n in want]
+    monkeypatch.setattr(utils, "NORMWISE_CHUNK", 1000)
+    with LargestFloat64():
+        assert so2_tune.compose_mismatches(problem, got, want) == []
+        assert [m.split(":")[0] for m in so2_tune.compose_mismatches(problem, far, want)] == ["z_all"]
+    assert 0 < LargestFloat64.largest <= 1000
+    assert [utils.normwise_rel_error(got[n], want[n]) for n in want] == pytest.approx(whole, rel=1e-12)
