@@ -45,15 +45,19 @@ def dyt_backward_reference(dy, x, alpha, weight, bias=None, *, channels_last=Tru
     """Explicit backward formulas of the spec, accumulated in ``compute_dtype``.
 
     Returns ``(dx, dalpha, dweight, dbias)``: ``dx`` in ``x.dtype``, each parameter gradient in
-    its parameter's dtype (``dbias`` is ``None`` without a bias).
+    its parameter's dtype (``dbias`` is ``None`` without a bias). The same ops, in the same
+    order, as autograd's backward of ``dyt_reference`` (``aten.tanh_backward`` for the
+    (1 - t^2) factor: its kernel rounds unlike the written-out product), so where the kernels
+    do not run (level 0, float64) the custom op's backward, which calls this, gives the eager
+    call's gradients bit for bit.
     """
     xc = x.to(compute_dtype)
     dyc = dy.to(compute_dtype)
     a = alpha.to(compute_dtype)
     t = torch.tanh(a * xc)
-    g = dyc * _param_view(weight.to(compute_dtype), x, channels_last) * (1 - t * t)
-    dx = (a * g).to(x.dtype)
-    dalpha = (xc * g).sum().reshape(alpha.shape).to(alpha.dtype)
+    g = torch.ops.aten.tanh_backward(dyc * _param_view(weight.to(compute_dtype), x, channels_last), t)
+    dx = (g * a).to(x.dtype)
+    dalpha = (g * xc).sum().reshape(alpha.shape).to(alpha.dtype)
     dweight = _reduce_to_channels(dyc * t, channels_last).to(weight.dtype)
     dbias = None if bias is None else _reduce_to_channels(dyc, channels_last).to(bias.dtype)
     return dx, dalpha, dweight, dbias
