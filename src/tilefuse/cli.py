@@ -52,14 +52,11 @@ def _show_progress(args) -> bool:
 
 def _check(args) -> int:
     from .check import run_check, summary, triton_missing
-    ops = _ops(args, "check")
-    if ops is None:
-        return 2
     if (why := triton_missing()) is not None:
         print(f"tilefuse check: {why}", file=sys.stderr)
         return 2
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
-                       ops=ops)
+                       ops=args.ops)
     print(summary(result, args.out))
     return 0 if all(r["ok"] for r in result["verification"]) else 1
 
@@ -73,13 +70,10 @@ def _info(args) -> int:
 def _bench(args) -> int:
     import torch
     from .check import run_check
-    ops = _ops(args, "bench")
-    if ops is None:
-        return 2
     if not torch.cuda.is_available():
         print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
         return 2
-    result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=ops)
+    result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=args.ops)
     print(open(os.path.join(args.out, "report.md")).read())
     # a benchmark that raised is a failed row of the report: the exit status says so
     return 0 if all(row["ok"] for row in result["verification"]) else 1
@@ -126,8 +120,10 @@ def main(argv=None) -> int:
         return tune_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
-    if getattr(args, "ops", None) is not None and _ops(args, args.command) is None:
-        return 2        # before --out is touched: a usage error creates nothing
+    if hasattr(args, "ops"):    # check and bench: the selection as a tuple of op names
+        args.ops = _ops(args, args.command)
+        if args.ops is None:
+            return 2        # before --out is touched: a usage error creates nothing
     if args.command == "check" and policy.get_level() == 0:
         # every kernel row would fail as "did not launch", the cause unsaid
         print("tilefuse check: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels the "

@@ -6,8 +6,9 @@ become one torch element-wise op each. Backward first; the forward's below (``ga
 ``final``).
 
 It is what a skilled user writes around the relay's pointwise work without tilefuse's GEMMs:
-one of the backward routes the tuning family times against the relay (tune.py; the choice
-``So2Config(compose=True)``), so that a key keeps the relay only where the relay is faster.
+one of the routes the tuning family times against the relay, at backward keys and float32
+forward keys (tune.py; the choice ``So2Config(compose=True)``), so that a key keeps the relay
+only where the relay is faster.
 
 Per gated layer, as the relay: sigma and (gz, gq) by the relay's kernels, then
 
@@ -39,10 +40,11 @@ from .reference import So2Dims
 def gemm_t(a, w0t, w1t, res, out, d: So2Dims) -> None:
     """out = res + [a_m0 @ w0t | a_m1 @ w1t] (both column segments) with cuBLAS, in place into
     ``out``'s column slices (launch._gemm_t for the composition route). With ``out is res`` (a
-    gated layer's g_cur, read by nothing after its GEMM) the products accumulate onto res:
-    ``baddbmm(res, ..., out=out)`` into another tensor first copies res into out, a read and a
-    write of the whole surface a segment (8 copies, 2.5 ms of a 75 ms step at (65536, 6, 96):
-    results/2026-12-06-h200-aw run 4); the GEMM is the same, beta = 1 onto the same values."""
+    gated layer's g_cur, read by nothing after its GEMM) the products accumulate onto res in
+    place; ``baddbmm(res, ..., out=out)`` into another tensor first copies res into out, a read
+    and a write of the whole surface a segment (about 0.3 ms each at (65536, 6, 96) on the
+    H100: results/2026-12-06-h200-aw run 4). The GEMM is the same either way, beta = 1 onto the
+    same values."""
     with ieee_matmul(a.device.type):
         for start, stop, wt in ((0, d.m0, w0t), (d.m0, d.row, w1t)):
             if out is res:

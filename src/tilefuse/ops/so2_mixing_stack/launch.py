@@ -26,6 +26,7 @@ import torch
 
 from ... import launches
 from ...utils import cdiv, ieee_matmul
+from . import compose
 from .configs import EXACT, FP16X3, GATE_REGISTER_MAX, TF32X3, So2Config, cf_padded, fused_applies, heuristic
 from .reference import So2Dims, gate_act
 
@@ -213,7 +214,6 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
             # reads s from the z it wrote: the backward's recompute, bit for bit
             _sigma(z, gwc[layer], sigma, d)
         if cfg.compose:
-            from . import compose
             compose.gated_layer(u, w0c[layer], w1c[layer], z, u_next, sigma, d)
         else:
             common = dict(z=z, sigma=sigma)
@@ -225,7 +225,6 @@ def forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alpha: bool, co
         u = u_next
     alpha_c = alpha.contiguous()
     if cfg.compose:
-        from . import compose
         compose.final(u, w0c[ng], w1c[ng], alpha_c, x_local, d, apply_alpha)
     else:
         for w, k_start, k_len in ((_layer(w0g, ng), 0, d.m0), (_layer(w1g, ng), d.m0, d.m1)):
@@ -248,7 +247,6 @@ def _gemm_t(a, w0t, w1t, res, out, d, cfg, head=None):
     instead (compose.gemm_t). ``head`` = (alpha, apply_alpha): a and res are grad_out (E, F,
     ROW), read as the head's g = grad_out * alpha (so2_gemm_kernel's BWD_HEAD); Triton only."""
     if cfg.compose:
-        from . import compose
         return compose.gemm_t(a, w0t, w1t, res, out, d)
     from .kernels import BWD, BWD_HEAD
     mode, extra = (BWD, {}) if head is None else (BWD_HEAD, dict(alpha=head[0], apply_alpha=head[1]))
