@@ -118,6 +118,49 @@ def test_collect_sees_the_backward_keys_where_the_backward_runs_on_another_threa
     assert tilefuse.get_level() == (1 if below == "set_level" else 3)   # no set_level left behind
 
 
+def test_collecting_records_only_its_own_threads_lookups():
+    """A collecting() block records the lookups of the thread that opened it (and nested blocks
+    each see them), never another thread's: a second thread calling tilefuse while a model is
+    collected, or collecting its own model at the same time, leaves the first one's keys as
+    they are (both had landed in the block opened last)."""
+    def model_of(cols):
+        a, w, b = torch.tensor([0.5]), torch.ones(cols), torch.zeros(cols)
+        return lambda x: tilefuse.dyt(x, a, w, b)
+
+    inside, out = threading.Barrier(2), {}
+
+    def worker(name, cols, first):
+        m = model_of(cols)
+
+        def model(x):
+            inside.wait()            # both threads inside their blocks
+            if not first:
+                inside.wait()        # the other thread's model ran first
+            y = m(x)
+            if first:
+                inside.wait()
+            return y
+        with torch.no_grad():
+            out[name] = set(tuning.model.collect(model, torch.randn(8, cols)))
+
+    threads = [threading.Thread(target=worker, args=("a", 64, True)),
+               threading.Thread(target=worker, args=("b", 32, False))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == {"a": {("dyt", "fwd-M8-N64-x4")}, "b": {("dyt", "fwd-M8-N32-x4")}}
+
+    other = model_of(32)
+    with table.collecting() as outer, table.collecting() as inner:
+        t = threading.Thread(target=other, args=(torch.randn(8, 32),))
+        t.start()
+        t.join()
+        model_of(64)(torch.randn(8, 64))
+    assert set(outer) == set(inner) == {("dyt", "fwd-M8-N64-x4")}
+    assert not table._collectors
+
+
 def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
     assert command.main(["--show"]) == 0
     assert "no entries" in capsys.readouterr().out

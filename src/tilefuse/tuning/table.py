@@ -72,7 +72,11 @@ _runtime: Entries = {}
 # open block's entry; when the last one closes, the entry before the first comes back. Blocks
 # may close in any order (two threads' blocks overlap): each takes only its own entry away.
 _open_blocks: dict[tuple[str, str], list] = {}
-_collectors: list[dict] = []
+# collecting() blocks open: (the opening thread's ident, the dict it fills), in opening order.
+_collectors: list[tuple[int, dict]] = []
+# autograd's id of the graph task the calling thread is running (-1 outside one): how a lookup
+# on autograd's CUDA device thread, which opened no block, is told from another thread's.
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 # (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
 # Problems are frozen dataclasses; cleared by every change to any layer, and when it holds
 # MEMO_MAX results (a problem may carry an exact size, dyt's row count: one result each).
@@ -155,8 +159,8 @@ def lookup_config(family: str, problem):
         raise TypeError(f"lookup_config: problem must be hashable (a frozen dataclass), got "
                         f"{problem!r} ({type(problem).__name__})") from None
     with _lock:
-        if _collectors:
-            _collectors[-1].setdefault((family, key), problem)
+        for seen in _collecting_here():
+            seen.setdefault((family, key), problem)
         winner = _table(device).resolve().get((family, key))
         config = None if winner is None or winner == BASELINE else winner
         if len(_memo) >= MEMO_MAX:
@@ -165,20 +169,38 @@ def lookup_config(family: str, problem):
     return config
 
 
+def _collecting_here() -> list[dict]:
+    """The collecting() dicts a lookup on this thread goes into (called holding _lock): every
+    block this thread opened (nested blocks each see it); on a thread that opened none, every
+    open block while it runs an autograd graph task (autograd's CUDA device thread running a
+    backward for the thread that opened one: it cannot tell whose), else none, so another
+    thread's calls never land in a model's keys."""
+    if not _collectors:
+        return []
+    me = threading.get_ident()
+    own = [seen for owner, seen in _collectors if owner == me]
+    if own or _graph_task_id() == -1:
+        return own
+    return [seen for _, seen in _collectors]
+
+
 @contextlib.contextmanager
 def collecting() -> Iterator[dict]:
     """Yields a dict that fills with ``(family, key) -> first problem seen`` for every
-    lookup made inside the block."""
+    lookup made inside the block by this thread, and by autograd's device thread while it
+    runs a backward (``_collecting_here``). Lookups of other threads are not recorded."""
     global _generation
     seen: dict = {}
+    token = (threading.get_ident(), seen)
     with _lock:
-        _collectors.append(seen)
+        _collectors.append(token)
         _generation += 1     # caches of lookups look up again, so the block sees (and records) them
     try:
         yield seen
     finally:
         with _lock:
-            _collectors.remove(seen)
+            # by identity: another block's token may compare equal (same thread, equal dicts)
+            del _collectors[next(i for i, t in enumerate(_collectors) if t is token)]
 
 
 # --- inspection ------------------------------------------------------------------------
