@@ -93,6 +93,53 @@ def test_torch_compile_fullgraph(channels_last, device):
     torch.testing.assert_close(grad, x.grad, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_compiled_torch_func_and_forward_ad_differentiate_the_reference(channels_last, device):
+    """Inside torch.compile(fullgraph=True), torch.func's jvp, grad, jacrev and vmap and
+    forward-mode AD differentiate the float32 reference: the custom op has a backward rule
+    only, so jvp's tangent was all zeros, forward-mode AD's None and grad a TorchRuntimeError.
+    Eagerly jvp stays unimplemented (the autograd.Function has no jvp rule: NotImplementedError,
+    never a wrong tangent); a plain compiled call still runs the custom op."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch.autograd import forward_ad
+    shape = (5, 8) if channels_last else (2, 8, 3)
+    x, a, w, b, dy = make_inputs(shape, torch.float32, torch.float32, True, channels_last, device, seed=3)
+    tangent = torch.randn_like(x)
+
+    def f(inp):
+        return tilefuse.dyt(inp, a, w, b, channels_last=channels_last)
+
+    def f64(inp):
+        return dyt_reference(inp, a.double(), w.double(), b.double(), channels_last=channels_last,
+                             compute_dtype=torch.float64)
+
+    def compiled(fn, fullgraph=True):
+        counter = CompileCounterWithBackend("aot_eager")
+        return torch.compile(fn, backend=counter, fullgraph=fullgraph), counter
+
+    def forward_mode(inp):
+        with forward_ad.dual_level():
+            return forward_ad.unpack_dual(f(forward_ad.make_dual(inp, tangent))).tangent
+
+    def close(got, want):
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()
+    _, want_jvp = torch.func.jvp(f64, (x.double(),), (tangent.double(),))
+    jvp, counter = compiled(lambda inp: torch.func.jvp(f, (inp,), (tangent,))[1])
+    close(jvp(x), want_jvp)
+    assert not any(node.target is torch.ops.tilefuse.dyt.default for g in counter.graphs for node in g.graph.nodes)
+    close(compiled(forward_mode, fullgraph=False)[0](x), want_jvp)
+    with pytest.raises(NotImplementedError, match="jvp"):
+        torch.func.jvp(f, (x,), (tangent,))
+    close(compiled(torch.func.grad(lambda inp: (f(inp) * dy).sum()))[0](x),
+          torch.func.grad(lambda inp: (f64(inp) * dy.double()).sum())(x.double()))
+    close(compiled(torch.func.jacrev(f))[0](x), torch.func.jacrev(f64)(x.double()))
+    close(compiled(torch.func.vmap(f))[0](torch.stack([x, 2 * x]))[1], f64(2 * x.double()))
+    plain, counter = compiled(f)
+    close(plain(x), f64(x.double()))
+    assert sum(node.target is torch.ops.tilefuse.dyt.default for g in counter.graphs for node in g.graph.nodes) == 1
+
+
 def test_opcheck(device):
     x, a, w, b, dy = make_inputs((9, 24), torch.float32, torch.float32, True, True, device, seed=1)
     torch.library.opcheck(dyt_op, (x, a, w, b, True))

@@ -370,6 +370,70 @@ def test_torch_func_transforms_and_batched_gradients_run_the_reference(level):
         torch.func.grad(lambda x: tilefuse.grouped_glu_mlp(x, *rest, recipe="nvfp4").sum())(i["x"])
 
 
+@pytest.mark.parametrize("level,width,interleave", [(1, 16, 8), (0, 6, 3)], ids=["compose", "unfused-op"])
+def test_compiled_torch_func_and_forward_ad_run_the_reference(level, width, interleave):
+    """Inside torch.compile(fullgraph=True), torch.func's jvp, grad and vmap and forward-mode
+    AD differentiate the reference's function (api._traced_reference: the per-expert loop reads
+    the counts on the host, which Dynamo cannot trace), as eager calls do: the custom ops (the
+    compose route's at level 1, the opaque unfused op at level 0 with H 6) have backward rules
+    only, so jvp's tangent was all zeros, forward-mode AD's None and grad a TorchRuntimeError.
+    Results are float64's within fp32 rounding, the jvp's under a bfloat16 autocast region too
+    (its GEMMs run outside it); counts that do not sum to T raise on the device check; a plain
+    compiled call still runs the custom ops."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch.autograd import forward_ad
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([3, 0, 5], width, width, torch.float32, bias=True, device="cpu",
+                      generator=torch.Generator().manual_seed(6))
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    args = tuple(i[k] for k in names)
+    tangents = tuple(torch.randn_like(t) for t in args)
+
+    def op(x, probs, w1, w2, b1, b2, counts=i["counts"]):
+        return tilefuse.grouped_glu_mlp(x, counts, probs, w1, w2, glu_interleave=interleave, fc1_bias=b1,
+                                        fc2_bias=b2)
+
+    def op64(*a):
+        return grouped_glu_mlp_reference(a[0], i["counts"], *a[1:4], glu_interleave=interleave, fc1_bias=a[4],
+                                         fc2_bias=a[5], compute_dtype=torch.float64)
+
+    def compiled(fn, fullgraph=True):
+        counter = CompileCounterWithBackend("aot_eager")
+        return torch.compile(fn, backend=counter, fullgraph=fullgraph), counter
+
+    def tilefuse_ops(counter):
+        return sum(str(node.target).startswith("tilefuse.") for g in counter.graphs for node in g.graph.nodes)
+
+    def forward_mode(*a):
+        with forward_ad.dual_level():
+            return forward_ad.unpack_dual(op(*map(forward_ad.make_dual, a, tangents))).tangent
+
+    def close(got, want):
+        assert float((got.double() - want).norm() / want.norm()) <= 1e-5
+    args64 = tuple(t.double() for t in args)
+    _, want_jvp = torch.func.jvp(op64, args64, tuple(t.double() for t in tangents))
+    want_grads = torch.func.grad(lambda *a: (op64(*a) * i["dy"].double()).sum(), argnums=tuple(range(6)))(*args64)
+    torch._dynamo.reset()
+    with tilefuse.level(level):
+        jvp, counter = compiled(lambda *a: torch.func.jvp(op, a, tangents)[1])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = jvp(*args)
+        assert got.dtype == torch.float32 and tilefuse_ops(counter) == 0
+        close(got, want_jvp)
+        close(compiled(forward_mode, fullgraph=False)[0](*args), want_jvp)
+        grads = compiled(torch.func.grad(lambda *a: (op(*a) * i["dy"]).sum(), argnums=tuple(range(6))))[0](*args)
+        for got, want in zip(grads, want_grads):
+            close(got, want)
+        batched = compiled(torch.func.vmap(lambda x: op(x, *args[1:])))[0](torch.stack([args[0], 2 * args[0]]))
+        close(batched[1], op64(2 * args64[0], *args64[1:]))
+        bad = i["counts"] + torch.tensor([1, 0, 0], dtype=i["counts"].dtype)
+        with pytest.raises(RuntimeError, match="tokens_per_expert must be non-negative and sum to T"):
+            compiled(lambda x: torch.func.vmap(lambda x: op(x, *args[1:], counts=bad))(x))[0](args[0][None])
+        plain, counter = compiled(op)
+        close(plain(*args), op64(*args64))
+        assert tilefuse_ops(counter) >= 1
+
+
 # (level, H = F, glu_interleave, torch.func): every path of a float32 call on the CPU.
 AUTOCAST_PATHS = [
     pytest.param(0, 6, 3, False, id="level0-per-expert-loop"),     # rows off 16 bytes: matmul per expert

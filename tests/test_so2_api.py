@@ -361,6 +361,66 @@ def test_the_older_vmaps_batched_gradients_run_the_reference():
             assert _rel64(a[i], b) <= 1e-5
 
 
+def _custom_op_calls(counter):
+    """How many calls of the custom forward op the graphs ``counter`` compiled hold."""
+    return sum(node.target is torch.ops.tilefuse.so2_stack_fwd.default
+               for graph in counter.graphs for node in graph.graph.nodes)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_compiled_torch_func_and_forward_ad_run_the_reference(backend):
+    """Inside torch.compile(fullgraph=True), torch.func's jvp, grad, jacrev and vmap and
+    forward-mode AD differentiate the reference, as eager calls do, with autocast off: the
+    custom op has a backward rule only, so a jvp through it was an all-zero tangent, forward-
+    mode AD's tangent None and grad a TorchRuntimeError. The results are float64's within
+    fp32 rounding, the tangents also under a bfloat16 autocast region (bfloat16 GEMMs would
+    be ~1e-3 off; grad's backward, autograd's of the reference's ops, runs in the region
+    around it, as eagerly), and a plain compiled call still runs the custom op. Inductor
+    (~15 s to build on a CPU: marked slow) takes jvp only."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch.autograd import forward_ad
+    torch.manual_seed(8)
+    args = make_args(lmax=1, cf=4, n_focus=1, n_edges=3)
+    kw = {"lmax": 1, "focus_dim": 4}
+    u0, rest = args[0], args[1:]
+    ins64 = [t.double() for t in args]
+    tangent = torch.randn_like(u0)
+    _, want_jvp = torch.func.jvp(lambda u: so2_stack_reference(u, *ins64[1:], **kw), (ins64[0],), (tangent.double(),))
+
+    def f(u):
+        return tilefuse.so2_mixing_stack(u, *rest, **kw)
+
+    def compiled(fn, fullgraph=True):
+        counter = CompileCounterWithBackend(backend)
+        return torch.compile(fn, backend=counter, fullgraph=fullgraph), counter
+
+    def forward_mode(u):
+        with forward_ad.dual_level():
+            return forward_ad.unpack_dual(f(forward_ad.make_dual(u, tangent))).tangent
+    torch._dynamo.reset()
+    jvp, counter = compiled(lambda u: torch.func.jvp(f, (u,), (tangent,))[1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = jvp(u0)
+    assert got.dtype == torch.float32 and _rel64(got, want_jvp) <= 1e-5
+    assert _custom_op_calls(counter) == 0
+    if backend == "inductor":
+        return
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _rel64(compiled(forward_mode, fullgraph=False)[0](u0), want_jvp) <= 1e-5
+    grad = compiled(torch.func.grad(lambda u: f(u).square().sum()))[0](u0)
+    assert _rel64(grad, _f64_grads(args, kw)[0]) <= 1e-5
+    jac = compiled(torch.func.jacrev(f))[0](u0)
+    want_jac = torch.func.jacrev(lambda u: so2_stack_reference(u, *ins64[1:], **kw))(ins64[0])
+    assert _rel64(jac, want_jac) <= 1e-5
+    batched = compiled(torch.func.vmap(f))[0](torch.stack([u0, 2 * u0]))
+    assert _rel64(batched[1], so2_stack_reference(2 * ins64[0], *ins64[1:], **kw)) <= 1e-5
+    plain, counter = compiled(lambda *a: tilefuse.so2_mixing_stack(*a, **kw))
+    leaves = [t.clone().requires_grad_(True) for t in args]
+    plain(*leaves).square().sum().backward()
+    assert _custom_op_calls(counter) == 1
+    assert _rel64(leaves[0].grad, _f64_grads(args, kw)[0]) <= 1e-5
+
+
 @pytest.mark.parametrize("where", ["autocast", "fp32_precision tf32"])
 def test_the_backward_keeps_ieee_fp32_under_the_callers_settings(where):
     """The backward's torch GEMMs (the weight gradients, the gate's s @ gw) run in IEEE float32

@@ -8,6 +8,7 @@ come from the call's cached plan (plan.py), and op.apply enters the autograd.Fun
 from __future__ import annotations
 
 import torch
+from torch.autograd import forward_ad
 
 from ... import policy
 from ...utils import readable
@@ -17,6 +18,8 @@ from .op import apply, dyt_op
 from .plan import ACCEPTED_DTYPES, validate
 
 __all__ = ["ACCEPTED_DTYPES", "dyt", "validate"]
+
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
@@ -42,7 +45,10 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
     (and compositions such as ``jacrev``) work; under ``vmap`` the reference formulas run
     (the kernels take plain tensors). Double backward (``create_graph=True``) works: that
     backward evaluates the backward formulas in differentiable PyTorch ops (float32)
-    instead of the kernel. Forward-mode AD (``jvp``) is not implemented.
+    instead of the kernel. Forward-mode AD (``jvp``) is not implemented for eager calls
+    (NotImplementedError). Inside torch.compile, under torch.func transforms or forward-mode
+    AD, the float32 reference is traced instead of the custom op, which they differentiate
+    and batch: jvp and forward-mode AD work there.
 
     Example:
         >>> x = torch.randn(8, 16)
@@ -73,5 +79,11 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
                                        compute_dtype=torch.float64 if f64 else torch.float32)
     if compiling:
+        if _transforms_active() or forward_ad._current_level >= 0:
+            # torch.func transforms or forward-mode AD traced by Dynamo (both read while
+            # tracing, and guarded): the custom op has a backward rule only, so a jvp through
+            # it would be a zero tangent and grad / vmap would fail on its wrapped tensors; the
+            # float32 reference (level 0's path), which they differentiate and batch
+            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last)
         return dyt_op(x, alpha, weight, bias, channels_last)
     return apply(x, alpha, weight, bias, channels_last, plan)

@@ -13,7 +13,8 @@ from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
 from .recipes import RecipeReferenceFunction
-from .reference import grouped_glu_mlp_reference, grouped_glu_mlp_unfused, uses_grouped_mm
+from .reference import (assert_counts_on_device, gemms_in_dtype, glu_activation, glu_index, grouped_glu_mlp_reference,
+                        grouped_glu_mlp_unfused, uses_grouped_mm)
 from .tune import GroupedProblem
 from .validate import validate
 
@@ -35,6 +36,45 @@ def _traced_route(device_type: str, n_tokens: int, hidden: int, ffn: int, n_expe
     found = route(GroupedProblem.of(n_tokens, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias,
                                     recipe=recipe), torch.device(device_type))
     return dataclasses.astuple(found) if isinstance(found, GemmConfig) else found
+
+
+def _traced_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation, glu_interleave, fc1_bias,
+                      fc2_bias):
+    """grouped_glu_mlp_reference's function (float32 compute, y in x.dtype, GEMMs outside any
+    autocast region) for torch.compile under torch.func transforms or forward-mode AD, where
+    its per-expert loop cannot be traced: it slices rows at counts read on the host. Here each
+    expert's GEMMs run on every row and torch.where keeps that expert's rows (o_e <= t < o_e +
+    m_e, from the counts' cumulative sum on the device), so nothing is read on the host and
+    ``fullgraph=True`` holds; E times the loop's GEMM work. Each row's values are the loop's
+    products (selected, never summed with other experts'); each GEMM reads its expert's rows
+    and zeros elsewhere, so an inf in one expert's rows reaches no other expert's gradients
+    (0 * inf). The counts are checked on the device (assert_counts_on_device), where the
+    loop raises ValueError on the host."""
+    cd = torch.float32
+    n_tokens, hidden = x.shape[0], fc2_weight.shape[1]
+    assert_counts_on_device(tokens_per_expert, n_tokens)
+    ends = torch.cumsum(tokens_per_expert, 0)
+    row = torch.arange(n_tokens, device=x.device)
+    gate_idx, up_idx = glu_index(fc2_weight.shape[-1], glu_interleave, device=x.device)
+    xc, pc = x.to(cd), probs.to(cd)[:, None]
+    rows_of = []
+    with gemms_in_dtype(x):
+        z = xc.new_zeros((n_tokens, fc1_weight.shape[1]))
+        for e in range(fc1_weight.shape[0]):
+            mine = ((row >= ends[e] - tokens_per_expert[e]) & (row < ends[e]))[:, None]
+            rows_of.append(mine)
+            ze = torch.where(mine, xc, 0) @ fc1_weight[e].to(cd).t()
+            if fc1_bias is not None:
+                ze = ze + fc1_bias[e].to(cd)
+            z = torch.where(mine, ze, z)
+        h = pc * glu_activation(z[:, gate_idx], z[:, up_idx], activation)
+        y = xc.new_zeros((n_tokens, hidden))
+        for e, mine in enumerate(rows_of):
+            ye = torch.where(mine, h, 0) @ fc2_weight[e].to(cd).t()
+            if fc2_bias is not None:
+                ye = ye + pc * fc2_bias[e].to(cd)
+            y = torch.where(mine, ye, y)
+    return y.to(x.dtype)
 
 
 @on_tensor_device
@@ -117,19 +157,26 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
     forward-mode AD the per-expert reference runs (reference.grouped_glu_mlp_reference, float32
     compute; it reads tokens_per_expert on the host), which they differentiate and batch; a
-    quantized recipe raises NotImplementedError there. Batched gradients of the older vmap
-    (``autograd.grad(is_grads_batched=True)``, ``jacobian(vectorize=True)``) take the same
-    reference in the backward.
+    quantized recipe raises NotImplementedError there. Inside torch.compile (``fullgraph=True``
+    included) the same function is traced without host reads: every expert's GEMMs over all
+    rows, each row's result selected (``_traced_reference``; E times the work). Batched
+    gradients of the older vmap (``autograd.grad(is_grads_batched=True)``,
+    ``jacobian(vectorize=True)``) take the same reference in the backward.
     """
-    if not torch.compiler.is_compiling() and (_transforms_active() or forward_ad._current_level >= 0):
+    if _transforms_active() or forward_ad._current_level >= 0:
         # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD: their wrapped
         # tensors own no memory the kernels (or torch._grouped_mm) could read, so the per-expert
-        # reference runs (float32 compute), which they differentiate and batch
+        # reference runs (float32 compute), which they differentiate and batch. Traced by
+        # Dynamo (both read while tracing, and guarded) the custom ops would be no better: they
+        # have backward rules only (a jvp through them is a zero tangent)
         validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                  glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
         if recipe is not None:
             raise NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} under torch.func transforms or "
                                       f"forward-mode AD (only recipe=None runs there)")
+        if torch.compiler.is_compiling():
+            return _traced_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation, glu_interleave,
+                                     fc1_bias, fc2_bias)
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     fake = is_eager_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors

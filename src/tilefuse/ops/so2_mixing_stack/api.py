@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.autograd import forward_ad
 
@@ -12,6 +14,14 @@ from .reference import so2_stack_reference
 from .validate import validate
 
 _transforms_active = torch._C._are_functorch_transforms_active
+
+
+def _autocast_off(device_type: str):
+    """A block with autocast off on ``device_type`` where a region turned it on (else
+    nothing): ieee_matmul's autocast half, which Dynamo traces."""
+    if device_type != "meta" and torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
 
 
 @on_tensor_device
@@ -68,7 +78,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     level 3. ``alpha`` must be positive (grad_alpha divides by it).
     Under ``torch.func`` transforms (``grad``, ``vmap``, ``jacrev``, ``jvp``, ...) and
     forward-mode AD (``torch.autograd.forward_ad``) the reference runs (as at level 0), which
-    they differentiate and batch. Eager calls decide kernels vs reference per call; a
+    they differentiate and batch; inside torch.compile too (``fullgraph=True`` included), where
+    it is traced with autocast off but at the process's float32 matmul precision (Dynamo
+    cannot enter ieee_matmul). Eager calls decide kernels vs reference per call; any other
     torch.compile'd call goes through the custom ops ``tilefuse::so2_stack_fwd`` /
     ``so2_stack_bwd``, which decide when they run, each at the level in force on its thread (on
     CUDA the backward's is autograd's device thread, which sees ``set_level`` and
@@ -86,9 +98,19 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         ...                      torch.randn(NL - 1, F, Cf, L * Cf) * 0.1, lmax=L, focus_dim=Cf)
     """
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
+    differentiated = _transforms_active() or forward_ad._current_level >= 0
     if torch.compiler.is_compiling():
+        if differentiated:
+            # torch.func transforms or forward-mode AD traced by Dynamo (both read while
+            # tracing, and guarded): the custom op has a backward rule only, so a jvp through
+            # it would be a zero tangent and grad / vmap would fail on its wrapped tensors; the
+            # reference's torch ops, as eagerly, with autocast off (Dynamo cannot enter
+            # ieee_matmul's lock, so the matmuls run at the process's float32 precision)
+            with _autocast_off(u0.device.type):
+                return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+                                           apply_alpha=apply_alpha).contiguous()
         return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
-    if u0.dtype == torch.float64 or _transforms_active() or forward_ad._current_level >= 0:
+    if u0.dtype == torch.float64 or differentiated:
         # float64 (gradcheck: autograd's formulas of the reference), or torch.func transforms
         # (grad, vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function
         # does not implement: the reference's torch ops, which they differentiate, contiguous
