@@ -34,9 +34,10 @@ import math
 
 import pytest
 import torch
+from torch.utils.checkpoint import checkpoint
 
 import tilefuse
-from tilefuse import launches
+from tilefuse import launches, tuning
 from tilefuse.ops.grouped_glu_mlp import launch, recipes, tune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
@@ -662,6 +663,54 @@ def test_launch_keeps_x_and_h_column_copies_for_fp8_block_only(device):
         == (None, None)
 
 
+
+def _held_tensors(obj) -> list:
+    """The tensors ``obj`` holds: itself, or inside tuples, lists and dataclass fields."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _held_tensors(o)]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [t for f in dataclasses.fields(obj) for t in _held_tensors(getattr(obj, f.name))]
+    return []
+
+
+def test_fp8_backward_copies_are_saved_tensors_that_hooks_and_checkpointing_see(device):
+    """The op's forward (the autograd.Function) saves the copies its backward reads, W1's and
+    W2's dgrad copies and x's and h's column-wise copies, data and scales, as the node's saved
+    tensors and holds none as its attributes: saved_tensors_hooks pack every one of them
+    (torch.autograd.graph.save_on_cpu offloads them), non-reentrant activation checkpointing
+    drops them after the forward and recomputes them, and the gradients are the plain call's,
+    bit for bit."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=3)
+    names = ("x", "probs", "w1", "w2")
+
+    def f(x, p, w1, w2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, recipe="fp8_block")
+
+    def step(call):
+        leaves = [i[k].clone().requires_grad_(True) for k in names]
+        y = call(*leaves)
+        assert _held_tensors(list(vars(y.grad_fn).values())) == []
+        return torch.autograd.grad(y, leaves, i["dy"])
+
+    packed = []
+    with tilefuse.level(1):
+        want = step(f)
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+            hooked = step(f)
+        with torch.autograd.graph.save_on_cpu():
+            offloaded = step(f)
+        checkpointed = step(lambda *a: checkpoint(f, *a, use_reentrant=False))
+    E, Tp = 3, recipes.grouped_rows("fp8_block", 65, 3)
+    copies = [(E, H, 2 * F), (E, F, H), (H, Tp), (F, Tp)]   # W1's, W2's dgrad copies; x's, h's column-wise
+    assert sorted(tuple(t.shape) for t in packed if t.dtype == torch.uint8) == sorted(copies)
+    assert sum(t.dtype == torch.float32 and t.dim() >= 2 for t in packed) == 4   # their scales
+    for got in (hooked, offloaded, checkpointed):
+        for name, a, b in zip(names, got, want):
+            assert torch.equal(a, b), name
+
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_fp8_op_with_no_tokens(compiled, device):
     """T == 0 through the op (nothing quantized, no dgrad copies kept; the custom op returns
@@ -1030,3 +1079,80 @@ def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads(devic
     assert inference["quant_fp8_block"] == 4 and inference["quant_group_table"] == 0
     assert training["quant_fp8_block"] == 6 and training["quant_group_table"] == 2
     assert torch.equal(y0, y1.detach())
+
+
+@pytest.mark.parametrize("recipe", [None, "fp8_block"], ids=["plain", "fp8_block"])
+def test_frozen_weights_run_no_weight_gradient_work(recipe, tuning_table, device, monkeypatch):
+    """Expert weights that ask for no gradient (frozen experts, only x and probs trained): the
+    kernels' backward launches no weight-gradient GEMM for them, and with fp8_block the forward
+    keeps no column-wise copies of x and h and the backward makes none of dy and dz (both
+    frozen: the forward's four quantizations and dy's row-wise copy, the dGLU epilogue writing
+    dz's at interleave 32; no block table). The gradients asked for are the all-trainable
+    call's, bit for bit; with one weight frozen only the other's GEMM runs. Without a recipe
+    the fused kernels through a table entry (the compose route is the baseline)."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=5)
+    if recipe is None:
+        problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
+        tuning.register("grouped_glu_mlp", {problem: [c for c in tune.candidates_for(problem) if not c.compose][-1]})
+    wgrads = []
+    run_wgrad = launch._wgrad
+    monkeypatch.setattr(launch, "_wgrad", lambda a, b, c, *rest: wgrads.append(c.shape) or run_wgrad(a, b, c, *rest))
+
+    def step(trainable):
+        wgrads.clear()
+        leaves = {k: i[k].clone().requires_grad_(k in trainable) for k in ("x", "probs", "w1", "w2")}
+        with tilefuse.level(2), launches.counting() as launched:
+            y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
+                                glu_interleave=32, recipe=recipe)
+            grads = torch.autograd.grad(y, [leaves[k] for k in trainable], i["dy"])
+        assert launched["grouped_mlp_bwd"] == 1
+        return dict(zip(trainable, grads)), launched, list(wgrads)
+
+    full, _, ran = step(("x", "probs", "w1", "w2"))
+    assert ran == [i["w2"].shape, i["w1"].shape]
+    frozen, launched, ran = step(("x", "probs"))
+    assert ran == []
+    if recipe:
+        assert launched["quant_fp8_block"] == 5 and launched["quant_group_table"] == 0
+    one, _, ran_one = step(("x", "probs", "w1"))
+    assert ran_one == [i["w1"].shape]
+    for got in (frozen, one):
+        for name, g in got.items():
+            assert torch.equal(g, full[name]), name
+
+
+def test_a_compiled_recipe_call_without_a_backward_makes_no_backward_copies(device):
+    """torch.compile'd under torch.no_grad (trainable parameters, an eval pass): the forward op
+    is traced without the backward's copies (its ``keep`` argument, set when traced: Dynamo
+    guards on the grad mode), so it makes the eager no-grad call's four quantizations and no
+    block table, and y is the eager call's bit for bit. The same function in grad mode is
+    traced again with the copies, and its output and gradients are the eager call's."""
+    H, F = SHAPE["fp8_block"]
+    i = make([20, 13], H, F, torch.bfloat16, False, device, seed=6)
+    leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+
+    def f(x, p, w1, w2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, recipe="fp8_block")
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+
+    def quantizers(launched):
+        return {k: n for k, n in launched.items() if k.startswith("quant_")}
+    with tilefuse.level(1), torch.no_grad():
+        with launches.counting() as eager:
+            y_eager = f(*leaves)
+        with launches.counting() as traced:
+            y = compiled(*leaves)
+    assert quantizers(traced) == quantizers(eager) == {"quant_fp8_block": 4}
+    assert torch.equal(y, y_eager)
+    with tilefuse.level(1):
+        with launches.counting() as training:
+            y = compiled(*leaves)
+            got = torch.autograd.grad(y, leaves, i["dy"])
+        y_eager = f(*leaves)
+        want = torch.autograd.grad(y_eager, leaves, i["dy"])
+    assert training["quant_fp8_block"] == 9 and training["quant_group_table"] == 4
+    assert torch.equal(y, y_eager)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)

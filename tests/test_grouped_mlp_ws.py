@@ -229,7 +229,8 @@ def test_the_custom_ops_carry_every_kernels_route_field(monkeypatch):
     i = random_inputs([3, 5], 128, 128, torch.bfloat16, bias=False, device="cpu",
                       generator=torch.Generator().manual_seed(0))
     op.fused_apply(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 32, WS_NOGLU, "fp8_block")
-    assert seen[0][9:] == op._op_config_args(WS_NOGLU, "fp8_block")
+    assert seen[0][9:-1] == op._op_config_args(WS_NOGLU, "fp8_block")
+    assert seen[0][-1] is any(t.requires_grad for t in (i["x"], i["probs"], i["w1"], i["w2"]))   # keep
 
 
 _SM90_WS = r'''

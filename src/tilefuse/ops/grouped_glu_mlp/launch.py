@@ -442,8 +442,11 @@ def bias_grads(dz, dy, probs, counts, b1, b2):
 
 
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
-             wgrad_config=None, recipe=None, dgrad_weights=None, saved_cols=None):
-    """(dx, dprobs, dw1, dw2, db1 or None, db2 or None).
+             wgrad_config=None, recipe=None, dgrad_weights=None, saved_cols=None, weight_grads=(True, True)):
+    """(dx, dprobs, dw1 or None, dw2 or None, db1 or None, db2 or None).
+
+    weight_grads: whether dW1 and dW2 are asked for; one that is not (a frozen weight) is None,
+    and neither its weight-gradient GEMM nor the column-wise copies of its operands run.
 
     recipe (recipes.py): dy and dz are quantized row-wise for the dgrad GEMMs (dz by the dGLU
     epilogue where dglu_quantizes_dz, bitwise the quantizer kernel's copy), the weights
@@ -480,9 +483,12 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     # Ragged-K weight gradients, written in full (zeros for experts without tokens), each with
     # the column-wise quantizers of its operands not already made on the side stream beside the
     # dgrads (streams.py): dW2 from the start, dW1 once the dGLU has made dz.
-    dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format)
-    dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format)
-    side = streams.side_stream(x, streams.HIGH if quantized else 0) if cfg.side_stream else None
+    need_dw1, need_dw2 = weight_grads
+    dw1 = torch.empty_like(w1, memory_format=torch.contiguous_format) if need_dw1 else None
+    dw2 = torch.empty_like(w2, memory_format=torch.contiguous_format) if need_dw2 else None
+    side = None
+    if cfg.side_stream and (need_dw1 or need_dw2):
+        side = streams.side_stream(x, streams.HIGH if quantized else 0)
 
     def cols(t, kept):
         """t's column-wise copy: ``kept`` (made before), or quantized here."""
@@ -497,8 +503,9 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
     dy_rows = dy_cols = None
     with streams.joined(side, x.device):   # dW2, dW1 beside the dgrads; joined however it ends
         if quantized:   # before the fork: the side stream's dW2 waits for dy's column-wise copy
-            dy_rows, dy_cols = recipes.quantize_rows_cols(recipe, dy, counts)
-        streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2, dy_cols, h_cols))
+            dy_rows, dy_cols = recipes.quantize_rows_cols(recipe, dy, counts, cols=need_dw2)
+        if need_dw2:
+            streams.on_side(side, x.device, lambda: wgrad(dy, h, dw2, dy_cols, h_cols))
         dgrad2_a, dgrad2_b = dy, w2
         if quantized:
             dgrad2_a = dy_rows
@@ -513,9 +520,11 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
             dprobs = dprobs + (dy.float() * b2.float()[expert_of_row]).sum(dim=1)
         dz_cols = None
         if quantized and dz_rows is None and recipe == "fp8_block":
-            # Both of dz's copies before the fork: the side stream's dW1 waits for them.
-            dz_rows, dz_cols = recipes.quantize_rows_cols(recipe, dz, counts)
-        streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, dz_cols, x_cols))
+            # dz's copies (its column-wise one for dW1 only) before the fork: the side stream's
+            # dW1 waits for them.
+            dz_rows, dz_cols = recipes.quantize_rows_cols(recipe, dz, counts, cols=need_dw1)
+        if need_dw1:
+            streams.on_side(side, x.device, lambda: wgrad(dz, x, dw1, dz_cols, x_cols))
         dgrad1_a, dgrad1_b = dz, w1
         if quantized:
             dgrad1_a = dz_rows if dz_rows is not None else recipes.quantize_rows(recipe, dz)

@@ -110,9 +110,11 @@ def _batched_grads(ctx, inputs, dy, activation, interleave, recipe):
 def _kernel_grads(ctx, dy, run_backward, n_trailing):
     """Gradients of (x, counts, probs, w1, w2, b1, b2) and ``n_trailing`` non-tensor arguments:
     the unfused composition's under create_graph, the reference's for a batched dy, else
-    ``run_backward(dy, saved tensors) -> (dx, dprobs, dw1, dw2, db1, db2)`` (the saved (x, ...,
-    z, h); more saved tensors are the caller's)."""
-    x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors[:9]
+    ``run_backward(dy, *saved tensors) -> (dx, dprobs, dw1, dw2, db1, db2)`` (the saved (x, ...,
+    z, h), then the caller's). The saved tensors are unpacked once: a saved_tensors_hooks
+    unpack (save_on_cpu's copy back to the device) runs on each read."""
+    saved = ctx.saved_tensors
+    x, counts, probs, w1, w2, b1, b2, z, h = saved[:9]
     if is_batched(dy):
         return (*_batched_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation, ctx.interleave or None,
                                 ctx.recipe), *(None,) * n_trailing)
@@ -120,33 +122,57 @@ def _kernel_grads(ctx, dy, run_backward, n_trailing):
         _no_double_backward(ctx.recipe)
         return (*_unfused_grads(ctx, (x, counts, probs, w1, w2, b1, b2), dy, ctx.activation,
                                 ctx.interleave or None), *(None,) * n_trailing)
-    dx, dprobs, dw1, dw2, db1, db2 = run_backward(readable(dy), x, counts, probs, w1, w2, b1, b2, z, h)
+    dx, dprobs, dw1, dw2, db1, db2 = run_backward(readable(dy), *saved)
     return (dx, None, dprobs, dw1, dw2, db1 if b1 is not None else None, db2 if b2 is not None else None,
             *(None,) * n_trailing)
+
+
+def _flat(pair) -> tuple:
+    """(data, scales, data, scales) of a pair of launch.forward's copies (recipes.QuantWeight,
+    recipes.QuantRows), four Nones for a pair not made."""
+    return (None,) * 4 if pair is None else (pair[0].data, pair[0].scales, pair[1].data, pair[1].scales)
+
+
+def _copy_pairs(x, h, w1_data, w1_scales, w2_data, w2_scales, x_cols_data, x_cols_scales, h_cols_data,
+                h_cols_scales):
+    """(dgrad_weights, saved_cols) for launch.backward from the eight copy tensors (fp8_block's
+    only: no other recipe keeps copies); None for a pair not made (None, or the forward op's
+    placeholders)."""
+    kept = cols = None
+    if w1_data is not None and w1_data.dim() == 3:
+        kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
+                recipes.QuantWeight(w2_data, w2_scales, 0, 0, None))
+    if x_cols_data is not None and x_cols_data.dim() == 2:
+        cols = (recipes.QuantRows(x_cols_data, x_cols_scales, x.shape[1], None),
+                recipes.QuantRows(h_cols_data, h_cols_scales, h.shape[1], None))
+    return kept, cols
 
 
 class GroupedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, config, recipe):
         # fp8_block: the forward's weight quantizers also write the backward's dgrad copies, and
-        # x's and h's quantizers their column-wise copies, kept on ctx (intermediates, not
-        # inputs or outputs) when a gradient will be asked for.
-        keep = any(ctx.needs_input_grad)
+        # x's and h's quantizers their column-wise copies where a weight's gradient will be asked
+        # for (the weight gradients' operands). Saved with the inputs, not held on ctx, so that
+        # saved_tensors_hooks (save_on_cpu) and activation checkpointing handle them too.
+        grads = ctx.needs_input_grad
+        keep_dgrad, keep_cols = any(grads), grads[3] or grads[4]
         y, z, h, *kept = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave, config=config,
-                                        recipe=recipe, keep_dgrad_weights=keep, keep_cols=keep)
-        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
+                                        recipe=recipe, keep_dgrad_weights=keep_dgrad, keep_cols=keep_cols)
+        dgrad_weights = kept[0] if keep_dgrad else None   # launch.forward: the pairs asked for, in order
+        cols = kept[-1] if keep_cols else None
+        ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, *_flat(dgrad_weights), *_flat(cols))
         ctx.activation, ctx.interleave, ctx.config, ctx.recipe = activation, interleave, config, recipe
-        ctx.dgrad_weights, ctx.saved_cols = kept if kept else (None, None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        def run(*tensors):
-            return launch.backward(*tensors, ctx.activation, ctx.interleave, config=ctx.config, recipe=ctx.recipe,
-                                   dgrad_weights=ctx.dgrad_weights, saved_cols=ctx.saved_cols)
-        grads = _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
-        ctx.dgrad_weights = ctx.saved_cols = None
-        return grads
+        def run(dy, x, counts, probs, w1, w2, b1, b2, z, h, *copies):
+            dgrad_weights, saved_cols = _copy_pairs(x, h, *copies)
+            return launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave,
+                                   config=ctx.config, recipe=ctx.recipe, dgrad_weights=dgrad_weights,
+                                   saved_cols=saved_cols, weight_grads=ctx.needs_input_grad[3:5])
+        return _kernel_grads(ctx, dy, run, 4)   # activation, interleave, config, recipe
 
 
 # --- custom ops (torch.compile) -------------------------------------------------------------
@@ -158,7 +184,7 @@ def _interleave_arg(glu_interleave):
 # fp8_block's dgrad weight copies and x's and h's column-wise copies travel from the forward op
 # to the backward op as eight extra outputs (W1 and W2 dgrad data and scales,
 # recipes.QuantWeight; x's and h's column-wise data and scales, recipes.QuantRows); empty for
-# the other recipes.
+# the other recipes, and where the call keeps none (``keep`` off: no backward will run).
 _NO_COPY = (0,)
 
 
@@ -184,9 +210,10 @@ def _cols_copy_shapes(x, w2, recipe: str):
             ((F, Tp), torch.uint8), ((Tp // 128, F), torch.float32)]
 
 
-def _copy_shapes(x, w1, w2, recipe: str):
-    """[(shape, dtype)] of the eight copy tensors the forward op returns."""
-    return _dgrad_copy_shapes(w1, w2, recipe) + _cols_copy_shapes(x, w2, recipe)
+def _copy_shapes(x, w1, w2, recipe: str, keep: bool):
+    """[(shape, dtype)] of the eight copy tensors the forward op returns (placeholders without
+    ``keep``)."""
+    return _dgrad_copy_shapes(w1, w2, recipe if keep else "") + _cols_copy_shapes(x, w2, recipe if keep else "")
 
 
 def _op_config_args(config: configs.GemmConfig, recipe: str | None) -> tuple:
@@ -210,30 +237,33 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
                        programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
-                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True
+                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True, keep: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                   torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales, x column-wise
     data, x column-wise scales, h column-wise data, h column-wise scales); the config arguments
-    are ``_op_config_args``'."""
+    are ``_op_config_args``'. keep: whether a backward can run, hence the copies are made
+    (placeholders otherwise)."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
-    y, z, h, kept, cols = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None,
-                                         config=cfg, recipe=recipe or None, keep_dgrad_weights=True, keep_cols=True)
+    y, z, h, *pairs = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
+                                     recipe=recipe or None, keep_dgrad_weights=keep, keep_cols=keep)
+    shapes = _copy_shapes(x, w1, w2, recipe, keep)
     copies = []
-    for pair, shapes in ((kept, _dgrad_copy_shapes(w1, w2, recipe)), (cols, _cols_copy_shapes(x, w2, recipe))):
+    for n, pair in enumerate(pairs or (None, None)):
         if pair is not None:
-            copies += [pair[0].data, pair[0].scales, pair[1].data, pair[1].scales]
-        else:   # another recipe (empty), or fp8_block at T == 0 (never read: nothing is quantized)
-            copies += [torch.zeros(shape, dtype=dtype, device=x.device) for shape, dtype in shapes]
+            copies += _flat(pair)
+        else:   # another recipe (empty), fp8_block at T == 0 (never read: nothing is quantized), or no keep
+            copies += [torch.zeros(shape, dtype=dtype, device=x.device) for shape, dtype in shapes[4 * n:4 * n + 4]]
     return y, z, h, *copies
 
 
 @grouped_mlp_fwd_op.register_fake
-def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg):
+def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, block_m, block_n, block_k, num_warps,
+              num_stages, programs_per_sm, tma=False, recipe="", maxnreg=0, ws=False, rows_glu=True,
+              side_stream=True, keep=True):
     T, F = x.shape[0], w2.shape[2]
-    recipe = cfg[7] if len(cfg) > 7 else ""   # _op_config_args: the six tile fields, tma, the recipe, ...
-    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _copy_shapes(x, w1, w2, recipe)]
+    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _copy_shapes(x, w1, w2, recipe, keep)]
     return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
 
@@ -252,14 +282,8 @@ def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, 
     dgrad copies and the column-wise copies are the forward op's (empty: quantized here)."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
-    kept = None
-    if w1_data.dim() == 3:
-        kept = (recipes.QuantWeight(w1_data, w1_scales, 0, 0, None),
-                recipes.QuantWeight(w2_data, w2_scales, 0, 0, None))
-    cols = None
-    if x_cols_data.dim() == 2:
-        cols = (recipes.QuantRows(x_cols_data, x_cols_scales, x.shape[1], None),
-                recipes.QuantRows(h_cols_data, h_cols_scales, h.shape[1], None))
+    kept, cols = _copy_pairs(x, h, w1_data, w1_scales, w2_data, w2_scales, x_cols_data, x_cols_scales, h_cols_data,
+                             h_cols_scales)
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
                                                      interleave or None, config=cfg, recipe=recipe or None,
                                                      dgrad_weights=kept, saved_cols=cols)
@@ -272,7 +296,7 @@ def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, *rest):
 
 
 def _setup_context(ctx, inputs, output):
-    x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg = inputs
+    x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg, _keep = inputs   # keep is on where a backward runs
     y, z, h, *copies = output
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, *copies)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
@@ -281,11 +305,9 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dy, *_unused):
-    copies = ctx.saved_tensors[9:]
-
-    def run(*tensors):
-        return grouped_mlp_bwd_op(*tensors, *copies, ctx.activation, ctx.interleave, *ctx.cfg)
-    return _kernel_grads(ctx, dy, run, 2 + len(ctx.cfg))   # activation, interleave, _op_config_args
+    def run(*tensors):   # dy, the saved (x, ..., z, h) and the eight copies: the backward op's order
+        return grouped_mlp_bwd_op(*tensors, ctx.activation, ctx.interleave, *ctx.cfg)
+    return _kernel_grads(ctx, dy, run, 3 + len(ctx.cfg))   # activation, interleave, _op_config_args, keep
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
@@ -299,8 +321,10 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
     the launchers bring them to that layout themselves too, for their other callers."""
     x, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():
+        # keep the backward's copies only where a backward can run, decided when traced (Dynamo
+        # guards on the grad mode and on requires_grad): a torch.no_grad graph makes none
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
-                                  *_op_config_args(config, recipe))[0]
+                                  *_op_config_args(config, recipe), needs_grad(x, probs, w1, w2, b1, b2))[0]
     if not needs_grad(x, probs, w1, w2, b1, b2):
         # no backward will run (torch.no_grad, inference_mode, nothing requiring grad): the
         # forward alone, without the copies a recipe's backward would read (the Function's
@@ -394,9 +418,7 @@ def _save_compose(ctx, inputs, z, h, ends):
 def _compose_grads(ctx, dy, backward):
     """The gradients of the fourteen forward arguments from ``backward`` (compose.backward or its
     custom op, which share a signature), or of the unfused composition under create_graph."""
-    ends = ctx.saved_tensors[9]
-
-    def run(dy, x, counts, probs, w1, w2, b1, b2, z, h):
+    def run(dy, x, counts, probs, w1, w2, b1, b2, z, h, ends):
         return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.tiles)
     return _kernel_grads(ctx, dy, run, 7)   # activation, interleave, the four tile ints, rows_glu
 
