@@ -455,9 +455,11 @@ def test_custom_ops_opcheck(device):
     for tile in ((0, 0, 0, 0, True), (256, 3, 256, 3, True), (256, 3, 256, 3, False)):
         torch.library.opcheck(grouped_mlp_compose_fwd_op, (*args, *tile), test_utils=("test_schema", "test_faketensor"))
     y, z, h, ends = grouped_mlp_compose_fwd_op(*args, 0, 0, 0, 0, True)
-    for tile in ((0, 0, 0, 0), (256, 3, 0, 0), (128, 5, 128, 5)):
+    # and with weight gradients not asked for (empty tensors for them, real and fake alike)
+    for tile, need in (((0, 0, 0, 0), ()), ((256, 3, 0, 0), ()), ((128, 5, 128, 5), ()), ((0, 0, 0, 0), (False, True)),
+                       ((256, 3, 0, 0), (True, False)), ((128, 5, 128, 5), (False, False))):
         torch.library.opcheck(grouped_mlp_compose_bwd_op, (i["dy"], i["x"], i["counts"], ends, i["probs"], i["w1"],
-                                                           i["w2"], None, i["b2"], z, h, "geglu", 8, *tile),
+                                                           i["w2"], None, i["b2"], z, h, "geglu", 8, *tile, *need),
                               test_utils=("test_schema", "test_faketensor"))
 
 
@@ -485,6 +487,110 @@ def _compile_and_compare(i, device, interleave):
 def test_compile_fullgraph_runs_the_compose_ops(dtype, tuning_table, device):
     torch.compiler.reset()
     _compile_and_compare(inputs([6, 0, 9, 2], 32, 16, dtype, True, device, seed=13), device, 8)
+
+
+def _count_wgrads(monkeypatch) -> list:
+    """The output shapes of the weight-gradient GEMMs ``torch._grouped_mm`` runs from here on:
+    its 2-D x 2-D calls (dW_e = a_e^T b_e over the ragged token dimension; fc1, fc2 and the
+    dgrads take a 3-D weight)."""
+    ran, grouped_mm = [], torch._grouped_mm
+
+    def counted(a, b, *args, **kwargs):
+        out = grouped_mm(a, b, *args, **kwargs)
+        if a.dim() == 2 and b.dim() == 2:
+            ran.append(tuple(out.shape))
+        return out
+    monkeypatch.setattr(torch, "_grouped_mm", counted)
+    return ran
+
+
+@pytest.mark.parametrize("mode", ["planned", "unplanned", "compiled"])
+def test_frozen_weights_run_no_weight_gradient_work(mode, tuning_table, device, monkeypatch):
+    """Expert weights that ask for no gradient (frozen experts: the router or adapters trained):
+    the compose route's backward runs no weight-gradient GEMM for them, through the call plan's
+    BackwardPlan, compose.backward and the compiled backward op alike; with one frozen only the
+    other's runs. dx, dprobs and the bias gradients are the all-trainable call's bit for bit,
+    and so is the trainable weight's. The calls share one shape, hence one plan: an
+    all-trainable call after the frozen ones still gets both weight gradients."""
+    from tilefuse.ops.grouped_glu_mlp import plan as plans
+    plans.clear()
+    monkeypatch.setattr(plans, "ENABLED", mode == "planned")
+    i = inputs([6, 0, 9, 2], 32, 16, torch.bfloat16, True, device, seed=17)
+    counts = i["counts"]
+
+    def f(x, p, w1, w2, b1, b2):
+        return grouped_glu_mlp(x, counts, p, w1, w2, glu_interleave=8, fc1_bias=b1, fc2_bias=b2)
+    if mode == "compiled":
+        torch.compiler.reset()
+        f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    planned_runs = []
+    run_plan = compose.BackwardPlan.run
+    monkeypatch.setattr(compose.BackwardPlan, "run", lambda *a, **k: planned_runs.append(1) or run_plan(*a, **k))
+    ran = _count_wgrads(monkeypatch)
+    dw1_shape, dw2_shape = tuple(i["w1"].shape), tuple(i["w2"].shape)
+
+    def step(frozen):
+        ran.clear()
+        leaves = {k: i[k].detach().requires_grad_(k not in frozen) for k in FLOAT_NAMES}
+        trainable = [k for k in FLOAT_NAMES if k not in frozen]
+        with launches.counting() as launched:
+            y = f(*leaves.values())
+            grads = torch.autograd.grad(y, [leaves[k] for k in trainable], i["dy"])
+        assert [launched[k] for k in COMPOSE_LAUNCHES] == [1, 1]
+        return dict(zip(trainable, grads)), sorted(ran)
+
+    full, ran_full = step(())
+    assert ran_full == sorted([dw1_shape, dw2_shape])
+    for frozen, want_ran in ((("w1", "w2"), []), (("w1",), [dw2_shape]), (("w2",), [dw1_shape]),
+                             ((), sorted([dw1_shape, dw2_shape]))):
+        got, ran_now = step(frozen)
+        assert ran_now == want_ran, frozen
+        for name, g in got.items():
+            assert torch.equal(g, full[name]), (frozen, name)
+    assert len(planned_runs) == (5 if mode == "planned" else 0)
+
+
+@pytest.mark.parametrize("counts", [[6, 0, 9, 2], [0, 0, 0]], ids=["T37", "T0"])
+@pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
+def test_no_weight_gradient_no_second_stream(planned, counts, device, monkeypatch):
+    """compose.backward and the BackwardPlan with a Gluon wgrad tile (the variant that runs the
+    weight gradients on a second stream): a weight gradient not asked for is None, its GEMM
+    does not run, and with neither asked for no second stream is taken; the other gradients
+    are the all-asked call's bit for bit. At T == 0 (no GEMM, no stream) a weight gradient
+    asked for is zeros, one not asked for None."""
+    if planned and not sum(counts):
+        pytest.skip("a plan needs T > 0 (compose.ForwardPlan.applies)")
+    i = inputs(counts, 32, 16, torch.bfloat16, True, device, seed=18)
+    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+    x, counts_t, probs, w1, w2, b1, b2 = t
+    tiles = (128, 3, 0, 0)
+    if planned:
+        fp = compose.ForwardPlan(*t, "swiglu", 8, *tiles[2:])
+        _, z, h, ends = fp.run(*t)
+        backward = fp.backward
+    else:
+        _, z, h, ends = compose.forward(*t, "swiglu", 8, laid_out=True)
+        backward = compose.backward
+    saved = (x, counts_t, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 8, *tiles)
+    sides = []
+    side_stream = compose.streams.side_stream
+    monkeypatch.setattr(compose.streams, "side_stream", lambda *a: sides.append(1) or side_stream(*a))
+    ran = _count_wgrads(monkeypatch)
+    full = backward(i["dy"], *saved)
+    for need_dw1, need_dw2 in ((True, True), (False, True), (True, False), (False, False)):
+        sides.clear()
+        ran.clear()
+        got = backward(i["dy"], *saved, need_dw1=need_dw1, need_dw2=need_dw2)
+        assert len(sides) == (1 if (need_dw1 or need_dw2) and sum(counts) else 0)   # T == 0: no GEMM, no stream
+        if sum(counts):   # at T == 0 no GEMM runs
+            assert sorted(ran) == sorted([tuple(w1.shape)] * need_dw1 + [tuple(w2.shape)] * need_dw2)
+        for name, g, want, needed in zip(GRAD_NAMES, got, full, (True, True, need_dw1, need_dw2, True, True)):
+            if not needed:
+                assert g is None, name
+            else:
+                assert torch.equal(g, want), name
+        if not sum(counts) and need_dw1:
+            assert torch.count_nonzero(got[2]) == 0
 
 
 # ---------------------------------------------------------------------------------------------

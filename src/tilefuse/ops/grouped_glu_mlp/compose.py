@@ -32,6 +32,11 @@ Backward: five launches, one more per bias, in this order:
     dx    = dz W1_e              _grouped_mm(dz, W1, ends)       (T, H)
     db1_e = sum_t dz_t, db2_e = sum_t p_t dy_t                   kernels.grouped_colsum_kernel
 
+A weight that needs no gradient (frozen experts: ``need_dw1`` / ``need_dw2`` off, from the
+autograd node's needs_input_grad) gets no weight-gradient GEMM and a None gradient; with
+neither asked for, no second stream either (a third of the backward's GEMM work autograd would
+discard). The other gradients are the same launches' bits.
+
 A tuned variant (a ``GemmConfig.compose`` table entry, never the baseline itself) runs the two
 weight gradients through ws_wgrad.py's warp-specialised Gluon kernel instead, where it runs (the
 same bits as ``torch._grouped_mm`` wherever they were compared): on the H200 it ran them
@@ -355,13 +360,16 @@ class ForwardPlan:
         return y, z, h, ends
 
     def backward(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
-                 wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0):
+                 wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0,
+                 need_dw1: bool = True, need_dw2: bool = True):
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
         contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
         y) and the saved x, z, h and probs are still contiguous and aligned as the forward left
         them, and the weights and biases have the strides and dtypes the plan's launches fixed,
-        else ``backward`` itself."""
+        else ``backward`` itself. need_dw1 / need_dw2 apply per call: a BackwardPlan is shared
+        by calls that ask for different weight gradients (nothing it fixes depends on them)."""
         tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
+        weight_grads = dict(need_dw1=need_dw1, need_dw2=need_dw2)
         # the saved tensors as the forward made them too (a saved-tensor hook may change them:
         # save_on_cpu gives a padded bias back contiguous, whose row stride the dGLU launch fixed)
         if not (dy.dtype == x.dtype and dy.is_contiguous() and x.is_contiguous() and z.is_contiguous()
@@ -369,11 +377,11 @@ class ForwardPlan:
                 and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
                 & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
-                            glue=self.glue)
+                            **weight_grads, glue=self.glue)
         bwd = self._backward.get(tiles)
         if bwd is None:
             bwd = self._backward[tiles] = BackwardPlan(self, b2, tiles)
-        return bwd.run(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h)
+        return bwd.run(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, **weight_grads)
 
 
 def _params_meta(w1, w2, b1, b2) -> tuple:
@@ -444,18 +452,24 @@ class BackwardPlan:
         self.dglu = (launcher, lddh)
         return launcher
 
-    def run(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h):
-        """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) of ``backward``."""
+    def run(self, dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, need_dw1: bool = True, need_dw2: bool = True):
+        """(dx, dprobs, dw1 or None, dw2 or None, db1 or None, db2 or None) of ``backward``."""
         T, H, F, E = self.forward.sizes
         launches.record("grouped_mlp_compose_bwd")
-        side = streams.side_stream(x) if self.tiles[0] else None   # backward's order and streams
+        # backward's order and streams
+        side = streams.side_stream(x) if self.tiles[0] and (need_dw1 or need_dw2) else None
+        dw1 = dw2 = None
         with streams.joined(side, x.device):
-            dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends), side)
+            if need_dw2:
+                dw2 = self._gemm("dw2", dy, h, w2.shape, counts, lambda: torch._grouped_mm(dy.t(), h, offs=ends),
+                                 side)
             dh = self._gemm("dh", dy, w2, (T, F), counts, lambda: torch._grouped_mm(dy, w2, offs=ends))
             dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
             dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
             self._dglu(dh)(dh, z, b1 if b1 is not None else z, ends, probs, dy, b2 if b2 is not None else z, dz, dprobs)
-            dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends), side)
+            if need_dw1:
+                dw1 = self._gemm("dw1", dz, x, w1.shape, counts, lambda: torch._grouped_mm(dz.t(), x, offs=ends),
+                                 side)
             dx = self._gemm("dx", dz, w1, (T, H), counts, lambda: torch._grouped_mm(dz, w1, offs=ends))
         return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy, probs, counts, b1, b2))
 
@@ -469,11 +483,13 @@ def lay_out(x, counts, probs, w1, w2, b1, b2):
     return x, counts, probs, w1, w2, b1, b2
 
 
-def _zero_grads(x, probs, w1, w2, b1, b2):
-    """The gradients at T == 0: empty dx and dprobs, zero weight and bias gradients."""
+def _zero_grads(x, probs, w1, w2, b1, b2, need_dw1: bool = True, need_dw2: bool = True):
+    """The gradients at T == 0: empty dx and dprobs, zero weight and bias gradients (None for a
+    weight whose gradient is not asked for)."""
     def zeros(t):
         return None if t is None else torch.zeros(t.shape, dtype=t.dtype, device=t.device)
-    return x.new_empty((0, x.shape[1])), probs.new_empty((0,)), zeros(w1), zeros(w2), zeros(b1), zeros(b2)
+    return (x.new_empty((0, x.shape[1])), probs.new_empty((0,)), zeros(w1) if need_dw1 else None,
+            zeros(w2) if need_dw2 else None, zeros(b1), zeros(b2))
 
 
 def _wgrad(a, b, counts, ends, n_experts: int, wgrad_block_m: int, wgrad_stages: int, side=None):
@@ -493,12 +509,14 @@ def _wgrad(a, b, counts, ends, n_experts: int, wgrad_block_m: int, wgrad_stages:
 
 def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave,
              wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0,
-             glue: GlueConfig = DEFAULT_GLUE):
-    """(dx, dprobs, dw1, dw2, db1 or None, db2 or None) from ``forward``'s z, h and ends; dx
-    in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all contiguous.
-    wgrad_block_m > 0 (a ``GemmConfig.compose`` config's block_m and num_stages): the two
-    weight gradients through ws_wgrad's warp-specialised kernel where it runs; rows_block_n > 0
-    (and rows_stages): the two dgrads through ws_rows' kernel where it runs.
+             need_dw1: bool = True, need_dw2: bool = True, glue: GlueConfig = DEFAULT_GLUE):
+    """(dx, dprobs, dw1 or None, dw2 or None, db1 or None, db2 or None) from ``forward``'s z, h
+    and ends; dx in x.dtype, dprobs in probs.dtype, the others in their parameter's dtype, all
+    contiguous. wgrad_block_m > 0 (a ``GemmConfig.compose`` config's block_m and num_stages):
+    the two weight gradients through ws_wgrad's warp-specialised kernel where it runs;
+    rows_block_n > 0 (and rows_stages): the two dgrads through ws_rows' kernel where it runs.
+    need_dw1 / need_dw2 off: that weight's gradient is None and its GEMM does not run (neither
+    asked for: no second stream).
     The other tensors as ``forward`` read them (op.compose_apply lays them out before the
     forward; z and h are its own outputs); dy of any strides (``y.sum().backward()`` gives an
     expanded one)."""
@@ -507,7 +525,7 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     E, F = w2.shape[0], w2.shape[2]
     launches.record("grouped_mlp_compose_bwd")
     if T == 0:
-        return _zero_grads(x, probs, w1, w2, b1, b2)
+        return _zero_grads(x, probs, w1, w2, b1, b2, need_dw1, need_dw2)
     dy = _row_major(dy)
     # The saved tensors as forward made them, laid out again where they are not: a saved-tensor
     # hook may give them back in another layout (``torch.autograd.graph.saved_tensors_hooks``);
@@ -517,11 +535,13 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
     rows_tile = dict(counts=counts, ends=ends, block_n=rows_block_n, stages=rows_stages)
-    side = streams.side_stream(x) if wgrad_block_m else None
+    side = streams.side_stream(x) if wgrad_block_m and (need_dw1 or need_dw2) else None
+    dw1 = dw2 = None
     # dW2 first, on the side stream where it runs in Gluon: dh takes the SMs its last wave
     # leaves idle ("Two streams")
     with streams.joined(side, x.device):   # joined however it ends (streams.py)
-        dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages, side)
+        if need_dw2:
+            dw2 = _wgrad(dy, h, counts, ends, E, wgrad_block_m, wgrad_stages, side)
         dh = _rows_gemm(dy, w2, by_rows=False, **rows_tile)
         dz = torch.empty((T, 2 * F), dtype=x.dtype, device=x.device)
         dprobs = torch.empty((T,), dtype=probs.dtype, device=x.device)
@@ -532,6 +552,7 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
              b1.stride(0) if b1 is not None else 0, b2.stride(0) if b2 is not None else 0),
             (ACTIVATIONS[activation], glu_interleave or 0, b1 is not None, b2 is not None, glue.dglu_block_m,
              glue.dglu_block_f, glue.dglu_block_f, E_CHUNK))
-        dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages, side)
+        if need_dw1:
+            dw1 = _wgrad(dz, x, counts, ends, E, wgrad_block_m, wgrad_stages, side)
         dx = _rows_gemm(dz, w1, by_rows=False, **rows_tile)
     return (dx, dprobs, dw1, dw2, *bias_grads(dz, dy_summed, probs, counts, b1, b2))

@@ -417,9 +417,16 @@ def _save_compose(ctx, inputs, z, h, ends):
 
 def _compose_grads(ctx, dy, backward):
     """The gradients of the fourteen forward arguments from ``backward`` (compose.backward or its
-    custom op, which share a signature), or of the unfused composition under create_graph."""
+    custom op, which share a signature), or of the unfused composition under create_graph. A
+    weight that needs no gradient (frozen experts) gets None and no weight-gradient GEMM: the
+    inputs' order puts fc1's and fc2's weights fourth and fifth."""
+    need_dw1, need_dw2 = ctx.needs_input_grad[3:5]
+
     def run(dy, x, counts, probs, w1, w2, b1, b2, z, h, ends):
-        return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation, ctx.interleave, *ctx.tiles)
+        dx, dprobs, dw1, dw2, db1, db2 = backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, ctx.activation,
+                                                  ctx.interleave, *ctx.tiles, need_dw1=need_dw1, need_dw2=need_dw2)
+        # the custom op's placeholder for a gradient not computed is an empty tensor
+        return dx, dprobs, dw1 if need_dw1 else None, dw2 if need_dw2 else None, db1, db2
     return _kernel_grads(ctx, dy, run, 7)   # activation, interleave, the four tile ints, rows_glu
 
 
@@ -475,21 +482,24 @@ def grouped_mlp_compose_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.
                                probs: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, b1: Optional[torch.Tensor],
                                b2: Optional[torch.Tensor], z: torch.Tensor, h: torch.Tensor, activation: str,
                                interleave: int, wgrad_block_m: int, wgrad_stages: int, rows_block_n: int,
-                               rows_stages: int
+                               rows_stages: int, need_dw1: bool = True, need_dw2: bool = True
                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                           torch.Tensor]:
-    """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient is an
+    """(dx, dprobs, dw1, dw2, db1, db2) of compose.backward; a missing bias's gradient, and a
+    weight gradient not asked for (need_dw1 / need_dw2 off: its GEMM does not run), is an
     empty tensor."""
     dx, dprobs, dw1, dw2, db1, db2 = compose.backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation,
                                                       interleave, wgrad_block_m, wgrad_stages, rows_block_n,
-                                                      rows_stages)
+                                                      rows_stages, need_dw1, need_dw2)
+    dw1, dw2 = (x.new_empty(0) if dw is None else dw for dw in (dw1, dw2))
     return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_compose_bwd_op.register_fake
 def _compose_bwd_fake(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, interleave, wgrad_block_m,
-                      wgrad_stages, rows_block_n, rows_stages):
-    return _grads_fake(x, probs, w1, w2, b1, b2)
+                      wgrad_stages, rows_block_n, rows_stages, need_dw1=True, need_dw2=True):
+    dx, dprobs, dw1, dw2, db1, db2 = _grads_fake(x, probs, w1, w2, b1, b2)
+    return dx, dprobs, dw1 if need_dw1 else x.new_empty(0), dw2 if need_dw2 else x.new_empty(0), db1, db2
 
 
 def _compose_setup_context(ctx, inputs, output):
