@@ -220,25 +220,33 @@ def test_a_cached_dyt_plan_does_not_take_another_layout(arg, kind):
 
 
 def _column_major(t):
+    """t's values in another layout: 2-D column-major, 1-D at stride 2 (the counts, the offsets,
+    probs), others as they are."""
+    if t.dim() == 1 and t.numel() > 1:
+        return torch.stack([t, t], -1)[:, 0]
     return t.t().contiguous().t() if t.dim() == 2 and min(t.shape) > 1 else t
 
 
 @pytest.mark.parametrize("route", ["default", "fused kernels"])
-def test_grouped_glu_mlp_under_a_saved_tensor_hook_that_changes_layouts(route, tuning_table, device):
-    """A saved-tensor hook may give the saved tensors back in another layout (here x, z and h
-    column-major). The compose route's backward lays them out again and its call plan steps
-    aside (its launches are fixed for the forward's layouts): the gradients are those without
-    the hook, bit for bit."""
+@pytest.mark.parametrize("bias", [False, True])
+def test_grouped_glu_mlp_under_a_saved_tensor_hook_that_changes_layouts(route, bias, tuning_table, device):
+    """A saved-tensor hook may give the saved tensors back in another layout (here x, z, h and
+    the biases column-major, the counts, the expert offsets and probs at stride 2). The compose
+    route's backward lays them out again and its call plan steps aside (its launches are fixed
+    for the forward's layouts): the gradients are those without the hook, bit for bit (the
+    counts, offsets and biases had been read as laid out: wrong gradients, and a read past the
+    fc1 bias)."""
     dtype = torch.bfloat16 if route == "default" else torch.float32
-    i = random_inputs([5, 0, 11], 64, 64, dtype, bias=False, device=device, generator=torch.Generator().manual_seed(5))
+    i = random_inputs([5, 0, 11], 64, 64, dtype, bias=bias, device=device, generator=torch.Generator().manual_seed(5))
     if route == "fused kernels":
         problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
         tuning.register("grouped_glu_mlp", {problem: gtune.candidates_for(problem)[0]})
 
     def grads(unpack):
-        leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2")]
+        leaves = [i[k].clone().requires_grad_(True) for k in ("x", "probs", "w1", "w2", "b1", "b2") if i[k] is not None]
         with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack), tilefuse.level(2):
-            y = tilefuse.grouped_glu_mlp(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3], glu_interleave=32)
+            y = tilefuse.grouped_glu_mlp(leaves[0], i["counts"], leaves[1], leaves[2], leaves[3], glu_interleave=32,
+                                         fc1_bias=leaves[4] if bias else None, fc2_bias=leaves[5] if bias else None)
         return torch.autograd.grad(y, leaves, i["dy"])
     for a, b in zip(grads(_column_major), grads(lambda t: t)):
         assert torch.equal(a, b)

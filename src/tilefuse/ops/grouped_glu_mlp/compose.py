@@ -373,6 +373,7 @@ class ForwardPlan:
         # the saved tensors as the forward made them too (a saved-tensor hook may change them:
         # save_on_cpu gives a padded bias back contiguous, whose row stride the dGLU launch fixed)
         if not (dy.dtype == x.dtype and dy.is_contiguous() and x.is_contiguous() and z.is_contiguous()
+                and counts.is_contiguous() and ends.is_contiguous()
                 and h.is_contiguous() and probs.is_contiguous()
                 and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
                 & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params):
@@ -529,8 +530,11 @@ def backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation: str, 
     dy = _row_major(dy)
     # The saved tensors as forward made them, laid out again where they are not: a saved-tensor
     # hook may give them back in another layout (``torch.autograd.graph.saved_tensors_hooks``);
-    # no copy otherwise. The dGLU kernel reads z by rows and probs at ``ptr + i``.
-    x, z, h, probs = _row_major(x), _row_major(z), _row_major(h), probs.contiguous()
+    # no copy otherwise. The dGLU kernel reads z by rows, probs, counts and ends at ``ptr + i``
+    # and the biases through their row stride (kernel_layouts, as the forward laid them out).
+    x, z, h = _row_major(x), _row_major(z), _row_major(h)
+    _, counts, probs, b1, b2 = kernel_layouts(x, counts, probs, b1, b2)
+    ends = ends.contiguous()
     # dy is reduced along H for the fc2 bias (dprobs' term and db2): summed_rows, so that the
     # reductions compile as for a contiguous dy whatever dy's row stride (launch.summed_rows).
     dy_summed = summed_rows(dy) if b2 is not None else dy
