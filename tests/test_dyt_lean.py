@@ -254,6 +254,60 @@ def test_fake_tensors_take_the_reference_and_never_a_real_tensors_plan(channels_
         assert torch.equal(g, r)
 
 
+@pytest.mark.parametrize("case", ["real arguments", "real x, fake parameters", "real x, fake parameters, no mode",
+                                  "backward under the mode"])
+def test_an_active_fake_mode_takes_the_reference_with_real_tensors(case, monkeypatch, device):
+    """Under FakeTensorMode(allow_non_fake_inputs=True) every allocation (y, dx, scratch) is
+    fake whatever the arguments: no kernel may launch, however real x is, nor the plan cached
+    for the same real tensors outside the mode be found there (by the forward, or by the
+    backward of a forward run outside it); FakeTensor parameters with a real x have no memory
+    either. Results are fake, as eager PyTorch's and level 0's, with the real run's metadata
+    (outside a mode, those computed from real tensors only are real, as eager PyTorch's);
+    afterwards the real tensors launch the kernels again where they run."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    real = inputs((50, 32), torch.bfloat16, device=device)
+    with launches.counting() as launched:
+        want = run(*real, True)
+    kernels = launched["dyt_fwd"] == 1
+    x, a, w, b, dy = real
+    for t in (x, a, w, b):
+        t.grad = None
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a kernel launch under a fake mode or on fake tensors")
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    y = tilefuse.dyt(x, a, w, b) if case == "backward under the mode" else None
+    with monkeypatch.context() as patch:
+        patch.setattr(plans.Plan, "launch_forward", no_launch)
+        patch.setattr(plans.Plan, "launch_backward", no_launch)
+        if case == "backward under the mode":
+            with mode:
+                got = (None, *torch.autograd.grad(y, (x, a, w, b), torch.ones_like(y)))
+        elif case == "real arguments":
+            with mode:
+                got = run(x, a, w, b, dy, True)
+        else:
+            fw, fb = (mode.from_tensor(t.detach()).requires_grad_(True) for t in (w, b))
+            with contextlib.nullcontext() if case.endswith("no mode") else mode:
+                got = run(x, a, fw, fb, dy, True)
+    for name, g, r in zip(("y", "dx", "dalpha", "dweight", "dbias"), got, want):
+        if g is None:
+            continue
+        assert (g.shape, g.stride(), g.dtype) == (r.shape, r.stride(), r.dtype), name
+        if case.endswith("no mode") and name in ("dweight", "dbias"):
+            # sums of dy * tanh(alpha x) and of dy: real tensors only, as eager PyTorch's are
+            assert not is_fake(g) and torch.allclose(g, r, rtol=1e-4, atol=1e-4), name
+        else:
+            assert is_fake(g), name
+    for t in (x, a, w, b):
+        t.grad = None
+    with launches.counting() as launched:
+        again = run(x, a, w, b, dy, True)
+    assert launched["dyt_fwd"] == launched["dyt_bwd"] == int(kernels)
+    for g, r in zip(again, want):
+        assert torch.equal(g, r)
+
+
 def test_errors_are_never_cached(device):
     x, a, w, b, _ = inputs((6, 8), device=device)
     tilefuse.dyt(x, a, w, b)
@@ -749,6 +803,35 @@ def test_saved_tensor_hooks_that_change_x_take_a_fresh_plan(case, device):
     got = torch.autograd.grad(y, (x, alpha, weight, bias), dy)
     for a, b in zip(got, _f64_grads(x, alpha, weight, bias, dy, channels_last)):
         assert torch.allclose(a.double(), b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["x with more rows", "weight of another length", "weight on another device"])
+def test_saved_tensor_hooks_that_change_a_shape_or_device_raise(case, device):
+    """A saved-tensor hook that gives back x with another shape (same strides: 400 rows of 6
+    for 4) or a parameter of another shape or device: the forward's plan would launch the
+    backward with dy's 4 rows read as x's 400 (out of bounds; with x not requiring grad,
+    autograd never checks dx and weight.grad came out silently wrong), or on a parameter that
+    does not fit. The backward checks dy against the x it gets and validates the rest, and
+    raises as eager PyTorch does, before any launch."""
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(4, 6, generator=g).to(device)         # no grad: only the parameters train
+    alpha = torch.tensor([0.5], device=device, requires_grad=True)
+    weight = torch.randn(6, generator=g).to(device).requires_grad_(True)
+    other = "meta" if device == "cpu" else "cpu"
+    swap = {"x with more rows": (x, torch.randn(400, 6, generator=g).to(device)),
+            "weight of another length": (weight, torch.randn(12, generator=g).to(device)),
+            "weight on another device": (weight, weight.detach().to(other))}[case]
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: swap[1] if t is swap[0] else t):
+        y = tilefuse.dyt(x, alpha, weight)
+    match = {"x with more rows": "dy must have x's shape", "weight of another length": "weight must have shape",
+             "weight on another device": "weight is on"}[case]
+    with launches.counting() as launched, pytest.raises(ValueError, match=match):
+        y.backward(torch.ones(4, 6, device=device))
+    assert launched["dyt_bwd"] == 0
+    # unchanged saved tensors still take the forward's plan, and the kernels where they run
+    with launches.counting() as launched:
+        tilefuse.dyt(x, alpha, weight).backward(torch.ones(4, 6, device=device))
+    assert launched["dyt_bwd"] == (1 if plans.lookup(x, alpha, weight, None, True).kernels else 0)
 
 
 def test_the_older_vmaps_batched_gradients_run_the_reference():

@@ -1,9 +1,11 @@
 """The execution level: ``level()`` blocks nest, stay in their thread, and under asyncio in
 their task, and leaving one restores exactly what it replaced; set_level and TILEFUSE_LEVEL
-below them."""
+below them. Kernels never run under an active FakeTensorMode."""
 
 import asyncio
 import threading
+
+import pytest
 
 import tilefuse
 from tilefuse import policy
@@ -100,6 +102,53 @@ def test_a_call_plan_reads_the_level_once(monkeypatch, tuning_table, device):
     monkeypatch.setattr(policy, "get_level", first_two_then_zero())
     gplan = grouped_plans.lookup(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 8, None)
     assert (gplan.forward is not None) is policy.kernels_enabled(x.device, 2)
+
+
+def test_an_active_fake_mode_makes_every_tensor_eager_fake():
+    """Under FakeTensorMode(allow_non_fake_inputs=True) a real tensor has memory but whatever
+    an op allocates is fake: kernels_run_on says no for it as for a FakeTensor, and says yes
+    again once the mode is left."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(2, 3)
+    assert not policy.is_eager_fake(x) and not policy.fake_mode_active()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        assert policy.fake_mode_active() and policy.is_eager_fake(x)
+        assert policy.is_eager_fake(torch.nn.Parameter(x)) and not policy.kernels_run_on(x)
+        fake = mode.from_tensor(x)
+    assert policy.is_eager_fake(fake) and not policy.kernels_run_on(fake)
+    assert not policy.is_eager_fake(x) and not policy.fake_mode_active()
+    assert policy.kernels_run_on(x) is policy.kernels_enabled(x.device)
+
+
+@pytest.mark.parametrize("op", ["so2_mixing_stack", "grouped_glu_mlp", "quantize_fp8_block"])
+def test_real_arguments_under_an_active_fake_mode_take_the_reference(op, tuning_table, device):
+    """The ops that ask kernels_run_on / is_eager_fake, called with real tensors under
+    FakeTensorMode(allow_non_fake_inputs=True) (after a real call, whose plans a cache may
+    hold): every allocation is fake, so no kernel launches (it would take a FakeTensor's
+    address) and the result is fake, as eager PyTorch's."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+
+    from tilefuse import launches
+    if op == "so2_mixing_stack":
+        from test_so2_kernels import make
+        args = make(1, 1, 16, 37, device, grad=False)[1]
+        call = lambda: tilefuse.so2_mixing_stack(*args, lmax=1, focus_dim=16)   # noqa: E731
+    elif op == "grouped_glu_mlp":
+        from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+        i = random_inputs(torch.tensor([5, 0, 11]), 32, 32, torch.float32, bias=True, device=device)
+        call = lambda: tilefuse.grouped_glu_mlp(i["x"], i["counts"], i["probs"], i["w1"], i["w2"],   # noqa: E731
+                                                fc1_bias=i["b1"], fc2_bias=i["b2"])
+    else:
+        x = torch.randn(4, 128, device=device)
+        call = lambda: tilefuse.quant.quantize_fp8_block(x).data   # noqa: E731
+    want = call()
+    with FakeTensorMode(allow_non_fake_inputs=True), launches.counting() as launched:
+        got = call()
+    assert sum(launched.values()) == 0, dict(launched)
+    assert is_fake(got) and (got.shape, got.dtype) == (want.shape, want.dtype)
 
 
 def test_compiled_code_follows_level_blocks_and_set_level():

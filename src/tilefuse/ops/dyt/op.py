@@ -39,15 +39,7 @@ def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     return plans.lookup(x, alpha, weight, bias, channels_last).forward(x, alpha, weight, bias)
 
 
-def check_dy(dy, x) -> None:
-    """TypeError/ValueError unless dy is a floating tensor of x's shape on x's device. Autograd
-    hands DyTFunction such a gradient; the custom op ``tilefuse::dyt_backward`` can be called
-    with anything, and the kernels read x's element count from dy."""
-    plans.check_float("dy", dy)
-    if dy.shape != x.shape:
-        raise ValueError(f"dyt_backward: dy must have x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
-    if dy.device != x.device:
-        raise ValueError(f"dyt_backward: dy is on {dy.device} but x is on {x.device}")
+check_dy = plans.check_dy   # dy against x (plan.check_dy)
 
 
 @on_tensor_device

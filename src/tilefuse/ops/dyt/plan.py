@@ -1,16 +1,17 @@
 """DyT call plans: what a call decides from its arguments' metadata, decided once per metadata.
 
 A call's route, checks and launch parameters depend only on the arguments' types, shapes,
-strides, dtypes and devices, on ``channels_last``, on the policy level, on the tuning table
-and on the current CUDA device (on the CPU: whether Triton's interpreter is on). A ``Plan``
+strides, dtypes and devices, on ``channels_last``, on the policy level, on the tuning table,
+on the current CUDA device (on the CPU: whether Triton's interpreter is on) and on whether a
+FakeTensorMode is active (policy.fake_mode_active: its allocations are fake). A ``Plan``
 holds everything decided from those:
 
 - the outcome of validate (it reads only metadata): building a plan runs it, so a cached
   plan is a passed check;
 - the route: the float64 reference, the level-0 reference (api.dyt), the kernels, or the
   reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl), have
-  no memory to read (fake tensors) or cannot address the matrix (an extent within a tile of
-  2**31: launch.addressable);
+  no memory to read or write (fake tensors, an active FakeTensorMode) or cannot address the
+  matrix (an extent within a tile of 2**31: launch.addressable);
 - the layout the kernels see (launch._layout) and whether x, dy or a parameter needs a
   contiguous copy to reach it; how outputs are allocated;
 - the launches, built on first use: launch.ForwardLaunch, and a launch.BackwardLaunch per
@@ -30,6 +31,7 @@ Nothing needs to clear the cache.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import maybe_get_fake_mode
 
 from ... import launches, policy
 from ...device import current_cuda_device
@@ -49,6 +51,19 @@ def check_float(name: str, t) -> bool:
     if t.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"dyt: {name} must be float32, bfloat16, float16 or float64, got {t.dtype}")
     return t.dtype == torch.float64
+
+
+def check_dy(dy, x) -> None:
+    """TypeError/ValueError unless dy is a floating tensor of x's shape on x's device. Autograd
+    hands DyTFunction such a gradient for the x it saved; the custom op
+    ``tilefuse::dyt_backward`` can be called with anything, a saved-tensor hook can hand the
+    backward another x (Plan.backward_if_current), and the kernels read x's element count from
+    dy."""
+    check_float("dy", dy)
+    if dy.shape != x.shape:
+        raise ValueError(f"dyt_backward: dy must have x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+    if dy.device != x.device:
+        raise ValueError(f"dyt_backward: dy is on {dy.device} but x is on {x.device}")
 
 
 def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
@@ -95,11 +110,13 @@ MAX_DY_LAYOUTS = 8   # backward launches a plan keeps (dy strides and dtype usua
 
 _plans = PlanCache(lambda: MAX_PLANS)
 _CONTIGUOUS = torch.contiguous_format
+_active_fake_mode = policy.active_fake_mode
 
 
 def _aux(x):
-    """What besides metadata decides a plan: the current CUDA device (its tuning table, where
-    Triton launches), or on the CPU whether the interpreter runs kernels."""
+    """What besides metadata and an active FakeTensorMode decides a plan: the current CUDA
+    device (its tuning table, where Triton launches), or on the CPU whether the interpreter
+    runs kernels."""
     if x.is_cuda:
         return current_cuda_device()
     if x.is_cpu:
@@ -107,7 +124,7 @@ def _aux(x):
     return None
 
 
-def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
+def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux, fake_mode):
     # Every tensor's layout: a sparse or mkldnn tensor never shares a dense tensor's plan but
     # makes its own first lookup, where validate names it (strides raise for sparse tensors,
     # not for mkldnn ones).
@@ -117,27 +134,31 @@ def _key(x, alpha, weight, bias, channels_last, config, level, generation, aux):
         return (x.__class__, x.layout, x.shape, x.stride(), x.dtype, x.device,
                 alpha.__class__, alpha.layout, alpha.shape, alpha.stride(), alpha.dtype, alpha.device,
                 weight.__class__, weight.layout, weight.shape, weight.stride(), weight.dtype, weight.device,
-                channels_last, level, generation, aux, config)
+                channels_last, level, generation, aux, fake_mode, config)
     return (x.__class__, x.layout, x.shape, x.stride(), x.dtype, x.device,
             alpha.__class__, alpha.layout, alpha.shape, alpha.stride(), alpha.dtype, alpha.device,
             weight.__class__, weight.layout, weight.shape, weight.stride(), weight.dtype, weight.device,
             bias.__class__, bias.layout, bias.shape, bias.stride(), bias.dtype, bias.device,
-            channels_last, level, generation, aux, config)
+            channels_last, level, generation, aux, fake_mode, config)
 
 
 def _saved_meta(x, alpha, weight, bias) -> tuple:
-    """What of the forward's tensors a plan was built for and a saved-tensor hook can change."""
-    return (x.stride(), x.dtype, alpha.stride(), alpha.dtype, weight.stride(), weight.dtype,
-            None if bias is None else (bias.stride(), bias.dtype))
+    """What of the forward's tensors a plan was built for and a saved-tensor hook can change:
+    each one's shape, strides, dtype and device. Autograd gives dy the forward's y's shape and
+    device, which are x's, so a backward whose x still matches needs no check of dy."""
+    return (x.shape, x.stride(), x.dtype, x.device, alpha.shape, alpha.stride(), alpha.dtype, alpha.device,
+            weight.shape, weight.stride(), weight.dtype, weight.device,
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device))
 
 
 def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
     """The plan for these arguments (built, checked and cached on first sight). Raises what
     validate raises for bad arguments."""
+    fake_mode = _active_fake_mode() is not None   # every allocation fake (policy.fake_mode_active)
     try:
         level, generation = policy.get_level(), table.generation()
         aux = _aux(x)
-        key = _key(x, alpha, weight, bias, channels_last, config, level, generation, aux)
+        key = _key(x, alpha, weight, bias, channels_last, config, level, generation, aux, fake_mode)
         plan = _plans.get(key)
     except Exception:   # noqa: BLE001  not describable by a key: the checks below name what is wrong
         key = plan = None
@@ -146,7 +167,7 @@ def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
     f64 = validate(x, alpha, weight, bias, channels_last)
     if key is None:     # valid arguments the key cannot hold (or a bad TILEFUSE_LEVEL: raised here)
         level, generation, aux = policy.get_level(), table.generation(), _aux(x)
-    plan = Plan(x, alpha, weight, bias, channels_last, config, f64, level, generation, aux)
+    plan = Plan(x, alpha, weight, bias, channels_last, config, f64, level, generation, aux, fake_mode)
     if key is not None:
         _plans.store(key, plan)
     return plan
@@ -160,13 +181,14 @@ class Plan:
     """The decisions for one key (module docstring); the forward and backward entry points
     that run them."""
 
-    __slots__ = ("f64", "level", "generation", "aux", "foreign", "channels_last", "kernels", "compute_dtype", "empty",
+    __slots__ = ("f64", "level", "generation", "aux", "fake_mode", "foreign", "channels_last", "kernels",
+                 "fake_params", "compute_dtype", "empty",
                  "layout",
                  "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy", "saved",
                  "_fwd", "_bwd")
 
-    def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux):
-        self.f64, self.level, self.generation, self.aux = f64, level, generation, aux
+    def __init__(self, x, alpha, weight, bias, channels_last, config, f64, level, generation, aux, fake_mode):
+        self.f64, self.level, self.generation, self.aux, self.fake_mode = f64, level, generation, aux, fake_mode
         # x on another CUDA device than the current one (aux): api.dyt makes x's current and
         # looks up the plan keyed by that (device.on_tensor_device's rule, decided once here)
         self.foreign = x.is_cuda and x.get_device() != aux
@@ -177,10 +199,21 @@ class Plan:
         # float64 never reaches a kernel (the custom ops hand a plan float64 tensors; api.dyt
         # runs the reference itself): its reference formulas run in float64.
         # Fake tensors (FakeTensorMode outside torch.compile, as memory estimators run a model's
-        # eager forward and backward) have no memory to launch on: the reference formulas'
-        # torch ops give the outputs' metadata. The key holds each tensor's class, so a plan
-        # built for FakeTensors is never found for real tensors, nor the other way round.
-        self.kernels = not f64 and level != 0 and policy.kernels_run_on(x, level) and launch.addressable(lay)
+        # eager forward and backward) have no memory to launch on, x's or a parameter's, and
+        # under an active FakeTensorMode (allow_non_fake_inputs=True lets real tensors in) the
+        # outputs and scratch would be fake: the reference formulas' torch ops give the outputs'
+        # metadata. The key holds each tensor's class and whether a FakeTensorMode is active,
+        # so a plan built for either is never found for real tensors outside the mode, nor the
+        # other way round.
+        self.kernels = (not f64 and level != 0 and not fake_mode and policy.kernels_run_on(x, level)
+                        and not any(policy.is_eager_fake(p) for p in (alpha, weight, bias) if p is not None)
+                        and launch.addressable(lay))
+        # FakeTensor parameters with a real x outside a FakeTensorMode (a module built under
+        # the mode, called with a real x): the reference formulas' results are fake, and so
+        # must be the outputs they are copied to (allocated from x they would be real, and the
+        # copy would leave them unwritten)
+        self.fake_params = not (self.kernels or policy.is_eager_fake(x)) and any(
+            maybe_get_fake_mode(p) is not None for p in (alpha, weight, bias))
         self.compute_dtype = compute_dtype(f64)
         self.has_bias = bias is not None
         self.config = config
@@ -201,13 +234,21 @@ class Plan:
         """launch.new_output(x, channels_last), without recomputing the layout."""
         return launch.alloc_output(x, self.layout.moved)
 
+    def _reference_output(self, x, alpha, weight, bias):
+        """new_output(x) for the reference formulas' y or dx: under the parameters' fake mode
+        where they are fake and x is not (fake_params), as eager PyTorch's result is fake."""
+        if not self.fake_params:
+            return self.new_output(x)
+        with next(m for m in map(maybe_get_fake_mode, (alpha, weight, bias)) if m is not None):
+            return self.new_output(x)
+
     # --- forward ---------------------------------------------------------------------------
 
     def forward(self, x, alpha, weight, bias):
         """y by the kernel where kernels may run, else by the float32 reference formulas."""
         if self.kernels:
             return self.launch_forward(x, alpha, weight, bias)
-        y = self.new_output(x)
+        y = self._reference_output(x, alpha, weight, bias)
         y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=self.channels_last,
                                         compute_dtype=self.compute_dtype))
         return y
@@ -234,19 +275,23 @@ class Plan:
             return self.launch_backward(dy, x, alpha, weight, bias)
         dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
             dy, x, alpha, weight, bias, channels_last=self.channels_last, compute_dtype=self.compute_dtype)
-        dx = self.new_output(x)
+        dx = self._reference_output(x, alpha, weight, bias)
         dx.copy_(dx_ref)
         return dx, dalpha, dweight, dbias
 
     def backward_if_current(self, dy, x, alpha, weight, bias):
         """backward() when this plan still describes the call (the forward's plan, carried to
-        the backward: the level, the table and the current device can have changed, and so
-        can the saved tensors' strides and dtypes, through saved-tensor hooks:
-        ``torch.autograd.graph.save_on_cpu`` gives them back contiguous), else that of a fresh
-        lookup."""
+        the backward: the level, the table, the current device and an active FakeTensorMode
+        can have changed, and so can the saved tensors, through saved-tensor hooks:
+        ``torch.autograd.graph.save_on_cpu`` gives them back contiguous, a hook may give back
+        anything), else that of a fresh lookup, after dy is checked against the x it gets
+        (check_dy: autograd shaped dy after the forward's x, which the plan's launches would
+        otherwise take for dy's extent)."""
         if (self.level == policy.get_level() and self.generation == table.generation() and self.aux == _aux(x)
-                and self.saved == _saved_meta(x, alpha, weight, bias)):
+                and self.saved == _saved_meta(x, alpha, weight, bias)
+                and self.fake_mode is (_active_fake_mode() is not None)):
             return self.backward(dy, x, alpha, weight, bias)
+        check_dy(dy, x)
         return lookup(x, alpha, weight, bias, self.channels_last).backward(dy, x, alpha, weight, bias)
 
     def launch_backward(self, dy, x, alpha, weight, bias, dx_out=None):
