@@ -32,12 +32,18 @@ def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_
     and the backward, where its speedup beats level 2's exact choices by the route margin
     (tune.level3_beats_exact).
     None otherwise (below level 3, another dtype, the key never swept, the exact path won, or
-    the variant is not faster than level 2 by the margin): the exact configs run."""
+    the variant is not faster than level 2 by the margin): the exact configs run, the forward
+    and backward keys' winners. An exact winner (the heuristic relay, the sweep's baseline,
+    registered or edited in as a config) says what "baseline" says, that the exact path won,
+    and runs those winners too, as an exact key's baseline-equal entry runs what no entry
+    would."""
     if policy.get_level() < 3 or dtype != torch.float32:
         return None
     problem = So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
     variant = lookup_config("so2_mixing_stack", problem)
-    return variant if variant is None or tune.level3_beats_exact(problem) else None
+    if variant is None or variant.precision == configs.EXACT:
+        return None
+    return variant if tune.level3_beats_exact(problem) else None
 
 
 def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool:

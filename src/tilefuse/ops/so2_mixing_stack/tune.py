@@ -81,13 +81,14 @@ _SWEEP_DTYPE = {4: torch.float32, 2: torch.bfloat16}
 # table's sweeps: not in it yet).
 DEFAULT_SHAPES = ((3, 32), (6, 32), (2, 64), (1, 32), (2, 32), (3, 64), (6, 96), (6, 128))
 DEFAULT_EDGES = 2 ** 19
-# A sweep's peak device memory, in (F, E, ROW) surfaces of the problem's dtype: the checks'
-# inputs and the outputs compared, the timing inputs, the forward's temporaries. At the
-# out-of-memory errors of -ak run 3 (an 80 GB H100, E 2^19) the sweeps held 10.3 surfaces
-# with the next allocation at the (6, 96) forward key and 7.3 at the (6, 128) backward key;
-# 12 leaves room. sweep_problem halves E (the key does not depend on it) until that many
-# surfaces take at most SWEEP_MEMORY_SHARE of the device's memory, down to MIN_SWEEP_EDGES;
-# on an H200 every default key keeps E 2^19.
+# A sweep's peak device memory at DEFAULT_LAYERS layers, in (F, E, ROW) surfaces of the
+# problem's dtype: the checks' inputs and the outputs compared, the timing inputs, the
+# forward's temporaries. At the out-of-memory errors of -ak run 3 (an 80 GB H100, E 2^19,
+# three layers) the sweeps held 10.3 surfaces with the next allocation at the (6, 96) forward
+# key and 7.3 at the (6, 128) backward key; 12 leaves room. sweep_problem halves E (the key
+# does not depend on it) until sweep_peak_surfaces of the problem take at most
+# SWEEP_MEMORY_SHARE of the device's memory, down to MIN_SWEEP_EDGES; on an H200 every
+# default key keeps E 2^19.
 SWEEP_PEAK_SURFACES = 12
 # A level-3 key's sweep holds more: the validation's float64 reference outputs, both paths'
 # training outputs and the range-limit input sets. On an 80 GB H100 (-at run 3) the (6, 96)
@@ -95,6 +96,17 @@ SWEEP_PEAK_SURFACES = 12
 # while the (3, 64) one ran at E 2^19 within 31.7 surfaces of the card: 28 lies between, and
 # halves E for (6, 96) and (6, 128) only (to 2^17 on the H100; on an H200 2^18 and 2^17).
 SWEEP_PEAK_SURFACES_LEVEL3 = 28
+# Surfaces each layer beyond DEFAULT_LAYERS adds to a check's peak: z_all holds NL - 1 of
+# them. A forward key's check holds the baseline's saved z_all while the candidate's forward
+# writes its own (2 per layer); a backward key's holds the inputs' z_all (1); a level-3 key's
+# peak is its validation's range-limit runs (the three scaled input sets, the float64
+# reference and both paths' outputs alive), one forward's z_all at a time (1). The float64
+# reference holds its chunk's z_all before that (2 per layer at E = REFERENCE_CHUNK, the
+# floor, 1 at twice that), below the range-limit runs' peak. Measured on the CPU at 3 and 6
+# layers (lmax 1, 256 edges): a forward key's check 10.4 -> 16.8 surfaces at validate, a
+# backward key's 7.5 -> 10.9 (the weights' fraction of a surface included), a level-3 key's
+# range-limit runs 27.1 -> 30.1 and its reference 18.1 -> 24.1 at E = REFERENCE_CHUNK.
+SWEEP_SURFACES_PER_LAYER = {"fwd": 2, "bwd": 1, "l3": 1}
 SWEEP_MEMORY_SHARE = 0.9
 MIN_SWEEP_EDGES = 2 ** 16
 DEFAULT_FOCUS = 2
@@ -174,6 +186,16 @@ def _per_edge_us_and_speedup(measured) -> tuple[float | None, float | None]:
         found = re.search(rf"{name}=(\d+)", swept)
         size *= int(found[1]) if found else default
     return (None if us is None else us / size), speedup
+
+
+def sweep_peak_surfaces(problem: So2Problem) -> int:
+    """The (F, E, ROW) surfaces a sweep of ``problem`` holds at its peak: SWEEP_PEAK_SURFACES
+    (SWEEP_PEAK_SURFACES_LEVEL3 for a level-3 key), measured at DEFAULT_LAYERS layers, plus
+    SWEEP_SURFACES_PER_LAYER of its pass for each layer beyond those (a model's stack swept by
+    ``tilefuse.tune(model)``). Fewer layers keep the measured count."""
+    which = "l3" if problem.level3 else "fwd" if problem.forward else "bwd"
+    base = SWEEP_PEAK_SURFACES_LEVEL3 if problem.level3 else SWEEP_PEAK_SURFACES
+    return base + SWEEP_SURFACES_PER_LAYER[which] * max(0, problem.n_layers - DEFAULT_LAYERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,17 +384,16 @@ class So2Family(TuningFamily):
         return surfaces * problem.n_edges * problem.n_focus * d.row * problem.itemsize
 
     def sweep_problem(self, problem: So2Problem, device) -> So2Problem:
-        """``problem`` with E halved while SWEEP_PEAK_SURFACES surfaces of it
-        (SWEEP_PEAK_SURFACES_LEVEL3 for a level-3 key) would take more than SWEEP_MEMORY_SHARE
-        of a CUDA device's memory (not below MIN_SWEEP_EDGES); other devices, and problems that
-        fit, unchanged."""
+        """``problem`` with E halved while ``sweep_peak_surfaces(problem)`` surfaces of it
+        would take more than SWEEP_MEMORY_SHARE of a CUDA device's memory (not below
+        MIN_SWEEP_EDGES); other devices, and problems that fit, unchanged."""
         device = torch.device(device)
         if device.type != "cuda":
             return problem
         budget = SWEEP_MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
         surface = problem.n_focus * So2Dims(problem.lmax, problem.focus_dim).row * problem.itemsize
         edges = problem.n_edges
-        peak = SWEEP_PEAK_SURFACES_LEVEL3 if problem.level3 else SWEEP_PEAK_SURFACES
+        peak = sweep_peak_surfaces(problem)
         while edges > MIN_SWEEP_EDGES and peak * surface * edges > budget:
             edges = max(MIN_SWEEP_EDGES, edges // 2)
         return problem if edges == problem.n_edges else dataclasses.replace(problem, n_edges=edges)
