@@ -103,6 +103,9 @@ scratch target and put that and src/ on the path:
     python3 benchmarks/so2_peers.py --json $OUT/so2_peers.json [--shapes 647000:3:32] \\
         [--rounds 10] [--profile] [--deepmd-tiles h20,default]
 
+Exit status: 0; 1 when a shape aborted (its table row says why; the other shapes still run); 2
+on a usage error, or without a GPU unless ``--tiny``.
+
 How long (estimates for the H200, not measured): imports ~10 s; per shape, cold caches,
 ~2-4 minutes: torch.compile of the forward + backward twice (E_c and E: static shapes),
 ~30-60 s each; Triton JIT of tilefuse's kernels (~10-30 s, per backward route) and of
@@ -161,6 +164,7 @@ import tilefuse
 from tilefuse import launches, policy, tuning
 from tilefuse.check import bench
 from tilefuse.check.env import environment
+from tilefuse.check.report import _finite
 from tilefuse.ops.so2_mixing_stack import configs as tf_configs
 from tilefuse.ops.so2_mixing_stack import op as tf_op
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
@@ -950,13 +954,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tiny", action="store_true",
                     help=f"smoke test at tiny shapes ({TINY_SHAPES}); on CPU with TRITON_INTERPRET=1")
     args = ap.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: at least 1 (no round times nothing)")
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.tiny:
         say("no CUDA GPU: this benchmark is for a GPU; use --tiny (with TRITON_INTERPRET=1) for a CPU smoke test")
         return 2
     args.shapes = parse_shapes(args.shapes or (TINY_SHAPES if args.tiny else DEFAULT_SHAPES))
-    args.rounds = args.rounds or (3 if args.tiny else 10)
+    if args.rounds is None:
+        args.rounds = 3 if args.tiny else 10
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = sorted(set(args.peers) - set(PEER_KINDS))
     if bad:
@@ -1030,14 +1037,16 @@ def main(argv=None) -> int:
     if args.json:
         write_json(args.json, doc)
         say(f"wrote {args.json}")
-    return 0
+    # a shape that aborted measured nothing: the run did not do what it was asked
+    return 1 if any(res.get("aborted") for res in doc["results"]) else 0
 
 
 def write_json(path: str, doc: dict) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    # a NaN error (rel_err's, of an output holding NaN) as "nan": bare NaN is not JSON
+    tmp.write_text(json.dumps(_finite(doc), indent=1, default=str, allow_nan=False))
     tmp.replace(p)
 
 

@@ -340,7 +340,7 @@ def test_host_overhead_checks_ratios_within_rounds(monkeypatch, capsys):
     monkeypatch.setattr(check_dyt, "host_cost", lambda device, shape, calls, rounds: host)
     monkeypatch.setattr(program, "bitwise_check", lambda: [])
     monkeypatch.setattr(program, "DEVICE", "cuda")     # the regression check runs on a GPU only
-    args = argparse.Namespace(shape="64x256", peer_calls=1, rounds=3, fail_over=2.5)
+    args = argparse.Namespace(shape=(64, 256), peer_calls=1, rounds=3, fail_over=2.5)
     assert program.peers(args) == 0
     out = capsys.readouterr().out
     assert "fwd: tilefuse 30.0 us, 2.00x F.layer_norm's 10.0 us, 0.89x Liger's 25.0 us" in out
@@ -858,3 +858,207 @@ def test_so2_table_gives_no_relay_ratio_to_the_peers_timed_without_graphs():
         row("relay", 2.0), row("table pick", 1.0), row("eager (no graph)", 4.0, ours=False)]})
     cells = {line.split("|")[5].strip(): line.split("|")[8].strip() for line in md if "| backward |" in line}
     assert cells == {"relay": "1.00", "table pick": "2.00", "eager (no graph)": ""}
+
+
+def _fake_host_providers(failing: dict):
+    """host_providers' shape with calls that cost nothing: ``failing`` maps (provider, pass)
+    to the sampled call (0 = the first warm-up call) from which that call raises."""
+    made = {}
+
+    def provider(name, key):
+        made[name, key] = 0
+
+        def call():
+            n, made[name, key] = made[name, key], made[name, key] + 1
+            if (name, key) in failing and n >= failing[name, key]:
+                raise RuntimeError(f"{name} broke")
+        return call
+    names = ["tilefuse.dyt", "torch.ops.tilefuse.dyt (custom op)", "F.layer_norm", "torch.tanh",
+             "Liger-Kernel LigerDyTFunction"]
+    fake = {n: (provider(n, "fwd_us"), provider(n, "fwd_bwd_us")) for n in names}
+    fake["tilefuse.dyt, no grad"] = (provider("tilefuse.dyt, no grad", "fwd_us"), None)
+    return fake
+
+
+def test_dyt_host_cost_records_a_failing_peer_and_aborts_on_tilefuse(monkeypatch):
+    """A peer that raises (Liger-Kernel's DyT in its warm-up, torch.tanh's backward in a later
+    round) is a failed row with its error, the others timed; the table marks it failed, the
+    ratios and the summary skip it. One of tilefuse's own providers raising ends host_cost."""
+    from tilefuse.check import dyt as check_dyt
+    liger = "Liger-Kernel LigerDyTFunction"
+    failing = {(liger, "fwd_us"): 0, (liger, "fwd_bwd_us"): 0, ("torch.tanh", "fwd_bwd_us"): 3}
+    monkeypatch.setattr(check_dyt, "host_providers", lambda rows, cols, device: _fake_host_providers(failing))
+    host = check_dyt.host_cost("cpu", shape=(4, 16), calls=1, rounds=3)
+    rows = {r["provider"]: r for r in host["rows"]}
+    assert rows[liger]["error"] == f"RuntimeError: {liger} broke"        # both passes alike: said once
+    assert rows[liger]["fwd_us"] is None and rows[liger]["fwd_bwd_us"] is None
+    assert rows["torch.tanh"]["fwd_us"] is not None and rows["torch.tanh"]["fwd_bwd_us"] is None
+    assert rows["torch.tanh"]["error"] == "fwd+bwd: RuntimeError: torch.tanh broke"
+    for name in ("tilefuse.dyt", "F.layer_norm", "tilefuse.dyt, no grad"):
+        assert "error" not in rows[name] and len(rows[name]["fwd_us_rounds"]) == 3
+    assert check_dyt.host_ratio(host, liger, "F.layer_norm", "fwd_us") is None
+    assert check_dyt.host_ratio(host, "tilefuse.dyt", liger, "fwd_bwd_us") is None
+    assert check_dyt.host_ratio({"rows": [{"provider": "p", "error": "E"}, {"provider": "q", "fwd_us": 1.0}]},
+                                "p", "q", "fwd_us") is None      # a row without timings at all
+    md = check_dyt.host_cost_markdown(host)
+    assert md[2].endswith("| x layer_norm | error |")
+    assert f"| {liger} | failed |  | failed |  | RuntimeError: {liger} broke |" in md
+    assert any(line.startswith("| torch.tanh | ") and "| failed |  | fwd+bwd: RuntimeError" in line for line in md)
+    assert check_dyt.benchmark_summary({"rows": [], "host": host})[0].startswith("dyt host per call: ")
+    host["rows"] = [r for r in host["rows"] if r["provider"] != "F.layer_norm"] + [
+        {"provider": "F.layer_norm", "error": "RuntimeError: no"}]      # the reference failed too
+    assert check_dyt.host_ratio(host, "tilefuse.dyt", "F.layer_norm", "fwd_us") is None
+    assert "F.layer_norm" not in check_dyt.benchmark_summary({"rows": [], "host": host})[0]
+    for ours in ("tilefuse.dyt", "torch.ops.tilefuse.dyt (custom op)"):
+        fake = _fake_host_providers({(ours, "fwd_bwd_us"): 2})        # in the rounds, after its warm-up
+        monkeypatch.setattr(check_dyt, "host_providers", lambda rows, cols, device: fake)
+        with pytest.raises(RuntimeError, match="broke"):
+            check_dyt.host_cost("cpu", shape=(4, 16), calls=1, rounds=3)
+
+
+def test_a_failing_dyt_peer_keeps_the_bench_report_and_its_exit_status(tmp_path, monkeypatch, capsys):
+    """`tilefuse bench --ops dyt` (a CUDA device faked; the benchmark's bandwidth rows
+    synthetic, its host cost measured with a Liger-Kernel that raises): exit 0, every row in
+    report.json (valid JSON) and report.md, the Liger row marked failed with its error."""
+    import torch
+    import tilefuse.check as check
+    from tilefuse.check import dyt as check_dyt
+
+    class BrokenLiger:
+        @staticmethod
+        def apply(*args):
+            raise TypeError("LigerDyTFunction.forward() missing 1 required positional argument: 'beta'")
+    fake = _fake_host_providers({})
+    fake["Liger-Kernel LigerDyTFunction"] = (lambda: BrokenLiger.apply(), lambda: BrokenLiger.apply())
+    monkeypatch.setattr(check_dyt, "host_providers", lambda rows, cols, device: fake)
+    host = check_dyt.host_cost("cpu", shape=(4, 16), calls=1, rounds=1)
+    row = {"dtype": "fp32", "width": 16, "rows": 4, "pass": "fwd", "mode": "graph", "status": "ok", "ms": 1.0,
+           "spread": 0.0, "gbs": 1.0, "fraction_of_copy": 0.5}
+    bench = {"numel": 64, "copy_ceiling_gbs": {"fp32": 2.0}, "host": host,
+             "rows": [{**row, "provider": "tilefuse", "config": "c"}, {**row, "provider": "eager"}]}
+    monkeypatch.setattr(check_dyt, "benchmark", lambda quick, progress: bench)
+    monkeypatch.setattr(check_dyt, "plots", lambda out, b: [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "tuning_coverage", lambda ops: {"error": "not read in this test"})
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
+                                                        "torch": "-", "triton": "-"})
+    out = tmp_path / "rep"
+    assert main(["bench", "--ops", "dyt", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "report.json").read_text(),
+                        parse_constant=lambda c: pytest.fail(f"{c} in report.json"))
+    assert report["verification"] == [] and len(report["benchmarks"]["dyt"]["rows"]) == 2
+    liger = {r["provider"]: r for r in report["benchmarks"]["dyt"]["host"]["rows"]}["Liger-Kernel LigerDyTFunction"]
+    assert liger["fwd_us"] is None and "missing 1 required positional argument" in liger["error"]
+    md = (out / "report.md").read_text()
+    assert "| Liger-Kernel LigerDyTFunction | failed |  | failed |  | TypeError: " in md
+    assert "| fp32 | 16 | fwd | tilefuse | graph | 1.0000 |" in md and "FAIL" not in md
+    assert "| Liger-Kernel LigerDyTFunction | failed |" in capsys.readouterr().out    # bench prints report.md
+
+
+@pytest.mark.parametrize("errors", [{"x": 1.6e-07, "du0": 1.6e-07, "dalpha": float("nan")},
+                                    {"x": float("nan"), "du0": 1.6e-07}, {"x": float("inf"), "du0": 1.6e-07}])
+def test_so2_row_with_a_non_finite_error_fails_with_an_infinite_worst_and_says_why(errors):
+    """so2's verification rows take grouped's rule (one helper, report.verification_row): a
+    NaN or inf error makes worst/bound inf wherever it is, and a failed row whose kernels
+    launched still says why."""
+    from tilefuse.check import so2 as check_so2
+    row = check_so2._row("forward + relay backward", "L1-F1-C32-E37-float32-alpha", errors, 1e-5)
+    assert not row["ok"] and row["worst_error_over_bound"] == float("inf") and row["detail"]
+    over = check_so2._row("p", "c", {"x": 2e-5, "du0": 1e-6}, 1e-5)
+    assert not over["ok"] and over["worst_error_over_bound"] == pytest.approx(2.0) and over["detail"]
+    idle = check_so2._row("p", "c", {"x": 1e-6}, 1e-5, False, "kernels did not launch as expected: {}")
+    assert not idle["ok"] and idle["detail"] == "kernels did not launch as expected: {}"
+    good = check_so2._row("p", "c", {"x": 1e-6}, 1e-5)
+    assert good["ok"] and good["detail"] == "" and good["worst_error_over_bound"] == pytest.approx(0.1)
+
+
+def test_the_verification_row_helper_is_shared_and_bitwise_rows_use_a_zero_bound():
+    from tilefuse.check import grouped as check_grouped, report, so2 as check_so2
+    assert check_grouped.verification_row is report.verification_row is check_so2.verification_row
+    same = report.verification_row("o", "p", "c", {"d": 0.0}, 0.0)
+    assert same["ok"] and same["worst_error_over_bound"] == 0.0
+    differs = report.verification_row("o", "p", "c", {"d": 1e-9}, 0.0, over_bound="fused differs from relay")
+    assert not differs["ok"] and differs["worst_error_over_bound"] == float("inf")
+    assert differs["detail"] == "fused differs from relay"
+
+
+def _load_benchmark(name):
+    """benchmarks/<name>.py as a module (in sys.modules while it runs: its dataclasses look
+    their module up there)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
+    program = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = program
+    spec.loader.exec_module(program)
+    return program
+
+
+def test_host_overhead_shows_a_failed_peer_and_fails_nothing_for_it(monkeypatch, capsys):
+    """benchmarks/host_overhead.py with Liger-Kernel's row failed (and then F.layer_norm's):
+    the regression check compares with what was timed and its verdict is not FAIL."""
+    from tilefuse.check import dyt as check_dyt
+    program = _load_benchmark("host_overhead")
+    ok = {"fwd_us": 10.0, "fwd_us_rounds": [10.0], "fwd_bwd_us": 50.0, "fwd_bwd_us_rounds": [50.0]}
+    failed = {"fwd_us": None, "fwd_us_rounds": None, "fwd_bwd_us": None, "fwd_bwd_us_rounds": None,
+              "error": "TypeError: beta", "failed": ["fwd_us", "fwd_bwd_us"]}
+    host = {"shape": [64, 256], "calls": 1, "rounds": 1, "rows": [
+        {"provider": "tilefuse.dyt", **ok}, {"provider": "F.layer_norm", **ok},
+        {"provider": program.LIGER, **failed}]}
+    monkeypatch.setattr(check_dyt, "host_cost", lambda device, shape, calls, rounds: host)
+    monkeypatch.setattr(program, "bitwise_check", lambda: [])
+    monkeypatch.setattr(program, "DEVICE", "cuda")
+    args = program.argparse.Namespace(shape=(64, 256), peer_calls=1, rounds=1, fail_over=2.5)
+    assert program.peers(args) == 0
+    out = capsys.readouterr().out
+    assert "Liger-Kernel failed" in out and "fwd: tilefuse 10.0 us, 1.00x F.layer_norm's 10.0 us\n" in out
+    assert "FAIL" not in out
+    host["rows"][1] = {"provider": "F.layer_norm", **failed}
+    assert program.peers(args) == 0
+    out = capsys.readouterr().out
+    assert "F.layer_norm failed" in out and "fwd: tilefuse 10.0 us\n" in out and "FAIL" not in out
+
+
+@pytest.mark.parametrize("bad", [["--shape", "64"], ["--shape", "64x0"], ["--shape", "axb"], ["--rounds", "0"],
+                                 ["--peer-calls", "0"], ["--calls", "0"], ["--rounds", "-1"]])
+def test_host_overhead_refuses_a_malformed_shape_or_count(bad, monkeypatch, capsys):
+    program = _load_benchmark("host_overhead")
+    monkeypatch.setattr(program, "peers", lambda args: pytest.fail("the peers section ran"))
+    monkeypatch.setattr(program, "layers", lambda args: pytest.fail("the layers section ran"))
+    with pytest.raises(SystemExit) as exc:
+        program.main(bad)
+    assert exc.value.code == 2 and bad[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rounds", ["0", "-1"])
+def test_so2_peers_refuses_rounds_below_one(rounds, capsys):
+    program = _load_benchmark("so2_peers")
+    with pytest.raises(SystemExit) as exc:
+        program.main(["--tiny", "--rounds", rounds])
+    assert exc.value.code == 2 and "--rounds" in capsys.readouterr().err
+
+
+def test_so2_peers_exits_nonzero_when_a_shape_aborted_and_writes_valid_json(tmp_path, monkeypatch):
+    """A shape that aborted makes the exit status 1 (the other shapes still run); --json is
+    valid JSON with a NaN error (rel_err's, of an output holding NaN) written as "nan"."""
+    import torch
+    program = _load_benchmark("so2_peers")
+    err = program.rel_err(torch.tensor([float("nan"), 1.0]), torch.tensor([1.0, 1.0]))
+    assert err != err
+    nan_row = {"edges": 16, "lmax": 1, "focus_dim": 32, "peers": [
+        {"peer": "deepmd fp16x3", "status": "not equivalent", "f64_errors": {"x": err, "du0": 1e-7}}]}
+
+    def run_shape(args, shape, *rest):
+        if shape[0] == 9:
+            raise RuntimeError("out of memory")
+        return dict(nan_row)
+    monkeypatch.setattr(program, "run_shape", run_shape)
+    monkeypatch.setattr(program, "meta", lambda *a: {"device": "cpu"})
+    out = tmp_path / "p.json"
+    assert program.main(["--tiny", "--peers", "eager", "--shapes", "16:1:32,9:1:32", "--json", str(out)]) == 1
+    doc = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+    assert doc["results"][0]["peers"][0]["f64_errors"]["x"] == "nan"
+    assert "out of memory" in doc["results"][1]["aborted"]
+    assert program.main(["--tiny", "--peers", "eager", "--shapes", "16:1:32"]) == 0

@@ -220,8 +220,16 @@ def test_sdist_contains_what_its_tests_import(tmp_path):
     assert not [n for n in names if "__pycache__" in n]
 
 
+def _bench_on_a_faked_gpu(command, monkeypatch):
+    """`tilefuse bench` refuses to run without CUDA before it looks at --out: the --out tests
+    fake a CUDA device for it."""
+    if command == "bench":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
 @pytest.mark.parametrize("command", ["check", "bench"])
-def test_out_that_is_a_file_is_one_line_not_a_traceback(command, tmp_path, capsys):
+def test_out_that_is_a_file_is_one_line_not_a_traceback(command, tmp_path, capsys, monkeypatch):
+    _bench_on_a_faked_gpu(command, monkeypatch)
     path = tmp_path / "a-file"
     path.write_text("")
     with pytest.raises(SystemExit) as exc:
@@ -231,9 +239,10 @@ def test_out_that_is_a_file_is_one_line_not_a_traceback(command, tmp_path, capsy
 
 
 @pytest.mark.parametrize("command", ["check", "bench"])
-def test_out_that_cannot_be_made_is_one_line_not_a_traceback(command, tmp_path, capsys):
+def test_out_that_cannot_be_made_is_one_line_not_a_traceback(command, tmp_path, capsys, monkeypatch):
     """A report folder under a file (or anywhere mkdir fails) is a usage error, exit 2 (exit
     1 is a failed check's), before any work."""
+    _bench_on_a_faked_gpu(command, monkeypatch)
     path = tmp_path / "a-file"
     path.write_text("")
     with pytest.raises(SystemExit) as exc:
@@ -249,6 +258,7 @@ def test_an_out_the_report_cannot_go_into_is_refused_before_any_work(command, ca
     not a traceback with exit 1 after the whole check."""
     from tilefuse import check
     monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
+    _bench_on_a_faked_gpu(command, monkeypatch)
     if case == "unwritable":
         out, want = "/proc/self", "cannot write the report there"        # refuses new files, even to root
     elif case == "report-is-a-folder":
@@ -280,12 +290,33 @@ def test_export_builtin_into_a_file_is_one_line_not_a_traceback(tmp_path, capsys
     assert path.read_text() == ""
 
 
-def test_check_at_level_0_says_the_kernels_are_off(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_check_and_bench_at_level_0_say_the_kernels_are_off(command, tmp_path, capsys, monkeypatch):
     """TILEFUSE_LEVEL=0 turns the kernels off: the check says so (exit 2) instead of failing
-    every row as "kernels did not launch" with exit 1 (a failed check's status)."""
+    every row as "kernels did not launch" with exit 1 (a failed check's status); the bench
+    (on a faked GPU) so too, instead of timing plain PyTorch in the rows labelled tilefuse."""
     from tilefuse import check
     monkeypatch.setenv("TILEFUSE_LEVEL", "0")
     monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
+    _bench_on_a_faked_gpu(command, monkeypatch)
     out = tmp_path / "new"
-    assert cli.main(["check", "--ops", "dyt", "--out", str(out)]) == 2
-    assert "TILEFUSE_LEVEL=0" in capsys.readouterr().err and not out.exists()
+    assert cli.main([command, "--ops", "dyt", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"tilefuse {command}: " in err and "TILEFUSE_LEVEL=0" in err and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_refusals_create_no_report_folder(command, tmp_path, capsys, monkeypatch):
+    """`tilefuse bench` without a CUDA device and `tilefuse check` without Triton refuse with
+    exit 2 before --out is made: a refusal leaves nothing behind."""
+    from tilefuse import check
+    monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
+    if command == "bench":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        want = "no CUDA device"
+    else:
+        monkeypatch.setattr(check, "triton_missing", lambda: "Triton is not installed (faked)")
+        want = "Triton is not installed"
+    out = tmp_path / "new" / "report"
+    assert cli.main([command, "--ops", "dyt", "--out", str(out)]) == 2
+    assert want in capsys.readouterr().err and not (tmp_path / "new").exists()

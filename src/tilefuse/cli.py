@@ -50,11 +50,29 @@ def _show_progress(args) -> bool:
     return not args.no_progress and sys.stderr.isatty()
 
 
+def _refusal(args) -> str | None:
+    """Why `tilefuse check` or `bench` cannot run here, or None. main asks before --out is
+    touched: a refusal (exit 2) creates nothing."""
+    from . import policy
+    if args.command == "check":
+        from .check import triton_missing
+        if (why := triton_missing()) is not None:
+            return f"tilefuse check: {why}"
+    if policy.get_level() == 0:
+        # check: every kernel row would fail as "did not launch", the cause unsaid; bench: the
+        # rows labelled tilefuse would time plain PyTorch
+        work = "check verifies" if args.command == "check" else "bench times"
+        return (f"tilefuse {args.command}: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels "
+                f"the {work}; unset it or set 1-3")
+    if args.command == "bench":
+        import torch
+        if not torch.cuda.is_available():
+            return "tilefuse bench: no CUDA device; nothing timed"
+    return None
+
+
 def _check(args) -> int:
-    from .check import run_check, summary, triton_missing
-    if (why := triton_missing()) is not None:
-        print(f"tilefuse check: {why}", file=sys.stderr)
-        return 2
+    from .check import run_check, summary
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
                        ops=args.ops)
     print(summary(result, args.out))
@@ -68,11 +86,7 @@ def _info(args) -> int:
 
 
 def _bench(args) -> int:
-    import torch
     from .check import run_check
-    if not torch.cuda.is_available():
-        print("tilefuse bench: no CUDA device; nothing timed", file=sys.stderr)
-        return 2
     result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=args.ops)
     print(open(os.path.join(args.out, "report.md")).read())
     # a benchmark that raised is a failed row of the report: the exit status says so
@@ -124,11 +138,9 @@ def main(argv=None) -> int:
         args.ops = _ops(args, args.command)
         if args.ops is None:
             return 2        # before --out is touched: a usage error creates nothing
-    if args.command == "check" and policy.get_level() == 0:
-        # every kernel row would fail as "did not launch", the cause unsaid
-        print("tilefuse check: the level in force is 0 (TILEFUSE_LEVEL=0), which turns off the kernels the "
-              "check verifies; unset it or set 1-3", file=sys.stderr)
-        return 2
+        if (why := _refusal(args)) is not None:
+            print(why, file=sys.stderr)
+            return 2
     if getattr(args, "out", None) is not None:
         _check_out(parser, args.out)
     return args.func(args)

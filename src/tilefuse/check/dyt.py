@@ -213,6 +213,12 @@ def median_per_call_us(fn: Callable, calls: int = 300, rounds: int = 5) -> float
 JIT_PROVIDERS = frozenset({"tilefuse.dyt, JIT launches"})
 
 
+def _ours(name: str) -> bool:
+    """Whether host_providers' ``name`` times tilefuse's code (its eager path, JIT route, custom
+    op): an error there ends host_cost, where a peer's is recorded in its row."""
+    return name.startswith(("tilefuse", "torch.ops.tilefuse"))
+
+
 def _liger_dyt():
     """Liger-Kernel's LigerDyTFunction, or None where it does not import."""
     try:
@@ -261,9 +267,24 @@ def _sample_in(block: Callable, sample: Callable[[], float]) -> Callable[[], flo
     return run
 
 
-def _abort(name, exc: Exception):
-    """``interleave``'s on_error for host_cost: the exception ends the rounds."""
-    raise exc
+# HOST_PASSES' names in the table and in a failed row's error
+PASS_LABELS = {"fwd_us": "fwd", "fwd_bwd_us": "fwd+bwd"}
+
+
+def _abort_if_ours(sampler: tuple[str, str], exc: Exception):
+    """``interleave``'s on_error for host_cost: tilefuse's own provider failing ends the rounds
+    (a bug of tilefuse's, not a row); a peer's failure stays in its entry and the others go on."""
+    if _ours(sampler[0]):
+        raise exc
+
+
+def _error_field(errors: dict[str, Exception], passes: int) -> str:
+    """A failed row's error: the text once where every pass the provider has failed alike,
+    else each failed pass's own."""
+    texts = {PASS_LABELS[key]: bench.error_text(exc) for key, exc in errors.items()}
+    if len(texts) == passes and len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return "; ".join(f"{label}: {text}" for label, text in texts.items())
 
 
 def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> dict:
@@ -271,31 +292,44 @@ def host_cost(device, shape=HOST_SHAPE, calls: int = 300, rounds: int = 5) -> di
     entry, in interleaved rounds (the harness's ``interleave``): each round takes one sample
     (``calls`` synchronised calls) of every provider's forward and forward + backward, in an
     order rotated by one each round, so a host whose speed drifts moves every provider alike
-    instead of the ones timed last. A provider that raises ends the measurement (an error
-    here is a bug, not a row).
+    instead of the ones timed last. One of tilefuse's own providers that raises ends the
+    measurement (an error there is a bug, not a row); a peer that raises (in its warm-up or a
+    round) is a failed row and the others are timed on.
 
     Returns {"shape", "calls", "rounds", "rows": [{provider, fwd_us, fwd_us_rounds, fwd_bwd_us,
     fwd_bwd_us_rounds}]}: per pass the median per call over the rounds and the per-round values
-    in round order (None where the provider has no such pass); ``host_ratio`` compares two
-    providers within rounds."""
+    in round order (None where the provider has no such pass or it failed; a failed peer's row
+    also has ``error``, bench.error_text of each failed pass, and ``failed``, those passes'
+    keys); ``host_ratio`` compares two providers within rounds."""
     providers = host_providers(*shape, device)
-    samplers = {}
+    samplers, failed = {}, {}
     for name, fns in providers.items():
         # The JIT route's block is opened around each of its own samples only, so that the
         # providers sampled beside it in a round launch as they do outside it.
         block = triton_common.jit_launches if name in JIT_PROVIDERS else contextlib.nullcontext
         for key, fn in zip(HOST_PASSES, fns):
-            if fn is not None:
+            if fn is None:
+                continue
+            try:
                 with block():
                     samplers[(name, key)] = _sample_in(block, _host_sampler(fn, calls))
-    seconds = timing.interleave(samplers, rounds, on_error=_abort)
+            except Exception as exc:   # noqa: BLE001  a peer's failure is its row's
+                _abort_if_ours((name, key), exc)
+                failed[(name, key)] = exc
+    seconds = {**timing.interleave(samplers, rounds, on_error=_abort_if_ours), **failed}
     rows = []
-    for name in providers:
-        row = {"provider": name}
+    for name, fns in providers.items():
+        row, errors = {"provider": name}, {}
         for key in HOST_PASSES:
-            us = [s * 1e6 for s in seconds[(name, key)]] if (name, key) in seconds else None
+            got = seconds.get((name, key))
+            if isinstance(got, Exception):
+                errors[key], got = got, None
+            us = None if got is None else [s * 1e6 for s in got]
             row[key] = None if us is None else statistics.median(us)
             row[key + "_rounds"] = us
+        if errors:
+            row["error"] = _error_field(errors, sum(fn is not None for fn in fns))
+            row["failed"] = list(errors)
         rows.append(row)
     return {"shape": list(shape), "calls": calls, "rounds": rounds, "rows": rows}
 
@@ -304,10 +338,10 @@ def host_ratio(h: dict, provider: str, base: str, key: str) -> float | None:
     """``provider``'s host time per call over ``base``'s in a ``host_cost`` result, for ``key``
     (one of HOST_PASSES): the median of the per-round ratios, both having been timed in the
     same rounds; the medians' ratio where the rows carry no per-round values (rows written
-    by hand); None where either has no time for that pass."""
+    by hand); None where either has no time for that pass (a failed peer's row)."""
     rows = {r["provider"]: r for r in h["rows"]}
     mine, ref = rows.get(provider), rows.get(base)
-    if mine is None or ref is None or mine[key] is None or not ref[key]:
+    if mine is None or ref is None or mine.get(key) is None or not ref.get(key):
         return None
     mine_rounds, ref_rounds = mine.get(key + "_rounds"), ref.get(key + "_rounds")
     if mine_rounds and ref_rounds and len(mine_rounds) == len(ref_rounds) and all(ref_rounds):
@@ -316,18 +350,24 @@ def host_ratio(h: dict, provider: str, base: str, key: str) -> float | None:
 
 
 def host_cost_markdown(h: dict) -> list[str]:
-    """The host-cost table, each time also as a multiple of F.layer_norm's (``host_ratio``)."""
+    """The host-cost table, each time also as a multiple of F.layer_norm's (``host_ratio``); a
+    failed peer's pass reads "failed", its error in a last column (there where a row failed)."""
+    failures = any(r.get("error") for r in h["rows"])
     lines = [f"Host microseconds per call at {h['shape'][0]}x{h['shape'][1]} fp32 (device work negligible): "
              f"median of {h['rounds']} interleaved rounds (every provider once a round, in rotating order) "
              f"of {h['calls']} synchronised calls; 'x layer_norm' is the median over the rounds of the time "
              "over F.layer_norm's in the same round.", "",
-             "| provider | fwd us | x layer_norm | fwd+bwd us | x layer_norm |", "|---|---|---|---|---|"]
+             "| provider | fwd us | x layer_norm | fwd+bwd us | x layer_norm |" + (" error |" if failures else ""),
+             "|---|---|---|---|---|" + ("---|" if failures else "")]
     for r in h["rows"]:
         cells = []
         for key in HOST_PASSES:
-            v = r[key]
+            v = r.get(key)
             ratio = host_ratio(h, r["provider"], "F.layer_norm", key)
-            cells += ["" if v is None else f"{v:.1f}", "" if ratio is None else f"{ratio:.2f}x"]
+            shown = "failed" if v is None and r.get("error") and key in r.get("failed", HOST_PASSES) else ""
+            cells += [shown if v is None else f"{v:.1f}", "" if ratio is None else f"{ratio:.2f}x"]
+        if failures:
+            cells.append(r.get("error", ""))
         lines.append(f"| {r['provider']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -418,6 +458,8 @@ def benchmark_summary(b: dict) -> list[str]:
     host = {r["provider"]: r for r in (b.get("host") or {}).get("rows", [])}
     if "tilefuse.dyt" in host:
         t, ln = host["tilefuse.dyt"], host.get("F.layer_norm")
+        if ln and any(ln.get(key) is None for key in HOST_PASSES):   # F.layer_norm failed here
+            ln = None
         lines.append(f"dyt host per call: {t['fwd_us']:.1f} us fwd, {t['fwd_bwd_us']:.1f} us fwd+bwd"
                      + (f" (F.layer_norm {ln['fwd_us']:.1f} / {ln['fwd_bwd_us']:.1f})" if ln else ""))
     return lines

@@ -18,7 +18,6 @@ claim), and each fused GEMM role against the torch._grouped_mm GEMM doing the sa
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import time
 from typing import Callable
@@ -37,6 +36,7 @@ from ..utils import normwise_rel_error
 from ..tuning import timing
 from ..tuning.sweep import poisoned_allocations
 from . import bench
+from .report import verification_row
 
 # Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
 # fp32 IEEE dots 1e-5; bf16 about three roundings to bf16 on the longest path, 1.6e-2; fp16
@@ -153,11 +153,7 @@ _NAMES = ["y", "dx", "dprobs", "dw1", "dw2", "db1", "db2"]
 def _row(path, case, got, want, ran, tol) -> dict:
     """One verification row: ``got`` against ``want`` output by output (_NAMES), normwise."""
     errors = {n: normwise_rel_error(a, b) for n, a, b in zip(_NAMES, got, want)}
-    ok = ran and all(e <= tol for e in errors.values())
-    worst = max(errors.values()) if all(math.isfinite(e) for e in errors.values()) else math.inf
-    return {"op": "grouped_glu_mlp", "path": path, "case": case, "ok": ok, "errors": errors,
-            "worst_error_over_bound": worst / tol,
-            "detail": "" if ok else ("kernels did not launch; " if not ran else "") + "error over bound"}
+    return verification_row("grouped_glu_mlp", path, case, errors, tol, ran)
 
 
 # Recipes vs their float64 rendering (derivation in tests/test_grouped_mlp_recipes.py): the

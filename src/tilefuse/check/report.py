@@ -26,6 +26,23 @@ def _finite(value):
     return value
 
 
+def verification_row(op: str, path: str, case: str, errors: dict, tol: float, engaged=True,
+                     not_engaged: str = "kernels did not launch", over_bound: str = "error over bound") -> dict:
+    """A verification row from its errors against ``tol``: ok when ``engaged`` (the kernels
+    under test launched, or the caller's own condition held) and every error is finite and
+    within ``tol``. worst/bound is inf when any error is not finite (max() over values holding
+    a NaN depends on where the NaN is, and a NaN compares False), or with ``tol`` 0 when any is
+    not 0; a failed row always says why: ``not_engaged``, ``over_bound`` or both."""
+    finite = all(math.isfinite(e) for e in errors.values())
+    within = finite and all(e <= tol for e in errors.values())
+    worst = max(errors.values(), default=0.0) if finite else math.inf
+    ok = bool(engaged) and within
+    why = ([] if engaged else [not_engaged]) + ([] if within else [over_bound])
+    return {"op": op, "path": path, "case": case, "ok": ok, "errors": errors,
+            "worst_error_over_bound": worst / tol if tol else (0.0 if worst == 0 else math.inf),
+            "detail": "" if ok else "; ".join(why)}
+
+
 def write_json(path: Path, report: dict) -> None:
     path.write_text(json.dumps(_finite(report), indent=2, default=str, allow_nan=False))
 
