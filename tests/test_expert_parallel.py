@@ -2,8 +2,10 @@
 NCCL on two GPUs): the expert-parallel module equals one GroupedGLUMLP holding all experts,
 forward and every gradient, with uneven splits, a rank receiving no tokens, experts with zero
 tokens and a rank with no tokens at all; bad arguments name the argument (out-of-range expert
-ids on one rank make every rank raise); ``tilefuse.tune`` leaves all ranks with the same table
-entries.
+ids on one rank make every rank raise); ranks may differ in what changes no backward collective
+(frozen experts on some ranks, requires_grad under no_grad); a module pickled on one rank and
+loaded on another, or in a group of another size, makes every rank raise; ``tilefuse.tune``
+leaves all ranks with the same table entries.
 
 Each spawned group runs many cases (a spawn costs seconds: every process imports torch,
 Triton and tilefuse), each rank writing its per-case outcome to a JSON file the tests read.
@@ -188,6 +190,8 @@ def _check_arguments(rank, device) -> dict[str, str]:
                   lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, dtype=torch.float64)),
         "from_grouped-not-grouped": (TypeError, "mlp must be a GroupedGLUMLP",
                                      lambda: ExpertParallelGLUMLP.from_grouped(torch.nn.Linear(2, 2))),
+        "process_group-set-to-str": (TypeError, "process_group",
+                                     lambda: setattr(copy.deepcopy(ep), "process_group", "world")),
         "x-float64": (TypeError, "x is torch.float64", lambda: ep(x.double(), ids, probs)),
         "x-list": (TypeError, "x must be a torch.Tensor", lambda: ep(x.tolist(), ids, probs)),
         "x-width": (ValueError, "x must be (T, H)", lambda: ep(torch.randn(3, H + 1, device=device), ids, probs)),
@@ -196,6 +200,15 @@ def _check_arguments(rank, device) -> dict[str, str]:
         "probs-int": (TypeError, "probs must be float32", lambda: ep(x, ids, ids)),
         "probs-2d": (ValueError, "probs must be (T,)", lambda: ep(x, ids, probs[:, None])),
     }
+    # new_group leaves rank 1 out: torch 2.13 returns it an int sentinel, not a ProcessGroup
+    without_1 = dist.new_group([0])
+    if rank == 1:
+        cases["process_group-without-this-rank"] = (
+            ValueError, "process_group does not contain this process (rank 1 of the world)",
+            lambda: ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, process_group=without_1))
+        cases["process_group-set-without-this-rank"] = (
+            ValueError, "process_group does not contain this process",
+            lambda: setattr(copy.deepcopy(ep), "process_group", without_1))
     if device.type == "cuda":
         cases["probs-on-cpu"] = (ValueError, "probs is on cpu", lambda: ep(x, ids, probs.cpu()))
     elif HAS_CUDA:
@@ -278,6 +291,112 @@ def _check_dtypes(rank, device) -> dict[str, str]:
     m.to(torch.bfloat16)                              # converted on every rank: runs
     y = m(x.bfloat16(), ids, probs)
     out["experts-converted-on-every-rank"] = "ok" if y.dtype == torch.bfloat16 and y.isfinite().all() else f"bad y {y}"
+    return out
+
+
+def _outcomes(cases) -> dict[str, str]:
+    """Run each case (a callable raising AssertionError on a wrong result): case -> "ok" or
+    what went wrong. Every case runs on every rank, so a collective error leaves none waiting."""
+    out = {}
+    for name, call in cases.items():
+        try:
+            call()
+            out[name] = "ok"
+        except Exception:  # noqa: BLE001 - reported per case
+            out[name] = traceback.format_exc()
+    return out
+
+
+def _check_alike(rank, device) -> dict[str, str]:
+    """Calls that differ between the ranks in what changes none of the backward's collectives
+    run, and give what calls that do not differ give (bitwise: one path on the CPU)."""
+    torch.manual_seed(7)
+    full = GroupedGLUMLP(E2, H, F, glu_interleave=4).to(device)
+    g = torch.Generator().manual_seed(rank)
+    x, probs, dy = torch.randn(3, H, generator=g), torch.rand(3, generator=g), torch.randn(3, H, generator=g)
+    x, probs, dy = x.to(device), probs.to(device), dy.to(device)
+    ids = torch.tensor([0, 2, 3] if rank == 0 else [1, 1, 2], device=device)
+
+    def run(module, *, x_grad=True, probs_grad=True):
+        xg, pg = x.clone().requires_grad_(x_grad), probs.clone().requires_grad_(probs_grad)
+        y = module(xg, ids, pg)
+        if y.requires_grad:
+            y.backward(dy)
+        return y.detach(), xg.grad, pg.grad, [p.grad for p in module.experts.parameters()]
+
+    def partly_frozen():
+        # experts 0-1 frozen in the full module: rank 0's share is all frozen, rank 1's trains
+        trained = ExpertParallelGLUMLP.from_grouped(full)
+        frozen = ExpertParallelGLUMLP.from_grouped(full).requires_grad_(rank == 1)
+        want, got = run(trained), run(frozen)
+        for a, b in zip(got[:3], want[:3]):
+            assert torch.equal(a, b), (a, b)
+        for a, b in zip(got[3], want[3]):
+            assert (a is None) if rank == 0 else torch.equal(a, b), (a, b)
+
+    def x_grad_under_no_grad():
+        ep = ExpertParallelGLUMLP.from_grouped(full)
+        with torch.no_grad():
+            got = run(ep, x_grad=rank == 1, probs_grad=rank == 0)
+            want = run(ep, x_grad=False, probs_grad=False)
+        assert torch.equal(got[0], want[0])
+
+    def grad_mode_without_grads():
+        # all experts frozen and nothing requiring grad: rank 0 under no_grad, rank 1 not
+        ep = ExpertParallelGLUMLP.from_grouped(full).requires_grad_(False)
+        with torch.set_grad_enabled(rank == 1):
+            got = run(ep, x_grad=False, probs_grad=False)
+        assert torch.equal(got[0], run(ep, x_grad=False, probs_grad=False)[0])
+
+    return _outcomes({"experts-frozen-on-rank-0-only": partly_frozen,
+                      "x-and-probs-requires-grad-differ-under-no-grad": x_grad_under_no_grad,
+                      "grad-mode-differs-nothing-requires-grad": grad_mode_without_grads})
+
+
+def _check_pickles(rank, device, out_dir) -> dict[str, str]:
+    """torch.save / torch.load of the module: each rank's own file runs as the original; rank
+    0's file loaded on every rank, or a module given a process group of another size, makes
+    every rank raise in its first forward (the module would run another rank's experts).
+    Leaves ep-rank{r}.pt in out_dir (test_a_module_pickled_in_a_larger_world_raises)."""
+    torch.manual_seed(7)
+    ep = ExpertParallelGLUMLP.from_grouped(GroupedGLUMLP(E2, H, F, glu_interleave=4).to(device))
+    g = torch.Generator().manual_seed(rank)
+    x, probs = torch.randn(5, H, generator=g).to(device), torch.rand(5, generator=g).to(device)
+    ids = torch.tensor([3, 0, 1, 2, 3], device=device)
+    y = ep(x, ids, probs)                              # agreed before pickling
+    torch.save(ep, Path(out_dir) / f"ep-rank{rank}.pt")
+    dist.barrier()
+    singles = [dist.new_group([r]) for r in range(2)]   # every rank makes every group
+
+    def raises(module, text):
+        try:
+            module(x, ids, probs)
+        except ValueError as e:
+            assert text in str(e), str(e)
+        else:
+            raise AssertionError("no ValueError")
+
+    def own():
+        assert torch.equal(torch.load(Path(out_dir) / f"ep-rank{rank}.pt", weights_only=False)(x, ids, probs), y)
+
+    def rank_0s():
+        raises(torch.load(Path(out_dir) / "ep-rank0.pt", weights_only=False),
+               "the modules do not match the ranks that run them: per rank of the process group (size 2), the rank "
+               "and group size its module was built for: rank 0: rank 0 of 2 (experts [0, 2)), rank 1: rank 0 of 2 "
+               "(experts [0, 2)). A module saved on one rank (torch.save) and loaded on another")
+
+    def new_group():
+        m = torch.load(Path(out_dir) / f"ep-rank{rank}.pt", weights_only=False)
+        assert torch.equal(m(x, ids, probs), y)
+        m.process_group = singles[rank]
+        raises(m, f"per rank of the process group (size 1), the rank and group size its module was built for: "
+                  f"rank 0: rank {rank} of 2 (experts [{2 * rank}, {2 * rank + 2}))")
+        m.process_group = None                         # the world again: agrees and runs
+        assert torch.equal(m(x, ids, probs), y)
+
+    out = _outcomes({"own-pickle-runs": own, "rank-0s-pickle-on-every-rank": rank_0s,
+                     "process_group-of-another-size": new_group})
+    out["forward-after-error"] = "ok" if torch.equal(ep(x, ids, probs), y) else "another y"
     return out
 
 
@@ -373,6 +492,10 @@ def _worker(rank, world, init_file, out_dir, backend, sections, collective_timeo
                 report[section] = _check_arguments(rank, device)
             elif section == "dtypes":
                 report[section] = _check_dtypes(rank, device)
+            elif section == "alike":
+                report[section] = _check_alike(rank, device)
+            elif section == "pickles":
+                report[section] = _check_pickles(rank, device, out_dir)
             elif section == "tune":
                 report[section] = _check_tune(rank, device, out_dir)
             elif section == "syncs":
@@ -424,10 +547,15 @@ def _assert_all_ok(reports, section):
 # --- the tests -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
+def two_ranks_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("ep2")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(two_ranks_dir):
     """One group of two gloo ranks runs the argument checks, the equality cases and the tune."""
-    sections = ["arguments", "cases2", "copies"] + ([] if HAS_CUDA else ["tune"])
-    return _spawn(tmp_path_factory.mktemp("ep2"), 2, "gloo", sections)
+    sections = ["arguments", "cases2", "copies", "alike", "pickles"] + ([] if HAS_CUDA else ["tune"])
+    return _spawn(two_ranks_dir, 2, "gloo", sections)
 
 
 def test_bad_arguments_name_the_argument(two_ranks):
@@ -438,6 +566,31 @@ def test_bad_arguments_name_the_argument(two_ranks):
 
 def test_a_deepcopy_shares_the_process_group(two_ranks):
     assert [r["copies"] for r in two_ranks] == ["ok", "ok"]
+
+
+def test_ranks_may_differ_where_no_backward_collective_does(two_ranks):
+    _assert_all_ok(two_ranks, "alike")
+    assert all(len(r["alike"]) == 3 for r in two_ranks)
+
+
+def test_a_module_pickled_on_another_rank_raises_on_every_rank(two_ranks):
+    _assert_all_ok(two_ranks, "pickles")
+    assert all(len(r["pickles"]) == 4 for r in two_ranks)
+
+
+def test_a_module_pickled_in_a_larger_world_raises(two_ranks, two_ranks_dir):
+    """Rank 1's module of a two-rank world loaded in a one-rank world: a ValueError naming the
+    rank and world it was built for (its collectives would fail, sized for two ranks)."""
+    if dist.is_initialized():
+        pytest.skip("a default process group is already set up in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        m = torch.load(two_ranks_dir / "ep-rank1.pt", weights_only=False)
+        with pytest.raises(ValueError, match=r"\(size 1\), the rank and group size its module was built for: "
+                                             r"rank 0: rank 1 of 2 \(experts \[2, 4\)\)"):
+            m(torch.randn(3, H), torch.tensor([0, 3, 3]), torch.rand(3))
+    finally:
+        dist.destroy_process_group()
 
 
 def test_two_ranks_equal_one_module_holding_all_experts(two_ranks):

@@ -6,7 +6,7 @@ experts. A forward takes this rank's tokens with their global expert ids and rou
 probabilities, in any order, and returns their outputs in that order:
 
 1. sort the tokens by expert (stable argsort on the device) and count them per expert;
-2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 9) integers on the device:
+2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 8) integers on the device:
    the counts, the out-of-range ids, the module (E, H, F, dtype) and the call's flags, which
    the ranks must agree on) and copy the split sizes to the host: ``all_to_all_single`` takes
    them as Python lists, the one host synchronization of the forward (a module's first
@@ -149,10 +149,9 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     and exchanged with the counts, so every rank raises the same ValueError, none is left
     waiting in a collective. ``module``: the module's row (``_module_row``: E, H, F, dtype
     code; the dispatch's byte counts depend on them) and ``flags``: this call's values that
-    must agree across the ranks (whether x, probs and the experts' parameters require grad,
-    grad mode: the backward's collectives pair up by them), both sent with the counts; ranks
-    that disagree on either all raise the same ValueError (``check_same_modules``, or the
-    flags').
+    must agree across the ranks (``ExpertParallelGLUMLP._flags``: which of the backward's
+    collectives this rank will run), both sent with the counts; ranks that disagree on either
+    all raise the same ValueError (``check_same_modules``, or the flags').
     Every rank must pass equally long ``module`` and ``flags``, and the same ``n_experts``:
     the exchange is W x (E/W + 1 + len(module) + len(flags)) integers."""
     device, n_local = expert_ids.device, n_experts // world
@@ -178,9 +177,10 @@ def plan_dispatch(expert_ids: torch.Tensor, n_experts: int, world: int, group, f
     check_same_modules([row[:len(module)] for row in rank_agree])
     rank_flags = [row[len(module):] for row in rank_agree]
     if len(set(rank_flags)) > 1:
-        raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike (x, probs and "
-                         f"the experts' parameters requiring grad, grad mode): per rank (x, probs, parameters, "
-                         f"grad mode) "
+        raise ValueError(f"{_WHERE}: the ranks of the process group must call forward alike: with grad mode "
+                         f"on, x requiring grad on all ranks or none, probs too, and the output requiring grad "
+                         f"(x, probs or a local expert parameter requiring grad) on all ranks or none (the "
+                         f"backward's all-to-alls pair up by them): per rank (x, probs, output) "
                          + ", ".join(f"rank {r}: {f}" for r, f in enumerate(rank_flags)))
     if any(bad):
         where = ", ".join(f"rank {r}: {n}" for r, n in enumerate(bad) if n)
@@ -206,14 +206,18 @@ def _group_of(process_group):
     """(group, rank, world size); TypeError / RuntimeError / ValueError naming process_group."""
     if not dist.is_available():
         raise RuntimeError(f"{_WHERE}: this torch build has no torch.distributed")
-    if process_group is not None and not isinstance(process_group, dist.ProcessGroup):
+    # dist.new_group returns GroupMember.NON_GROUP_MEMBER (an int from torch 2.13 on) on the
+    # processes it leaves out: not a ProcessGroup, but the non-member case below.
+    sentinel = getattr(getattr(dist, "GroupMember", None), "NON_GROUP_MEMBER", None)
+    non_member = sentinel is not None and type(process_group) is type(sentinel) and process_group == sentinel
+    if not non_member and process_group is not None and not isinstance(process_group, dist.ProcessGroup):
         raise TypeError(f"{_WHERE}: process_group must be None (the world) or a torch.distributed "
                         f"ProcessGroup, got {type(process_group).__name__}")
     if not dist.is_initialized():
         raise RuntimeError(f"{_WHERE}: torch.distributed is not initialized; call "
                            "torch.distributed.init_process_group before building the module")
     group = dist.group.WORLD if process_group is None else process_group
-    rank = dist.get_rank(group)
+    rank = -1 if non_member else dist.get_rank(group)
     if rank < 0:
         raise ValueError(f"{_WHERE}: process_group does not contain this process (rank "
                          f"{dist.get_rank()} of the world)")
@@ -272,11 +276,20 @@ class ExpertParallelGLUMLP(nn.Module):
     Differentiable in x, probs and the local parameters; probs travels in float32 (the op reads
     it in float32), so ranks may pass it in different dtypes, and its gradient comes back in
     the caller's. Every rank of the group must call forward, and run the backward through its
-    output, with x and probs requiring grad alike on all ranks: the backward's collectives
-    pair up across ranks. Both are checked: ranks whose calls differ there, or that hold
-    different modules (E, H, F, dtype; compared in every forward's count exchange, so a rank
-    whose experts were converted to another dtype is caught too), all raise the same
-    ValueError instead of pairing mismatched collectives.
+    output, so that every rank runs the same backward collectives: with grad mode on, x
+    requiring grad on all ranks or on none, probs too, and the output requiring grad (x, probs
+    or a local expert parameter requiring grad) on all ranks or on none. So ranks whose local
+    experts are all frozen run beside ranks whose experts train when x or probs requires grad,
+    and under ``torch.no_grad`` the ranks may differ in all of these. Both are checked: ranks
+    whose calls differ there, or that hold different modules (E, H, F, dtype; compared in every
+    forward's count exchange, so a rank whose experts were converted to another dtype is
+    caught too), all raise the same ValueError instead of pairing mismatched collectives.
+
+    A module holds one rank's experts: pickled (``torch.save(model)``) and loaded, or given
+    another ``process_group``, it runs only as the rank it was built for, in a group of the
+    size it was built for. Its next forward checks that on every rank (all raise the same
+    ValueError otherwise): save and load each rank's own module or state dict, or take each
+    rank's share of a full module with ``from_grouped``.
 
     Synchronization: one host synchronization per forward, the split sizes that
     ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
@@ -326,9 +339,20 @@ class ExpertParallelGLUMLP(nn.Module):
         new.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return new
 
+    def __setattr__(self, name, value):
+        """``module.process_group = group`` (None: the world), after construction: the next
+        forward agrees with the group's ranks again (``_agree``), which checks that this rank
+        and the group's size are the ones the module's experts were built for."""
+        if name == "process_group" and "_agreed" in self.__dict__:
+            value = _group_of(value)[0]
+            self.__dict__["_agreed"] = False
+            self.__dict__["_unbound"] = False
+        super().__setattr__(name, value)
+
     def __getstate__(self):
         """Pickling (``torch.save(model)``): everything but the process group (torch cannot
-        pickle a communicator); whether it was the world is kept (``__setstate__``)."""
+        pickle a communicator); whether it was the world is kept (``__setstate__``). The rank
+        and world size are kept: the module holds that rank's experts."""
         state = self.__dict__.copy()
         state["_pickled_world"] = self.process_group is dist.group.WORLD
         state["process_group"] = None
@@ -337,9 +361,13 @@ class ExpertParallelGLUMLP(nn.Module):
     def __setstate__(self, state):
         """Unpickling: a module that ran on the world runs on the world of the loading process
         (torch.distributed's default group, as ``process_group=None`` builds one); one built on
-        another group gets no group: its forward raises until ``process_group`` is set."""
+        another group gets no group: its forward raises until ``process_group`` is set. The
+        loaded module agrees with the ranks again in its first forward (``_agree``): loaded on
+        another rank than the one that saved it, or in a group of another size, every rank
+        raises there instead of running another rank's experts."""
         world = state.pop("_pickled_world", True)
         self.__dict__.update(state)
+        self.__dict__["_agreed"] = False
         self._unbound = not world
         if world and dist.is_available() and dist.is_initialized():
             self.process_group = dist.group.WORLD
@@ -369,21 +397,50 @@ class ExpertParallelGLUMLP(nn.Module):
                 _DTYPE_CODES.get(self.experts.fc1_weight.dtype, -1))
 
     def _agree(self, x: torch.Tensor) -> None:
-        """Before the module's first count exchange: every rank holds the same module
-        (``_module_row``), or every rank raises the same ValueError. The count exchange is
-        sized by E / W, so ranks that differ there would pair mismatched collectives (an abort
-        or a hang); once they agree, every count exchange carries the row and compares it
+        """Before the module's first count exchange (and the first after unpickling or a new
+        ``process_group``): every rank holds the same module (``_module_row``), built for its
+        rank of a group of this group's size, or every rank raises the same ValueError (a
+        module pickled on rank 0 and loaded on every rank would run rank 0's experts everywhere;
+        one from a larger world would fail inside a collective). The count exchange is sized by
+        E / W, so ranks that differ there would pair mismatched collectives (an abort or a
+        hang); once they agree, every count exchange carries the row and compares it
         (plan_dispatch), which catches a later change on some ranks (experts converted to
         another dtype) in a collective every rank runs. Hence once per module, whatever its
         dtype and device: a check that ran again on the ranks whose module changed would be a
         collective the others skip."""
         if self._agreed:
             return
-        mine = torch.tensor(self._module_row(), dtype=torch.int64, device=x.device)
-        every = [torch.empty_like(mine) for _ in range(self.world_size)]
-        dist.all_gather(every, mine, group=self.process_group)
-        check_same_modules([tuple(t.tolist()) for t in every])
+        group = self.process_group
+        mine = torch.tensor((*self._module_row(), self.rank, self.world_size), dtype=torch.int64, device=x.device)
+        # Sized by the group (self.world_size may be another group's: the check below).
+        world = dist.get_world_size(group)
+        every = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine, group=group)
+        rows = [tuple(t.tolist()) for t in every]
+        if any(row[-2:] != (r, world) for r, row in enumerate(rows)):
+            built = ", ".join(f"rank {r}: rank {b} of {w} (experts [{b * (e // w)}, {(b + 1) * (e // w)}))"
+                              for r, (e, *_, b, w) in enumerate(rows))
+            raise ValueError(f"{_WHERE}: the modules do not match the ranks that run them: per rank of the "
+                             f"process group (size {world}), the rank and group size its module was built for: "
+                             f"{built}. A module "
+                             f"saved on one rank (torch.save) and loaded on another, or in a group of another size, "
+                             f"would run another rank's experts: load each rank's own module or state dict "
+                             f"(load_state_dict), or take each rank's share of a GroupedGLUMLP holding all experts "
+                             f"with ExpertParallelGLUMLP.from_grouped")
+        check_same_modules([row[:-2] for row in rows])
         self._agreed = True
+
+    def _flags(self, x: torch.Tensor, probs: torch.Tensor) -> tuple[int, int, int]:
+        """What decides this rank's backward collectives, which must pair up across the ranks:
+        the all-to-all returning y has a backward (dy to the experts' ranks) iff y requires
+        grad, those dispatching x and probs (dx, dprobs back) iff x, resp. probs, requires grad;
+        none without grad mode. The local parameters count only through y: a rank whose experts
+        are all frozen runs the same collectives as one whose experts train when x or probs
+        requires grad."""
+        grad = torch.is_grad_enabled()
+        params = any(p.requires_grad for p in self.experts.parameters())
+        return (int(grad and x.requires_grad), int(grad and probs.requires_grad),
+                int(grad and (x.requires_grad or probs.requires_grad or params)))
 
     def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
@@ -392,9 +449,8 @@ class ExpertParallelGLUMLP(nn.Module):
             raise ValueError(f"{_WHERE}: this module was unpickled from one built on a process group other than "
                              f"the world; set its process_group (a group of {self.world_size} ranks) first")
         self._agree(x)
-        flags = (int(x.requires_grad), int(probs.requires_grad),
-                 int(any(p.requires_grad for p in self.experts.parameters())), int(torch.is_grad_enabled()))
-        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, flags, self._module_row())
+        d = plan_dispatch(expert_ids, self.num_experts, self.world_size, group, self._flags(x, probs),
+                          self._module_row())
         x_recv = AllToAll.apply(Gather.apply(x, d.order, d.inverse), d.recv_splits, d.send_splits, group)
         # probs in float32 on every rank (the op reads it in float32; its gradient returns in
         # the caller's dtype): ranks passing float32 and x's dtype exchange equal byte counts.
