@@ -8,6 +8,7 @@ The two-device tests need two GPUs; the rest runs anywhere.
 """
 
 import inspect
+import re
 
 import pytest
 import torch
@@ -22,6 +23,49 @@ def test_other_cuda_device_is_none_off_cuda():
     assert tf_device.other_cuda_device(torch.ones(2)) is None
     assert tf_device.other_cuda_device(torch.ones(2, device="meta")) is None
     assert tf_device.other_cuda_device([1.0]) is None and tf_device.other_cuda_device(None) is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fake CUDA tensors in a process without CUDA")
+def test_fake_cuda_tensors_without_cuda_go_as_plain_pytorch_goes():
+    """Fake CUDA tensors (FakeTensorMode(device "cuda"), as memory estimators make them) in a
+    process without CUDA (a CPU-only build here) have no device to make current: the device
+    queries (other_cuda_device, dyt's plan key) asked CUDA for its current device, which
+    raised "Torch not compiled with CUDA enabled". dyt (level 0, float64: no copy) gives a
+    fake result as its plain-PyTorch formula does; so2_mixing_stack and grouped_glu_mlp get as
+    far as their references, whose indexing this build's PyTorch refuses on fake CUDA tensors
+    as it does in plain PyTorch."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    from tilefuse.ops.dyt import plan as dyt_plan
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    from test_so2_kernels import make
+
+    so2 = make(1, 1, 16, 37, "cpu")[1]
+    g = random_inputs(torch.tensor([5, 0, 11]), 32, 32, torch.bfloat16, bias=True, device="cpu")
+    grouped = [g[k] for k in ("x", "counts", "probs", "w1", "w2", "b1", "b2")]
+    with FakeTensorMode():
+        def fake(t):
+            return None if t is None else torch.empty(t.shape, dtype=t.dtype, device="cuda")
+
+        x = torch.empty(4, 32, device="cuda")
+        assert tf_device.other_cuda_device(x) is None and dyt_plan._aux(x) == 0
+        doubled = tf_device.on_tensor_device(lambda t: t * 2)(x)
+        assert is_fake(doubled) and doubled.device == x.device
+        for dtype, level in ((torch.float32, 0), (torch.float64, 2)):
+            x, a, w = (torch.empty(*shape, dtype=dtype, device="cuda") for shape in ((4, 32), (1,), (32,)))
+            with tilefuse.level(level):
+                y = tilefuse.dyt(x, a, w)
+            want = torch.tanh(a * x) * w
+            assert is_fake(y) and (y.shape, y.dtype, y.device) == (want.shape, want.dtype, want.device)
+        so2, grouped = [fake(t) for t in so2], [fake(t) for t in grouped]
+        for call in (lambda: tilefuse.so2_mixing_stack(*so2, lmax=1, focus_dim=16),
+                     lambda: tilefuse.grouped_glu_mlp(*grouped[:5], fc1_bias=grouped[5], fc2_bias=grouped[6])):
+            try:
+                y = call()
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match=re.escape(str(e))):
+                    so2[0][0]
+            else:
+                assert is_fake(y) and y.device == x.device
 
 
 def test_decorated_entry_points_keep_their_signature_and_docs():

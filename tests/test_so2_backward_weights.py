@@ -388,6 +388,71 @@ def test_ieee_blocks_keep_16_bit_sums_whole_and_restore_the_callers_setting():
         m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
 
 
+def _fp32_precision_settings() -> dict:
+    """Every float32 precision setting torch reads: the legacy matmul precision and cuBLAS TF32
+    flag ("mixed" where torch refuses to read them: the two APIs mixed) and each per-backend
+    ``fp32_precision`` (the generic one, cuBLAS's, oneDNN's and cuDNN's)."""
+    b = torch.backends
+
+    def legacy(read):
+        try:
+            return read()
+        except RuntimeError:
+            return "mixed"
+    settings = {"legacy matmul": legacy(torch.get_float32_matmul_precision),
+                "legacy cublas tf32": legacy(lambda: b.cuda.matmul.allow_tf32)}
+    for name, where in [("generic", b), ("cuda.matmul", b.cuda.matmul), ("mkldnn", b.mkldnn),
+                        ("mkldnn.matmul", getattr(b.mkldnn, "matmul", None)), ("cudnn", b.cudnn),
+                        ("cudnn.conv", getattr(b.cudnn, "conv", None)), ("cudnn.rnn", getattr(b.cudnn, "rnn", None))]:
+        settings[name] = getattr(where, "fp32_precision", None)
+    return settings
+
+
+def _default_fp32_precision() -> None:
+    """torch's defaults for what the tests below set: legacy "highest", every setting "none"."""
+    torch.set_float32_matmul_precision("highest")       # writes "ieee" to cuBLAS's and oneDNN's
+    for backend, op in [("generic", "all"), ("cuda", "all"), ("mkldnn", "all"), ("cuda", "matmul"),
+                        ("mkldnn", "matmul")]:
+        torch._C._set_fp32_precision_setter(backend, op, "none")
+
+
+@pytest.mark.skipif(not hasattr(torch._C, "_set_fp32_precision_setter"), reason="no per-backend fp32_precision")
+@pytest.mark.parametrize("callers", ["default", "legacy high", "generic tf32", "cuda.matmul tf32", "allow_tf32"])
+def test_ieee_blocks_give_back_every_precision_setting_as_it_was(callers):
+    """After utils.ieee_matmul blocks (nested, one raising) every float32 precision setting reads
+    as before, "none" included (follow the generic setting), whichever API set it: the block's
+    legacy "highest" writes "ieee" to cuBLAS's and oneDNN's matmul settings, which, left so,
+    keep a later ``torch.backends.fp32_precision = "tf32"`` (or "ieee") from either backend.
+    The later change reaches what it reaches without the block."""
+    from tilefuse.utils import ieee_matmul
+    b = torch.backends
+    setup = {"default": lambda: None, "legacy high": lambda: torch.set_float32_matmul_precision("high"),
+             "generic tf32": lambda: setattr(b, "fp32_precision", "tf32"),
+             "cuda.matmul tf32": lambda: setattr(b.cuda.matmul, "fp32_precision", "tf32"),
+             "allow_tf32": lambda: setattr(b.cuda.matmul, "allow_tf32", True)}[callers]
+    later = "tf32" if callers == "default" else "ieee"
+
+    def after_later(block):
+        _default_fp32_precision()
+        setup()
+        before = _fp32_precision_settings()
+        if block:
+            with pytest.raises(ZeroDivisionError), ieee_matmul():
+                with ieee_matmul("cpu"):
+                    assert (b.cuda.matmul.fp32_precision, b.mkldnn.matmul.fp32_precision) == ("ieee", "ieee")
+                1 / 0
+            assert _fp32_precision_settings() == before
+        b.fp32_precision = later
+        return _fp32_precision_settings()
+
+    try:
+        assert after_later(True) == after_later(False)
+        if callers == "default":
+            assert (b.cuda.matmul.fp32_precision, b.mkldnn.matmul.fp32_precision) == ("tf32", "tf32")
+    finally:
+        _default_fp32_precision()
+
+
 @pytest.mark.parametrize("apply_alpha", [True, False], ids=["alpha", "no-alpha"])
 @pytest.mark.parametrize("dtype,precision", [(torch.float32, "ieee"), (torch.bfloat16, "ieee"),
                                              (torch.float32, "3xfp16")],   # the level-3 split: fp32 only

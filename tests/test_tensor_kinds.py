@@ -283,3 +283,17 @@ def test_fake_tensors_launch_nothing_and_give_the_results_metadata(op, tuning_ta
     assert is_fake(y) and (y.shape, y.dtype, y.device) == (want.shape, want.dtype, want.device)
     for g, t in zip(grads, [t for t in real if t is not None and t.requires_grad]):
         assert is_fake(g) and (g.shape, g.dtype) == (t.shape, t.dtype)
+
+
+@pytest.mark.parametrize("got,largest", [
+    (torch.tensor([-2 ** 31, 5], dtype=torch.int32), 2.0 ** 31), (torch.tensor([-128, 1], dtype=torch.int8), 128.0),
+    (torch.tensor([True, False]), 1.0), (torch.tensor([1.0, float("nan")]), float("nan"))],
+    ids=["int32 minimum", "int8 minimum", "bool", "nan"])
+def test_normwise_rel_error_against_zeros_is_the_largest_magnitude_in_float64(got, largest, monkeypatch):
+    """utils.normwise_rel_error where want is all zeros is max |got| taken in float64, chunked
+    as the norms are: in got's dtype an integer minimum's magnitude overflows (int32's
+    -2**31 read as 5, int8's -128 as 1), and a bool tensor has no abs (it raised)."""
+    from tilefuse import utils
+    monkeypatch.setattr(utils, "NORMWISE_CHUNK", 1)     # one element a chunk: the largest in a later one too
+    for g in (got, got.flip(0)):
+        assert rel(g, torch.zeros_like(g)) == pytest.approx(largest, nan_ok=True)

@@ -161,6 +161,49 @@ def test_collecting_records_only_its_own_threads_lookups():
     assert not table._collectors
 
 
+def test_counting_counts_only_its_own_threads_launches():
+    """A launches.counting() block counts the launches of the thread that opened it (nested
+    blocks each count them), never another thread's: a sweep's engagement check (run_engaged)
+    or a check's row is not satisfied by another thread's kernel (it had been, the count being
+    process-wide). The other thread's own block counts it; snapshot() still counts every launch."""
+    from tilefuse import launches
+    x, a, w = torch.randn(4, 32), torch.tensor([0.5]), torch.ones(32)
+    theirs = {}
+
+    def other_thread():
+        with launches.counting() as launched:
+            tilefuse.dyt(x, a, w)
+        theirs.update(launched)
+
+    before = launches.snapshot()["dyt_fwd"]
+    with launches.counting() as outer:
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert not outer
+        with launches.counting() as inner:
+            tilefuse.dyt(x, a, w)
+    assert dict(outer) == dict(inner) == theirs == {"dyt_fwd": 1}
+    assert launches.snapshot()["dyt_fwd"] == before + 2
+    assert not launches._blocks
+
+
+def test_counting_counts_a_backward_autograd_runs_on_another_thread():
+    """Autograd runs a CUDA backward on a thread of its own (simulated on the CPU: the gradient
+    taken on another thread), which opened no block: while it runs that graph task its launches
+    go into every open block (utils.blocks_here, collecting()'s rule), so the backward's
+    kernel counts for the thread that asked for it."""
+    from tilefuse import launches
+    x = torch.randn(4, 32, requires_grad=True)
+    a, w = torch.tensor([0.5]), torch.ones(32)
+    with launches.counting() as launched:
+        y = tilefuse.dyt(x, a, w)
+        t = threading.Thread(target=lambda: torch.autograd.grad(y, x, torch.ones_like(y)))
+        t.start()
+        t.join()
+    assert dict(launched) == {"dyt_fwd": 1, "dyt_bwd": 1}
+
+
 def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
     assert command.main(["--show"]) == 0
     assert "no entries" in capsys.readouterr().out

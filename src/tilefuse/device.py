@@ -33,10 +33,18 @@ def other_cuda_device(t) -> int | None:
     """The index of ``t``'s CUDA device where ``t`` is a tensor on a CUDA device other than the
     current one, else None. tilefuse's kernels launch on the current device and its current
     stream (Triton's JIT, triton_common's launchers), torch's ops on their tensors' device, so
-    the public entry points make a tensor's device current first (``on_tensor_device``)."""
+    the public entry points make a tensor's device current first (``on_tensor_device``). None
+    too where this process has no CUDA: a fake CUDA tensor (FakeTensorMode's, as memory
+    estimators make them on a CPU-only build) has no device to make current."""
     if isinstance(t, torch.Tensor) and t.is_cuda:
         index = t.get_device()
-        if index != current_cuda_device():
+        try:
+            current = current_cuda_device()
+        except Exception:   # asked only here, so the launch path pays no availability check
+            if torch.cuda.is_available():
+                raise
+            return None
+        if index != current:
             return index
     return None
 

@@ -8,27 +8,46 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 
+from .utils import blocks_here
+
+# Every launch of the process (snapshot()).
 _counts: collections.Counter = collections.Counter()
+# counting() blocks open: (the opening thread's ident, its Counter), in opening order. A tuple,
+# replaced whole under _lock, so record() reads it without the lock while no block is open.
+_blocks: tuple = ()
+_lock = threading.Lock()
 
 
 def record(kernel: str) -> None:
     _counts[kernel] += 1
+    if _blocks:
+        with _lock:
+            for launched in blocks_here(_blocks):
+                launched[kernel] += 1
 
 
 def snapshot() -> collections.Counter:
+    """Every launch of the process so far, by kernel, whichever thread made it."""
     return collections.Counter(_counts)
 
 
 @contextlib.contextmanager
 def counting():
-    """Yields a Counter that, on exit, holds the launches made inside the block."""
-    before = snapshot()
-    delta: collections.Counter = collections.Counter()
+    """Yields a Counter that holds the launches made inside the block by this thread, and by
+    autograd's device thread while it runs a backward (utils.blocks_here: nested blocks each
+    count them). Launches of other threads are not counted: a sweep's engagement check or a
+    check's row is never satisfied by another thread's kernel."""
+    global _blocks
+    launched: collections.Counter = collections.Counter()
+    token = (threading.get_ident(), launched)
+    with _lock:
+        _blocks = (*_blocks, token)
     try:
-        yield delta
+        yield launched
     finally:
-        after = snapshot()
-        for k, v in after.items():
-            if v - before.get(k, 0):
-                delta[k] = v - before.get(k, 0)
+        with _lock:
+            # by identity: another block's token may compare equal (same thread, equal Counters)
+            i = next(i for i, t in enumerate(_blocks) if t is token)
+            _blocks = _blocks[:i] + _blocks[i + 1:]

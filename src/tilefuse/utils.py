@@ -80,7 +80,7 @@ NORMWISE_CHUNK = 1 << 22
 def normwise_rel_error(got, want) -> float:
     """||got - want|| / ||want|| (Frobenius norms, in float64 on the tensors' device, on the host
     where they differ; tensors of one shape in chunks of NORMWISE_CHUNK elements, so the float64
-    temporaries stay small); max |got| where want is all zeros; 0 for empty tensors."""
+    temporaries stay small); max |got| (in float64) where want is all zeros; 0 for empty tensors."""
     got, want = got.detach(), want.detach()
     if got.device != want.device:
         got, want = got.cpu(), want.cpu()
@@ -92,12 +92,38 @@ def normwise_rel_error(got, want) -> float:
             diff2 += float(torch.linalg.vector_norm(gc - wc)) ** 2
             ref2 += float(torch.linalg.vector_norm(wc)) ** 2
         diff, denom = math.sqrt(diff2), math.sqrt(ref2)
+        if not denom and g.numel():
+            # on the float64 chunks too: in got's dtype an integer minimum's |got| overflows,
+            # and a bool tensor has no abs
+            return float(torch.stack([g[start:start + NORMWISE_CHUNK].double().abs().max()
+                                      for start in range(0, g.numel(), NORMWISE_CHUNK)]).max())
     else:   # broadcast against each other, whole
         got, want = got.double(), want.double()
         diff, denom = float((got - want).norm()), float(want.norm())
     if denom:
         return diff / denom
     return float(got.abs().max()) if got.numel() else 0.0
+
+
+# autograd's id of the graph task the calling thread is running (-1 outside one): how a call on
+# autograd's CUDA device thread, which opened no block, is told from another thread's.
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
+def blocks_here(blocks) -> list:
+    """Which of the open blocks ``blocks`` (pairs of the opening thread's ident and the block's
+    record, in opening order) a call on this thread goes into: every block this thread opened
+    (nested blocks each see it); on a thread that opened none, every open block while it runs
+    an autograd graph task (autograd's CUDA device thread running a backward for the thread
+    that opened one: it cannot tell whose), else none, so another thread's calls never land in
+    a block. The rule of tuning.table's collecting() and launches.counting()."""
+    if not blocks:
+        return []
+    me = threading.get_ident()
+    own = [record for owner, record in blocks if owner == me]
+    if own or _graph_task_id() == -1:
+        return own
+    return [record for _, record in blocks]
 
 
 _ieee_lock = threading.Lock()
@@ -126,6 +152,33 @@ def _set_matmul_precision(saved) -> None:
         torch.set_float32_matmul_precision(saved)
 
 
+def _backend_matmul_precisions() -> list:
+    """(backend, its own matmul ``fp32_precision``) for cuBLAS's and oneDNN's matmul settings
+    (``torch.backends.cuda.matmul`` / ``torch.backends.mkldnn.matmul``; torch 2.9 and later,
+    none before). The legacy ``torch.set_float32_matmul_precision`` writes these: "highest"
+    writes "ieee" where they were "none" (follow the backend's setting, and that
+    ``torch.backends.fp32_precision``), so a legacy save and restore alone would leave them
+    "ieee", and a later ``torch.backends.fp32_precision = "tf32"`` would reach neither backend.
+    torch reads a "none" setting as the one it follows, so one that reads as its backend's
+    is taken for "none": it then behaves as it did (an explicit setting equal to the one it
+    follows would follow later changes of that one, the one case not told apart)."""
+    import torch
+    get = getattr(torch._C, "_get_fp32_precision_getter", None)
+    if get is None or getattr(torch._C, "_set_fp32_precision_setter", None) is None:
+        return []
+    saved = []
+    for backend in ("cuda", "mkldnn"):
+        own = get(backend, "matmul")
+        saved.append((backend, "none" if own == get(backend, "all") else own))
+    return saved
+
+
+def _set_backend_matmul_precisions(saved) -> None:
+    import torch
+    for backend, precision in saved:
+        torch._C._set_fp32_precision_setter(backend, "matmul", precision)
+
+
 def _reduced_reductions():
     """cuBLAS's 16-bit GEMMs may reduce split-K partial sums in 16 bits (torch's default):
     (bf16, fp16) settings."""
@@ -145,7 +198,8 @@ def ieee_matmul(device_type: str | None = None):
     """float32 matmuls in IEEE float32 inside the block, whatever the caller's matmul precision
     (``torch.set_float32_matmul_precision`` or the per-backend ``fp32_precision``: the
     process-wide setting is IEEE while any such block is open, in any thread, and the
-    caller's comes back when the last one closes: blocks may nest and overlap across threads).
+    caller's comes back when the last one closes: blocks may nest and overlap across threads;
+    every per-backend string as it was, "none" included, whichever API the caller used).
     16-bit matmuls keep their float32 sums whole the same way (cuBLAS's reduced-precision
     split-K reductions, ``allow_bf16/fp16_reduced_precision_reduction``, off).
     With ``device_type`` ("cuda", "cpu"), autocast is off for it inside the block too: an
@@ -155,7 +209,7 @@ def ieee_matmul(device_type: str | None = None):
     global _ieee_depth, _ieee_saved
     with _ieee_lock:
         if _ieee_depth == 0:
-            _ieee_saved = (_matmul_precision(), _reduced_reductions())
+            _ieee_saved = (_matmul_precision(), _reduced_reductions(), _backend_matmul_precisions())
             _set_matmul_precision(("ieee", "ieee") if isinstance(_ieee_saved[0], tuple) else "highest")
             _set_reduced_reductions((False, False))
         _ieee_depth += 1
@@ -171,6 +225,7 @@ def ieee_matmul(device_type: str | None = None):
             if _ieee_depth == 0:
                 _set_matmul_precision(_ieee_saved[0])
                 _set_reduced_reductions(_ieee_saved[1])
+                _set_backend_matmul_precisions(_ieee_saved[2])   # after the legacy setter, which writes them
 
 
 def check_dtype_arg(where: str, dtype, accepted) -> None:

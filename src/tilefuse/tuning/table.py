@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from ..utils import blocks_here
 from . import store
 from .family import BASELINE, argument_error, family_argument, get_family, resolve_key
 from .store import Entries, Entry
@@ -74,9 +75,6 @@ _runtime: Entries = {}
 _open_blocks: dict[tuple[str, str], list] = {}
 # collecting() blocks open: (the opening thread's ident, the dict it fills), in opening order.
 _collectors: list[tuple[int, dict]] = []
-# autograd's id of the graph task the calling thread is running (-1 outside one): how a lookup
-# on autograd's CUDA device thread, which opened no block, is told from another thread's.
-_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 # (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
 # Problems are frozen dataclasses; cleared by every change to any layer, and when it holds
 # MEMO_MAX results (a problem may carry an exact size, dyt's row count: one result each).
@@ -174,14 +172,9 @@ def _collecting_here() -> list[dict]:
     block this thread opened (nested blocks each see it); on a thread that opened none, every
     open block while it runs an autograd graph task (autograd's CUDA device thread running a
     backward for the thread that opened one: it cannot tell whose), else none, so another
-    thread's calls never land in a model's keys."""
-    if not _collectors:
-        return []
-    me = threading.get_ident()
-    own = [seen for owner, seen in _collectors if owner == me]
-    if own or _graph_task_id() == -1:
-        return own
-    return [seen for _, seen in _collectors]
+    thread's calls never land in a model's keys (utils.blocks_here, launches.counting()'s
+    rule too)."""
+    return blocks_here(_collectors)
 
 
 @contextlib.contextmanager

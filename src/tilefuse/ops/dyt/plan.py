@@ -116,9 +116,16 @@ _active_fake_mode = policy.active_fake_mode
 def _aux(x):
     """What besides metadata and an active FakeTensorMode decides a plan: the current CUDA
     device (its tuning table, where Triton launches), or on the CPU whether the interpreter
-    runs kernels."""
+    runs kernels. A CUDA tensor where this process has no CUDA (a fake one, as memory
+    estimators make them on a CPU-only build) takes its own device index: no device to make
+    current, and no kernel to run."""
     if x.is_cuda:
-        return current_cuda_device()
+        try:
+            return current_cuda_device()
+        except Exception:   # asked only here, so a plan lookup pays no availability check
+            if torch.cuda.is_available():
+                raise
+            return x.get_device()
     if x.is_cpu:
         return "interpreter" if policy.interpreter_enabled() else "no interpreter"
     return None
