@@ -29,6 +29,20 @@ stream_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) 
     torch.cuda.is_current_stream_capturing
 
 
+def plan_cuda_device(t) -> int:
+    """The current CUDA device for a call on CUDA tensor ``t`` (what its call plan is keyed
+    by: that device's tuning table, where Triton launches), or ``t``'s own index where this
+    process has no CUDA (a fake CUDA tensor, as memory estimators make them on a CPU-only
+    build: no device to make current, no kernel to run). The availability check runs only when
+    the device query fails, so a plan lookup pays nothing for it."""
+    try:
+        return current_cuda_device()
+    except Exception:
+        if torch.cuda.is_available():
+            raise
+        return t.get_device()
+
+
 def other_cuda_device(t) -> int | None:
     """The index of ``t``'s CUDA device where ``t`` is a tensor on a CUDA device other than the
     current one, else None. tilefuse's kernels launch on the current device and its current
@@ -38,13 +52,7 @@ def other_cuda_device(t) -> int | None:
     estimators make them on a CPU-only build) has no device to make current."""
     if isinstance(t, torch.Tensor) and t.is_cuda:
         index = t.get_device()
-        try:
-            current = current_cuda_device()
-        except Exception:   # asked only here, so the launch path pays no availability check
-            if torch.cuda.is_available():
-                raise
-            return None
-        if index != current:
+        if index != plan_cuda_device(t):   # its own index where there is no CUDA: None
             return index
     return None
 

@@ -34,7 +34,7 @@ import torch
 from torch._subclasses.fake_tensor import maybe_get_fake_mode
 
 from ... import launches, policy
-from ...device import current_cuda_device
+from ...device import plan_cuda_device
 from ...tuning import table
 from ...utils import check_tensor
 from ..plan_cache import PlanCache
@@ -116,16 +116,10 @@ _active_fake_mode = policy.active_fake_mode
 def _aux(x):
     """What besides metadata and an active FakeTensorMode decides a plan: the current CUDA
     device (its tuning table, where Triton launches), or on the CPU whether the interpreter
-    runs kernels. A CUDA tensor where this process has no CUDA (a fake one, as memory
-    estimators make them on a CPU-only build) takes its own device index: no device to make
-    current, and no kernel to run."""
+    runs kernels (device.plan_cuda_device: a fake CUDA tensor where this process has no CUDA
+    takes its own index)."""
     if x.is_cuda:
-        try:
-            return current_cuda_device()
-        except Exception:   # asked only here, so a plan lookup pays no availability check
-            if torch.cuda.is_available():
-                raise
-            return x.get_device()
+        return plan_cuda_device(x)
     if x.is_cpu:
         return "interpreter" if policy.interpreter_enabled() else "no interpreter"
     return None

@@ -28,7 +28,7 @@ under the level and table it was built for, as dyt's.
 from __future__ import annotations
 
 from ... import policy
-from ...device import current_cuda_device
+from ...device import plan_cuda_device
 from ...tuning import table
 from ..plan_cache import PlanCache
 from . import compose
@@ -48,10 +48,10 @@ def _meta(t):
 
 
 def _aux(x):
-    """What besides metadata decides a plan (dyt's rule): the current CUDA device, or on the
-    CPU whether the interpreter runs kernels."""
+    """What besides metadata decides a plan (dyt's rule): the current CUDA device
+    (device.plan_cuda_device), or on the CPU whether the interpreter runs kernels."""
     if x.is_cuda:
-        return current_cuda_device()
+        return plan_cuda_device(x)
     return "interpreter" if policy.interpreter_enabled() else "no interpreter"
 
 
