@@ -97,7 +97,8 @@ def test_torch_compile_fullgraph(channels_last, device):
 def test_compiled_torch_func_and_forward_ad_differentiate_the_reference(channels_last, device):
     """Inside torch.compile(fullgraph=True), torch.func's jvp, grad, jacrev and vmap and
     forward-mode AD differentiate the float32 reference: the custom op has a backward rule
-    only, so jvp's tangent was all zeros, forward-mode AD's None and grad a TorchRuntimeError.
+    only, through which jvp's tangent would be all zeros, forward-mode AD's None and grad a
+    TorchRuntimeError.
     Eagerly jvp stays unimplemented (the autograd.Function has no jvp rule: NotImplementedError,
     never a wrong tangent); a plain compiled call still runs the custom op."""
     from torch._dynamo.testing import CompileCounterWithBackend

@@ -376,7 +376,8 @@ def test_compiled_torch_func_and_forward_ad_run_the_reference(level, width, inte
     AD differentiate the reference's function (api._traced_reference: the per-expert loop reads
     the counts on the host, which Dynamo cannot trace), as eager calls do: the custom ops (the
     compose route's at level 1, the opaque unfused op at level 0 with H 6) have backward rules
-    only, so jvp's tangent was all zeros, forward-mode AD's None and grad a TorchRuntimeError.
+    only, through which jvp's tangent would be all zeros, forward-mode AD's None and grad a
+    TorchRuntimeError.
     Results are float64's within fp32 rounding, the jvp's under a bfloat16 autocast region too
     (its GEMMs run outside it); counts that do not sum to T raise on the device check; a plain
     compiled call still runs the custom ops."""

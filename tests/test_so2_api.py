@@ -371,8 +371,8 @@ def _custom_op_calls(counter):
 def test_compiled_torch_func_and_forward_ad_run_the_reference(backend):
     """Inside torch.compile(fullgraph=True), torch.func's jvp, grad, jacrev and vmap and
     forward-mode AD differentiate the reference, as eager calls do, with autocast off: the
-    custom op has a backward rule only, so a jvp through it was an all-zero tangent, forward-
-    mode AD's tangent None and grad a TorchRuntimeError. The results are float64's within
+    custom op has a backward rule only, through which a jvp's tangent would be all zeros,
+    forward-mode AD's None and grad a TorchRuntimeError. The results are float64's within
     fp32 rounding, the tangents also under a bfloat16 autocast region (bfloat16 GEMMs would
     be ~1e-3 off; grad's backward, autograd's of the reference's ops, runs in the region
     around it, as eagerly), and a plain compiled call still runs the custom op. Inductor

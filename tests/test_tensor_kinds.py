@@ -233,8 +233,8 @@ def test_grouped_glu_mlp_under_a_saved_tensor_hook_that_changes_layouts(route, b
     """A saved-tensor hook may give the saved tensors back in another layout (here x, z, h and
     the biases column-major, the counts, the expert offsets and probs at stride 2). The compose
     route's backward lays them out again and its call plan steps aside (its launches are fixed
-    for the forward's layouts): the gradients are those without the hook, bit for bit (the
-    counts, offsets and biases had been read as laid out: wrong gradients, and a read past the
+    for the forward's layouts): the gradients are those without the hook, bit for bit (read
+    as laid out, the counts, offsets and biases would give wrong gradients and a read past the
     fc1 bias)."""
     dtype = torch.bfloat16 if route == "default" else torch.float32
     i = random_inputs([5, 0, 11], 64, 64, dtype, bias=bias, device=device, generator=torch.Generator().manual_seed(5))

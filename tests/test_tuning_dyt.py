@@ -122,7 +122,7 @@ def test_collecting_records_only_its_own_threads_lookups():
     """A collecting() block records the lookups of the thread that opened it (and nested blocks
     each see them), never another thread's: a second thread calling tilefuse while a model is
     collected, or collecting its own model at the same time, leaves the first one's keys as
-    they are (both had landed in the block opened last)."""
+    they are."""
     def model_of(cols):
         a, w, b = torch.tensor([0.5]), torch.ones(cols), torch.zeros(cols)
         return lambda x: tilefuse.dyt(x, a, w, b)
@@ -164,8 +164,7 @@ def test_collecting_records_only_its_own_threads_lookups():
 def test_counting_counts_only_its_own_threads_launches():
     """A launches.counting() block counts the launches of the thread that opened it (nested
     blocks each count them), never another thread's: a sweep's engagement check (run_engaged)
-    or a check's row is not satisfied by another thread's kernel (it had been, the count being
-    process-wide). The other thread's own block counts it; snapshot() still counts every launch."""
+    or a check's row is not satisfied by another thread's kernel. The other thread's own block counts it; snapshot() still counts every launch."""
     from tilefuse import launches
     x, a, w = torch.randn(4, 32), torch.tensor([0.5]), torch.ones(32)
     theirs = {}

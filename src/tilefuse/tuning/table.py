@@ -157,7 +157,7 @@ def lookup_config(family: str, problem):
         raise TypeError(f"lookup_config: problem must be hashable (a frozen dataclass), got "
                         f"{problem!r} ({type(problem).__name__})") from None
     with _lock:
-        for seen in _collecting_here():
+        for seen in blocks_here(_collectors):   # this thread's blocks (utils.blocks_here)
             seen.setdefault((family, key), problem)
         winner = _table(device).resolve().get((family, key))
         config = None if winner is None or winner == BASELINE else winner
@@ -167,21 +167,11 @@ def lookup_config(family: str, problem):
     return config
 
 
-def _collecting_here() -> list[dict]:
-    """The collecting() dicts a lookup on this thread goes into (called holding _lock): every
-    block this thread opened (nested blocks each see it); on a thread that opened none, every
-    open block while it runs an autograd graph task (autograd's CUDA device thread running a
-    backward for the thread that opened one: it cannot tell whose), else none, so another
-    thread's calls never land in a model's keys (utils.blocks_here, launches.counting()'s
-    rule too)."""
-    return blocks_here(_collectors)
-
-
 @contextlib.contextmanager
 def collecting() -> Iterator[dict]:
     """Yields a dict that fills with ``(family, key) -> first problem seen`` for every
     lookup made inside the block by this thread, and by autograd's device thread while it
-    runs a backward (``_collecting_here``). Lookups of other threads are not recorded."""
+    runs a backward (``utils.blocks_here``). Lookups of other threads are not recorded."""
     global _generation
     seen: dict = {}
     token = (threading.get_ident(), seen)

@@ -30,8 +30,6 @@ from . import launch, reference
 from . import plan as plans
 
 
-
-
 @on_tensor_device   # the custom ops run here: x's device current, as api.dyt makes it
 def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     """The forward both entry points run: the Triton kernel where kernels may run
@@ -39,14 +37,11 @@ def forward_impl(x, alpha, weight, bias, channels_last: bool) -> torch.Tensor:
     return plans.lookup(x, alpha, weight, bias, channels_last).forward(x, alpha, weight, bias)
 
 
-check_dy = plans.check_dy   # dy against x (plan.check_dy)
-
-
 @on_tensor_device
 def backward_impl(dy, x, alpha, weight, bias, channels_last: bool):
     """(dx, dalpha, dweight, dbias or None), by the kernels or the reference formulas; dy
-    checked against x (check_dy)."""
-    check_dy(dy, x)
+    checked against x (plan.check_dy)."""
+    plans.check_dy(dy, x)
     return plans.lookup(x, alpha, weight, bias, channels_last).backward(dy, x, alpha, weight, bias)
 
 
