@@ -228,6 +228,28 @@ def ieee_matmul(device_type: str | None = None):
                 _set_backend_matmul_precisions(_ieee_saved[2])   # after the legacy setter, which writes them
 
 
+def gemms_in_dtype(t: torch.Tensor, ieee: bool = False):
+    """The context the plain-PyTorch renderings run their GEMMs in, for operands on t's
+    device: autocast off where the caller's region turned it on there (it would run a float32
+    ``@`` in bfloat16 and return bfloat16: grouped_glu_mlp's y out of x's dtype on its
+    per-expert loop only, as ``torch._grouped_mm`` has no autocast rule on the CPU), else
+    nothing: outside an autocast region it costs nothing (grouped's unfused composition is
+    also its level-0 path and the plain composition `tilefuse check` times). The float32
+    matmul precision (TF32) stays the process's setting, except with ``ieee`` (exact paths:
+    grouped's recipe rendering, whose float32 GEMMs stand for exact products of quantized
+    operands; so2's reference where it stands for the kernels): ieee_matmul, autocast off too;
+    under torch.compile autocast off only (Dynamo cannot enter ieee_matmul's lock). Meta
+    tensors hold no values (and autocast takes no meta device): nothing."""
+    device = t.device.type
+    if device == "meta":
+        return contextlib.nullcontext()
+    if ieee and not torch.compiler.is_compiling():
+        return ieee_matmul(device)
+    if torch.is_autocast_enabled(device):
+        return torch.autocast(device, enabled=False)
+    return contextlib.nullcontext()
+
+
 def check_dtype_arg(where: str, dtype, accepted) -> None:
     """A module constructor's ``dtype`` argument: None or one of ``accepted`` (the dtypes its
     op takes); TypeError naming it otherwise."""

@@ -42,7 +42,6 @@ bfloat16, so y's dtype and precision would depend on the path.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 
 import torch
@@ -50,7 +49,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import is_fake
 
 from ...policy import is_eager_fake
-from ...utils import ieee_matmul, readable
+from ...utils import gemms_in_dtype, readable
 from ..autograd_common import is_batched
 
 ACTIVATIONS = ("swiglu", "geglu")
@@ -154,27 +153,6 @@ def glu_activation_backward(da: torch.Tensor, z_gate: torch.Tensor, z_up: torch.
 
 # ---------------------------------------------------------------------------------------------
 # GEMM precision
-def gemms_in_dtype(t: torch.Tensor, ieee: bool = False):
-    """The context the plain-PyTorch renderings run their GEMMs in, for operands on t's
-    device: autocast off where the caller's region turned it on there (it would run a float32
-    ``@`` in bfloat16 and return bfloat16: y out of x's dtype on the per-expert loop only, as
-    ``torch._grouped_mm`` has no autocast rule on the CPU), else nothing: outside an autocast
-    region it costs nothing, and the unfused composition is also the level-0 path and the
-    plain composition `tilefuse check` times. The float32 matmul precision (TF32) stays the
-    process's setting, except with ``ieee`` (the recipes' rendering, whose float32 GEMMs stand
-    for exact products of quantized operands): utils.ieee_matmul, autocast off too; under
-    torch.compile autocast off only (Dynamo cannot enter ieee_matmul's lock). Meta tensors
-    hold no values (and autocast takes no meta device): nothing."""
-    device = t.device.type
-    if device == "meta":
-        return contextlib.nullcontext()
-    if ieee and not torch.compiler.is_compiling():
-        return ieee_matmul(device)
-    if torch.is_autocast_enabled(device):
-        return torch.autocast(device, enabled=False)
-    return contextlib.nullcontext()
-
-
 # ---------------------------------------------------------------------------------------------
 # Expert row ranges
 def expert_rows(tokens_per_expert: torch.Tensor, n_tokens: int) -> list[tuple[int, int, int]]:

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
-from ...utils import ieee_matmul
+from ...utils import gemms_in_dtype
 from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
 _transforms_active = torch._C._are_functorch_transforms_active
-
-
-def _autocast_off(device_type: str):
-    """A block with autocast off on ``device_type`` where a region turned it on (else
-    nothing): ieee_matmul's autocast half, which Dynamo traces."""
-    if device_type != "meta" and torch.is_autocast_enabled(device_type):
-        return torch.autocast(device_type, enabled=False)
-    return contextlib.nullcontext()
 
 
 @on_tensor_device
@@ -99,27 +89,20 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     """
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     differentiated = _transforms_active() or forward_ad._current_level >= 0
-    if torch.compiler.is_compiling():
-        if differentiated:
-            # torch.func transforms or forward-mode AD traced by Dynamo (both read while
-            # tracing, and guarded): the custom op has a backward rule only, so a jvp through
-            # it would be a zero tangent and grad / vmap would fail on its wrapped tensors; the
-            # reference's torch ops, as eagerly, with autocast off (Dynamo cannot enter
-            # ieee_matmul's lock, so the matmuls run at the process's float32 precision)
-            with _autocast_off(u0.device.type):
-                return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
-                                           apply_alpha=apply_alpha).contiguous()
-        return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
-    if u0.dtype == torch.float64 or differentiated:
-        # float64 (gradcheck: autograd's formulas of the reference), or torch.func transforms
-        # (grad, vmap, jacrev, ...) or forward-mode AD, which the kernels' autograd.Function
-        # does not implement: the reference's torch ops, which they differentiate, contiguous
-        # as the kernels' output is (the reference's is a transposed view); exact, as the
-        # kernels are, whatever matmul precision or autocast region the caller set around the
-        # call
-        with ieee_matmul(u0.device.type):
+    compiling = torch.compiler.is_compiling()
+    if differentiated or (u0.dtype == torch.float64 and not compiling):
+        # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD, which neither the
+        # kernels' autograd.Function nor the custom op implements (through the op a jvp's
+        # tangent would be zeros), or float64 eagerly (gradcheck: autograd's formulas of the
+        # reference): the reference's torch ops, which they differentiate, contiguous as the
+        # kernels' output is (the reference's is a transposed view); exact, as the kernels are,
+        # whatever matmul precision or autocast region the caller set around the call, except
+        # under torch.compile, where only autocast is turned off (utils.gemms_in_dtype)
+        with gemms_in_dtype(u0, ieee=True):
             return so2_stack_reference(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
                                        apply_alpha=apply_alpha).contiguous()
+    if compiling:
+        return so2_stack_fwd_op(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)[0]
     # the kernels, or where they cannot run (level 0, no GPU and no interpreter, fake tensors)
     # the reference's forward and backward formulas (So2StackFunction)
     return So2StackFunction.apply(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, apply_alpha)
