@@ -1122,6 +1122,49 @@ def test_frozen_weights_run_no_weight_gradient_work(recipe, tuning_table, device
             assert torch.equal(g, full[name]), name
 
 
+@pytest.mark.parametrize("recipe", [None, "fp8_block"], ids=["plain", "fp8_block"])
+def test_compiled_frozen_weights_run_no_weight_gradient_work(recipe, tuning_table, device, monkeypatch):
+    """The same through the custom ops (torch.compile, aot_eager): the forward op, traced with
+    frozen weights, keeps no column-wise copies of x and h, and the backward op (its need_dw1 /
+    need_dw2 from the node's needs_input_grad) launches no weight-gradient GEMM and makes no
+    column-wise copies of dy and dz: the compiled call's quantizer launches are the eager frozen
+    call's, and so are its gradients, bit for bit. With one weight frozen only the other's GEMM
+    runs."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=5)
+    if recipe is None:
+        problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
+        tuning.register("grouped_glu_mlp", {problem: [c for c in tune.candidates_for(problem) if not c.compose][-1]})
+    wgrads = []
+    run_wgrad = launch._wgrad
+    monkeypatch.setattr(launch, "_wgrad", lambda a, b, c, *rest: wgrads.append(c.shape) or run_wgrad(a, b, c, *rest))
+
+    def f(x, p, w1, w2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, recipe=recipe)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+
+    def step(fn, trainable):
+        wgrads.clear()
+        leaves = {k: i[k].clone().requires_grad_(k in trainable) for k in ("x", "probs", "w1", "w2")}
+        with tilefuse.level(2), launches.counting() as launched:
+            y = fn(leaves["x"], leaves["probs"], leaves["w1"], leaves["w2"])
+            grads = torch.autograd.grad(y, [leaves[k] for k in trainable], i["dy"])
+        assert launched["grouped_mlp_bwd"] == 1
+        quantizers = {k: n for k, n in launched.items() if k.startswith("quant_")}
+        return dict(zip(trainable, grads)), quantizers, list(wgrads)
+
+    for trainable, ran in ((("x", "probs"), []), (("x", "probs", "w1"), [i["w1"].shape])):
+        want, want_quantizers, _ = step(f, trainable)
+        got, got_quantizers, got_ran = step(compiled, trainable)
+        assert got_ran == ran, trainable
+        assert got_quantizers == want_quantizers, trainable
+        if recipe and trainable == ("x", "probs"):
+            assert got_quantizers == {"quant_fp8_block": 5}
+        for name, g in got.items():
+            assert torch.equal(g, want[name]), (trainable, name)
+
+
 def test_a_compiled_recipe_call_without_a_backward_makes_no_backward_copies(device):
     """torch.compile'd under torch.no_grad (trainable parameters, an eval pass): the forward op
     is traced without the backward's copies (its ``keep`` argument, set when traced: Dynamo

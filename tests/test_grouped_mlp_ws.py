@@ -228,9 +228,15 @@ def test_the_custom_ops_carry_every_kernels_route_field(monkeypatch):
     monkeypatch.setattr(op, "grouped_mlp_fwd_op", lambda *a: seen.append(a) or (None,))
     i = random_inputs([3, 5], 128, 128, torch.bfloat16, bias=False, device="cpu",
                       generator=torch.Generator().manual_seed(0))
-    op.fused_apply(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], None, None, "swiglu", 32, WS_NOGLU, "fp8_block")
-    assert seen[0][9:-1] == op._op_config_args(WS_NOGLU, "fp8_block")
-    assert seen[0][-1] is any(t.requires_grad for t in (i["x"], i["probs"], i["w1"], i["w2"]))   # keep
+    # the trailing keep and keep_cols: the dgrad copies where a backward can run, the column-wise
+    # copies only where a weight gradient will be asked for
+    for trainable, keeps in (((), (False, False)), (("x",), (True, False)), (("x", "w2"), (True, True))):
+        seen.clear()
+        t = {k: i[k].clone().requires_grad_(k in trainable) for k in ("x", "probs", "w1", "w2")}
+        op.fused_apply(t["x"], i["counts"], t["probs"], t["w1"], t["w2"], None, None, "swiglu", 32, WS_NOGLU,
+                       "fp8_block")
+        assert seen[0][9:-2] == op._op_config_args(WS_NOGLU, "fp8_block")
+        assert seen[0][-2:] == keeps, trainable
 
 
 _SM90_WS = r'''

@@ -184,7 +184,8 @@ def _interleave_arg(glu_interleave):
 # fp8_block's dgrad weight copies and x's and h's column-wise copies travel from the forward op
 # to the backward op as eight extra outputs (W1 and W2 dgrad data and scales,
 # recipes.QuantWeight; x's and h's column-wise data and scales, recipes.QuantRows); empty for
-# the other recipes, and where the call keeps none (``keep`` off: no backward will run).
+# the other recipes, and where the call keeps none (``keep`` off: no backward will run;
+# ``keep_cols`` off: no weight gradient will be asked for, the column-wise copies' only reader).
 _NO_COPY = (0,)
 
 
@@ -210,10 +211,10 @@ def _cols_copy_shapes(x, w2, recipe: str):
             ((F, Tp), torch.uint8), ((Tp // 128, F), torch.float32)]
 
 
-def _copy_shapes(x, w1, w2, recipe: str, keep: bool):
-    """[(shape, dtype)] of the eight copy tensors the forward op returns (placeholders without
-    ``keep``)."""
-    return _dgrad_copy_shapes(w1, w2, recipe if keep else "") + _cols_copy_shapes(x, w2, recipe if keep else "")
+def _copy_shapes(x, w1, w2, recipe: str, keep: bool, keep_cols: bool):
+    """[(shape, dtype)] of the eight copy tensors the forward op returns (placeholders for the
+    dgrad copies without ``keep``, for the column-wise ones without ``keep_cols``)."""
+    return _dgrad_copy_shapes(w1, w2, recipe if keep else "") + _cols_copy_shapes(x, w2, recipe if keep_cols else "")
 
 
 def _op_config_args(config: configs.GemmConfig, recipe: str | None) -> tuple:
@@ -237,23 +238,27 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
                        w2: torch.Tensor, b1: Optional[torch.Tensor], b2: Optional[torch.Tensor], activation: str,
                        interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
                        programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
-                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True, keep: bool = True
+                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True, keep: bool = True,
+                       keep_cols: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                   torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, z, h, W1 dgrad data, W1 dgrad scales, W2 dgrad data, W2 dgrad scales, x column-wise
     data, x column-wise scales, h column-wise data, h column-wise scales); the config arguments
-    are ``_op_config_args``'. keep: whether a backward can run, hence the copies are made
-    (placeholders otherwise)."""
+    are ``_op_config_args``'. keep: whether a backward can run, hence the dgrad copies are made;
+    keep_cols: whether a weight gradient will be asked for, hence x's and h's column-wise
+    copies are made (placeholders otherwise; GroupedMLPFunction's rule)."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
     y, z, h, *pairs = launch.forward(x, counts, probs, w1, w2, b1, b2, activation, interleave or None, config=cfg,
-                                     recipe=recipe or None, keep_dgrad_weights=keep, keep_cols=keep)
-    shapes = _copy_shapes(x, w1, w2, recipe, keep)
+                                     recipe=recipe or None, keep_dgrad_weights=keep, keep_cols=keep_cols)
+    # launch.forward: the pairs asked for, in order
+    pairs = (pairs[0] if keep else None, pairs[-1] if keep_cols else None)
+    shapes = _copy_shapes(x, w1, w2, recipe, keep, keep_cols)
     copies = []
-    for n, pair in enumerate(pairs or (None, None)):
+    for n, pair in enumerate(pairs):
         if pair is not None:
             copies += _flat(pair)
-        else:   # another recipe (empty), fp8_block at T == 0 (never read: nothing is quantized), or no keep
+        else:   # another recipe (empty), fp8_block at T == 0 (never read: nothing is quantized), or not kept
             copies += [torch.zeros(shape, dtype=dtype, device=x.device) for shape, dtype in shapes[4 * n:4 * n + 4]]
     return y, z, h, *copies
 
@@ -261,9 +266,9 @@ def grouped_mlp_fwd_op(x: torch.Tensor, counts: torch.Tensor, probs: torch.Tenso
 @grouped_mlp_fwd_op.register_fake
 def _fwd_fake(x, counts, probs, w1, w2, b1, b2, activation, interleave, block_m, block_n, block_k, num_warps,
               num_stages, programs_per_sm, tma=False, recipe="", maxnreg=0, ws=False, rows_glu=True,
-              side_stream=True, keep=True):
+              side_stream=True, keep=True, keep_cols=True):
     T, F = x.shape[0], w2.shape[2]
-    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _copy_shapes(x, w1, w2, recipe, keep)]
+    copies = [x.new_empty(shape, dtype=dtype) for shape, dtype in _copy_shapes(x, w1, w2, recipe, keep, keep_cols)]
     return x.new_empty(x.shape), x.new_empty((T, 2 * F)), x.new_empty((T, F)), *copies
 
 
@@ -276,27 +281,37 @@ def grouped_mlp_bwd_op(dy: torch.Tensor, x: torch.Tensor, counts: torch.Tensor, 
                        x_cols_scales: torch.Tensor, h_cols_data: torch.Tensor, h_cols_scales: torch.Tensor,
                        activation: str, interleave: int, block_m: int, block_n: int, block_k: int, num_warps: int,
                        num_stages: int, programs_per_sm: int, tma: bool = False, recipe: str = "", maxnreg: int = 0,
-                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True
+                       ws: bool = False, rows_glu: bool = True, side_stream: bool = True, need_dw1: bool = True,
+                       need_dw2: bool = True
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient is an empty tensor. The
-    dgrad copies and the column-wise copies are the forward op's (empty: quantized here)."""
+    """(dx, dprobs, dw1, dw2, db1, db2); a missing bias's gradient, and a weight gradient not
+    asked for (need_dw1 / need_dw2 off: neither its GEMM nor its operands' column-wise
+    quantizers run), is an empty tensor. The dgrad copies and the column-wise copies are the
+    forward op's (empty: quantized here, where a weight gradient needs them)."""
     cfg = _op_config(block_m, block_n, block_k, num_warps, num_stages, programs_per_sm, tma, maxnreg, ws, rows_glu,
                      side_stream)
     kept, cols = _copy_pairs(x, h, w1_data, w1_scales, w2_data, w2_scales, x_cols_data, x_cols_scales, h_cols_data,
                              h_cols_scales)
     dx, dprobs, dw1, dw2, db1, db2 = launch.backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation,
                                                      interleave or None, config=cfg, recipe=recipe or None,
-                                                     dgrad_weights=kept, saved_cols=cols)
+                                                     dgrad_weights=kept, saved_cols=cols,
+                                                     weight_grads=(need_dw1, need_dw2))
+    dw1, dw2 = (x.new_empty(0) if dw is None else dw for dw in (dw1, dw2))
     return dx, dprobs, dw1, dw2, _bias_out(x, db1), _bias_out(x, db2)
 
 
 @grouped_mlp_bwd_op.register_fake
-def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, *rest):
-    return _grads_fake(x, probs, w1, w2, b1, b2)
+def _bwd_fake(dy, x, counts, probs, w1, w2, b1, b2, z, h, w1_data, w1_scales, w2_data, w2_scales, x_cols_data,
+              x_cols_scales, h_cols_data, h_cols_scales, activation, interleave, block_m, block_n, block_k, num_warps,
+              num_stages, programs_per_sm, tma=False, recipe="", maxnreg=0, ws=False, rows_glu=True,
+              side_stream=True, need_dw1=True, need_dw2=True):
+    dx, dprobs, dw1, dw2, db1, db2 = _grads_fake(x, probs, w1, w2, b1, b2)
+    return dx, dprobs, dw1 if need_dw1 else x.new_empty(0), dw2 if need_dw2 else x.new_empty(0), db1, db2
 
 
 def _setup_context(ctx, inputs, output):
-    x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg, _keep = inputs   # keep is on where a backward runs
+    # keep and keep_cols are on where a backward runs and where it asks for a weight gradient
+    x, counts, probs, w1, w2, b1, b2, activation, interleave, *cfg, _keep, _keep_cols = inputs
     y, z, h, *copies = output
     ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h, *copies)
     ctx.activation, ctx.interleave, ctx.cfg = activation, interleave, cfg
@@ -305,9 +320,17 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dy, *_unused):
+    # a weight that needs no gradient (frozen experts) gets None, and no weight-gradient GEMM
+    # or column-wise quantizers: the inputs' order puts fc1's and fc2's weights fourth and fifth
+    need_dw1, need_dw2 = ctx.needs_input_grad[3:5]
+
     def run(*tensors):   # dy, the saved (x, ..., z, h) and the eight copies: the backward op's order
-        return grouped_mlp_bwd_op(*tensors, ctx.activation, ctx.interleave, *ctx.cfg)
-    return _kernel_grads(ctx, dy, run, 3 + len(ctx.cfg))   # activation, interleave, _op_config_args, keep
+        dx, dprobs, dw1, dw2, db1, db2 = grouped_mlp_bwd_op(*tensors, ctx.activation, ctx.interleave, *ctx.cfg,
+                                                            need_dw1, need_dw2)
+        # the op's placeholder for a gradient not computed is an empty tensor
+        return dx, dprobs, dw1 if need_dw1 else None, dw2 if need_dw2 else None, db1, db2
+    # activation, interleave, _op_config_args, keep, keep_cols
+    return _kernel_grads(ctx, dy, run, 4 + len(ctx.cfg))
 
 
 torch.library.register_autograd("tilefuse::grouped_mlp_fwd", _backward, setup_context=_setup_context)
@@ -321,10 +344,14 @@ def fused_apply(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, co
     the launchers bring them to that layout themselves too, for their other callers."""
     x, counts, probs, b1, b2 = launch.kernel_layouts(x, counts, probs, b1, b2)
     if torch.compiler.is_compiling():
-        # keep the backward's copies only where a backward can run, decided when traced (Dynamo
-        # guards on the grad mode and on requires_grad): a torch.no_grad graph makes none
+        # keep the backward's copies only where a backward can run, and x's and h's column-wise
+        # ones only where it asks for a weight gradient, decided when traced (Dynamo guards on
+        # the grad mode and on requires_grad): a torch.no_grad graph makes none, frozen experts
+        # no column-wise copies (GroupedMLPFunction's rule)
+        keep = needs_grad(x, probs, w1, w2, b1, b2)
         return grouped_mlp_fwd_op(x, counts, probs, w1, w2, b1, b2, activation, _interleave_arg(glu_interleave),
-                                  *_op_config_args(config, recipe), needs_grad(x, probs, w1, w2, b1, b2))[0]
+                                  *_op_config_args(config, recipe), keep,
+                                  keep and (w1.requires_grad or w2.requires_grad))[0]
     if not needs_grad(x, probs, w1, w2, b1, b2):
         # no backward will run (torch.no_grad, inference_mode, nothing requiring grad): the
         # forward alone, without the copies a recipe's backward would read (the Function's
