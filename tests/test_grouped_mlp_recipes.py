@@ -1081,6 +1081,21 @@ def test_a_recipe_without_a_backward_quantizes_only_what_the_forward_reads(devic
     assert torch.equal(y0, y1.detach())
 
 
+def _frozen_weights_case(recipe, device, monkeypatch):
+    """(inputs, the list each weight-gradient GEMM's output shape is appended to) of the frozen
+    weight tests: without a recipe the fused kernels through a table entry (the compose route
+    is the baseline)."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=5)
+    if recipe is None:
+        problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
+        tuning.register("grouped_glu_mlp", {problem: [c for c in tune.candidates_for(problem) if not c.compose][-1]})
+    wgrads = []
+    run_wgrad = launch._wgrad
+    monkeypatch.setattr(launch, "_wgrad", lambda a, b, c, *rest: wgrads.append(c.shape) or run_wgrad(a, b, c, *rest))
+    return i, wgrads
+
+
 @pytest.mark.parametrize("recipe", [None, "fp8_block"], ids=["plain", "fp8_block"])
 def test_frozen_weights_run_no_weight_gradient_work(recipe, tuning_table, device, monkeypatch):
     """Expert weights that ask for no gradient (frozen experts, only x and probs trained): the
@@ -1090,14 +1105,7 @@ def test_frozen_weights_run_no_weight_gradient_work(recipe, tuning_table, device
     dz's at interleave 32; no block table). The gradients asked for are the all-trainable
     call's, bit for bit; with one weight frozen only the other's GEMM runs. Without a recipe
     the fused kernels through a table entry (the compose route is the baseline)."""
-    H, F = SHAPE["fp8_block"]
-    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=5)
-    if recipe is None:
-        problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
-        tuning.register("grouped_glu_mlp", {problem: [c for c in tune.candidates_for(problem) if not c.compose][-1]})
-    wgrads = []
-    run_wgrad = launch._wgrad
-    monkeypatch.setattr(launch, "_wgrad", lambda a, b, c, *rest: wgrads.append(c.shape) or run_wgrad(a, b, c, *rest))
+    i, wgrads = _frozen_weights_case(recipe, device, monkeypatch)
 
     def step(trainable):
         wgrads.clear()
@@ -1130,14 +1138,7 @@ def test_compiled_frozen_weights_run_no_weight_gradient_work(recipe, tuning_tabl
     column-wise copies of dy and dz: the compiled call's quantizer launches are the eager frozen
     call's, and so are its gradients, bit for bit. With one weight frozen only the other's GEMM
     runs."""
-    H, F = SHAPE["fp8_block"]
-    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=5)
-    if recipe is None:
-        problem = problem_for(i["x"], i["w2"], "swiglu", 32, False)
-        tuning.register("grouped_glu_mlp", {problem: [c for c in tune.candidates_for(problem) if not c.compose][-1]})
-    wgrads = []
-    run_wgrad = launch._wgrad
-    monkeypatch.setattr(launch, "_wgrad", lambda a, b, c, *rest: wgrads.append(c.shape) or run_wgrad(a, b, c, *rest))
+    i, wgrads = _frozen_weights_case(recipe, device, monkeypatch)
 
     def f(x, p, w1, w2):
         return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=32, recipe=recipe)
