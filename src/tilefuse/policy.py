@@ -163,21 +163,10 @@ def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
 
 
 # The active FakeTensorMode, or None: FakeTensorMode installs itself in this infra-mode slot
-# (torch._subclasses.fake_tensor, FakeTensorMode._mode_key: there since torch 2.1, checked on
-# 2.13), read by one C call (a partial, so no Python frame: about 0.08 us on a CPU host).
-_FAKE_MODE_KEY = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
-_get_dispatch_mode = getattr(torch._C, "_get_dispatch_mode", None)
-
-
-def _fake_mode_from_stack():
-    """The same answer for a torch without that slot: a FakeTensorMode on the mode stack."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-    return next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, FakeTensorMode)), None)
-
-
-active_fake_mode = (functools.partial(_get_dispatch_mode, _FAKE_MODE_KEY)
-                    if _FAKE_MODE_KEY is not None and _get_dispatch_mode is not None else _fake_mode_from_stack)
+# (torch._subclasses.fake_tensor, FakeTensorMode._mode_key: there since torch 2.1, so in every
+# torch tilefuse takes), read by one C call (a partial, so no Python frame: about 0.08 us on a
+# CPU host).
+active_fake_mode = functools.partial(torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.FAKE)
 
 
 def fake_mode_active() -> bool:
