@@ -10,21 +10,20 @@ import collections
 import contextlib
 import threading
 
-from .utils import blocks_here
+from .utils import ThreadBlocks
 
 # Every launch of the process (snapshot()).
 _counts: collections.Counter = collections.Counter()
-# counting() blocks open: (the opening thread's ident, its Counter), in opening order. A tuple,
-# replaced whole under _lock, so record() reads it without the lock while no block is open.
-_blocks: tuple = ()
+# counting() blocks open, each with its Counter (record() tests them without the lock)
+_blocks = ThreadBlocks()
 _lock = threading.Lock()
 
 
 def record(kernel: str) -> None:
     _counts[kernel] += 1
-    if _blocks:
+    if _blocks.open:
         with _lock:
-            for launched in blocks_here(_blocks):
+            for launched in _blocks.here():
                 launched[kernel] += 1
 
 
@@ -39,15 +38,11 @@ def counting():
     autograd's device thread while it runs a backward (utils.blocks_here: nested blocks each
     count them). Launches of other threads are not counted: a sweep's engagement check or a
     check's row is never satisfied by another thread's kernel."""
-    global _blocks
     launched: collections.Counter = collections.Counter()
-    token = (threading.get_ident(), launched)
     with _lock:
-        _blocks = (*_blocks, token)
+        token = _blocks.add(launched)
     try:
         yield launched
     finally:
         with _lock:
-            # by identity: another block's token may compare equal (same thread, equal Counters)
-            i = next(i for i, t in enumerate(_blocks) if t is token)
-            _blocks = _blocks[:i] + _blocks[i + 1:]
+            _blocks.remove(token)

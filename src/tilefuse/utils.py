@@ -126,6 +126,34 @@ def blocks_here(blocks) -> list:
     return [record for _, record in blocks]
 
 
+class ThreadBlocks:
+    """The open blocks of one kind (tuning.collecting, launches.counting): ``open`` holds
+    (the opening thread's ident, the block's record) pairs in opening order, a tuple replaced
+    whole, so a hot path can test it without a lock; ``add`` and ``remove`` run under the
+    owner's lock, ``here`` is blocks_here's choice among them."""
+
+    __slots__ = ("open",)
+
+    def __init__(self):
+        self.open: tuple = ()
+
+    def add(self, record) -> tuple:
+        token = (threading.get_ident(), record)
+        self.open = (*self.open, token)
+        return token
+
+    def remove(self, token) -> None:
+        # by identity: another block's token may compare equal (same thread, equal records)
+        i = next(i for i, t in enumerate(self.open) if t is token)
+        self.open = self.open[:i] + self.open[i + 1:]
+
+    def here(self) -> list:
+        return blocks_here(self.open)
+
+    def __bool__(self) -> bool:
+        return bool(self.open)
+
+
 _ieee_lock = threading.Lock()
 _ieee_depth = 0
 _ieee_saved = None

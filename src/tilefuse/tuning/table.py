@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from ..utils import blocks_here
+from ..utils import ThreadBlocks
 from . import store
 from .family import BASELINE, argument_error, family_argument, get_family, resolve_key
 from .store import Entries, Entry
@@ -74,7 +74,7 @@ _runtime: Entries = {}
 # may close in any order (two threads' blocks overlap): each takes only its own entry away.
 _open_blocks: dict[tuple[str, str], list] = {}
 # collecting() blocks open: (the opening thread's ident, the dict it fills), in opening order.
-_collectors: list[tuple[int, dict]] = []
+_collectors = ThreadBlocks()
 # (device, family, problem) -> lookup result: the launchers' per-call cost is one dict probe.
 # Problems are frozen dataclasses; cleared by every change to any layer, and when it holds
 # MEMO_MAX results (a problem may carry an exact size, dyt's row count: one result each).
@@ -139,7 +139,7 @@ def lookup_config(family: str, problem):
     is also recorded, which is how ``tilefuse.tune(model, ...)`` learns a model's keys.
     """
     device = _device_index()
-    if not _collectors:
+    if not _collectors.open:
         try:
             hit = _memo.get((device, family, problem), _MISS)
         except TypeError:   # unhashable: named below
@@ -157,7 +157,7 @@ def lookup_config(family: str, problem):
         raise TypeError(f"lookup_config: problem must be hashable (a frozen dataclass), got "
                         f"{problem!r} ({type(problem).__name__})") from None
     with _lock:
-        for seen in blocks_here(_collectors):   # this thread's blocks (utils.blocks_here)
+        for seen in _collectors.here():   # this thread's blocks (utils.blocks_here)
             seen.setdefault((family, key), problem)
         winner = _table(device).resolve().get((family, key))
         config = None if winner is None or winner == BASELINE else winner
@@ -174,16 +174,14 @@ def collecting() -> Iterator[dict]:
     runs a backward (``utils.blocks_here``). Lookups of other threads are not recorded."""
     global _generation
     seen: dict = {}
-    token = (threading.get_ident(), seen)
     with _lock:
-        _collectors.append(token)
+        token = _collectors.add(seen)
         _generation += 1     # caches of lookups look up again, so the block sees (and records) them
     try:
         yield seen
     finally:
         with _lock:
-            # by identity: another block's token may compare equal (same thread, equal dicts)
-            del _collectors[next(i for i, t in enumerate(_collectors) if t is token)]
+            _collectors.remove(token)
 
 
 # --- inspection ------------------------------------------------------------------------
