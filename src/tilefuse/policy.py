@@ -27,6 +27,7 @@ import os
 import threading
 
 import torch
+from torch.autograd import forward_ad
 from torch._subclasses.fake_tensor import is_fake
 
 LEVELS = (0, 1, 2, 3)
@@ -152,6 +153,14 @@ def kernels_enabled(device: torch.device, level: int | None = None) -> bool:
     if device.type == "cuda":
         return True
     return device.type == "cpu" and interpreter_enabled()
+
+
+def differentiating() -> bool:
+    """Whether torch.func transforms (grad, vmap, jacrev, ...) or a forward-mode AD level are
+    active: the public ops then run their differentiable reference, eagerly and under
+    torch.compile (Dynamo reads both while tracing and guards on them), since neither the
+    kernels' autograd.Functions nor the custom ops have forward-mode or functorch rules."""
+    return torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0
 
 
 def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:

@@ -8,7 +8,6 @@ come from the call's cached plan (plan.py), and op.apply enters the autograd.Fun
 from __future__ import annotations
 
 import torch
-from torch.autograd import forward_ad
 
 from ... import policy
 from ...utils import readable
@@ -19,7 +18,6 @@ from .plan import ACCEPTED_DTYPES, validate
 
 __all__ = ["ACCEPTED_DTYPES", "dyt", "validate"]
 
-_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
@@ -79,7 +77,7 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
                                        compute_dtype=torch.float64 if f64 else torch.float32)
     if compiling:
-        if _transforms_active() or forward_ad._current_level >= 0:
+        if policy.differentiating():
             # torch.func transforms or forward-mode AD traced by Dynamo (both read while
             # tracing, and guarded): the custom op has a backward rule only, so a jvp through
             # it would be a zero tangent and grad / vmap would fail on its wrapped tensors; the

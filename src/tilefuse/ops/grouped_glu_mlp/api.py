@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
-from ...policy import is_eager_fake
+from ...policy import differentiating, is_eager_fake
 from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
@@ -19,7 +18,6 @@ from .tune import GroupedProblem
 from .validate import validate
 
 
-_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe=None):
@@ -163,7 +161,7 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     gradients of the older vmap (``autograd.grad(is_grads_batched=True)``,
     ``jacobian(vectorize=True)``) take the same reference in the backward.
     """
-    if _transforms_active() or forward_ad._current_level >= 0:
+    if differentiating():
         # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD: their wrapped
         # tensors own no memory the kernels (or torch._grouped_mm) could read, so the per-expert
         # reference runs (float32 compute), which they differentiate and batch. Traced by

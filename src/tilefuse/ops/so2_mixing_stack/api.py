@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import torch
-from torch.autograd import forward_ad
 
 from ...device import on_tensor_device
+from ...policy import differentiating
 from ...utils import gemms_in_dtype
 from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
 
-_transforms_active = torch._C._are_functorch_transforms_active
 
 
 @on_tensor_device
@@ -88,7 +87,7 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         ...                      torch.randn(NL - 1, F, Cf, L * Cf) * 0.1, lmax=L, focus_dim=Cf)
     """
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
-    differentiated = _transforms_active() or forward_ad._current_level >= 0
+    differentiated = differentiating()
     compiling = torch.compiler.is_compiling()
     if differentiated or (u0.dtype == torch.float64 and not compiling):
         # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD, which neither the
