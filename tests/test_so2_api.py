@@ -486,3 +486,21 @@ def test_the_reference_paths_are_exact_under_an_autocast_region():
         for got, want in zip(grads, grads64):
             assert _rel64(got, want) <= 1e-5
 
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_alpha_alone_needing_a_gradient_without_apply_alpha_gets_zeros_in_every_backward(level):
+    """apply_alpha=False leaves alpha unused: a first-order, a create_graph and a batched
+    backward each give it zeros (the two re-run the reference, whose output then has no graph)."""
+    u0, alpha, w0, w1, gw = make_args(lmax=1, cf=4)
+    alpha.requires_grad_()
+    kw = {"lmax": 1, "focus_dim": 4, "apply_alpha": False}
+    with tilefuse.level(level):
+        out = tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, **kw)
+        first, = torch.autograd.grad(out.sum(), alpha)
+        out = tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, **kw)
+        second, = torch.autograd.grad(out.sum(), alpha, create_graph=True)
+        out = tilefuse.so2_mixing_stack(u0, alpha, w0, w1, gw, **kw)
+        batched, = torch.autograd.grad(out, alpha, torch.ones(3, *out.shape), is_grads_batched=True)
+    assert torch.equal(first, torch.zeros_like(alpha)) and torch.equal(second, torch.zeros_like(alpha))
+    assert torch.equal(batched, torch.zeros(3, *alpha.shape))
