@@ -154,6 +154,20 @@ def test_state_dict_records_and_checks_the_layout():
             {"mlp." + k: v for k, v in state.items()})
 
 
+def test_blocks_of_f_and_halves_load_into_each_other():
+    """Interleave blocks of s = F are the halves layout row for row: state dicts move between
+    the two (the default s of 32 at F 32 included); another s is still refused."""
+    interleaved, halves = GroupedGLUMLP(E, H, 8, glu_interleave=8), GroupedGLUMLP(E, H, 8, glu_layout="halves")
+    halves.load_state_dict(interleaved.state_dict())
+    assert torch.equal(halves.fc1_weight, interleaved.fc1_weight)
+    GroupedGLUMLP(E, H, 8, glu_interleave=8).load_state_dict(halves.state_dict())
+    GroupedGLUMLP(E, H, 32, glu_layout="halves").load_state_dict(GroupedGLUMLP(E, H, 32).state_dict())
+    with pytest.raises(RuntimeError, match="interleaved in blocks of 8"):
+        GroupedGLUMLP(E, H, 8, glu_interleave=4).load_state_dict(interleaved.state_dict())
+    x, counts, probs = _inputs(torch.float32)
+    torch.testing.assert_close(halves(x, counts, probs), interleaved(x, counts, probs), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "no-kernels"])
 @pytest.mark.parametrize("level", [0, 1, 2])
 def test_double_backward_takes_an_expanded_incoming_gradient(level, kernels, monkeypatch):

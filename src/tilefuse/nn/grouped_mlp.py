@@ -214,7 +214,9 @@ class GroupedGLUMLP(nn.Module):
                                   f"halves), got {saved!r}")
                 return
             recorded = int(saved)
-            if recorded != (self.glu_interleave or 0):
+            # blocks of s = F are the halves layout, row for row (gate j, up F + j)
+            halves = (0, self.ffn_hidden_size)
+            if recorded != (self.glu_interleave or 0) and not (recorded in halves and (self.glu_interleave or 0) in halves):
                 error_msgs.append(f"GroupedGLUMLP: {prefix}fc1_weight was saved with its GLU rows "
                                   f"{describe_glu_layout(recorded)} ({key} = {recorded}), but this module reads "
                                   f"them {ours}; construct it with "
