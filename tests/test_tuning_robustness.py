@@ -629,3 +629,181 @@ def test_keys_not_written_as_the_family_writes_them_are_refused():
     with pytest.raises(ValueError, match="as the family writes it"):
         tuning.register("dyt", {"fwd-M064-N32-x4": good})
     assert tuning.get_entry("dyt", "fwd-M64-N32-x4") is None
+
+
+# --- 4. a file this process cannot open is left alone; where the cache folder is -------------
+
+def _refuse(patch, path, error, at):
+    """Make this process fail to open (``at="open"``) or to read (``at="read"``) ``path`` with
+    ``error``, as a file of another user's (EACCES), a process out of descriptors (EMFILE) or
+    a failing disk (EIO) would; every other file opens and reads as usual."""
+    real_open, real_read, fds = os.open, os.read, set()
+
+    def open_(file, flags, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            if at == "open":
+                raise error
+            fd = real_open(file, flags, *args, **kwargs)
+            fds.add(fd)
+            return fd
+        return real_open(file, flags, *args, **kwargs)
+
+    def read_(fd, n):
+        if fd in fds:
+            raise error
+        return real_read(fd, n)
+    patch.setattr(os, "open", open_)
+    patch.setattr(os, "read", read_)
+
+
+@pytest.mark.parametrize("failure", ["EACCES-open", "EMFILE-open", "EIO-read"])
+def test_a_cache_file_that_cannot_be_read_is_never_moved_aside_or_replaced(failure, monkeypatch):
+    """Not being able to open or read a file says nothing about its content: a write fails
+    (an OSError, which a sweep reports) and leaves the file as it is, where moving it aside
+    and writing only the new entries would lose the whole table; a load reports and ignores
+    it."""
+    import errno
+    name, at = failure.split("-")
+    code = getattr(errno, name)
+    write_cache(document({"dyt": {KEY: raw(A)}}))
+    path = cache_file()
+    before = path.read_bytes()
+    with monkeypatch.context() as patch:
+        _refuse(patch, path, OSError(code, os.strerror(code), str(path)), at)
+        with pytest.raises(OSError, match="left as it is") as raised:
+            table.record("dyt", {"fwd-M128-N32-x4": raw(B)})
+        assert isinstance(raised.value, store.TableUnreadable)
+        assert os.strerror(code) in str(raised.value) and str(path) in str(raised.value)
+        tuning.reload()
+        with pytest.warns(TableWarning, match=f"{path} ignored: .*{os.strerror(code)}"):
+            assert tuning.lookup_config("dyt", PROBLEM) is None
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir() if ".invalid-" in p.name] == []
+    tuning.reload()
+    assert tuning.get_entry("dyt", KEY) == A and tuning.get_entry("dyt", "fwd-M128-N32-x4") is None
+
+
+def test_cache_dir_expands_the_user_and_is_absolute(tmp_path, monkeypatch):
+    """``~`` in TILEFUSE_CACHE_DIR is the home folder, not a folder named ``~``, and a relative
+    folder is taken from the working directory when the table is read: a later chdir does not
+    move the table."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "~/tfcache")
+    assert store.cache_dir() == tmp_path / "home" / "tfcache"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "rel/cache")
+    assert store.cache_dir() == tmp_path / "rel" / "cache"
+    tuning.reload()
+    assert cache_file().parent == tmp_path / "rel" / "cache"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    table.record("dyt", {KEY: raw(A)})
+    assert not (tmp_path / "elsewhere" / "rel").exists()
+    assert json.loads(cache_file().read_text())["families"]["dyt"][KEY] == raw(A)
+    assert cache_file().parent == tmp_path / "rel" / "cache"
+
+
+@pytest.fixture
+def homeless(tmp_path, monkeypatch):
+    """A process with no home folder (HOME unset, its uid in no passwd database: Path.home()
+    raises) and no TILEFUSE_CACHE_DIR, whose temp folder is ``tmp_path / "tmp"``."""
+    from pathlib import Path
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.delenv("TILEFUSE_CACHE_DIR")
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    store._homeless_cache_dir.cache_clear()
+    tuning.reload()
+    yield tmp_path / "tmp"
+    store._homeless_cache_dir.cache_clear()
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="per-uid folders")
+def test_without_a_home_folder_the_tables_go_to_a_private_temp_folder(homeless):
+    """Path.home() raising must not make every op call at level 2 crash: the cache lives in
+    <tempdir>/tilefuse-<uid> (0700), said once, and sweeps record into it."""
+    import stat as stat_
+    folder = homeless / f"tilefuse-{os.getuid()}"
+    with pytest.warns(TableWarning, match="no home folder.*TILEFUSE_CACHE_DIR"):
+        y = run_dyt_at_level_2()
+    assert torch.isfinite(y).all()
+    assert cache_file().parent == folder
+    assert stat_.S_IMODE(folder.stat().st_mode) & 0o077 == 0
+    table.record("dyt", {KEY: raw(A)})
+    assert json.loads(cache_file().read_text())["families"]["dyt"][KEY] == raw(A)
+    tuning.reload()
+    assert tuning.lookup_config("dyt", PROBLEM) == A
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="per-uid folders")
+def test_a_homeless_fallback_folder_of_another_user_is_not_used(homeless, monkeypatch):
+    """The temp folder is shared: a tilefuse-<uid> folder someone else made (here: made by
+    this user for a uid this process pretends to be, so not its owner) is not the cache."""
+    other = os.getuid() + 1
+    planted = homeless / f"tilefuse-{other}"
+    planted.mkdir()
+    monkeypatch.setattr(os, "getuid", lambda: other)
+    with pytest.warns(TableWarning, match="no home folder"):
+        folder = store.cache_dir()
+    assert folder != planted and folder.parent == homeless and folder.name.startswith(planted.name + "-")
+    assert store.cache_dir() == folder                   # one folder for the whole process
+
+
+# --- 5. a registered family's sources: an edit makes its entries stale ------------------------
+
+class SourcedFamily(FakeFamily):
+    """FakeFamily with a source file of its own (given per instance)."""
+
+    def __init__(self, source):
+        self.source_files = (source,)
+
+
+def test_a_registered_familys_entries_follow_its_source_files(tmp_path):
+    """A registered family's source_files count as the built-ins' do, without touching the
+    fingerprint (registering it keeps the cache file, so the built-ins' entries stay): an edit
+    of them makes its entries unused (reported) and its next sweep replaces them; other
+    families' writes keep them as they are meanwhile."""
+    source = tmp_path / "fake_kernels.py"
+    source.write_text("# v1\n")
+    location = tuning.table_location()
+    table.record("dyt", {KEY: raw(A)})
+    tuning.register_family(SourcedFamily(source))
+    try:
+        assert tuning.table_location() == location
+        table.record("robustness_fake", {"n8": raw(FakeConfig(32))})
+        sources = json.loads(cache_file().read_text())["sources"]
+        assert sources == {"robustness_fake": store.family_source_hash("robustness_fake")}
+        tuning.reload()
+        assert tuning.get_entry("robustness_fake", "n8") == FakeConfig(32)
+
+        source.write_text("# v2: the kernel changed\n")
+        tuning.reload()
+        with pytest.warns(TableWarning, match="robustness_fake.*other source_files"):
+            assert tuning.get_entry("robustness_fake", "n8") is None
+        assert tuning.get_entry("dyt", KEY) == A
+        table.record("dyt", {"fwd-M128-N32-x4": raw(B)})             # keeps them as they are
+        doc = json.loads(cache_file().read_text())
+        assert doc["families"]["robustness_fake"] == {"n8": raw(FakeConfig(32))}
+        assert doc["sources"] == sources
+        table.record("robustness_fake", {"n9": raw(BASELINE)})       # replaces them
+        doc = json.loads(cache_file().read_text())
+        assert doc["families"]["robustness_fake"] == {"n9": raw(BASELINE)}
+        assert doc["sources"]["robustness_fake"] == store.family_source_hash("robustness_fake") \
+            != sources["robustness_fake"]
+        tuning.reload()
+        assert tuning.get_entry("robustness_fake", "n9") == BASELINE
+        assert tuning.get_entry("dyt", KEY) == A and tuning.get_entry("dyt", "fwd-M128-N32-x4") == B
+
+        doc["sources"] = {}                   # entries whose sources were never recorded
+        write_cache(doc)
+        with pytest.warns(TableWarning, match="no hash of its source_files"):
+            assert tuning.get_entry("robustness_fake", "n9") is None
+        assert tuning.get_entry("dyt", KEY) == A
+    finally:
+        tuning.unregister("robustness_fake")
+        tuning.unregister_family("robustness_fake")
+        tuning.reload()

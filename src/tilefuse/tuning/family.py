@@ -64,8 +64,10 @@ class TuningFamily(abc.ABC):
 
     #: Table name of the family ("dyt").
     name: str
-    #: Files whose content decides which configs are valid and how fast they are; hashed
-    #: into the table fingerprint.
+    #: Files whose content decides which configs are valid and how fast they are: a built-in
+    #: family's are hashed into the table fingerprint (an edit starts a fresh cache file), a
+    #: registered family's into a hash stored beside its entries (an edit makes this process
+    #: ignore them until swept again; store.py).
     source_files: tuple[Path, ...]
 
     # --- keys -------------------------------------------------------------------------

@@ -2,26 +2,36 @@
 
 One JSON file per fingerprint (GPU name and compute capability, CUDA and driver
 (``device.driver_version``), torch, triton,
-tilefuse, and a hash of the tuned families' kernel sources) in ``$TILEFUSE_CACHE_DIR``
-(default ``~/.cache/tilefuse``)::
+tilefuse, and a hash of the built-in families' kernel sources) in ``cache_dir()``
+(``$TILEFUSE_CACHE_DIR``, default ``~/.cache/tilefuse``)::
 
     {"schema": 1,
      "fingerprint": {"gpu": "NVIDIA H200", "capability": "sm90", ...},
      "families": {"dyt": {"fwd-M1048576-N64-x2": {"winner": {"block_m": 64, ...},
                                                    "measured": {"speedup": 1.04, ...}},
-                          "bwd-M1048576-N64-x2": {"winner": "baseline", "measured": {...}}}}}
+                          "bwd-M1048576-N64-x2": {"winner": "baseline", "measured": {...}}},
+                  "my_op": {...}},
+     "sources": {"my_op": "3f2a..."}}
+
+``sources`` holds a hash of each registered (not built-in) family's ``source_files``, written
+with its entries: a family registered at runtime must not change the fingerprint (every other
+family's entries would stay behind in the old file), so its entries are used only while its
+sources hash as they did when they were measured; otherwise they are reported, not used, kept
+as they are, and replaced by the next write of that family.
 
 Nothing read from a file is trusted: a file that is not a regular file (a FIFO, a directory:
-never opened in a way that could block), cannot be read, is larger than ``MAX_FILE_BYTES``, is
-not UTF-8, does not parse, nests deeper than ``MAX_DEPTH``, has another schema or another
-fingerprint is reported once and ignored, and so is any entry whose key or config does not
-validate against the running code (a config's fields must have their declared types and it
-must lie in the family's pruned space for its key). A ``measured`` field that is not what the
-sweep writes is reported and dropped, the entry kept (it is for display only). Entries of a
-family this process does not know (another program registered it) are reported, not used, and
-kept in the file as they are by every write. Writers hold a file lock, merge with what is on
-disk and replace the file atomically, so concurrent sweeps never tear the file and never drop
-each other's entries.
+never opened in a way that could block), is larger than ``MAX_FILE_BYTES``, is not UTF-8, does
+not parse, nests deeper than ``MAX_DEPTH``, has another schema or another fingerprint is
+reported once and ignored, and so is any entry whose key or config does not validate against
+the running code (a config's fields must have their declared types and it must lie in the
+family's pruned space for its key). A file that exists but cannot be opened or read (another
+user's file in a shared folder, too many open files) is reported and ignored too, but says
+nothing about its content: a write never moves it aside or replaces it, it fails
+(``TableUnreadable``). A ``measured`` field that is not what the sweep writes is reported and
+dropped, the entry kept (it is for display only). Entries of a family this process does not
+know (another program registered it) are reported, not used, and kept in the file as they are
+by every write. Writers hold a file lock, merge with what is on disk and replace the file
+atomically, so concurrent sweeps never tear the file and never drop each other's entries.
 
 Built-in tables (``tuning/builtin/<gpu>-<capability>.json``, same format) are matched by GPU
 and capability only: their entries were measured with some other build, but a stale entry still
@@ -67,6 +77,13 @@ class TableWarning(UserWarning):
     """A table file or entry was unreadable or invalid and has been ignored."""
 
 
+class TableUnreadable(OSError):
+    """A table file exists but could not be opened or read (no permission, too many open files,
+    an I/O error). That is a fact about this process, not about the file's content, which may
+    well be a good table: it is reported and ignored when loading, and a write fails rather than
+    move it aside or replace it with only its own entries."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """A table entry: ``winner`` is a config or ``BASELINE``; ``measured`` is what the sweep
@@ -91,17 +108,77 @@ def report(message: str) -> None:
 # --- fingerprint -----------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TILEFUSE_CACHE_DIR") or Path.home() / ".cache" / "tilefuse")
+    """The folder of the cache files, an absolute path: ``$TILEFUSE_CACHE_DIR`` (``~`` expanded;
+    a relative path is taken from the working directory when the table is read, so a later
+    ``chdir`` does not move the table), else ``~/.cache/tilefuse``.
+
+    A process without a home folder (``HOME`` unset and its uid in no passwd database, as in a
+    container run under an arbitrary uid) uses ``<tempdir>/tilefuse-<uid>`` instead, made
+    private to the user (0700), and says so once; if that folder is another user's, a private
+    folder of this process's own (its tables do not outlive it). Set ``TILEFUSE_CACHE_DIR`` to
+    keep the tables elsewhere."""
+    configured = os.environ.get("TILEFUSE_CACHE_DIR")
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured)))
+    try:
+        home = Path.home()
+    except RuntimeError:   # no HOME and no passwd entry: os.path.expanduser gives up too
+        return _homeless_cache_dir()
+    return Path(os.path.abspath(home / ".cache" / "tilefuse"))
+
+
+@functools.lru_cache(maxsize=None)
+def _homeless_cache_dir() -> Path:
+    """``cache_dir()`` without a home folder: decided once per process (a private fallback
+    folder made again on every table read would scatter the tables)."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    folder = Path(tempfile.gettempdir()) / f"tilefuse-{'user' if uid is None else uid}"
+    try:
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        st = os.lstat(folder)
+        # the temp folder is shared: a folder of that name someone else made (or a link they
+        # planted) would let them hold the lock or read and replace this user's tables
+        ours = stat.S_ISDIR(st.st_mode) and (uid is None or st.st_uid == uid)
+    except OSError:   # no usable temp folder: reads find nothing there and writes fail, naming it
+        ours = True
+    if not ours:
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
+        except OSError:
+            pass
+    report(f"tilefuse: no home folder (HOME is unset and uid {uid} has no passwd entry): tuning "
+           f"tables are kept in {folder}; set TILEFUSE_CACHE_DIR to keep them elsewhere")
+    return folder
 
 
 @functools.lru_cache(maxsize=None)
 def kernel_source_hash() -> str:
-    """sha256 over the source files of every family shipped with tilefuse."""
+    """sha256 over the source files of every family shipped with tilefuse (the fingerprint's
+    ``kernels``; a registered family's are ``family_source_hash``)."""
     digest = hashlib.sha256()
     for name in sorted(BUILTIN_FAMILIES):
         for path in get_family(name).source_files:
             digest.update(f"{name}/{Path(path).parent.name}/{Path(path).name}\0".encode())
             digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def family_source_hash(name: str) -> str | None:
+    """sha256 over the ``source_files`` of registered family ``name``, recorded in a cache
+    file's ``sources`` beside its entries; None for a built-in family (its sources are in the
+    fingerprint). Read on every load and write, not once per process: a family registered
+    again after an edit of its files gets the new hash."""
+    if name in BUILTIN_FAMILIES:
+        return None
+    digest = hashlib.sha256()
+    for path in getattr(get_family(name), "source_files", None) or ():
+        path = Path(path)
+        digest.update(f"{path.parent.name}/{path.name}\0".encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError as exc:   # a named file this process cannot read: hashed as such
+            digest.update(f"\0unreadable ({type(exc).__name__})\0".encode())
     return digest.hexdigest()[:16]
 
 
@@ -261,16 +338,57 @@ def _families_of(doc, expect) -> dict:
     return families
 
 
-def _valid_entries(families: dict, where: str) -> Entries:
+def _sources_of(doc: dict, where: str) -> dict[str, str]:
+    """A cache file's ``sources`` (family -> source hash); what is not a string is reported
+    and left out (the entries it would vouch for are then not used)."""
+    raw = doc.get("sources", {})
+    if not isinstance(raw, dict):
+        report(f"tilefuse tuning table {where}: ignoring 'sources': must be an object, got {_brief(raw)}")
+        return {}
+    sources = {name: value for name, value in raw.items() if isinstance(value, str)}
+    for name in raw.keys() - sources.keys():
+        report(f"tilefuse tuning table {where}: ignoring the source hash of {name!r}: must be a "
+               f"string, got {_brief(raw[name])}")
+    return sources
+
+
+def _source_problem(family_name: str, sources: dict[str, str]) -> str | None:
+    """Why the entries of known family ``family_name`` in a file whose ``sources`` are
+    ``sources`` do not hold for this process's code (None: they do)."""
+    try:
+        current = family_source_hash(family_name)
+    except Exception as exc:   # a family's source_files is its own code: never a crash here
+        return f"its source_files cannot be hashed ({type(exc).__name__}: {exc})"
+    if current is None or sources.get(family_name) == current:
+        return None
+    if family_name not in sources:
+        return "no hash of its source_files was recorded with them"
+    return "they were measured with other source_files of it (changed since)"
+
+
+def _entries_of(n: int) -> str:
+    return f"the {n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _valid_entries(families: dict, where: str, sources: dict[str, str] | None = None) -> Entries:
     """The entries of ``families`` that validate; each invalid one is reported, and so is
-    (once) each family this process does not know, whose entries are not used."""
+    (once) each family this process does not know, whose entries are not used. With
+    ``sources`` (a cache file's), the entries of a registered family are used only where its
+    source hash matches (built-in tables hold entries measured by other builds, by design)."""
     out: Entries = {}
     for family_name, entries in families.items():
         if not _known(family_name):
             n = len(entries)
-            report(f"tilefuse tuning table {where}: the {n} entr{'y' if n == 1 else 'ies'} of tuning "
+            report(f"tilefuse tuning table {where}: {_entries_of(n)} of tuning "
                    f"family {family_name!r} {'is' if n == 1 else 'are'} not used (no such family in this process: "
                    f"known: {', '.join(family_names())}); writes keep them in the file")
+            continue
+        why = None if sources is None else _source_problem(family_name, sources)
+        if why is not None:
+            n = len(entries)
+            report(f"tilefuse tuning table {where}: {_entries_of(n)} of tuning family "
+                   f"{family_name!r} {'is' if n == 1 else 'are'} not used: {why}; the next write "
+                   f"of {family_name!r} entries replaces them")
             continue
         for key, raw in entries.items():
             try:
@@ -319,9 +437,10 @@ def _kind(mode: int) -> str:
 
 
 def _read_bytes(path: Path) -> bytes | None:
-    """The content of the regular file ``path``, None when nothing is there; ValueError
-    otherwise. Opened non-blocking and checked with fstat before any read, so a FIFO or a
-    device at the path is reported instead of waiting for a writer."""
+    """The content of the regular file ``path``, None when nothing is there; ValueError when
+    what is there is not a table file (not a regular file, too large), TableUnreadable when it
+    cannot be opened or read. Opened non-blocking and checked with fstat before any read, so a
+    FIFO or a device at the path is reported instead of waiting for a writer."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
         | getattr(os, "O_NOCTTY", 0)
     try:
@@ -329,7 +448,7 @@ def _read_bytes(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ValueError(f"cannot be opened: {exc.strerror or exc}") from None
+        raise TableUnreadable(f"cannot be opened: {exc.strerror or exc}") from exc
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -346,7 +465,7 @@ def _read_bytes(path: Path) -> bytes | None:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes: not a tuning table")
         return b"".join(chunks)
     except OSError as exc:
-        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+        raise TableUnreadable(f"unreadable: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
 
@@ -371,7 +490,8 @@ def _usable_lock_path(lock: Path) -> str:
 
 
 def _read_document(path: Path):
-    """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable."""
+    """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable,
+    TableUnreadable if it cannot be read."""
     data = _read_bytes(path)
     return None if data is None else _parse_json(data)
 
@@ -392,10 +512,10 @@ def load(path: Path, fp: dict) -> Entries:
         if doc is None:
             return {}
         families = _families_of(doc, _same_print(fp))
-    except ValueError as exc:
+    except (ValueError, TableUnreadable) as exc:
         report(f"tilefuse tuning table {path} ignored: {exc}")
         return {}
-    return _valid_entries(families, str(path))
+    return _valid_entries(families, str(path), _sources_of(doc, str(path)))
 
 
 def builtin_dir():
@@ -435,10 +555,13 @@ def _umask() -> int:
     return mask
 
 
-def write_document(path: Path, fp: dict, families: dict) -> None:
-    """Write a table (family -> key -> raw entry) to a temp file in ``path``'s folder, fsync,
-    then rename it over ``path``: a reader sees the old file or the new one, never a part."""
+def write_document(path: Path, fp: dict, families: dict, sources: dict[str, str] | None = None) -> None:
+    """Write a table (family -> key -> raw entry; ``sources``: registered family -> source
+    hash, if any) to a temp file in ``path``'s folder, fsync, then rename it over ``path``: a
+    reader sees the old file or the new one, never a part."""
     doc = {"schema": SCHEMA, "fingerprint": fp, "families": families}
+    if sources:
+        doc["sources"] = sources
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
@@ -462,10 +585,13 @@ def save(path: Path, fp: dict, updates: dict[str, dict[str, dict]]) -> Entries:
     the merged valid entries.
 
     Under the file lock: read what is on disk (other processes may have written since this
-    one loaded it), keep its valid entries, and the entries of families this process does not
-    know exactly as they are (another program wrote them; it may read them again), apply
-    ``updates`` (they win on equal keys), write atomically. A file that cannot be used is
-    moved aside to ``<name>.invalid-<time>`` so it can be inspected, and reported.
+    one loaded it), keep its valid entries, and exactly as they are the entries of families
+    this process does not know (another program wrote them; it may read them again) and of
+    registered families whose source hash is not this process's, unless ``updates`` holds
+    that family (its fresh entries replace them), apply ``updates`` (they win on equal keys),
+    write atomically. A file whose content cannot be used is moved aside to
+    ``<name>.invalid-<time>`` so it can be inspected, and reported; a file that cannot be
+    opened or read is left as it is, and the write fails with TableUnreadable (an OSError).
     """
     from filelock import FileLock
 
@@ -486,14 +612,25 @@ def save(path: Path, fp: dict, updates: dict[str, dict[str, dict]]) -> Entries:
         try:
             doc = _read_document(path)
             on_disk = {} if doc is None else _families_of(doc, _same_print(fp))
+            sources = {} if doc is None else _sources_of(doc, str(path))
+        except TableUnreadable as exc:
+            raise TableUnreadable(f"tilefuse tuning table {path} {exc}: left as it is, nothing "
+                                  f"recorded") from exc
         except ValueError as exc:
             _move_aside(path, str(exc))
-            on_disk = {}
-        current = _valid_entries(on_disk, str(path))
-        merged = {name: dict(entries) for name, entries in on_disk.items() if not _known(name)}
+            on_disk, sources = {}, {}
+        current = _valid_entries(on_disk, str(path), sources)
+        kept = [name for name in on_disk if name not in updates
+                and (not _known(name) or _source_problem(name, sources) is not None)]
+        merged = {name: dict(on_disk[name]) for name in kept}
+        merged_sources = {name: sources[name] for name in kept if name in sources}
         merged.update({name: {key: raw_entry(name, e) for key, e in entries.items()}
                        for name, entries in current.items()})
         for family_name, entries in updates.items():
             merged.setdefault(family_name, {}).update(entries)
-        write_document(path, fp, merged)
-    return _valid_entries(merged, str(path))
+        for name in merged.keys() - set(kept):
+            source_hash = family_source_hash(name)
+            if source_hash is not None:
+                merged_sources[name] = source_hash
+        write_document(path, fp, merged, merged_sources)
+    return _valid_entries(merged, str(path), merged_sources)
