@@ -173,3 +173,44 @@ def test_compiled_code_follows_level_blocks_and_set_level():
     finally:
         tilefuse.set_level(None)
     assert got == [1, 0, policy.DEFAULT_LEVEL, 3, 1]
+
+
+TRITON_INTERPRET_VALUES = ["1", "0", "true", "TRUE", "True", "on", "ON", "yes", "Yes", "y", "Y",
+                           " 1", "1 ", "true\n", "off", "no", "false", "", "2", "t", "enable"]
+
+
+@pytest.mark.parametrize("value", TRITON_INTERPRET_VALUES + [None])
+def test_the_interpreter_setting_is_read_as_triton_reads_it(value, monkeypatch):
+    """tilefuse runs kernels on CPU tensors exactly when Triton interprets them: with " 1"
+    Triton compiles (and a CPU launch fails, no driver), with "on" or "YES" it interprets (and
+    tilefuse must not run the reference instead). Triton imported or not yet (the same parse)."""
+    import sys
+
+    import torch
+    knobs = pytest.importorskip("triton.knobs")
+    if value is None:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+    triton_says = bool(knobs.runtime.interpret)
+    assert triton_says is (value is not None and value.lower() in ("1", "true", "on", "yes", "y"))
+    assert policy.interpreter_enabled() is triton_says
+    assert policy.kernels_enabled(torch.device("cpu"), 1) is (triton_says and policy.triton_available())
+    with monkeypatch.context() as patch:
+        patch.delitem(sys.modules, "triton.knobs")          # as before Triton is imported
+        assert policy.interpreter_enabled() is triton_says
+
+
+def test_a_value_set_on_triton_s_knob_is_followed(monkeypatch):
+    """Triton's setting, not only the variable: ``triton.knobs.runtime.interpret = False``
+    (kept by Triton without touching the environment here) turns tilefuse's kernels off on the
+    CPU as it turns Triton's interpreter off."""
+    knobs = pytest.importorskip("triton.knobs")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(knobs, "propagate_env", False)
+    knobs.runtime.interpret = False
+    try:
+        assert knobs.runtime.interpret is False and policy.interpreter_enabled() is False
+    finally:
+        del knobs.runtime.interpret     # back to reading the variable (a restored value would pin it)
+    assert policy.interpreter_enabled() is True

@@ -14,7 +14,8 @@ inside their custom ops when the graph runs; grouped_glu_mlp's route (fused or u
 chosen while tracing and baked into the graph (its docstring says so).
 
 Kernels run on CUDA tensors, and on CPU tensors only under Triton's interpreter
-(``TRITON_INTERPRET=1`` set before Triton is imported). Anywhere else the reference runs, and
+(``TRITON_INTERPRET=1``, or another value Triton reads as true, set before Triton is imported;
+``interpreter_enabled``). Anywhere else the reference runs, and
 so it does on fake tensors and under an active FakeTensorMode (is_eager_fake).
 """
 
@@ -24,6 +25,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import sys
 import threading
 
 import torch
@@ -131,8 +133,26 @@ def level(n: int):
         _traced.level = _block_level.get()
 
 
+# How Triton parses TRITON_INTERPRET (triton.knobs.runtime.interpret, libtriton's getenv_bool,
+# in Triton 3.6 and 3.8): these values in any case, nothing stripped (" 1" is off); unset is off.
+_TRITON_TRUE = frozenset(("1", "true", "on", "yes", "y"))
+
+
 def interpreter_enabled() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").strip() in ("1", "true", "True")
+    """Whether Triton runs kernels in its interpreter, as Triton itself decides it: its own
+    setting once Triton is imported (``triton.knobs.runtime.interpret``, which reads
+    TRITON_INTERPRET again on every access, or a value set on the knob), else the variable
+    parsed as Triton will parse it (this module is imported before Triton and never imports
+    it). Read on every call, as the knob is; Triton consults it when it decorates a kernel, so
+    it must be set before tilefuse's kernel modules are imported."""
+    knobs = sys.modules.get("triton.knobs")
+    runtime = getattr(knobs, "runtime", None)
+    if runtime is not None:
+        try:
+            return bool(runtime.interpret)
+        except AttributeError:   # a Triton whose knobs have no interpret: the parse below
+            pass
+    return os.environ.get("TRITON_INTERPRET", "").lower() in _TRITON_TRUE
 
 
 @functools.lru_cache(maxsize=None)
