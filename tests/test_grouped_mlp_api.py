@@ -368,6 +368,13 @@ def test_torch_func_transforms_and_batched_gradients_run_the_reference(level):
             assert rel(g[0], w) <= 1e-5 and rel(g[1], -2 * w) <= 1e-5
     with pytest.raises(NotImplementedError, match="recipe 'nvfp4' under torch.func"):
         torch.func.grad(lambda x: tilefuse.grouped_glu_mlp(x, *rest, recipe="nvfp4").sum())(i["x"])
+    # a vmapped routing (one set of counts per batch entry) is refused by name, under grad too
+    counts2 = torch.stack([i["counts"], i["counts"].flip(0)])
+    with pytest.raises(NotImplementedError, match="tokens_per_expert batched by torch.vmap"):
+        torch.func.vmap(lambda c: tilefuse.grouped_glu_mlp(i["x"], c, *rest[1:]))(counts2)
+    with pytest.raises(NotImplementedError, match="tokens_per_expert batched by torch.vmap"):
+        torch.func.vmap(torch.func.grad(lambda x, c: tilefuse.grouped_glu_mlp(x, c, *rest[1:]).sum()),
+                        in_dims=(None, 0))(i["x"], counts2)
 
 
 @pytest.mark.parametrize("level,width,interleave", [(1, 16, 8), (0, 6, 3)], ids=["compose", "unfused-op"])

@@ -297,3 +297,128 @@ def test_normwise_rel_error_against_zeros_is_the_largest_magnitude_in_float64(go
     monkeypatch.setattr(utils, "NORMWISE_CHUNK", 1)     # one element a chunk: the largest in a later one too
     for g in (got, got.flip(0)):
         assert rel(g, torch.zeros_like(g)) == pytest.approx(largest, nan_ok=True)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    """A one-rank gloo process group on the CPU (a FileStore, no port) and its DeviceMesh of
+    size 1; destroyed after this module's tests."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available in this torch build")
+    if dist.is_initialized():
+        pytest.skip("a default process group is already set up in this process")
+    from torch.distributed.device_mesh import init_device_mesh
+    store = dist.FileStore(str(tmp_path_factory.mktemp("gloo") / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        dist.destroy_process_group()
+
+
+def _distribute(mesh, t, placement=None):
+    """t as a DTensor on ``mesh`` (replicated unless ``placement``), a leaf like t."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    d = distribute_tensor(t.detach(), mesh, [placement or Replicate()])
+    return d.requires_grad_(t.requires_grad)
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_dyt_on_dtensors_gives_level_0s_result(mesh, channels_last):
+    """DTensors (tensor parallelism's sequence-parallel norms: x sharded on the sequence dim,
+    the parameters replicated) own no memory the kernels could read ("invalid python storage"
+    at levels 1-3): dyt runs the reference on them at every level, as level 0 does, a DTensor
+    result with ordinary autograd, equal to level 0's on the plain tensors, and launches nothing."""
+    from torch.distributed.tensor import DTensor, Shard
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 4, 8, generator=g, requires_grad=True)
+    params = [torch.tensor([0.7]), torch.randn(4 if not channels_last else 8, generator=g),
+              torch.randn(4 if not channels_last else 8, generator=g)]
+    plain = [x] + [p.requires_grad_(True) for p in params]
+    dy = torch.randn(2, 4, 8, generator=g)
+    with tilefuse.level(0):
+        want = tilefuse.dyt(*plain, channels_last=channels_last)
+    want_grads = _grads(want, plain, dy)
+    dts = [_distribute(mesh, x, Shard(2 if not channels_last else 1))] + [_distribute(mesh, p) for p in plain[1:]]
+    for level in (2, 0):
+        with tilefuse.level(level), launches.counting() as launched:
+            got = tilefuse.dyt(*dts, channels_last=channels_last)
+            grads = _grads(got, dts, _distribute(mesh, dy, dts[0].placements[0]))
+        assert sum(launched.values()) == 0, dict(launched)
+        assert isinstance(got, DTensor) and torch.equal(got.full_tensor(), want)
+        for a, b in zip(grads, want_grads):
+            assert isinstance(a, DTensor) and torch.equal(a.full_tensor(), b)
+
+
+def test_nn_dyt_with_distributed_parameters_runs_on_dtensors(mesh):
+    """tilefuse.nn.DyT whose parameters are replicated DTensors (distribute_module), called with
+    a sharded DTensor: level 2 gives level 0's output and parameter gradients."""
+    from torch.distributed.tensor import Shard, distribute_module
+    x = torch.randn(3, 5, 8, generator=torch.Generator().manual_seed(7))
+    results = []
+    for level in (0, 2):
+        module = distribute_module(tilefuse.nn.DyT(8, alpha_init=0.6), mesh)
+        with tilefuse.level(level):
+            y = module(_distribute(mesh, x, Shard(1)))
+            y.sum().backward()
+        results.append([y.full_tensor()] + [p.grad.full_tensor() for p in module.parameters()])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_so2_mixing_stack_on_dtensors_gives_level_0s_result(mesh):
+    """so2_mixing_stack on DTensors takes the reference wholesale (the kernels would be handed
+    the wrappers): a DTensor result and gradients, equal to level 0's on the plain tensors
+    (the forward bit for bit; the gradients are autograd's of the reference, level 0's its
+    explicit backward formulas)."""
+    from torch.distributed.tensor import DTensor
+    from test_so2_kernels import make
+    _, inputs = make(1, 2, 8, 37, "cpu")
+    with tilefuse.level(0):
+        want = tilefuse.so2_mixing_stack(*inputs, lmax=1, focus_dim=8)
+    dy = torch.randn(want.shape, generator=torch.Generator().manual_seed(8))
+    want_grads = _grads(want, inputs, dy)
+    dts = [_distribute(mesh, t) for t in inputs]
+    with tilefuse.level(2), launches.counting() as launched:
+        got = tilefuse.so2_mixing_stack(*dts, lmax=1, focus_dim=8)
+        grads = _grads(got, dts, _distribute(mesh, dy))
+    assert sum(launched.values()) == 0, dict(launched)
+    assert isinstance(got, DTensor) and torch.equal(got.full_tensor(), want)
+    for a, b in zip(grads, want_grads):
+        assert isinstance(a, DTensor) and rel(a.full_tensor(), b) <= 1e-5
+
+
+@pytest.mark.parametrize("arg", ["x", "tokens_per_expert", "fc1_weight", "fc2_bias"])
+@pytest.mark.parametrize("level", [2, 0])
+def test_grouped_glu_mlp_refuses_dtensors_by_name(mesh, arg, level):
+    """grouped_glu_mlp cannot run on DTensors on any path (the kernels read memory the wrapper
+    does not own; DTensor has no rules for the reference's torch._grouped_mm on plain offsets
+    or its count check torch._assert_async): a TypeError naming the argument, at every level,
+    instead of "invalid python storage" from a launch."""
+    i = random_inputs([5, 0, 9], 32, 32, torch.float32, bias=True, device="cpu")
+    t = {"x": i["x"], "tokens_per_expert": i["counts"], "probs": i["probs"], "fc1_weight": i["w1"],
+         "fc2_weight": i["w2"], "fc1_bias": i["b1"], "fc2_bias": i["b2"]}
+    t[arg] = _distribute(mesh, t[arg])
+    with tilefuse.level(level), pytest.raises(TypeError, match=f"grouped_glu_mlp: {arg} is a DTensor, a tensor "
+                                                                 "subclass wrapping other tensors"):
+        tilefuse.grouped_glu_mlp(t.pop("x"), t.pop("tokens_per_expert"), t.pop("probs"), t.pop("fc1_weight"),
+                                 t.pop("fc2_weight"), glu_interleave=8, **t)
+
+
+@pytest.mark.parametrize("fn,arg", [("quantize_fp8_block", "x"), ("quantize_mxfp8", "x"), ("quantize_nvfp4", "x"),
+                                    ("quantize_nvfp4", "amax"), ("quantize_nvfp4", "stochastic_bits")])
+@pytest.mark.parametrize("level", [2, 0])
+def test_quantizers_refuse_dtensors_by_name(mesh, fn, arg, level):
+    """The quantizers' kernels read memory a DTensor does not own ("invalid python storage"),
+    and their reference's bit shifts are wrong on DTensors (torch 2.13: ``t >> 23`` gives t;
+    quantize_mxfp8's codes came out wrong at level 0): a TypeError naming the argument."""
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(9))
+    kwargs = {"x": x}
+    if arg == "amax":
+        kwargs["amax"] = x.abs().amax()
+    elif arg == "stochastic_bits":
+        kwargs["stochastic_bits"] = torch.zeros(4, 128, dtype=torch.int32)
+    kwargs[arg] = _distribute(mesh, kwargs[arg])
+    with tilefuse.level(level), pytest.raises(TypeError, match=f"{fn}: {arg} is a DTensor"):
+        getattr(quant, fn)(kwargs.pop("x"), **kwargs)

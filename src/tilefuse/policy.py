@@ -31,6 +31,7 @@ import threading
 import torch
 from torch.autograd import forward_ad
 from torch._subclasses.fake_tensor import is_fake
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 LEVELS = (0, 1, 2, 3)
 DEFAULT_LEVEL = 2
@@ -184,11 +185,11 @@ def differentiating() -> bool:
 
 
 def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
-    """``kernels_enabled`` for ``t``'s device, and ``t`` has memory to launch on and its
-    outputs would have some (not ``is_eager_fake``): a fake tensor, or any tensor under an
-    active FakeTensorMode, takes the ops' plain-PyTorch paths, whose torch ops give the
-    outputs' metadata."""
-    return kernels_enabled(t.device, level) and not is_eager_fake(t)
+    """``kernels_enabled`` for ``t``'s device, and ``t`` has memory of its own to launch on and
+    its outputs would have some (not ``no_kernel_memory``): a fake tensor, or any tensor under
+    an active FakeTensorMode, takes the ops' plain-PyTorch paths, whose torch ops give the
+    outputs' metadata, and so does a wrapper subclass (DTensor, ...; wraps_tensors)."""
+    return kernels_enabled(t.device, level) and not no_kernel_memory(t)
 
 
 # The active FakeTensorMode, or None: FakeTensorMode installs itself in this infra-mode slot
@@ -218,6 +219,49 @@ def is_eager_fake(t: torch.Tensor) -> bool:
     if type(t) in _PLAIN_TENSORS:
         return active_fake_mode() is not None
     return is_fake(t) or active_fake_mode() is not None
+
+
+def no_kernel_memory(t: torch.Tensor) -> bool:
+    """Whether, outside torch.compile, kernels cannot launch on ``t``: is_eager_fake, or ``t``
+    is a wrapper subclass (wraps_tensors), whose memory is that of the tensors it wraps. A
+    plain tensor or parameter costs what is_eager_fake's costs."""
+    if torch.compiler.is_compiling():
+        return False
+    if type(t) in _PLAIN_TENSORS:
+        return active_fake_mode() is not None
+    return is_fake(t) or active_fake_mode() is not None or is_traceable_wrapper_subclass(t)
+
+
+def wraps_tensors(*tensors) -> bool:
+    """Whether, outside torch.compile, any of ``tensors`` (None skipped) is a wrapper tensor
+    subclass (is_traceable_wrapper_subclass: DTensor, ...). Its storage is not its data (a
+    kernel launched on it raises "invalid python storage"), and only its own torch ops know
+    what its values mean (a DTensor's shards and placements), so the public ops run their
+    plain-PyTorch reference on it, as at level 0, where its torch ops give a result of its class
+    with ordinary autograd (dyt, so2_mixing_stack), or refuse it by name where that reference
+    cannot run on it either (refuse_wrapped: grouped_glu_mlp, the quantizers). A FakeTensor
+    wraps nothing (is_eager_fake asks about it; a DTensor of fake tensors is both). Plain
+    tensors and parameters cost a type lookup each (every eager call of grouped_glu_mlp and
+    so2_mixing_stack asks); is_compiling is asked only for another class, before Dynamo would
+    trace is_traceable_wrapper_subclass."""
+    for t in tensors:
+        if type(t) not in _PLAIN_TENSORS and t is not None:
+            if torch.compiler.is_compiling():
+                return False
+            if is_traceable_wrapper_subclass(t):
+                return True
+    return False
+
+
+def refuse_wrapped(op: str, why: str, names, tensors) -> None:
+    """TypeError naming the first of ``tensors`` (``names`` theirs) that is a wrapper subclass
+    (wraps_tensors), for an op whose plain-PyTorch reference cannot run on one either (``why``
+    says what fails there); nothing where none is. Called once wraps_tensors said yes."""
+    for name, t in zip(names, tensors):
+        if wraps_tensors(t):
+            raise TypeError(f"{op}: {name} is a {type(t).__name__}, a tensor subclass wrapping other tensors, "
+                            f"which {op} does not take ({why}); pass plain tensors (a DTensor's to_local() "
+                            f"or full_tensor())")
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)

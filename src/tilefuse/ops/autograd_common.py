@@ -15,6 +15,18 @@ def is_batched(t) -> bool:
     return _is_functorch_batched(t) or _is_legacy_batched(t)
 
 
+def batched_at_any_level(t) -> bool:
+    """Whether ``t`` is batched by a vmap at any level of torch.func's wrappers (grad's
+    wrapper around a vmap's batched tensor included)."""
+    functorch = torch._C._functorch
+    while True:
+        if is_batched(t):
+            return True
+        if not functorch.is_functorch_wrapped_tensor(t):
+            return False
+        t = functorch.get_unwrapped(t)
+
+
 def any_batched(*tensors) -> bool:
     """Whether any of ``tensors`` (None entries allowed) is batched (``is_batched``)."""
     return any(t is not None and is_batched(t) for t in tensors)

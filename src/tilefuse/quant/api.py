@@ -1,7 +1,8 @@
 """Public quantizers: argument checks, then the Triton kernels (CUDA, or the CPU interpreter
 with TRITON_INTERPRET=1, at level >= 1) or the plain-PyTorch reference; both give the same
 bits. Fake tensors (FakeTensorMode, as memory estimators use it) take the reference: they have
-no memory to launch kernels on. No host synchronization: nothing here reads a tensor's values.
+no memory to launch kernels on. Wrapper subclasses (DTensor, ...) are refused by name
+(TypeError; _check_plain). No host synchronization: nothing here reads a tensor's values.
 
 Non-finite input is propagated, not rejected (reference.py): a scaling block holding a NaN or
 +-inf gets a NaN scale and dequantizes to NaN; with nvfp4's computed amax, one non-finite
@@ -58,6 +59,18 @@ def _check_block(fn: str, block) -> tuple[int, int]:
     return block
 
 
+def _check_plain(fn: str, x, amax=None, stochastic_bits=None) -> None:
+    """TypeError naming a wrapper subclass (DTensor, ...: policy.wraps_tensors) among the
+    tensors (None skipped; each after its own checks, which name a nested tensor, also a
+    wrapper subclass, as not dense): the kernels cannot read its memory, and the reference's bit operations give wrong
+    codes on a DTensor without a word (torch 2.13: its rules return ``t >> 23`` and ``t << 23``
+    unshifted, so quantize_mxfp8's scales came out wrong at level 0)."""
+    if policy.wraps_tensors(x, amax, stochastic_bits):
+        policy.refuse_wrapped(fn, "the kernels read memory it does not own, and DTensor's rules drop the "
+                                  "reference's bit shifts", ("x", "amax", "stochastic_bits"),
+                              (x, amax, stochastic_bits))
+
+
 def _use_kernels(x: torch.Tensor) -> bool:
     """Whether the kernels run for x: kernels are enabled on its device and x has memory to
     launch on (a fake tensor takes the reference, whose torch ops give the outputs' metadata;
@@ -98,6 +111,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block=(1, 128), pow2_scales: bool = F
     fn = "quantize_fp8_block"
     block = _check_block(fn, block)
     _check_x(fn, x, block[1])
+    _check_plain(fn, x)
     _check_bool(fn, "pow2_scales", pow2_scales)
     x = x.detach()
     if _use_kernels(x):
@@ -130,6 +144,7 @@ def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
     """
     fn = "quantize_mxfp8"
     _check_x(fn, x, MXFP8_BLOCK)
+    _check_plain(fn, x)
     _check_bool(fn, "swizzle", swizzle)
     x = x.detach()
     if _use_kernels(x):
@@ -181,6 +196,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
     """
     fn = "quantize_nvfp4"
     _check_x(fn, x, NVFP4_BLOCK)
+    _check_plain(fn, x)
     for name, v in (("block_2d", block_2d), ("rht", rht), ("swizzle", swizzle)):
         _check_bool(fn, name, v)
     if amax is not None:
@@ -191,6 +207,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
             raise ValueError(f"{fn}: amax must have exactly one element, got shape {tuple(amax.shape)}")
         if amax.device != x.device:
             raise ValueError(f"{fn}: amax is on {amax.device} but x is on {x.device}")
+        _check_plain(fn, None, amax)
         amax = amax.detach().to(torch.float32).reshape(()).abs()   # a new tensor: the caller's is untouched
     if stochastic_bits is not None:
         check_tensor(fn, "stochastic_bits", stochastic_bits, "a torch.Tensor or None")
@@ -201,6 +218,7 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
                              f"got {tuple(stochastic_bits.shape)}")
         if stochastic_bits.device != x.device:
             raise ValueError(f"{fn}: stochastic_bits is on {stochastic_bits.device} but x is on {x.device}")
+        _check_plain(fn, None, None, stochastic_bits)
     x = x.detach()
     if _use_kernels(x):
         data, scales, amax = launch.nvfp4(x, amax, block_2d, rht, stochastic_bits, swizzle)

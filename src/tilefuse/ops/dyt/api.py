@@ -37,7 +37,10 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
 
     Paths: level 0 runs the float32 reference with ordinary autograd; a float64 tensor among
     the arguments runs the float64 reference at every level (the kernels take 16/32-bit
-    floats), so ``torch.autograd.gradcheck`` and ``.double()`` models work. Otherwise the
+    floats), so ``torch.autograd.gradcheck`` and ``.double()`` models work. A wrapper tensor
+    subclass among them (a DTensor, say: tensor parallelism's sequence-parallel norms) runs the
+    reference at every level too, eagerly, as level 0 does: its torch ops give a result of its
+    class (the kernels read memory, which such a wrapper does not own). Otherwise the
     kernels (or, where they cannot run, the reference formulas) run inside an
     ``autograd.Function`` with ``setup_context``, so ``torch.func.grad`` / ``vjp`` / ``vmap``
     (and compositions such as ``jacrev``) work; under ``vmap`` the reference formulas run
@@ -73,6 +76,11 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
             with torch.cuda.device(x.device):
                 return dyt(x, alpha, weight, bias, channels_last=channels_last)
         f64, level = plan.f64, plan.level
+        if plan.wrapped:
+            # a wrapper subclass (DTensor, ...: policy.wraps_tensors) among the arguments: its
+            # own torch ops run the reference, whose result is of its class (plan.Plan.wrapped)
+            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
+                                           compute_dtype=plans.compute_dtype(f64))
     if f64 or level == 0:
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
                                        compute_dtype=torch.float64 if f64 else torch.float32)

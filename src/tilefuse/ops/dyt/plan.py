@@ -8,7 +8,8 @@ holds everything decided from those:
 
 - the outcome of validate (it reads only metadata): building a plan runs it, so a cached
   plan is a passed check;
-- the route: the float64 reference, the level-0 reference (api.dyt), the kernels, or the
+- the route: the float64 reference, the level-0 reference (api.dyt; also for wrapper
+  subclasses such as DTensor, policy.wraps_tensors), the kernels, or the
   reference formulas where kernels cannot run (policy.kernels_enabled; op.forward_impl), have
   no memory to read or write (fake tensors, an active FakeTensorMode) or cannot address the
   matrix (an extent within a tile of 2**31: launch.addressable);
@@ -183,7 +184,7 @@ class Plan:
     that run them."""
 
     __slots__ = ("f64", "level", "generation", "aux", "fake_mode", "foreign", "channels_last", "kernels",
-                 "fake_params", "compute_dtype", "empty",
+                 "wrapped", "fake_params", "compute_dtype", "empty",
                  "layout",
                  "has_bias", "config", "device", "x_itemsize", "x_copy", "w_copy", "b_copy", "saved",
                  "_fwd", "_bwd")
@@ -206,8 +207,13 @@ class Plan:
         # metadata. The key holds each tensor's class and whether a FakeTensorMode is active,
         # so a plan built for either is never found for real tensors outside the mode, nor the
         # other way round.
-        self.kernels = (not f64 and level != 0 and not fake_mode and policy.kernels_run_on(x, level)
-                        and not any(policy.is_eager_fake(p) for p in (alpha, weight, bias) if p is not None)
+        # A wrapper subclass among them (DTensor, ...: policy.wraps_tensors) owns no memory of its
+        # own either, and its outputs must be of its class, which the outputs allocated here are
+        # not: api.dyt runs the reference wholesale on it (wrapped), as at level 0.
+        self.wrapped = policy.wraps_tensors(x, alpha, weight, bias)
+        self.kernels = (not f64 and level != 0 and not fake_mode and not self.wrapped
+                        and policy.kernels_run_on(x, level)
+                        and not any(policy.no_kernel_memory(p) for p in (alpha, weight, bias) if p is not None)
                         and launch.addressable(lay))
         # FakeTensor parameters with a real x outside a FakeTensorMode (a module built under
         # the mode, called with a real x): the reference formulas' results are fake, and so

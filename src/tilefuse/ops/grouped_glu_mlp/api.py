@@ -7,7 +7,8 @@ import dataclasses
 import torch
 
 from ...device import on_tensor_device
-from ...policy import differentiating, is_eager_fake
+from ...policy import differentiating, is_eager_fake, refuse_wrapped, wraps_tensors
+from ..autograd_common import batched_at_any_level
 from . import plan as plans
 from .configs import GemmConfig
 from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
@@ -146,6 +147,10 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     second backward brings to theirs (an expanded one from ``g.sum().backward()``, which
     ``torch._grouped_mm``'s own backward refuses: reference._LaidOutGradient).
 
+    Wrapper tensor subclasses (DTensor, ...) are refused by name (TypeError): the kernels
+    cannot read them, nor do DTensor's rules cover the plain-PyTorch paths' ops; pass plain
+    tensors (``ExpertParallelGLUMLP`` distributes experts over ranks).
+
     Layouts: every tensor argument may have any strides (views: transposed, sliced, expanded);
     each path copies only what it cannot read as laid out, and results do not depend on the
     layout. y and the gradients are returned contiguous. Meta tensors give meta results (and
@@ -172,12 +177,31 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         if recipe is not None:
             raise NotImplementedError(f"grouped_glu_mlp: recipe {recipe!r} under torch.func transforms or "
                                       f"forward-mode AD (only recipe=None runs there)")
+        if not torch.compiler.is_compiling() and batched_at_any_level(tokens_per_expert):
+            # the per-expert loop slices rows at counts read on the host; a vmapped count
+            # tensor has one set of counts per batch entry and no host values to read
+            raise NotImplementedError("grouped_glu_mlp: tokens_per_expert batched by torch.vmap (one routing "
+                                      "per batch entry) is not supported; vmap over x and probs, or call once "
+                                      "per routing")
         if torch.compiler.is_compiling():
             return _traced_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation, glu_interleave,
                                      fc1_bias, fc2_bias)
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     fake = is_eager_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
+    if not fake and wraps_tensors(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias):
+        # A wrapper subclass (DTensor, ...: policy.wraps_tensors) owns no memory the kernels can
+        # read, and level 0's paths do not run on DTensors either (torch 2.13): its
+        # torch._grouped_mm rule takes bfloat16 only and no plain tensor (the offsets from plain
+        # counts), torch._assert_async (the counts' check) has no rule, and a recipe's
+        # reference reads the counts with .tolist(), which DTensor refuses. validate's errors
+        # first (a nested tensor, also a wrapper subclass, is named there as not dense).
+        validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                 glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+        refuse_wrapped("grouped_glu_mlp", "the kernels read memory it does not own, and DTensor has no rules "
+                                          "for the reference's grouped GEMMs and count checks",
+                       ("x", "tokens_per_expert", "probs", "fc1_weight", "fc2_weight", "fc1_bias", "fc2_bias"),
+                       (x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias))
     if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
         # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,

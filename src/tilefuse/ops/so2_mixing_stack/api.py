@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...device import on_tensor_device
-from ...policy import differentiating
+from ...policy import differentiating, wraps_tensors
 from ...utils import gemms_in_dtype
 from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
@@ -74,7 +74,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     ``so2_stack_bwd``, which decide when they run, each at the level in force on its thread (on
     CUDA the backward's is autograd's device thread, which sees ``set_level`` and
     ``TILEFUSE_LEVEL`` but not a ``tilefuse.level`` block; an eager call's backward follows the
-    choice its forward made).
+    choice its forward made). An eager call with a wrapper tensor subclass among its tensors (a
+    DTensor, say) runs the reference at every level, whose torch ops give a result of its class
+    with ordinary autograd (the kernels read memory, which such a wrapper does not own).
     ``tilefuse.tune(model, inputs)`` sees this op's keys whether or not the stack's weights
     require grad; a fused winner serves only the backward of weights that do not (force
     evaluation).
@@ -89,11 +91,14 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     differentiated = differentiating()
     compiling = torch.compiler.is_compiling()
-    if differentiated or (u0.dtype == torch.float64 and not compiling):
+    if differentiated or (u0.dtype == torch.float64 and not compiling) \
+            or wraps_tensors(u0, alpha, w0_all, w1_all, gw_all):
         # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD, which neither the
         # kernels' autograd.Function nor the custom op implements (through the op a jvp's
-        # tangent would be zeros), or float64 eagerly (gradcheck: autograd's formulas of the
-        # reference): the reference's torch ops, which they differentiate, contiguous as the
+        # tangent would be zeros), float64 eagerly (gradcheck: autograd's formulas of the
+        # reference), or a wrapper subclass (DTensor, ...: policy.wraps_tensors, eagerly), whose
+        # memory the kernels cannot read and whose own torch ops give a result of its class:
+        # the reference's torch ops, which they differentiate, contiguous as the
         # kernels' output is (the reference's is a transposed view); exact, as the kernels are,
         # whatever matmul precision or autocast region the caller set around the call, except
         # under torch.compile, where only autocast is turned off (utils.gemms_in_dtype)
