@@ -193,6 +193,47 @@ def test_a_norm_without_weight_takes_its_ancestors_device_and_dtype():
     assert lone.weight.dtype == torch.float32 and lone.weight.device.type == "cpu"   # no ancestor tensor
 
 
+class _AdaLayerNorm(nn.Module):
+    """A diffusers-style adaLN block: a weightless LayerNorm beside the Linear that modulates
+    it; the block itself holds no tensor."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.linear, self.norm = nn.Linear(d, 2 * d), nn.LayerNorm(d, elementwise_affine=False)
+
+    def forward(self, x, c):
+        shift, scale = self.linear(c).chunk(2, -1)
+        return self.norm(x) * (1 + scale) + shift
+
+
+def test_a_norm_without_weight_takes_its_siblings_device_and_dtype():
+    """Where no ancestor holds a tensor itself (the root and the block hold only submodules),
+    the weightless norm's DyT lives where the module around it does: on the device and in the
+    dtype of a tensor in its parent's subtree (the sibling Linear's), nearer than an
+    ancestor's farther subtree; a model on "meta" (standing in for "cuda") then runs forward.
+    (It was put on torch's default device: "alpha is on cpu but x is on meta".)"""
+    class Model(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d).to(torch.float16)      # first in the root's subtree
+            self.blocks = nn.ModuleList([_AdaLayerNorm(d).to(torch.bfloat16)])
+
+        def forward(self, x, c):
+            return self.proj(self.blocks[0](x, c).to(torch.float16))
+
+    model = Model(8).to("meta")
+    convert_layernorm_to_dyt(model)
+    dyt = model.blocks[0].norm
+    assert isinstance(dyt, DyT) and dyt.weight.device.type == "meta" and dyt.weight.dtype == torch.bfloat16
+    x = torch.randn(2, 8, device="meta", dtype=torch.bfloat16)
+    assert model(x, x).device.type == "meta"
+    # a block whose own subtree holds no floating tensor takes the nearest ancestor's subtree's
+    empty = nn.Sequential(nn.LayerNorm(8, elementwise_affine=False))
+    root = nn.Sequential(nn.Embedding(4, 8).to(torch.float16), empty).to("meta")
+    convert_layernorm_to_dyt(root)
+    assert empty[0].weight.device.type == "meta" and empty[0].weight.dtype == torch.float16
+
+
 class _ConvNeXtLayerNorm(nn.Module):
     """The ConvNeXt reference LayerNorm (channels_last or channels_first data_format)."""
 

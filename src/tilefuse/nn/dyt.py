@@ -207,16 +207,19 @@ def _norm_width(module: nn.Module, name: str) -> int:
     return shape[0]
 
 
-def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, near: torch.Tensor | None) -> DyT:
+def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, ancestors: tuple) -> DyT:
     """The norm's DyT, on the device and in the dtype of the norm's weight, or where it has
-    none (``elementwise_affine=False``) of ``near``, the nearest floating tensor its
-    ancestors hold (``_floating_tensor``), else torch's defaults."""
+    none (``elementwise_affine=False``) of the nearest floating tensor around it: of its parent
+    (``_floating_tensor``: the parent's own, then its submodules', the norm's siblings), else
+    of the ancestors above in turn (``ancestors``, nearest first), else torch's defaults."""
     width = _norm_width(module, name)
     if callable(alpha_init):
         alpha_init = alpha_init(name)
         _check_alpha_init(f"convert_layernorm_to_dyt: alpha_init({name!r})", alpha_init)
     ref = getattr(module, "weight", None)
-    ref = ref if isinstance(ref, torch.Tensor) else near
+    if not isinstance(ref, torch.Tensor):
+        # looked for only here, for a norm without a weight: a subtree's walk is not free
+        ref = next((t for t in map(_floating_tensor, ancestors) if t is not None), None)
     factory = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
     if ref is not None and ref.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
@@ -246,8 +249,9 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
     ``DyT(C)``; recognised channels-first variants (``LayerNorm2d``,
     ``data_format="channels_first"``) become ``DyT(C, channels_last=False)``. DyT gets a bias
     when the LayerNorm had one, and the norm's device and dtype (a norm without a weight: those
-    of the nearest floating parameter or buffer its ancestors hold directly, else torch's
-    defaults). The norm's own weights are not copied (DyT starts from its own
+    of a floating parameter or buffer of its parent, the parent's own or else one of its
+    submodules' such as a sibling Linear's, else likewise of each ancestor above in turn, else
+    torch's defaults). The norm's own weights are not copied (DyT starts from its own
     initialisation). Returns ``module`` (or the new DyT when ``module`` itself is a norm).
 
     Left as they are, and named in a ``UserWarning``: recognised norms with more computation
@@ -287,7 +291,7 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
     if not isinstance(rmsnorm, bool):
         raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type(rmsnorm).__name__}")
     replaced, left, skipped, visited, assignments = {}, {}, {}, {}, []
-    new_root = _plan(module, alpha_init, rmsnorm, "", None, replaced, visited, left, skipped, assignments)
+    new_root = _plan(module, alpha_init, rmsnorm, "", (), replaced, visited, left, skipped, assignments)
     # Every DyT is made (and every check passed): only now is the model changed.
     for parent, child_name, new in assignments:
         setattr(parent, child_name, new)
@@ -333,23 +337,28 @@ def _keep_off_native_fast_path(module: nn.Module) -> None:
 
 
 def _floating_tensor(module: nn.Module) -> torch.Tensor | None:
-    """A floating parameter or buffer ``module`` holds itself (not its children's), or None."""
-    for t in (*module._parameters.values(), *module._buffers.values()):
-        if isinstance(t, torch.Tensor) and t.is_floating_point():
-            return t
+    """A floating parameter or buffer of ``module``: one it holds itself (parameters, then
+    buffers), else one of its submodules' (parameters, then buffers), or None. A block whose
+    tensors all sit in submodules (an adaLN block: a Linear beside a weightless LayerNorm,
+    moved with ``.cuda()``) lives where they do."""
+    for tensors in ((*module._parameters.values(), *module._buffers.values()), module.parameters(),
+                    module.buffers()):
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                return t
     return None
 
 
-def _plan(module: nn.Module, alpha_init, rmsnorm: bool, name: str, near, replaced: dict, visited: dict,
+def _plan(module: nn.Module, alpha_init, rmsnorm: bool, name: str, ancestors: tuple, replaced: dict, visited: dict,
           left: dict, skipped: dict, assignments: list) -> nn.Module:
     """What ``module`` becomes, changing nothing: its DyT when it is a norm to convert (one per
     norm object, from ``replaced``), else ``module``, with the replacements of its children
     appended to ``assignments`` as (parent, name, new) (each module walked once:
     ``visited``; RMSNorm-style modules not converted go to ``left``, recognised norms left by
-    ``_unconvertible`` to ``skipped``). ``near``: the nearest floating tensor of the
-    ancestors, for a norm without a weight. The children are walked through ``_modules``, not
-    ``named_children()``, which yields a module registered under several names only once and
-    so would leave its other registrations unconverted."""
+    ``_unconvertible`` to ``skipped``). ``ancestors``: ``module``'s, nearest first, where a
+    norm without a weight finds its device and dtype (``_make_dyt``). The children are walked
+    through ``_modules``, not ``named_children()``, which yields a module registered under
+    several names only once and so would leave its other registrations unconverted."""
     # Keyed by id (a module class may define __eq__/__hash__); the values keep the modules
     # alive, so an id is never reused during the walk.
     kind = _norm_kind(module)
@@ -362,16 +371,16 @@ def _plan(module: nn.Module, alpha_init, rmsnorm: bool, name: str, near, replace
             skipped[name] = (module, why)
             return module
         if id(module) not in replaced:
-            replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name, near))
+            replaced[id(module)] = (module, _make_dyt(module, kind, alpha_init, name, ancestors))
         return replaced[id(module)][1]
     if id(module) in visited:
         return module
     visited[id(module)] = module
-    near = _floating_tensor(module) if _floating_tensor(module) is not None else near
+    ancestors = (module, *ancestors)
     for child_name, child in list(module._modules.items()):
         if child is None:
             continue
-        new = _plan(child, alpha_init, rmsnorm, f"{name}.{child_name}" if name else child_name, near, replaced,
+        new = _plan(child, alpha_init, rmsnorm, f"{name}.{child_name}" if name else child_name, ancestors, replaced,
                     visited, left, skipped, assignments)
         if new is not child:
             assignments.append((module, child_name, new))
