@@ -102,6 +102,38 @@ def test_a_plan_is_found_only_under_its_metadata_level_and_table(device, fresh_p
     assert not launched["grouped_mlp_compose"] and not launched["grouped_mlp_fwd"]
 
 
+@pytest.mark.parametrize("op", ["grouped_glu_mlp", "dyt"])
+def test_a_plan_another_thread_built_inside_a_collecting_block_still_records_the_key(device, fresh_plans, op):
+    """tune(model)'s collecting() block records the keys of its thread's calls even where
+    another thread built the call's plan after the block opened (a cached plan makes no
+    lookup: while a block is open plans are not reused, table.collecting_any)."""
+    import threading
+    from tilefuse.ops.dyt import plan as dyt_plans
+    from tilefuse.tuning import table
+    if op == "dyt":
+        x = torch.randn(8, 64, device=device)
+        args = (x, torch.full((), 0.5, device=device), torch.ones(64, device=device), torch.zeros(64, device=device))
+        call = tilefuse.dyt
+    else:
+        i = _inputs(device)
+        args = (i["x"], i["counts"], i["probs"], i["w1"], i["w2"])
+        call = grouped_glu_mlp
+    dyt_plans.clear()
+    with tilefuse.policy.level(2):
+        with table.collecting() as alone:
+            call(*args)
+        def other_call():   # no collecting block of its own
+            with tilefuse.policy.level(2):
+                call(*args)
+        other = threading.Thread(target=other_call)
+        with table.collecting() as seen:
+            other.start()
+            other.join()
+            call(*args)
+    dyt_plans.clear()
+    assert alone and list(seen) == list(alone)
+
+
 def test_a_stale_plan_never_runs_a_changed_level(device, fresh_plans):
     """The same arguments under level 0 after a planned call at the default level: the plan of
     level 1 is not used (no kernel runs), and back at the default level it is found again."""

@@ -184,6 +184,13 @@ def collecting() -> Iterator[dict]:
             _collectors.remove(token)
 
 
+def collecting_any() -> bool:
+    """Whether a ``collecting()`` block is open in any thread: caches of lookups (the ops'
+    call plans) are then not reused, so every call makes its lookups and the calling thread's
+    blocks record them (a plan another thread built inside the block would hide them)."""
+    return bool(_collectors.open)
+
+
 # --- inspection ------------------------------------------------------------------------
 
 def get_entry(family: str, key_or_problem):

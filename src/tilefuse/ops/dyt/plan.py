@@ -164,7 +164,7 @@ def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
         plan = _plans.get(key)
     except Exception:   # noqa: BLE001  not describable by a key: the checks below name what is wrong
         key = plan = None
-    if plan is not None:
+    if plan is not None and not _collectors.open:   # table.collecting_any, inlined (hot path)
         return plan
     f64 = validate(x, alpha, weight, bias, channels_last)
     if key is None:     # valid arguments the key cannot hold (or a bad TILEFUSE_LEVEL: raised here)
@@ -175,6 +175,9 @@ def lookup(x, alpha, weight, bias, channels_last, config=None) -> "Plan":
     return plan
 
 
+# tuning.table's open collecting() blocks: while any is open a cached plan is not reused
+# (table.collecting_any), so the calling thread's block records the call's lookups.
+_collectors = table._collectors
 cache_size = _plans.__len__   # plans held
 clear = _plans.clear          # drop every plan (tests; nothing needs it for correctness)
 

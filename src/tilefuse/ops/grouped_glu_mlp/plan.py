@@ -107,7 +107,7 @@ def lookup(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe)
         plan = _plans.get(key)
     except Exception:   # noqa: BLE001  not describable by a key (unhashable arguments, ...): checked below
         key = plan = level = None
-    if plan is not None:
+    if plan is not None and not table.collecting_any():
         return plan
     plan = _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe, level)
     # A plan built on an x, w1 or w2 off 16 bytes has no forward (lay_out copies such a tensor):
