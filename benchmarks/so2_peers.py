@@ -62,7 +62,10 @@ alpha > 0 used here) and transposes the weights on every call
 caller does not use, autograd materializes a zero cotangent for it (a memset of z_all) on
 every backward. Both are part of its cost as its model calls it, so both are timed.
 
-Checks before any timing, per shape (a peer that fails is reported and not timed):
+Checks before any timing, per shape (a peer that fails is reported and not timed), each peer's
+calls with fresh allocations NaN-poisoned (``tilefuse.tuning.sweep.poisoned_allocations``, as
+``tilefuse check``: with the caching allocator a peer gets the blocks an earlier peer freed, so
+an output row it never wrote could otherwise hold that peer's correct values):
 1. float64: at E_c edges (``--check-edges``, default 65536, rounded to E's residue mod 16
    so Triton's integer specialization is the same as at E: its kernels compile once) and
    the same (lmax, Cf), fresh inputs, each peer's x, grad u0 and grad alpha against the
@@ -88,10 +91,13 @@ Inputs are fresh random tensors per shape, freed (with every peer's state) betwe
 What it prints: the versions and GPU; per shape the table's pick, the check table (errors,
 route launches, first-call seconds: compile / Triton JIT) and the timing table; at the end
 one table: shape, peer, median ms, spread, "x DeePMD fp32" (= DeePMD-kit fp32 ms / peer ms,
-> 1: faster than DeePMD-kit fp32) and "x compile" (= torch.compile ms / peer ms).
+> 1: faster than DeePMD-kit fp32; the fastest DeePMD-kit fp32 peer by median) and "x compile"
+(= torch.compile ms / peer ms), each the median over rounds of the ratio within a round
+(``timing.ratio``; every peer of a shape is timed in one interleaved call).
 ``--profile``: a torch.profiler per-kernel table (CUDA time and calls per fwd+bwd, top
 kernels) for tilefuse and DeePMD-kit at one shape (``--profile-shape``, default the first).
-``--json PATH``: everything above as JSON (rewritten after every shape).
+``--json PATH``: everything above as JSON (rewritten after every shape; each timed peer's
+row with its per-round ``samples_ms``).
 
 Run on the H200 (torch 2.11, triton 3.6, Python 3.12, no network), from the repository
 root. .whl/ (DeePMD-kit 3.2.0 and its pure-Python dependencies, ~12 MB) is git-ignored:
@@ -107,12 +113,13 @@ Exit status: 0; 1 when a shape aborted (its table row says why; the other shapes
 on a usage error, or without a GPU unless ``--tiny``.
 
 How long (estimates for the H200, not measured): imports ~10 s; per shape, cold caches,
-~2-4 minutes: torch.compile of the forward + backward twice (E_c and E: static shapes),
-~30-60 s each; Triton JIT of tilefuse's kernels (~10-30 s, per backward route) and of
-DeePMD-kit's (fp32 ~10-20 s, fp16x3 ~10-30 s; deeper unrolling at lmax 6 costs more); the
-float64 check, the full-E checks and ~10 rounds of timing ~20-40 s (each fwd+bwd is tens of
-ms: about 3 calls per peer per round). The Triton and Inductor
-caches make a second run on the same machine faster. All three shapes cold: ~6-12 minutes:
+~2.5-5 minutes: torch.compile of the forward + backward twice (E_c and E: static shapes),
+~30-60 s each, and once more at E for the timing (Dynamo guards on the deterministic mode
+that the checks' poisoning turns on); Triton JIT of tilefuse's kernels (~10-30 s, per
+backward route) and of DeePMD-kit's (fp32 ~10-20 s, fp16x3 ~10-30 s; deeper unrolling at
+lmax 6 costs more); the float64 check, the full-E checks and ~10 rounds of timing ~20-40 s
+(each fwd+bwd is tens of ms: about 3 calls per peer per round). The Triton and Inductor
+caches make a second run on the same machine faster. All three shapes cold: ~7-15 minutes:
 under a 10-minute command limit run one shape per command (``--shapes 647000:3:32`` etc.,
 ``--json`` to a file per shape). ``--deepmd-tiles sweep`` adds DeePMD's own sweeps the first
 time per key: the pointwise group (72 launches of 3 kernels, each compiled) a few minutes;
@@ -170,6 +177,7 @@ from tilefuse.ops.so2_mixing_stack import op as tf_op
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
 from tilefuse.ops.so2_mixing_stack.tune import So2Problem
 from tilefuse.tuning import timing
+from tilefuse.tuning.sweep import poisoned_allocations
 
 F = 2
 NL = 3
@@ -731,7 +739,9 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         row = rows[p.name]
         t0 = time.time()
         try:
-            with launches.counting() as launched:
+            # Fresh allocations NaN-filled: with the caching allocator a peer run after another
+            # gets its freed blocks back, so a row it never wrote could hold the other's answer.
+            with poisoned_allocations(), launches.counting() as launched:
                 out = make_step(p, inp)()
                 sync(device)
         except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not dropped
@@ -776,8 +786,9 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
         step = make_step(p, inp)
         t0 = time.time()
         try:
-            out = step()
-            sync(device)
+            with poisoned_allocations():   # as in check 1
+                out = step()
+                sync(device)
         except Exception as exc:  # noqa: BLE001
             row.update(status="failed", error=error_text(exc))
             free(device)
@@ -819,7 +830,7 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
             f"{r.get('first_call_s', float('nan')):6.1f}  {extra}")
 
     # 3. Timing.
-    medians = {}
+    medians, timings = {}, {}
     if steps:
         say(f"  timing {len(steps)} peers: {args.rounds} rounds, rotating order, "
             + ("2 s blocks (0.5 s untimed, then 1.5 s timed: --sustained)" if args.sustained
@@ -834,17 +845,20 @@ def run_shape(args, shape, device, dp, dp_err, tiles, profile_here: bool) -> dic
             if isinstance(t, Exception):
                 row.update(status="failed", error="timing: " + error_text(t))
                 continue
-            row.update(status="ok", ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms, spread=t.spread, rounds=t.rounds)
-            medians[name] = t.median_ms
+            row.update(status="ok", ms=t.median_ms, min_ms=t.min_ms, max_ms=t.max_ms, spread=t.spread, rounds=t.rounds,
+                       samples_ms=list(t.samples_ms))
+            medians[name], timings[name] = t.median_ms, t
+    # The speedups over the fastest DeePMD-kit fp32 peer (by median) and over torch.compile, all
+    # of one interleaved call: the median of the per-round ratios (timing.ratio), so that drift
+    # between rounds cancels within each ratio.
     dp_fp32 = sorted((rows[p.name]["ms"], p.name) for p in peers
                      if p.kind == "deepmd" and rows[p.name].get("status") == "ok")
-    comp = [rows[p.name]["ms"] for p in peers if p.kind == "compile" and rows[p.name].get("status") == "ok"]
-    base_dp, base_comp = (dp_fp32[0][0] if dp_fp32 else None), (comp[0] if comp else None)
+    comp = [p.name for p in peers if p.kind == "compile" and rows[p.name].get("status") == "ok"]
+    base_dp, base_comp = (timings[dp_fp32[0][1]] if dp_fp32 else None), (timings[comp[0]] if comp else None)
     facts["x_deepmd_fp32_base"] = dp_fp32[0][1] if dp_fp32 else None
-    for r in rows.values():
-        if r.get("status") == "ok":
-            r["x_deepmd_fp32"] = base_dp / r["ms"] if base_dp else None
-            r["x_compile"] = base_comp / r["ms"] if base_comp else None
+    for name, t in timings.items():
+        rows[name]["x_deepmd_fp32"] = timing.ratio(base_dp, t) if base_dp else None
+        rows[name]["x_compile"] = timing.ratio(base_comp, t) if base_comp else None
 
     result = {"edges": n_edges, "lmax": lmax, "focus_dim": cf, "check_edges": e_c, "facts": facts,
               "peers": list(rows.values())}
@@ -1030,7 +1044,8 @@ def main(argv=None) -> int:
     what = 'training' if args.training else 'force'
     say(f"\n== so2_mixing_stack forward + {what} backward, fp32, F 2, NL 3 ({info.get('gpu', device)}); "
         f"x DeePMD fp32 = fastest DeePMD-kit fp32 ms / peer ms, x compile = torch.compile ms / peer ms "
-        f"(> 1: faster); {args.rounds} interleaved rounds{' of 2 s blocks' if args.sustained else ''}, median; "
+        f"(> 1: faster; median of the per-round ratios); {args.rounds} interleaved rounds"
+        f"{' of 2 s blocks' if args.sustained else ''}, median; "
         f"{time.time() - t_all:.0f} s in all ==")
     for line in final_table(doc["results"]):
         say(line)
