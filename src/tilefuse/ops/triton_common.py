@@ -118,6 +118,57 @@ def jit_launch_count() -> int:
     return _jit_launches
 
 
+# Compiled kernels shared by every CompiledLauncher: CompiledLauncher._shared_key -> (the kernel's
+# @triton.jit function, which the key names by id and the value keeps alive so that the id is not
+# reused, and _compiled_entry's tuple). Plain dict operations, each atomic under the GIL: a lookup
+# takes the value it finds or None, and any value stored under a key is right for that key, so two
+# threads storing the same key, or one clearing the dict while another looks up, launch nothing
+# wrong (at worst one more JIT launch).
+_shared_entries: dict = {}
+_SHARED_LIMIT = 4096     # cleared when full: a launcher keeps the kernels it already holds
+
+
+def _shared_get(key):
+    try:
+        return _shared_entries.get(key)
+    except Exception:   # noqa: BLE001  a value whose comparison raises: nothing shared
+        return None
+
+
+def _share(key, fn, entry):
+    if len(_shared_entries) >= _SHARED_LIMIT:
+        _shared_entries.clear()
+    with contextlib.suppress(Exception):   # as in _shared_get
+        _shared_entries[key] = (fn, entry)
+
+
+def _scalar_class(v):
+    """The class of one fixed scalar argument that selects a compiled kernel, or finer: an
+    integer on ``== 1`` (a constexpr 1 in Triton), divisibility by 16 and the type Triton passes
+    it as (i32 in [-2**31, 2**31), i64 in [-2**63, 2**63), u64 in [2**63, 2**64); triton/runtime/
+    jit.py, specialize_impl in 3.6, native_specialize_impl (C++) in 3.8, with BaseBackend.
+    get_int_specialization); a float by its type (always fp32, never specialized on its value),
+    a bool by its value (u1 in Triton, by type would do), None as itself (a constexpr).
+    Parameters marked do_not_specialize get the same classes: finer than Triton's, never coarser.
+    TypeError for any other kind (or an integer Triton cannot pass): its launchers share nothing."""
+    cls = v.__class__
+    if cls is int:
+        if -0x80000000 <= v <= 0x7FFFFFFF:
+            width = "i32"
+        elif -(1 << 63) <= v < 1 << 63:
+            width = "i64"
+        elif 0 <= v < 1 << 64:
+            width = "u64"
+        else:
+            raise TypeError(f"an integer scalar out of 64 bits: {v}")
+        return (int, v == 1, v % 16 == 0, width)
+    if cls is float:
+        return (float,)
+    if cls is bool or v is None:
+        return (cls, v)
+    raise TypeError(f"no sharing rule for a {cls.__name__} scalar")
+
+
 class CompiledLauncher:
     """One @triton.jit kernel with everything but its tensor arguments fixed: the grid, the
     trailing scalar arguments, the constexprs and the launch options (num_warps, ...).
@@ -127,6 +178,23 @@ class CompiledLauncher:
     cache key: tens of microseconds a launch on the H200 host) runs only on the first launch
     for each (current device, pointer alignment); it compiles the kernel and returns it, and
     later launches with the same device and alignment hand it to ``_launch_compiled``.
+
+    Launchers share the kernels they hold, so that a new launcher of a kernel another one has
+    launched launches directly from its first call: call plans build launchers per shape, with
+    the token count among the scalars and the grid (grouped_glu_mlp's plans, one per token
+    count, which changes every step under dropless routing), and each would otherwise take the
+    JIT's path on its first launch. A launcher without a kernel for a launch's device and
+    alignment looks it up in a process-wide cache (``_shared_entries``, cleared at
+    ``_SHARED_LIMIT`` keys) by everything the compiled kernel depends on (``_shared_key``):
+    the kernel, its constexprs and launch options, each scalar's specialization class (an
+    integer's ``== 1``, divisibility by 16 and width: ``_scalar_class``), each tensor's dtype
+    and device, the current device and the pointers' alignment; a kernel the JIT compiles is
+    stored there too. The grid and the scalars' values are not in it: they are passed at every
+    launch, as the JIT passes them. The tensors' devices are, so a tensor on a device no JIT
+    launch of that key has accepted still reaches the JIT (which reports it). A launcher with
+    a scalar, constexpr or option of a kind without a rule, or an unhashable one, shares
+    nothing. Only direct launches use the cache: under ``DIRECT_LAUNCH`` False and after a
+    failed direct launch the JIT runs as before.
 
     Triton specializes a kernel on its arguments: pointers on their dtype and on 16-byte
     alignment, integers on ``== 1``, on divisibility by 16 and on their width (triton/runtime/
@@ -144,7 +212,8 @@ class CompiledLauncher:
     checks on every launch but a compiled kernel does not need: its pre-run hooks (none on
     tilefuse's kernels) and whether globals the kernel read have changed since it compiled.
     Compilation settings read at compile time (TRITON_DEBUG, Triton's instrumentation mode)
-    apply to launchers from their first launch on: set them before the first call.
+    apply to kernels compiled after they are set, and launchers share kernels: set them
+    before the first launch of any launcher.
     """
 
     __slots__ = ("fn", "grid", "grid3", "scalars", "kwargs", "tail", "direct", "_entries")
@@ -176,18 +245,57 @@ class CompiledLauncher:
                     return _launch_compiled(entry, self.grid, self.grid3, current_cuda_stream(device), ptrs,
                                             tensors, self.tail)
                 except Exception as exc:   # noqa: BLE001  the JIT below reports a real error again
-                    self.direct = False
-                    import warnings
-                    warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its "
-                                  f"launches go through Triton's JIT from now on", RuntimeWarning, stacklevel=2)
-            compiled = self._jit(tensors)
-            if entry is None:
-                entry = _compiled_entry(compiled)
-                if entry is not None:
-                    self._entries[(device, align)] = entry
-            return None
+                    self._direct_failed(entry, exc)
+                self._jit(tensors)
+                return None
+            return self._first(tensors, ptrs, align, device)
         self._jit(tensors)
         return None
+
+    def _first(self, tensors, ptrs, align, device):
+        """This launcher's first direct launch on (``device``, ``align``): the kernel another
+        launcher holds for the same shared key (``_shared_key``) launches directly; else the
+        JIT compiles it and it is held here and shared."""
+        key = self._shared_key(device, align, tensors)
+        held = _shared_get(key) if key is not None else None
+        if held is not None:
+            entry = held[1]
+            self._entries[(device, align)] = entry
+            try:
+                return _launch_compiled(entry, self.grid, self.grid3, current_cuda_stream(device), ptrs, tensors,
+                                        self.tail)
+            except Exception as exc:   # noqa: BLE001  the JIT below reports a real error again
+                self._direct_failed(entry, exc, stacklevel=4)
+            self._jit(tensors)
+            return None
+        entry = _compiled_entry(self._jit(tensors))
+        if entry is not None:
+            self._entries[(device, align)] = entry
+            if key is not None:
+                _share(key, self.fn, entry)
+        return None
+
+    def _shared_key(self, device, align, tensors):
+        """What the compiled kernel of a launch depends on, for ``_shared_entries``: the kernel,
+        the constexprs and launch options (each value with its class and text: Triton keys a
+        constexpr by its text, so ``True`` and ``1``, or ``0.0`` and ``-0.0``, which compare
+        equal, compile apart), each scalar's specialization class (``_scalar_class``), each
+        tensor's dtype and device, the current device and the pointers' alignment. None
+        (nothing shared) where a part has no rule or is not hashable."""
+        try:
+            key = (id(self.fn), device, align, tuple([(t.dtype, t.get_device()) for t in tensors]),
+                   tuple(map(_scalar_class, self.scalars)),
+                   tuple([(k, v.__class__, v, repr(v)) for k, v in sorted(self.kwargs.items())]))
+            hash(key)
+        except Exception:   # noqa: BLE001  no rule, unhashable, a value whose hash or text raises
+            return None
+        return key
+
+    def _direct_failed(self, entry, exc, stacklevel=3):
+        self.direct = False
+        import warnings
+        warnings.warn(f"tilefuse: launching {entry[3].name} directly failed ({exc!r}); its launches go "
+                      f"through Triton's JIT from now on", RuntimeWarning, stacklevel=stacklevel)
 
     def _jit(self, tensors):
         global _jit_launches
