@@ -47,3 +47,32 @@ def test_the_shipped_tables_cover_dyts_grid_and_so2s_issue_shapes(gpu):
     so2_keys = {so2_tune.FAMILY.key(p) for p in so2_tune.FAMILY.default_problems()
                 if (p.lmax, p.focus_dim) in so2_tune.DEFAULT_SHAPES[:3]}
     assert len(so2_keys) == 9 and so2_keys <= set(shipped["so2_mixing_stack"])
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.name)
+def test_a_shipped_level3_record_validates_its_own_variant_at_its_own_key_only(path):
+    """Each level-3 variant shipped carries the record of its own validation (its key and
+    config named, every output's ratio within the limit, all range-limit sets, production-size
+    edges): it engages there. The same record under another key, or under another variant of
+    its key, validates nothing and is refused."""
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    fam = so2_tune.FAMILY
+    entries = json.loads(path.read_text())["families"]["so2_mixing_stack"]
+    level3 = {key: raw for key, raw in entries.items() if key.endswith("-l3") and raw["winner"] != BASELINE}
+    assert level3
+    for key, raw in level3.items():
+        config, measured = fam.config_from_dict(raw["winner"]), raw["measured"]
+        record = measured["validation"]
+        assert (record["key"], record["config"]) == (key, config.name)
+        assert record["edges"] >= so2_tune.LEVEL3_MIN_EDGES
+        assert so2_tune.validation_problems(key, config, record) == []
+        fam.check_entry(key, config, measured)
+        other_variant = next(c for c in fam.candidates(fam.problem_for_key(key)) if c != config)
+        with pytest.raises(ValueError, match="names the config"):
+            fam.check_entry(key, other_variant, measured)
+        for other_key in level3:   # the same variant where another key holds it, else that key's first
+            if other_key != key:
+                space = fam.candidates(fam.problem_for_key(other_key))
+                other = next((c for c in space if c.name == config.name), space[0])
+                with pytest.raises(ValueError, match="names the key"):
+                    fam.check_entry(other_key, other, measured)

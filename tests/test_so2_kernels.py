@@ -20,7 +20,7 @@ from tilefuse.ops.so2_mixing_stack.configs import So2Config
 from tilefuse.ops.so2_mixing_stack.reference import So2Dims, so2_stack_reference
 from tilefuse.tuning.sweep import TIMED
 
-from tuning_helpers import FakeTimer, so2_candidates
+from tuning_helpers import FakeTimer, level3_record, so2_candidates
 
 REL_TOL = 1e-5
 NL = 3
@@ -355,7 +355,7 @@ def test_compiled_backward_decides_at_the_level_where_it_runs(tuning_table, leve
     variant = So2Config(64, 64, focus_dim, 4, 2, fused=True, sigma_pass=True, precision=configs.FP16X3)
     table.register_entries("so2_mixing_stack", {f"L{lmax}-C{focus_dim}-x4-l3": {
         "winner": so2_tune.FAMILY.config_to_dict(variant),
-        "measured": {"validation": {"passed": True, "weight_grads": True}}}})
+        "measured": {"validation": level3_record(f"L{lmax}-C{focus_dim}-x4-l3", variant)}}})
     _, inputs = make(lmax, 1, focus_dim, 5, device)
     u0, rest = inputs[0], [t.detach() for t in inputs[1:]]
     layers = NL - 1

@@ -26,7 +26,7 @@ from tilefuse.tuning.table import register_entries
 
 from sm90_helpers import PTXAS
 from test_so2_kernels import NL, make
-from tuning_helpers import FakeTimer, LaunchSpy, perturb_so2_runs
+from tuning_helpers import FakeTimer, LaunchSpy, level3_record, perturb_so2_runs
 
 LMAX, CF = 1, 16
 # One config of each kind the level-3 space holds: the two relay splits (3xfp16 also with the
@@ -39,6 +39,38 @@ VARIANTS = {TF32X3: So2Config(32, 64, 16, 4, 2, precision=TF32X3),
 
 def _problem(n_edges=37):
     return so2_tune.So2Problem(LMAX, CF, 4, n_edges=n_edges, n_focus=1, n_layers=2, level3=True)
+
+
+# The production-size floor of a validation (2**16 edges) cut to the tests' few dozen: the
+# interpreter validates the mechanism, not the numbers. Records of fewer edges are refused.
+TEST_MIN_EDGES = 32
+
+
+@pytest.fixture(autouse=True)
+def _validation_at_test_size(monkeypatch):
+    monkeypatch.setattr(so2_tune, "LEVEL3_MIN_EDGES", TEST_MIN_EDGES)
+
+
+def _record(key, config, edges=37, weight_grads=True, **changes):
+    """A passed validation record of ``config`` at ``key`` as ``validate`` writes it, with
+    ``changes`` over it (a missing output: its name set to None)."""
+    record = level3_record(key, config, edges, weight_grads)
+    errors = record["errors"]
+    for name, value in changes.items():
+        if name in errors:
+            if value is None:
+                del errors[name]
+            else:
+                errors[name] = value
+        else:
+            record[name] = value
+    return record
+
+
+def _passing_validate(weight_grads=True):
+    """A stand-in for So2Family.validate: the variant passes with a record of its own."""
+    return lambda self, problem, choice, *a: ([], _record(so2_tune.key_of(problem), choice, problem.n_edges,
+                                                          weight_grads))
 
 
 @pytest.fixture(params=sorted(VARIANTS))
@@ -123,10 +155,54 @@ def test_a_variant_entry_without_a_passed_validation_is_refused(tuning_table):
     # An exact winner for the level-3 key needs no validation (it is the exact path).
     tuning.register("so2_mixing_stack", {"L3-C32-x4-l3": "baseline"})
     fam = so2_tune.FAMILY
+    key = "L1-C16-x4-l3"
     for variant in VARIANTS.values():
         with pytest.raises(ValueError, match="passed"):
-            fam.check_entry("L3-C32-x4-l3", variant, {"validation": {"passed": False}})
-        fam.check_entry("L3-C32-x4-l3", variant, {"validation": {"passed": True}})
+            fam.check_entry(key, variant, {"validation": {"passed": False}})
+        with pytest.raises(ValueError, match="passed"):
+            fam.check_entry(key, variant, {"validation": _record(key, variant, passed="true")})
+        fam.check_entry(key, variant, {"validation": _record(key, variant)})
+        fam.check_entry(key, variant, {"validation": _record(key, variant, weight_grads=False)})
+
+
+def _refusal(key, variant, validation):
+    with pytest.raises(ValueError, match="validation record does not validate it") as info:
+        so2_tune.FAMILY.check_entry(key, variant, {"validation": validation})
+    with pytest.raises(ValueError, match="does not validate"):   # nor can it be installed
+        register_entries("so2_mixing_stack", {key: {"winner": so2_tune.FAMILY.config_to_dict(variant),
+                                                    "measured": {"validation": validation}}})
+    return str(info.value)
+
+
+@pytest.mark.parametrize("label", sorted(VARIANTS))
+def test_a_passed_record_engages_only_its_own_variant_key_and_numbers(tuning_table, label):
+    """'passed': true is not enough: the record must name the entry's key and config, hold each
+    output's ratio (and errors that give it) within LEVEL3_ERROR_RATIO, the training outputs
+    where it claims weight_grads, every range-limit set and production-size edges. A bare
+    record, one with failing numbers, or one copied from another key or variant is refused."""
+    key, variant = "L1-C16-x4-l3", VARIANTS[label]
+    other = next(v for v in VARIANTS.values() if v != variant)
+    over = {"error": 1e-3, "exact_error": 1e-7, "ratio": 1e4}
+    cases = {
+        "names the key": {"passed": True},
+        "not 'L1-C16-x4-l3'": _record("L3-C32-x4-l3", variant),                 # another key's
+        f"not {variant.name!r}": _record(key, other),                           # another variant's
+        "not a production size": _record(key, variant, edges=TEST_MIN_EDGES - 1),
+        "edges True": _record(key, variant, edges=True),
+        "range_sets": _record(key, variant, range_sets=[]),
+        "range_sets [": _record(key, variant, range_sets=sorted(so2_tune.RANGE_SETS)[:2]),
+        "x_local: error": _record(key, variant, x_local=over),
+        "grad_u0: no error": _record(key, variant, grad_u0=None),
+        "dgw: no error": _record(key, variant, dgw=None),                       # weight_grads claimed
+        "dw1: error": _record(key, variant, dw1={"error": 2e-6, "exact_error": 1e-6, "ratio": 0.9}),
+        "grad_alpha: no error": _record(key, variant, grad_alpha={"error": 1e-7, "exact_error": 1e-7,
+                                                                 "ratio": float("nan")}),
+    }
+    for why, validation in cases.items():
+        assert why in _refusal(key, variant, validation), why
+    # the number's limit itself: at the limit passes, rounding of the recorded errors allowed for
+    at_limit = {"error": 1.5e-7, "exact_error": 1.0e-7, "ratio": so2_tune.LEVEL3_ERROR_RATIO}
+    so2_tune.FAMILY.check_entry(key, variant, {"validation": _record(key, variant, x_local=at_limit)})
 
 
 def test_split_tf32_heads_and_tails():
@@ -429,12 +505,16 @@ def test_range_sets_scale_by_powers_of_two_near_the_limits():
     assert 2.0 ** -122 < float(small) <= 2.0 ** -120
 
 
-def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, device):
+def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, monkeypatch, device):
+    """The record names the key and the variant it validated, at production-size edges: a
+    problem of fewer (37 here, a model's example) is swept at LEVEL3_MIN_EDGES."""
+    monkeypatch.setattr(so2_tune, "LEVEL3_MIN_EDGES", 40)
     result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == TIMED, cand.reason
     record = cand.validation
-    assert record["passed"] is True and record["edges"] == 37
+    assert record["passed"] is True and record["edges"] == 40 and "n_edges=40" in result.resized
+    assert (record["key"], record["config"]) == (f"L{LMAX}-C{CF}-x4-l3", one_variant.name)
     assert set(record["errors"]) == {"x_local", "grad_u0", "grad_alpha", "dw0", "dw1", "dgw"}
     assert record["weight_grads"] is True   # the training backward validated too
     assert all(e["ratio"] <= so2_tune.LEVEL3_ERROR_RATIO for e in record["errors"].values())
@@ -473,7 +553,7 @@ def test_a_variant_validated_without_weight_gradients_trains_exactly(tuning_tabl
     at level 3 the forward and the force backward run the variant, a training backward the
     exact path."""
     from tilefuse import launches
-    monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "note": "old"}))
+    monkeypatch.setattr(so2_tune.So2Family, "validate", _passing_validate(weight_grads=False))
     if torch.device(device).type == "cuda":
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
         monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
@@ -543,7 +623,7 @@ def test_a_fused_variant_with_weight_gradients_runs_its_relay(tuning_table, monk
     variant = VARIANTS["fused-" + FP16X3]
     monkeypatch.setattr(so2_tune, "level3_candidates", lambda lmax, cf: [variant])
     if torch.device(device).type == "cuda":
-        monkeypatch.setattr(so2_tune.So2Family, "validate", lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
+        monkeypatch.setattr(so2_tune.So2Family, "validate", _passing_validate())
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
         monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, variant).winner == variant
@@ -575,9 +655,9 @@ def test_a_variant_runs_only_where_it_beats_what_level_2_runs(tuning_table, devi
     keys' records: forward and backward baseline times per edge and speedups) by the route
     margin; an exact key without an entry counts at the heuristic's speed."""
     variant = VARIANTS[FP16X3]
-    validation = {"validation": {"passed": True, "weight_grads": True, "note": "test"}}
     fwd, bwd = So2Config(64, 64, 16, 4, 2), So2Config(32, 128, 16, 4, 2)
     key = f"L{LMAX}-C{CF}-x4"
+    validation = {"validation": _record(key + "-l3", variant)}
     d, inputs = make(LMAX, 1, CF, 37, device)
 
     def level3_engages(l3_speedup, exact_entries, **extra):
@@ -632,8 +712,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
     assert spy.seen and set(spy.seen) == {"ieee"} == set(gate.seen)
 
     if torch.device(device).type == "cuda":   # on the GPU the sweep's own timing decides; install the variant
-        monkeypatch.setattr(so2_tune.So2Family, "validate",
-                            lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
+        monkeypatch.setattr(so2_tune.So2Family, "validate", _passing_validate())
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
         monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, one_variant).winner == one_variant
@@ -671,8 +750,7 @@ def test_the_variant_engages_only_at_level_3_on_its_validated_key(tuning_table, 
 def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant, monkeypatch, device):
     """The custom ops (torch.compile's path) decide the variant when they run, as eager does."""
     if torch.device(device).type == "cuda":
-        monkeypatch.setattr(so2_tune.So2Family, "validate",
-                            lambda self, *a: ([], {"passed": True, "weight_grads": True, "note": "test"}))
+        monkeypatch.setattr(so2_tune.So2Family, "validate", _passing_validate())
         monkeypatch.setattr(tuning.sweep, "choose_winner", lambda family, timed: timed[0].choice)
         monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)   # whatever it measured
     assert _sweep(device, one_variant).winner == one_variant

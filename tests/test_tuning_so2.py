@@ -110,3 +110,53 @@ def test_an_exact_winner_on_a_level3_key_runs_level_2s_winners_as_baseline_does(
                                           key: record(bwd, 600.0, 1.01), key + "-fwd": record(fwd, 400.0, 1.01)})
     assert so2_tune.level3_beats_exact(so2_tune.So2Problem(LMAX, CF, 4, level3=True))
     assert _level3_dispatch() == (fwd, bwd)
+
+
+def _winner(timed):
+    from tilefuse.tuning.sweep import TIMED, CandidateResult, choose_winner
+    return choose_winner(so2_tune.FAMILY, [CandidateResult(c.name, c, TIMED, speedup=s) for c, s in timed])
+
+
+def test_fusion_and_the_composition_are_measured_against_the_best_unfused_route():
+    """The spec: fused candidates and relay tilings against the best unfused route, the unfused
+    route recorded where fusion does not win by the 3% margin. Ranks: relay tilings 0, the
+    composition 1, fused 2; on a level-3 key the relay splits 0 and the fused 3xfp16 route 2."""
+    relay = configs.relay_candidates(3, 32)[0]
+    compose = configs.compose_candidates(3, 32)[0]
+    fused = configs.fused_candidates(3, 32)[0]
+    fam = so2_tune.FAMILY
+    assert [fam.route_rank(c) for c in (relay, compose, fused)] == [0, 1, 2]
+    assert _winner([(relay, 1.50), (fused, 1.52)]) == relay         # 1.3% over the tiling
+    assert _winner([(relay, 1.50), (compose, 1.52)]) == relay
+    assert _winner([(relay, 1.50), (fused, 1.55)]) == fused         # 3.3% over it
+    assert _winner([(relay, 1.50), (compose, 1.53), (fused, 1.56)]) == relay   # neither clears its rungs
+    assert _winner([(relay, 1.50), (compose, 1.55), (fused, 1.58)]) == compose  # fused 1.9% over compose
+    assert _winner([(relay, 1.005), (fused, 1.034)]) == tuning.BASELINE    # a tiling that lost still sets the bar
+    assert _winner([(compose, 1.02), (fused, 1.06)]) == fused       # no tiling timed: over the composition
+    # level 3: a split relay and the fused 3xfp16 route; each over the exact baseline by 3%
+    l3 = configs.level3_candidates(3, 32)
+    split = next(c for c in l3 if not c.fused)
+    fused3 = next(c for c in l3 if c.fused)
+    assert (fam.route_rank(split), fam.route_rank(fused3)) == (0, 2)
+    assert _winner([(split, 1.50), (fused3, 1.52)]) == split
+    assert _winner([(split, 1.50), (fused3, 1.55)]) == fused3
+    assert _winner([(split, 1.02)]) == tuning.BASELINE
+
+
+def test_a_level3_key_sweeps_at_least_production_size_edges(monkeypatch):
+    """tilefuse.tune(model, example) sweeps a level-3 key at the example's edge count: raised to
+    LEVEL3_MIN_EDGES on every device (its validation's size; check_entry refuses fewer) and
+    never halved below it for memory. Exact keys keep the example's edges."""
+    assert so2_tune.LEVEL3_MIN_EDGES >= so2_tune.MIN_SWEEP_EDGES
+    small = so2_tune.So2Problem(1, 16, 4, n_edges=128, n_focus=1, n_layers=2, level3=True)
+    for device, total in ((torch.device("cpu"), None), (CUDA, MEMORY["nvidia-h100-80gb-hbm3-sm90.json"]),
+                          (CUDA, 1 << 30)):
+        if total is not None:
+            _fake_memory(monkeypatch, total)
+        q = so2_tune.FAMILY.sweep_problem(small, device)
+        assert q == dataclasses.replace(small, n_edges=so2_tune.LEVEL3_MIN_EDGES), device
+        exact = dataclasses.replace(small, level3=False)
+        assert so2_tune.FAMILY.sweep_problem(exact, device) == exact
+    big = so2_tune.So2Problem(6, 128, 4, n_layers=9, level3=True)   # memory would halve it further
+    _fake_memory(monkeypatch, 1 << 30)
+    assert so2_tune.FAMILY.sweep_problem(big, CUDA).n_edges == so2_tune.LEVEL3_MIN_EDGES

@@ -551,6 +551,49 @@ def test_margins_tile_one_percent_route_three(route, time, wins):
     assert tuning.lookup_config("fake", Problem(16)) == (config if wins else None)
 
 
+@pytest.mark.parametrize("tile,route,winner", [
+    (1 / 1.50, 1 / 1.52, "t16"),            # the route 1.3% over the best tiling: the tiling
+    (1 / 1.50, 1 / 1.56, "t32-route"),      # 4% over it
+    (1 / 1.005, 1 / 1.034, BASELINE),       # 3.4% over the baseline, 2.9% over a tiling that lost
+], ids=["route-1.3%-over-the-tiling", "route-4%-over-it", "route-under-a-losing-tiling"])
+def test_a_route_change_must_beat_the_best_simpler_route_by_the_route_margin(tile, route, winner):
+    """The best unfused route is the bar, not the baseline alone: a route change is eligible
+    only 3% above the fastest timed candidate of every lower ``route_rank`` (the default: tile
+    changes 0, route changes 1), whether or not that one won itself."""
+    family([Config(16), Config(32, route=True)])
+    result, _ = sweep({"baseline": 1.0, "t16": tile, "t32-route": route})
+    assert result.winner == (BASELINE if winner == BASELINE else next(
+        c.choice for c in result.candidates if c.name == winner))
+
+
+def test_route_ranks_are_the_familys_ladder_and_ties_stay_among_the_eligible():
+    """A family's own ranks (here by tile: t16 and t32 0, t48-route 1, t128-route 2): each
+    rung must clear every lower rung's best by 3%. The tie rule then runs among the eligible
+    only: a higher rung within 1% of the best no longer moves the tie window away from a
+    simpler config."""
+    class Ladder(FakeFamily):
+        def route_rank(self, config):
+            return {16: 0, 32: 0, 48: 1, 128: 2}[config.tile]
+
+    fam = Ladder([Config(16), Config(32), Config(48, route=True), Config(128, route=True)])
+    tuning.unregister_family("fake")
+    tuning.register_family(fam)
+    assert fam.route_rank(Config(128, route=True)) == 2 and FakeFamily([]).route_rank(Config(8, route=True)) == 1
+    # rank 1 at 1.55 clears rank 0's 1.50 by 3.3%; rank 2 at 1.58 clears 1.50 but not 1.55
+    result, _ = sweep({"baseline": 1.0, "t16": 1 / 1.50, "t32": 1 / 1.49, "t48-route": 1 / 1.55,
+                       "t128-route": 1 / 1.58})
+    assert result.winner == Config(48, route=True)
+    # rank 2 at 1.60 clears both (1.55 * 1.03 = 1.5965): it wins
+    result, _ = sweep({"baseline": 1.0, "t16": 1 / 1.50, "t32": 1 / 1.49, "t48-route": 1 / 1.55,
+                       "t128-route": 1 / 1.60}, record=False)
+    assert result.winner == Config(128, route=True)
+    # the routes miss 3% over the best tiling (1.505): only the tilings are eligible, and t16 is
+    # within 1% of t32 (without the rank rule t128-route's 1.52 set the window, and t32 won)
+    result, _ = sweep({"baseline": 1.0, "t16": 1 / 1.50, "t32": 1 / 1.505, "t48-route": 1 / 1.51,
+                       "t128-route": 1 / 1.52}, record=False)
+    assert result.winner == Config(16)
+
+
 # --- the one timing harness (tuning.timing), which check and benchmarks/ use too ---------
 
 def test_sweep_and_check_share_one_timing_harness():

@@ -48,3 +48,15 @@ def perturb_so2_runs(monkeypatch, applies, perturb):
         return {name: perturb(name, t, inputs) for name, t in out.items()} if applies(choice) else out
 
     monkeypatch.setattr(so2_tune.So2Family, "run", run)
+
+
+def level3_record(key, config, edges=None, weight_grads=True):
+    """A passed so2 level-3 validation record of ``config`` at ``key`` as So2Family.validate
+    writes it (what So2Family.check_entry accepts): its key and config, every output's errors
+    within the limit, the full range sets, ``edges`` (default the minimum it accepts)."""
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    names = ("x_local", "grad_u0", "grad_alpha") + (so2_tune.WEIGHT_GRADS if weight_grads else ())
+    return {"passed": True, "key": key, "config": config.name,
+            "edges": so2_tune.LEVEL3_MIN_EDGES if edges is None else edges, "limit_ratio": 1.5,
+            "errors": {n: {"error": 1.0e-7, "exact_error": 1.2e-7, "ratio": 0.833} for n in names},
+            "range_sets": sorted(so2_tune.RANGE_SETS), **({"weight_grads": True} if weight_grads else {})}

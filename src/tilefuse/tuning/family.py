@@ -131,6 +131,15 @@ class TuningFamily(abc.ABC):
     def change(self, config) -> str:
         """``TILE`` or ``ROUTE``: what adopting ``config`` changes, which sets its margin."""
 
+    def route_rank(self, config) -> int:
+        """How far ``config``'s route is from the simplest: a candidate of a higher rank wins
+        only where it beats the best timed candidate of every lower rank by the route margin
+        (the rule's "best unfused route": a fused kernel is measured against the fastest
+        unfused tiling, not only against the baseline). The default ranks tile changes 0 and
+        route changes 1; a family with a ladder of routes (so2: relay tilings, the
+        composition, the fused kernel) ranks its rungs."""
+        return 0 if self.change(config) == TILE else 1
+
     @abc.abstractmethod
     def complexity(self, config) -> tuple:
         """Sort key: smaller is simpler. Within 1% of the best time, the simpler config wins."""

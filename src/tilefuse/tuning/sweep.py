@@ -14,8 +14,10 @@ The rules (docs/design.md, "The tuning mechanism"):
   sets larger than the L2 cache, short calls replayed from CUDA graphs; a candidate's speedup
   is the median over rounds of baseline/candidate from the same round, with the
   interquartile range as its spread.
-- Choice: a candidate must beat the baseline by its margin (1% tile, 3% route); among those
-  within 1% of the fastest, the simplest wins.
+- Choice: a candidate must beat the baseline by its margin (1% tile, 3% route), and the best
+  timed candidate of every simpler route (``TuningFamily.route_rank``) by the route margin: a
+  fused kernel 1% faster than the fastest relay tiling does not win. Among those within 1% of
+  the fastest, the simplest wins.
 - Failures: a resource error (out of shared memory/registers/resources, CUDA OOM) skips that
   candidate and is counted, whether its check, its warm-up or a timed round raised it; any
   other exception aborts the key, records nothing, and is raised naming the candidate. An
@@ -37,7 +39,7 @@ from tqdm.auto import tqdm
 
 from .. import launches, policy
 from . import table
-from .family import BASELINE, MARGINS, TuningFamily, family_argument, get_family, resolve_key
+from .family import BASELINE, MARGINS, ROUTE, TuningFamily, family_argument, get_family, resolve_key
 from .timing import CudaTimer, Timer, interleave
 
 ROUNDS = 10
@@ -132,7 +134,8 @@ class SweepResult:
 
     @property
     def best(self) -> CandidateResult | None:
-        """The fastest timed candidate (it lost to the baseline if it missed the margin)."""
+        """The fastest timed candidate (it lost if it missed a margin: the baseline's, or a
+        simpler route's)."""
         timed = self.with_status(TIMED)
         return max(timed, key=lambda c: c.speedup) if timed else None
 
@@ -164,9 +167,22 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def choose_winner(family: TuningFamily, timed: list[CandidateResult]):
-    """BASELINE unless a candidate beats it by its margin; among candidates within ``TIE``
-    of the best such speedup, the simplest."""
-    eligible = [c for c in timed if c.speedup >= 1.0 + MARGINS[family.change(c.choice)]]
+    """BASELINE unless a candidate is eligible: it beats the baseline by its margin and, where
+    its ``route_rank`` is above others', the fastest timed candidate of each lower rank by the
+    route margin (whether or not that one is eligible itself: the unfused route is recorded
+    when fusion does not win by the margin). Among eligible candidates within ``TIE`` of the
+    best eligible speedup, the simplest."""
+    ranks = {id(c): family.route_rank(c.choice) for c in timed}
+    fastest: dict[int, float] = {}   # route rank -> the best speedup timed at it
+    for c in timed:
+        fastest[ranks[id(c)]] = max(fastest.get(ranks[id(c)], c.speedup), c.speedup)
+
+    def beats_simpler_routes(c: CandidateResult) -> bool:
+        return all(c.speedup >= best * (1.0 + MARGINS[ROUTE]) for rank, best in fastest.items()
+                   if rank < ranks[id(c)])
+
+    eligible = [c for c in timed
+                if c.speedup >= 1.0 + MARGINS[family.change(c.choice)] and beats_simpler_routes(c)]
     if not eligible:
         return BASELINE
     best = max(c.speedup for c in eligible)

@@ -6,7 +6,10 @@ heuristic tiles). Candidates are other relay tiles (a tile change, 1% margin; BL
 unchanged), the composition route (the relay's pointwise kernels with cuBLAS GEMMs, compose.py;
 a route change, 3% margin) and, where the guards allow fusion (fp32, focus_dim a power of two
 in [16, 64]), fused configs (BLOCK_M, BLOCK_N, warps, stages; BLOCK_K = focus_dim; a route
-change; each with sigma recomputed per program and with the relay's sigma pass). Relay tiles
+change; each with sigma recomputed per program and with the relay's sigma pass). A route is
+measured against the best unfused one (``route_rank``): the composition must beat the best
+relay tiling too by the 3% margin, a fused config the best relay tiling and the best
+composition, so fusion that does not win by the margin records the unfused route. Relay tiles
 and fused configs must be bitwise equal to the heuristic relay (the fused
 kernel's contract; for relay tiles the same K order); the composition orders its sums as cuBLAS
 does, so it must agree within the fp32 chain's tolerance (``compose_tolerance``). Every
@@ -27,17 +30,22 @@ the exact heuristic relay, the candidates are split-precision relay configs (3xf
 with the forward gate's scalar block split, and 3xtf32) and, where the fused guards allow it,
 the fused route in 3xfp16 with the relay's sigma pass (configs.level3_candidates; a route
 change). A candidate is validated, not compared bitwise (``validate``):
-- at the sweep's production-size inputs (2**19 edges), the normwise error of each output
+- at the sweep's production-size inputs (2**19 edges, fewer where the device's memory needs it,
+  never fewer than ``LEVEL3_MIN_EDGES``: ``sweep_problem`` raises a model's smaller edge count to
+  it), the normwise error of each output
   (x_local, grad_u0, grad_alpha, and the training backward's weight gradients dw0, dw1, dgw,
   ``run_training``: the variant runs there too) against a float64 reference is at most
   ``LEVEL3_ERROR_RATIO`` times the exact path's error on the same inputs;
 - on range-limit inputs (grad_out scaled to within a few binades of float32's largest finite
   value, u0 scaled far up, grad_out scaled down to the subnormal boundary) every output element
   is finite wherever the exact path's is.
-The numbers are recorded in the entry's ``measured["validation"]``; ``check_entry`` refuses a
-level-3 entry choosing a split-precision config without a passed validation record, so a
-variant never runs on a key where it was not validated (and never below level 3: op.py looks level-3 keys up
-at level 3 only). A record without ``"weight_grads": true`` (entries validated before the
+The numbers are recorded in the entry's ``measured["validation"]`` with the key and the config
+they were measured for; ``check_entry`` refuses a level-3 entry choosing a split-precision config
+unless its record is a passed validation of that config at that key whose numbers hold (every
+output's error ratio within the limit, all range-limit sets, at least LEVEL3_MIN_EDGES edges):
+a record copied from another key or variant, or hand-written, does not engage anything. So a
+variant never runs on a key where it was not validated (and never below level 3: op.py looks
+level-3 keys up at level 3 only). A record without ``"weight_grads": true`` (entries validated before the
 weight gradients were) engages the variant for the forward and the force backward only: a
 training backward then runs the exact path (op.backward_config).
 """
@@ -109,6 +117,12 @@ SWEEP_PEAK_SURFACES_LEVEL3 = 28
 SWEEP_SURFACES_PER_LAYER = {"fwd": 2, "bwd": 1, "l3": 1}
 SWEEP_MEMORY_SHARE = 0.9
 MIN_SWEEP_EDGES = 2 ** 16
+# The fewest edges a level-3 validation runs on: the spec's "production-size inputs" at their
+# floor, the size memory lets the largest keys sweep (a level-3 sweep halves E no further; the
+# shipped tables' records hold 2^17 to 2^19). A level-3 problem of fewer edges (tilefuse.tune of a
+# model on a small example) is swept at this many, and check_entry refuses a record of fewer: an
+# error ratio or a range-limit run on a few hundred edges says little about a 647k-edge system.
+LEVEL3_MIN_EDGES = MIN_SWEEP_EDGES
 DEFAULT_FOCUS = 2
 DEFAULT_LAYERS = 3
 
@@ -291,6 +305,54 @@ def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
     return {name: _scaled(i, **scale) for name, scale in zip(RANGE_SETS, scales)}
 
 
+# The outputs a validation record's errors must hold: the timed forward + force backward's always,
+# the training backward's where the record says it validated them ("weight_grads": true; without
+# it op.level3_trains runs the exact path for training).
+LEVEL3_OUTPUTS = ("x_local", "grad_u0", "grad_alpha")
+# A record's errors are rounded to 4 significant digits (validate), so error / exact_error from
+# the record may exceed the ratio measured before rounding by up to about this fraction.
+_RECORD_ROUNDING = 1e-3
+
+
+def _real(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+def validation_problems(key: str, config: So2Config, validation: dict) -> list[str]:
+    """Why ``validation`` (an entry's ``measured["validation"]``) does not validate ``config``
+    at ``key`` under the running code; empty where it does. The record must name that key and
+    that config (``validate`` writes both), hold every output's error, the exact path's and
+    their ratio with the ratio (as recorded, and as its errors give it) within
+    LEVEL3_ERROR_RATIO, the training backward's outputs too where it says ``weight_grads``,
+    every range-limit set of RANGE_SETS, and at least LEVEL3_MIN_EDGES edges."""
+    out = []
+    if validation.get("key") != key:
+        out.append(f"it names the key {validation.get('key')!r}, not {key!r}")
+    if validation.get("config") != config.name:
+        out.append(f"it names the config {validation.get('config')!r}, not {config.name!r}")
+    edges = validation.get("edges")
+    if isinstance(edges, bool) or not isinstance(edges, int) or edges < LEVEL3_MIN_EDGES:
+        out.append(f"its edges {edges!r} are not a production size (at least {LEVEL3_MIN_EDGES})")
+    range_sets = validation.get("range_sets")
+    if not (isinstance(range_sets, list) and all(isinstance(r, str) for r in range_sets)
+            and sorted(range_sets) == sorted(RANGE_SETS)):
+        out.append(f"its range_sets {range_sets!r} are not the validation's {sorted(RANGE_SETS)}")
+    errors = validation.get("errors")
+    errors = errors if isinstance(errors, dict) else {}
+    outputs = LEVEL3_OUTPUTS + (WEIGHT_GRADS if validation.get("weight_grads") is True else ())
+    for name in outputs:
+        e = errors.get(name)
+        numbers = e if isinstance(e, dict) else {}
+        err, exact, ratio = (numbers.get(k) for k in ("error", "exact_error", "ratio"))
+        if not all(map(_real, (err, exact, ratio))):
+            out.append(f"{name}: no error, exact_error and ratio recorded (got {e!r})")
+        elif not (ratio <= LEVEL3_ERROR_RATIO
+                  and (err <= LEVEL3_ERROR_RATIO * exact * (1 + _RECORD_ROUNDING) if exact > 0 else err == 0)):
+            out.append(f"{name}: error {err:.3e} against the exact path's {exact:.3e} (ratio {ratio}) is over "
+                       f"the limit {LEVEL3_ERROR_RATIO}x")
+    return out
+
+
 def _wgmma_runs_here() -> bool:
     """Whether a wgmma config's layer GEMMs run in Gluon where sweeps run (the current CUDA
     device; the CPU never): there its sweep must see them launch. Elsewhere the config runs
@@ -343,19 +405,34 @@ class So2Family(TuningFamily):
     def change(self, config: So2Config) -> str:
         return ROUTE if config.route != "relay" or config.precision != EXACT else TILE
 
+    def route_rank(self, config: So2Config) -> int:
+        """The spec's ladder: relay tilings 0, the composition (cuBLAS GEMMs around the relay's
+        pointwise kernels) 1, the fused kernel 2. A fused config wins only by the route margin
+        over the best relay tiling and the best composition timed, the composition only over
+        the best relay tiling. On a level-3 key the relay splits (any precision, their GEMMs in
+        Triton or Gluon) rank 0 and the fused 3xfp16 route 2: fusion must beat the best split
+        relay by the margin; each variant's own comparison with the exact path is the route
+        margin over the baseline here and ``level3_beats_exact`` at dispatch."""
+        return 2 if config.fused else 1 if config.compose else 0
+
     def complexity(self, config: So2Config) -> tuple:
         return (config.fused, config.compose, config.sigma_pass, config.wgmma, config.num_warps, config.num_stages,
                 config.block_m * config.block_n)
 
     def check_entry(self, key: str, config, measured) -> None:
-        """A level-3 entry choosing a reduced-precision config must carry its passed
-        validation (``validate``); one registered or edited without it is refused."""
+        """A level-3 entry choosing a reduced-precision config must carry the passed validation
+        of that config at that key (``validate``), and its numbers must hold under the running
+        code: ``validation_problems``. One registered, edited or copied without it is refused."""
         if config.precision == EXACT:
             return
         validation = measured.get("validation") if isinstance(measured, dict) else None
         if not (isinstance(validation, dict) and validation.get("passed") is True):
             raise ValueError(f"{config.name} is a reduced-precision variant: its entry needs "
                              f"measured['validation'] with 'passed': true (a level-3 sweep records it)")
+        problems = validation_problems(key, config, validation)
+        if problems:
+            raise ValueError(f"{config.name} at {key}: its validation record does not validate it: "
+                             + "; ".join(problems))
 
     def make_inputs(self, problem: So2Problem, device, seed: int) -> So2Inputs:
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -386,16 +463,19 @@ class So2Family(TuningFamily):
     def sweep_problem(self, problem: So2Problem, device) -> So2Problem:
         """``problem`` with E halved while ``sweep_peak_surfaces(problem)`` surfaces of it
         would take more than SWEEP_MEMORY_SHARE of a CUDA device's memory (not below
-        MIN_SWEEP_EDGES); other devices, and problems that fit, unchanged."""
+        MIN_SWEEP_EDGES). A level-3 key's E is first raised to LEVEL3_MIN_EDGES, on every
+        device, and not halved below it: its validation runs at production size or not at all
+        (check_entry refuses a smaller record). Other problems that fit, and other devices'
+        exact keys, unchanged."""
+        floor = LEVEL3_MIN_EDGES if problem.level3 else MIN_SWEEP_EDGES
+        edges = max(problem.n_edges, floor) if problem.level3 else problem.n_edges
         device = torch.device(device)
-        if device.type != "cuda":
-            return problem
-        budget = SWEEP_MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
-        surface = problem.n_focus * So2Dims(problem.lmax, problem.focus_dim).row * problem.itemsize
-        edges = problem.n_edges
-        peak = sweep_peak_surfaces(problem)
-        while edges > MIN_SWEEP_EDGES and peak * surface * edges > budget:
-            edges = max(MIN_SWEEP_EDGES, edges // 2)
+        if device.type == "cuda":
+            budget = SWEEP_MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
+            surface = problem.n_focus * So2Dims(problem.lmax, problem.focus_dim).row * problem.itemsize
+            peak = sweep_peak_surfaces(problem)
+            while edges > floor and peak * surface * edges > budget:
+                edges = max(floor, edges // 2)
         return problem if edges == problem.n_edges else dataclasses.replace(problem, n_edges=edges)
 
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
@@ -474,9 +554,9 @@ class So2Family(TuningFamily):
                 if bool(bad.any()):
                     messages.append(f"{name} on {what}: {int(bad.sum())} elements not finite where the exact "
                                     f"path's are")
-        record = {"passed": not messages, "edges": int(inputs.grad_out.shape[0]),
-                  "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors, "range_sets": sorted(RANGE_SETS),
-                  "weight_grads": True}
+        record = {"passed": not messages, "key": key_of(problem), "config": choice.name,
+                  "edges": int(inputs.grad_out.shape[0]), "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors,
+                  "range_sets": sorted(RANGE_SETS), "weight_grads": True}
         return messages, record
 
     def default_problems(self) -> list[So2Problem]:
