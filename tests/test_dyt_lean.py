@@ -614,7 +614,10 @@ def test_the_direct_route_passes_what_the_jit_binds_for_each_dyt_kernel(monkeypa
     wrapped = {n: _RecordingJIT(getattr(kernels, n)) for n in names}
     for n, k in wrapped.items():
         monkeypatch.setattr(kernels, n, k)
-    monkeypatch.setattr(triton_common, "INTERPRETER", False)     # as compiled: the direct route on
+    # as compiled: the direct route on. A constexpr, as the module's: the kernels read this
+    # global too (to_output), and a plain bool fails their compile where no earlier test in the
+    # process compiled them (a GPU xdist worker)
+    monkeypatch.setattr(triton_common, "INTERPRETER", triton_common.tl.constexpr(False))
     monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 0)
     monkeypatch.setattr(triton_common, "current_cuda_stream", lambda device: 99)
     plans.clear()
