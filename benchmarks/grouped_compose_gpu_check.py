@@ -57,8 +57,11 @@ profile table (kernel, calls per step, ms per step, share). Time on the H200: ab
 minutes before the checks at the keys (results/2026-12-01-h200-h runs 4-5: about 2 min for the
 three shapes), most of it inductor compiling (c) once per shape and interleave; those checks
 add a float64 reference per key (an estimated 20 GiB at shape 3) and a second compile of (c)
-(Dynamo guards on the deterministic mode the poisoning turns on), not yet measured. Exits 1 when a
-check fails (the first, or a provider's at a key) or a shape stops with an error.
+(Dynamo guards on the deterministic mode the poisoning turns on). With them, shapes 1-3 at
+interleave 32, 3 rounds, providers (a), (c), (d) and (f), ``--profile none``, took 77 s on an
+H100 (benchmarks/results/2026-12-06-h200-ay run 4); the default run with them is not yet
+measured. Exits 1 when a check fails (the first, or a provider's at a key) or a shape stops
+with an error.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each (family, key) is in one of three states:
 
-- a config: a sweep found a candidate that beat the baseline by the margin; level >= 2 uses it;
+- a config: a sweep found a candidate that beat the baseline by its margin, and the fastest
+  candidate of every simpler route by the route margin (sweep.choose_winner); level >= 2 uses it;
 - ``BASELINE``: swept, and the baseline won; the baseline runs, and the key is not swept again;
 - absent: never swept; the baseline runs (the safe default), and ``tilefuse tune`` sweeps it.
 
