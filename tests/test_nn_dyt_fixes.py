@@ -210,8 +210,8 @@ def test_a_norm_without_weight_takes_its_siblings_device_and_dtype():
     """Where no ancestor holds a tensor itself (the root and the block hold only submodules),
     the weightless norm's DyT lives where the module around it does: on the device and in the
     dtype of a tensor in its parent's subtree (the sibling Linear's), nearer than an
-    ancestor's farther subtree; a model on "meta" (standing in for "cuda") then runs forward.
-    (It was put on torch's default device: "alpha is on cpu but x is on meta".)"""
+    ancestor's farther subtree; a model on "meta" (standing in for "cuda") then runs forward
+    (a DyT on torch's default device would fail it: "alpha is on cpu but x is on meta")."""
     class Model(nn.Module):
         def __init__(self, d):
             super().__init__()

@@ -12,6 +12,7 @@ import torch
 import tilefuse
 from tilefuse import launches, quant, tuning
 from tilefuse.ops.grouped_glu_mlp.api import problem_for
+from tilefuse.ops.grouped_glu_mlp import plan as gplan
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 from tilefuse.utils import normwise_rel_error as rel
@@ -391,19 +392,31 @@ def test_so2_mixing_stack_on_dtensors_gives_level_0s_result(mesh):
 
 @pytest.mark.parametrize("arg", ["x", "tokens_per_expert", "fc1_weight", "fc2_bias"])
 @pytest.mark.parametrize("level", [2, 0])
-def test_grouped_glu_mlp_refuses_dtensors_by_name(mesh, arg, level):
+@pytest.mark.parametrize("plans", [True, False], ids=["plans", "no-plans"])
+def test_grouped_glu_mlp_refuses_dtensors_by_name(mesh, arg, level, plans, monkeypatch):
     """grouped_glu_mlp cannot run on DTensors on any path (the kernels read memory the wrapper
     does not own; DTensor has no rules for the reference's torch._grouped_mm on plain offsets
     or its count check torch._assert_async): a TypeError naming the argument, at every level,
-    instead of "invalid python storage" from a launch."""
+    with plans or without (the refusal is part of building a plan, and of the unplanned path),
+    and after a call of plain tensors of the same metadata, instead of "invalid python
+    storage" from a launch."""
+    monkeypatch.setattr(gplan, "ENABLED", plans)
     i = random_inputs([5, 0, 9], 32, 32, torch.float32, bias=True, device="cpu")
     t = {"x": i["x"], "tokens_per_expert": i["counts"], "probs": i["probs"], "fc1_weight": i["w1"],
          "fc2_weight": i["w2"], "fc1_bias": i["b1"], "fc2_bias": i["b2"]}
-    t[arg] = _distribute(mesh, t[arg])
-    with tilefuse.level(level), pytest.raises(TypeError, match=f"grouped_glu_mlp: {arg} is a DTensor, a tensor "
-                                                                 "subclass wrapping other tensors"):
-        tilefuse.grouped_glu_mlp(t.pop("x"), t.pop("tokens_per_expert"), t.pop("probs"), t.pop("fc1_weight"),
-                                 t.pop("fc2_weight"), glu_interleave=8, **t)
+
+    def call(t):
+        return tilefuse.grouped_glu_mlp(t["x"], t["tokens_per_expert"], t["probs"], t["fc1_weight"],
+                                        t["fc2_weight"], glu_interleave=8, fc1_bias=t["fc1_bias"],
+                                        fc2_bias=t["fc2_bias"])
+
+    with tilefuse.level(level):
+        call(t)   # a plan for plain tensors of this metadata, where plans run
+        t[arg] = _distribute(mesh, t[arg])
+        for _ in range(2):   # and none is cached for the DTensor's key
+            with pytest.raises(TypeError, match=f"grouped_glu_mlp: {arg} is a DTensor, a tensor subclass "
+                                                "wrapping other tensors"):
+                call(t)
 
 
 @pytest.mark.parametrize("fn,arg", [("quantize_fp8_block", "x"), ("quantize_mxfp8", "x"), ("quantize_nvfp4", "x"),
@@ -411,8 +424,8 @@ def test_grouped_glu_mlp_refuses_dtensors_by_name(mesh, arg, level):
 @pytest.mark.parametrize("level", [2, 0])
 def test_quantizers_refuse_dtensors_by_name(mesh, fn, arg, level):
     """The quantizers' kernels read memory a DTensor does not own ("invalid python storage"),
-    and their reference's bit shifts are wrong on DTensors (torch 2.13: ``t >> 23`` gives t;
-    quantize_mxfp8's codes came out wrong at level 0): a TypeError naming the argument."""
+    and their reference's bit shifts are wrong on DTensors (torch 2.13: ``t >> 23`` gives t, so
+    level 0 would give wrong mxfp8 scales): a TypeError naming the argument."""
     x = torch.randn(4, 128, generator=torch.Generator().manual_seed(9))
     kwargs = {"x": x}
     if arg == "amax":

@@ -716,9 +716,11 @@ def homeless(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "home", staticmethod(no_home))
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    store._homeless_folder.cache_clear()
     store._homeless_cache_dir.cache_clear()
     tuning.reload()
     yield tmp_path / "tmp"
+    store._homeless_folder.cache_clear()
     store._homeless_cache_dir.cache_clear()
 
 
@@ -751,6 +753,31 @@ def test_a_homeless_fallback_folder_of_another_user_is_not_used(homeless, monkey
         folder = store.cache_dir()
     assert folder != planted and folder.parent == homeless and folder.name.startswith(planted.name + "-")
     assert store.cache_dir() == folder                   # one folder for the whole process
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="per-uid folders")
+def test_without_a_home_folder_a_tilde_in_the_cache_dir_is_the_fallback_folder(homeless, tmp_path, monkeypatch):
+    """TILEFUSE_CACHE_DIR=~/... where os.path.expanduser finds no home folder (it leaves ``~``
+    as it is): the path below <tempdir>/tilefuse-<uid>, said once, not below a folder named
+    ``~`` in the working directory."""
+    import warnings
+    fallback = homeless / f"tilefuse-{os.getuid()}"
+    monkeypatch.setattr(store.os.path, "expanduser", lambda path: path)   # as without a home folder
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "~/tables/tf")
+    with pytest.warns(TableWarning, match="no home folder.*TILEFUSE_CACHE_DIR's ~ is taken as"):
+        assert store.cache_dir() == fallback / "tables" / "tf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.cache_dir() == fallback / "tables" / "tf"
+        tuning.reload()
+        table.record("dyt", {KEY: raw(A)})
+    assert cache_file().parent == fallback / "tables" / "tf"
+    assert json.loads(cache_file().read_text())["families"]["dyt"][KEY] == raw(A)
+    assert not (tmp_path / "~").exists()
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "~")
+    with pytest.warns(TableWarning, match="no home folder"):
+        assert store.cache_dir() == fallback
 
 
 # --- 5. a registered family's sources: an edit makes its entries stale ------------------------

@@ -569,8 +569,8 @@ def test_a_route_change_must_beat_the_best_simpler_route_by_the_route_margin(til
 def test_route_ranks_are_the_familys_ladder_and_ties_stay_among_the_eligible():
     """A family's own ranks (here by tile: t16 and t32 0, t48-route 1, t128-route 2): each
     rung must clear every lower rung's best by 3%. The tie rule then runs among the eligible
-    only: a higher rung within 1% of the best no longer moves the tie window away from a
-    simpler config."""
+    only: a higher rung within 1% of the best does not move the tie window away from a simpler
+    config."""
     class Ladder(FakeFamily):
         def route_rank(self, config):
             return {16: 0, 32: 0, 48: 1, 128: 2}[config.tile]

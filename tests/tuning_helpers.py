@@ -55,7 +55,7 @@ def level3_record(key, config, edges=None, weight_grads=True):
     writes it (what So2Family.check_entry accepts): its key and config, every output's errors
     within the limit, the full range sets, ``edges`` (default the minimum it accepts)."""
     from tilefuse.ops.so2_mixing_stack import tune as so2_tune
-    names = ("x_local", "grad_u0", "grad_alpha") + (so2_tune.WEIGHT_GRADS if weight_grads else ())
+    names = (*so2_tune.LEVEL3_OUTPUTS, *(so2_tune.WEIGHT_GRADS if weight_grads else ()))
     return {"passed": True, "key": key, "config": config.name,
             "edges": so2_tune.LEVEL3_MIN_EDGES if edges is None else edges, "limit_ratio": 1.5,
             "errors": {n: {"error": 1.0e-7, "exact_error": 1.2e-7, "ratio": 0.833} for n in names},

@@ -224,12 +224,8 @@ def is_eager_fake(t: torch.Tensor) -> bool:
 def no_kernel_memory(t: torch.Tensor) -> bool:
     """Whether, outside torch.compile, kernels cannot launch on ``t``: is_eager_fake, or ``t``
     is a wrapper subclass (wraps_tensors), whose memory is that of the tensors it wraps. A
-    plain tensor or parameter costs what is_eager_fake's costs."""
-    if torch.compiler.is_compiling():
-        return False
-    if type(t) in _PLAIN_TENSORS:
-        return active_fake_mode() is not None
-    return is_fake(t) or active_fake_mode() is not None or is_traceable_wrapper_subclass(t)
+    plain tensor or parameter costs what is_eager_fake's costs and one type lookup."""
+    return is_eager_fake(t) or (type(t) not in _PLAIN_TENSORS and wraps_tensors(t))
 
 
 def wraps_tensors(*tensors) -> bool:
@@ -241,9 +237,9 @@ def wraps_tensors(*tensors) -> bool:
     with ordinary autograd (dyt, so2_mixing_stack), or refuse it by name where that reference
     cannot run on it either (refuse_wrapped: grouped_glu_mlp, the quantizers). A FakeTensor
     wraps nothing (is_eager_fake asks about it; a DTensor of fake tensors is both). Plain
-    tensors and parameters cost a type lookup each (every eager call of grouped_glu_mlp and
-    so2_mixing_stack asks); is_compiling is asked only for another class, before Dynamo would
-    trace is_traceable_wrapper_subclass."""
+    tensors and parameters cost a type lookup each (every eager call of so2_mixing_stack asks;
+    dyt and grouped_glu_mlp ask when they build a plan); is_compiling is asked only for another
+    class, before Dynamo would trace is_traceable_wrapper_subclass."""
     for t in tensors:
         if type(t) not in _PLAIN_TENSORS and t is not None:
             if torch.compiler.is_compiling():
@@ -254,11 +250,13 @@ def wraps_tensors(*tensors) -> bool:
 
 
 def refuse_wrapped(op: str, why: str, names, tensors) -> None:
-    """TypeError naming the first of ``tensors`` (``names`` theirs) that is a wrapper subclass
-    (wraps_tensors), for an op whose plain-PyTorch reference cannot run on one either (``why``
-    says what fails there); nothing where none is. Called once wraps_tensors said yes."""
+    """TypeError naming the first of ``tensors`` (``names`` theirs; None skipped) that is a
+    wrapper subclass (wraps_tensors), for an op whose plain-PyTorch reference cannot run on one
+    either (``why`` says what fails there); nothing where none is. Plain tensors and parameters
+    cost a type lookup each, as in wraps_tensors (eager calls of grouped_glu_mlp's unplanned
+    path and of the quantizers ask)."""
     for name, t in zip(names, tensors):
-        if wraps_tensors(t):
+        if type(t) not in _PLAIN_TENSORS and t is not None and wraps_tensors(t):
             raise TypeError(f"{op}: {name} is a {type(t).__name__}, a tensor subclass wrapping other tensors, "
                             f"which {op} does not take ({why}); pass plain tensors (a DTensor's to_local() "
                             f"or full_tensor())")

@@ -194,7 +194,7 @@ class CompiledLauncher:
     launch of that key has accepted still reaches the JIT (which reports it). A launcher with
     a scalar, constexpr or option of a kind without a rule, or an unhashable one, shares
     nothing. Only direct launches use the cache: under ``DIRECT_LAUNCH`` False and after a
-    failed direct launch the JIT runs as before.
+    failed direct launch every launch goes through the JIT.
 
     Triton specializes a kernel on its arguments: pointers on their dtype and on 16-byte
     alignment, integers on ``== 1``, on divisibility by 16 and on their width (triton/runtime/

@@ -62,13 +62,11 @@ def _check_block(fn: str, block) -> tuple[int, int]:
 def _check_plain(fn: str, x, amax=None, stochastic_bits=None) -> None:
     """TypeError naming a wrapper subclass (DTensor, ...: policy.wraps_tensors) among the
     tensors (None skipped; each after its own checks, which name a nested tensor, also a
-    wrapper subclass, as not dense): the kernels cannot read its memory, and the reference's bit operations give wrong
-    codes on a DTensor without a word (torch 2.13: its rules return ``t >> 23`` and ``t << 23``
-    unshifted, so quantize_mxfp8's scales came out wrong at level 0)."""
-    if policy.wraps_tensors(x, amax, stochastic_bits):
-        policy.refuse_wrapped(fn, "the kernels read memory it does not own, and DTensor's rules drop the "
-                                  "reference's bit shifts", ("x", "amax", "stochastic_bits"),
-                              (x, amax, stochastic_bits))
+    wrapper subclass, as not dense): the kernels cannot read its memory, and the reference's
+    bit operations give wrong codes on a DTensor without a word (torch 2.13: its rules return
+    ``t >> 23`` and ``t << 23`` unshifted, so level 0 would give wrong mxfp8 scales)."""
+    policy.refuse_wrapped(fn, "the kernels read memory it does not own, and DTensor's rules drop the reference's "
+                              "bit shifts", ("x", "amax", "stochastic_bits"), (x, amax, stochastic_bits))
 
 
 def _use_kernels(x: torch.Tensor) -> bool:

@@ -116,10 +116,16 @@ def cache_dir() -> Path:
     container run under an arbitrary uid) uses ``<tempdir>/tilefuse-<uid>`` instead, made
     private to the user (0700), and says so once; if that folder is another user's, a private
     folder of this process's own (its tables do not outlive it). Set ``TILEFUSE_CACHE_DIR`` to
-    keep the tables elsewhere."""
+    keep the tables elsewhere; a leading ``~`` in it then stands for that fallback folder
+    (``~/x`` is ``<tempdir>/tilefuse-<uid>/x``, said once), not for a folder named ``~`` in
+    the working directory."""
     configured = os.environ.get("TILEFUSE_CACHE_DIR")
     if configured:
-        return Path(os.path.abspath(os.path.expanduser(configured)))
+        expanded = os.path.expanduser(configured)
+        parts = Path(expanded).parts
+        if parts[:1] == ("~",):   # expanduser leaves ~ as it is where it finds no home folder
+            return _homeless_cache_dir(parts[1:])
+        return Path(os.path.abspath(expanded))
     try:
         home = Path.home()
     except RuntimeError:   # no HOME and no passwd entry: os.path.expanduser gives up too
@@ -128,9 +134,25 @@ def cache_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def _homeless_cache_dir() -> Path:
-    """``cache_dir()`` without a home folder: decided once per process (a private fallback
-    folder made again on every table read would scatter the tables)."""
+def _homeless_cache_dir(tail: tuple[str, ...] | None = None) -> Path:
+    """``cache_dir()`` without a home folder: the fallback folder (_homeless_folder), or for a
+    TILEFUSE_CACHE_DIR of ``~`` followed by the components ``tail``, that path below it; said
+    once per path."""
+    folder, uid = _homeless_folder()
+    if tail is None:
+        path, where = folder, f"tuning tables are kept in {folder}; set TILEFUSE_CACHE_DIR to keep them elsewhere"
+    else:
+        path = Path(os.path.abspath(folder.joinpath(*tail)))
+        where = f"TILEFUSE_CACHE_DIR's ~ is taken as {folder}: tuning tables are kept in {path}"
+    report(f"tilefuse: no home folder (HOME is unset and uid {uid} has no passwd entry): {where}")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _homeless_folder() -> tuple[Path, int | None]:
+    """The fallback folder without a home folder and this process's uid: decided once per
+    process (a private fallback folder made again on every table read would scatter the
+    tables)."""
     uid = os.getuid() if hasattr(os, "getuid") else None
     folder = Path(tempfile.gettempdir()) / f"tilefuse-{'user' if uid is None else uid}"
     try:
@@ -147,9 +169,7 @@ def _homeless_cache_dir() -> Path:
             folder = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
         except OSError:
             pass
-    report(f"tilefuse: no home folder (HOME is unset and uid {uid} has no passwd entry): tuning "
-           f"tables are kept in {folder}; set TILEFUSE_CACHE_DIR to keep them elsewhere")
-    return folder
+    return folder, uid
 
 
 @functools.lru_cache(maxsize=None)

@@ -59,7 +59,7 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
     if compiling:
         # Traced: the checks and the level are read while tracing; the custom op decides the
         # kernel path when the graph runs (op.py).
-        plan = None
+        plan, wrapped = None, False
         f64, level = validate(x, alpha, weight, bias, channels_last), policy.get_level()
     else:
         # a negative-bit view or a ZeroTensor: memory the kernels cannot read as the values
@@ -75,15 +75,13 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         if plan.foreign:   # the kernels launch on the current device (device.on_tensor_device)
             with torch.cuda.device(x.device):
                 return dyt(x, alpha, weight, bias, channels_last=channels_last)
-        f64, level = plan.f64, plan.level
-        if plan.wrapped:
-            # a wrapper subclass (DTensor, ...: policy.wraps_tensors) among the arguments: its
-            # own torch ops run the reference, whose result is of its class (plan.Plan.wrapped)
-            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
-                                           compute_dtype=plans.compute_dtype(f64))
-    if f64 or level == 0:
+        f64, level, wrapped = plan.f64, plan.level, plan.wrapped
+    if f64 or level == 0 or wrapped:
+        # The reference with ordinary autograd, in float64 where a tensor is, else float32. A
+        # wrapper subclass (DTensor, ...: policy.wraps_tensors) among the arguments runs it too:
+        # its own torch ops give a result of its class (plan.Plan.wrapped).
         return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
-                                       compute_dtype=torch.float64 if f64 else torch.float32)
+                                       compute_dtype=plans.compute_dtype(f64))
     if compiling:
         if policy.differentiating():
             # torch.func transforms or forward-mode AD traced by Dynamo (both read while

@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from ...device import on_tensor_device
-from ...policy import differentiating, is_eager_fake, refuse_wrapped, wraps_tensors
+from ...policy import differentiating, is_eager_fake
 from ..autograd_common import batched_at_any_level
 from . import plan as plans
 from .configs import GemmConfig
@@ -189,21 +189,10 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     fake = is_eager_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
-    if not fake and wraps_tensors(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias):
-        # A wrapper subclass (DTensor, ...: policy.wraps_tensors) owns no memory the kernels can
-        # read, and level 0's paths do not run on DTensors either (torch 2.13): its
-        # torch._grouped_mm rule takes bfloat16 only and no plain tensor (the offsets from plain
-        # counts), torch._assert_async (the counts' check) has no rule, and a recipe's
-        # reference reads the counts with .tolist(), which DTensor refuses. validate's errors
-        # first (a nested tensor, also a wrapper subclass, is named there as not dense).
-        validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
-                 glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
-        refuse_wrapped("grouped_glu_mlp", "the kernels read memory it does not own, and DTensor has no rules "
-                                          "for the reference's grouped GEMMs and count checks",
-                       ("x", "tokens_per_expert", "probs", "fc1_weight", "fc2_weight", "fc1_bias", "fc2_bias"),
-                       (x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias))
     if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
-        # the call's decisions from its metadata, made once (plan.py; raises validate's errors)
+        # the call's decisions from its metadata, made once (plan.py): building a plan raises
+        # validate's errors and refuses wrapper subclasses (plan.refuse_wrapped; the key holds
+        # each tensor's class, so a plan built for plain tensors is never found for a DTensor)
         plan = plans.lookup(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias, activation,
                             glu_interleave, recipe)
         if plan.forward is not None:
@@ -213,6 +202,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     else:
         validate(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                  glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
+        if not fake:   # a DTensor of fake tensors takes the fake path below, as a FakeTensor
+            plans.refuse_wrapped(x, tokens_per_expert, probs, fc1_weight, fc2_weight, fc1_bias, fc2_bias)
     if x.device.type == "meta" or fake:
         # Shapes and dtypes only (no kernel runs, no count is read): the unfused composition
         # on meta or fake tensors, differentiable; a recipe changes no shape or dtype.

@@ -4,15 +4,16 @@ per metadata (as ops/dyt/plan.py does for DyT).
 A call's checks (validate.validate), its route (op.route: the policy level and the tuning
 table), the layouts its kernels read (compose.lay_out) and, on the compose route, its forward's
 and backward's launches (compose.ForwardPlan, and per dy layout compose.BackwardPlan) depend
-only on the arguments' types, shapes, strides, dtypes
-and devices, on activation, glu_interleave and recipe, on the level, the tuning table and the
-current CUDA device (on the CPU: whether Triton's interpreter runs kernels), and on x, w1 and
-w2 being 16-byte aligned (checked per call). A ``Plan`` holds them: building one runs the
-checks, so a cached plan is a passed check. Per call what remains is the key (a tuple of that
-metadata), the alignment, the allocations and the launches (the per-call Python of the
-checks, layouts, route and descriptors measured on the H200 host: benchmarks/results/
-2026-12-03-h200-ac runs 3-6; the backward's, 2026-12-04-h200-ad runs 1-2: a forward +
-backward 0.80-0.97x a bare composition's host time, 1.14-1.35x without the backward plan).
+only on the arguments' types, shapes, strides, dtypes and devices, on activation,
+glu_interleave and recipe, on the level, the tuning table and the current CUDA device (on the
+CPU: whether Triton's interpreter runs kernels), and on x, w1 and w2 being 16-byte aligned
+(checked per call). A ``Plan`` holds them: building one runs the checks (validate's, and the
+refusal of wrapper subclasses: refuse_wrapped), so a cached plan is a passed check. Per call
+what remains is the key (a tuple of that metadata), the alignment, the allocations and the
+launches (the per-call Python of the checks, layouts, route and descriptors measured on the
+H200 host: benchmarks/results/2026-12-03-h200-ac runs 3-6; the backward's,
+2026-12-04-h200-ad runs 1-2: a forward + backward 0.80-0.97x a bare composition's host time,
+1.14-1.35x without the backward plan).
 
 Plans run the compose route only (the table's route for 16-bit inputs wherever
 ``torch._grouped_mm`` takes them), with the tensors as they are (``lay_out`` copying nothing),
@@ -76,10 +77,28 @@ class Plan:
         return self.forward.run(x, counts, probs, w1, w2, b1, b2)[0]
 
 
+_ARG_NAMES = ("x", "tokens_per_expert", "probs", "fc1_weight", "fc2_weight", "fc1_bias", "fc2_bias")
+
+
+def refuse_wrapped(x, counts, probs, w1, w2, b1, b2) -> None:
+    """TypeError naming a wrapper subclass (DTensor, ...: policy.wraps_tensors) among the
+    arguments; a type lookup each for plain tensors. Such a tensor owns no memory the kernels
+    can read, and level 0's paths do not run on DTensors either (torch 2.13): its
+    torch._grouped_mm rule takes bfloat16 only and no plain tensor (the offsets from plain
+    counts), torch._assert_async (the counts' check) has no rule, and a recipe's reference
+    reads the counts with .tolist(), which DTensor refuses. Called after validate, whose
+    errors come first (a nested tensor, also a wrapper subclass, is named there as not dense):
+    by _build, so a cached plan is a passed refusal too, and by api's unplanned path."""
+    policy.refuse_wrapped("grouped_glu_mlp", "the kernels read memory it does not own, and DTensor has no rules "
+                                             "for the reference's grouped GEMMs and count checks",
+                          _ARG_NAMES, (x, counts, probs, w1, w2, b1, b2))
+
+
 def _build(x, counts, probs, w1, w2, b1, b2, activation, glu_interleave, recipe, level=None) -> Plan:
     from .api import problem_for   # api imports this module
     validate(x, counts, probs, w1, w2, activation=activation, glu_interleave=glu_interleave, fc1_bias=b1,
              fc2_bias=b2, recipe=recipe)
+    refuse_wrapped(x, counts, probs, w1, w2, b1, b2)
     path = None if x.device.type == "meta" else route(
         problem_for(x, w2, activation, glu_interleave, b1 is not None or b2 is not None, recipe), x.device, level)
     compose_path = recipe is None and (path == COMPOSE or (isinstance(path, GemmConfig) and path.compose))

@@ -539,7 +539,7 @@ class So2Family(TuningFamily):
         baseline = self.baseline(problem)
         got = {**got, **self.run_training(problem, choice, inputs)}
         want = {**want, **self.run_training(problem, baseline, inputs)}
-        for name in ("x_local", "grad_u0", "grad_alpha", *WEIGHT_GRADS):
+        for name in (*LEVEL3_OUTPUTS, *WEIGHT_GRADS):
             err, exact = normwise_rel_error(got[name], ref[name]), normwise_rel_error(want[name], ref[name])
             ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
             errors[name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
