@@ -5,27 +5,15 @@ and is not timed; speedups are the medians of per-round ratios, with the samples
 Only plain-PyTorch providers run here (no kernels, no interpreter): what is under test is the
 programs' checking and bookkeeping, not the ops."""
 
-import importlib.util
 import json
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from tilefuse.tuning import timing
 
-
-def load_benchmark(name):
-    """benchmarks/<name>.py as a module (in sys.modules while it runs: its dataclasses look
-    their module up there)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_checks_under_test", path)
-    program = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = program
-    spec.loader.exec_module(program)
-    return program
+from benchmark_helpers import load_benchmark
 
 
 def unwritten_rows(y):

@@ -6,6 +6,8 @@ import pytest
 
 from tilefuse.cli import main
 
+from benchmark_helpers import load_benchmark
+
 
 def test_check_quick_writes_report(tmp_path):
     out = tmp_path / "rep"
@@ -982,25 +984,11 @@ def test_the_verification_row_helper_is_shared_and_bitwise_rows_use_a_zero_bound
     assert differs["detail"] == "fused differs from relay"
 
 
-def _load_benchmark(name):
-    """benchmarks/<name>.py as a module (in sys.modules while it runs: its dataclasses look
-    their module up there)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
-    program = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = program
-    spec.loader.exec_module(program)
-    return program
-
-
 def test_host_overhead_shows_a_failed_peer_and_fails_nothing_for_it(monkeypatch, capsys):
     """benchmarks/host_overhead.py with Liger-Kernel's row failed (and then F.layer_norm's):
     the regression check compares with what was timed and its verdict is not FAIL."""
     from tilefuse.check import dyt as check_dyt
-    program = _load_benchmark("host_overhead")
+    program = load_benchmark("host_overhead")
     ok = {"fwd_us": 10.0, "fwd_us_rounds": [10.0], "fwd_bwd_us": 50.0, "fwd_bwd_us_rounds": [50.0]}
     failed = {"fwd_us": None, "fwd_us_rounds": None, "fwd_bwd_us": None, "fwd_bwd_us_rounds": None,
               "error": "TypeError: beta", "failed": ["fwd_us", "fwd_bwd_us"]}
@@ -1024,7 +1012,7 @@ def test_host_overhead_shows_a_failed_peer_and_fails_nothing_for_it(monkeypatch,
 @pytest.mark.parametrize("bad", [["--shape", "64"], ["--shape", "64x0"], ["--shape", "axb"], ["--rounds", "0"],
                                  ["--peer-calls", "0"], ["--calls", "0"], ["--rounds", "-1"]])
 def test_host_overhead_refuses_a_malformed_shape_or_count(bad, monkeypatch, capsys):
-    program = _load_benchmark("host_overhead")
+    program = load_benchmark("host_overhead")
     monkeypatch.setattr(program, "peers", lambda args: pytest.fail("the peers section ran"))
     monkeypatch.setattr(program, "layers", lambda args: pytest.fail("the layers section ran"))
     with pytest.raises(SystemExit) as exc:
@@ -1034,7 +1022,7 @@ def test_host_overhead_refuses_a_malformed_shape_or_count(bad, monkeypatch, caps
 
 @pytest.mark.parametrize("rounds", ["0", "-1"])
 def test_so2_peers_refuses_rounds_below_one(rounds, capsys):
-    program = _load_benchmark("so2_peers")
+    program = load_benchmark("so2_peers")
     with pytest.raises(SystemExit) as exc:
         program.main(["--tiny", "--rounds", rounds])
     assert exc.value.code == 2 and "--rounds" in capsys.readouterr().err
@@ -1044,7 +1032,7 @@ def test_so2_peers_exits_nonzero_when_a_shape_aborted_and_writes_valid_json(tmp_
     """A shape that aborted makes the exit status 1 (the other shapes still run); --json is
     valid JSON with a NaN error (rel_err's, of an output holding NaN) written as "nan"."""
     import torch
-    program = _load_benchmark("so2_peers")
+    program = load_benchmark("so2_peers")
     err = program.rel_err(torch.tensor([float("nan"), 1.0]), torch.tensor([1.0, 1.0]))
     assert err != err
     nan_row = {"edges": 16, "lmax": 1, "focus_dim": 32, "peers": [
