@@ -1,11 +1,13 @@
 """ExpertParallelGLUMLP over torch.distributed (gloo on the CPU, kernels in Triton's interpreter;
 NCCL on two GPUs): the expert-parallel module equals one GroupedGLUMLP holding all experts,
-forward and every gradient, with uneven splits, a rank receiving no tokens, experts with zero
-tokens and a rank with no tokens at all; bad arguments name the argument (out-of-range expert
+forward and every gradient (and a gradient penalty's, through a double backward), with uneven
+splits, a rank receiving no tokens, experts with zero tokens and a rank with no tokens at all;
+bad arguments name the argument (out-of-range expert
 ids on one rank make every rank raise); ranks may differ in what changes no backward collective
 (frozen experts on some ranks, requires_grad under no_grad); a module pickled on one rank and
-loaded on another, or in a group of another size, makes every rank raise; ``tilefuse.tune``
-leaves all ranks with the same table entries.
+loaded on another, or in a group of another size, makes every rank raise, and a state dict
+loads only into the rank (and E, W) that saved it; setting the process group in use on one rank
+changes nothing; ``tilefuse.tune`` leaves all ranks with the same table entries.
 
 Each spawned group runs many cases (a spawn costs seconds: every process imports torch,
 Triton and tilefuse), each rank writing its per-case outcome to a JSON file the tests read.
@@ -27,10 +29,12 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import json
 import os
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import pytest
@@ -71,6 +75,8 @@ CASES_2 = [
     # A recipe runs its kernels (interpreter) on the local experts.
     _case("recipe-mxfp8", E2, [[1, 2, 2, 3, 0, 1], [0, 3, 3]], hidden=32, ffn=32, recipe="mxfp8", glu_interleave=16),
 ]
+# Double backward (create_graph=True): fp32 without a recipe (recipes have none).
+CASES_SECOND_ORDER = CASES_2[:2]
 # Four ranks, 8 experts: rank 1 has no tokens, nobody routes to rank 3's experts 6 and 7.
 CASES_4 = [_case("world4", 8, [[0, 5, 2, 2, 4, 1], [], [1, 1, 0, 3], [5, 4, 4, 0, 2]])]
 # The same four ranks as two process groups of two (process_group=, group ranks != world ranks).
@@ -400,6 +406,157 @@ def _check_pickles(rank, device, out_dir) -> dict[str, str]:
     return out
 
 
+def _check_second_order(case, device) -> None:
+    """A gradient penalty through the module (``create_graph=True``, then a backward through
+    the gradients) equals the one-process module's: each rank's penalty covers its own tokens,
+    so the ranks' penalties sum to the penalty of all tokens, and each rank's gradients are
+    those of that sum. Tolerance: the second backward differentiates the first, so each side
+    runs three passes of the first-order reductions (forward, backward, backward of the
+    backward): three times the first-order bound each, six times apart."""
+    full = _full_module(case, device)
+    inputs = _inputs(case, device)
+
+    def penalty(y, x, probs, dy):
+        dx, dprobs = torch.autograd.grad((y * dy).sum(), [x, probs], create_graph=True)
+        return (y * dy).sum() + dx.square().sum() + dprobs.square().sum()
+
+    x = torch.cat([i[0] for i in inputs]).requires_grad_(True)
+    ids = torch.cat([i[1] for i in inputs])
+    probs = torch.cat([i[2] for i in inputs]).requires_grad_(True)
+    order = torch.argsort(ids, stable=True)
+    counts = torch.bincount(ids, minlength=case["n_experts"])
+    y_sorted = full(x[order], counts, probs[order])
+    y = torch.empty_like(y_sorted)
+    y[order] = y_sorted
+    params = dict(full.named_parameters())
+    grads_ref = torch.autograd.grad(penalty(y, x, probs, torch.cat([i[3] for i in inputs])),
+                                    [x, probs, *params.values()])
+
+    rank = dist.get_rank()
+    ep = ExpertParallelGLUMLP.from_grouped(full)
+    xr, ids_r, pr, dy_r = inputs[rank]
+    xr, pr = xr.clone().requires_grad_(True), pr.clone().requires_grad_(True)
+    penalty(ep(xr, ids_r, pr), xr, pr, dy_r).backward()
+    start = sum(len(r) for r in case["routes"][:rank])
+    rows = slice(start, start + len(case["routes"][rank]))
+    local = slice(ep.expert_offset, ep.expert_offset + ep.num_local_experts)
+    got = {"dx": xr.grad, "dprobs": pr.grad, **{GRADS[n]: p.grad for n, p in ep.experts.named_parameters()}}
+    want = {"dx": grads_ref[0][rows], "dprobs": grads_ref[1][rows],
+            **{GRADS[n]: g[local] for n, g in zip(params, grads_ref[2:])}}
+    for name in want:
+        tol = {k: 6 * v for k, v in fp32_tolerance(counts.tolist(), case["hidden"], case["ffn"],
+                                                    want[name]).items()}
+        torch.testing.assert_close(got[name], want[name], **tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def _check_state_dicts(rank, device, out_dir) -> dict[str, str]:
+    """Each rank's state dict records (num_experts, world size, rank); loading checks it on
+    the loading rank (no collective): rank 0's state dict loaded on every rank, or one of
+    E = 8 on 4 ranks (the same local shapes) on a module of E = 4 on 2, raises naming what
+    differs and leaves the experts as they were; one without the record warns and reports it
+    missing. The documented round trips still work: each rank's own state dict, and a full
+    checkpoint (the ranks' experts concatenated) loaded into a GroupedGLUMLP and sharded with
+    from_grouped."""
+    torch.manual_seed(7)
+    full = GroupedGLUMLP(E2, H, F, glu_interleave=4).to(device)
+    ep = ExpertParallelGLUMLP.from_grouped(full)
+    state = ep.state_dict()
+    torch.save(state, Path(out_dir) / f"sd-rank{rank}.pt")
+    dist.barrier()
+
+    def fresh():
+        torch.manual_seed(100 + rank)
+        return ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device)
+
+    def same(a, b):
+        return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+    def refused(module, loaded, text):
+        before = copy.deepcopy(module)
+        try:
+            module.load_state_dict(loaded)
+        except RuntimeError as e:
+            assert text in str(e), str(e)
+        else:
+            raise AssertionError("no RuntimeError")
+        assert same(module, before), "the refused state dict was loaded"
+
+    def own():
+        assert torch.equal(state["expert_shard"], torch.tensor([E2, 2, rank]))
+        m = fresh()
+        m.load_state_dict(torch.load(Path(out_dir) / f"sd-rank{rank}.pt"))
+        assert same(m, ep)
+
+    def rank_0s():
+        # nested (the key's prefix) and loaded on every rank: rank 1 refuses
+        model = torch.nn.Sequential(fresh())
+        loaded = {f"0.{k}": v for k, v in torch.load(Path(out_dir) / "sd-rank0.pt").items()}
+        if rank == 0:
+            model.load_state_dict(loaded)
+            assert same(model[0], ep)
+        else:
+            refused(model, loaded, "ExpertParallelGLUMLP: the state dict holds rank 0 of 2's experts [0, 2) of 4, "
+                                   "but this module holds rank 1 of 2's experts [2, 4) of 4 (rank 0 != 1)")
+
+    def other_world():
+        loaded = dict(state, expert_shard=torch.tensor([2 * E2, 4, rank]))
+        refused(fresh(), loaded, f"holds rank {rank} of 4's experts [{2 * rank}, {2 * rank + 2}) of 8, but this "
+                                 f"module holds rank {rank} of 2's experts [{2 * rank}, {2 * rank + 2}) of 4 "
+                                 f"(num_experts 8 != 4, world size 4 != 2)")
+
+    def malformed():
+        refused(fresh(), dict(state, expert_shard=torch.tensor(float(rank))), "'expert_shard' must be a (3,) integer")
+
+    def without_record():
+        loaded = {k: v for k, v in state.items() if k != "expert_shard"}
+        m = fresh()
+        # (not pytest.warns: its failure is no Exception, which _outcomes would not catch)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                m.load_state_dict(loaded)
+            except RuntimeError as e:
+                assert 'Missing key(s) in state_dict: "expert_shard"' in str(e), str(e)
+            else:
+                raise AssertionError("strict=True loaded a state dict without the record")
+            assert m.load_state_dict(loaded, strict=False).missing_keys == ["expert_shard"]
+        warned = [str(w.message) for w in caught if "the state dict has no 'expert_shard'" in str(w.message)]
+        assert len(warned) == 2, [str(w.message) for w in caught]
+        assert same(m, ep)
+
+    def full_checkpoint():
+        parts = [torch.load(Path(out_dir) / f"sd-rank{r}.pt") for r in range(2)]
+        merged = {k[len("experts."):]: parts[0][k] if k == "experts.glu_layout" else torch.cat([p[k] for p in parts])
+                  for k in parts[0] if k.startswith("experts.")}
+        whole = GroupedGLUMLP(E2, H, F, glu_interleave=4).to(device)
+        whole.load_state_dict(merged)
+        assert same(whole, full) and same(ExpertParallelGLUMLP.from_grouped(whole), ep)
+
+    return _outcomes({"own-state-dict": own, "rank-0s-state-dict-on-every-rank": rank_0s,
+                      "state-dict-of-another-world": other_world, "malformed-record": malformed,
+                      "state-dict-without-the-record": without_record, "full-checkpoint": full_checkpoint})
+
+
+def _check_regroup(rank, device) -> dict[str, str]:
+    """Setting the process group already in use on one rank only (the world, as None or as
+    the group) changes nothing: the next forward runs on both ranks (a new agreement on rank 1
+    alone would wait in its all-gather while rank 0 waits in the count exchange)."""
+    torch.manual_seed(7)
+    ep = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device=device)
+    g = torch.Generator().manual_seed(rank)
+    x, probs = torch.randn(5, H, generator=g).to(device), torch.rand(5, generator=g).to(device)
+    ids = torch.tensor([3, 0, 1, 2, 3], device=device)
+    y = ep(x, ids, probs)
+
+    def same_group(value):
+        if rank == 1:
+            ep.process_group = value
+        assert ep.process_group is dist.group.WORLD
+        assert torch.equal(ep(x, ids, probs), y)
+    return _outcomes({"world-as-None-on-rank-1": lambda: same_group(None),
+                      "world-on-rank-1": lambda: same_group(dist.group.WORLD)})
+
+
 def _keys_used(ep, routes):
     """The grouped_glu_mlp keys a forward of ``routes`` uses on each rank (its received rows)."""
     keys = []
@@ -449,8 +606,6 @@ def _check_tune(rank, device, out_dir) -> dict:
 def _host_syncs(device):
     """The synchronizing CUDA operations of one plan_dispatch (after a first one set up the
     communicator), as torch.cuda's sync debug mode reports them."""
-    import warnings
-
     from tilefuse.nn.expert_parallel import plan_dispatch
     ids = torch.tensor([1, 0, 1, 1], device=device)
     plan_dispatch(ids, 2, 1, dist.group.WORLD, (1, 0, 1))
@@ -496,6 +651,13 @@ def _worker(rank, world, init_file, out_dir, backend, sections, collective_timeo
                 report[section] = _check_alike(rank, device)
             elif section == "pickles":
                 report[section] = _check_pickles(rank, device, out_dir)
+            elif section == "state_dicts":
+                report[section] = _check_state_dicts(rank, device, out_dir)
+            elif section == "regroup":
+                report[section] = _check_regroup(rank, device)
+            elif section == "second_order":
+                report[section] = _outcomes({case["name"]: functools.partial(_check_second_order, case, device)
+                                             for case in CASES_SECOND_ORDER})
             elif section == "tune":
                 report[section] = _check_tune(rank, device, out_dir)
             elif section == "syncs":
@@ -554,8 +716,18 @@ def two_ranks_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def two_ranks(two_ranks_dir):
     """One group of two gloo ranks runs the argument checks, the equality cases and the tune."""
-    sections = ["arguments", "cases2", "copies", "alike", "pickles"] + ([] if HAS_CUDA else ["tune"])
+    sections = ["arguments", "cases2", "copies", "alike", "pickles", "state_dicts", "second_order"] + \
+        ([] if HAS_CUDA else ["tune"])
     return _spawn(two_ranks_dir, 2, "gloo", sections)
+
+
+@pytest.fixture(scope="module")
+def short_timeout_ranks(tmp_path_factory):
+    """Two gloo ranks whose collectives wait 20 s at most: the cases where ranks could end up
+    in different collectives (mismatched collectives abort gloo, or wait until the timeout)
+    fail fast instead of hanging."""
+    return _spawn(tmp_path_factory.mktemp("ep2-short"), 2, "gloo", ["dtypes", "regroup"], timeout_s=120,
+                  collective_timeout_s=20)
 
 
 def test_bad_arguments_name_the_argument(two_ranks):
@@ -593,6 +765,16 @@ def test_a_module_pickled_in_a_larger_world_raises(two_ranks, two_ranks_dir):
         dist.destroy_process_group()
 
 
+def test_a_state_dict_loads_only_into_the_rank_that_saved_it(two_ranks):
+    _assert_all_ok(two_ranks, "state_dicts")
+    assert all(len(r["state_dicts"]) == 6 for r in two_ranks)
+
+
+def test_a_gradient_penalty_equals_one_module_holding_all_experts(two_ranks):
+    _assert_all_ok(two_ranks, "second_order")
+    assert all(sorted(r["second_order"]) == sorted(c["name"] for c in CASES_SECOND_ORDER) for r in two_ranks)
+
+
 def test_two_ranks_equal_one_module_holding_all_experts(two_ranks):
     _assert_all_ok(two_ranks, "cases2")
     assert sorted(two_ranks[1]["cases2"]) == sorted(c["name"] for c in CASES_2)
@@ -610,13 +792,16 @@ def test_tune_leaves_every_rank_with_rank_0s_entries(two_ranks):
         assert r["routes"] == r["expected_routes"] == tune[0]["expected_routes"], r
 
 
-def test_ranks_that_differ_in_probs_or_experts_dtype_pair_their_collectives(tmp_path):
+def test_ranks_that_differ_in_probs_or_experts_dtype_pair_their_collectives(short_timeout_ranks):
     """Mismatched collectives would abort gloo (probs: unequal byte counts) or leave the ranks
-    in different collectives until the timeout (experts: the module check run by one rank);
-    short timeouts make either fail fast."""
-    reports = _spawn(tmp_path, 2, "gloo", ["dtypes"], timeout_s=120, collective_timeout_s=20)
-    _assert_all_ok(reports, "dtypes")
-    assert all(len(r["dtypes"]) == 3 for r in reports)
+    in different collectives until the timeout (experts: the module check run by one rank)."""
+    _assert_all_ok(short_timeout_ranks, "dtypes")
+    assert all(len(r["dtypes"]) == 3 for r in short_timeout_ranks)
+
+
+def test_setting_the_process_group_in_use_on_one_rank_changes_nothing(short_timeout_ranks):
+    _assert_all_ok(short_timeout_ranks, "regroup")
+    assert all(len(r["regroup"]) == 2 for r in short_timeout_ranks)
 
 
 def test_four_ranks_and_two_process_groups_of_two_equal_one_module(tmp_path):

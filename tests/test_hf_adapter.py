@@ -328,6 +328,37 @@ def test_the_adapter_keeps_the_experts_train_or_eval_state(training):
     assert HFGroupedGLUExperts.from_hf(experts).training is training
 
 
+@pytest.mark.parametrize("overflows", ["gate_up_proj", "down_proj"], ids=["fc1-forward", "fc2-backward"])
+def test_dropped_slots_stay_finite_where_the_last_expert_overflows(overflows):
+    """fp16, no recipe: dropped slots (id E) join the last expert, here one that overflows on
+    their rows, in fc1 (forward) or in dy @ fc2 (backward: sum(x) * 4000 and 32 * 4000 exceed
+    fp16's 65504). The output and every gradient are bitwise those with a harmless last expert,
+    which has no kept slot, and HF, skipping the slots, stays finite: weight 0 alone left
+    0 * inf = NaN in the token's sum, or in the last expert's fc1 gradient and the tokens' dx."""
+    torch.manual_seed(0)
+    n_experts = 2
+    experts = StandInExperts(n_experts).half()
+    adapter = HFGroupedGLUExperts.from_hf(experts)
+    x = torch.rand(4, H, dtype=torch.float16) + 0.5          # positive rows: their sum is > 16
+    index = torch.tensor([[0, n_experts], [0, n_experts], [0, 0], [n_experts, 0]])
+    weights, dy = torch.rand(4, K), torch.ones(4, H, dtype=torch.float16)
+
+    def run(module):
+        module.zero_grad()
+        xg, wg = x.clone().requires_grad_(True), weights.clone().requires_grad_(True)
+        out = module(xg, index, wg)
+        out.backward(dy)
+        return [out.detach(), xg.grad, wg.grad, module.gate_up_proj.grad.clone(), module.down_proj.grad.clone()]
+    want = run(adapter)
+    with torch.no_grad():
+        getattr(experts, overflows)[n_experts - 1].fill_(4000)
+    got = run(adapter)
+    for name, g, w in zip(["out", "dx", "dweights", "dgate_up_proj", "ddown_proj"], got, want):
+        assert torch.equal(g, w), name
+    assert not got[3][-1].any() and not got[4][-1].any()
+    assert all(t.isfinite().all() for t in run(experts))
+
+
 @pytest.mark.parametrize("recipe", ["fp8_block", "nvfp4"])
 def test_dropped_slots_do_not_reach_a_recipes_quantizers(recipe):
     """A token whose slots are all dropped (id E: another rank's experts), with large values in

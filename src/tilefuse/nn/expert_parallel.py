@@ -23,14 +23,16 @@ probabilities, in any order, and returns their outputs in that order:
 The backward runs the transposed collectives (dy to the experts' ranks, dx and dprobs back),
 with the split sizes saved by the forward: no host synchronization. Every permutation is a
 gather whose backward is the gather by the inverse permutation (no scatter-add, no atomics:
-deterministic).
+deterministic). The backward is built from the same differentiable pieces, so a double
+backward (``create_graph=True``) runs through it, its collectives transposed once more.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import dataclasses
+import functools
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -42,6 +44,8 @@ from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_arg
 _WHERE = "ExpertParallelGLUMLP"
 # The parameter dtypes as numbers the ranks compare (ExpertParallelGLUMLP._module_row).
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+# The state dict's record of the experts it holds: (num_experts, world size, rank) as int64.
+SHARD_KEY = "expert_shard"
 
 
 def check_same_modules(rows: list[tuple[int, ...]]) -> None:
@@ -65,7 +69,10 @@ def all_to_all(x: torch.Tensor, output_splits: list[int], input_splits: list[int
 
 
 class AllToAll(torch.autograd.Function):
-    """``all_to_all`` with its transpose as the backward (the splits swapped).
+    """``all_to_all`` with its transpose as the backward (the splits swapped). The backward is
+    itself an ``AllToAll``, so a double backward (``create_graph=True``: a gradient penalty)
+    differentiates through it; a plain ``all_to_all`` there would return a gradient without
+    history, and the second backward would drop every term that flows through it.
 
     Our own rather than ``torch.distributed.nn.functional.all_to_all_single``: that one warns
     (FutureWarning) on every call from torch 2.13 on, and its replacement in
@@ -79,22 +86,23 @@ class AllToAll(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         output_splits, input_splits = ctx.splits
-        return all_to_all(grad, input_splits, output_splits, ctx.group), None, None, None
+        return AllToAll.apply(grad, input_splits, output_splits, ctx.group), None, None, None
 
 
 class Gather(torch.autograd.Function):
     """``x[index]`` along dim 0 for a permutation ``index`` whose inverse is ``inverse``: the
-    backward is ``grad[inverse]``, a gather (autograd's index backward would scatter-add)."""
+    backward is ``grad[inverse]``, a ``Gather`` itself (autograd's index backward would
+    scatter-add), so a double backward's permutations are gathers too."""
 
     @staticmethod
     def forward(ctx, x, index, inverse):
-        ctx.save_for_backward(inverse)
+        ctx.save_for_backward(index, inverse)
         return x.index_select(0, index)
 
     @staticmethod
     def backward(ctx, grad):
-        inverse, = ctx.saved_tensors
-        return grad.index_select(0, inverse), None, None
+        index, inverse = ctx.saved_tensors
+        return Gather.apply(grad, inverse, index), None, None
 
 
 def _inverse(perm: torch.Tensor) -> torch.Tensor:
@@ -224,6 +232,11 @@ def _group_of(process_group):
     return group, rank, dist.get_world_size(group)
 
 
+def _describe_shard(num_experts: int, world: int, rank: int) -> str:
+    n_local = num_experts // world if world > 0 else 0
+    return f"rank {rank} of {world}'s experts [{rank * n_local}, {(rank + 1) * n_local}) of {num_experts}"
+
+
 def _check_tokens(x, expert_ids, probs, hidden: int, weight: torch.Tensor) -> None:
     """Argument checks before any collective (shapes, dtypes, devices: no value is read)."""
     for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs)):
@@ -263,8 +276,19 @@ class ExpertParallelGLUMLP(nn.Module):
     Parameters: ``experts``, a ``GroupedGLUMLP`` of the E/W local experts, in its layout
     (``experts.fc1_weight`` (E/W, 2F, H), ...): local expert j is global expert
     ``expert_offset + j``. Each rank initialises its own experts from its RNG; seed the ranks
-    apart, or take the slices of a full module with ``from_grouped``. The state dict holds the
-    local experts only (a full checkpoint concatenates the ranks' along dim 0).
+    apart, or take the slices of a full module with ``from_grouped``.
+
+    State dict: the local experts only (``experts.*``; a full checkpoint concatenates the
+    ranks' parameters along dim 0, loaded into a ``GroupedGLUMLP`` of all E experts), and
+    ``expert_shard``, a (3,) int64 tensor recording (num_experts, world size, rank) of the
+    module that saved it. Local experts of equal shapes do not tell which rank's they are
+    (rank 0's file loaded on every rank, or an E = 8, W = 4 shard loaded into E = 4, W = 2),
+    so loading checks the record on each rank (no collective) and raises naming what differs,
+    leaving the experts as they were. A state dict without the record (written before it
+    existed, or assembled by hand) warns and reports ``expert_shard`` as a missing key, as
+    ``GroupedGLUMLP`` treats a missing ``glu_layout``: ``strict=True`` (the default) raises,
+    ``strict=False`` loads it unchecked; add ``state["expert_shard"] = torch.tensor([E, W, r])``
+    to declare whose experts it holds.
 
     Shapes (this rank's tokens, in any order; T may be 0 and may differ between ranks):
         forward(x (T, H) in the parameters' dtype, expert_ids (T,) int32/int64 global expert
@@ -276,20 +300,22 @@ class ExpertParallelGLUMLP(nn.Module):
     Differentiable in x, probs and the local parameters; probs travels in float32 (the op reads
     it in float32), so ranks may pass it in different dtypes, and its gradient comes back in
     the caller's. Every rank of the group must call forward, and run the backward through its
-    output, so that every rank runs the same backward collectives: with grad mode on, x
-    requiring grad on all ranks or on none, probs too, and the output requiring grad (x, probs
-    or a local expert parameter requiring grad) on all ranks or on none. So ranks whose local
-    experts are all frozen run beside ranks whose experts train when x or probs requires grad,
-    and under ``torch.no_grad`` the ranks may differ in all of these. Both are checked: ranks
-    whose calls differ there, or that hold different modules (E, H, F, dtype; compared in every
-    forward's count exchange, so a rank whose experts were converted to another dtype is
-    caught too), all raise the same ValueError instead of pairing mismatched collectives.
+    output (and a double backward, ``create_graph=True``, through the gradients alike), so that
+    every rank runs the same backward collectives: with grad mode on, x requiring grad on all
+    ranks or on none, probs too, and the output requiring grad (x, probs or a local expert
+    parameter requiring grad) on all ranks or on none. So ranks whose local experts are all
+    frozen run beside ranks whose experts train when x or probs requires grad, and under
+    ``torch.no_grad`` the ranks may differ in all of these. Both are checked: ranks whose calls
+    differ there, or that hold different modules (E, H, F, dtype; compared in every forward's
+    count exchange, so a rank whose experts were converted to another dtype is caught too),
+    all raise the same ValueError instead of pairing mismatched collectives.
 
     A module holds one rank's experts: pickled (``torch.save(model)``) and loaded, or given
     another ``process_group``, it runs only as the rank it was built for, in a group of the
     size it was built for. Its next forward checks that on every rank (all raise the same
     ValueError otherwise): save and load each rank's own module or state dict, or take each
-    rank's share of a full module with ``from_grouped``.
+    rank's share of a full module with ``from_grouped``. That check is a collective: set
+    another ``process_group`` on every rank of it (setting the group in use is a no-op).
 
     Synchronization: one host synchronization per forward, the split sizes that
     ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
@@ -342,9 +368,15 @@ class ExpertParallelGLUMLP(nn.Module):
     def __setattr__(self, name, value):
         """``module.process_group = group`` (None: the world), after construction: the next
         forward agrees with the group's ranks again (``_agree``), which checks that this rank
-        and the group's size are the ones the module's experts were built for."""
+        and the group's size are the ones the module's experts were built for. That agreement
+        is a collective, so another group must be set on every rank of it (on some ranks only,
+        their next forward enters ``_agree``'s all-gather while the others enter the count
+        exchange: a hang until the backend's timeout). Setting the group already in use
+        changes nothing (no agreement), so it is safe on any subset of the ranks."""
         if name == "process_group" and "_agreed" in self.__dict__:
             value = _group_of(value)[0]
+            if value is self.__dict__.get("process_group"):
+                return
             self.__dict__["_agreed"] = False
             self.__dict__["_unbound"] = False
         super().__setattr__(name, value)
@@ -390,6 +422,51 @@ class ExpertParallelGLUMLP(nn.Module):
                 param.copy_(source[local])
                 param.requires_grad_(source.requires_grad)
         return new.train(mlp.training)
+
+    def _shard(self) -> tuple[int, int, int]:
+        """(num_experts, world size, rank): which experts this module holds (``SHARD_KEY``)."""
+        return self.num_experts, self.world_size, self.rank
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + SHARD_KEY] = torch.tensor(self._shard(), dtype=torch.int64)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        key = prefix + SHARD_KEY
+        ours = self._shard()
+        saved = state_dict.pop(key, None)
+        refused = None
+        if saved is None:
+            # As GroupedGLUMLP's glu_layout: torch raises for a missing key under strict=True
+            # and returns it under strict=False. The warning says why.
+            missing_keys.append(key)
+            warnings.warn(f"{_WHERE}: the state dict has no {key!r}, the record of which experts it holds, so it "
+                          f"cannot be checked; this module holds {_describe_shard(*ours)}. Another rank's experts "
+                          f"load without an error and give wrong results: add state[{key!r}] = "
+                          f"torch.tensor({list(ours)}) to declare them", UserWarning, stacklevel=4)
+        elif (not isinstance(saved, torch.Tensor) or tuple(saved.shape) != (3,) or saved.is_floating_point()
+              or saved.device.type == "meta"):
+            refused = (f"{_WHERE}: {key!r} must be a (3,) integer tensor (num_experts, world size, rank), "
+                       f"got {saved!r}")
+        elif (recorded := tuple(int(v) for v in saved.tolist())) != ours:
+            differ = ", ".join(f"{name} {a} != {b}" for name, a, b in zip(("num_experts", "world size", "rank"),
+                                                                          recorded, ours) if a != b)
+            refused = (f"{_WHERE}: the state dict holds {_describe_shard(*recorded)}, but this module holds "
+                       f"{_describe_shard(*ours)} ({differ}). Load each rank's own state dict on that rank, or "
+                       f"load a full checkpoint (the ranks' {prefix}experts.* concatenated along dim 0) into a "
+                       f"GroupedGLUMLP of all experts and take each rank's share with "
+                       f"ExpertParallelGLUMLP.from_grouped")
+        if refused is not None:
+            error_msgs.append(refused)
+            # torch loads the children after this and raises only at the end: keep the local
+            # experts as they were by giving them their own tensors to load.
+            experts = prefix + "experts."
+            for name, t in (*self.experts.named_parameters(), *self.experts.named_buffers()):
+                if experts + name in state_dict:
+                    state_dict[experts + name] = t.detach()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def _module_row(self) -> tuple[int, ...]:
         """(E, H, F, dtype code): what the ranks' modules must agree on."""

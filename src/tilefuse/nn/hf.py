@@ -61,9 +61,9 @@ class HFGroupedGLUExperts(nn.Module):
     device. Returns (T, H) in ``hidden_states``' dtype. Steps, all on the device (no host
     synchronization of their own): the T*K (token, slot) pairs are sorted by expert id
     (stable sort), the counts per expert come from ``searchsorted`` of the sorted ids (the
-    dropped slots, sorted last, are given to the last expert with weight 0, so the counts sum
-    to T*K as grouped_glu_mlp requires and their rows add exactly 0 wherever the last
-    expert's output for them is finite: 0 times an overflowed inf is NaN), the
+    dropped slots, sorted last, are given to the last expert with weight 0 and their rows of x
+    and y zeroed, so the counts sum to T*K as grouped_glu_mlp requires and those rows add
+    exactly 0 and take no gradient, even where the last expert would overflow on them), the
     gathered token rows run through ``grouped_glu_mlp`` with the routing weights as its
     ``probs``, and each token's K rows are gathered back and summed (a gather and a reshape
     sum: deterministic, no atomics). ``probs`` scales the GLU output before the down
@@ -132,17 +132,17 @@ class HFGroupedGLUExperts(nn.Module):
         if probs.dtype not in (torch.float32, weight_dtype):
             probs = probs.float()
         probs = probs.masked_fill(~kept, 0)
-        if self.recipe is not None:
-            # A dropped slot's row must not reach a quantizer's statistics either (its x in
-            # nvfp4's per-tensor amax, its x and dy in the last expert's column-wise block
-            # scales): zero x there, and y, whose gradient rows are then zero. Without a recipe
-            # its weight 0 already makes its rows add exactly 0.
-            x = x.masked_fill(~kept[:, None], 0)
+        # A dropped slot's rows are zeroed in x and in y (so its gradient rows dy are zero
+        # too), not only given weight 0: where the last expert overflows on such a row (fp16:
+        # its fc1 output, or dy @ fc2 in the backward), 0 * inf = NaN would reach the token's
+        # sum and that expert's weight gradients, where HF, skipping the slot, stays finite;
+        # and under a recipe the rows would enter the quantizers' statistics (x in nvfp4's
+        # per-tensor amax, x and dy in the last expert's column-wise block scales).
+        x = x.masked_fill(~kept[:, None], 0)
 
         y = grouped_glu_mlp(x, counts, probs, self.gate_up_proj, self.down_proj, activation=self.activation,
                             glu_interleave=self.glu_interleave, recipe=self.recipe)
-        if self.recipe is not None:
-            y = y.masked_fill(~kept[:, None], 0)
+        y = y.masked_fill(~kept[:, None], 0)
         # Back to (token, slot) order, then each token's K rows summed.
         unsorted = torch.empty_like(y)
         unsorted[order] = y            # order is a permutation: every row written once
