@@ -532,9 +532,35 @@ def _check_state_dicts(rank, device, out_dir) -> dict[str, str]:
         whole.load_state_dict(merged)
         assert same(whole, full) and same(ExpertParallelGLUMLP.from_grouped(whole), ep)
 
+    def refused_with_assign():
+        # assign=True: the refusal keeps the very Parameter objects (an optimizer holds them)
+        m = fresh()
+        params = list(m.parameters())
+        loaded = dict(state, expert_shard=torch.tensor([E2, 2, 1 - rank]))
+        try:
+            m.load_state_dict(loaded, assign=True)
+        except RuntimeError as e:
+            assert "rank" in str(e), str(e)
+        else:
+            raise AssertionError("no RuntimeError")
+        assert all(a is b for a, b in zip(m.parameters(), params)), "the Parameters were replaced"
+
+    def checkpoint_helpers():
+        # torch.distributed.checkpoint's state-dict helpers look a nested module's keys up by
+        # attribute (expert_shard included)
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+        model = torch.nn.Sequential(torch.nn.Identity(), fresh())
+        model[1].load_state_dict(state)
+        got = get_model_state_dict(model)
+        assert torch.equal(got["1.expert_shard"], torch.tensor([E2, 2, rank]))
+        other = torch.nn.Sequential(torch.nn.Identity(), fresh())
+        set_model_state_dict(other, got)
+        assert same(other[1], ep)
+
     return _outcomes({"own-state-dict": own, "rank-0s-state-dict-on-every-rank": rank_0s,
                       "state-dict-of-another-world": other_world, "malformed-record": malformed,
-                      "state-dict-without-the-record": without_record, "full-checkpoint": full_checkpoint})
+                      "state-dict-without-the-record": without_record, "full-checkpoint": full_checkpoint,
+                      "refused-with-assign": refused_with_assign, "checkpoint-helpers": checkpoint_helpers})
 
 
 def _check_regroup(rank, device) -> dict[str, str]:
@@ -767,7 +793,7 @@ def test_a_module_pickled_in_a_larger_world_raises(two_ranks, two_ranks_dir):
 
 def test_a_state_dict_loads_only_into_the_rank_that_saved_it(two_ranks):
     _assert_all_ok(two_ranks, "state_dicts")
-    assert all(len(r["state_dicts"]) == 6 for r in two_ranks)
+    assert all(len(r["state_dicts"]) == 8 for r in two_ranks)
 
 
 def test_a_gradient_penalty_equals_one_module_holding_all_experts(two_ranks):

@@ -780,6 +780,17 @@ def test_without_a_home_folder_a_tilde_in_the_cache_dir_is_the_fallback_folder(h
         assert store.cache_dir() == fallback
 
 
+def test_a_folder_named_tilde_below_the_working_directory_is_taken_as_written(tmp_path, monkeypatch):
+    """TILEFUSE_CACHE_DIR=./~/x names a folder ``~`` in the working directory (the home folder
+    present): Path("./~/x").parts reads as ~/x, the string does not."""
+    import warnings
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "./~/tables")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.cache_dir() == tmp_path / "~" / "tables"
+
+
 # --- 5. a registered family's sources: an edit makes its entries stale ------------------------
 
 class SourcedFamily(FakeFamily):

@@ -427,9 +427,16 @@ class ExpertParallelGLUMLP(nn.Module):
         """(num_experts, world size, rank): which experts this module holds (``SHARD_KEY``)."""
         return self.num_experts, self.world_size, self.rank
 
+    @property
+    def expert_shard(self) -> torch.Tensor:
+        """The state dict's ``SHARD_KEY`` record as an attribute: torch.distributed.checkpoint's
+        state-dict helpers (get_model_state_dict / set_model_state_dict) look every key of a
+        nested module up by attribute."""
+        return torch.tensor(self._shard(), dtype=torch.int64)
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + SHARD_KEY] = torch.tensor(self._shard(), dtype=torch.int64)
+        destination[prefix + SHARD_KEY] = self.expert_shard
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -454,7 +461,8 @@ class ExpertParallelGLUMLP(nn.Module):
                                                                           recorded, ours) if a != b)
             refused = (f"{_WHERE}: the state dict holds {_describe_shard(*recorded)}, but this module holds "
                        f"{_describe_shard(*ours)} ({differ}). Load each rank's own state dict on that rank, or "
-                       f"load a full checkpoint (the ranks' {prefix}experts.* concatenated along dim 0) into a "
+                       f"load a full checkpoint (the ranks' {prefix}experts parameters concatenated along dim 0, "
+                       f"its glu_layout record taken once) into a "
                        f"GroupedGLUMLP of all experts and take each rank's share with "
                        f"ExpertParallelGLUMLP.from_grouped")
         if refused is not None:
@@ -462,9 +470,11 @@ class ExpertParallelGLUMLP(nn.Module):
             # torch loads the children after this and raises only at the end: keep the local
             # experts as they were by giving them their own tensors to load.
             experts = prefix + "experts."
+            # The tensors themselves: under assign=True torch then sets the same Parameter objects
+            # (an optimizer built before the load keeps pointing at them); otherwise a self-copy.
             for name, t in (*self.experts.named_parameters(), *self.experts.named_buffers()):
                 if experts + name in state_dict:
-                    state_dict[experts + name] = t.detach()
+                    state_dict[experts + name] = t
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

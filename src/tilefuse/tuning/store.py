@@ -122,9 +122,10 @@ def cache_dir() -> Path:
     configured = os.environ.get("TILEFUSE_CACHE_DIR")
     if configured:
         expanded = os.path.expanduser(configured)
-        parts = Path(expanded).parts
-        if parts[:1] == ("~",):   # expanduser leaves ~ as it is where it finds no home folder
-            return _homeless_cache_dir(parts[1:])
+        # expanduser leaves a leading ~ as it is where it finds no home folder (the string is
+        # tested: Path("./~/x").parts drops the "." and would read as ~/x)
+        if expanded == "~" or expanded.startswith("~" + os.sep):
+            return _homeless_cache_dir(Path(expanded).parts[1:])
         return Path(os.path.abspath(expanded))
     try:
         home = Path.home()
