@@ -127,22 +127,24 @@ class HFGroupedGLUExperts(nn.Module):
         ends = torch.searchsorted(clamped, torch.arange(1, n_experts + 1, device=device, dtype=clamped.dtype))
         counts = torch.diff(ends, prepend=ends.new_zeros(1))
 
-        x = hidden_states[order // top_k].to(weight_dtype)
+        # A dropped slot's rows are zeros in x and in the gradient dy, not only given weight 0:
+        # where the last expert overflows on such a row (fp16: its fc1 output, or dy @ fc2 in
+        # the backward), 0 * inf = NaN would reach the token's sum and that expert's weight
+        # gradients, where HF, skipping the slot, stays finite; and under a recipe the rows
+        # would enter the quantizers' statistics (x in nvfp4's per-tensor amax, x and dy in the
+        # last expert's column-wise block scales). x's rows come from a zero row appended to
+        # hidden_states (one (T, H) copy, not a pass over the T*K gathered rows); y's rows of a
+        # zero x are zeros already (no bias; GLU(0) = 0), and _ZeroDroppedGrad zeroes dy's.
+        rows = torch.where(kept, order // top_k, n_tokens)
+        x = torch.cat([hidden_states, hidden_states.new_zeros(1, hidden_states.shape[1])])[rows].to(weight_dtype)
         probs = top_k_weights.reshape(-1)[order]
         if probs.dtype not in (torch.float32, weight_dtype):
             probs = probs.float()
         probs = probs.masked_fill(~kept, 0)
-        # A dropped slot's rows are zeroed in x and in y (so its gradient rows dy are zero
-        # too), not only given weight 0: where the last expert overflows on such a row (fp16:
-        # its fc1 output, or dy @ fc2 in the backward), 0 * inf = NaN would reach the token's
-        # sum and that expert's weight gradients, where HF, skipping the slot, stays finite;
-        # and under a recipe the rows would enter the quantizers' statistics (x in nvfp4's
-        # per-tensor amax, x and dy in the last expert's column-wise block scales).
-        x = x.masked_fill(~kept[:, None], 0)
 
         y = grouped_glu_mlp(x, counts, probs, self.gate_up_proj, self.down_proj, activation=self.activation,
                             glu_interleave=self.glu_interleave, recipe=self.recipe)
-        y = y.masked_fill(~kept[:, None], 0)
+        y = _ZeroDroppedGrad.apply(y, kept)
         # Back to (token, slot) order, then each token's K rows summed.
         unsorted = torch.empty_like(y)
         unsorted[order] = y            # order is a permutation: every row written once
@@ -153,6 +155,20 @@ class HFGroupedGLUExperts(nn.Module):
         return (f"num_experts={self.num_experts}, hidden_dim={self.hidden_dim}, "
                 f"intermediate_dim={self.intermediate_dim}, glu_layout={self.glu_layout!r}, "
                 f"glu_interleave={self.glu_interleave}, activation={self.activation!r}, recipe={self.recipe!r}")
+
+
+class _ZeroDroppedGrad(torch.autograd.Function):
+    """y as it is; its gradient with the rows of dropped slots (``kept`` False) zeroed."""
+
+    @staticmethod
+    def forward(ctx, y, kept):
+        ctx.save_for_backward(kept)
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, dy):
+        kept, = ctx.saved_tensors
+        return dy.masked_fill(~kept[:, None], 0), None
 
 
 def _check_routing(hidden_states, top_k_index, top_k_weights, hidden_dim: int) -> None:
