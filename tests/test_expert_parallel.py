@@ -117,9 +117,9 @@ def _full_module(case, device):
     return GroupedGLUMLP(case["n_experts"], case["hidden"], case["ffn"], **case["module"]).to(device, case["dtype"])
 
 
-def _reference(case, full, inputs):
-    """The full module on all ranks' tokens: (y, dx, dprobs) in the concatenated token order,
-    the parameter gradients, and the tokens per expert."""
+def _full_forward(case, full, inputs):
+    """The full module on all ranks' tokens (concatenated, sorted by expert, run, and put back
+    in the concatenated order): (x, probs, dy, y, counts), x and probs requiring grad."""
     x = torch.cat([i[0] for i in inputs]).requires_grad_(True)
     ids = torch.cat([i[1] for i in inputs])
     probs = torch.cat([i[2] for i in inputs]).requires_grad_(True)
@@ -129,6 +129,13 @@ def _reference(case, full, inputs):
     y_sorted = full(x[order], counts, probs[order])
     y = torch.empty_like(y_sorted)
     y[order] = y_sorted
+    return x, probs, dy, y, counts
+
+
+def _reference(case, full, inputs):
+    """The full module on all ranks' tokens: (y, dx, dprobs) in the concatenated token order,
+    the parameter gradients, and the tokens per expert."""
+    x, probs, dy, y, counts = _full_forward(case, full, inputs)
     params = list(full.parameters())
     grads = torch.autograd.grad(y, [x, probs, *params], dy)
     return y.detach(), grads[0], grads[1], dict(zip([n for n, _ in full.named_parameters()], grads[2:])), counts
@@ -420,17 +427,9 @@ def _check_second_order(case, device) -> None:
         dx, dprobs = torch.autograd.grad((y * dy).sum(), [x, probs], create_graph=True)
         return (y * dy).sum() + dx.square().sum() + dprobs.square().sum()
 
-    x = torch.cat([i[0] for i in inputs]).requires_grad_(True)
-    ids = torch.cat([i[1] for i in inputs])
-    probs = torch.cat([i[2] for i in inputs]).requires_grad_(True)
-    order = torch.argsort(ids, stable=True)
-    counts = torch.bincount(ids, minlength=case["n_experts"])
-    y_sorted = full(x[order], counts, probs[order])
-    y = torch.empty_like(y_sorted)
-    y[order] = y_sorted
+    x, probs, dy, y, counts = _full_forward(case, full, inputs)
     params = dict(full.named_parameters())
-    grads_ref = torch.autograd.grad(penalty(y, x, probs, torch.cat([i[3] for i in inputs])),
-                                    [x, probs, *params.values()])
+    grads_ref = torch.autograd.grad(penalty(y, x, probs, dy), [x, probs, *params.values()])
 
     rank = dist.get_rank()
     ep = ExpertParallelGLUMLP.from_grouped(full)
