@@ -313,6 +313,10 @@ def test_refusals_create_no_report_folder(command, tmp_path, capsys, monkeypatch
     monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the check ran"))
     if command == "bench":
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        # without CUDA the command re-runs its process under Triton's interpreter (os.execv)
+        # where TRITON_INTERPRET is unset, as on a GPU machine: that would replace the test's
+        # process (a GPU xdist worker went down here, 2026-12-06-h200-ay run 9)
+        monkeypatch.setattr(cli, "_use_interpreter_without_cuda", lambda argv: None)
         want = "no CUDA device"
     else:
         monkeypatch.setattr(check, "triton_missing", lambda: "Triton is not installed (faked)")
