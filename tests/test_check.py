@@ -358,7 +358,7 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
     from tilefuse.utils import normwise_rel_error
     steps, facts = check_so2.step_providers(1, 16, 9, with_compile=False, device="cpu")
     assert [p for p, _ in check_so2.PASSES] == list(steps)
-    assert "no validated level-3 variant" in facts["level3"] and facts["exact"].startswith("relay")
+    assert facts["level3"] == "exact: no validated level-3 entry for the key" and facts["exact"].startswith("relay")
     assert facts["forward"] == "M32-N64-K16-w4-s2"    # no forward entry: the heuristic's tiles
     for pass_name, providers in steps.items():
         assert set(providers) == {"tilefuse", "eager reference"}

@@ -324,3 +324,15 @@ def test_refusals_create_no_report_folder(command, tmp_path, capsys, monkeypatch
     out = tmp_path / "new" / "report"
     assert cli.main([command, "--ops", "dyt", "--out", str(out)]) == 2
     assert want in capsys.readouterr().err and not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("value", ["1", "on", "TRUE", "yes"])
+def test_a_true_triton_interpret_of_any_spelling_needs_no_re_run(value, monkeypatch):
+    """Without CUDA the CLI re-runs itself under Triton's interpreter only where Triton would
+    not interpret already: any value Triton reads as true is taken as it is."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    monkeypatch.setattr(cli.os, "execv", lambda *a: pytest.fail("re-ran the process"))
+    cli._use_interpreter_without_cuda(["check"])
+    assert cli.os.environ["TRITON_INTERPRET"] == value
+

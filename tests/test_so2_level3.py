@@ -765,3 +765,25 @@ def test_level3_variant_under_torch_compile_custom_ops(tuning_table, one_variant
                                          *[t.detach() for t in inputs[1:]], LMAX, CF, True, False)
     assert spy.seen and set(spy.seen) == {one_variant.dot_precision(True)}
     assert gate.seen and set(gate.seen) == {one_variant.gate_precision(True)}
+
+
+def test_level3_summary_says_why_the_exact_path_runs(monkeypatch):
+    """tilefuse check's level-3 rows: the variant, or which of level3_config's reasons sends a
+    level-3 call down the exact path."""
+    d = So2Dims(1, 32)
+    variant = VARIANTS[sorted(VARIANTS)[0]]
+    monkeypatch.setattr(op, "lookup_config", lambda family, problem: None)
+    assert op.level3_summary(d, 64, 2, NL) == "exact: no validated level-3 entry for the key"
+    monkeypatch.setattr(op, "lookup_config", lambda family, problem: configs.heuristic(1, 32))
+    assert op.level3_summary(d, 64, 2, NL) == "exact: the exact path won the key's level-3 sweep"
+    monkeypatch.setattr(op, "lookup_config", lambda family, problem: variant)
+    monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: False)
+    assert op.level3_summary(d, 64, 2, NL) == (f"exact: the validated variant {variant.name} does not beat "
+                                               f"level 2 by the route margin")
+    monkeypatch.setattr(so2_tune, "level3_beats_exact", lambda problem: True)
+    monkeypatch.setattr(op, "level3_trains", lambda *a: False)
+    assert op.level3_summary(d, 64, 2, NL) == variant.name
+    assert op.level3_summary(d, 64, 2, NL, training=True).startswith(f"{variant.name} forward; the training "
+                                                                     f"backward exact")
+    monkeypatch.setattr(op, "level3_trains", lambda *a: True)
+    assert op.level3_summary(d, 64, 2, NL, training=True) == variant.name

@@ -203,6 +203,22 @@ def test_counting_counts_a_backward_autograd_runs_on_another_thread():
     assert dict(launched) == {"dyt_fwd": 1, "dyt_bwd": 1}
 
 
+def test_cli_show_gives_a_speedup_recorded_without_its_spread(capsys):
+    """An entry's measured speedup shows with its spread where it has one, alone where it has
+    none (two shipped so2 entries, replayed from their sweep logs, carry no spread)."""
+    cfg = DYT.config_to_dict(DyTConfig(64, 64, 4, 1))
+    table.register_entries("dyt", {"bwd-M65536-N64-x4": {"winner": cfg, "measured": {"speedup": 1.115}},
+                                   "bwd-M131072-N64-x4": {"winner": cfg, "measured": {"speedup": 1.2,
+                                                                                      "spread": [1.1, 1.3]}}})
+    try:
+        assert command.main(["--show"]) == 0
+    finally:
+        tuning.unregister("dyt")
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[3:] if line.strip()}
+    assert rows["bwd-M65536-N64-x4"].split()[4] == "1.115x"
+    assert "1.200x [1.100-1.300]" in rows["bwd-M131072-N64-x4"]
+
+
 def test_cli_show_shape_errors_and_default_grid(monkeypatch, capsys):
     assert command.main(["--show"]) == 0
     assert "no entries" in capsys.readouterr().out

@@ -28,7 +28,8 @@ def _use_interpreter_without_cuda(argv) -> None:
     # zero whose inf a kernel clamps or discards) are not the user's business. Set in every
     # interpreted process, the re-executed one included.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    from .policy import interpreter_enabled
+    if interpreter_enabled():   # any value Triton reads as true ("1", "on", "yes", ...)
         return
     os.environ["TRITON_INTERPRET"] = "1"
     if "triton.language" in sys.modules:

@@ -137,11 +137,10 @@ def _check_level3(lmax, n_focus, focus_dim, n_edges, device) -> list[dict]:
         errors = {"x": _rel(x_local, ref), "du0": _rel(gu, ref_grads[0]), "dalpha": _rel(ga, ref_grads[1])}
         rows.append(_row(f"level-3 variant {cfg.name} (forced)", case, errors, TOL[torch.float32]))
     with policy.level(3):
-        variant = op.level3_config(d, torch.float32, n_edges, n_focus, NL)
         x = so2_mixing_stack(*ins, lmax=lmax, focus_dim=focus_dim)
         grads = torch.autograd.grad(x, ins[:2], grad_out)
     errors = {"x": _rel(x, ref), "du0": _rel(grads[0], ref_grads[0]), "dalpha": _rel(grads[1], ref_grads[1])}
-    runs = variant.name if variant is not None else "exact: no validated level-3 entry for the key"
+    runs = op.level3_summary(d, n_edges, n_focus, NL)
     rows.append(_row(f"as called at level 3 ({runs})", case, errors, TOL[torch.float32]))
     return rows
 
@@ -329,7 +328,8 @@ def step_providers(lmax: int, focus_dim: int, n_edges: int, with_compile: bool, 
     forward = op.forward_config(d, torch.float32, n_edges, 2, NL) or configs.heuristic(lmax, focus_dim)
     facts = {"exact": op.backward_config(d, torch.float32, n_edges, 2, NL, False).name,
              "forward": forward.name.removeprefix("relay-"),
-             "level3": variant.name if variant else "no validated level-3 variant in the table (the exact path)"}
+             "level3": op.level3_summary(d, n_edges, 2, NL),
+             "level3 training": op.level3_summary(d, n_edges, 2, NL, training=True)}
     if variant is not None:
         fns["tilefuse level 3"] = (tf, lambda: policy.level(3))
     if with_compile:
@@ -361,7 +361,7 @@ def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, peak: 
         for name, t in timed.items():
             row = {"scope": "step", "pass": pass_name, "lmax": lmax, "focus_dim": focus_dim, "edges": n_edges,
                    "provider": name, "table_picks": f"fwd {facts['forward']}; bwd {facts['exact']}",
-                   "level3": facts["level3"],
+                   "level3": facts["level3 training" if "training" in pass_name else "level3"],
                    "gemm_ceiling_tflops": ceiling, "fma_peak_tflops": peak, **bench.timing_fields(t)}
             if row["status"] == "ok":
                 row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12

@@ -145,8 +145,8 @@ def format_table(device_index: int | None = None) -> str:
     for family, key, source, entry in table.entries(device_index):
         measured = entry.measured
         winner = entry.winner if entry.winner == BASELINE else get_family(family).describe(entry.winner)
-        speed = (_ratio(measured["speedup"], measured["spread"])
-                 if "speedup" in measured and "spread" in measured else "")
+        speed = ("" if "speedup" not in measured else _ratio(measured["speedup"], measured["spread"])
+                 if "spread" in measured else f"{measured['speedup']:.3f}x")
         rows.append((family, key, source, winner, speed, str(measured.get("wall_s", ""))))
     if not rows:
         return "\n".join(head + ["", "no entries: every key runs its baseline (tilefuse tune sweeps them)"])

@@ -56,6 +56,23 @@ def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool
     return isinstance(validation, dict) and validation.get("weight_grads") is True
 
 
+def level3_summary(d: So2Dims, n_edges: int, n_focus: int, n_layers: int, training: bool = False) -> str:
+    """What a level-3 fp32 call runs at this key, in words (tilefuse check's rows): the
+    variant's name, or why the exact path runs (level3_config's None has several reasons);
+    with ``training``, whether the variant also runs the training backward (level3_trains)."""
+    problem = So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
+    variant = lookup_config("so2_mixing_stack", problem)
+    if variant is None:
+        return "exact: no validated level-3 entry for the key"
+    if variant.precision == configs.EXACT:
+        return "exact: the exact path won the key's level-3 sweep"
+    if not tune.level3_beats_exact(problem):
+        return f"exact: the validated variant {variant.name} does not beat level 2 by the route margin"
+    if training and not level3_trains(d, n_edges, n_focus, n_layers):
+        return f"{variant.name} forward; the training backward exact (its record does not cover the weight gradients)"
+    return variant.name
+
+
 def forward_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_layers: int
                    ) -> configs.So2Config | None:
     """The forward's tiles (and precision). At level 3 the level-3 key's winner when it has one
