@@ -87,8 +87,9 @@ def sweep_parallel(items: list[Item], devices: list[str], **options
 
 # --- printing ----------------------------------------------------------------------------
 
-def _ratio(speedup, spread) -> str:
-    return f"{speedup:.3f}x [{spread[0]:.3f}-{spread[1]:.3f}]"
+def _ratio(speedup, spread=None) -> str:
+    """``1.234x [1.200-1.250]``; the speedup alone for an entry recorded without its spread."""
+    return f"{speedup:.3f}x" + ("" if spread is None else f" [{spread[0]:.3f}-{spread[1]:.3f}]")
 
 
 def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -145,8 +146,7 @@ def format_table(device_index: int | None = None) -> str:
     for family, key, source, entry in table.entries(device_index):
         measured = entry.measured
         winner = entry.winner if entry.winner == BASELINE else get_family(family).describe(entry.winner)
-        speed = ("" if "speedup" not in measured else _ratio(measured["speedup"], measured["spread"])
-                 if "spread" in measured else f"{measured['speedup']:.3f}x")
+        speed = _ratio(measured["speedup"], measured.get("spread")) if "speedup" in measured else ""
         rows.append((family, key, source, winner, speed, str(measured.get("wall_s", ""))))
     if not rows:
         return "\n".join(head + ["", "no entries: every key runs its baseline (tilefuse tune sweeps them)"])

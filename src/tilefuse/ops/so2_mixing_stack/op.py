@@ -39,19 +39,31 @@ def level3_config(d: So2Dims, dtype: torch.dtype, n_edges: int, n_focus: int, n_
     would."""
     if policy.get_level() < 3 or dtype != torch.float32:
         return None
-    problem = So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
+    return _level3_choice(d, n_edges, n_focus, n_layers)[0]
+
+
+def _level3_problem(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> So2Problem:
+    return So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
+
+
+def _level3_choice(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> tuple[configs.So2Config | None, str]:
+    """(the level-3 key's variant, its name), or (None, why the exact path runs instead)."""
+    problem = _level3_problem(d, n_edges, n_focus, n_layers)
     variant = lookup_config("so2_mixing_stack", problem)
-    if variant is None or variant.precision == configs.EXACT:
-        return None
-    return variant if tune.level3_beats_exact(problem) else None
+    if variant is None:
+        return None, "no validated level-3 entry for the key"
+    if variant.precision == configs.EXACT:
+        return None, "the exact path won the key's level-3 sweep"
+    if not tune.level3_beats_exact(problem):
+        return None, f"the validated variant {variant.name} does not beat level 2 by the route margin"
+    return variant, variant.name
 
 
 def level3_trains(d: So2Dims, n_edges: int, n_focus: int, n_layers: int) -> bool:
     """Whether the level-3 key's entry validated its variant on the training backward too (its
     record's ``"weight_grads": true``, tune.So2Family.validate); entries validated before the
     weight gradients were run the variant for the forward and the force backward only."""
-    measured = get_measured("so2_mixing_stack", So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges),
-                                                            n_focus, n_layers, level3=True))
+    measured = get_measured("so2_mixing_stack", _level3_problem(d, n_edges, n_focus, n_layers))
     validation = measured.get("validation") if isinstance(measured, dict) else None
     return isinstance(validation, dict) and validation.get("weight_grads") is True
 
@@ -60,14 +72,9 @@ def level3_summary(d: So2Dims, n_edges: int, n_focus: int, n_layers: int, traini
     """What a level-3 fp32 call runs at this key, in words (tilefuse check's rows): the
     variant's name, or why the exact path runs (level3_config's None has several reasons);
     with ``training``, whether the variant also runs the training backward (level3_trains)."""
-    problem = So2Problem(d.lmax, d.focus_dim, 4, next_power_of_2(n_edges), n_focus, n_layers, level3=True)
-    variant = lookup_config("so2_mixing_stack", problem)
+    variant, name = _level3_choice(d, n_edges, n_focus, n_layers)
     if variant is None:
-        return "exact: no validated level-3 entry for the key"
-    if variant.precision == configs.EXACT:
-        return "exact: the exact path won the key's level-3 sweep"
-    if not tune.level3_beats_exact(problem):
-        return f"exact: the validated variant {variant.name} does not beat level 2 by the route margin"
+        return f"exact: {name}"
     if training and not level3_trains(d, n_edges, n_focus, n_layers):
         return f"{variant.name} forward; the training backward exact (its record does not cover the weight gradients)"
     return variant.name
