@@ -985,6 +985,29 @@ def test_reuse_blocks_nest_and_share_the_outer_copies(device):
     assert recipes._REUSE.get() is None
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA streams")
+def test_copies_made_on_one_stream_are_waited_for_on_another():
+    """Micro-batches on two streams in one block: the call on stream b reuses the copies stream
+    a's quantizers write (held back behind a long sleep on a), so b must wait for them, and
+    gives the bits of a call outside any block."""
+    H, F = SHAPE["fp8_block"]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, "cuda", seed=27)
+    leaves = _leaves(i)
+    want, plain = _fp8_step(i, leaves)             # compiles everything first: the host is quick below
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with tilefuse.reuse_quantized_weights():
+        with torch.cuda.stream(a):
+            torch.cuda._sleep(200_000_000)          # about 0.1 s: a's quantizers run after b's call is queued
+            _fp8_step(i, leaves)
+        with torch.cuda.stream(b):
+            got, n = _fp8_step(i, leaves)
+        torch.cuda.synchronize()
+    assert n == plain - 2
+    for x, y in zip(want, got):
+        assert same_bits(x, y)
+
+
 def test_a_weight_made_per_call_is_not_kept(device):
     """A weight passed as a new tensor each call (a per-call cast) is quantized each call, and
     the block keeps nothing of it once the tensor is gone: the cache does not grow."""

@@ -300,8 +300,8 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 # Quantized weights reused across calls (tilefuse.reuse_quantized_weights)
 
 # The active scope's cache: (id of the weight, recipe, dgrad) -> (a weak reference to the
-# weight, its memory, layout and version counter then, the pair quantize_weight_pair gave); None
-# outside a scope. An entry goes when its weight does (a per-call cast or copy, which no later
+# weight, its memory, layout and version counter then, the pair quantize_weight_pair gave, and
+# on CUDA the stream that wrote the pair with an event after the writes); None outside a scope. An entry goes when its weight does (a per-call cast or copy, which no later
 # call can pass again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
                                                                      default=None)
@@ -327,7 +327,8 @@ def reuse_quantized_weights():
     the block exits: one byte an element of every weight used (fp8_block: two copies), with
     their scales. Not used while a CUDA graph is being captured (a copy made there lives in the
     graph's memory pool), nor for inference tensors. Nested blocks share the outermost block's
-    copies."""
+    copies. Calls on several CUDA streams (micro-batches overlapped on two) share them too: a
+    call on another stream than the one that made a copy waits for it to be written."""
     if _REUSE.get() is not None:
         yield
         return
@@ -363,10 +364,34 @@ def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
     state = (source.data_ptr(), source.dtype, source.shape, source.stride(), source.device, source._version)
     hit = cache.get(key)
     if hit is not None and hit[0]() is source and hit[1] == state:
+        _use_on_current_stream(hit[2], hit[3])
         return hit[2]
     pair = quantize_weight_pair(recipe, w, dgrad)
-    cache[key] = (weakref.ref(source, lambda _, key=key: cache.pop(key, None)), state, pair)
+    made = None
+    if w.is_cuda:   # where the copies were written, for a later call on another stream
+        made = torch.cuda.current_stream(w.device)
+        made = (made, made.record_event())
+    cache[key] = (weakref.ref(source, lambda _, key=key: cache.pop(key, None)), state, pair, made)
     return pair
+
+
+def _use_on_current_stream(pair, made) -> None:
+    """A cached pair read on a stream other than the one whose quantizers wrote it (micro-batches
+    on two streams in one block): that stream waits for the writes, and the copies' memory is
+    recorded on it, so the allocator does not hand it out again (when the cache drops them)
+    while that stream may still read it."""
+    if made is None:
+        return
+    stream, written = made
+    current = torch.cuda.current_stream(stream.device)
+    if current == stream:
+        return
+    current.wait_event(written)
+    for q in pair:
+        if q is not None:
+            for t in (q.data, q.scales, q.decode):
+                if t is not None:
+                    t.record_stream(current)
 
 
 # ---------------------------------------------------------------------------------------------
