@@ -72,12 +72,14 @@ def test_goes_direct_after_the_first_launch_of_a_key(fake):
 
 
 @pytest.mark.parametrize("change", ["int==1", "int%16", "int width", "alignment", "dtype", "block", "layout",
-                                    "desc stride", "constexpr", "device"])
+                                    "desc stride", "constexpr", "constexpr class", "constexpr -0.0", "device"])
 def test_a_new_specialization_goes_through_the_jit(fake, monkeypatch, change):
     fn, launch = fake
     buf = torch.zeros(4096)
     x = buf[:2048].view(64, 32)
     args, consts = [_desc(x), x, 48], (64, "a")
+    if change == "constexpr -0.0":
+        consts = (0.0, "a")
     launch((1,), tuple(args), consts)
     launch((1,), tuple(args), consts)
     if change == "int==1":
@@ -98,6 +100,10 @@ def test_a_new_specialization_goes_through_the_jit(fake, monkeypatch, change):
         args[0] = _desc(buf[:2040].view(60, 34))   # 34: not a multiple of 16
     elif change == "constexpr":
         consts = (128, "a")
+    elif change == "constexpr class":            # equal to 64, another constexpr to Triton (its text)
+        consts = (64.0, "a")
+    elif change == "constexpr -0.0":
+        consts = (-0.0, "a")
     elif change == "device":
         monkeypatch.setattr(triton_common, "current_cuda_device", lambda: 1)
     launch((1,), tuple(args), consts)

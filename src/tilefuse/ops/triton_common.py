@@ -169,6 +169,13 @@ def _scalar_class(v):
     raise TypeError(f"no sharing rule for a {cls.__name__} scalar")
 
 
+def constexpr_key(values) -> tuple:
+    """Launch-key parts for constexpr (or option) ``values``: each with its class and text.
+    Triton keys a constexpr by its text, so ``True`` and ``1``, or ``0.0`` and ``-0.0``, which
+    compare equal in a plain tuple, compile apart."""
+    return tuple([(v.__class__, v, repr(v)) for v in values])
+
+
 class CompiledLauncher:
     """One @triton.jit kernel with everything but its tensor arguments fixed: the grid, the
     trailing scalar arguments, the constexprs and the launch options (num_warps, ...).
@@ -283,9 +290,10 @@ class CompiledLauncher:
         tensor's dtype and device, the current device and the pointers' alignment. None
         (nothing shared) where a part has no rule or is not hashable."""
         try:
+            items = sorted(self.kwargs.items())
             key = (id(self.fn), device, align, tuple([(t.dtype, t.get_device()) for t in tensors]),
                    tuple(map(_scalar_class, self.scalars)),
-                   tuple([(k, v.__class__, v, repr(v)) for k, v in sorted(self.kwargs.items())]))
+                   tuple([k for k, _ in items]), constexpr_key([v for _, v in items]))
             hash(key)
         except Exception:   # noqa: BLE001  no rule, unhashable, a value whose hash or text raises
             return None
@@ -344,7 +352,7 @@ class SpecializingLauncher:
         if self.direct and DIRECT_LAUNCH:
             device = current_cuda_device()
             try:
-                key = (device, constexprs, *map(specialization, args))
+                key = (device, constexpr_key(constexprs), *map(specialization, args))
             except TypeError:   # an argument kind without a rule: the JIT decides
                 self._jit(grid, args, constexprs)
                 return None

@@ -261,12 +261,12 @@ class DescriptorLaunch:
     __slots__ = ("launcher", "grid", "blocks", "consts", "protos", "spec", "tensors")
 
     def __init__(self, launcher, grid, bases, blocks, rest, consts):
-        from ..triton_common import specialization
+        from ..triton_common import constexpr_key, specialization
         self.launcher, self.grid, self.blocks, self.consts = launcher, grid, tuple(blocks), consts
         protos = tuple(descriptor(b, blk) for b, blk in zip(bases, self.blocks))
         # a tensor's specialization is its dtype, alignment and device: the dtype and device
         # here, the alignment per call
-        spec = (consts, *map(specialization, protos),
+        spec = (constexpr_key(consts), *map(specialization, protos),
                 *((r.dtype, r.get_device()) if isinstance(r, torch.Tensor) else specialization(r) for r in rest))
         self.spec = _intern(spec)
         self.tensors = tuple(i for i, r in enumerate(rest) if isinstance(r, torch.Tensor))
