@@ -462,6 +462,28 @@ def test_a_saved_tensor_hook_that_changes_a_bias_layout_takes_the_unplanned_back
         assert torch.equal(a, b)
 
 
+def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(device, fresh_plans, monkeypatch):
+    """A saved-tensor hook that hands probs back in another dtype (float64, the same values)
+    sends the backward to the unplanned one, which specialises on it: the gradients equal the
+    call without the hook bit for bit. The backward plan's launches were compiled for float32
+    probs, and would read float64 memory as float32 on the GPU."""
+    i = _inputs(device, dtype=torch.float32, seed=7)
+    want = _call(i)
+    planned = []
+    run = compose.BackwardPlan.run
+    monkeypatch.setattr(compose.BackwardPlan, "run", lambda self, *a, **k: planned.append(1) or run(self, *a, **k))
+
+    def unpack(t):
+        return t.double() if t.dtype == torch.float32 and t.dim() == 1 else t   # probs alone is 1-D float32
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        got = _call(i)
+    assert planned == []
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    _call(i)
+    assert planned == [1]                      # without the hook the plan's backward runs
+
+
 def test_a_plan_key_holds_the_layout(fresh_plans):
     """An mkldnn probs of a dense plan's shape and stride is refused (TypeError naming probs)
     after a dense call as on a fresh cache: the key holds each tensor's layout."""

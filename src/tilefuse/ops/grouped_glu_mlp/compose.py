@@ -302,6 +302,11 @@ class ForwardPlan:
         self.has_b1 = b1 is not None
         self.b1_stride = b1.stride(0) if b1 is not None else 0
         self.params = _params_meta(w1, w2, b1, b2)   # what the launches fixed of them (backward)
+        # the shapes and dtypes of what a call's backward is given back (x, counts, probs and the
+        # forward's z and h): a saved-tensor hook may hand back others, which the launches' fixed
+        # grids and kernels would misread
+        self.saved = _saved_meta(x, counts, probs, torch.empty((T, 2 * F), dtype=x.dtype, device="meta"),
+                                 torch.empty((T, F), dtype=x.dtype, device="meta"))
         self.glue = glue
         self._backward: dict = {}       # BackwardPlan by the backward's Gluon tiles
 
@@ -365,7 +370,7 @@ class ForwardPlan:
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
         contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
         y) and the saved x, z, h and probs are still contiguous and aligned as the forward left
-        them, and the weights and biases have the strides and dtypes the plan's launches fixed,
+        them, of the shapes and dtypes it made or was given, and the weights and biases have the strides and dtypes the plan's launches fixed,
         else ``backward`` itself. need_dw1 / need_dw2 apply per call: a BackwardPlan is shared
         by calls that ask for different weight gradients (nothing it fixes depends on them)."""
         tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
@@ -376,13 +381,18 @@ class ForwardPlan:
                 and counts.is_contiguous() and ends.is_contiguous()
                 and h.is_contiguous() and probs.is_contiguous()
                 and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
-                & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params):
+                & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params
+                and _saved_meta(x, counts, probs, z, h) == self.saved):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
                             **weight_grads, glue=self.glue)
         bwd = self._backward.get(tiles)
         if bwd is None:
             bwd = self._backward[tiles] = BackwardPlan(self, b2, tiles)
         return bwd.run(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, **weight_grads)
+
+
+def _saved_meta(*tensors) -> tuple:
+    return tuple([(t.shape, t.dtype) for t in tensors])
 
 
 def _params_meta(w1, w2, b1, b2) -> tuple:
