@@ -94,6 +94,20 @@ def test_dequantize_dtype_and_undo_rht():
     assert err_t < 0.2 and err < 0.2 and abs(float(err - err_t)) < 1e-5
 
 
+def test_documented_range_edges():
+    """What the docstrings state at the formats' range edges: mxfp8 dequantizes a float16 63488
+    to 65536 in float32 and to inf in float16; nvfp4 under a per-tensor amax below 2688 /
+    float32's largest keeps finite scales (S_enc capped) and loses its accuracy there."""
+    q = quantize_mxfp8(torch.full((1, 32), 63488.0, dtype=torch.float16, device=_dev()))
+    assert q.dequantize()[0, 0].item() == 65536.0
+    assert torch.isinf(q.dequantize(torch.float16)).all()
+    x = torch.tensor([[1e-38, 5e-39, 3.3e-39, -2e-39] + [0.0] * 12], device=_dev())
+    q = quantize_nvfp4(x)
+    assert torch.isfinite(q.scales.float()).all()
+    err = ((q.dequantize() - x).abs() / x.abs().clamp_min(1e-45))[0, :4]
+    assert (err > 0.2).any()
+
+
 def test_amax_argument_is_used_as_given():
     x = torch.randn(8, 32, device=_dev())
     amax = torch.tensor([2.0], dtype=torch.float64, device=_dev())

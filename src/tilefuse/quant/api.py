@@ -133,7 +133,9 @@ def quantize_mxfp8(x: torch.Tensor, *, swizzle: bool = False) -> MXFP8Quantized:
         ``.data`` (rows, K) float8_e4m3fn, ``.scales`` uint8, ``.dequantize()``. As the format's
         rule gives, an element of magnitude 248 * 2**120 (about 3.30e38, within 3% of
         float32's largest) or more dequantizes to +-inf: its block's scale is 2**120, its
-        E4M3 code rounds to 256, and 2**128 overflows.
+        E4M3 code rounds to 256, and 2**128 overflows. ``.dequantize(dtype)`` casts those
+        float32 values: in float16 a magnitude past 65504 is +-inf (a float16 input of 63488
+        or more has a block scale of 2**8 and a code that rounds to 256: 65536).
 
     Example:
         >>> q = tilefuse.quant.quantize_mxfp8(torch.randn(200, 64), swizzle=True)
@@ -168,7 +170,11 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
             computed elsewhere), or None to compute amax(|x|) here (two extra launches). Its
             magnitude is used (a negative amax as its absolute value): it should bound |x|
             (|transformed x| with ``rht``); larger finite values saturate; an infinite or NaN
-            amax makes every output NaN (the per-tensor scale is then not a number).
+            amax makes every output NaN (the per-tensor scale is then not a number). Below
+            about 7.9e-36 (2688 / float32's largest) S_enc is capped at float32's largest
+            (Transformer Engine's rule; the spec is silent there) and S_dec is subnormal, so
+            the format loses its accuracy: values under ~1e-36 come back tens of percent off
+            or as 0. fp8_block and mxfp8 keep them.
         block_2d: 16x16 scaling blocks (weights); a partial last row block takes the amax of
             the rows it has.
         rht: quantize the 16-point random Hadamard transform of x along K
