@@ -293,3 +293,31 @@ def test_nested_tensor_pieces_match_per_sample_dyt(channels_last, piece_shapes):
     got = m(torch.nested.nested_tensor(pieces)).unbind()
     for g, p in zip(got, pieces, strict=True):
         assert torch.equal(g, m(p.unsqueeze(0)).squeeze(0))
+
+
+@pytest.mark.parametrize("kind", ["jagged", "jagged with holes", "jagged 4-d"])
+def test_a_jagged_tensor_keeps_its_ragged_size(kind):
+    """A jagged nested tensor (B, j, ..., C) comes back with x's offsets and lengths, so the
+    residual x + norm(x) works, as with nn.LayerNorm (rebuilt from its pieces it had a new
+    ragged size and the sum raised), each piece equal to the module on it alone, and gradients
+    reach x and the parameters."""
+    torch.manual_seed(1)
+    m = DyT(4)
+    with torch.no_grad():
+        m.weight.copy_(torch.arange(1., 5.))
+        m.bias.copy_(torch.arange(4.) * 10)
+    if kind == "jagged":
+        x = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(5, 4)], layout=torch.jagged)
+    elif kind == "jagged with holes":
+        x = torch.nested.narrow(torch.randn(2, 6, 4), 1, torch.tensor([0, 1]), torch.tensor([3, 5]),
+                                layout=torch.jagged)
+    else:
+        x = torch.nested.nested_tensor([torch.randn(3, 2, 4), torch.randn(5, 2, 4)], layout=torch.jagged)
+    x.requires_grad_(True)
+    y = m(x)
+    out = x + y
+    assert out.shape == x.shape
+    for g, p in zip(y.unbind(), x.detach().unbind(), strict=True):
+        assert torch.equal(g, m(p.unsqueeze(0)).squeeze(0))
+    sum(t.sum() for t in out.unbind()).backward()
+    assert x.grad is not None and m.alpha.grad is not None and torch.isfinite(m.alpha.grad).all()
