@@ -154,6 +154,31 @@ def test_state_dict_records_and_checks_the_layout():
             {"mlp." + k: v for k, v in state.items()})
 
 
+def test_meta_and_fake_state_dicts_load_like_nn_linears():
+    """A state dict on the meta device (deferred initialisation with assign=True) or of fake
+    tensors (memory estimates) loads as nn.Linear's does, warning that its layout record holds
+    no value to check; a real state dict loads into a module built inside a FakeTensorMode."""
+    import io
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    buf = io.BytesIO()
+    torch.save(GroupedGLUMLP(E, H, 8, glu_interleave=4).state_dict(), buf)
+    buf.seek(0)
+    meta = torch.load(buf, map_location="meta", weights_only=True)
+    dst = GroupedGLUMLP(E, H, 8, glu_interleave=4, device="meta")
+    with pytest.warns(UserWarning, match="'glu_layout' is a meta tensor without a value"):
+        assert dst.load_state_dict(meta, assign=True).missing_keys == []
+    assert dst.fc1_weight.is_meta
+    real = GroupedGLUMLP(E, H, 8, glu_interleave=4).state_dict()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        GroupedGLUMLP(E, H, 8, glu_interleave=4).load_state_dict(real)
+        with pytest.raises(RuntimeError, match="interleaved in blocks of 4"):   # still checked: a real value
+            GroupedGLUMLP(E, H, 8, glu_interleave=2).load_state_dict(real)
+        fake = {k: mode.from_tensor(v) for k, v in real.items()}
+        with pytest.warns(UserWarning, match="is a fake tensor without a value"):
+            GroupedGLUMLP(E, H, 8, glu_interleave=2).load_state_dict(fake)
+
+
 def test_blocks_of_f_and_halves_load_into_each_other():
     """Interleave blocks of s = F are the halves layout row for row: state dicts move between
     the two (the default s of 32 at F 32 included); another s is still refused."""

@@ -208,15 +208,24 @@ class GroupedGLUMLP(nn.Module):
                           f"layout, and add state[{key!r}] = torch.tensor({self.glu_interleave or 0}) to declare it",
                           UserWarning, stacklevel=4)
         else:
-            if (not isinstance(saved, torch.Tensor) or saved.numel() != 1 or saved.is_floating_point()
-                    or saved.device.type == "meta"):
+            if not isinstance(saved, torch.Tensor) or saved.numel() != 1 or saved.is_floating_point():
                 error_msgs.append(f"GroupedGLUMLP: {key!r} must be a one-element integer tensor (s, or 0 for "
                                   f"halves), got {saved!r}")
                 return
-            recorded = int(saved)
+            from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
+            if saved.device.type == "meta" or is_fake(saved):
+                # a meta or fake state dict (memory estimates, deferred initialisation) holds no value
+                kind = "fake" if is_fake(saved) else "meta"
+                warnings.warn(f"GroupedGLUMLP: the state dict's {key!r} is a {kind} tensor without a value, so the GLU layout of {prefix}fc1_weight's rows cannot be "
+                              f"checked; this module reads them {ours}", UserWarning, stacklevel=4)
+                recorded = None
+            else:
+                with unset_fake_temporarily():   # a real record read inside a FakeTensorMode
+                    recorded = int(saved)
             # blocks of s = F are the halves layout, row for row (gate j, up F + j)
             halves = (0, self.ffn_hidden_size)
-            if recorded != (self.glu_interleave or 0) and not (recorded in halves and (self.glu_interleave or 0) in halves):
+            if recorded is not None and recorded != (self.glu_interleave or 0) and not (
+                    recorded in halves and (self.glu_interleave or 0) in halves):
                 error_msgs.append(f"GroupedGLUMLP: {prefix}fc1_weight was saved with its GLU rows "
                                   f"{describe_glu_layout(recorded)} ({key} = {recorded}), but this module reads "
                                   f"them {ours}; construct it with "
