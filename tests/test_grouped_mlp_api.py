@@ -442,6 +442,33 @@ def test_compiled_torch_func_and_forward_ad_run_the_reference(level, width, inte
         assert tilefuse_ops(counter) >= 1
 
 
+@pytest.mark.parametrize("dynamic", ["automatic", "mark_dynamic", "dynamic=True"])
+def test_compiled_calls_with_a_dynamic_token_count(dynamic):
+    """torch.compile(fullgraph=True) with the token count T dynamic (torch's automatic dynamic
+    shapes after a second T, mark_dynamic on x's rows, or dynamic=True, where H, F and E are
+    SymInts too): the route lookup takes T's power-of-two bucket and the model sizes as plain
+    ints (api._token_bucket, _static_size), so a T of a traced bucket runs that graph and one of
+    another bucket traces again; every call gives the eager call's bits (before, a dynamic T
+    failed tracing: assume_constant_result cannot take a SymInt)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from tilefuse.nn import GroupedGLUMLP
+    torch.manual_seed(0)
+    m = GroupedGLUMLP(2, 16, 32)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(m, fullgraph=True, backend=counter, dynamic=True if dynamic == "dynamic=True" else None)
+    with tilefuse.level(1):
+        for T in (6, 10, 12, 40):
+            x, probs = torch.randn(T, 16), torch.rand(T)
+            counts = torch.tensor([T // 2, T - T // 2])
+            if dynamic == "mark_dynamic":
+                torch._dynamo.mark_dynamic(x, 0)
+                torch._dynamo.mark_dynamic(probs, 0)
+            assert torch.equal(compiled(x, counts, probs), m(x, counts, probs)), T
+    # buckets 8, 16 (10 and 12) and 64; automatic: T 6 static first, then 16 and 64 dynamic
+    assert counter.frame_count == 3
+
+
 # (level, H = F, glu_interleave, torch.func): every path of a float32 call on the CPU.
 AUTOCAST_PATHS = [
     pytest.param(0, 6, 3, False, id="level0-per-expert-loop"),     # rows off 16 bytes: matmul per expert

@@ -37,6 +37,29 @@ def _traced_route(device_type: str, n_tokens: int, hidden: int, ffn: int, n_expe
     return dataclasses.astuple(found) if isinstance(found, GemmConfig) else found
 
 
+def _token_bucket(n_tokens) -> int:
+    """GroupedProblem.of's token bucket (the next power of two, at least 1) as a plain int, for
+    a token count that is dynamic under torch.compile (a SymInt, which _traced_route cannot
+    take): each comparison guards the graph on the bucket, so a count of another bucket
+    traces again and looks its route up."""
+    bucket = 1
+    while bucket < n_tokens:
+        bucket *= 2
+    return bucket
+
+
+def _static_size(size) -> int:
+    """A model size (H, F, E) as a plain int where torch.compile(dynamic=True) made it a SymInt:
+    found bit by bit, each comparison a guard, so the graph holds for this size alone (the
+    route is looked up for it)."""
+    value, bit = 0, 1 << 62
+    while bit:
+        if size >= value + bit:
+            value += bit
+        bit >>= 1
+    return value
+
+
 def _traced_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation, glu_interleave, fc1_bias,
                       fc2_bias):
     """grouped_glu_mlp_reference's function (float32 compute, y in x.dtype, GEMMs outside any
@@ -211,8 +234,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                        glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
-        found = _traced_route(x.device.type, int(x.shape[0]), x.shape[1], fc2_weight.shape[2], fc2_weight.shape[0],
-                              x.element_size(), activation, glu_interleave or 0, has_bias, recipe or "")
+        found = _traced_route(x.device.type, _token_bucket(x.shape[0]), _static_size(x.shape[1]),
+                              _static_size(fc2_weight.shape[2]), _static_size(fc2_weight.shape[0]), x.element_size(),
+                              activation, glu_interleave or 0, has_bias, recipe or "")
         path = GemmConfig(*found) if isinstance(found, tuple) else found
     else:
         path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
