@@ -151,6 +151,91 @@ def test_real_arguments_under_an_active_fake_mode_take_the_reference(op, tuning_
     assert is_fake(got) and (got.shape, got.dtype) == (want.shape, want.dtype)
 
 
+def test_a_task_s_inherited_block_is_not_left_behind_for_compiled_code():
+    """A task created inside a level(0) block that closes before the task's own level(1) block
+    does: once every block has closed, compiled code sees the process's level, as eager code
+    does (the mirror took the task's inherited 0 at its block's exit and kept it)."""
+    import torch
+
+    async def job():
+        with tilefuse.level(1):
+            await asyncio.sleep(0)
+
+    async def main():
+        with tilefuse.level(0):
+            task = asyncio.create_task(job())
+        await task
+
+    asyncio.run(main())
+    f = torch.compile(lambda x: x + policy.get_level(), backend="eager")
+    assert policy.get_level() == policy.DEFAULT_LEVEL
+    assert int(f(torch.zeros(1))) == policy.DEFAULT_LEVEL
+    assert getattr(policy._traced, "level", None) is None and policy._traced.depth == 0
+
+
+def test_levels_of_any_integer_type():
+    """numpy's integers are levels too (they were refused by a message naming the same value);
+    bools, floats and strings are not."""
+    import numpy as np
+    with tilefuse.level(np.int64(0)) as n:
+        assert policy.get_level() == 0 and type(n) is int
+    tilefuse.set_level(np.int32(1))
+    try:
+        assert policy.get_level() == 1
+    finally:
+        tilefuse.set_level(None)
+    for bad in (True, 1.0, "1", np.float32(1), 4):
+        with pytest.raises(ValueError, match="level must be one of"):
+            tilefuse.set_level(bad)
+
+
+@pytest.mark.parametrize("op", ["dyt", "so2", "grouped"])
+def test_checkpointing_across_levels_with_the_forward_s_level_for_the_recompute(op):
+    """Activation checkpointing recomputes the forward inside the backward, at the level in
+    force there; where that differs from the forward's (a block around the forward alone, or
+    on CUDA autograd's device thread, which sees no block) and one side is level 0, the
+    recompute saves other tensors and torch's checkpoint raises. The documented remedy
+    (tilefuse.level's docstring): a context_fn whose recompute context is the forward's
+    level. With it every pair of levels gives the gradients of the call without checkpointing."""
+    import contextlib
+    import itertools
+
+    import torch
+    from test_so2_kernels import make
+    from torch.utils.checkpoint import checkpoint
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    torch.manual_seed(0)
+    if op == "dyt":
+        args, fn = [torch.randn(4, 16), torch.tensor([0.5]), torch.randn(16), torch.randn(16)], tilefuse.dyt
+    elif op == "so2":
+        _, args = make(1, 1, 16, 5, "cpu")
+        args = list(args)
+
+        def fn(*t):
+            return tilefuse.so2_mixing_stack(*t, lmax=1, focus_dim=16)
+    else:
+        g = random_inputs([3, 0, 5], 32, 32, torch.float32, bias=False, device="cpu")
+        args = [g["x"], g["probs"], g["w1"], g["w2"]]
+
+        def fn(x, p, w1, w2):
+            return tilefuse.grouped_glu_mlp(x, g["counts"], p, w1, w2)
+
+    def grads(fwd, bwd, checkpointed):
+        ins = [t.detach().clone().requires_grad_() for t in args]
+        with tilefuse.level(fwd):
+            if checkpointed:
+                y = checkpoint(fn, *ins, use_reentrant=False,
+                               context_fn=lambda: (contextlib.nullcontext(), tilefuse.level(tilefuse.get_level())))
+            else:
+                y = fn(*ins)
+        with tilefuse.level(bwd):
+            return torch.autograd.grad(y.sum(), ins)
+
+    for fwd, bwd in itertools.product(range(3), repeat=2):
+        for got, want in zip(grads(fwd, bwd, True), grads(fwd, bwd, False)):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_compiled_code_follows_level_blocks_and_set_level():
     """A compiled function reading the level retraces when a block's or set_level's level
     changes (Dynamo guards the per-thread mirror it reads; it cannot trace the context

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import operator
 import os
 import sys
 import threading
@@ -43,11 +44,20 @@ DEFAULT_LEVEL = 2
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=None)
 # The same, per thread, for torch.compile's tracer: Dynamo cannot trace ContextVar.get, and
 # guards what it reads here, so a compiled function retraces when a block's level changes.
-# (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.)
+# (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.) With
+# ``depth`` the number of blocks open on the thread: where none is, it shows none, whatever a
+# task's copy of the context held (a task created inside a block that closed before the task's
+# own block did would leave that block's level behind for every later compile).
 _traced = threading.local()
 
 
 def _check_level(n) -> int:
+    """n as a plain int (any integer type: numpy's too; not bool), or ValueError."""
+    if not isinstance(n, bool):
+        try:
+            n = operator.index(n)
+        except TypeError:
+            pass
     if isinstance(n, bool) or not isinstance(n, int) or n not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {n!r}")
     return n
@@ -121,17 +131,26 @@ def level(n: int):
     so2_mixing_stack and grouped_glu_mlp take the backward's route from what their forward
     decided (a block around the forward chooses both), while dyt, and so2_mixing_stack's
     torch.compile'd calls, decide the backward again at the level in force on that thread. Use
-    ``set_level`` to choose those backwards' level on CUDA."""
+    ``set_level`` to choose those backwards' level on CUDA.
+
+    Activation checkpointing (``torch.utils.checkpoint``) recomputes the forward inside the
+    backward, so at the backward's level: where that is not the forward's and one of them is 0,
+    the recompute saves other tensors and torch raises a CheckpointError. Give the recompute
+    the forward's level: ``checkpoint(fn, *args, use_reentrant=False, context_fn=lambda:
+    (contextlib.nullcontext(), tilefuse.level(tilefuse.get_level())))``."""
     n = _check_level(n)
     token = _block_level.set(n)
+    _traced.depth = getattr(_traced, "depth", 0) + 1
     _traced.level = n
     try:
         yield n
     finally:
         _block_level.reset(token)
         # the mirror follows this context's value (not a saved one: blocks of interleaved
-        # asyncio tasks would restore each other's)
-        _traced.level = _block_level.get()
+        # asyncio tasks would restore each other's), or none where no block is open here
+        # (a generator's block closed on another thread counts nothing below 0)
+        _traced.depth = depth = max(getattr(_traced, "depth", 1) - 1, 0)
+        _traced.level = _block_level.get() if depth else None
 
 
 # How Triton parses TRITON_INTERPRET (triton.knobs.runtime.interpret, libtriton's getenv_bool,
