@@ -336,33 +336,13 @@ def test_weight_gradients_are_ieee_whatever_the_callers_precision(monkeypatch):
 def test_ieee_blocks_overlapping_across_threads_restore_the_callers_precision():
     """utils.ieee_matmul blocks that open and close out of order (two threads) keep "highest"
     until the last one closes, then give back the setting from before the first."""
-    import threading
+    from overlap import overlapping
     from tilefuse.utils import ieee_matmul
     saved = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
-    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
-    inside = []
-
-    def first():
-        with ieee_matmul():
-            first_in.set()
-            second_in.wait(5)
-        first_out.set()
-
-    def second():
-        first_in.wait(5)
-        with ieee_matmul():
-            second_in.set()
-            first_out.wait(5)                 # the first block has closed: still IEEE here
-            inside.append(torch.get_float32_matmul_precision())
-
     try:
-        threads = [threading.Thread(target=first), threading.Thread(target=second)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(10)
-        assert inside == ["highest"] and torch.get_float32_matmul_precision() == "high"
+        assert overlapping(ieee_matmul, torch.get_float32_matmul_precision) == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
         with ieee_matmul(), ieee_matmul():   # nested in one thread
             assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == "high"

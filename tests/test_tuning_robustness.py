@@ -845,3 +845,49 @@ def test_a_registered_familys_entries_follow_its_source_files(tmp_path):
         tuning.unregister("robustness_fake")
         tuning.unregister_family("robustness_fake")
         tuning.reload()
+
+
+def test_overlapping_poisoned_blocks_and_collects_in_two_threads_restore_the_settings():
+    """Thread A opens, B opens, A closes, B looks, B closes, for the sweep's poisoned
+    allocations, dyt's poisoned launches and model collect's raised level: B still has the
+    setting after A closed, and the caller's settings are back after both (each saved and put
+    back its own: B ran unpoisoned and left NaN-filling, deterministic mode and level 2 on for
+    good)."""
+    import contextlib
+
+    from overlap import overlapping
+
+    from tilefuse import policy
+    from tilefuse.ops.dyt import launch as dyt_launch
+    from tilefuse.ops.dyt.verify import poisoned
+    from tilefuse.tuning import model, sweep
+    before = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
+    assert overlapping(sweep.poisoned_allocations, lambda: bool(torch.empty(4).isnan().all())) is True
+    assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
+    assert overlapping(poisoned, lambda: (dyt_launch.POISON_OUTPUTS, dyt_launch.POISON_SCRATCH)) == (True, True)
+    assert (dyt_launch.POISON_OUTPUTS, dyt_launch.POISON_SCRATCH) == (False, False)
+    @contextlib.contextmanager
+    def collect_backward():   # as in collect: its level block, the override raising set_level to it
+        with tilefuse.level(2), model._backward_level():
+            yield
+    tilefuse.set_level(1)
+    try:
+        assert overlapping(collect_backward, lambda: policy._global_level) == 2
+        assert policy._global_level == 1
+    finally:
+        tilefuse.set_level(None)
+
+
+def test_a_save_removes_the_temp_files_a_killed_writer_left(tmp_path):
+    """A writer killed between its temp file and the rename leaves a whole copy of the table
+    behind; the next save (under the lock every saving writer holds while its temp file
+    exists) deletes such files and keeps every entry."""
+    path = tmp_path / "table.json"
+    fp, _ = table.table_location()
+    orphans = [tmp_path / f"table.json.{tag}.tmp" for tag in ("abc123", "x_y")]
+    for orphan in orphans:
+        orphan.write_text("{}")
+    other = tmp_path / "other.json.abc.tmp"            # another file's: not this table's
+    other.write_text("{}")
+    store.save(path, fp, {})
+    assert not any(o.exists() for o in orphans) and other.exists() and path.exists()

@@ -154,9 +154,49 @@ class ThreadBlocks:
         return bool(self.open)
 
 
-_ieee_lock = threading.Lock()
-_ieee_depth = 0
-_ieee_saved = None
+class SharedOverride:
+    """A process-wide setting held while any of its blocks is open, in any thread: ``apply()``
+    runs when the first block opens and returns what it replaced, ``restore(saved)`` when the
+    last one closes. Blocks may nest and overlap across threads: each saving and restoring on
+    its own, two overlapping ones put back what the other had set (the first to close ended the
+    setting under the other; the last left it on for good)."""
+
+    def __init__(self, apply, restore):
+        self._apply, self._restore = apply, restore
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = None
+
+    @contextlib.contextmanager
+    def __call__(self):
+        with self._lock:
+            if self._depth == 0:
+                self._saved = self._apply()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._restore(self._saved)
+                    self._saved = None
+
+
+def _ieee_apply():
+    saved = (_matmul_precision(), _reduced_reductions(), _backend_matmul_precisions())
+    _set_matmul_precision(("ieee", "ieee") if isinstance(saved[0], tuple) else "highest")
+    _set_reduced_reductions((False, False))
+    return saved
+
+
+def _ieee_restore(saved):
+    _set_matmul_precision(saved[0])
+    _set_reduced_reductions(saved[1])
+    _set_backend_matmul_precisions(saved[2])   # after the legacy setter, which writes them
+
+
+_ieee_override = SharedOverride(_ieee_apply, _ieee_restore)
 
 
 def _matmul_precision():
@@ -234,26 +274,12 @@ def ieee_matmul(device_type: str | None = None):
     autocast region around the call would run the block's matmuls in 16 bits. A device type
     autocast does not take ("meta") has no autocast region to turn off."""
     import torch
-    global _ieee_depth, _ieee_saved
-    with _ieee_lock:
-        if _ieee_depth == 0:
-            _ieee_saved = (_matmul_precision(), _reduced_reductions(), _backend_matmul_precisions())
-            _set_matmul_precision(("ieee", "ieee") if isinstance(_ieee_saved[0], tuple) else "highest")
-            _set_reduced_reductions((False, False))
-        _ieee_depth += 1
-    try:
+    with _ieee_override():
         if device_type is None or not torch.amp.is_autocast_available(device_type):
             yield
         else:
             with torch.autocast(device_type, enabled=False):
                 yield
-    finally:
-        with _ieee_lock:
-            _ieee_depth -= 1
-            if _ieee_depth == 0:
-                _set_matmul_precision(_ieee_saved[0])
-                _set_reduced_reductions(_ieee_saved[1])
-                _set_backend_matmul_precisions(_ieee_saved[2])   # after the legacy setter, which writes them
 
 
 def gemms_in_dtype(t: torch.Tensor, ieee: bool = False):

@@ -18,7 +18,6 @@ same for kernels whose grid and arguments change per call (the Gluon GEMMs).
 
 import contextlib
 import functools
-import threading
 
 import torch
 import triton
@@ -31,6 +30,7 @@ except ImportError:   # a Triton without triton.knobs: CompiledLauncher launches
 
 from ..device import current_cuda_device, current_cuda_stream
 from ..policy import interpreter_enabled
+from ..utils import SharedOverride
 from . import interpreter_dot
 
 INTERPRETER = tl.constexpr(interpreter_enabled())
@@ -86,30 +86,25 @@ DIRECT_LAUNCH = True
 _jit_launches = 0
 
 
-_jit_lock = threading.Lock()
-_jit_blocks = 0          # jit_launches blocks open, in any thread
-_jit_saved = True        # DIRECT_LAUNCH before the first of them
+def _jit_apply():
+    global DIRECT_LAUNCH
+    saved, DIRECT_LAUNCH = DIRECT_LAUNCH, False
+    return saved
 
 
-@contextlib.contextmanager
+def _jit_restore(saved):
+    global DIRECT_LAUNCH
+    DIRECT_LAUNCH = saved
+
+
+_jit_override = SharedOverride(_jit_apply, _jit_restore)
+
+
 def jit_launches():
     """Inside the block every CompiledLauncher launch goes through Triton's JIT (``DIRECT_LAUNCH``
     False, process-wide); the setting from before the first open block is restored when the
-    last one closes (overlapping blocks in two threads each restored what the other had set,
-    leaving the JIT on for good)."""
-    global DIRECT_LAUNCH, _jit_blocks, _jit_saved
-    with _jit_lock:
-        if _jit_blocks == 0:
-            _jit_saved = DIRECT_LAUNCH
-        _jit_blocks += 1
-        DIRECT_LAUNCH = False
-    try:
-        yield
-    finally:
-        with _jit_lock:
-            _jit_blocks -= 1
-            if _jit_blocks == 0:
-                DIRECT_LAUNCH = _jit_saved
+    last one closes (utils.SharedOverride: overlapping blocks in two threads)."""
+    return _jit_override()
 
 
 def jit_launch_count() -> int:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import glob
 import hashlib
 import json
 import math
@@ -653,5 +654,15 @@ def save(path: Path, fp: dict, updates: dict[str, dict[str, dict]]) -> Entries:
             source_hash = family_source_hash(name)
             if source_hash is not None:
                 merged_sources[name] = source_hash
+        _remove_orphaned_temp_files(path)
         write_document(path, fp, merged, merged_sources)
     return _valid_entries(merged, str(path), merged_sources)
+
+
+def _remove_orphaned_temp_files(path: Path) -> None:
+    """Delete write_document's temp files of ``path`` that a killed writer left (each a whole
+    copy of the table). Called under the file's lock, which every saving writer holds while its
+    temp file exists, so any such file is an orphan."""
+    for orphan in path.parent.glob(glob.escape(path.name) + ".*.tmp"):
+        with contextlib.suppress(OSError):
+            orphan.unlink()

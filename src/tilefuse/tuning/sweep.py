@@ -38,6 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import launches, policy
+from ..utils import SharedOverride
 from . import table
 from .family import BASELINE, MARGINS, ROUTE, TuningFamily, family_argument, get_family, resolve_key
 from .timing import CudaTimer, Timer, interleave
@@ -75,6 +76,23 @@ def is_resource_error(exc: BaseException) -> bool:
     return isinstance(exc, (RuntimeError, TritonError)) and bool(_RESOURCE_MESSAGE.search(str(exc)))
 
 
+def _poison_apply():
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.utils.deterministic.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    return saved
+
+
+def _poison_restore(saved):
+    enabled, warn_only, fill = saved
+    torch.utils.deterministic.fill_uninitialized_memory = fill
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+_poison_override = SharedOverride(_poison_apply, _poison_restore)
+
+
 @contextlib.contextmanager
 def poisoned_allocations():
     """Inside the block, ``torch.empty``-style allocations come back filled with NaN (integer
@@ -82,20 +100,12 @@ def poisoned_allocations():
 
     This is PyTorch's deterministic mode with ``fill_uninitialized_memory`` (warn-only, so
     ops without a deterministic implementation warn instead of failing; those warnings are
-    silenced here). Process-wide state, restored on exit.
+    silenced here). Process-wide state, held while any block is open in any thread and
+    restored when the last closes (utils.SharedOverride: sweeps checking in two threads).
     """
-    enabled = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*deterministic implementation.*")
-            yield
-    finally:
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    with _poison_override(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*deterministic implementation.*")
+        yield
 
 
 @dataclasses.dataclass

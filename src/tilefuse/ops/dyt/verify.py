@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from ...utils import SharedOverride
 from .reference import _param_view, _reduce_to_channels, dyt_backward_reference, dyt_reference
 
 U = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11,
@@ -134,11 +135,21 @@ def poisoned():
     gradients: tuning.sweep.poisoned_allocations), so an element no program wrote shows up as
     a failure."""
     from ...tuning.sweep import poisoned_allocations
+    with _poison_launches(), poisoned_allocations():
+        yield
+
+
+def _poison_apply():
     from . import launch
     saved = (launch.POISON_OUTPUTS, launch.POISON_SCRATCH)
     launch.POISON_OUTPUTS = launch.POISON_SCRATCH = True
-    try:
-        with poisoned_allocations():
-            yield
-    finally:
-        launch.POISON_OUTPUTS, launch.POISON_SCRATCH = saved
+    return saved
+
+
+def _poison_restore(saved):
+    from . import launch
+    launch.POISON_OUTPUTS, launch.POISON_SCRATCH = saved
+
+
+# the launchers' flags, held while any poisoned() block is open in any thread
+_poison_launches = SharedOverride(_poison_apply, _poison_restore)
