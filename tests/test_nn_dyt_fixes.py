@@ -295,25 +295,19 @@ def test_nested_tensor_pieces_match_per_sample_dyt(channels_last, piece_shapes):
         assert torch.equal(g, m(p.unsqueeze(0)).squeeze(0))
 
 
-@pytest.mark.parametrize("kind", ["jagged", "jagged with holes", "jagged 4-d"])
+@pytest.mark.parametrize("kind", ["jagged", "jagged 4-d"])
 def test_a_jagged_tensor_keeps_its_ragged_size(kind):
-    """A jagged nested tensor (B, j, ..., C) comes back with x's offsets and lengths, so the
-    residual x + norm(x) works, as with nn.LayerNorm (rebuilt from its pieces it had a new
-    ragged size and the sum raised), each piece equal to the module on it alone, and gradients
-    reach x and the parameters."""
+    """A jagged nested tensor (B, j, ..., C) comes back with x's offsets, so the residual
+    x + norm(x) works, as with nn.LayerNorm (rebuilt from its pieces it had a new ragged size
+    and the sum raised), each piece equal to the module on it alone, and gradients reach x and
+    the parameters."""
     torch.manual_seed(1)
     m = DyT(4)
     with torch.no_grad():
         m.weight.copy_(torch.arange(1., 5.))
         m.bias.copy_(torch.arange(4.) * 10)
-    if kind == "jagged":
-        x = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(5, 4)], layout=torch.jagged)
-    elif kind == "jagged with holes":
-        x = torch.nested.narrow(torch.randn(2, 6, 4), 1, torch.tensor([0, 1]), torch.tensor([3, 5]),
-                                layout=torch.jagged)
-    else:
-        x = torch.nested.nested_tensor([torch.randn(3, 2, 4), torch.randn(5, 2, 4)], layout=torch.jagged)
-    x.requires_grad_(True)
+    shapes = [(3, 4), (5, 4)] if kind == "jagged" else [(3, 2, 4), (5, 2, 4)]
+    x = torch.nested.nested_tensor([torch.randn(s) for s in shapes], layout=torch.jagged).requires_grad_(True)
     y = m(x)
     out = x + y
     assert out.shape == x.shape
@@ -321,3 +315,29 @@ def test_a_jagged_tensor_keeps_its_ragged_size(kind):
         assert torch.equal(g, m(p.unsqueeze(0)).squeeze(0))
     sum(t.sum() for t in out.unbind()).backward()
     assert x.grad is not None and m.alpha.grad is not None and torch.isfinite(m.alpha.grad).all()
+
+
+def test_a_jagged_tensor_with_holes_reads_only_its_pieces():
+    """A jagged view with holes (lengths: elements between pieces that belong to none) runs
+    piece by piece: NaN and inf in the holes reach neither the outputs nor the parameters'
+    gradients (on the packed values they made alpha's and weight's gradients NaN), which equal
+    the gradients of the pieces run alone."""
+    torch.manual_seed(2)
+    m = DyT(4)
+    base = torch.randn(2, 7, 4)
+    base[0, 3:] = float("nan")                # after piece 0 (rows 0-2)
+    base[1, 0] = float("inf")                 # before piece 1 (rows 1-5)
+    base[1, 6] = float("nan")
+    x = torch.nested.narrow(base, 1, torch.tensor([0, 1]), torch.tensor([3, 5]), layout=torch.jagged)
+    assert x.lengths() is not None
+    ys = m(x).unbind()
+    sum(t.sum() for t in ys).backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    pieces = [base[0, :3], base[1, 1:6]]
+    want_y = [m(p.unsqueeze(0)).squeeze(0) for p in pieces]
+    sum(t.sum() for t in want_y).backward()
+    for g, w in zip(ys, want_y, strict=True):
+        assert torch.equal(g, w)
+    for g, p in zip(got, m.parameters(), strict=True):
+        assert torch.isfinite(g).all() and torch.equal(g, p.grad)

@@ -847,33 +847,63 @@ def test_a_registered_familys_entries_follow_its_source_files(tmp_path):
         tuning.reload()
 
 
-def test_overlapping_poisoned_blocks_and_collects_in_two_threads_restore_the_settings():
+def test_overlapping_poisoned_blocks_in_two_threads_restore_the_settings():
     """Thread A opens, B opens, A closes, B looks, B closes, for the sweep's poisoned
-    allocations, dyt's poisoned launches and model collect's raised level: B still has the
-    setting after A closed, and the caller's settings are back after both (each saved and put
-    back its own: B ran unpoisoned and left NaN-filling, deterministic mode and level 2 on for
-    good)."""
-    import contextlib
-
+    allocations and dyt's poisoned launches: B still has the setting after A closed, and the
+    caller's settings are back after both (each saved and put back its own: B ran unpoisoned
+    and left NaN-filling and deterministic mode on for good)."""
     from overlap import overlapping
 
-    from tilefuse import policy
     from tilefuse.ops.dyt import launch as dyt_launch
     from tilefuse.ops.dyt.verify import poisoned
-    from tilefuse.tuning import model, sweep
+    from tilefuse.tuning import sweep
     before = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
     assert overlapping(sweep.poisoned_allocations, lambda: bool(torch.empty(4).isnan().all())) is True
     assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
     assert overlapping(poisoned, lambda: (dyt_launch.POISON_OUTPUTS, dyt_launch.POISON_SCRATCH)) == (True, True)
     assert (dyt_launch.POISON_OUTPUTS, dyt_launch.POISON_SCRATCH) == (False, False)
-    @contextlib.contextmanager
-    def collect_backward():   # as in collect: its level block, the override raising set_level to it
-        with tilefuse.level(2), model._backward_level():
-            yield
+
+
+def test_collects_in_two_threads_run_their_backwards_each_at_its_own_level(monkeypatch):
+    """model.collect raises the process-wide level for its backward (autograd's CUDA thread
+    sees no level block): two threads collecting at levels 2 and 3 at once run their backwards
+    one at a time, each seeing its own level, and the caller's set_level is back after both
+    (a count of open backwards kept the first one's level for the second, and the level-3
+    collect missed its backward keys)."""
+    import threading
+
+    from tilefuse import policy
+    from tilefuse.tuning import model
+    seen, inside, release = {}, threading.Event(), threading.Event()
+
+    def grad(*args, **kwargs):   # the backward: records the level it runs at
+        name = threading.current_thread().name
+        seen.setdefault(name, []).append(policy._global_level)
+        if name == "a":
+            inside.set()
+            release.wait(5)      # b tries to start its backward meanwhile
+        seen[name].append(policy._global_level)
+
+    monkeypatch.setattr(model.torch.autograd, "grad", grad)
+    layer = tilefuse.nn.DyT(4)
+    x = torch.randn(2, 4)
+
+    def run(level):
+        with tilefuse.level(level):
+            model.collect(layer, x)
+
     tilefuse.set_level(1)
     try:
-        assert overlapping(collect_backward, lambda: policy._global_level) == 2
-        assert policy._global_level == 1
+        a = threading.Thread(target=run, args=(2,), name="a")
+        b = threading.Thread(target=run, args=(3,), name="b")
+        a.start()
+        inside.wait(5)
+        b.start()
+        time.sleep(0.2)
+        release.set()
+        a.join(10)
+        b.join(10)
+        assert seen == {"a": [2, 2], "b": [3, 3]} and policy._global_level == 1
     finally:
         tilefuse.set_level(None)
 

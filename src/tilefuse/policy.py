@@ -145,12 +145,16 @@ def level(n: int):
     try:
         yield n
     finally:
-        _block_level.reset(token)
         # the mirror follows this context's value (not a saved one: blocks of interleaved
-        # asyncio tasks would restore each other's), or none where no block is open here
-        # (a generator's block closed on another thread counts nothing below 0)
+        # asyncio tasks would restore each other's), or none where no block is open here; the
+        # count drops first, so a reset that raises (a suspended generator's block closed in
+        # another context) does not leave a block counted for good (nor below 0 on a thread
+        # that opened none)
         _traced.depth = depth = max(getattr(_traced, "depth", 1) - 1, 0)
-        _traced.level = _block_level.get() if depth else None
+        try:
+            _block_level.reset(token)
+        finally:
+            _traced.level = _block_level.get() if depth else None
 
 
 # How Triton parses TRITON_INTERPRET (triton.knobs.runtime.interpret, libtriton's getenv_bool,

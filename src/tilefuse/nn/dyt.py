@@ -82,11 +82,13 @@ class DyT(nn.Module):
         # nn.TransformerEncoder's nested-tensor path: each piece by itself (getattr: a
         # non-tensor x gets dyt's TypeError naming it, not an AttributeError)
         if getattr(x, "is_nested", False):
-            if self.channels_last and x.layout == torch.jagged and x.dim() >= 3 and x.values().shape[1:] == x.shape[2:]:
-                # ragged along dim 1 (B, j, ..., C): one call on the packed values, rebuilt on x's
-                # offsets and lengths, so the result keeps x's ragged size (x + norm(x) works)
-                return torch.nested.nested_tensor_from_jagged(dyt(x.values(), alpha, weight, bias), offsets=x.offsets(),
-                                                              lengths=x.lengths())
+            if (self.channels_last and x.layout == torch.jagged and x.lengths() is None and x.dim() >= 3
+                    and x.values().shape[1:] == x.shape[2:]):
+                # ragged along dim 1 (B, j, ..., C), packed without holes: one call on the values,
+                # rebuilt on x's offsets, so the result keeps x's ragged size (x + norm(x) works).
+                # With holes (lengths) the values hold elements outside every piece, whatever they
+                # are (NaN padding would make the parameters' gradients NaN): piece by piece.
+                return torch.nested.nested_tensor_from_jagged(dyt(x.values(), alpha, weight, bias), offsets=x.offsets())
             if self.channels_last:
                 pieces = [dyt(t, alpha, weight, bias) for t in x.unbind()]
             else:   # a piece is (C, *spatial), without the batch dim: run it as a batch of one

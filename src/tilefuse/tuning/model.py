@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 
 import torch
 import torch.distributed as dist
 
 from .. import policy
-from ..utils import SharedOverride
 from . import table
 from .family import BASELINE, get_family
 from .runner import format_results, sweep_each
@@ -77,22 +77,21 @@ def collect(model, example_inputs) -> dict[tuple[str, str], object]:
             # On CUDA the backward runs on autograd's device thread, which does not see the
             # level block (policy.level), and dyt looks its backward key up again there: the
             # process-wide level is raised for the backward and put back after it, exactly
-            # (set_level's value, None where TILEFUSE_LEVEL / the default applied), after the
-            # last of overlapping collects in several threads.
-            with _backward_level():
-                torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
-                                    allow_unused=True)
+            # (set_level's value, None where TILEFUSE_LEVEL / the default applied). Collects in
+            # several threads run their backwards one at a time, each at its own level.
+            with _backward_lock:
+                global_level = policy._global_level
+                policy.set_level(at)
+                try:
+                    torch.autograd.grad(outputs, leaves, grad_outputs=[torch.ones_like(t) for t in outputs],
+                                        allow_unused=True)
+                finally:
+                    policy.set_level(global_level)
     return dict(seen)
 
 
-def _raise_level():
-    saved = policy._global_level
-    policy.set_level(policy.get_level())   # the collecting block's
-    return saved
-
-
-# set_level at a collect's level while any collect's backward runs, in any thread
-_backward_level = SharedOverride(_raise_level, policy.set_level)
+# held by a collect's backward, which sets the process-wide level
+_backward_lock = threading.Lock()
 
 
 def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS,

@@ -41,7 +41,8 @@ def _token_bucket(n_tokens) -> int:
     """GroupedProblem.of's token bucket (the next power of two, at least 1) as a plain int, for
     a token count that is dynamic under torch.compile (a SymInt, which _traced_route cannot
     take): each comparison guards the graph on the bucket, so a count of another bucket
-    traces again and looks its route up."""
+    traces again and looks its route up (counts over more buckets than Dynamo's
+    recompile_limit, 8 by default, need it raised: docs/design.md)."""
     bucket = 1
     while bucket < n_tokens:
         bucket *= 2

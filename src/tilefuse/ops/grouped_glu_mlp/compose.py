@@ -302,11 +302,12 @@ class ForwardPlan:
         self.has_b1 = b1 is not None
         self.b1_stride = b1.stride(0) if b1 is not None else 0
         self.params = _params_meta(w1, w2, b1, b2)   # what the launches fixed of them (backward)
-        # the shapes and dtypes of what a call's backward is given back (x, counts, probs and the
-        # forward's z and h): a saved-tensor hook may hand back others, which the launches' fixed
-        # grids and kernels would misread
-        self.saved = _saved_meta(x, counts, probs, torch.empty((T, 2 * F), dtype=x.dtype, device="meta"),
-                                 torch.empty((T, F), dtype=x.dtype, device="meta"))
+        # the shapes, dtypes and devices of what a call's backward is given back (x, counts,
+        # probs and the forward's ends, z and h): a saved-tensor hook may hand back others, which
+        # the launches' fixed grids and kernels would misread
+        dev = x.device
+        self.saved = (*_saved_meta(x, counts, probs), (torch.Size((E,)), torch.int32, dev),
+                      (torch.Size((T, 2 * F)), x.dtype, dev), (torch.Size((T, F)), x.dtype, dev))
         self.glue = glue
         self._backward: dict = {}       # BackwardPlan by the backward's Gluon tiles
 
@@ -382,7 +383,7 @@ class ForwardPlan:
                 and h.is_contiguous() and probs.is_contiguous()
                 and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
                 & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params
-                and _saved_meta(x, counts, probs, z, h) == self.saved):
+                and _saved_meta(x, counts, probs, ends, z, h) == self.saved):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
                             **weight_grads, glue=self.glue)
         bwd = self._backward.get(tiles)
@@ -392,7 +393,7 @@ class ForwardPlan:
 
 
 def _saved_meta(*tensors) -> tuple:
-    return tuple([(t.shape, t.dtype) for t in tensors])
+    return tuple([(t.shape, t.dtype, t.device) for t in tensors])
 
 
 def _params_meta(w1, w2, b1, b2) -> tuple:
