@@ -157,9 +157,9 @@ class ThreadBlocks:
 class SharedOverride:
     """A process-wide setting held while any of its blocks is open, in any thread: ``apply()``
     runs when the first block opens and returns what it replaced, ``restore(saved)`` when the
-    last one closes. Blocks may nest and overlap across threads: each saving and restoring on
-    its own, two overlapping ones put back what the other had set (the first to close ended the
-    setting under the other; the last left it on for good)."""
+    last one closes. Blocks may nest and overlap across threads. (Blocks that each saved and
+    restored on their own would, overlapping, put back what the other had set: the first to
+    close would end the setting under the other, and the last leave it on for good.)"""
 
     def __init__(self, apply, restore):
         self._apply, self._restore = apply, restore

@@ -301,8 +301,9 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 
 # The active scope's cache: (id of the weight, recipe, dgrad) -> (a weak reference to the
 # weight, its memory, layout and version counter then, the pair quantize_weight_pair gave, and
-# on CUDA the stream that wrote the pair with an event after the writes); None outside a scope. An entry goes when its weight does (a per-call cast or copy, which no later
-# call can pass again), so the id is never another tensor's while the entry exists.
+# on CUDA the stream that wrote the pair with an event after the writes); None outside a
+# scope. An entry goes when its weight does (a per-call cast or copy, which no later call can
+# pass again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
                                                                      default=None)
 
