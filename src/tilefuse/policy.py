@@ -54,10 +54,8 @@ _traced = threading.local()
 def _check_level(n) -> int:
     """n as a plain int (any integer type: numpy's too; not bool), or ValueError."""
     if not isinstance(n, bool):
-        try:
+        with contextlib.suppress(TypeError):
             n = operator.index(n)
-        except TypeError:
-            pass
     if isinstance(n, bool) or not isinstance(n, int) or n not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {n!r}")
     return n

@@ -216,8 +216,9 @@ class GroupedGLUMLP(nn.Module):
             if saved.device.type == "meta" or is_fake(saved):
                 # a meta or fake state dict (memory estimates, deferred initialisation) holds no value
                 kind = "fake" if is_fake(saved) else "meta"
-                warnings.warn(f"GroupedGLUMLP: the state dict's {key!r} is a {kind} tensor without a value, so the GLU layout of {prefix}fc1_weight's rows cannot be "
-                              f"checked; this module reads them {ours}", UserWarning, stacklevel=4)
+                warnings.warn(f"GroupedGLUMLP: the state dict's {key!r} is a {kind} tensor without a value, so "
+                              f"the GLU layout of {prefix}fc1_weight's rows cannot be checked; this module reads "
+                              f"them {ours}", UserWarning, stacklevel=4)
                 recorded = None
             else:
                 with unset_fake_temporarily():   # a real record read inside a FakeTensorMode
