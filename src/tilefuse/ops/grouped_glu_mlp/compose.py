@@ -370,9 +370,10 @@ class ForwardPlan:
                  need_dw1: bool = True, need_dw2: bool = True):
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
         contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
-        y) and the saved x, z, h and probs are still contiguous and aligned as the forward left
-        them, of the shapes and dtypes it made or was given, and the weights and biases have the strides and dtypes the plan's launches fixed,
-        else ``backward`` itself. need_dw1 / need_dw2 apply per call: a BackwardPlan is shared
+        y), the saved x, z, h and probs are still contiguous and aligned as the forward left
+        them, and they, counts and ends have the shapes, dtypes and devices the forward made or
+        was given, and the weights and biases have the strides and dtypes the plan's launches
+        fixed; else ``backward`` itself. need_dw1 / need_dw2 apply per call: a BackwardPlan is shared
         by calls that ask for different weight gradients (nothing it fixes depends on them)."""
         tiles = (wgrad_block_m, wgrad_stages, rows_block_n, rows_stages)
         weight_grads = dict(need_dw1=need_dw1, need_dw2=need_dw2)
