@@ -870,8 +870,6 @@ def test_collects_in_two_threads_run_their_backwards_each_at_its_own_level(monke
     one at a time, each seeing its own level, and the caller's set_level is back after both
     (a count of open backwards kept the first one's level for the second, and the level-3
     collect missed its backward keys)."""
-    import threading
-
     from tilefuse import policy
     from tilefuse.tuning import model
     seen, inside, release = {}, threading.Event(), threading.Event()
