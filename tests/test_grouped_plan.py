@@ -484,6 +484,33 @@ def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(d
     assert planned == [1]                      # without the hook the plan's backward runs
 
 
+def test_a_one_row_gradient_of_unit_row_stride_takes_the_unplanned_backward(device, fresh_plans, monkeypatch):
+    """At T == 1 a loss on y's transpose hands back a (1, H) gradient of strides (1, 1), which
+    is_contiguous but torch._grouped_mm refuses ("strides should be multiple of 16 bytes"):
+    the planned call lays it out as the unplanned one does and gives its bits (before, the
+    backward plan passed it on and raised)."""
+    i = _inputs(device, counts=(1, 0), H=16, F=32, seed=8)
+    H = i["w2"].shape[1]
+    c = torch.randn(H, 1, generator=torch.Generator().manual_seed(9)).to(device, torch.bfloat16)
+
+    def run():
+        x = i["x"].detach().requires_grad_()
+        w1 = i["w1"].detach().requires_grad_()
+        w2 = i["w2"].detach().requires_grad_()
+        y = grouped_glu_mlp(x, i["counts"], i["probs"], w1, w2)
+        seen = []
+        y.register_hook(lambda g: seen.append(g.stride()))
+        (y.t() * c).sum().backward()
+        assert seen == [(1, 1)]
+        return x.grad, w1.grad, w2.grad
+    got = run()
+    assert plans.cache_size() == 1
+    monkeypatch.setattr(plans, "ENABLED", False)
+    want = run()
+    for g, w in zip(got, want):
+        assert torch.equal(_bits(g), _bits(w))
+
+
 def test_a_plan_key_holds_the_layout(fresh_plans):
     """An mkldnn probs of a dense plan's shape and stride is refused (TypeError naming probs)
     after a dense call as on a fresh cache: the key holds each tensor's layout."""

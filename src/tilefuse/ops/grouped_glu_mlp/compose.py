@@ -108,7 +108,7 @@ from ... import launches
 from ...utils import cdiv, next_power_of_2
 from . import streams
 from .launch import ACTIVATIONS, bias_grads, kernel_layouts, summed_rows
-from .reference import COUNTS_MESSAGE, _row_major, assert_counts_on_device, grouped_mm_takes
+from .reference import COUNTS_MESSAGE, _row_major, assert_counts_on_device, grouped_mm_takes, row_major_ok
 
 # Experts scanned per step by compose_kernels.row_experts (a program compares its rows with this many
 # end offsets at a time; a constant, so E does not recompile the kernels).
@@ -369,8 +369,9 @@ class ForwardPlan:
                  wgrad_block_m: int = 0, wgrad_stages: int = 0, rows_block_n: int = 0, rows_stages: int = 0,
                  need_dw1: bool = True, need_dw2: bool = True):
         """``backward`` (its signature) for this plan's call: through a BackwardPlan where dy is
-        contiguous and 16-byte aligned of x's dtype (what autograd hands back for a contiguous
-        y), the saved x, z, h and probs are still contiguous and aligned as the forward left
+        contiguous and row-major as ``_row_major`` takes it (16-byte row stride and first
+        element) of x's dtype (what autograd hands back for a contiguous y of more than one
+        row), the saved x, z, h and probs are still contiguous and aligned as the forward left
         them, and they, counts and ends have the shapes, dtypes and devices the forward made or
         was given, and the weights and biases have the strides and dtypes the plan's launches
         fixed; else ``backward`` itself. need_dw1 / need_dw2 apply per call: a BackwardPlan is shared
@@ -379,11 +380,14 @@ class ForwardPlan:
         weight_grads = dict(need_dw1=need_dw1, need_dw2=need_dw2)
         # the saved tensors as the forward made them too (a saved-tensor hook may change them:
         # save_on_cpu gives a padded bias back contiguous, whose row stride the dGLU launch fixed)
+        # Row-major by _row_major's rule, not is_contiguous: a one-row gradient of strides (1, 1)
+        # is contiguous, and torch._grouped_mm refuses it (the BackwardPlan lays nothing out).
         if not (dy.dtype == x.dtype and dy.is_contiguous() and x.is_contiguous() and z.is_contiguous()
+                and row_major_ok(dy) and row_major_ok(x) and row_major_ok(z) and row_major_ok(h)
                 and counts.is_contiguous() and ends.is_contiguous()
                 and h.is_contiguous() and probs.is_contiguous()
-                and (dy.data_ptr() | x.data_ptr() | z.data_ptr() | h.data_ptr() | w1.data_ptr() | w2.data_ptr())
-                & 15 == 0 and _params_meta(w1, w2, b1, b2) == self.params
+                and w1.data_ptr() & 15 == 0 and w2.data_ptr() & 15 == 0
+                and _params_meta(w1, w2, b1, b2) == self.params
                 and _saved_meta(x, counts, probs, ends, z, h) == self.saved):
             return backward(dy, x, counts, ends, probs, w1, w2, b1, b2, z, h, activation, glu_interleave, *tiles,
                             **weight_grads, glue=self.glue)

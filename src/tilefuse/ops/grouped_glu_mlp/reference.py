@@ -355,12 +355,15 @@ def _row_major(t: torch.Tensor) -> torch.Tensor:
       with other roundings (CPU, measured), so results would depend on the layout.
     ``clone``, not ``contiguous``: a tensor that ``is_contiguous`` may still have strides
     _grouped_mm refuses (T == 0 with strides (0, 0); a single row whose row stride is 1)."""
+    return t if row_major_ok(t) else t.clone(memory_format=torch.contiguous_format)
+
+
+def row_major_ok(t: torch.Tensor) -> bool:
+    """Whether ``_row_major`` takes t as it is (its docstring says when)."""
     per_row = 16 // t.element_size()
     *outer, row_stride, col_stride = t.stride()
-    if (col_stride == 1 and row_stride >= max(1, t.shape[-1]) and all(s % per_row == 0 for s in (*outer, row_stride))
-            and _aligned16(t)):
-        return t
-    return t.clone(memory_format=torch.contiguous_format)
+    return (col_stride == 1 and row_stride >= max(1, t.shape[-1])
+            and all(s % per_row == 0 for s in (*outer, row_stride)) and _aligned16(t))
 
 
 def _grad_layout(t: torch.Tensor, layout) -> torch.Tensor:
