@@ -136,6 +136,11 @@ def test_glu_applies_takes_whole_groups_only(monkeypatch):
     assert not ws_kernels.glu_applies(qa, qw, z, h, None, b1, 0, 32)
     assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1[:, :128], 0, 32)         # bias of F columns
     assert not ws_kernels.glu_applies(qa, qw, z.t().contiguous().t(), h, probs, b1, 0, 32)   # z column-major
+    # float32 z and h (fp8_block takes float32 x): the z buffer is 16-bit, so the Triton launch
+    # runs fc1 (launch raised KeyError on its layout before)
+    z32, h32 = z.float(), h.float()
+    assert not ws_kernels.glu_applies(qa, qw, z32, h32, probs, b1.float(), 0, 32)
+    assert not ws_kernels.launch(qa, qw, z32, counts, N=256, probs=probs, glu=(h32, 0, 32))
 
 
 @pytest.mark.skipif(ws_kernels.gluon is None, reason="needs Gluon")

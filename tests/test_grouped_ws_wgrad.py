@@ -63,6 +63,12 @@ def test_the_gluon_launches_take_only_counts_they_can_read(monkeypatch):
     assert ws_wgrad.applies(a, b, c, 128, 3)
     assert ws_wgrad.prepare(a, b, c, counts[::2], block_m=128) is None
     assert ws_wgrad.prepare(a, b, c, counts[:2], block_m=128) is None
+    # c's descriptor needs 16-byte rows and base: declined, not an assertion in its constructor
+    wide = torch.zeros(16, 16, dtype=torch.bfloat16)
+    assert not ws_wgrad.applies(a, wide[:, :12], torch.empty(3, 128, 12, dtype=torch.bfloat16), 128, 3)
+    off = torch.empty(3 * 128 * 128 + 1, dtype=torch.bfloat16)[1:].view(3, 128, 128)
+    assert not ws_wgrad.applies(a, b, off, 128, 3)
+    assert ws_wgrad.prepare(a, b, off, counts[:3], block_m=128) is None
 
 
 def test_the_rows_tile_is_checked_and_named():

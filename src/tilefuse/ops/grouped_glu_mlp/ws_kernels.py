@@ -321,9 +321,11 @@ def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
     for z = c (T, 2F), gate and up columns interleaved by a power of two from 8 to BLOCK / 2 (a
     tile holds whole groups; not the halves layout), h (T, F) of z's dtype with unit column
     stride, probs (T,) contiguous, bias None or (E, 2F) with unit column stride, an activation
-    code of launch.ACTIVATIONS."""
+    code of launch.ACTIVATIONS; z and h 16-bit (the rounded z tile's shared-memory buffer:
+    float32 x, which fp8_block takes, leaves its fc1 to the Triton launch)."""
     T, N = c.shape
-    return (applies(a, w, c, 2) and glu_interleave_ok(interleave) and act in (0, 1) and h.dim() == 2
+    return (applies(a, w, c, 2) and c.dtype in (torch.bfloat16, torch.float16) and glu_interleave_ok(interleave)
+            and act in (0, 1) and h.dim() == 2
             and tuple(h.shape) == (T, N // 2) and h.stride(1) == 1 and h.dtype == c.dtype
             and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
             and (bias is None or (bias.dim() == 2 and bias.shape[1] == N and bias.stride(1) == 1)))

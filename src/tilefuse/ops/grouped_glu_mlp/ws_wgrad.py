@@ -65,13 +65,13 @@ def counts_ok(counts: torch.Tensor, n_experts: int) -> bool:
 
 def applies(a, b, c, block_m: int, stages: int) -> bool:
     """Whether ``launch`` runs: a (T, N) and b (T, M) 16-bit, one dtype, row-major with 16-byte
-    aligned rows, T > 0; c (E, N, M) contiguous of their dtype, N a multiple of 128; a tile of
-    BLOCK_M 128 or 256 columns and a ring that fits shared memory, on a device where the kernel
-    runs."""
+    aligned rows, T > 0; c (E, N, M) contiguous of their dtype with 16-byte aligned rows (its
+    descriptor's), N a multiple of 128; a tile of BLOCK_M 128 or 256 columns and a ring that
+    fits shared memory, on a device where the kernel runs."""
     return (available(c.device) and block_m in (128, 256) and stages >= 2 and _smem_bytes(block_m, stages) <= SMEM
             and _rows_ok(a) and _rows_ok(b) and a.dtype == b.dtype == c.dtype and a.shape[0] == b.shape[0]
             and c.dim() == 3 and c.is_contiguous() and tuple(c.shape[1:]) == (a.shape[1], b.shape[1])
-            and c.shape[1] % BLOCK_N == 0)
+            and c.shape[1] % BLOCK_N == 0 and c.shape[2] * c.element_size() % 16 == 0 and c.data_ptr() % 16 == 0)
 
 
 if gluon is not None:
