@@ -17,8 +17,13 @@ def poison_outputs():
 
 
 def make_inputs(shape, dtype, param_dtype, bias, channels_last, device, alpha=None, seed=None):
-    """Fresh random inputs (a new seed per call unless given): x, alpha, weight, bias, dy."""
-    g = torch.Generator().manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    """Fresh random inputs (a new seed per call unless given): x, alpha, weight, bias, dy. The
+    seed is drawn from a generator of its own (torch.seed() would reseed the global one that
+    later tests in the worker draw from) and printed: pytest shows it with a failure."""
+    if seed is None:
+        seed = torch.Generator().seed() % 2**31
+    print(f"dyt_helpers.make_inputs{(tuple(shape), dtype, param_dtype, bias, channels_last)}: seed {seed}")
+    g = torch.Generator().manual_seed(seed)
     c = shape[-1] if channels_last else shape[1]
     x = (torch.randn(shape, generator=g) * 2).to(dtype).to(device)
     a = torch.tensor([alpha if alpha is not None else 0.3 + torch.rand(1, generator=g).item()])

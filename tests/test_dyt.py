@@ -197,6 +197,19 @@ def test_tanh_accuracy_over_range(device):
     assert y[-5:-3].tolist() == [1.0, -1.0] and torch.isnan(y[-3]) and y[-2] == 0 and y[-1] == 0
 
 
+def test_fresh_inputs_leave_the_global_generator_alone(capsys):
+    """make_inputs draws a fresh seed per call without reseeding torch's global generator (other
+    tests in the worker draw their data from it) and prints the seed a failure is reproduced by."""
+    after = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        make_inputs((2, 8), torch.float32, torch.float32, False, True, "cpu")
+        after.append(torch.randn(4))
+    assert torch.equal(after[0], after[1])
+    seeds = [line.rsplit(" ", 1)[1] for line in capsys.readouterr().out.splitlines() if "seed" in line]
+    assert len(seeds) == 2 and seeds[0] != seeds[1]
+
+
 def test_reference_comparison_catches_errors(device):
     """The checker itself: a slightly wrong value, a NaN, or a wrong dtype each fail it."""
     from tilefuse.ops.dyt.verify import compare_to_reference
