@@ -1,6 +1,7 @@
 """`tilefuse check` end to end on this machine (interpreter without a GPU)."""
 
 import json
+import re
 
 import pytest
 
@@ -656,6 +657,72 @@ def test_a_section_that_raises_is_a_failed_row_and_the_old_report_goes(tmp_path,
     assert rows[1]["op"] == "so2_mixing_stack" and "RuntimeError: an illegal memory access" in rows[1]["detail"]
     doc = json.loads((tmp_path / "report.json").read_text())
     assert [r["ok"] for r in doc["verification"]] == [True, False]
+
+
+def test_a_benchmark_section_that_cannot_load_or_plot_is_a_failed_row(tmp_path, monkeypatch):
+    """On a (faked) GPU a benchmark section whose module fails to import, or whose plots raise,
+    is a failed row and the report is still written (before, the import ran outside the try:
+    a traceback and no report; a plot's error lost the whole run's report)."""
+    import json
+    from tilefuse import check
+    from tilefuse.check import sections
+    import torch
+    real = sections.section
+
+    class Plots:
+        @staticmethod
+        def benchmark(quick, progress):
+            return {"rows": []}
+
+        @staticmethod
+        def benchmark_markdown(b):
+            return ["plotted"]
+
+        @staticmethod
+        def plots(out, b):
+            raise OSError("no space left on device")
+
+    def section(op):
+        if op == "dyt":
+            raise ModuleNotFoundError("No module named 'triton'")
+        return Plots if op == "so2_mixing_stack" else real(op)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "section", section)
+    monkeypatch.setattr("tilefuse.check.report.section", section)
+    monkeypatch.setattr(check, "tuning_coverage", lambda ops: {"error": "not read in this test"})
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
+                                                        "torch": "-", "triton": "-", "cuda_available": True})
+    monkeypatch.setattr(check, "failed_tilefuse_rows", lambda op, b: [])
+    result = check.run_check(tmp_path, quick=True, verify=False, show_progress=False,
+                             ops=("dyt", "so2_mixing_stack"))
+    rows = result["verification"]
+    assert [(r["op"], r["path"], r["ok"]) for r in rows] == [("dyt", "the benchmark section", False),
+                                                            ("so2_mixing_stack", "the plots section", False)]
+    assert "ModuleNotFoundError" in rows[0]["detail"] and "OSError: no space left" in rows[1]["detail"]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert [r["ok"] for r in doc["verification"]] == [False, False]
+    assert "plotted" in (tmp_path / "report.md").read_text()
+
+
+def test_a_bar_in_a_cell_does_not_split_the_markdown_table(tmp_path):
+    """report.md's cells escape ``|``: so2's ``max|fused-relay|`` error name and an exception's
+    ``int | None`` stay in their cells (before, a fused row had 9 cells under a 7-cell header
+    and a renderer dropped the worst/bound and the reason); on the CPU the report says which
+    rows it does not hold, and whether --quick ran."""
+    from tilefuse.check import report as rep
+    row = rep.verification_row("so2_mixing_stack", "fused backward (forced entry)", "L1-F1-C32-E37",
+                               {"max|fused-relay|": 3e-7}, 0.0, over_bound="fused differs | relay")
+    path = tmp_path / "report.md"
+    rep.write_markdown(path, {"environment": {"cuda_available": False}, "ops": ["so2_mixing_stack"], "quick": True,
+                              "verification": [row]})
+    md = path.read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("| so2_mixing_stack"))
+    header = next(ln for ln in md.splitlines() if ln.startswith("| op |"))
+    split = lambda ln: [c for c in re.split(r"(?<!\\)\|", ln)[1:-1]]   # noqa: E731  cells, escaped bars kept
+    assert len(split(line)) == len(split(header)) == 7
+    assert "max\\|fused-relay\\|" in line and "fused differs \\| relay" in line
+    assert "--quick" in md and "not in this report" in md
+    assert rep.cell("int | None\nnext") == "int \\| None next"
 
 
 def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_table, tmp_path, monkeypatch):

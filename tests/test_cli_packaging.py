@@ -326,6 +326,18 @@ def test_refusals_create_no_report_folder(command, tmp_path, capsys, monkeypatch
     assert want in capsys.readouterr().err and not (tmp_path / "new").exists()
 
 
+def test_bench_without_triton_refuses_too(tmp_path, capsys, monkeypatch):
+    """`tilefuse bench` on a CUDA machine without Triton says so (exit 2, nothing made), as
+    `tilefuse check` does: before, it imported the dyt section and died with a traceback."""
+    from tilefuse import check
+    monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the bench ran"))
+    _bench_on_a_faked_gpu("bench", monkeypatch)
+    monkeypatch.setattr(check, "triton_missing", lambda: "Triton is not installed (faked)")
+    out = tmp_path / "new"
+    assert cli.main(["bench", "--ops", "dyt", "--out", str(out)]) == 2
+    assert "tilefuse bench: Triton is not installed" in capsys.readouterr().err and not out.exists()
+
+
 @pytest.mark.parametrize("value", ["1", "on", "TRUE", "yes"])
 def test_a_true_triton_interpret_of_any_spelling_needs_no_re_run(value, monkeypatch):
     """Without CUDA the CLI re-runs itself under Triton's interpreter only where Triton would

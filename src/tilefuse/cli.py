@@ -55,10 +55,9 @@ def _refusal(args) -> str | None:
     """Why `tilefuse check` or `bench` cannot run here, or None. main asks before --out is
     touched: a refusal (exit 2) creates nothing."""
     from . import policy
-    if args.command == "check":
-        from .check import triton_missing
-        if (why := triton_missing()) is not None:
-            return f"tilefuse check: {why}"
+    from .check import triton_missing
+    if (why := triton_missing()) is not None:   # both commands run the kernels
+        return f"tilefuse {args.command}: {why}"
     if policy.get_level() == 0:
         # check: every kernel row would fail as "did not launch", the cause unsaid; bench: the
         # rows labelled tilefuse would time plain PyTorch

@@ -66,8 +66,8 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     progress = _progress(show_progress)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.time()
-    result = {"environment": environment(), "ops": list(ops), "tuning": tuning_coverage(ops), "verification": [],
-              "benchmarks": {}, "plots": []}
+    result = {"environment": environment(), "ops": list(ops), "quick": quick, "tuning": tuning_coverage(ops),
+              "verification": [], "benchmarks": {}, "plots": []}
     if verify:
         for op in ops:
             try:
@@ -77,9 +77,9 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     skipped = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
         if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
-        mod = section(op)
         if device == "cuda" and bench:
-            try:
+            try:   # the section's import too: it raises where its module cannot load
+                mod = section(op)
                 result["benchmarks"][op] = b = mod.benchmark(quick, progress)
             except Exception as exc:   # noqa: BLE001  reported; the other ops still run
                 result["benchmarks"][op] = {"skipped": f"the benchmark raised {type(exc).__name__}: {exc}"}
@@ -88,7 +88,10 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
             # tilefuse's own rows that failed are failures of the check (exit status 1), peers' not
             result["verification"] += failed_tilefuse_rows(op, b)
             if hasattr(mod, "plots"):
-                result["plots"] += mod.plots(out, b)
+                try:   # a plot that fails does not lose the run's report
+                    result["plots"] += mod.plots(out, b)
+                except Exception as exc:   # noqa: BLE001  reported as a failed row
+                    result["verification"].append(_raised_row(op, exc, "plots"))
         else:
             result["benchmarks"][op] = {"skipped": skipped}
     # A torch.compile peer (benchmarks) switches Triton to torch's ptxas for the rest of the

@@ -17,6 +17,7 @@ from ..ops.dyt import api, launch
 from ..ops.dyt.verify import compare_to_reference, poisoned
 from ..tuning import timing
 from . import bench
+from .report import cell
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -367,7 +368,7 @@ def host_cost_markdown(h: dict) -> list[str]:
             shown = "failed" if v is None and r.get("error") and key in r.get("failed", HOST_PASSES) else ""
             cells += [shown if v is None else f"{v:.1f}", "" if ratio is None else f"{ratio:.2f}x"]
         if failures:
-            cells.append(r.get("error", ""))
+            cells.append(cell(r.get("error", "")))
         lines.append(f"| {r['provider']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -432,7 +433,7 @@ def benchmark_markdown(b: dict) -> list[str]:
     for r in b["rows"]:
         head = f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['provider']} | {r.get('mode', '')} | "
         if r["status"] != "ok":
-            lines.append(head + f"failed | | | | | {r['error']} |")
+            lines.append(head + f"failed | | | | | {cell(r['error'])} |")
             continue
         lines.append(head + f"{r['ms']:.4f} | {r['spread']:.1%} | {r['gbs']:.0f} | {r['fraction_of_copy']:.1%} | "
                      f"{r.get('tilefuse_speedup', float('nan')):.2f} | {r.get('config', '')} |")

@@ -36,7 +36,7 @@ from ..utils import normwise_rel_error
 from ..tuning import timing
 from ..tuning.sweep import poisoned_allocations
 from . import bench
-from .report import verification_row
+from .report import cell, verification_row
 
 # Normwise relative error bounds against float64 (derivation in tests/test_grouped_mlp_kernels.py):
 # fp32 IEEE dots 1e-5; bf16 about three roundings to bf16 on the longest path, 1.6e-2; fp16
@@ -647,7 +647,7 @@ def benchmark_markdown(b: dict) -> list[str]:
         lines[1:1] = ["", f"Dense cuBLAS ceilings measured in this run ({M}x{K}x{N}): {ceil}."]
     for r in b["rows"]:
         t = (f"{r['ms']:.3f} | {r['spread']:.1%} | {r['tflops']:.0f}" if r["status"] == "ok"
-             else f"failed | | {r['error']}")
+             else f"failed | | {cell(r['error'])}")
         host = " | ".join("" if r.get(k) is None else f"{r[k]:.0f}"
                           for k in ("host_p50_us_fwd", "host_p50_us_fwd_bwd"))
         vs = " | ".join("" if r.get(k) is None else f"{r[k]:.2f}x"
@@ -666,7 +666,7 @@ def benchmark_markdown(b: dict) -> list[str]:
             cells = []
             for key in ("tilefuse", "grouped_mm"):
                 ok = r.get(f"{key}_ms") is not None
-                cells += [f"{r[f'{key}_ms']:.3f}" if ok else f"failed ({r.get(f'{key}_error')})",
+                cells += [f"{r[f'{key}_ms']:.3f}" if ok else cell(f"failed ({r.get(f'{key}_error')})"),
                           f"{r[f'{key}_tflops']:.0f}" if ok else ""]
             ratio = "" if r.get("time_vs_grouped_mm") is None else f"{r['time_vs_grouped_mm']:.2f}x"
             lines.append(f"| {r['experts']} | {r['tokens']} | {r['hidden']} | {r['ffn']} | {r['role']} | "

@@ -10,6 +10,13 @@ from pathlib import Path
 from .sections import section
 
 
+def cell(value) -> str:
+    """``value`` as the text of one markdown table cell: a ``|`` in it (an error name such as
+    so2's ``max|fused-relay|``, an exception's ``int | None``) escaped, so it does not split
+    the cell, and line breaks as spaces."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
 def _fmt_err(v: float) -> str:
     return "inf" if v == math.inf else f"{v:.1e}"
 
@@ -69,13 +76,19 @@ def write_markdown(path: Path, report: dict) -> None:
     ver = report["verification"]
     n_ok = sum(r["ok"] for r in ver)
     if "ops" in report:
-        lines += ["", f"Ops: {', '.join(report['ops'])}"]
+        lines += ["", f"Ops: {', '.join(report['ops'])}" + ("; --quick (the small sizes)" if report.get("quick") else "")]
+    if ver and not env.get("cuda_available"):
+        lines += ["", "No CUDA device: the kernels ran in Triton's interpreter. The rows of GPU-only paths (the "
+                  "Gluon kernels of the compose route and of fp8_block, the tuning table's picks) are not in "
+                  "this report."]
     if "tuning" in report:
         lines += _tuning_markdown(report["tuning"], bool(env.get("cuda_available")))
     if ver:
         lines += ["", f"## Verification: {n_ok}/{len(ver)} passed", "",
                   "Errors are relative errors against the row's reference: float64 unless the path names "
-                  "another (the unfused composition, the relay, eager PyTorch). 'worst/bound' (<= 1 passes): "
+                  "another (the unfused composition, the relay, eager PyTorch); the rows that compare "
+                  "bitwise or against eager (dyt's alpha=inf, so2's fused against relay) give the largest "
+                  "absolute difference instead. 'worst/bound' (<= 1 passes): "
                   "for dyt the largest elementwise error as a fraction of its derived bound; for "
                   "grouped_glu_mlp and so2_mixing_stack the largest normwise error as a fraction of the "
                   "row's tolerance.", "",
@@ -84,8 +97,9 @@ def write_markdown(path: Path, report: dict) -> None:
         lines += ["", "## Verification: not run (`tilefuse bench`)"]
     for r in ver:
         errs = ", ".join(f"{k} {_fmt_err(v)}" for k, v in r["errors"].items())
-        lines.append(f"| {r['op']} | {r['path']} | {r['case']} | {'pass' if r['ok'] else '**FAIL**'} | "
-                     f"{errs} | {r['worst_error_over_bound']:.2f} | {r['detail']} |")
+        lines.append(f"| {cell(r['op'])} | {cell(r['path'])} | {cell(r['case'])} | "
+                     f"{'pass' if r['ok'] else '**FAIL**'} | {cell(errs)} | {r['worst_error_over_bound']:.2f} | "
+                     f"{cell(r['detail'])} |")
     for op, b in report.get("benchmarks", {}).items():
         lines += ["", f"## Benchmark: {op}", ""]
         if "skipped" in b:

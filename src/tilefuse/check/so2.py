@@ -21,7 +21,7 @@ from ..ops.so2_mixing_stack.tune import So2Problem
 from ..tuning import timing
 from ..tuning.sweep import poisoned_allocations
 from . import bench
-from .report import verification_row
+from .report import cell, verification_row
 
 NL = 3
 # Normwise relative error bounds against float64. fp32: a chain of NL GEMMs with K <= M1 terms
@@ -410,7 +410,8 @@ def benchmark_markdown(b: dict) -> list[str]:
              "force backward (grad of u0 and alpha, three layers). 'vs relay' is the relay's time over "
              "the row's at the same scope (> 1: faster than the relay; none for the '(no graph)' peers, "
              "timed as plain calls in other rounds). 'floor/copy': the fused floor's "
-             f"bytes (read g, z; write g_next) at the row's time, as a fraction of the copy ceiling "
+             f"bytes (read g, z; write g_next; a sigma pass's configs also write and read sigma) at the "
+             f"row's time, as a fraction of the copy ceiling "
              f"measured in this run ({b['copy_ceiling_gbs']:.0f} GB/s).", "",
              "| scope | lmax | Cf | edges | provider | ms | spread | vs relay | floor/copy | table picks |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -421,7 +422,7 @@ def benchmark_markdown(b: dict) -> list[str]:
             continue
         head = f"| {r['scope']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
         if r["status"] != "ok":
-            lines.append(head + f"failed | | | | {r['error']} |")
+            lines.append(head + f"failed | | | | {cell(r['error'])} |")
             continue
         # (no ratio for the peers timed without graphs: relay's time is a graph replay's, from
         # other rounds)
@@ -435,7 +436,7 @@ def benchmark_markdown(b: dict) -> list[str]:
         peak = b.get("fma_peak_tflops")
         lines += ["", "The whole op, plain calls (3 interleaved rounds): TFLOP/s of its layer GEMMs (forward NL, "
                   "force backward NL more, training backward NL more again), their fraction of the GPU's FP32 "
-                  "FMA peak (" + (f"{peak:.1f} TFLOP/s: SMs x 128 lanes x 2 x its maximum clock" if peak
+                  "FMA peak (" + (f"{peak:.1f} TFLOP/s: SMs x FP32 lanes x 2 x its maximum clock" if peak
                                   else "not known: no clock reported") + ") and of the cuBLAS fp32 GEMM "
                   f"ceiling measured in this run ({b.get('gemm_ceiling_tflops', float('nan')):.1f} TFLOP/s); "
                   "'vs tilefuse': the row's time over tilefuse's (> 1: tilefuse is faster).", "",
@@ -444,7 +445,7 @@ def benchmark_markdown(b: dict) -> list[str]:
         for r in steps:
             head = f"| {r['pass']} | {r['lmax']} | {r['focus_dim']} | {r['edges']} | {r['provider']} | "
             if r["status"] != "ok":
-                lines.append(head + f"failed | | | | | | {r['error']} |")
+                lines.append(head + f"failed | | | | | | {cell(r['error'])} |")
                 continue
             vs = f"{r['vs_tilefuse']:.2f}" if r.get("vs_tilefuse") is not None else ""
             runs = f"{r['table_picks']}; level 3: {r['level3']}" if r["provider"].startswith("tilefuse") else ""
