@@ -164,6 +164,19 @@ def test_module_bad_construction(kwargs, exc, msg):
         SO2MixingStack(**args, apply_alpha=apply_alpha)
 
 
+@pytest.mark.parametrize("apply_alpha", [True, False])
+def test_module_names_u0_for_a_focus_count_not_its_own(apply_alpha):
+    """A u0 of another F than the module's n_focus is u0's error (before, the op, which takes F
+    from u0, named the module's own w0_all or a well-shaped alpha)."""
+    m = SO2MixingStack(2, 3, 2, 3, apply_alpha=apply_alpha)
+    u0 = torch.randn(3, 5, m.row)
+    alpha = torch.rand(5, 2) + 0.1 if apply_alpha else None
+    with pytest.raises(ValueError, match=r"SO2MixingStack: u0 must have shape \(F, E, ROW\) with F = n_focus = 2, "
+                                         r"got \(3, 5, 21\)"):
+        m(u0, alpha)
+    assert m(u0[:2], alpha).shape == (5, 2, m.row)   # x_local (E, F, ROW)
+
+
 def test_module_init_scale_and_w1_pattern():
     torch.manual_seed(0)
     lmax, cf = 3, 32

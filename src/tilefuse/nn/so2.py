@@ -89,6 +89,11 @@ class SO2MixingStack(nn.Module):
             self.gw_all.normal_(0.0, 1.0 / math.sqrt(self.focus_dim))
 
     def forward(self, u0: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
+        # F is the module's (n_focus): a u0 of another F is u0's error, not alpha's or w0_all's,
+        # which the op would name (it takes F from u0)
+        if isinstance(u0, torch.Tensor) and u0.dim() == 3 and u0.shape[0] != self.w0_all.shape[1]:
+            raise ValueError(f"SO2MixingStack: u0 must have shape (F, E, ROW) with F = n_focus = "
+                             f"{self.w0_all.shape[1]}, got {tuple(u0.shape)}")
         if alpha is None:
             if self.apply_alpha:
                 raise ValueError("SO2MixingStack: alpha (E, F) is required when apply_alpha=True")

@@ -43,7 +43,9 @@ The numbers are recorded in the entry's ``measured["validation"]`` with the key 
 they were measured for; ``check_entry`` refuses a level-3 entry choosing a split-precision config
 unless its record is a passed validation of that config at that key whose numbers hold (every
 output's error ratio within the limit, all range-limit sets, at least LEVEL3_MIN_EDGES edges):
-a record copied from another key or variant, or hand-written, does not engage anything. So a
+a record copied from another key or variant, or one without those numbers, does not engage
+anything. The record is not authenticated: a table file edited by hand to hold such numbers
+is believed (``tuning.register`` takes no records, so no API call installs one). So a
 variant never runs on a key where it was not validated (and never below level 3: op.py looks
 level-3 keys up at level 3 only). A record without ``"weight_grads": true`` (entries validated before the
 weight gradients were) engages the variant for the forward and the force backward only: a
@@ -422,7 +424,8 @@ class So2Family(TuningFamily):
     def check_entry(self, key: str, config, measured) -> None:
         """A level-3 entry choosing a reduced-precision config must carry the passed validation
         of that config at that key (``validate``), and its numbers must hold under the running
-        code: ``validation_problems``. One registered, edited or copied without it is refused."""
+        code: ``validation_problems``. One registered, or edited or copied without it, is refused
+        (the record's numbers are checked, not authenticated: module docstring)."""
         if config.precision == EXACT:
             return
         validation = measured.get("validation") if isinstance(measured, dict) else None
