@@ -108,6 +108,38 @@ def test_bfloat16_to_float32_cast_is_exact_for_every_bit_pattern():
     assert torch.equal(y.view(torch.int32), x.float().view(torch.int32))
 
 
+@triton.jit
+def _narrow(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, x.to(tl.bfloat16), mask=offs < n)   # an explicit cast
+    tl.store(z_ptr + offs, x, mask=offs < n)                   # the store's own
+
+
+def test_float32_to_bfloat16_cast_rounds_to_nearest_even():
+    """float32 -> bfloat16 in a kernel, by ``.to`` and by a store, equals torch's cast (round to
+    nearest, ties to even) bit for bit: every float32 of bfloat16's subnormal range and its
+    neighbours (the interpreter's own cast gave 1e-39 as 4.4e-39 and -2**-128 as -0), exact
+    ties either way, values that round up into the next binade or to infinity, and random bit
+    patterns; NaN stays NaN (its payload is not compared: the GPU's canonical NaN differs)."""
+    tiny = torch.arange(0, 2 ** 24, 97, dtype=torch.int64).to(torch.int32)   # up to 2**-126 and past
+    ties = (torch.arange(0, 2 ** 16, 7, dtype=torch.int32) << 16) | 0x8000
+    edges = torch.tensor([0x3F80_7FFF, 0x3F80_8000, 0x3F81_8000, 0x3FFF_FFFF, 0x7F7F_7FFF, 0x7F7F_8000,
+                          0x7F7F_FFFF, 0x7F80_0000, 0x0000_8000, 0x0001_8000, 0x007F_FFFF], dtype=torch.int64)
+    rand = torch.randint(-2 ** 31, 2 ** 31, (4096,), generator=torch.Generator().manual_seed(0), dtype=torch.int64)
+    bits = torch.cat([tiny, ties, edges.to(torch.int32), rand.to(torch.int32)])
+    bits = torch.cat([bits, bits | torch.tensor(-2 ** 31, dtype=torch.int32)])   # and their negatives
+    x = bits.view(torch.float32)
+    finite = ~torch.isnan(x)
+    want = x.to(torch.bfloat16)
+    for_cast, for_store = (torch.zeros(x.numel(), dtype=torch.bfloat16) for _ in range(2))
+    _narrow[(triton.cdiv(x.numel(), 1024),)](x, for_cast, for_store, x.numel(), 1024)
+    for got in (for_cast, for_store):
+        assert torch.equal(got[finite].view(torch.int16), want[finite].view(torch.int16))
+        assert torch.isnan(got[~finite]).all()
+    assert (~finite).any()
+
+
 def test_no_kernel_uses_the_unpatched_scaled_dot():
     """interpreter_dot fixes tl.dot's order, not tl.dot_scaled's (the interpreter still computes
     that with numpy's BLAS, whose order depends on the CPU): a kernel that starts using it

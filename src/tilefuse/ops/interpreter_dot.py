@@ -29,6 +29,10 @@ of a bfloat16 tensor), which decodes the 254 subnormal bfloat16 values wrongly (
 ``_convert_float``. The compiled cast is exact (float32 has bfloat16's exponent range), so the
 quantizers' bitwise parity with their references held on the GPU but not in the interpreter for
 such inputs. The replacement widens the stored bits (``bits << 16``), which is that exact cast.
+The other direction, float32 -> bfloat16 (``x.to(tl.bfloat16)``, a store to a bfloat16
+pointer), truncates there where the compiled cast rounds to nearest even, and gets bfloat16's
+subnormal results wrong besides (1e-39 becomes 4.4e-39, -2**-128 becomes -0): the replacement
+rounds the bits (``bfloat16_bits``).
 """
 
 from __future__ import annotations
@@ -64,9 +68,20 @@ def fixed_order_dot(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray
     return out
 
 
+def bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 x rounded to bfloat16 as the compiled cast does (to nearest, ties to even;
+    subnormals kept, overflow to infinity), as the uint16 bits the interpreter keeps bfloat16
+    in. A NaN stays a NaN of its sign (quieted; the GPU's payload may differ)."""
+    bits = x.view(np.uint32)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+    quiet_nan = (bits >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(np.isnan(x), quiet_nan, rounded).astype(np.uint16)
+
+
 def _install_cast(interp, builder) -> bool:
     """Replace ``InterpreterBuilder.cast_impl`` by one whose bfloat16 -> float32 cast widens the
-    bits (module docstring); every other cast is the original's."""
+    bits and whose float32 -> bfloat16 cast rounds to nearest even (module docstring); every
+    other cast is the original's."""
     import triton.language as tl
 
     original = getattr(builder, "cast_impl", None)
@@ -79,6 +94,8 @@ def _install_cast(interp, builder) -> bool:
         if src.dtype.scalar == tl.bfloat16 and dst_type.scalar == tl.float32:
             bits = np.asarray(src.data).view(np.uint16)
             return interp.TensorHandle((bits.astype(np.uint32) << 16).view(np.float32), dst_type.scalar)
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return interp.TensorHandle(bfloat16_bits(np.asarray(src.data, dtype=np.float32)), dst_type.scalar)
         return original(self, src, dst_type)
 
     setattr(cast_impl, _PATCHED_ATTR, True)
@@ -87,8 +104,8 @@ def _install_cast(interp, builder) -> bool:
 
 
 def install() -> bool:
-    """Replace the interpreter's float ``tl.dot`` by :func:`fixed_order_dot` and its bfloat16 ->
-    float32 cast by an exact one (idempotent). Returns False where this Triton's interpreter
+    """Replace the interpreter's float ``tl.dot`` by :func:`fixed_order_dot` and its casts between
+    bfloat16 and float32 by the compiled ones (idempotent). Returns False where this Triton's interpreter
     has no ``InterpreterBuilder.create_dot`` or ``cast_impl`` to replace
     (tests/test_interpreter_dot.py fails there, so a Triton upgrade cannot drop it silently)."""
     from triton.runtime import interpreter as interp

@@ -3,7 +3,8 @@
 Under Triton's interpreter (the CPU test path) some conversions differ from the GPU's; the
 helpers here give CPU tests the GPU's results. Each difference is a named workaround:
 - the interpreter converts float32 -> bfloat16 by truncation where the GPU rounds to nearest
-  even, so to_output rounds explicitly under the interpreter;
+  even, and bfloat16 -> float32 wrongly for subnormals: importing this module under the
+  interpreter installs interpreter_dot's exact casts;
 - the interpreter computes tl.dot on bfloat16 operands wrongly (it reinterprets their bits),
   so dot_f32acc upcasts them to float32 there (bf16 x bf16 products are exact in float32);
 - the interpreter's float tl.dot sums in an order that depends on numpy's BLAS and the CPU, so
@@ -58,12 +59,7 @@ def mul_rn(a, b):
 @triton.jit
 def to_output(y, ptr):
     """Convert float32 ``y`` to ``ptr``'s element type, rounding to nearest even."""
-    dtype = ptr.dtype.element_ty
-    if INTERPRETER and dtype == tl.bfloat16:
-        bits = y.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
-    return y.to(dtype)
+    return y.to(ptr.dtype.element_ty)
 
 
 @triton.jit
