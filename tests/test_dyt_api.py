@@ -1,5 +1,6 @@
 """DyT public surface: modules, converters, state dicts, torch.compile, opcheck, bad input."""
 
+import numpy
 import pytest
 import torch
 from torch import nn
@@ -71,6 +72,9 @@ def test_convert_layernorm_to_dyt_on_transformer_block(device):
     assert launched["dyt_fwd"] == 3 and launched["dyt_bwd"] == 3
     assert img.grad is not None and torch.isfinite(img.grad).all()
     assert isinstance(convert_layernorm_to_dyt(nn.LayerNorm(8)), DyT)
+    # nn.LayerNorm keeps a numpy integer width as given (DyT refused it: TypeError on num_features)
+    converted = convert_layernorm_to_dyt(nn.LayerNorm(numpy.int64(8)))
+    assert isinstance(converted, DyT) and converted.weight.shape == (8,)
     with pytest.raises(ValueError, match="normalizes over"):
         convert_layernorm_to_dyt(nn.Sequential(nn.LayerNorm([4, 8])))
 

@@ -872,3 +872,13 @@ def test_verify_compare_takes_zero_and_nan_references():
     assert compare("y", torch.tensor([1.0, float("nan")]), nan_ref, bound).worst_over_bound == 0.0
     off = compare("y", torch.tensor([1.0, 5.0]), nan_ref, bound)
     assert off.worst_over_bound == float("inf") and off.first_failure
+    # the same infinity matches (inf - inf is NaN: it failed with no reason given before);
+    # another infinity, or a finite value against one, fails and says where
+    inf_ref = torch.tensor([float("inf"), -float("inf")], dtype=torch.float64)
+    assert compare("y", torch.tensor([float("inf"), -float("inf")]), inf_ref, bound).ok
+    for got in ([float("inf"), float("inf")], [float("inf"), 0.0]):
+        c = compare("y", torch.tensor(got), inf_ref, bound)
+        assert not c.ok and "flat index 1" in c.first_failure, c
+    inf_bound = torch.full((2,), float("inf"), dtype=torch.float64)
+    c = compare("y", torch.tensor([float("inf"), 0.0]), inf_ref, inf_bound)
+    assert not c.ok and "NaN at flat index 1" in c.first_failure, c

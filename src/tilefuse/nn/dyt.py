@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+import operator
 import warnings
 from typing import Callable, Union
 
@@ -211,7 +212,7 @@ def _norm_width(module: nn.Module, name: str) -> int:
     if len(shape) != 1:
         raise ValueError(f"convert_layernorm_to_dyt: {name or 'module'} normalizes over {shape}; "
                          "DyT has one parameter per channel of a single dimension")
-    return shape[0]
+    return operator.index(shape[0])   # nn.LayerNorm keeps a numpy integer width as given; DyT takes an int
 
 
 def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, ancestors: tuple) -> DyT:

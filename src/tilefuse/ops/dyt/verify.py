@@ -59,12 +59,19 @@ def compare(name: str, got: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor
     got = got.detach().double().cpu()
     if got.shape != ref.shape:
         return Comparison(name, math.inf, math.inf, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
-    # NaN where the reference has NaN matches it; NaN on one side only is out of any bound
-    both = torch.isnan(got) & torch.isnan(ref)
+    # NaN where the reference has NaN matches it, and an infinity the same infinity (inf - inf
+    # would be NaN); NaN on one side only is out of any bound
+    both = (torch.isnan(got) & torch.isnan(ref)) | (got == ref)
     diff = torch.where(both, torch.zeros_like(got), got - ref)
     err = diff.abs()
-    ratio = torch.where(torch.isnan(got) ^ torch.isnan(ref), torch.full_like(err, math.inf), err / bound)
+    ratio = torch.where(torch.isnan(got) ^ torch.isnan(ref), torch.full_like(err, math.inf),
+                        torch.where(err == 0, torch.zeros_like(err), err / bound))
     worst = float(ratio.max()) if ratio.numel() else 0.0
+    if math.isnan(worst):   # no verdict (an error over an infinite or NaN bound) is a failure, and says why
+        i = int(torch.argmax(torch.isnan(ratio).flatten().to(torch.uint8)))
+        return Comparison(name, math.inf, math.inf, f"error over bound is NaN at flat index {i}: got "
+                          f"{got.flatten()[i].item()!r}, ref {ref.flatten()[i].item()!r}, bound "
+                          f"{bound.flatten()[i].item():.3e}")
     denom = float(torch.where(torch.isnan(ref), torch.zeros_like(ref), ref).norm())
     rel = float(torch.nan_to_num(diff.norm(), nan=math.inf))
     rel = rel / denom if denom else (float(err.amax()) if err.numel() else 0.0)
