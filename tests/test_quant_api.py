@@ -175,9 +175,14 @@ BAD = [
     (lambda: quantize_nvfp4(torch.zeros(4, 16), stochastic_bits=torch.zeros(4, 32, dtype=torch.int32)),
      ValueError, "stochastic_bits"),
     # 2**31 rows (an expanded view: no memory): the kernels' 32-bit tile indices would wrap
-    (lambda: quantize_mxfp8(torch.zeros(1, 32).expand(2 ** 31, 32)), ValueError, "below 2\\*\\*31"),
-    (lambda: quantize_nvfp4(torch.zeros(1, 16).expand(2 ** 31, 16)), ValueError, "below 2\\*\\*31"),
-    (lambda: quantize_fp8_block(torch.zeros(1, 128).expand(2 ** 31, 128)), ValueError, "below 2\\*\\*31"),
+    (lambda: quantize_mxfp8(torch.zeros(1, 32).expand(2 ** 31, 32)), ValueError, "below 2\\*\\*31 - 2\\*\\*24"),
+    (lambda: quantize_nvfp4(torch.zeros(1, 16).expand(2 ** 31, 16)), ValueError, "below 2\\*\\*31 - 2\\*\\*24"),
+    (lambda: quantize_fp8_block(torch.zeros(1, 128).expand(2 ** 31, 128)), ValueError, "below 2\\*\\*31 - 2\\*\\*24"),
+    # just below 2**31: the grid's padding programs past a K of 2**31 - 32 read and wrote at
+    # negative columns, and 2**31 - 15 rows left every nvfp4 2-D scale unwritten
+    (lambda: quantize_mxfp8(torch.zeros(1, 1).expand(1, 2 ** 31 - 32)), ValueError, "below 2\\*\\*31 - 2\\*\\*24"),
+    (lambda: quantize_nvfp4(torch.zeros(1, 16).expand(2 ** 31 - 15, 16), block_2d=True), ValueError,
+     "below 2\\*\\*31 - 2\\*\\*24"),
 ]
 
 

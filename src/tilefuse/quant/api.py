@@ -24,8 +24,13 @@ from .swizzle import swizzle_scales
 from .tensors import FP8BlockQuantized, MXFP8Quantized, NVFP4Quantized
 
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-# The kernels' tile origins are 32-bit (kernels.tile_origin, fp8_block_kernel's row tiles).
-MAX_EXTENT = 2 ** 31
+# The kernels' tile origins are 32-bit (kernels.tile_origin, fp8_block_kernel's row tiles), and
+# so are the sums near them: a grid's padding programs past the last column tile (up to 65534
+# of them, launch.rows_cols_grid, times a tile of up to 256 columns) and a scale row count
+# (rows + 127) // 128. Below 2**31 - 2**24 none of them wraps (a K just below 2**31 sent the
+# padding programs to negative, unmasked columns; 2**31 - 15 rows or more wrote no nvfp4 2-D
+# scale at all).
+MAX_EXTENT = 2 ** 31 - 2 ** 24
 
 
 def _check_bool(fn: str, name: str, v) -> None:
@@ -42,8 +47,8 @@ def _check_x(fn: str, x, block_cols: int) -> None:
     if x.shape[1] % block_cols != 0:
         raise ValueError(f"{fn}: x's K = {x.shape[1]} must be a multiple of {block_cols}")
     if max(x.shape) >= MAX_EXTENT:
-        raise ValueError(f"{fn}: x's rows and K must each be below 2**31 (the kernels index tiles in 32 bits), "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(f"{fn}: x's rows and K must each be below 2**31 - 2**24 (the kernels index tiles in 32 "
+                         f"bits, with room for the grid's padding), got shape {tuple(x.shape)}")
 
 
 def _check_block(fn: str, block) -> tuple[int, int]:

@@ -184,7 +184,8 @@ def tile_origin(BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """(first row, first column) of this program's tile in a grid of row tiles on axis 0 and
     column tiles folded over axes 1 and 2 (launch.rows_cols_grid: CUDA caps those at 65535
     each); a program past the last column tile gets columns that are all masked. int32: the
-    API refuses 2**31 rows or more (api._check_x)."""
+    API refuses rows or K of 2**31 - 2**24 or more (api.MAX_EXTENT), so that the padding
+    programs' columns do not wrap past 2**31 to negative (unmasked) ones."""
     tile_k = tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
     return tl.program_id(0) * BLOCK_M, tile_k * BLOCK_K
 
