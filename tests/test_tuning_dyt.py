@@ -92,6 +92,21 @@ def test_tune_model_collects_its_keys_and_sweeps_only_uncovered_ones():
     assert tuning.tune(model, x, timer=FakeTimer("", 0.8), progress=False, device="cpu") == []
 
 
+def _on_a_thread_python_did_not_start(fn):
+    """fn() on a thread started by _thread, outside threading's registry (threading sees it as a
+    _DummyThread, as it sees autograd's own C++ worker threads)."""
+    import _thread
+    done = threading.Event()
+
+    def run():
+        try:
+            fn()
+        finally:
+            done.set()
+    _thread.start_new_thread(run, ())
+    assert done.wait(60)
+
+
 @pytest.mark.parametrize("below", ["set_level", "TILEFUSE_LEVEL"])
 def test_collect_sees_the_backward_keys_where_the_backward_runs_on_another_thread(below, monkeypatch):
     """At a process-wide level below 2 (set_level(1) or TILEFUSE_LEVEL=1), collect still finds
@@ -101,9 +116,7 @@ def test_collect_sees_the_backward_keys_where_the_backward_runs_on_another_threa
 
     def grad_on_another_thread(*args, **kwargs):
         out = []
-        thread = threading.Thread(target=lambda: out.append(real_grad(*args, **kwargs)))
-        thread.start()
-        thread.join()
+        _on_a_thread_python_did_not_start(lambda: out.append(real_grad(*args, **kwargs)))
         return out[0]
 
     monkeypatch.setattr(torch.autograd, "grad", grad_on_another_thread)
@@ -189,18 +202,51 @@ def test_counting_counts_only_its_own_threads_launches():
 
 def test_counting_counts_a_backward_autograd_runs_on_another_thread():
     """Autograd runs a CUDA backward on a thread of its own (simulated on the CPU: the gradient
-    taken on another thread), which opened no block: while it runs that graph task its launches
-    go into every open block (utils.blocks_here, collecting()'s rule), so the backward's
-    kernel counts for the thread that asked for it."""
+    taken on a thread Python did not start), which opened no block: while it runs that graph
+    task its launches go into every open block (utils.blocks_here, collecting()'s rule), so the
+    backward's kernel counts for the thread that asked for it. A Python thread's own backward
+    does not (on the CPU a backward runs on the thread that called it): before, it went into
+    another thread's block, and a sweep's engagement check could be passed by it."""
     from tilefuse import launches
     x = torch.randn(4, 32, requires_grad=True)
     a, w = torch.tensor([0.5]), torch.ones(32)
     with launches.counting() as launched:
         y = tilefuse.dyt(x, a, w)
+        _on_a_thread_python_did_not_start(lambda: torch.autograd.grad(y, x, torch.ones_like(y)))
+    assert dict(launched) == {"dyt_fwd": 1, "dyt_bwd": 1}
+    y = tilefuse.dyt(x, a, w)
+    with launches.counting() as launched, table.collecting() as seen:
         t = threading.Thread(target=lambda: torch.autograd.grad(y, x, torch.ones_like(y)))
         t.start()
         t.join()
-    assert dict(launched) == {"dyt_fwd": 1, "dyt_bwd": 1}
+    assert not launched and not seen
+
+
+def test_snapshot_loses_no_count_to_threads():
+    """Every launch counts once in snapshot() whichever thread makes it, a kernel's first
+    included (a Counter's first count runs Python code, where another thread switched in and
+    its count was lost: 10 of 2400)."""
+    import sys
+    from tilefuse import launches
+    names = [f"test-snapshot-{i}" for i in range(300)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # threads switch as often as CPython lets them
+    try:
+        for name in names:
+            barrier = threading.Barrier(8)
+
+            def worker(name=name, barrier=barrier):
+                barrier.wait()
+                launches.record(name)
+            threads = [threading.Thread(target=worker) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    counts = launches.snapshot()
+    assert [counts[n] for n in names] == [8] * len(names)
 
 
 def test_cli_show_gives_a_speedup_recorded_without_its_spread(capsys):

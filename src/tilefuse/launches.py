@@ -14,15 +14,17 @@ from .utils import ThreadBlocks
 
 # Every launch of the process (snapshot()).
 _counts: collections.Counter = collections.Counter()
-# counting() blocks open, each with its Counter (record() tests them without the lock)
+# counting() blocks open, each with its Counter
 _blocks = ThreadBlocks()
 _lock = threading.Lock()
 
 
 def record(kernel: str) -> None:
-    _counts[kernel] += 1
-    if _blocks.open:
-        with _lock:
+    # Under the lock: a Counter's first count of a kernel runs Python code (__missing__), where
+    # another thread's record could switch in and its count be lost (8 threads: 10 of 2400).
+    with _lock:
+        _counts[kernel] += 1
+        if _blocks.open:
             for launched in _blocks.here():
                 launched[kernel] += 1
 
@@ -36,8 +38,9 @@ def snapshot() -> collections.Counter:
 def counting():
     """Yields a Counter that holds the launches made inside the block by this thread, and by
     autograd's device thread while it runs a backward (utils.blocks_here: nested blocks each
-    count them). Launches of other threads are not counted: a sweep's engagement check or a
-    check's row is never satisfied by another thread's kernel."""
+    count them). Launches of other Python threads are not counted, their own backwards
+    included; autograd's device thread cannot tell whose backward it runs, so on CUDA another
+    thread's backward launched meanwhile is counted too."""
     launched: collections.Counter = collections.Counter()
     with _lock:
         token = _blocks.add(launched)

@@ -113,15 +113,17 @@ _graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 def blocks_here(blocks) -> list:
     """Which of the open blocks ``blocks`` (pairs of the opening thread's ident and the block's
     record, in opening order) a call on this thread goes into: every block this thread opened
-    (nested blocks each see it); on a thread that opened none, every open block while it runs
-    an autograd graph task (autograd's CUDA device thread running a backward for the thread
-    that opened one: it cannot tell whose), else none, so another thread's calls never land in
-    a block. The rule of tuning.table's collecting() and launches.counting()."""
+    (nested blocks each see it); on a thread that opened none, every open block while it is
+    autograd's own worker (a thread Python did not start: threading's _DummyThread) running a
+    graph task (the CUDA device thread running a backward for the thread that opened one: it
+    cannot tell whose), else none, so another Python thread's calls, its own backwards
+    included (on the CPU a backward runs on the thread that called it), never land in a block.
+    The rule of tuning.table's collecting() and launches.counting()."""
     if not blocks:
         return []
     me = threading.get_ident()
     own = [record for owner, record in blocks if owner == me]
-    if own or _graph_task_id() == -1:
+    if own or _graph_task_id() == -1 or not isinstance(threading.current_thread(), threading._DummyThread):
         return own
     return [record for _, record in blocks]
 

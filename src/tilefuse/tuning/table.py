@@ -172,7 +172,9 @@ def lookup_config(family: str, problem):
 def collecting() -> Iterator[dict]:
     """Yields a dict that fills with ``(family, key) -> first problem seen`` for every
     lookup made inside the block by this thread, and by autograd's device thread while it
-    runs a backward (``utils.blocks_here``). Lookups of other threads are not recorded."""
+    runs a backward (``utils.blocks_here``). Lookups of other Python threads are not
+    recorded, their own backwards' included; a CUDA backward another thread starts meanwhile
+    runs on autograd's device thread too, which cannot tell whose it runs: its lookups are."""
     global _generation
     seen: dict = {}
     with _lock:
