@@ -385,8 +385,12 @@ def weight_grad(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Te
 
 
 def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
-             apply_alpha: bool, weight_grads: bool, config: So2Config | None = None):
+             apply_alpha: bool, weight_grads: bool, config: So2Config | None = None, alpha_grad: bool = True):
     """(grad_u0 (F, E, ROW), grad_alpha (E, F), (dw0_all, dw1_all, dgw_all) or None).
+
+    ``alpha_grad`` False (alpha needs no gradient): grad_alpha is zeros, and the head kernel,
+    which sums it, runs only where g is stored (the first GEMM otherwise applies alpha itself);
+    grad_u0 and the weight gradients are the same bits either way.
 
     Each gated layer runs the relay, the fused kernel when ``config.fused`` (the caller, op.py,
     checks the fused guards), or the composition route when ``config.compose`` (the relay's
@@ -407,7 +411,9 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # what the custom op's fake promises. With E > 0 every element is written below (the head
     # kernel writes all of grad_alpha when it applies alpha; each weight-gradient layer slot is
     # assigned), so only what stays zero is zero-filled.
-    grad_alpha = (torch.empty if apply_alpha and E else torch.zeros)(alpha.shape, dtype=alpha.dtype, device=dev)
+    store_g = weight_grads or cfg.compose
+    sum_alpha = apply_alpha and (alpha_grad or store_g)   # the head kernel runs and writes grad_alpha
+    grad_alpha = (torch.empty if sum_alpha and E else torch.zeros)(alpha.shape, dtype=alpha.dtype, device=dev)
     new_dw = torch.empty if E else torch.zeros
     dws = tuple(new_dw(w.shape, dtype=w.dtype, device=dev) for w in (w0_all, w1_all, gw_all)) \
         if weight_grads else None
@@ -426,9 +432,8 @@ def backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d
     # Elsewhere that GEMM reads grad_out itself (BWD_HEAD: the same g, never written), and the
     # head only sums grad_alpha.
     grad_out_c, alpha_c = grad_out.contiguous(), alpha.contiguous()
-    store_g = weight_grads or cfg.compose
     g = torch.empty((F, E, d.row), dtype=dt, device=dev) if store_g else None
-    if store_g or apply_alpha:
+    if store_g or sum_alpha:
         so2_bwd_head_kernel[(F * cdiv(E, HEAD_BLOCK_M),)](
             grad_out_c, x_local.contiguous(), alpha_c, grad_out_c if g is None else g, grad_alpha, F, E, d.row,
             APPLY_ALPHA=apply_alpha, WRITE_G=store_g, BLOCK_M=HEAD_BLOCK_M, BLOCK_C=128, num_warps=HEAD_WARPS)

@@ -149,17 +149,19 @@ def _reference_grads(ctx, grad_out):
 def _kernel_grads(ctx, grad_out, run_backward):
     """The eight forward arguments' gradients from a saved forward: the reference's under
     create_graph or for a batched grad_out (``_reference_grads``), else ``run_backward(grad_out,
-    x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads)
-    -> (grad_u0, grad_alpha, weight grads)``."""
+    x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, dims, apply_alpha, weight_grads,
+    alpha_grad=...) -> (grad_u0, grad_alpha, weight grads)`` (grad_alpha None where alpha needs
+    none: launch.backward then skips the head kernel that sums it, where it can)."""
     grads = _reference_grads(ctx, grad_out)
     if grads is not None:
         return grads
     u0, alpha, w0_all, w1_all, gw_all, x_local, z_all, u_final = ctx.saved_tensors
     weight_grads = any(ctx.needs_input_grad[2:5])
+    alpha_grad = ctx.needs_input_grad[1]
     grad_u0, grad_alpha, dws = run_backward(readable(grad_out), x_local, z_all, u_final, alpha, w0_all, w1_all,
-                                            gw_all, ctx.dims, ctx.apply_alpha, weight_grads)
+                                            gw_all, ctx.dims, ctx.apply_alpha, weight_grads, alpha_grad=alpha_grad)
     dw0, dw1, dgw = dws if weight_grads else (None, None, None)
-    return grad_u0, grad_alpha, dw0, dw1, dgw, None, None, None
+    return grad_u0, grad_alpha if alpha_grad else None, dw0, dw1, dgw, None, None, None
 
 
 def runs_kernels(t: torch.Tensor) -> bool:
@@ -180,7 +182,7 @@ def _reference_forward(u0, alpha, w0_all, w1_all, gw_all, d: So2Dims, apply_alph
 
 
 def _reference_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d: So2Dims,
-                        apply_alpha: bool, weight_grads: bool):
+                        apply_alpha: bool, weight_grads: bool, alpha_grad: bool = True):
     """launch.backward's results from the reference's backward formulas, in IEEE precision
     with autocast off, contiguous as the kernels' are (the reference's follow its inputs'
     strides)."""
@@ -256,16 +258,18 @@ def _so2_stack_fwd_fake(u0, alpha, w0_all, w1_all, gw_all, lmax, focus_dim, appl
 @custom_op_on_tensor_device
 def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch.Tensor, u_final: torch.Tensor,
                      alpha: torch.Tensor, w0_all: torch.Tensor, w1_all: torch.Tensor, gw_all: torch.Tensor,
-                     lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool
+                     lmax: int, focus_dim: int, apply_alpha: bool, weight_grads: bool, alpha_grad: bool = True
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(grad_u0, grad_alpha, dw0_all, dw1_all, dgw_all); the weight gradients are empty
-    tensors without ``weight_grads``. Kernels or reference, and the route (relay or fused), are
-    decided when it runs."""
+    tensors without ``weight_grads``, grad_alpha zeros or the reference's without
+    ``alpha_grad`` (launch.backward). Kernels or reference, and the route (relay or fused),
+    are decided when it runs."""
     d = So2Dims(lmax, focus_dim)
     if runs_kernels(grad_out):
         cfg = backward_config(d, grad_out.dtype, x_local.shape[0], x_local.shape[1], w0_all.shape[0], weight_grads)
         grad_u0, grad_alpha, dws = launch.backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
-                                                   gw_all, d, apply_alpha, weight_grads, config=cfg)
+                                                   gw_all, d, apply_alpha, weight_grads, config=cfg,
+                                                   alpha_grad=alpha_grad)
     else:
         grad_u0, grad_alpha, dws = _reference_backward(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all,
                                                        gw_all, d, apply_alpha, weight_grads)
@@ -276,7 +280,7 @@ def so2_stack_bwd_op(grad_out: torch.Tensor, x_local: torch.Tensor, z_all: torch
 
 @so2_stack_bwd_op.register_fake
 def _so2_stack_bwd_fake(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, lmax, focus_dim,
-                        apply_alpha, weight_grads):
+                        apply_alpha, weight_grads, alpha_grad=True):
     E, F, row = x_local.shape
     dws = [w.new_empty(w.shape if weight_grads else (0,)) for w in (w0_all, w1_all, gw_all)]
     return (grad_out.new_empty((F, E, row)), alpha.new_empty(alpha.shape), *dws)
@@ -290,9 +294,10 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(z_all, u_final)
 
 
-def _backward_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads):
+def _backward_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all, d, apply_alpha, weight_grads,
+                 alpha_grad=True):
     grad_u0, grad_alpha, *dws = so2_stack_bwd_op(grad_out, x_local, z_all, u_final, alpha, w0_all, w1_all, gw_all,
-                                                 d.lmax, d.focus_dim, apply_alpha, weight_grads)
+                                                 d.lmax, d.focus_dim, apply_alpha, weight_grads, alpha_grad)
     return grad_u0, grad_alpha, dws
 
 
