@@ -209,8 +209,31 @@ def kernels_run_on(t: torch.Tensor, level: int | None = None) -> bool:
     """``kernels_enabled`` for ``t``'s device, and ``t`` has memory of its own to launch on and
     its outputs would have some (not ``no_kernel_memory``): a fake tensor, or any tensor under
     an active FakeTensorMode, takes the ops' plain-PyTorch paths, whose torch ops give the
-    outputs' metadata, and so does a wrapper subclass (DTensor, ...; wraps_tensors)."""
-    return kernels_enabled(t.device, level) and not no_kernel_memory(t)
+    outputs' metadata, and so does a wrapper subclass (DTensor, ...; wraps_tensors); and no
+    eager trace is recording (``eager_tracing``)."""
+    return kernels_enabled(t.device, level) and not no_kernel_memory(t) and not eager_tracing()
+
+
+# The active proxy-tracing mode (make_fx's ProxyTorchDispatchMode), or None: one C call, as
+# active_fake_mode below.
+_active_proxy_mode = functools.partial(torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.PROXY)
+
+
+def eager_tracing() -> bool:
+    """Whether, outside torch.compile, a trace records the torch ops this call runs: make_fx
+    (its real tracing mode; the fake one is also fake_mode_active) or torch.jit.trace. A
+    kernel's launch is not a torch op, so the trace would hold its output's allocation and not
+    its writes (the graph would return uninitialised memory): the ops take their plain-PyTorch
+    paths there, which the trace records. Inside torch.compile the ops' custom ops are the
+    graph's nodes instead (Dynamo folds is_compiling; AOT autograd's own make_fx never runs
+    the ops' Python entry points)."""
+    return not torch.compiler.is_compiling() and recording_trace()
+
+
+def recording_trace() -> bool:
+    """``eager_tracing`` where the caller knows it is not compiling (dyt's eager hot path: two C
+    calls)."""
+    return _active_proxy_mode() is not None or torch._C._is_tracing()
 
 
 # The active FakeTensorMode, or None: FakeTensorMode installs itself in this infra-mode slot

@@ -16,6 +16,8 @@ from . import reference
 from .op import apply, dyt_op
 from .plan import ACCEPTED_DTYPES, validate
 
+_proxy_mode, _jit_tracing = policy._active_proxy_mode, torch._C._is_tracing
+
 __all__ = ["ACCEPTED_DTYPES", "dyt", "validate"]
 
 
@@ -71,6 +73,12 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
             odd = False
         if odd:
             x, alpha, weight, bias = map(readable, (x, alpha, weight, bias))   # utils.readable
+        if _proxy_mode() is not None or _jit_tracing():   # policy.recording_trace, inlined
+            # make_fx / torch.jit.trace record torch ops, not a kernel's writes: the reference,
+            # whatever plan the key has (policy.eager_tracing)
+            f64 = validate(x, alpha, weight, bias, channels_last)
+            return reference.dyt_reference(x, alpha, weight, bias, channels_last=channels_last,
+                                           compute_dtype=plans.compute_dtype(f64))
         plan = plans.lookup(x, alpha, weight, bias, channels_last)    # raises validate's errors
         if plan.foreign:   # the kernels launch on the current device (device.on_tensor_device)
             with torch.cuda.device(x.device):

@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from ...device import on_tensor_device
-from ...policy import differentiating, is_eager_fake
+from ...policy import differentiating, eager_tracing, is_eager_fake
 from ..autograd_common import batched_at_any_level
 from . import plan as plans
 from .configs import GemmConfig
@@ -213,7 +213,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         return grouped_glu_mlp_reference(x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
                                          glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     fake = is_eager_fake(x)   # FakeTensorMode outside torch.compile: no memory, as meta tensors
-    if plans.ENABLED and not torch.compiler.is_compiling() and not fake:
+    # make_fx / torch.jit.trace record torch ops, not kernels' writes: no plan, and route's
+    # path without kernels (policy.eager_tracing)
+    if plans.ENABLED and not torch.compiler.is_compiling() and not fake and not eager_tracing():
         # the call's decisions from its metadata, made once (plan.py): building a plan raises
         # validate's errors and refuses wrapper subclasses (plan.refuse_wrapped; the key holds
         # each tensor's class, so a plan built for plain tensors is never found for a DTensor)

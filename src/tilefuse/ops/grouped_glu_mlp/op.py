@@ -53,7 +53,7 @@ def route(problem, device: torch.device, level: int | None = None) -> configs.Ge
       winner at level >= 2 or else the heuristic config.
     None with a recipe runs the recipe's plain-PyTorch rendering (recipes.RecipeReferenceFunction)."""
     level = policy.get_level() if level is None else level   # read once (a call plan passes its own)
-    if not policy.kernels_enabled(device, level):
+    if not policy.kernels_enabled(device, level) or policy.eager_tracing():
         return None
     tuned = lookup_config("grouped_glu_mlp", problem) if level >= 2 else None
     if problem.recipe:
