@@ -67,13 +67,23 @@ def glu_cols(j, F, INTERLEAVE: tl.constexpr):
 
 
 @triton.jit
+def geglu_clamp(zg, zu):
+    """GEGLU's clamps, as torch.clamp (the reference's): zg at most GEGLU_LIMIT, zu within
+    +-GEGLU_LIMIT, a NaN kept. Selects, not tl.minimum / tl.maximum, whose default (min.f32,
+    fmin in the interpreter) returns the other operand for a NaN: a diverged token's output
+    came out finite (7 for a NaN gate), and so did its dprobs and dW2 rows."""
+    g = tl.where(zg > GEGLU_LIMIT, GEGLU_LIMIT, zg)
+    u = tl.where(zu > GEGLU_LIMIT, GEGLU_LIMIT, tl.where(zu < -GEGLU_LIMIT, -GEGLU_LIMIT, zu))
+    return g, u
+
+
+@triton.jit
 def glu_act(zg, zu, ACT: tl.constexpr):
     """a = silu(zg) * zu (SWIGLU) or the clamped quick-gelu GEGLU of the spec, float32."""
     if ACT == SWIGLU:
         return zg * sigmoid_f32(zg) * zu
     else:
-        g = tl.minimum(zg, GEGLU_LIMIT)
-        u = tl.minimum(tl.maximum(zu, -GEGLU_LIMIT), GEGLU_LIMIT)
+        g, u = geglu_clamp(zg, zu)
         return (u + 1.0) * (g * sigmoid_f32(1.702 * g))
 
 
@@ -86,8 +96,7 @@ def glu_act_grad(zg, zu, da, ACT: tl.constexpr):
         dzu = da * zg * sg
         dzg = da * zu * sg * (1.0 + zg * (1.0 - sg))
     else:
-        g = tl.minimum(zg, GEGLU_LIMIT)
-        u = tl.minimum(tl.maximum(zu, -GEGLU_LIMIT), GEGLU_LIMIT)
+        g, u = geglu_clamp(zg, zu)
         sg = sigmoid_f32(1.702 * g)
         dzu = tl.where((zu >= -GEGLU_LIMIT) & (zu <= GEGLU_LIMIT), da * g * sg, 0.0)
         dg = da * (u + 1.0) * sg * (1.0 + 1.702 * g * (1.0 - sg))
