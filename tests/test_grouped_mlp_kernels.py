@@ -312,6 +312,26 @@ def test_tuning_sweep_checks_and_records_a_fused_winner(tuning_table, monkeypatc
     assert tuning.lookup_config("grouped_glu_mlp", problem) == two[1]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU interpreter sweep (fake timer)")
+def test_a_one_expert_key_sweeps_and_input_errors_are_the_sweep_s(tuning_table, monkeypatch):
+    """A key of one expert (the op takes E = 1) sweeps: its check inputs gave that expert a
+    multinomial weight of 0 (the zero-token expert every other key gets) and raised, reported
+    as the first candidate's error. An error making the inputs aborts the sweep as its own."""
+    two = [GemmConfig(32, 32, 32, 4, 2, 1), GemmConfig(32, 64, 32, 4, 2, 2)]
+    monkeypatch.setattr(gtune, "candidates_for", lambda problem: list(two))
+    problem = gtune.GroupedProblem.of(64, 32, 32, 1, 4, "swiglu", 16, False)
+    result = tuning.sweep_key("grouped_glu_mlp", problem, timer=FakeTimer(two[1].name), rounds=2, device="cpu",
+                              record=False)
+    assert len(result.with_status(TIMED)) == 2 and result.winner == two[1], [c.reason for c in result.candidates]
+
+    def broken(self, p, device, seed):
+        raise RuntimeError("no inputs today")
+    monkeypatch.setattr(gtune.GroupedFamily, "make_inputs", broken)
+    with pytest.raises(tuning.SweepError, match=r"making the check inputs raised RuntimeError: no inputs today"):
+        tuning.sweep_key("grouped_glu_mlp", problem, timer=FakeTimer(two[1].name), rounds=2, device="cpu",
+                         record=False)
+
+
 def test_opcheck_and_compile_fullgraph(tuning_table, device):
     from tilefuse.ops.grouped_glu_mlp.op import grouped_mlp_fwd_op
     x, c, p, w1, w2, b1, b2 = make([7, 0, 12], 32, 32, torch.float32, True, device)

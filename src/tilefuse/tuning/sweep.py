@@ -275,8 +275,12 @@ class _Sweep:
     def check(self, candidate, name: str, seed: int) -> tuple[list[str], dict | None]:
         """(mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed),
         the family's validation record). Exceptions from the candidate propagate; the
-        baseline's abort the sweep."""
-        inputs = self.family.make_inputs(self.problem, self.device, seed)
+        baseline's, and the family's while it makes the inputs, abort the sweep (they are no
+        candidate's failure)."""
+        try:
+            inputs = self.family.make_inputs(self.problem, self.device, seed)
+        except Exception as exc:   # noqa: BLE001  reported as the sweep's failure, with its cause
+            raise self.abort("making the check inputs", exc) from exc
         with poisoned_allocations():
             want = self._guarded("baseline", self.baseline,
                                  lambda: self.run_engaged("baseline", self.baseline, inputs))

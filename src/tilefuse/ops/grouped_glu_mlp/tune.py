@@ -234,9 +234,11 @@ class GroupedFamily(TuningFamily):
         gen = torch.Generator(device=device).manual_seed(seed)
         dtype = _SWEEP_DTYPE[p.itemsize]
         T, H, F, E = p.n_tokens, p.hidden, p.ffn, p.n_experts
-        # Ragged split with a zero-token expert: multinomial counts over E - 1 experts.
+        # Ragged split with a zero-token expert: multinomial counts over E - 1 experts (one expert
+        # takes every token)
         weights = torch.rand(E, generator=gen, device=device)
-        weights[E // 2] = 0
+        if E > 1:
+            weights[E // 2] = 0
         counts = torch.bincount(torch.multinomial(weights, T, replacement=True, generator=gen), minlength=E)
         return random_inputs(counts, H, F, dtype, bias=p.has_bias, device=device, generator=gen)
 
