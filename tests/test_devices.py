@@ -30,8 +30,11 @@ def test_fake_cuda_tensors_without_cuda_go_as_plain_pytorch_goes():
     """Fake CUDA tensors (FakeTensorMode(device "cuda"), as memory estimators make them) in a
     process without CUDA (a CPU-only build here) have no device to make current: the device
     queries (other_cuda_device, dyt's plan key) asked CUDA for its current device, which
-    raised "Torch not compiled with CUDA enabled". dyt (level 0, float64: no copy) gives a
-    fake result as its plain-PyTorch formula does; so2_mixing_stack and grouped_glu_mlp get as
+    raised "Torch not compiled with CUDA enabled". dyt gives a fake result as its plain-PyTorch
+    formula does, at every level (at level 2 its plan's reference copied into the kernels'
+    output layout, and this build refuses copy_ on fake CUDA tensors; a backward is not tried:
+    autograd aborts the process on fake CUDA tensors in this build, in plain PyTorch too);
+    so2_mixing_stack and grouped_glu_mlp get as
     far as their references, whose indexing this build's PyTorch refuses on fake CUDA tensors
     as it does in plain PyTorch."""
     from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
@@ -50,12 +53,16 @@ def test_fake_cuda_tensors_without_cuda_go_as_plain_pytorch_goes():
         assert tf_device.other_cuda_device(x) is None and dyt_plan._aux(x) == 0
         doubled = tf_device.on_tensor_device(lambda t: t * 2)(x)
         assert is_fake(doubled) and doubled.device == x.device
-        for dtype, level in ((torch.float32, 0), (torch.float64, 2)):
+        for dtype, level in ((torch.float32, 0), (torch.float64, 2), (torch.float32, 2), (torch.bfloat16, 2)):
             x, a, w = (torch.empty(*shape, dtype=dtype, device="cuda") for shape in ((4, 32), (1,), (32,)))
             with tilefuse.level(level):
                 y = tilefuse.dyt(x, a, w)
             want = torch.tanh(a * x) * w
             assert is_fake(y) and (y.shape, y.dtype, y.device) == (want.shape, want.dtype, want.device)
+            with tilefuse.level(level):   # the plan's backward, as autograd would call it
+                grads = dyt_plan.lookup(x, a, w, None, True).backward(torch.empty_like(y), x, a, w, None)
+            for g, t in zip(grads, (x, a, w)):
+                assert is_fake(g) and (g.shape, g.dtype, g.device) == (t.shape, t.dtype, t.device)
         so2, grouped = [fake(t) for t in so2], [fake(t) for t in grouped]
         for call in (lambda: tilefuse.so2_mixing_stack(*so2, lmax=1, focus_dim=16),
                      lambda: tilefuse.grouped_glu_mlp(*grouped[:5], fc1_bias=grouped[5], fc2_bias=grouped[6])):

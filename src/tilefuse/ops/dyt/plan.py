@@ -259,6 +259,10 @@ class Plan:
         if self.kernels:
             return self.launch_forward(x, alpha, weight, bias)
         y = self._reference_output(x, alpha, weight, bias)
+        if policy.is_eager_fake(x):
+            # no values to compute: the kernels' output as metadata (a fake CUDA tensor's copy_
+            # raises in a PyTorch built without CUDA, where memory estimators run them)
+            return y
         y.copy_(reference.dyt_reference(x, alpha, weight, bias, channels_last=self.channels_last,
                                         compute_dtype=self.compute_dtype))
         return y
@@ -286,7 +290,8 @@ class Plan:
         dx_ref, dalpha, dweight, dbias = reference.dyt_backward_reference(
             dy, x, alpha, weight, bias, channels_last=self.channels_last, compute_dtype=self.compute_dtype)
         dx = self._reference_output(x, alpha, weight, bias)
-        dx.copy_(dx_ref)
+        if not policy.is_eager_fake(x):   # (fake: no values, and no copy_ without CUDA: forward)
+            dx.copy_(dx_ref)
         return dx, dalpha, dweight, dbias
 
     def backward_if_current(self, dy, x, alpha, weight, bias):
