@@ -124,6 +124,12 @@ def level(n: int):
     """Run a block at level ``n`` (nests; seen by this thread, or under asyncio by this task:
     a context variable).
 
+    torch.compile'd code reads the level of a block opened on its own thread (a per-thread
+    mirror: Dynamo guards on it, not on the context variable): a context copied to another
+    thread (``asyncio.to_thread``, ``contextvars.Context.run``) carries the block to eager
+    calls there but not to compiled ones, which run at ``set_level`` / ``TILEFUSE_LEVEL``'s
+    level. Open the block inside the function that thread runs.
+
     On CUDA, autograd runs ``backward()`` on its own device thread, which does not see a
     ``level`` block (it sees ``set_level`` / ``TILEFUSE_LEVEL``): eager calls of
     so2_mixing_stack and grouped_glu_mlp take the backward's route from what their forward
