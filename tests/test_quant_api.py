@@ -190,3 +190,34 @@ BAD = [
 def test_bad_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_results_hold_together():
+    """A result's data and scales belong together: a field replaced by another shape or dtype (a
+    slice of the data, another block's scales) raises, naming the class and field, where it
+    dequantized to wrong values without a word; == is identity (the generated __eq__ compared
+    the tensors and raised)."""
+    import dataclasses
+    x = torch.randn(40, 128)
+    results = [quantize_fp8_block(x), quantize_fp8_block(x, block=(128, 128)), quantize_mxfp8(x),
+               quantize_mxfp8(x, swizzle=True), quantize_nvfp4(x), quantize_nvfp4(x, block_2d=True),
+               quantize_nvfp4(x, swizzle=True), quantize_nvfp4(x, block_2d=True, swizzle=True)]
+    for q in results:
+        name = type(q).__name__
+        assert q == q and q != dataclasses.replace(q)       # identity, and a copy is another result
+        assert dataclasses.replace(q).dequantize().shape == (40, 128)
+        taller = q.data.view(torch.uint8).repeat(5, 1).view(q.data.dtype)   # 200 rows: more scale rows
+        with pytest.raises(ValueError, match=f"{name}: scales must have shape"):           # in every layout
+            dataclasses.replace(q, data=taller)
+        with pytest.raises(ValueError, match=f"{name}: scales must have shape"):
+            dataclasses.replace(q, scales=q.scales.flatten()[:1])
+        with pytest.raises(TypeError, match=f"{name}: scales must be a"):
+            dataclasses.replace(q, scales=q.scales.to(torch.float64))
+        with pytest.raises(TypeError, match=f"{name}: data must be a 2-D"):
+            dataclasses.replace(q, data=q.data[None])
+    with pytest.raises(ValueError, match="FP8BlockQuantized: block must be one of"):
+        dataclasses.replace(results[0], block=(1, 64))
+    with pytest.raises(TypeError, match="NVFP4Quantized: amax must be a torch.float32"):
+        dataclasses.replace(results[4], amax=results[4].amax.double())
+    with pytest.raises(ValueError, match="NVFP4Quantized: amax must have shape"):
+        dataclasses.replace(results[4], amax=torch.ones(2))

@@ -7,8 +7,8 @@ import dataclasses
 import torch
 
 from . import reference
-from .formats import MXFP8_BLOCK, NVFP4_BLOCK
-from .swizzle import unswizzle_scales
+from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
+from .swizzle import padded_shape, unswizzle_scales
 
 
 def _check_dtype(cls: str, dtype) -> None:
@@ -16,7 +16,34 @@ def _check_dtype(cls: str, dtype) -> None:
         raise TypeError(f"{cls}.dequantize: dtype must be a floating-point torch.dtype, got {dtype!r}")
 
 
-@dataclasses.dataclass(frozen=True)
+def _check_field(cls: str, name: str, t, dtype: torch.dtype, shape: tuple) -> None:
+    """``t`` a tensor of ``dtype`` and ``shape``, else TypeError / ValueError naming cls.name:
+    a result whose data and scales do not belong together (a field replaced, a slice of one)
+    would dequantize to wrong values without a word."""
+    if not isinstance(t, torch.Tensor) or t.dtype != dtype:
+        raise TypeError(f"{cls}: {name} must be a {dtype} tensor, got "
+                        f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{cls}: {name} must have shape {tuple(shape)} for its data, got {tuple(t.shape)}")
+
+
+def _data_2d(cls: str, data, dtype: torch.dtype) -> tuple[int, int]:
+    if not isinstance(data, torch.Tensor) or data.dtype != dtype or data.dim() != 2:
+        raise TypeError(f"{cls}: data must be a 2-D {dtype} tensor, got "
+                        f"{f'{data.dim()}-D {data.dtype}' if isinstance(data, torch.Tensor) else type(data).__name__}")
+    return tuple(data.shape)
+
+
+def _scales_shape(rows: int, cols: int, swizzled: bool) -> tuple:
+    """A (rows, cols) scale matrix's shape, or its flat swizzled buffer's."""
+    if not swizzled:
+        return rows, cols
+    r, c = padded_shape(rows, cols)
+    return (r * c,)
+
+
+# eq=False: dataclass's __eq__ compares the tensor fields, which raises for more than one element
+@dataclasses.dataclass(frozen=True, eq=False)
 class FP8BlockQuantized:
     """E4M3 data with one float32 scale per block: x ~= data * scale.
 
@@ -27,13 +54,21 @@ class FP8BlockQuantized:
     block: tuple[int, int]
     pow2_scales: bool
 
+    def __post_init__(self):
+        rows, cols = _data_2d("FP8BlockQuantized", self.data, torch.float8_e4m3fn)
+        if self.block not in FP8_BLOCKS or cols % self.block[1]:
+            raise ValueError(f"FP8BlockQuantized: block must be one of {FP8_BLOCKS} dividing the data's K = {cols}, "
+                             f"got {self.block!r}")
+        br, bc = self.block
+        _check_field("FP8BlockQuantized", "scales", self.scales, torch.float32, (-(-rows // br), cols // bc))
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(rows, K) ``data * scale`` in float32, then cast to ``dtype``."""
         _check_dtype("FP8BlockQuantized", dtype)
         return reference.dequantize_fp8_block(self.data, self.scales, self.block).to(dtype)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class MXFP8Quantized:
     """E4M3 data with one E8M0 scale per 32 elements along K: x ~= data * 2^(scale - 127).
 
@@ -43,6 +78,13 @@ class MXFP8Quantized:
     data: torch.Tensor
     scales: torch.Tensor
     swizzled: bool
+
+    def __post_init__(self):
+        rows, cols = _data_2d("MXFP8Quantized", self.data, torch.float8_e4m3fn)
+        if cols % MXFP8_BLOCK:
+            raise ValueError(f"MXFP8Quantized: the data's K must be a multiple of {MXFP8_BLOCK}, got {cols}")
+        _check_field("MXFP8Quantized", "scales", self.scales, torch.uint8,
+                     _scales_shape(rows, cols // MXFP8_BLOCK, self.swizzled))
 
     def scales_2d(self) -> torch.Tensor:
         """The (rows, K / 32) scale matrix, whatever the layout of ``scales``."""
@@ -56,7 +98,7 @@ class MXFP8Quantized:
         return reference.dequantize_mxfp8(self.data, self.scales_2d()).to(dtype)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class NVFP4Quantized:
     """Packed E2M1 data, E4M3 block scales, one float32 per-tensor amax:
     x ~= q * f32(scale) * S_dec with S_dec = 1 / S_enc, S_enc = 2688 / amax (reference.py).
@@ -73,6 +115,18 @@ class NVFP4Quantized:
     block_2d: bool
     rht: bool
     swizzled: bool
+
+    def __post_init__(self):
+        rows, half = _data_2d("NVFP4Quantized", self.data, torch.uint8)
+        if (2 * half) % NVFP4_BLOCK:
+            raise ValueError(f"NVFP4Quantized: the data's K (2 x its {half} bytes a row) must be a multiple of "
+                             f"{NVFP4_BLOCK}")
+        cols = 2 * half // NVFP4_BLOCK
+        shape = _scales_shape(rows, cols, True) if self.swizzled else \
+            ((-(-rows // NVFP4_BLOCK) if self.block_2d else rows), cols)
+        _check_field("NVFP4Quantized", "scales", self.scales, torch.float8_e4m3fn, shape)
+        _check_field("NVFP4Quantized", "amax", self.amax, torch.float32, tuple(self.amax.shape)
+                     if isinstance(self.amax, torch.Tensor) and self.amax.numel() == 1 else ())
 
     def scales_2d(self) -> torch.Tensor:
         """The compact scale matrix ((rows, K/16), or (cdiv(rows, 16), K/16) with block_2d)."""
