@@ -3,7 +3,7 @@ record the torch ops a call runs, and a kernel's launch is not one, so a traced 
 the output's allocation and not the kernel's writes (on a GPU it returned uninitialised memory;
 in the interpreter the launch raised on the proxy's storage). Every op takes its plain-PyTorch
 path while such a trace records: nothing launches, and the graph gives level 0's result on new
-inputs."""
+inputs (a recipe's plain-PyTorch rendering too: nvfp4's launched its weights' amax kernel)."""
 
 import pytest
 import torch
@@ -41,7 +41,17 @@ def _quant_case(device):
         lambda: torch.randn(4, 64).to(device)
 
 
+def _recipe_case(recipe):
+    def case(device):
+        i = random_inputs([5, 0, 7], 32, 32, torch.float32, bias=False, device=device,
+                          generator=torch.Generator().manual_seed(2))
+        return (lambda x: tilefuse.grouped_glu_mlp(x, i["counts"], i["probs"], i["w1"], i["w2"], recipe=recipe)), \
+            lambda: torch.randn(i["x"].shape).to(device)
+    return case
+
+
 CASES = {"dyt": _dyt_case, "so2_mixing_stack": _so2_case, "grouped_glu_mlp": _grouped_case,
+         "grouped_glu_mlp mxfp8": _recipe_case("mxfp8"), "grouped_glu_mlp nvfp4": _recipe_case("nvfp4"),
          "quant": _quant_case}
 
 

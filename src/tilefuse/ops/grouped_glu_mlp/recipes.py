@@ -254,6 +254,11 @@ def _per_expert_amax(w: torch.Tensor) -> torch.Tensor:
     reference."""
     if policy.kernels_enabled(w.device):
         return quant_launch.batch_amax(w)
+    return _reference_amax(w)
+
+
+def _reference_amax(w: torch.Tensor) -> torch.Tensor:
+    """_per_expert_amax in plain PyTorch (the kernels' bits)."""
     return qref.block_amax(w.reshape(w.shape[0], -1), 1, w[0].numel()).reshape(-1)
 
 
@@ -438,8 +443,10 @@ def dequant_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> 
         out = qref.dequantize_mxfp8(*qref.quantize_mxfp8(flat)).view(src.shape)
         return out.transpose(1, 2) if transpose else out
     # nvfp4: 16x16 blocks, so both usages dequantize to the same values (the kernels' dgrad
-    # copy quantizes W^T; the tests check that the two agree).
-    amax = _per_expert_amax(w)
+    # copy quantizes W^T; the tests check that the two agree). Plain PyTorch throughout, amax
+    # included: this rendering runs where kernels must not (an eager trace records torch ops
+    # only, policy.eager_tracing; on GPUs the amax kernels launched here, their writes untraced)
+    amax = _reference_amax(w)
     out = []
     for e in range(n_experts):
         data, scales, a = qref.quantize_nvfp4(w[e], amax[e], True)
