@@ -222,8 +222,11 @@ def profile_fp8(E, T, H, F, rounds):
     # what a step at interleave 32 runs: x's, h's and dy's pairs, dz's column-wise copy (the dGLU
     # epilogue writes its row-wise one) and the weight pairs
     used = ["rows+cols x", "rows+cols h", "rows+cols dy", "cols dz", "W1 pair", "W2 pair"]
-    total = sum(tq[n].median_ms for n in used if isinstance(tq[n], timing.Timing))
-    print(f"  a step's quantizers ({', '.join(used)}): {total:.3f} ms")
+    failed = [n for n in used if not isinstance(tq[n], timing.Timing)]
+    if failed:   # a sum of the others would read as the step's total
+        print(f"  a step's quantizers ({', '.join(used)}): incomplete, {', '.join(failed)} failed")
+    else:
+        print(f"  a step's quantizers ({', '.join(used)}): {sum(tq[n].median_ms for n in used):.3f} ms")
     roles = fp8_roles(counts, x, probs, w1, w2, dy, z, h, dz)
     gemms = FP8_GEMMS[:1] if TINY else FP8_GEMMS
     for name, (fn, flop) in roles.items():

@@ -42,6 +42,7 @@ import triton  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES  # noqa: E402
 from tilefuse.quant import launch  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
+from tilefuse.tuning.sweep import poisoned_allocations  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -100,12 +101,21 @@ def step_cases(t, layouts, counts, all_tiles):
         block, kw, tiles, per_elt = STEP[name]
         kw = dict(kw, counts=counts) if block == (128, 1) else kw
         shipped = launch.FP8_TILES[block]
-        want = _bits(launch.fp8_block(t, block, False, **kw)) if all_tiles else None
+        # Each tile's outputs made in poisoned memory (NaN), the shipped tile's too: the caching
+        # allocator would otherwise hand a tile the block the last one's correct outputs left,
+        # and a tile that writes nothing would compare equal
+        if all_tiles:
+            with poisoned_allocations():
+                want = _bits(launch.fp8_block(t, block, False, **kw))
+        else:
+            want = None
         for tile in tiles if all_tiles else [shipped]:
             fn = with_tile(block, tile, lambda block=block, kw=kw: launch.fp8_block(t, block, False, **kw))
             if tile != shipped:
                 try:
-                    same = all(torch.equal(a, b) for a, b in zip(_bits(fn()), want))
+                    with poisoned_allocations():
+                        got = _bits(fn())
+                    same = all(torch.equal(a, b) for a, b in zip(got, want))
                 except Exception as exc:  # noqa: BLE001 - a tile that does not compile or fit is reported
                     same = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
                 if same is not True:

@@ -251,8 +251,9 @@ OUT_NAMES = ("x", "du0", "dalpha", "dw0", "dw1", "dgw")
 
 
 def check_edges_for(n_edges: int, check_edges: int) -> int:
-    """E_c: at most ``check_edges``, with E's residue mod 16 (Triton specializes integer
-    arguments on divisibility by 16): the kernels compiled for the check serve the timing."""
+    """E_c: ``check_edges`` rounded down to a multiple of 16 plus E's residue mod 16 (so up to
+    15 more than it; Triton specializes integer arguments on divisibility by 16): the kernels
+    compiled for the check serve the timing."""
     if n_edges <= check_edges:
         return n_edges
     e_c = check_edges - check_edges % 16 + n_edges % 16

@@ -655,6 +655,20 @@ def test_wall_timer_runs_the_protocol_without_cuda():
     assert len(n) == 4 and out["f"].rounds == 3 and out["f"].median_ms >= 0   # warm-up + one call a round
 
 
+def test_interleaving_refuses_no_rounds_before_any_call():
+    """rounds below 1 (or not an int) is refused up front, naming it: before, interleaved warmed
+    every provider up (minutes of compiles in a benchmark) and then failed on the median of no
+    samples (StatisticsError: no median for empty data)."""
+    from tilefuse.tuning import timing
+    calls = []
+    for bad, exc in ((0, ValueError), (-1, ValueError), (True, TypeError), (2.0, TypeError)):
+        with pytest.raises(exc, match="rounds must be an int >= 1"):
+            timing.interleaved({"f": lambda: calls.append(1)}, rounds=bad, timer=timing.WallTimer())
+        with pytest.raises(exc, match="rounds must be an int >= 1"):
+            timing.interleave({"f": lambda: calls.append(1)}, bad)
+    assert calls == []
+
+
 def test_cuda_timer_options_without_a_gpu():
     """What a CudaTimer is built with (the GPU half is tests/test_tuning_gpu.py)."""
     import math

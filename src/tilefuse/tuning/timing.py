@@ -181,6 +181,13 @@ class WallTimer:
         return sample
 
 
+def _check_rounds(rounds) -> None:
+    if isinstance(rounds, bool) or not isinstance(rounds, int):
+        raise TypeError(f"rounds must be an int >= 1, got {type(rounds).__name__}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds}")
+
+
 def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
                after_round: Callable[[], object] = lambda: None,
                on_error: Callable[[str, Exception], object] = lambda name, exc: None
@@ -191,7 +198,9 @@ def interleave(samplers: dict[str, Callable[[], float]], rounds: int,
     A sampler that raises (out of memory in its sample, say) takes no part in the later
     rounds, and its entry is the exception instead of its samples; the others go on.
     ``on_error(name, exc)`` is called as it happens: the caller decides what the failure
-    means, and may stop the rounds by raising (the sweep aborts a key so)."""
+    means, and may stop the rounds by raising (the sweep aborts a key so). ``rounds``: an int
+    of at least 1 (ValueError / TypeError naming it: with none there is no sample to report)."""
+    _check_rounds(rounds)
     names = list(samplers)
     samples: dict[str, list[float] | Exception] = {name: [] for name in names}
     for r in range(rounds):
@@ -259,6 +268,7 @@ def interleaved(providers: dict[str, Callable[[], object]], *, rounds: int = 7, 
     up or in a timed round (it then leaves the later rounds; the others go on): a failing
     provider is one row of the caller's report, not the end of it.
     """
+    _check_rounds(rounds)   # before any warm-up: raising after minutes of compiles helps no one
     if timer is None:
         below = {True: math.inf, False: 0.0, None: 2e-4}[graphs]
         timer = CudaTimer(None, min_sample_s=target_ms * 1e-3, graph_below_s=below, warmup=1, min_reps=3,
