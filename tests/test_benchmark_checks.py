@@ -113,3 +113,26 @@ def test_so2_peers_speedups_are_medians_of_per_round_ratios(so2, monkeypatch, tm
     assert rows["eager reference"]["x_deepmd_fp32"] == 2.0
     assert rows["eager reference"]["samples_ms"] == [2.0, 1.0, 5.0]
     assert rows["deepmd fp32 [stand-in]"]["x_deepmd_fp32"] == 1.0
+
+
+def test_expert_parallel_stops_the_run_on_one_rank_s_failure(monkeypatch, capsys):
+    """A provider failing on one rank ends that rank's process (SystemExit, which the
+    interleaving does not catch), so the launcher stops the others: dropped on that rank alone,
+    it left the other ranks waiting in its collectives for good (a 2-rank gloo run hung until
+    killed). The other providers' samples before it are unaffected."""
+    program = load_benchmark("expert_parallel")
+    monkeypatch.setattr(program, "barrier", lambda device: None)
+    monkeypatch.setattr(program.dist, "get_rank", lambda: 1)
+    timer = program.RankTimer(timing.WallTimer(warmup=1), torch.device("cpu"))
+    calls = []
+
+    def failing():
+        calls.append(1)
+        if len(calls) == 3:   # warm-up, a first sample, then the failure
+            raise RuntimeError("CUDA out of memory (simulated)")
+    with pytest.raises(SystemExit, match=r"rank 1: a sample of ep raised RuntimeError: CUDA out of memory"):
+        timing.interleaved({"one": lambda: None, "ep": failing}, rounds=4, timer=timer)
+    assert "Traceback" in capsys.readouterr().err
+    warm_up_fails = program.RankTimer(timing.WallTimer(warmup=1), torch.device("cpu"))
+    with pytest.raises(SystemExit, match="rank 1: ep's warm-up raised ValueError"):
+        timing.interleaved({"ep": lambda: int("x")}, rounds=2, timer=warm_up_fails)
