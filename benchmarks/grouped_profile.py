@@ -7,7 +7,10 @@ table interleaved in rotating rounds, medians), balanced expert counts, bf16 inp
 - ``bf16`` (``--recipes``): each GEMM role (fc1 + GLU, fc2, fc2 dgrad + dGLU at
   ``dglu_config``'s tile, fc1 dgrad) at the heuristic 128x128x64 tile through pointers and at
   several tiles through TMA (``GemmConfig.tma``), against ``torch._grouped_mm`` doing the same
-  GEMM; the two weight gradients likewise against ``_grouped_mm``'s; and the whole step with
+  GEMM; the two weight gradients likewise against ``_grouped_mm``'s (each tile's products
+  checked against ``_grouped_mm``'s first, in poisoned memory, and a tile that differs left
+  out: ``check.grouped.role_mismatch``; not the GLU and dGLU epilogues, which the test suite
+  checks); and the whole step with
   a few (GEMM tile, wgrad tile) pairs against the compose route;
 - ``fp8_block``: every quantizer call of a step (the row copies, the weights alone, as dgrad
   copies and as pairs, the column copies grouped by expert, the row + column pairs) and their
@@ -48,7 +51,7 @@ if TINY and not torch.cuda.is_available():
 import triton  # noqa: E402
 
 from tilefuse.check.bench import error_text  # noqa: E402
-from tilefuse.check.grouped import GLUON_ROWS, GLUON_WGRADS, gemm_roles  # noqa: E402
+from tilefuse.check.grouped import GLUON_ROWS, GLUON_WGRADS, gemm_roles, role_mismatch  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp import compose, launch, recipes  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE  # noqa: E402
@@ -151,7 +154,13 @@ def profile_bf16(E, T, H, F, rounds):
             tiles = [c for c in COMPOSE_CANDIDATES if not c.rows_block_n]
         if name == GLUON_ROWS:     # its row GEMMs in Gluon: each rows tile once
             tiles = [c for c in COMPOSE_CANDIDATES if c.rows_block_n and c.block_m == 256]
-        providers = {f"tilefuse {c.name}": (lambda c=c, ours=ours: ours(c)) for c in tiles}
+        providers = {}
+        for c in tiles:   # each tile checked first: one that computes something else is not timed
+            why = role_mismatch(name, ours, theirs, c) if DEVICE == "cuda" else None
+            if why is not None:
+                print(f"  {name} tilefuse {c.name}: left out: {why}")
+                continue
+            providers[f"tilefuse {c.name}"] = (lambda c=c, ours=ours: ours(c))
         if DEVICE == "cuda":
             providers["torch._grouped_mm"] = theirs
         table(name, providers, flop, rounds)

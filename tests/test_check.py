@@ -168,6 +168,31 @@ def test_grouped_section_renders_the_gemm_roles():
     assert check_grouped.benchmark_summary(b) == ["grouped E8 T64 fc2: 1.10x the time of torch._grouped_mm"]
 
 
+def test_a_gemm_role_that_computes_something_else_is_not_timed():
+    """check.grouped.role_mismatch (run before a role is timed, by the bench's role rows and by
+    grouped_profile.py): a launch whose products differ from torch._grouped_mm's, or which
+    leaves rows unwritten (NaN in poisoned memory), fails its check, and its row reads
+    "check failed" with no timing taken; a right one passes; the GLU and dGLU epilogues are
+    not compared."""
+    import torch
+    from tilefuse.check import grouped as check_grouped
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device="cpu",
+                      generator=torch.Generator().manual_seed(5))
+    roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
+    ours, theirs, flop = roles["fc2"]
+    cfg = check_grouped.SMALL
+    assert check_grouped.role_mismatch("fc2", ours, theirs, cfg) is None
+    half = i["x"].shape[0] // 2
+    broken = {"scaled": lambda c: ours(c) * 1.5,
+              "unwritten": lambda c: torch.cat([ours(c)[:half], torch.empty_like(ours(c)[half:])])}
+    for name, fn in broken.items():
+        assert "differs from torch._grouped_mm" in check_grouped.role_mismatch("fc2", fn, theirs, cfg), name
+        (row,) = check_grouped._role_rows(4, 64, 64, 32, {"fc2": (fn, theirs, flop)})
+        assert row["tilefuse_ms"] is None and row["tilefuse_error"].startswith("check failed"), row
+    assert check_grouped.role_mismatch("fc1 + GLU", lambda c: None, theirs, cfg) is None
+
+
 def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     """check.grouped.gemm_roles (the bench's and grouped_profile.py's per-role timing): each
     fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight

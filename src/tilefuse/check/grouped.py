@@ -419,10 +419,35 @@ def gemm_roles(counts, x, probs, w1, w2, dy, interleave: int = 32) -> dict:
     }
 
 
+# The roles whose fused launch returns its epilogue's output, not the GEMM's product that their
+# torch._grouped_mm GEMM returns: role_mismatch cannot compare them (the whole op's rows check
+# those epilogues against float64).
+EPILOGUE_ROLES = ("fc1 + GLU", "fc2 dgrad + dGLU")
+ROLE_TOL = 2 * torch.finfo(torch.bfloat16).eps   # two 16-bit roundings of the same product, normwise
+
+
+def role_mismatch(role: str, ours, theirs, cfg) -> str | None:
+    """Why ``role``'s fused launch at ``cfg`` (gemm_roles' ``ours``) does not compute its
+    torch._grouped_mm GEMMs' products (``theirs``), run in NaN-poisoned memory (an output the
+    launch leaves unwritten stays NaN), or None where it does: checked before a role is timed.
+    The EPILOGUE_ROLES are not compared (None)."""
+    if role in EPILOGUE_ROLES:
+        return None
+    with poisoned_allocations():
+        got, want = ours(cfg), theirs()
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    errors = [normwise_rel_error(a, b) for a, b in zip(got, want)]
+    worst = max(errors)
+    if not worst <= ROLE_TOL:   # NaN fails too
+        return f"differs from torch._grouped_mm by {worst:.1e} normwise (bound {ROLE_TOL:.1e})"
+    return None
+
+
 def _role_rows(E, T, H, F, roles: dict) -> list[dict]:
     """Each GEMM role of ``roles`` (gemm_roles) at the heuristic tiles (wgrads: the wgrad
-    heuristic; the Gluon roles: GLUON_TILE) against its torch._grouped_mm GEMM(s),
-    interleaved per role: ms, TFLOP/s and the time ratio. A Gluon role that cannot run here
+    heuristic; the Gluon roles: GLUON_TILE) against its torch._grouped_mm GEMM(s), checked
+    first (role_mismatch: a role that fails is a failed row, not timed), interleaved per role:
+    ms, TFLOP/s and the time ratio. A Gluon role that cannot run here
     (it then runs torch._grouped_mm) says so in its config cell."""
     fwd, wgrad = configs.heuristic("fwd", 2), configs.heuristic("wgrad", 2)
     rows = []
@@ -434,9 +459,14 @@ def _role_rows(E, T, H, F, roles: dict) -> list[dict]:
                 ours(cfg)
             if not launched[_GLUON_LAUNCH[role]]:
                 name += " (not on this device: torch._grouped_mm ran)"
+        row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "role": role, "config": name}
+        why = role_mismatch(role, ours, theirs, cfg)
+        if why is not None:   # a wrong launch is not timed: its row says so (a failed tilefuse row)
+            rows.append({**row, "tilefuse_ms": None, "tilefuse_error": f"check failed: {why}",
+                         "grouped_mm_ms": None, "grouped_mm_error": "not timed: tilefuse's check failed"})
+            continue
         t = timing.interleaved({"tilefuse": lambda ours=ours, cfg=cfg: ours(cfg), "torch._grouped_mm": theirs},
                                graphs=True, rounds=5)
-        row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "role": role, "config": name}
         for name, key in (("tilefuse", "tilefuse"), ("torch._grouped_mm", "grouped_mm")):
             fields = bench.timing_fields(t[name])
             row[f"{key}_ms"] = fields.get("ms")
