@@ -229,15 +229,21 @@ def test_tilefuse_import_does_not_import_transformers():
 def test_hf_weights_into_grouped_glu_mlp_need_the_halves_layout():
     """The issue's path: HF's gate_up_proj copied into GroupedGLUMLP. A module reading
     interleaved rows in blocks other than F (a wrong result, max |diff| ~1, if loaded; blocks
-    of F are the halves layout) refuses the weights without the layout record and with a record
-    of another layout; glu_layout="halves" matches."""
+    of F are the halves layout) raises on a strict load of the weights without the layout record
+    (after torch copied them in, as for any missing key) and refuses those with a record of
+    another layout (keeping its own); glu_layout="halves" matches."""
     torch.manual_seed(3)
     experts = StandInExperts()
     state = {"fc1_weight": experts.gate_up_proj.detach(), "fc2_weight": experts.down_proj.detach()}
+    missing = GroupedGLUMLP(E, H, F, glu_interleave=8)
     with pytest.warns(UserWarning, match="no 'glu_layout'"), pytest.raises(RuntimeError, match="glu_layout"):
-        GroupedGLUMLP(E, H, F, glu_interleave=8).load_state_dict(state)
+        missing.load_state_dict(state)
+    assert torch.equal(missing.fc1_weight, state["fc1_weight"])     # copied in before the error (documented)
+    other = GroupedGLUMLP(E, H, F, glu_interleave=8)
+    before = other.fc1_weight.detach().clone()
     with pytest.raises(RuntimeError, match="saved with its GLU rows halves .*glu_layout='halves'"):
-        GroupedGLUMLP(E, H, F, glu_interleave=8).load_state_dict({**state, "glu_layout": torch.tensor(0)})
+        other.load_state_dict({**state, "glu_layout": torch.tensor(0)})
+    assert torch.equal(other.fc1_weight, before)                     # another layout's: kept its own
     mlp = GroupedGLUMLP(E, H, F, glu_layout="halves")
     mlp.load_state_dict({**state, "glu_layout": torch.tensor(0)})
     hidden, index, weights = routing(seed=3)

@@ -286,8 +286,9 @@ class ExpertParallelGLUMLP(nn.Module):
     so loading checks the record on each rank (no collective) and raises naming what differs,
     leaving the experts as they were. A state dict without the record (written before it
     existed, or assembled by hand) warns and reports ``expert_shard`` as a missing key, as
-    ``GroupedGLUMLP`` treats a missing ``glu_layout``: ``strict=True`` (the default) raises,
-    ``strict=False`` loads it unchecked; add ``state["expert_shard"] = torch.tensor([E, W, r])``
+    ``GroupedGLUMLP`` treats a missing ``glu_layout``: ``strict=False`` loads it unchecked,
+    ``strict=True`` (the default) raises after torch has copied the experts in, as for any
+    missing key (the module then holds them unchecked: reload or rebuild it); add ``state["expert_shard"] = torch.tensor([E, W, r])``
     to declare whose experts it holds.
 
     Shapes (this rank's tokens, in any order; T may be 0 and may differ between ranks):

@@ -122,9 +122,10 @@ class GroupedGLUMLP(nn.Module):
     fc1's rows are in (s, or 0 for halves). Loading checks it: a state dict recorded with
     another layout raises (rows in one layout read as the other give a wrong result without
     any error), and one without the record (written by hand or converted from
-    another library) warns, and reports ``glu_layout`` as a missing key (so
-    ``strict=True``, the default, raises; ``strict=False`` loads it unchecked): the layout
-    cannot be told from the values. Add it to declare the layout of such weights:
+    another library) warns, and reports ``glu_layout`` as a missing key: ``strict=False``
+    loads it unchecked, and ``strict=True``, the default, raises after torch has copied its
+    tensors in, as for any missing key (the module then holds them unchecked: reload or
+    rebuild it after the error). The layout cannot be told from the values. Add it to declare the layout of such weights:
     ``state["glu_layout"] = torch.tensor(0)`` for halves (``torch.tensor(s)`` for blocks of
     s), after making sure it is the module's (``tilefuse.nn.HFGroupedGLUExperts`` takes
     Hugging Face's experts as they are). The record is no tensor attribute of the module
