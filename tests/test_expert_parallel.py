@@ -850,6 +850,10 @@ def test_module_needs_an_initialized_process_group():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         ExpertParallelGLUMLP(2, H, F, glu_interleave=4)
+    # a bad argument is named first, and as this module's (bias was GroupedGLUMLP's, checked
+    # after the process group: without one the user saw the group's error)
+    with pytest.raises(TypeError, match="ExpertParallelGLUMLP: bias must be a bool, got str"):
+        ExpertParallelGLUMLP(2, H, F, glu_interleave=4, bias="yes")
 
 
 @pytest.mark.gpu

@@ -342,7 +342,7 @@ class ExpertParallelGLUMLP(nn.Module):
         super().__init__()
         check_expert_args(_WHERE, (("num_experts", num_experts), ("hidden_size", hidden_size),
                                    ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave,
-                          recipe, dtype)
+                          recipe, dtype, bias)   # before the group: a bad argument is named without one
         group, rank, world = _group_of(process_group)
         if num_experts % world:
             raise ValueError(f"{_WHERE}: num_experts = {num_experts} must be a multiple of the process group's "

@@ -46,12 +46,16 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int,
     return "interleaved", glu_interleave
 
 
-def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe, dtype=None) -> int | None:
-    """The constructor checks GroupedGLUMLP and HFGroupedGLUExperts share. ``sizes``: ((name,
-    value) of E, H, F): positive ints; then the activation, the GLU layout (returns the
-    op's glu_interleave: None for halves), the recipe with its block rule on H and F, and the
-    parameters' dtype (None or one grouped_glu_mlp takes)."""
+def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe, dtype=None,
+                      bias=False) -> int | None:
+    """The constructor checks GroupedGLUMLP, ExpertParallelGLUMLP and HFGroupedGLUExperts
+    share, each error naming ``where``. ``sizes``: ((name, value) of E, H, F): positive ints;
+    then the activation, the GLU layout (returns the op's glu_interleave: None for halves), the
+    recipe with its block rule on H and F, the parameters' dtype (None or one grouped_glu_mlp
+    takes) and ``bias`` (a bool)."""
     check_dtype_arg(where, dtype, FLOAT_DTYPES)
+    if not isinstance(bias, bool):
+        raise TypeError(f"{where}: bias must be a bool, got {type(bias).__name__}")
     for name, value in sizes:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{where}: {name} must be a positive int, got {type(value).__name__}")
@@ -155,9 +159,7 @@ class GroupedGLUMLP(nn.Module):
         glu_interleave = check_expert_args(
             "GroupedGLUMLP", (("num_experts", num_experts), ("hidden_size", hidden_size),
                               ("ffn_hidden_size", ffn_hidden_size)), activation, glu_layout, glu_interleave, recipe,
-            dtype)
-        if not isinstance(bias, bool):
-            raise TypeError(f"GroupedGLUMLP: bias must be a bool, got {type(bias).__name__}")
+            dtype, bias)
         self.num_experts, self.hidden_size, self.ffn_hidden_size = num_experts, hidden_size, ffn_hidden_size
         self.activation, self.glu_interleave, self.recipe = activation, glu_interleave, recipe
         factory = {"device": device, "dtype": dtype}
