@@ -128,7 +128,12 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
             stored in x.dtype. No double backward. A NaN or inf in a quantized block makes
             its scale NaN, so it reaches every element of that block; under nvfp4 the
             activations' and gradients' per-tensor scale then makes every token's output
-            NaN, not only that token's.
+            NaN, not only that token's. The GEMMs multiply each K chunk's product by the
+            product of its two scales (fp8_block: ``acc += dot * (sa * sb)``, the spec's
+            formula; nvfp4: the two decode scales' product in the epilogue): where that
+            product overflows float32 (the two operands' block maxima multiplying to more
+            than about 6.8e43 for fp8_block, 2.5e45 for nvfp4's per-tensor maxima) a zero dot
+            becomes NaN (0 * inf) where level 0's dequantized GEMMs give 0.
 
     Returns:
         y (T, H) in x.dtype; differentiable in x, probs, weights and biases.

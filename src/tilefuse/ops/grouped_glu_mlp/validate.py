@@ -11,7 +11,11 @@ synchronize with the device and trace cleanly under torch.compile. What they can
   ValueError naming ``tokens_per_expert``, in the reference and the unfused per-expert loop,
   which read the counts anyway.
 - Values are finite (a NaN propagates; it is never cleaned up). ``probs`` need not sum to
-  anything: any per-row scale is accepted.
+  anything: any per-row scale is accepted. Where one is not, its NaN may reach more outputs
+  than level 0's: a quantized block's scale (api.py), and on the compose route's Gluon weight
+  gradients (ws_wgrad.py) an expert's last partial chunk of 64 tokens, which multiplies zeros
+  by the next expert's first tokens, so a NaN or inf there reaches this expert's dW too
+  (torch._grouped_mm's keep it to the next expert's).
 
 Decisions:
 

@@ -160,7 +160,9 @@ def pow2_scale(amax):
     """(s, 1/s) for magnitudes ``amax`` >= 0: powers of two with amax * s in [2**14, 2**15),
     so x * s is exact for |x| <= amax and fits float16 (largest finite 65504) with its head
     rounded to 11 bits; clamped to [2**-126, 2**126] (amax 0 or below 2**-112 takes
-    s = 2**126; an inf or NaN amax a tiny s, and its products stay inf / NaN)."""
+    s = 2**126; an inf or NaN amax a tiny s). The splits' tails (x - head) of an inf are
+    NaN, so a level-3 product that the exact path gives as +-inf comes out NaN: non-finite
+    either way, its kind not kept."""
     exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF      # biased: amax in [2**(e-127), 2**(e-126))
     biased = tl.minimum(tl.maximum(268 - exponent, 1), 253)       # s = 2**(141 - e)
     return (biased << 23).to(tl.float32, bitcast=True), ((254 - biased) << 23).to(tl.float32, bitcast=True)
