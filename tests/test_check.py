@@ -168,7 +168,7 @@ def test_grouped_section_renders_the_gemm_roles():
     assert check_grouped.benchmark_summary(b) == ["grouped E8 T64 fc2: 1.10x the time of torch._grouped_mm"]
 
 
-def test_a_gemm_role_that_computes_something_else_is_not_timed():
+def test_a_gemm_role_that_computes_something_else_is_not_timed(device):
     """check.grouped.role_mismatch (run before a role is timed, by the bench's role rows and by
     grouped_profile.py): a launch whose products differ from torch._grouped_mm's, or which
     leaves rows unwritten (NaN in poisoned memory), fails its check, and its row reads
@@ -177,7 +177,7 @@ def test_a_gemm_role_that_computes_something_else_is_not_timed():
     import torch
     from tilefuse.check import grouped as check_grouped
     from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
-    i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device="cpu",
+    i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device=device,
                       generator=torch.Generator().manual_seed(5))
     roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
     ours, theirs, flop = roles["fc2"]
