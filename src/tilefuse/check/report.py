@@ -76,7 +76,8 @@ def write_markdown(path: Path, report: dict) -> None:
     ver = report["verification"]
     n_ok = sum(r["ok"] for r in ver)
     if "ops" in report:
-        lines += ["", f"Ops: {', '.join(report['ops'])}" + ("; --quick (the small sizes)" if report.get("quick") else "")]
+        quick = "; --quick (the small sizes)" if report.get("quick") else ""
+        lines += ["", f"Ops: {', '.join(report['ops'])}{quick}"]
     if ver and not env.get("cuda_available"):
         lines += ["", "No CUDA device: the kernels ran in Triton's interpreter. The rows of GPU-only paths (the "
                   "Gluon kernels of the compose route and of fp8_block, the tuning table's picks) are not in "

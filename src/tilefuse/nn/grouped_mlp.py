@@ -129,7 +129,8 @@ class GroupedGLUMLP(nn.Module):
     another library) warns, and reports ``glu_layout`` as a missing key: ``strict=False``
     loads it unchecked, and ``strict=True``, the default, raises after torch has copied its
     tensors in, as for any missing key (the module then holds them unchecked: reload or
-    rebuild it after the error). The layout cannot be told from the values. Add it to declare the layout of such weights:
+    rebuild it after the error). The layout cannot be told from the values. Add it to declare
+    the layout of such weights:
     ``state["glu_layout"] = torch.tensor(0)`` for halves (``torch.tensor(s)`` for blocks of
     s), after making sure it is the module's (``tilefuse.nn.HFGroupedGLUExperts`` takes
     Hugging Face's experts as they are). The record is no tensor attribute of the module
