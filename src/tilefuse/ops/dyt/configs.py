@@ -167,8 +167,9 @@ def _prefetch_allowed(p: DyTProblem, c: DyTConfig) -> bool:
       columns), 8 or more warps. On the H200 smaller tiles and fewer warps lost 3-13%
       (results/2026-12-01-h200-i run 1).
     - Forward (dyt_fwd_persistent_kernel): both layouts, up to 8 warps (the plain forward's
-      winners have 2-4), 1-4 programs per SM (``candidates``). On the H200 it wins the bf16
-      sweep at 4096 and 8192 columns only (results/2026-12-01-h200-j runs 1 and 4)."""
+      winners have 2-4), 1-16 programs per SM (``candidates``). On the H200 it wins the bf16
+      sweep at 2048-8192 columns (results/2026-12-02-h200-n run 2; 4096 and 8192 in
+      2026-12-01-h200-j runs 1 and 4)."""
     if p.x_itemsize > 2 or c.block_m * c.block_n < 32 * c.num_warps * 8:
         return False
     if p.pass_ == "bwd":

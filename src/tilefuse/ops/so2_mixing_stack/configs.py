@@ -33,7 +33,7 @@ from ...utils import next_power_of_2
 #   - "3xfp16-gate": 3xfp16, and the forward gate kernel's scalar block s = u_m0 @ W0[:, :Cf]
 #     (the gated layer GEMM's first Cf columns, which the gate kernel computes) in 3xfp16 too,
 #     from the same split weights. The other precisions compute s with the exact dots. At
-#     Neo the gate kernel took 1.9 ms of a 20-21 ms level-3 step (results/2026-12-01-h200-m
+#     Neo the gate kernel took 1.9 ms of a 22 ms level-3 step (results/2026-12-01-h200-m
 #     run 11); by count its two IEEE GEMMs (s, and s @ gw for sigma) take longer at the FMA
 #     rate the layer GEMMs reach than its bytes at bandwidth (about 0.5 against 0.4 ms a
 #     layer), so s on the tensor cores should leave it memory-bound (not yet measured: the
