@@ -12,7 +12,10 @@ GPU each, NCCL with NVLink multicast off: ``NCCL_NVLS_ENABLE=0`` is set unless a
   work around it (stable sort by expert, gather, un-permute), every rank on its own GPU at once;
 - ``one GPU, op only``: the op on tokens already sorted by expert (the spec's bar measures it).
 
-Timing: the one harness (``tilefuse.tuning.timing.interleaved``: warm-up, providers in rotating
+Checked first, on every rank: the expert-parallel module's y for the rank's tokens against one
+module holding every expert on the same tokens (``check_equivalent``); a mismatch, or any
+provider failing on one rank, ends the run on every rank. Timing: the one harness
+(``tilefuse.tuning.timing.interleaved``: warm-up, providers in rotating
 rounds, medians), eager (the module synchronizes with the host once per forward, so it cannot
 be captured in a CUDA graph), a fixed number of steps per sample so that every rank makes the
 same collective calls, and a barrier before each sample so that no rank's sample waits for
@@ -66,6 +69,7 @@ from tilefuse.ops.grouped_glu_mlp import op  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.api import problem_for  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES, FAMILY  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
+from tilefuse.utils import normwise_rel_error  # noqa: E402
 
 TINY_SHAPE = (8, 256, 64, 32)
 
@@ -184,6 +188,26 @@ def run(rank: int, world: int, args, init_method: str):
         report(result, args)
 
 
+# Normwise bound of the equivalence check: two bf16 roundings of the same products (the module's
+# tests find them bitwise equal; a routing or layout error is far outside it).
+CHECK_TOL = 2 * torch.finfo(torch.bfloat16).eps
+
+
+def check_equivalent(ep, full, x, ids, probs, n_experts):
+    """Raise where ``ep`` (this rank's tokens x, ids, probs) does not give what ``full`` gives
+    on the same tokens, sorted by expert and put back, within CHECK_TOL normwise."""
+    with torch.no_grad():
+        y = ep(x, ids, probs)
+        order = torch.argsort(ids, stable=True)
+        counts = torch.bincount(ids, minlength=n_experts)
+        want = torch.empty_like(y)
+        want[order] = full(x[order], counts, probs[order])
+    err = normwise_rel_error(y, want)
+    if not err <= CHECK_TOL:   # NaN fails too
+        raise RuntimeError(f"expert parallel's y differs from one module's on the same tokens by {err:.1e} "
+                           f"normwise (bound {CHECK_TOL:.1e})")
+
+
 def measure(rank, world, args, device):
     E, T, H, F = args.experts, args.tokens, args.hidden, args.ffn
     if T % world:
@@ -227,6 +251,11 @@ def measure(rank, world, args, device):
     def op_only_step():
         y = full(x_sorted, counts_all, probs_sorted)
         return torch.autograd.grad(y, [x_sorted, probs_sorted, *params], dy_all)
+
+    # Checked before anything is timed: this rank's y from the expert-parallel module against one
+    # module holding every expert on the same tokens (the same weights: from_grouped); one rank's
+    # mismatch ends the run (_or_exit: the launcher stops the others).
+    _or_exit(lambda: check_equivalent(ep, full, x, ids, probs, E), "the equivalence check")
 
     # The paths taken: the local call's key is this rank's received rows.
     with torch.no_grad():

@@ -405,7 +405,8 @@ def time_providers(providers, rounds, flop, blocks):
         for name, r in retry.items():
             results[name] = r
             if not isinstance(r, Exception):
-                print(f"  ({name}: CUDA-graph capture failed, {error_text(failed[name], 100)}; timed eagerly)")
+                print(f"  ({name}: the CUDA-graph run failed (capture or a timed replay), "
+                      f"{error_text(failed[name], 100)}; timed eagerly)")
     base = results.get("compiled composition")
     for name, r in results.items():
         if isinstance(r, Exception):

@@ -136,3 +136,27 @@ def test_expert_parallel_stops_the_run_on_one_rank_s_failure(monkeypatch, capsys
     warm_up_fails = program.RankTimer(timing.WallTimer(warmup=1), torch.device("cpu"))
     with pytest.raises(SystemExit, match="rank 1: ep's warm-up raised ValueError"):
         timing.interleaved({"ep": lambda: int("x")}, rounds=2, timer=warm_up_fails)
+
+
+def test_expert_parallel_checks_its_module_against_one_holding_every_expert():
+    """expert_parallel.py checks, before timing, that the expert-parallel module gives this
+    rank's tokens what one module holding every expert gives them (sorted by expert, put back):
+    a right result passes, a scaled or misrouted one raises (the benchmark timed it unchecked)."""
+    program = load_benchmark("expert_parallel")
+    from tilefuse.nn import GroupedGLUMLP
+    torch.manual_seed(0)
+    E, H, F = 4, 32, 32
+    full = GroupedGLUMLP(E, H, F, dtype=torch.bfloat16)
+    x = torch.randn(10, H, dtype=torch.bfloat16)
+    ids = torch.tensor([3, 0, 0, 2, 3, 1, 1, 0, 2, 3])
+    probs = torch.rand(10) + 0.1
+
+    def right(x, ids, probs):
+        order = torch.argsort(ids, stable=True)
+        out = torch.empty_like(x)
+        out[order] = full(x[order], torch.bincount(ids, minlength=E), probs[order])
+        return out
+    program.check_equivalent(right, full, x, ids, probs, E)
+    for wrong in (lambda x, i, p: right(x, i, p) * 1.5, lambda x, i, p: right(x, (i + 1) % E, p)):
+        with pytest.raises(RuntimeError, match="differs from one module's on the same tokens"):
+            program.check_equivalent(wrong, full, x, ids, probs, E)
