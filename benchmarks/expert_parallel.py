@@ -97,8 +97,7 @@ class RankTimer:
     (CudaTimer with min_reps = max_reps, or WallTimer's one pass: every rank makes the same
     collective calls) and, before each sample, a synchronization and a barrier. A failure in a
     warm-up or a sample ends the run (``_or_exit``): timing.interleaved would drop the provider
-    on this rank alone and go on, while the other ranks wait in its collectives for good (the
-    run hung until the device command's limit)."""
+    on this rank alone and go on, while the other ranks wait in its collectives for good."""
 
     def __init__(self, inner, device):
         self.inner, self.device = inner, device

@@ -27,9 +27,9 @@ INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # The kernels' tile origins are 32-bit (kernels.tile_origin, fp8_block_kernel's row tiles), and
 # so are the sums near them: a grid's padding programs past the last column tile (up to 65534
 # of them, launch.rows_cols_grid, times a tile of up to 256 columns) and a scale row count
-# (rows + 127) // 128. Below 2**31 - 2**24 none of them wraps (a K just below 2**31 sent the
-# padding programs to negative, unmasked columns; 2**31 - 15 rows or more wrote no nvfp4 2-D
-# scale at all).
+# (rows + 127) // 128. Below 2**31 - 2**24 none of them wraps (past it, a K just below 2**31
+# sends the padding programs to negative, unmasked columns, and 2**31 - 15 rows or more leave
+# nvfp4's 2-D scales unwritten).
 MAX_EXTENT = 2 ** 31 - 2 ** 24
 
 

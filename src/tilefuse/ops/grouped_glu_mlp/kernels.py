@@ -70,8 +70,8 @@ def glu_cols(j, F, INTERLEAVE: tl.constexpr):
 def geglu_clamp(zg, zu):
     """GEGLU's clamps, as torch.clamp (the reference's): zg at most GEGLU_LIMIT, zu within
     +-GEGLU_LIMIT, a NaN kept. Selects, not tl.minimum / tl.maximum, whose default (min.f32,
-    fmin in the interpreter) returns the other operand for a NaN: a diverged token's output
-    came out finite (7 for a NaN gate), and so did its dprobs and dW2 rows."""
+    fmin in the interpreter) returns the other operand for a NaN: it would give a NaN gate
+    as 7, and a diverged token finite outputs, dprobs and dW2 rows."""
     g = tl.where(zg > GEGLU_LIMIT, GEGLU_LIMIT, zg)
     u = tl.where(zu > GEGLU_LIMIT, GEGLU_LIMIT, tl.where(zu < -GEGLU_LIMIT, -GEGLU_LIMIT, zu))
     return g, u

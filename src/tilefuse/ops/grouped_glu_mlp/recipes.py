@@ -445,7 +445,7 @@ def dequant_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) -> 
     # nvfp4: 16x16 blocks, so both usages dequantize to the same values (the kernels' dgrad
     # copy quantizes W^T; the tests check that the two agree). Plain PyTorch throughout, amax
     # included: this rendering runs where kernels must not (an eager trace records torch ops
-    # only, policy.eager_tracing; on GPUs the amax kernels launched here, their writes untraced)
+    # only, policy.eager_tracing: an amax kernel's writes would not be in it)
     amax = _reference_amax(w)
     out = []
     for e in range(n_experts):
