@@ -442,22 +442,39 @@ def test_compiled_torch_func_and_forward_ad_run_the_reference(level, width, inte
         assert tilefuse_ops(counter) >= 1
 
 
+# (level, a winner registered for T's bucket 16): where the route can depend on T (a tuned
+# winner for the key at some bucket), each bucket traces its own graph; elsewhere one graph
+# serves every T, as for plain PyTorch code.
+TOKEN_ROUTES = [
+    pytest.param(1, False, id="level1"),
+    pytest.param(2, False, id="level2-no-entry"),
+    pytest.param(2, True, id="level2-winner-at-T16"),
+]
+
+
 @pytest.mark.parametrize("dynamic", ["automatic", "mark_dynamic", "dynamic=True"])
-def test_compiled_calls_with_a_dynamic_token_count(dynamic):
+@pytest.mark.parametrize("level,winner", TOKEN_ROUTES)
+def test_compiled_calls_with_a_dynamic_token_count(dynamic, level, winner):
     """torch.compile(fullgraph=True) with the token count T dynamic (torch's automatic dynamic
     shapes after a second T, mark_dynamic on x's rows, or dynamic=True, where H, F and E are
-    SymInts too): the route lookup takes T's power-of-two bucket and the model sizes as plain
-    ints (api._token_bucket, _static_size), so a T of a traced bucket runs that graph and one of
-    another bucket traces again; every call gives the eager call's bits (before, a dynamic T
-    failed tracing: assume_constant_result cannot take a SymInt)."""
+    SymInts too): the model sizes reach the route lookup as plain ints (api._static_size), and
+    T's power-of-two bucket (api._token_bucket, a guard on it) only where the tuning table
+    holds a winner for the key at some bucket (op.route_reads_tokens): then a T of a traced
+    bucket runs that graph, one of another bucket traces again, and the bucket with the winner
+    runs it (the fused custom op, not the compose route's). Elsewhere one graph takes every T
+    (before, every level traced once per bucket, and a ninth bucket failed fullgraph on
+    Dynamo's recompile limit). Every call gives the eager call's bits (before the bucket, a
+    dynamic T failed tracing: assume_constant_result cannot take a SymInt)."""
     from torch._dynamo.testing import CompileCounterWithBackend
     from tilefuse.nn import GroupedGLUMLP
+    from tilefuse.ops.grouped_glu_mlp.configs import heuristic
     torch.manual_seed(0)
     m = GroupedGLUMLP(2, 16, 32)
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(m, fullgraph=True, backend=counter, dynamic=True if dynamic == "dynamic=True" else None)
-    with tilefuse.level(1):
+    entry = {"H16-F32-E2-x4-T16-swiglu-s32": heuristic("fwd", 4)} if winner else {}
+    with tilefuse.tuning.registered("grouped_glu_mlp", entry), tilefuse.level(level):
         for T in (6, 10, 12, 40):
             x, probs = torch.randn(T, 16), torch.rand(T)
             counts = torch.tensor([T // 2, T - T // 2])
@@ -465,8 +482,53 @@ def test_compiled_calls_with_a_dynamic_token_count(dynamic):
                 torch._dynamo.mark_dynamic(x, 0)
                 torch._dynamo.mark_dynamic(probs, 0)
             assert torch.equal(compiled(x, counts, probs), m(x, counts, probs)), T
-    # buckets 8, 16 (10 and 12) and 64; automatic: T 6 static first, then 16 and 64 dynamic
-    assert counter.frame_count == 3
+    ops = [{str(node.target) for node in g.graph.nodes if str(node.target).startswith("tilefuse.")}
+           for g in counter.graphs]
+    if winner:
+        # buckets 8, 16 (10 and 12) and 64; automatic: T 6 static first, then 16 and 64 dynamic
+        assert counter.frame_count == 3
+        assert ["tilefuse.grouped_mlp_fwd.default" in o for o in ops] == [False, True, False]
+    else:
+        # automatic: T 6 static first, then one dynamic graph for 10, 12 and 40
+        assert counter.frame_count == (2 if dynamic == "automatic" else 1)
+        assert all(o == {"tilefuse.grouped_mlp_compose_fwd.default"} for o in ops), ops
+
+
+def test_compiled_token_counts_over_more_buckets_than_the_recompile_limit():
+    """Token counts over 11 power-of-two buckets (more than Dynamo's recompile_limit, 8)
+    through one fullgraph compile at level 1, where the route cannot depend on T: one graph,
+    the eager call's bits at every T (before, the ninth bucket's retrace failed fullgraph)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from tilefuse.nn import GroupedGLUMLP
+    torch.manual_seed(0)
+    m = GroupedGLUMLP(2, 16, 32)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(m, fullgraph=True, backend=counter, dynamic=True)
+    with tilefuse.level(1):
+        for T in (3, 5, 9, 17, 33, 65, 129, 257, 513, 1025, 2049):   # none equal to E (duck sizing)
+            x, probs = torch.randn(T, 16), torch.rand(T)
+            counts = torch.tensor([T // 2, T - T // 2])
+            assert torch.equal(compiled(x, counts, probs), m(x, counts, probs)), T
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_export_with_a_dynamic_token_count_runs_at_other_counts(level):
+    """torch.export of GroupedGLUMLP with T a Dim over many power-of-two buckets, where the
+    route cannot depend on T: it exports (before, the bucket's guard failed the export at
+    every level) and the program gives the eager module's bits at other token counts."""
+    from torch.export import Dim, export
+    from tilefuse.nn import GroupedGLUMLP
+    torch.manual_seed(0)
+    m = GroupedGLUMLP(2, 16, 32, glu_interleave=8)
+    T = Dim("T", min=1, max=4096)
+    with tilefuse.level(level):
+        program = export(m, (torch.randn(10, 16), torch.tensor([4, 6]), torch.rand(10)),
+                         dynamic_shapes={"x": {0: T}, "tokens_per_expert": None, "probs": {0: T}})
+        for n in (3, 37, 300):
+            x, probs, counts = torch.randn(n, 16), torch.rand(n), torch.tensor([n // 3, n - n // 3])
+            assert torch.equal(program.module()(x, counts, probs), m(x, counts, probs)), n
 
 
 # (level, H = F, glu_interleave, torch.func): every path of a float32 call on the CPU.

@@ -11,7 +11,7 @@ from ...policy import differentiating, eager_tracing, is_eager_fake
 from ..autograd_common import batched_at_any_level
 from . import plan as plans
 from .configs import GemmConfig
-from .op import COMPOSE, compose_apply, fused_apply, route, traced_unfused
+from .op import COMPOSE, compose_apply, fused_apply, route, route_reads_tokens, traced_unfused
 from .recipes import RecipeReferenceFunction
 from .reference import (assert_counts_on_device, gemms_in_dtype, glu_activation, glu_index, grouped_glu_mlp_reference,
                         grouped_glu_mlp_unfused, uses_grouped_mm)
@@ -37,12 +37,22 @@ def _traced_route(device_type: str, n_tokens: int, hidden: int, ffn: int, n_expe
     return dataclasses.astuple(found) if isinstance(found, GemmConfig) else found
 
 
+@torch.compiler.assume_constant_result
+def _traced_reads_tokens(device_type: str, hidden: int, ffn: int, n_experts: int, itemsize: int, activation: str,
+                         interleave: int, has_bias: bool, recipe: str) -> bool:
+    """op.route_reads_tokens for torch.compile, evaluated once while tracing as _traced_route
+    is: whether the route lookup needs the token count's bucket."""
+    return route_reads_tokens(GroupedProblem.of(1, hidden, ffn, n_experts, itemsize, activation, interleave, has_bias,
+                                                recipe=recipe), torch.device(device_type))
+
+
 def _token_bucket(n_tokens) -> int:
     """GroupedProblem.of's token bucket (the next power of two, at least 1) as a plain int, for
     a token count that is dynamic under torch.compile (a SymInt, which _traced_route cannot
     take): each comparison guards the graph on the bucket, so a count of another bucket
     traces again and looks its route up (counts over more buckets than Dynamo's
-    recompile_limit, 8 by default, need it raised: docs/design.md)."""
+    recompile_limit, 8 by default, need it raised: docs/design.md). Taken only where the
+    route can depend on it (_traced_reads_tokens)."""
     bucket = 1
     while bucket < n_tokens:
         bucket *= 2
@@ -163,8 +173,10 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     dequantized operands; it reads tokens_per_expert on the host).
     The kernel paths assert sum(tokens_per_expert) == T on the device (no host sync; a
     violation surfaces as a device-side assertion). Under torch.compile the path is chosen
-    when tracing (level and table as they are then) and ``fullgraph=True`` works on every path
-    with recipe None: the fused kernels and the compose route run as custom ops
+    when tracing (level and table as they are then; a dynamic token count traces one graph,
+    or one per power-of-two bucket of T on a key the table holds a winner for:
+    docs/design.md) and ``fullgraph=True`` works on every path with recipe None: the fused
+    kernels and the compose route run as custom ops
     (``tilefuse::grouped_mlp_fwd``, ``tilefuse::grouped_mlp_compose_fwd`` and their
     backward ops), on every dtype; the unfused composition is traced as it is with bf16
     inputs whose rows are 16-byte multiples; elsewhere (fp32 / fp16, whose
@@ -242,9 +254,12 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
                                        glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias)
     has_bias = fc1_bias is not None or fc2_bias is not None
     if torch.compiler.is_compiling():
-        found = _traced_route(x.device.type, _token_bucket(x.shape[0]), _static_size(x.shape[1]),
-                              _static_size(fc2_weight.shape[2]), _static_size(fc2_weight.shape[0]), x.element_size(),
-                              activation, glu_interleave or 0, has_bias, recipe or "")
+        key = (_static_size(x.shape[1]), _static_size(fc2_weight.shape[2]), _static_size(fc2_weight.shape[0]),
+               x.element_size(), activation, glu_interleave or 0, has_bias, recipe or "")
+        # T's bucket (a guard on it) only where the route can depend on it: one graph for every
+        # token count at level 1, or at level 2 on a key the table holds no winner for
+        tokens = _token_bucket(x.shape[0]) if _traced_reads_tokens(x.device.type, *key) else 1
+        found = _traced_route(x.device.type, tokens, *key)
         path = GemmConfig(*found) if isinstance(found, tuple) else found
     else:
         path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)

@@ -22,13 +22,15 @@ host, which Dynamo cannot trace, and runs as the opaque custom op ``tilefuse::gr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
 
 from ... import policy
 from ...device import custom_op_on_tensor_device
-from ...tuning import lookup_config
+from ...tuning import BASELINE, entries, lookup_config
+from ...tuning.table import collecting_any
 from ...utils import readable
 from ..autograd_common import create_graph_grads, is_batched
 from . import compose, configs, launch, recipes
@@ -62,6 +64,32 @@ def route(problem, device: torch.device, level: int | None = None) -> configs.Ge
         return tuned
     return COMPOSE if compose.takes(problem.itemsize, problem.hidden, problem.ffn) else \
         configs.heuristic("fwd", problem.itemsize)
+
+
+def route_reads_tokens(problem, device: torch.device, level: int | None = None) -> bool:
+    """Whether ``route``'s answer for ``problem`` can change with its token bucket. Only the
+    tuning table's lookup reads the bucket (level >= 2, where kernels run), and it answers
+    differently for another bucket only where the table holds a winner other than the
+    baseline for the problem's key at some bucket, or where a ``collecting()`` block records
+    the lookups (``tilefuse.tune(model)`` learns the key with its bucket). Under torch.compile
+    (api.py) a dynamic token count guards the graph on its bucket only where this holds, so
+    elsewhere one graph serves every count, as it does for plain PyTorch code."""
+    level = policy.get_level() if level is None else level
+    if level < 2 or not policy.kernels_enabled(device, level) or policy.eager_tracing():
+        return False
+    if collecting_any():
+        return True
+    from .tune import FAMILY
+    for family, key, _, entry in entries():
+        if family != FAMILY.name or entry.winner == BASELINE:
+            continue
+        try:
+            swept = FAMILY.problem_for_key(key)
+        except ValueError:   # not a key of this family's form: it cannot match the problem
+            continue
+        if dataclasses.replace(swept, n_tokens=problem.n_tokens) == problem:
+            return True
+    return False
 
 
 def _bias_out(x, db):
