@@ -909,6 +909,38 @@ def test_an_expert_without_tokens_gets_zero_weight_gradients_whatever_the_others
     assert not torch.isnan(dw1[1]).any() and not torch.isnan(dw2[1]).any()
 
 
+def test_recipe_rendering_holds_its_tensors_only_as_saved_tensors():
+    """The recipes' plain-PyTorch rendering (level 0) keeps every tensor it needs for the
+    backward through save_for_backward: saved-tensor hooks (``save_on_cpu``) see the biases
+    too, and per-call biases are freed by the backward while the output lives on. Before, it
+    also held the biases on ``ctx``, which neither the hooks nor the backward's release saw."""
+    import gc
+    import weakref
+    torch.manual_seed(0)
+    E, H, F, T = 2, 64, 32, 5
+    counts, probs = torch.tensor([3, 2]), torch.rand(T)
+    x = torch.randn(T, H, requires_grad=True)
+    w1, w2 = torch.randn(E, 2 * F, H, requires_grad=True), torch.randn(E, H, F, requires_grad=True)
+    b1, b2 = torch.randn(E, 2 * F, requires_grad=True), torch.randn(E, H, requires_grad=True)
+    packed = []
+    with tilefuse.level(0), torch.autograd.graph.saved_tensors_hooks(lambda t: (packed.append(t), t)[1],
+                                                                     lambda t: t):
+        y = grouped_glu_mlp(x, counts, probs, w1, w2, fc1_bias=b1, fc2_bias=b2, recipe="mxfp8", glu_interleave=32)
+    assert type(y.grad_fn).__name__ == "RecipeReferenceFunctionBackward"
+    assert any(t is b1 for t in packed) and any(t is b2 for t in packed)
+    del packed
+    with tilefuse.level(0):
+        cast1, cast2 = b1 * 1.0, b2 * 1.0          # per-call biases (a cast made each call)
+        alive = weakref.ref(cast1), weakref.ref(cast2)
+        y = grouped_glu_mlp(x, counts, probs, w1, w2, fc1_bias=cast1, fc2_bias=cast2, recipe="mxfp8",
+                            glu_interleave=32)
+        y.sum().backward()
+    del cast1, cast2
+    gc.collect()
+    assert alive[0]() is None and alive[1]() is None
+    assert b1.grad is not None and b2.grad is not None
+
+
 # ---------------------------------------------------------------------------------------------
 # tilefuse.reuse_quantized_weights
 def _fp8_step(i, leaves, recipe="fp8_block"):
@@ -948,6 +980,41 @@ def test_reused_quantized_weights_give_the_same_bits_with_fewer_launches(recipe,
         assert same_bits(a, b) and same_bits(a, c)
     assert step()[1] == plain                      # the block's copies are gone with it
     assert recipes._REUSE.get() is None
+
+
+@pytest.mark.parametrize("recipe", ["fp8_block", "mxfp8"])
+def test_reuse_holds_one_entry_a_weight_across_calls_with_and_without_gradients(recipe, device):
+    """Calls without gradients (evaluation, or the no-grad forward of reentrant activation
+    checkpointing) and training calls in one block share one cache entry a weight: a training
+    call after a no-grad one reuses its forward copies (fp8_block, whose no-grad call made no
+    dgrad copy, quantizes its pairs once more and keeps them), later calls of either kind
+    launch no weight quantizer, and every call gives the bits of a call outside any block.
+    Before, the entries were keyed by whether the call made a dgrad copy: the weights were
+    quantized again for the first training call and their copies held twice."""
+    H, F = SHAPE[recipe]
+    i = make([40, 0, 25], H, F, torch.bfloat16, False, device, seed=24)
+    leaves = _leaves(i)
+
+    def no_grad_call():
+        with tilefuse.level(1), torch.no_grad(), launches.counting() as launched:
+            y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
+                                glu_interleave=32, recipe=recipe)
+        return y, sum(n for k, n in launched.items() if k.startswith("quant_"))
+
+    want_eval, plain_eval = no_grad_call()
+    want, plain = _fp8_step(i, leaves, recipe)
+    with tilefuse.reuse_quantized_weights():
+        cache = recipes._REUSE.get()
+        eval0, n0 = no_grad_call()
+        first, n1 = _fp8_step(i, leaves, recipe)
+        second, n2 = _fp8_step(i, leaves, recipe)
+        eval3, n3 = no_grad_call()
+        assert len(cache) == 2                     # W1 and W2, one entry each
+    assert n0 == plain_eval and n2 == plain - 2 and n3 == plain_eval - 2
+    assert n1 == (plain if recipe == "fp8_block" else plain - 2)
+    assert same_bits(eval0, want_eval) and same_bits(eval3, want_eval)
+    for a, b, c in zip(want, first, second):
+        assert same_bits(a, b) and same_bits(a, c)
 
 
 def test_a_weight_changed_in_place_is_quantized_again(device):

@@ -288,13 +288,19 @@ def quantize_weight(recipe: str, w: torch.Tensor, *, transpose: bool = False) ->
                        scale_rows, scale_cols, _nvfp4_decode(amax))
 
 
+def _makes_dgrad_copy(recipe: str, w: torch.Tensor, dgrad: bool) -> bool:
+    """Whether quantize_weight_pair(recipe, w, dgrad) makes the dgrad copy: fp8_block on the
+    kernels, where asked for."""
+    return dgrad and recipe == "fp8_block" and policy.kernels_enabled(w.device)
+
+
 def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
                          ) -> tuple[QuantWeight, QuantWeight | None]:
     """(Q_w of w along C, its dgrad usage or None). With ``dgrad``, fp8_block on the kernels
     writes both from one read of w (the dgrad copy holds the same codes and scales
     transposed), for the forward to keep for the backward; otherwise, and for the other
     recipes, the second is None (the backward quantizes)."""
-    if not dgrad or recipe != "fp8_block" or not policy.kernels_enabled(w.device):
+    if not _makes_dgrad_copy(recipe, w, dgrad):
         return quantize_weight(recipe, w), None
     (data, scales), (data_t, scales_t) = quant_launch.fp8_block(w, (128, 128), False, with_transposed=True)
     return (QuantWeight(data.view(torch.uint8), scales, 0, 0, None),
@@ -304,10 +310,12 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 # ---------------------------------------------------------------------------------------------
 # Quantized weights reused across calls (tilefuse.reuse_quantized_weights)
 
-# The active scope's cache: (id of the weight, recipe, dgrad) -> (a weak reference to the
-# weight, its memory, layout and version counter then, the pair quantize_weight_pair gave, and
-# on CUDA the stream that wrote the pair with an event after the writes); None outside a
-# scope. An entry goes when its weight does (a per-call cast or copy, which no later call can
+# The active scope's cache: (id of the weight, recipe) -> (a weak reference to the weight, its
+# memory, layout and version counter then, the pair quantize_weight_pair gave, and on CUDA the
+# stream that wrote the pair with an event after the writes); None outside a scope. One entry
+# a weight: a call that needs no dgrad copy (no gradient) takes the forward's copy of a pair
+# that has one, and a call that needs the dgrad copy where the entry was made without it
+# quantizes the pair again and replaces the entry (the forward's copy is the same bits). An entry goes when its weight does (a per-call cast or copy, which no later call can
 # pass again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
                                                                      default=None)
@@ -325,7 +333,9 @@ def reuse_quantized_weights():
     change made through ``param.data``, or through another tensor sharing the weight's memory
     (a flat buffer the parameter views), is not tracked: do not make one inside the block. A
     weight passed as a new tensor each call (a cast or copy made per call) is quantized each
-    call, and its copies go with it.
+    call, and its copies go with it. Calls without gradients (evaluation, the no-grad forward
+    of reentrant activation checkpointing) reuse the copies too; fp8_block's first call with
+    gradients after them quantizes the weight's pair once more, to make its dgrad copy.
 
     For gradient accumulation: wrap the micro-batches of one optimizer step, so a recipe's
     forward weight quantizers (fp8_block's dgrad ones too) run once per step instead of once
@@ -365,13 +375,14 @@ def weight_pair(recipe: str, w: torch.Tensor, dgrad: bool, source: torch.Tensor
     cache = _REUSE.get()
     if cache is None or _capturing(w) or source.is_inference():   # an inference tensor has no version counter
         return quantize_weight_pair(recipe, w, dgrad)
-    key = (id(source), recipe, dgrad)
+    key = (id(source), recipe)
     # its memory as laid out (a ``.data`` assignment may keep the address) and its version
     state = (source.data_ptr(), source.dtype, source.shape, source.stride(), source.device, source._version)
     hit = cache.get(key)
-    if hit is not None and hit[0]() is source and hit[1] == state:
+    if hit is not None and hit[0]() is source and hit[1] == state and (
+            hit[2][1] is not None or not _makes_dgrad_copy(recipe, w, dgrad)):
         _use_on_current_stream(hit[2], hit[3])
-        return hit[2]
+        return hit[2] if dgrad else (hit[2][0], None)
     pair = quantize_weight_pair(recipe, w, dgrad)
     made = None
     if w.is_cuda:   # where the copies were written, for a later call on another stream
@@ -573,10 +584,11 @@ class RecipeReferenceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, recipe):
-        kw = dict(activation=activation, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2, recipe=recipe,
-                  compute_dtype=torch.float32)
+        # no tensor on ctx but through save_for_backward (saved-tensor hooks see them all, and
+        # they go after the backward)
+        kw = dict(activation=activation, glu_interleave=interleave, recipe=recipe, compute_dtype=torch.float32)
         with gemms_in_dtype(x, ieee=True):
-            y, z, h = recipe_forward(x, counts, probs, w1, w2, **kw)
+            y, z, h = recipe_forward(x, counts, probs, w1, w2, fc1_bias=b1, fc2_bias=b2, **kw)
         ctx.save_for_backward(x, counts, probs, w1, w2, b1, b2, z, h)
         ctx.kw = kw
         return y
@@ -588,6 +600,6 @@ class RecipeReferenceFunction(torch.autograd.Function):
         if is_batched(dy):
             raise batched_gradients_error(ctx.kw["recipe"])
         with gemms_in_dtype(x, ieee=True):
-            g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, **ctx.kw)
+            g = recipe_backward(dy.contiguous(), x, counts, probs, w1, w2, z, h, fc1_bias=b1, fc2_bias=b2, **ctx.kw)
         return (g["dx"], None, g["dprobs"], g["dfc1_weight"], g["dfc2_weight"], g["dfc1_bias"], g["dfc2_bias"],
                 None, None, None)
