@@ -180,6 +180,22 @@ def test_a_conversion_that_fails_changes_nothing():
     assert [type(m) for m in model] == [nn.LayerNorm, nn.Linear, nn.LayerNorm]
 
 
+@pytest.mark.parametrize("alpha_init,dtype", [(1e5, torch.float16), (1e39, torch.bfloat16), (1e308, None),
+                                              (10**400, torch.float64)])
+def test_an_alpha_init_the_parameters_dtype_cannot_hold_is_refused(alpha_init, dtype):
+    """A finite alpha_init that the parameters' dtype rounds to inf (it would make every output
+    NaN; before, float16's 1e5 became an inf alpha, float32's 1e308 failed inside fill_ and an
+    int past float's range raised OverflowError) raises ValueError naming alpha_init, in DyT's
+    constructor and in the converter, which then changes nothing."""
+    with pytest.raises(ValueError, match="alpha_init"):
+        DyT(8, alpha_init=alpha_init, dtype=dtype)
+    model = nn.Sequential(nn.LayerNorm(8, dtype=dtype), nn.LayerNorm(8, dtype=dtype))
+    with pytest.raises(ValueError, match="alpha_init"):
+        convert_layernorm_to_dyt(model, alpha_init=lambda name: 0.5 if name == "0" else alpha_init)
+    assert [type(m) for m in model] == [nn.LayerNorm, nn.LayerNorm]
+    assert DyT(8, alpha_init=6e4, dtype=torch.float16).alpha.isfinite().all()   # the largest such float16 holds
+
+
 def test_a_norm_without_weight_takes_its_ancestors_device_and_dtype():
     """LayerNorm(elementwise_affine=False) has no weight: its DyT takes the device and dtype of
     the nearest floating tensor an ancestor holds, not torch's defaults."""

@@ -221,3 +221,54 @@ def test_results_hold_together():
         dataclasses.replace(results[4], amax=results[4].amax.double())
     with pytest.raises(ValueError, match="NVFP4Quantized: amax must have shape"):
         dataclasses.replace(results[4], amax=torch.ones(2))
+
+
+def test_results_refuse_flags_and_blocks_of_other_types_and_devices():
+    """A result's flags are bools and its block two ints, and its scales (and nvfp4's amax) sit
+    on its data's device: before, ``rht="no"`` (any truthy object) was taken as True, so
+    dequantize() undid a transform the data never had (a wrong result without a word), a block
+    of (True, 128) or (1.0, 128.0) passed the membership test (True == 1) and failed inside
+    torch, and scales on another device failed inside torch. A list block is kept as a tuple."""
+    import dataclasses
+
+    import numpy as np
+    x = torch.randn(40, 128)
+    fp8, mx, nv = quantize_fp8_block(x), quantize_mxfp8(x), quantize_nvfp4(x)
+    for q, flag in ((fp8, "pow2_scales"), (mx, "swizzled"), (nv, "block_2d"), (nv, "rht"), (nv, "swizzled")):
+        for bad in ("no", 1, np.False_):
+            with pytest.raises(TypeError, match=f"{type(q).__name__}: {flag} must be a bool"):
+                dataclasses.replace(q, **{flag: bad})
+    with pytest.raises(TypeError, match="must be a bool, got numpy.bool"):   # not "got bool"
+        dataclasses.replace(nv, rht=np.False_)
+    for bad in ((True, 128), (1.0, 128.0)):
+        with pytest.raises(TypeError, match="FP8BlockQuantized: block must be a tuple of two ints"):
+            dataclasses.replace(fp8, block=bad)
+    listed = dataclasses.replace(fp8, block=[1, 128])
+    assert listed.block == (1, 128) and torch.equal(listed.dequantize(), fp8.dequantize())
+    for q in (fp8, mx, nv):
+        with pytest.raises(ValueError, match=f"{type(q).__name__}: scales must be on the data's device"):
+            dataclasses.replace(q, scales=q.scales.to("meta"))
+    with pytest.raises(ValueError, match="NVFP4Quantized: amax must be on the data's device"):
+        dataclasses.replace(nv, amax=nv.amax.to("meta"))
+
+
+def test_reference_dequantizers_refuse_scales_of_another_shape():
+    """tilefuse.quant.reference's dequantizers (exported; the kernels' bit-exact oracle) check
+    the scales' shape against the data's: before, one scale row was broadcast over every row
+    block (or extra ones dropped) and the result was wrong without a word."""
+    from tilefuse.quant import reference as qref
+    x = torch.randn(4, 128) * torch.tensor([1.0, 10.0, 100.0, 1000.0])[:, None]
+    q = quantize_fp8_block(x)
+    assert torch.equal(qref.dequantize_fp8_block(q.data, q.scales, (1, 128)), q.dequantize())
+    with pytest.raises(ValueError, match=r"dequantize_fp8_block: scales must have shape \(4, 1\)"):
+        qref.dequantize_fp8_block(q.data, q.scales[:1], (1, 128))
+    with pytest.raises(ValueError, match=r"dequantize_fp8_block: scales must have shape \(1, 1\)"):
+        qref.dequantize_fp8_block(q.data, q.scales, (128, 128))
+    m = quantize_mxfp8(x)
+    with pytest.raises(ValueError, match="dequantize_mxfp8: scales must have shape"):
+        qref.dequantize_mxfp8(m.data, m.scales[:1])
+    n = quantize_nvfp4(x)
+    with pytest.raises(ValueError, match="dequantize_nvfp4: scales must have shape"):
+        qref.dequantize_nvfp4(n.data, n.scales[:1], n.amax, False, False)
+    with pytest.raises(ValueError, match="dequantize_nvfp4: scales must have shape"):
+        qref.dequantize_nvfp4(n.data, n.scales, n.amax, True, False)   # per-row scales read as 16x16 blocks

@@ -7,6 +7,19 @@ import threading
 import torch
 
 
+def type_name(v) -> str:
+    """``v``'s type for an error message: the bare name of a builtin type, else qualified by its
+    module (numpy 2's bool scalar is ``numpy.bool``, not a "bool" a bool check refused)."""
+    kind = type(v)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def check_bool(where: str, name: str, v) -> None:
+    """TypeError naming ``name`` (after ``where``) unless ``v`` is a bool (not numpy's, not an int)."""
+    if not isinstance(v, bool):
+        raise TypeError(f"{where}: {name} must be a bool, got {type_name(v)}")
+
+
 def check_tensor(where: str, name: str, t, what: str = "a torch.Tensor") -> None:
     """TypeError naming ``name`` (after ``where``, where given) unless ``t`` is a dense tensor:
     a torch.Tensor of strided layout, not nested. The kernels read memory through data_ptr()

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..ops.dyt import dyt
 from ..ops.dyt.api import ACCEPTED_DTYPES
-from ..utils import check_dtype_arg
+from ..utils import check_dtype_arg, type_name
 
 logger = logging.getLogger("tilefuse.nn")
 
@@ -126,8 +126,20 @@ def _check_alpha_init(where: str, alpha_init) -> None:
     # not numbers here (float("0.5") would accept the first, float(t) syncs on the second).
     if isinstance(alpha_init, bool) or not isinstance(alpha_init, numbers.Real):
         raise TypeError(f"{where}: alpha_init must be a real number, got {type(alpha_init).__name__}")
-    if not math.isfinite(alpha_init):
+    try:
+        finite = math.isfinite(alpha_init)
+    except OverflowError:   # an int past float's range (10**400)
+        finite = False
+    if not finite:
         raise ValueError(f"{where}: alpha_init must be finite, got {alpha_init!r}")
+
+
+def _check_alpha_fits(where: str, alpha_init, dtype) -> None:
+    """A finite alpha_init that the parameters' dtype (``None``: torch's default) rounds to inf
+    (1e5 in float16): refused, as the inf alpha would make the outputs NaN."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if not math.isfinite(torch.tensor(float(alpha_init), dtype=torch.float64).to(dtype).item()):
+        raise ValueError(f"{where}: alpha_init must be finite in the parameters' dtype {dtype}, got {alpha_init!r}")
 
 
 def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
@@ -141,8 +153,9 @@ def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
     _check_alpha_init("DyT", alpha_init)
     for name, value in (("bias", bias), ("channels_last", channels_last)):
         if not isinstance(value, bool):
-            raise TypeError(f"DyT: {name} must be a bool, got {type(value).__name__}")
+            raise TypeError(f"DyT: {name} must be a bool, got {type_name(value)}")
     check_dtype_arg("DyT", dtype, ACCEPTED_DTYPES)
+    _check_alpha_fits("DyT", alpha_init, dtype)
 
 
 AlphaInit = Union[float, Callable[[str], float]]
@@ -232,6 +245,8 @@ def _make_dyt(module: nn.Module, kind: str, alpha_init: AlphaInit, name: str, an
     if ref is not None and ref.dtype not in ACCEPTED_DTYPES:
         raise TypeError(f"convert_layernorm_to_dyt: {name or 'module'} holds {ref.dtype} parameters; DyT takes "
                         "float32, bfloat16, float16 or float64 (convert the model's dtype first)")
+    _check_alpha_fits(f"convert_layernorm_to_dyt: alpha_init for {name or 'the module'!r}", alpha_init,
+                      factory.get("dtype"))
     has_bias = kind != _RMSNORM and getattr(module, "bias", None) is not None
     new = DyT(width, alpha_init=alpha_init, bias=has_bias, channels_last=kind != _LAYERNORM_2D, **factory)
     return new.train(module.training)   # the replaced module's train / eval state
@@ -297,7 +312,7 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
     if not callable(alpha_init):
         _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
     if not isinstance(rmsnorm, bool):
-        raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type(rmsnorm).__name__}")
+        raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type_name(rmsnorm)}")
     replaced, left, skipped, visited, assignments = {}, {}, {}, {}, []
     new_root = _plan(module, alpha_init, rmsnorm, "", (), replaced, visited, left, skipped, assignments)
     # Every DyT is made (and every check passed): only now is the model changed.

@@ -11,17 +11,17 @@ element makes the whole tensor NaN.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from .. import policy
 from ..device import on_tensor_device
+from ..utils import check_bool as _check_bool
 from ..utils import check_tensor
 from . import launch, reference
-from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
+from .formats import MXFP8_BLOCK, NVFP4_BLOCK
 from .swizzle import swizzle_scales
 from .tensors import FP8BlockQuantized, MXFP8Quantized, NVFP4Quantized
+from .tensors import check_block as _check_block
 
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # The kernels' tile origins are 32-bit (kernels.tile_origin, fp8_block_kernel's row tiles), and
@@ -31,11 +31,6 @@ INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # sends the padding programs to negative, unmasked columns, and 2**31 - 15 rows or more leave
 # nvfp4's 2-D scales unwritten).
 MAX_EXTENT = 2 ** 31 - 2 ** 24
-
-
-def _check_bool(fn: str, name: str, v) -> None:
-    if not isinstance(v, bool):
-        raise TypeError(f"{fn}: {name} must be a bool, got {type(v).__name__}")
 
 
 def _check_x(fn: str, x, block_cols: int) -> None:
@@ -49,19 +44,6 @@ def _check_x(fn: str, x, block_cols: int) -> None:
     if max(x.shape) >= MAX_EXTENT:
         raise ValueError(f"{fn}: x's rows and K must each be below 2**31 - 2**24 (the kernels index tiles in 32 "
                          f"bits, with room for the grid's padding), got shape {tuple(x.shape)}")
-
-
-def _check_block(fn: str, block) -> tuple[int, int]:
-    """``block`` as a tuple of two ints, one of FP8_BLOCKS. bool is an int subclass and
-    128.0 == 128, so a membership test alone would let (True, 128) and (1, 128.0) through to
-    the kernels; the element types are checked first."""
-    if not isinstance(block, (tuple, list)) or len(block) != 2 \
-            or any(isinstance(b, bool) or not isinstance(b, numbers.Integral) for b in block):
-        raise TypeError(f"{fn}: block must be a tuple of two ints, one of {FP8_BLOCKS}, got {block!r}")
-    block = tuple(int(b) for b in block)
-    if block not in FP8_BLOCKS:
-        raise ValueError(f"{fn}: block must be one of {FP8_BLOCKS}, got {block!r}")
-    return block
 
 
 def _check_plain(fn: str, x, amax=None, stochastic_bits=None) -> None:

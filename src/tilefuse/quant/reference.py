@@ -292,12 +292,24 @@ def nvfp4_scales_per_row(scales: torch.Tensor, rows: int, block_2d: bool) -> tor
 # Dequantization (float32)
 
 
+def _check_scales(fn: str, scales, rows: int, cols: int, block_rows: int, block_cols: int) -> None:
+    """ValueError unless ``scales`` is the (cdiv(rows, block_rows), cols / block_cols) matrix of
+    (rows, cols) data: expand_blocks would broadcast a single scale row over every row block,
+    or drop extra ones, and dequantize to wrong values without a word."""
+    want = (-(-rows // block_rows), cols // block_cols)
+    if cols % block_cols or tuple(scales.shape) != want:
+        raise ValueError(f"{fn}: scales must have shape {want} for data of {rows} x {cols} elements in "
+                         f"{block_rows} x {block_cols} blocks, got {tuple(scales.shape)}")
+
+
 def dequantize_fp8_block(data, scales, block) -> torch.Tensor:
     br, bc = block
+    _check_scales("dequantize_fp8_block", scales, data.shape[0], data.shape[1], br, bc)
     return data.to(torch.float32) * expand_blocks(scales, br, bc, data.shape[0])
 
 
 def dequantize_mxfp8(data, scales) -> torch.Tensor:
+    _check_scales("dequantize_mxfp8", scales, data.shape[0], data.shape[1], 1, MXFP8_BLOCK)
     return data.to(torch.float32) * expand_blocks(e8m0_value(scales), 1, MXFP8_BLOCK, data.shape[0])
 
 
@@ -306,6 +318,7 @@ def dequantize_nvfp4(data, scales, amax, block_2d: bool, rht: bool, undo_rht: bo
     inverse transform follows, giving an approximation of the original x."""
     rows = data.shape[0]
     br = NVFP4_BLOCK if block_2d else 1
+    _check_scales("dequantize_nvfp4", scales, rows, 2 * data.shape[1], br, NVFP4_BLOCK)
     _, s_dec = nvfp4_global_scales(amax)
     s = expand_blocks(e4m3_to_f32(scales), br, NVFP4_BLOCK, rows)
     y = e2m1_decode(unpack_e2m1(data)) * s * s_dec

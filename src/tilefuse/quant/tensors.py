@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import torch
 
+from ..utils import check_bool
 from . import reference
 from .formats import FP8_BLOCKS, MXFP8_BLOCK, NVFP4_BLOCK
 from .swizzle import padded_shape, unswizzle_scales
@@ -16,15 +18,35 @@ def _check_dtype(cls: str, dtype) -> None:
         raise TypeError(f"{cls}.dequantize: dtype must be a floating-point torch.dtype, got {dtype!r}")
 
 
-def _check_field(cls: str, name: str, t, dtype: torch.dtype, shape: tuple) -> None:
-    """``t`` a tensor of ``dtype`` and ``shape``, else TypeError / ValueError naming cls.name:
-    a result whose data and scales do not belong together (a field replaced, a slice of one)
-    would dequantize to wrong values without a word."""
+def check_block(fn: str, block) -> tuple[int, int]:
+    """``block`` as a tuple of two ints, one of FP8_BLOCKS. bool is an int subclass and
+    128.0 == 128, so a membership test alone would let (True, 128) and (1, 128.0) through to
+    the kernels; the element types are checked first."""
+    if not isinstance(block, (tuple, list)) or len(block) != 2 \
+            or any(isinstance(b, bool) or not isinstance(b, numbers.Integral) for b in block):
+        raise TypeError(f"{fn}: block must be a tuple of two ints, one of {FP8_BLOCKS}, got {block!r}")
+    block = tuple(int(b) for b in block)
+    if block not in FP8_BLOCKS:
+        raise ValueError(f"{fn}: block must be one of {FP8_BLOCKS}, got {block!r}")
+    return block
+
+
+def _check_flags(cls: str, result, names: tuple) -> None:
+    for name in names:
+        check_bool(cls, name, getattr(result, name))
+
+
+def _check_field(cls: str, name: str, t, dtype: torch.dtype, shape: tuple, data: torch.Tensor) -> None:
+    """``t`` a tensor of ``dtype`` and ``shape`` on ``data``'s device, else TypeError /
+    ValueError naming cls.name: a result whose data and scales do not belong together (a field
+    replaced, a slice of one) would dequantize to wrong values without a word."""
     if not isinstance(t, torch.Tensor) or t.dtype != dtype:
         raise TypeError(f"{cls}: {name} must be a {dtype} tensor, got "
                         f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{cls}: {name} must have shape {tuple(shape)} for its data, got {tuple(t.shape)}")
+    if t.device != data.device:
+        raise ValueError(f"{cls}: {name} must be on the data's device {data.device}, got {t.device}")
 
 
 def _data_2d(cls: str, data, dtype: torch.dtype) -> tuple[int, int]:
@@ -56,11 +78,15 @@ class FP8BlockQuantized:
 
     def __post_init__(self):
         rows, cols = _data_2d("FP8BlockQuantized", self.data, torch.float8_e4m3fn)
-        if self.block not in FP8_BLOCKS or cols % self.block[1]:
+        block = check_block("FP8BlockQuantized", self.block)
+        if cols % block[1]:
             raise ValueError(f"FP8BlockQuantized: block must be one of {FP8_BLOCKS} dividing the data's K = {cols}, "
                              f"got {self.block!r}")
-        br, bc = self.block
-        _check_field("FP8BlockQuantized", "scales", self.scales, torch.float32, (-(-rows // br), cols // bc))
+        object.__setattr__(self, "block", block)   # a list given: the tuple (frozen)
+        _check_flags("FP8BlockQuantized", self, ("pow2_scales",))
+        br, bc = block
+        _check_field("FP8BlockQuantized", "scales", self.scales, torch.float32, (-(-rows // br), cols // bc),
+                     self.data)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(rows, K) ``data * scale`` in float32, then cast to ``dtype``."""
@@ -83,8 +109,9 @@ class MXFP8Quantized:
         rows, cols = _data_2d("MXFP8Quantized", self.data, torch.float8_e4m3fn)
         if cols % MXFP8_BLOCK:
             raise ValueError(f"MXFP8Quantized: the data's K must be a multiple of {MXFP8_BLOCK}, got {cols}")
+        _check_flags("MXFP8Quantized", self, ("swizzled",))
         _check_field("MXFP8Quantized", "scales", self.scales, torch.uint8,
-                     _scales_shape(rows, cols // MXFP8_BLOCK, self.swizzled))
+                     _scales_shape(rows, cols // MXFP8_BLOCK, self.swizzled), self.data)
 
     def scales_2d(self) -> torch.Tensor:
         """The (rows, K / 32) scale matrix, whatever the layout of ``scales``."""
@@ -122,11 +149,12 @@ class NVFP4Quantized:
             raise ValueError(f"NVFP4Quantized: the data's K (2 x its {half} bytes a row) must be a multiple of "
                              f"{NVFP4_BLOCK}")
         cols = 2 * half // NVFP4_BLOCK
+        _check_flags("NVFP4Quantized", self, ("block_2d", "rht", "swizzled"))
         shape = _scales_shape(rows, cols, True) if self.swizzled else \
             ((-(-rows // NVFP4_BLOCK) if self.block_2d else rows), cols)
-        _check_field("NVFP4Quantized", "scales", self.scales, torch.float8_e4m3fn, shape)
+        _check_field("NVFP4Quantized", "scales", self.scales, torch.float8_e4m3fn, shape, self.data)
         _check_field("NVFP4Quantized", "amax", self.amax, torch.float32, tuple(self.amax.shape)
-                     if isinstance(self.amax, torch.Tensor) and self.amax.numel() == 1 else ())
+                     if isinstance(self.amax, torch.Tensor) and self.amax.numel() == 1 else (), self.data)
 
     def scales_2d(self) -> torch.Tensor:
         """The compact scale matrix ((rows, K/16), or (cdiv(rows, 16), K/16) with block_2d)."""
@@ -140,7 +168,6 @@ class NVFP4Quantized:
         """(rows, K) approximation of x; with ``rht``, of x itself (the inverse transform is
         applied) unless ``undo_rht=False``, which returns the transformed values."""
         _check_dtype("NVFP4Quantized", dtype)
-        if not isinstance(undo_rht, bool):
-            raise TypeError(f"NVFP4Quantized.dequantize: undo_rht must be a bool, got {type(undo_rht).__name__}")
+        check_bool("NVFP4Quantized.dequantize", "undo_rht", undo_rht)
         return reference.dequantize_nvfp4(self.data, self.scales_2d(), self.amax, self.block_2d,
                                           self.rht, undo_rht).to(dtype)

@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import launches, policy
-from ..utils import SharedOverride
+from ..utils import SharedOverride, type_name
 from . import table
 from .family import BASELINE, MARGINS, ROUTE, TuningFamily, family_argument, get_family, resolve_key
 from .timing import CudaTimer, Timer, interleave
@@ -244,7 +244,7 @@ def check_flags(caller: str, **flags) -> None:
     ``record="False"`` would write the table)."""
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{caller}: {name} must be a bool, got {value!r} ({type(value).__name__})")
+            raise TypeError(f"{caller}: {name} must be a bool, got {value!r} ({type_name(value)})")
 
 
 class _Sweep:

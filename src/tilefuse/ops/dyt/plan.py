@@ -37,7 +37,7 @@ from torch._subclasses.fake_tensor import maybe_get_fake_mode
 from ... import launches, policy
 from ...device import plan_cuda_device
 from ...tuning import table
-from ...utils import check_tensor
+from ...utils import check_tensor, type_name
 from ..plan_cache import PlanCache
 from . import launch, reference
 
@@ -74,7 +74,7 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
     if bias is not None:
         f64 |= check_float("bias", bias)
     if not isinstance(channels_last, bool):
-        raise TypeError(f"dyt: channels_last must be a bool, got {type(channels_last).__name__}")
+        raise TypeError(f"dyt: channels_last must be a bool, got {type_name(channels_last)}")
     if alpha.numel() != 1 or alpha.dim() > max(x.dim(), 1):
         # more dimensions than x would broadcast y to more dimensions than x on the reference paths
         raise ValueError(f"dyt: alpha must have one element and no more dimensions than x ({x.dim()}), "

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from ...utils import type_name
+
 
 @dataclasses.dataclass(frozen=True)
 class GemmConfig:
@@ -82,7 +84,7 @@ class GemmConfig:
     def __post_init__(self):
         for name in ("ws", "compose", "rows_glu", "side_stream"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"GemmConfig.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+                raise TypeError(f"GemmConfig.{name} must be a bool, got {type_name(getattr(self, name))}")
         if self.ws and not self.block_m == self.block_n == self.block_k == 128:
             raise ValueError("GemmConfig.ws takes the 128x128x128 tile (ws_kernels.BLOCK), got "
                              f"{self.block_m}x{self.block_n}x{self.block_k}")
@@ -92,7 +94,7 @@ class GemmConfig:
                              + (" with ws" if self.ws else ""))
         for name in ("rows_block_n", "rows_stages"):
             if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
-                raise TypeError(f"GemmConfig.{name} must be an int, got {type(getattr(self, name)).__name__}")
+                raise TypeError(f"GemmConfig.{name} must be an int, got {type_name(getattr(self, name))}")
         rows = (self.rows_block_n, self.rows_stages)
         if rows != (0, 0) and not (self.compose and self.rows_block_n in (128, 256) and self.rows_stages >= 2):
             raise ValueError("GemmConfig.rows_block_n / rows_stages take 128 or 256 columns and a ring of 2 or "
