@@ -47,7 +47,9 @@ def test_leading_dims_and_65537_rows_narrow(device):
     check_against_reference(*inputs, True, run(*inputs, channels_last=True))
 
 
-@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (3, 4, 64), (2, 3, 130), (4, 6, 1, 1), (5, 6)],
+# (20, 3, 4, 5): a batch of 20, more per-row partials a channel than one block of the
+# backward's second-stage reduction sums at a time (launch.REDUCE_BLOCK_P = 16).
+@pytest.mark.parametrize("shape", [(2, 6, 5, 7), (3, 4, 64), (2, 3, 130), (4, 6, 1, 1), (5, 6), (20, 3, 4, 5)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
@@ -56,6 +58,26 @@ def test_channels_first_matches_reference(shape, dtype, bias, device):
     y, *grads = outs = run(*inputs, channels_last=False)
     assert y.is_contiguous()
     check_against_reference(*inputs, False, outs)
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_backward_reduction_sums_every_block_of_partials(channels_last, monkeypatch, device):
+    """The backward's second-stage reduction walks its partials REDUCE_BLOCK_P at a time: with
+    4 a block, the 16 or more row groups (channels-last; the interpreter has no more than 16)
+    or 20 batch entries (channels-first) take several blocks, and every one must be summed into
+    dweight, dbias and dalpha (a sum that kept the last block alone passed the suite before)."""
+    from tilefuse.ops.dyt import launch
+    from tilefuse.ops.dyt import plan as plans
+    from tilefuse.ops.dyt.configs import DyTConfig
+    monkeypatch.setattr(launch, "REDUCE_BLOCK_P", 4)
+    from tilefuse.ops.plan_cache import PlanCache
+    monkeypatch.setattr(plans, "_plans", PlanCache(lambda: 0))   # no cached plan's launches (16 a block)
+    shape = (37, 48) if channels_last else (20, 3, 4, 5)
+    x, a, w, b, dy = make_inputs(shape, torch.float32, torch.float32, True, channels_last, device, seed=5)
+    cfg = DyTConfig(1, 64, 4, 8, False) if channels_last else None   # channels-last: 37 row blocks
+    y = launch.forward(x.detach(), a.detach(), w.detach(), b.detach(), channels_last)
+    dx, da, dw, db = launch.backward(dy, x.detach(), a.detach(), w.detach(), b.detach(), channels_last, config=cfg)
+    check_against_reference(x, a, w, b, dy, channels_last, (y, dx, da, dw, db))
 
 
 def test_channels_first_in_channels_last_memory_format(device):
@@ -283,14 +305,17 @@ def test_prefetch_backward_is_bitwise_the_plain_backward(shape, block_m, block_n
 
 
 @pytest.mark.parametrize("shape,channels_last,block_m,block_n", [
-    ((37, 48), True, 4, 64), ((301, 16), True, 16, 16), ((9, 1000), True, 1, 256), ((3, 5, 7, 9), False, 8, 64)],
-    ids=["row-tiled", "narrow", "col-blocks", "cfirst"])
+    ((37, 48), True, 4, 64), ((301, 16), True, 16, 16), ((9, 1000), True, 1, 256), ((3, 5, 7, 9), False, 8, 64),
+    ((60, 5, 3, 3), False, 2, 16)],
+    ids=["row-tiled", "narrow", "col-blocks", "cfirst", "cfirst-many-blocks"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_prefetch_forward_is_bitwise_the_plain_forward(shape, channels_last, block_m, block_n, dtype, device):
     """The persistent prefetching forward computes the plain forward's tiles with the same
     arithmetic: y bitwise equal, every element written (outputs poisoned), within the float64
     bound. Ragged shapes, partial tiles, several row blocks per program (one program per SM:
-    two under the interpreter), channels-first rows reading their channel's parameters."""
+    two under the interpreter), channels-first rows reading their channel's parameters: in
+    "cfirst-many-blocks" each program's row blocks (150 of them, more than an H100 or H200 has
+    SMs) hold other channels than its first one's (5 channels, not dividing a row group)."""
     from tilefuse.ops.dyt import launch
     from tilefuse.ops.dyt.configs import DyTConfig
     x, a, w, b, dy = make_inputs(shape, dtype, torch.float32, True, channels_last, device, seed=12)

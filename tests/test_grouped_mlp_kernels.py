@@ -23,8 +23,8 @@ from tilefuse.ops.grouped_glu_mlp import kernels, launch
 from tilefuse.ops.grouped_glu_mlp import tune as gtune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig
-from tilefuse.ops.grouped_glu_mlp.reference import (glu_activation, grouped_glu_mlp_reference, random_inputs,
-                                                    split_glu)
+from tilefuse.ops.grouped_glu_mlp.reference import (glu_activation, glu_index, grouped_glu_mlp_reference,
+                                                    random_inputs, split_glu)
 from tilefuse.tuning.sweep import TIMED
 from tilefuse.utils import normwise_rel_error as rel
 
@@ -75,6 +75,65 @@ def test_fused_matches_reference(counts, H, F, activation, interleave, bias, dty
     for e, n in enumerate(counts):
         if n == 0:
             assert torch.count_nonzero(grads[2][e]) == 0 and torch.count_nonzero(grads[3][e]) == 0
+
+
+# GeGLU's clamp edges (L = 7) as bfloat16 values: each edge, its neighbours one bfloat16 ulp
+# away (2**-5 between 4 and 8) and points inside and past them.
+GEGLU_GATES = [-20.0, -7.5, -7.0, -1.0, 0.0, 0.5, 3.0, 6.96875, 7.0, 7.03125, 7.5, 20.0]
+GEGLU_UPS = [-20.0, -7.03125, -7.0, -6.96875, -3.0, 0.0, 5.0, 7.0, 7.03125, 20.0]
+
+
+@pytest.mark.parametrize("route", ["fused", "compose"])
+@pytest.mark.parametrize("interleave", [32, 8, None], ids=["s32", "s8", "halves"])
+def test_geglu_clamp_edges_through_the_kernels(route, interleave, device):
+    """Every (gate, up) pair of GEGLU_GATES x GEGLU_UPS reaches the kernels' GLU and dGLU as an
+    exact pre-activation: x's token t is one-hot at column t, so z[t] = W1[e, :, t] (no
+    rounding), and dW1[e, :, t] = dz[t] exactly as the kernel stored it. The gradient at the
+    edges decides between the clamp's two sides (the gate's passes at zg = 7, the up's at
+    |zu| = 7): dz must match the float64 reference elementwise, each element within bfloat16's
+    two roundings, on the fused kernels and the compose route's glue, in each layout. Random
+    inputs never land on an edge: a gate cut at zg < 7 instead of zg <= 7 passed every other
+    test."""
+    bf = torch.bfloat16
+    H, F, counts = 16, 32, torch.tensor([2, 2], device=device)
+    pairs = torch.cartesian_prod(torch.tensor(GEGLU_GATES), torch.tensor(GEGLU_UPS))   # (120, 2)
+    T = -(-len(pairs) // F)
+    grid = torch.zeros(T * F, 2)
+    grid[:len(pairs)] = pairs
+    gate_idx, up_idx = glu_index(F, interleave)
+    w1 = torch.zeros(2, 2 * F, H)
+    for t in range(T):
+        w1[:, gate_idx, t] = grid[t * F:(t + 1) * F, 0]
+        w1[:, up_idx, t] = grid[t * F:(t + 1) * F, 1]
+    gen = torch.Generator().manual_seed(3)
+    x = torch.eye(T, H)
+    w2 = torch.randn(2, H, F, generator=gen) * 0.25
+    probs, dy = torch.rand(T, generator=gen) + 0.5, torch.randn(T, H, generator=gen)
+    x, probs, w1, w2, dy = (t.to(device=device, dtype=bf) for t in (x, probs, w1, w2, dy))
+    leaves = [t.clone().requires_grad_(True) for t in (x, probs, w1, w2)]
+    with launches.counting() as launched:
+        if route == "fused":
+            y, z, h = launch.forward(x, counts, probs, w1, w2, None, None, "geglu", interleave, config=SMALL)
+            grads = launch.backward(dy, x, counts, probs, w1, w2, None, None, z, h, "geglu", interleave,
+                                    config=SMALL)
+            dw1 = grads[2]
+        else:
+            with tilefuse.level(1):
+                y = grouped_glu_mlp(leaves[0], counts, leaves[1], leaves[2], leaves[3], activation="geglu",
+                                    glu_interleave=interleave)
+                y.backward(dy)
+            dw1 = leaves[2].grad
+    assert launched["grouped_mlp_bwd" if route == "fused" else "grouped_mlp_compose_bwd"] == 1
+    ref = [t.detach().double().requires_grad_(True) for t in (x, probs, w1, w2)]
+    y_ref = grouped_glu_mlp_reference(ref[0], counts, ref[1], ref[2], ref[3], activation="geglu",
+                                      glu_interleave=interleave, compute_dtype=torch.float64)
+    y_ref.backward(dy.double())
+    assert rel(y, y_ref) < TOL[bf]
+    got, want = dw1.double()[:, :, :T], ref[2].grad[:, :, :T]   # dz per (expert, FC1 row, token)
+    assert torch.count_nonzero(dw1[:, :, T:]) == 0
+    bound = 2 ** -7 * want.abs() + 1e-6 * want.abs().max()
+    bad = (got - want).abs() > bound
+    assert not bad.any(), [(e, r, t, float(got[e, r, t]), float(want[e, r, t])) for e, r, t in bad.nonzero()[:5]]
 
 
 # TMA (GemmConfig.tma) on 16-bit operands, with the B modes each role takes at SMALL's 32-wide
