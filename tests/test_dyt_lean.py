@@ -179,10 +179,29 @@ def test_a_new_dtype_for_the_same_shape_gets_its_own_plan(launched, device):
     check_against_reference(xb, a, w, b, None, True, (y, None, None, None, None))
 
 
-@pytest.mark.parametrize("change", ["transposed", "sliced", "channels_last_format", "bias_none", "bias_back"])
+@pytest.mark.parametrize("change", ["transposed", "sliced", "channels_last_format", "bias_none", "bias_back",
+                                    "weight_sliced", "bias_sliced", "weight_dtype", "to_channels_first",
+                                    "to_channels_last"])
 def test_new_strides_or_bias_for_the_same_shape_run_correctly(change, device):
-    """A stale plan would read the new x in the old layout, or add (or drop) a bias."""
-    if change in ("transposed", "sliced"):
+    """A stale plan would read the new x in the old layout, add (or drop) a bias, read a
+    parameter of new strides or dtype in the old ones (a weight or bias sliced out of a larger
+    tensor, of the same shape), or apply the parameters along the other dimension (the same
+    (N, C, L) tensors with C == L called channels-last, then channels-first, or the reverse)."""
+    if change in ("weight_sliced", "bias_sliced", "weight_dtype"):
+        x, a, w, b, _ = inputs((24, 16), device=device)
+        tilefuse.dyt(x, a, w, b)
+        if change == "weight_sliced":
+            w = torch.randn(32, device=device)[::2]
+        elif change == "bias_sliced":
+            b = torch.randn(32, device=device)[::2]
+        else:
+            w = w.detach().to(torch.float64)
+        args, cl = (x, a, w, b), True
+    elif change in ("to_channels_first", "to_channels_last"):
+        x, a, w, b, _ = inputs((2, 4, 4), channels_last=False, device=device)
+        tilefuse.dyt(x, a, w, b, channels_last=change == "to_channels_first")
+        args, cl = (x, a, w, b), change == "to_channels_last"
+    elif change in ("transposed", "sliced"):
         x, a, w, b, _ = inputs((24, 24), device=device)
         tilefuse.dyt(x, a, w, b)
         x2 = x.detach().t() if change == "transposed" else torch.randn(24, 48, device=device)[:, ::2]

@@ -7,6 +7,8 @@ the cache or memory; bad arguments raise as before. On the CPU the plans run the
 Triton's interpreter (ws_rows declines there: torch._grouped_mm); on a Hopper GPU through the
 Gluon kernels and their direct launches (ws_rows.Prepared)."""
 
+import contextlib
+
 import numpy
 import pytest
 import torch
@@ -39,6 +41,16 @@ def _call(i, activation="swiglu", interleave=32, grad=True):
 
 def _bits(t):
     return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+@contextlib.contextmanager
+def _planning_off():
+    """The unplanned call (plans.ENABLED off) inside the block."""
+    before, plans.ENABLED = plans.ENABLED, False
+    try:
+        yield
+    finally:
+        plans.ENABLED = before
 
 
 @pytest.fixture
@@ -84,9 +96,20 @@ def test_a_plan_is_found_only_under_its_metadata_level_and_table(device, fresh_p
     assert plans.cache_size() == 3
     grouped_glu_mlp(*args, glu_interleave=None)                         # an epilogue argument
     assert plans.cache_size() == 4
+    # probs' dtype: probs in x's dtype (bfloat16, as valid as float32) get a plan of their own,
+    # whose launches read bfloat16, with the bits of the unplanned call; probs of a third dtype
+    # are refused as validate refuses them, not run through a plan built for another dtype
+    assert args[2].dtype == torch.float32 and args[0].dtype == torch.bfloat16
+    in_x_dtype = grouped_glu_mlp(args[0], args[1], args[2].to(args[0].dtype), *args[3:])
+    assert plans.cache_size() == 5
+    with _planning_off():
+        assert torch.equal(in_x_dtype, grouped_glu_mlp(args[0], args[1], args[2].to(args[0].dtype), *args[3:]))
+    with pytest.raises(TypeError, match="probs"):
+        grouped_glu_mlp(args[0], args[1], args[2].double(), *args[3:])
+    assert plans.cache_size() == 5
     with tilefuse.policy.level(1 if tilefuse.policy.get_level() != 1 else 2):   # the level
         grouped_glu_mlp(*args)
-    assert plans.cache_size() == 5
+    assert plans.cache_size() == 6
     # a table registration: the next call is planned anew and runs the registered route
     tuning.register("grouped_glu_mlp", {problem_for(i["x"], i["w2"], "swiglu", 32, False):
                                         configs.heuristic("fwd", 2)})
@@ -94,7 +117,7 @@ def test_a_plan_is_found_only_under_its_metadata_level_and_table(device, fresh_p
         with tilefuse.policy.level(2), launches.counting() as launched:
             grouped_glu_mlp(*args)
         assert launched["grouped_mlp_fwd"] == 1 and not launched["grouped_mlp_compose"]
-        assert plans.cache_size() == 6
+        assert plans.cache_size() == 7
     finally:
         tuning.unregister("grouped_glu_mlp")
     with tilefuse.policy.level(0), launches.counting() as launched:     # level 0: the reference
@@ -482,6 +505,30 @@ def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(d
         assert a.dtype == b.dtype and torch.equal(a, b)
     _call(i)
     assert planned == [1]                      # without the hook the plan's backward runs
+
+
+def test_a_saved_tensor_hook_that_hands_probs_back_strided_takes_the_unplanned_backward(device, fresh_plans,
+                                                                                       monkeypatch):
+    """A saved-tensor hook that hands probs back as a strided view (every other element of a
+    larger buffer, the same values) sends the backward to the unplanned one: the gradients
+    equal the call without the hook bit for bit. The backward plan's launches read probs at
+    unit stride, and would read the buffer's other elements."""
+    i = _inputs(device, dtype=torch.float32, seed=7)
+    want = _call(i)
+    planned = []
+    run = compose.BackwardPlan.run
+    monkeypatch.setattr(compose.BackwardPlan, "run", lambda self, *a, **k: planned.append(1) or run(self, *a, **k))
+
+    def unpack(t):
+        if t.dtype == torch.float32 and t.dim() == 1:   # probs alone is 1-D float32
+            strided = torch.full((2 * t.shape[0],), float("nan"), device=t.device)[::2]
+            return strided.copy_(t)
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        got = _call(i)
+    assert planned == []
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and torch.equal(a, b)
 
 
 def test_a_one_row_gradient_of_unit_row_stride_takes_the_unplanned_backward(device, fresh_plans, monkeypatch):

@@ -426,3 +426,13 @@ def test_collect_finds_the_backward_of_closures_and_dataclass_outputs():
     model = Wrapped()
     assert set(tuning.model.collect(model, x)) == both
     assert alpha.grad is None and all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("rows,bucket", [(1, 1), (31, 32), (32, 32), (33, 64), (63, 64), (64, 64), (65, 128)])
+def test_the_row_bucket_is_the_next_power_of_two_at_or_above(rows, bucket):
+    """The key's row bucket for row counts just below, at and above a power of two: a count
+    one past a power of two looks up the next bucket's entry (the one a sweep of that count
+    records), never the entry below it."""
+    from tilefuse.ops.dyt.tune import key_of
+    assert key_of(DyTProblem("fwd", rows, 16, 4, False)) == f"fwd-M{bucket}-N16-x4"
+    assert key_of(DyTProblem("bwd", rows, 16, 2, True)) == f"bwd-M{bucket}-N16-x2-cf"
