@@ -454,7 +454,7 @@ TOKEN_ROUTES = [
 
 @pytest.mark.parametrize("dynamic", ["automatic", "mark_dynamic", "dynamic=True"])
 @pytest.mark.parametrize("level,winner", TOKEN_ROUTES)
-def test_compiled_calls_with_a_dynamic_token_count(dynamic, level, winner):
+def test_compiled_calls_with_a_dynamic_token_count(dynamic, level, winner, device):
     """torch.compile(fullgraph=True) with the token count T dynamic (torch's automatic dynamic
     shapes after a second T, mark_dynamic on x's rows, or dynamic=True, where H, F and E are
     SymInts too): the model sizes reach the route lookup as plain ints (api._static_size), and
@@ -464,20 +464,21 @@ def test_compiled_calls_with_a_dynamic_token_count(dynamic, level, winner):
     runs it (the fused custom op, not the compose route's). Elsewhere one graph takes every T
     (before, every level traced once per bucket, and a ninth bucket failed fullgraph on
     Dynamo's recompile limit). Every call gives the eager call's bits (before the bucket, a
-    dynamic T failed tracing: assume_constant_result cannot take a SymInt)."""
+    dynamic T failed tracing: assume_constant_result cannot take a SymInt). On the suite's
+    device: kernels run on a GPU, or on the CPU in the interpreter."""
     from torch._dynamo.testing import CompileCounterWithBackend
     from tilefuse.nn import GroupedGLUMLP
     from tilefuse.ops.grouped_glu_mlp.configs import heuristic
     torch.manual_seed(0)
-    m = GroupedGLUMLP(2, 16, 32)
+    m = GroupedGLUMLP(2, 16, 32, device=device)
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(m, fullgraph=True, backend=counter, dynamic=True if dynamic == "dynamic=True" else None)
     entry = {"H16-F32-E2-x4-T16-swiglu-s32": heuristic("fwd", 4)} if winner else {}
     with tilefuse.tuning.registered("grouped_glu_mlp", entry), tilefuse.level(level):
         for T in (6, 10, 12, 40):
-            x, probs = torch.randn(T, 16), torch.rand(T)
-            counts = torch.tensor([T // 2, T - T // 2])
+            x, probs = torch.randn(T, 16, device=device), torch.rand(T, device=device)
+            counts = torch.tensor([T // 2, T - T // 2], device=device)
             if dynamic == "mark_dynamic":
                 torch._dynamo.mark_dynamic(x, 0)
                 torch._dynamo.mark_dynamic(probs, 0)
@@ -494,21 +495,21 @@ def test_compiled_calls_with_a_dynamic_token_count(dynamic, level, winner):
         assert all(o == {"tilefuse.grouped_mlp_compose_fwd.default"} for o in ops), ops
 
 
-def test_compiled_token_counts_over_more_buckets_than_the_recompile_limit():
+def test_compiled_token_counts_over_more_buckets_than_the_recompile_limit(device):
     """Token counts over 11 power-of-two buckets (more than Dynamo's recompile_limit, 8)
     through one fullgraph compile at level 1, where the route cannot depend on T: one graph,
     the eager call's bits at every T (before, the ninth bucket's retrace failed fullgraph)."""
     from torch._dynamo.testing import CompileCounterWithBackend
     from tilefuse.nn import GroupedGLUMLP
     torch.manual_seed(0)
-    m = GroupedGLUMLP(2, 16, 32)
+    m = GroupedGLUMLP(2, 16, 32, device=device)
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(m, fullgraph=True, backend=counter, dynamic=True)
     with tilefuse.level(1):
         for T in (3, 5, 9, 17, 33, 65, 129, 257, 513, 1025, 2049):   # none equal to E (duck sizing)
-            x, probs = torch.randn(T, 16), torch.rand(T)
-            counts = torch.tensor([T // 2, T - T // 2])
+            x, probs = torch.randn(T, 16, device=device), torch.rand(T, device=device)
+            counts = torch.tensor([T // 2, T - T // 2], device=device)
             assert torch.equal(compiled(x, counts, probs), m(x, counts, probs)), T
     assert counter.frame_count == 1
 
