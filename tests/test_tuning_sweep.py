@@ -410,6 +410,57 @@ def test_a_smaller_sweep_problem_is_swept_and_recorded_and_one_with_another_key_
     assert seen == []
 
 
+def test_candidates_are_checked_on_the_familys_check_problem_and_timed_on_the_swept_one(monkeypatch):
+    """A family's check_problem (a size of the key that leaves partial last tiles) is the one
+    the correctness check makes and runs, for the baseline and every candidate; timing makes
+    and runs the swept problem. A candidate wrong only at the check problem's size is rejected
+    (before, the check ran the key's power-of-two size, whose tiles are all full, and such a
+    candidate could win); one whose key differs is refused before anything runs."""
+    fam = family([Config(16), Config(32)])
+    made, ran = [], []
+    make, run = fam.make_inputs, fam.run
+    monkeypatch.setattr(fam, "make_inputs", lambda p, d, seed: made.append(p) or make(p, d, seed))
+
+    def partial_tile_bug(p, choice, inputs):
+        ran.append(p)
+        out = run(p, choice, inputs)
+        if choice == Config(32) and p.size == 1:   # only at the check problem's size
+            out["y"][-1] += 1.0
+        return out
+    monkeypatch.setattr(fam, "run", partial_tile_bug)
+    monkeypatch.setattr(fam, "check_problem", lambda p: dataclasses.replace(p, size=1))
+    result, timer = sweep({"baseline": 1.0, "t16": 0.9, "t32": 0.5})
+    checked, timed = Problem(16, 1), Problem(16)
+    assert made[:2] == [checked, checked] and set(made[2:]) == {timed}
+    assert ran.count(checked) == 4 and set(ran) == {checked, timed}   # baseline + candidate, twice
+    assert {c.name for c in result.with_status(REJECTED)} == {"t32"} and result.winner == Config(16)
+    monkeypatch.setattr(fam, "check_problem", lambda p: Problem(8))
+    made.clear()
+    with pytest.raises(SweepError, match=r"check_problem made .*whose key differs \('n8', not 'n16'\)"):
+        sweep({"baseline": 1.0, "t16": 0.5})
+    assert made == []
+
+
+def test_dyt_and_so2_check_problems_keep_the_key_and_leave_partial_tiles():
+    """dyt's check problem is one row fewer than its even (power-of-two) row count, so2's one
+    edge more than its even edge count: the same key, an odd size (a partial last row block for
+    every power-of-two tile); odd sizes are checked as they are."""
+    from tilefuse.ops.dyt.configs import DyTProblem
+    from tilefuse.ops.dyt.tune import FAMILY as dyt_family
+    from tilefuse.ops.so2_mixing_stack import tune as so2_tune
+    for p in dyt_family.default_problems() + [DyTProblem("bwd", 4, 16, 2, True)]:
+        q = dyt_family.check_problem(p)
+        assert dyt_family.key(q) == dyt_family.key(p) and q.n_rows == p.n_rows - 1
+        assert dataclasses.replace(q, n_rows=p.n_rows) == p
+    odd = DyTProblem("fwd", 37, 16, 4, False)
+    assert dyt_family.check_problem(odd) is odd and dyt_family.check_problem(DyTProblem("fwd", 2, 8, 4, False)).n_rows == 2
+    so2 = so2_tune.So2Family()
+    for p in so2.default_problems():
+        q = so2.check_problem(p)
+        assert so2.key(q) == so2.key(p) and q.n_edges == p.n_edges + 1
+    assert so2.check_problem(dataclasses.replace(p, n_edges=1001)).n_edges == 1001
+
+
 def test_a_problem_that_is_not_the_keys_own_is_recorded():
     """A problem of the key but not the key's representative one (a model's, from
     tilefuse.tune(model)) is recorded in ``sweep_problem`` too, so the entry's times say what

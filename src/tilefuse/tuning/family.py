@@ -156,6 +156,13 @@ class TuningFamily(abc.ABC):
         records it in the entry's ``measured["sweep_problem"]``."""
         return problem
 
+    def check_problem(self, problem):
+        """The problem a candidate's correctness check runs (sweep.py): ``problem`` itself by
+        default. A family whose swept size fills its tiles exactly (a power-of-two row or edge
+        count) returns one of the same key whose size leaves a partial last tile, so that a
+        config wrong only there is rejected, not recorded; timing keeps ``problem``."""
+        return problem
+
     @abc.abstractmethod
     def make_inputs(self, problem, device: torch.device, seed: int):
         """Fresh random inputs for ``problem`` on ``device`` (deterministic in ``seed``)."""

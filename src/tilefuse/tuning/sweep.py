@@ -5,7 +5,10 @@ The rules (docs/design.md, "The tuning mechanism"):
 
 - Check before timing: each candidate runs on fresh random inputs, with every fresh allocation
   poisoned with NaN, next to the baseline on the same inputs; the family compares (bitwise or
-  by its derived tolerance). Non-finite output or a mismatch rejects the candidate.
+  by its derived tolerance). Non-finite output or a mismatch rejects the candidate. The check
+  runs the family's ``check_problem``, a size of the same key that leaves partial last tiles
+  (dyt: one row fewer than the power-of-two bucket; so2: one edge more), so a config wrong
+  only there is rejected; timing runs the key's own size.
 - Engagement: every run must launch the kernels the family names for that choice, both when
   checked and when warmed up for timing. Otherwise a policy level or a guard sent it down
   another path, and the sweep raises instead of timing the same code twice.
@@ -254,6 +257,10 @@ class _Sweep:
                  rounds: int, seed: int):
         self.family, self.problem, self.device = family, problem, device
         self.key = family.key(problem)
+        self.check_problem = family.check_problem(problem)
+        if family.key(self.check_problem) != self.key:
+            raise SweepError(f"{family.name}: check_problem made {self.check_problem!r} of {problem!r}, whose key "
+                             f"differs ({family.key(self.check_problem)!r}, not {self.key!r}); nothing swept")
         self.baseline = family.baseline(problem)
         self.timer, self.rounds, self.seed = timer, rounds, seed
 
@@ -261,10 +268,11 @@ class _Sweep:
         return SweepError(f"{self.family.name} {self.key}: {name} raised {type(exc).__name__}: "
                           f"{exc}; sweep aborted, nothing recorded")
 
-    def run_engaged(self, name: str, choice, inputs) -> dict[str, torch.Tensor]:
+    def run_engaged(self, name: str, choice, inputs, problem=None) -> dict[str, torch.Tensor]:
+        problem = self.problem if problem is None else problem
         with launches.counting() as launched:
-            outputs = self.family.run(self.problem, choice, inputs)
-        missing = [k for k in self.family.expected_launches(self.problem, choice) if not launched[k]]
+            outputs = self.family.run(problem, choice, inputs)
+        missing = [k for k in self.family.expected_launches(problem, choice) if not launched[k]]
         if missing:
             raise EngagementError(
                 f"{self.family.name} {self.key}: {name} did not launch {', '.join(missing)} "
@@ -273,18 +281,19 @@ class _Sweep:
         return outputs
 
     def check(self, candidate, name: str, seed: int) -> tuple[list[str], dict | None]:
-        """(mismatches of ``candidate`` against the baseline on fresh inputs (empty: passed),
-        the family's validation record). Exceptions from the candidate propagate; the
-        baseline's, and the family's while it makes the inputs, abort the sweep (they are no
-        candidate's failure)."""
+        """(mismatches of ``candidate`` against the baseline on fresh inputs of the family's
+        check_problem (empty: passed), the family's validation record). Exceptions from the
+        candidate propagate; the baseline's, and the family's while it makes the inputs, abort
+        the sweep (they are no candidate's failure)."""
+        problem = self.check_problem
         try:
-            inputs = self.family.make_inputs(self.problem, self.device, seed)
+            inputs = self.family.make_inputs(problem, self.device, seed)
         except Exception as exc:   # noqa: BLE001  reported as the sweep's failure, with its cause
             raise self.abort("making the check inputs", exc) from exc
         with poisoned_allocations():
             want = self._guarded("baseline", self.baseline,
-                                 lambda: self.run_engaged("baseline", self.baseline, inputs))
-            got = self.run_engaged(name, candidate, inputs)
+                                 lambda: self.run_engaged("baseline", self.baseline, inputs, problem))
+            got = self.run_engaged(name, candidate, inputs, problem)
         for out_name, t in want.items():
             if not torch.isfinite(t).all():
                 raise SweepError(f"{self.family.name} {self.key}: the baseline's {out_name} is not "
@@ -294,7 +303,7 @@ class _Sweep:
         if bad:
             return bad, None
         with poisoned_allocations():   # the runs a family's validate makes itself (so2's level 3) too
-            return self.family.validate(self.problem, candidate, inputs, got, want)
+            return self.family.validate(problem, candidate, inputs, got, want)
 
     def timed_sampler(self, name: str, choice, buffers: list) -> Callable[[], float]:
         for inputs in buffers:   # warm-up, and engagement proven in the timed setting itself

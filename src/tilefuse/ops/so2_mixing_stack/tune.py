@@ -481,6 +481,13 @@ class So2Family(TuningFamily):
                 edges = max(floor, edges // 2)
         return problem if edges == problem.n_edges else dataclasses.replace(problem, n_edges=edges)
 
+    def check_problem(self, problem: So2Problem) -> So2Problem:
+        """One edge more where the edge count is even (a sweep's power of two): E is not part
+        of the key, and an odd E leaves a partial last row block for every tile."""
+        if problem.n_edges % 2 == 0:
+            return dataclasses.replace(problem, n_edges=problem.n_edges + 1)
+        return problem
+
     def run(self, problem: So2Problem, choice: So2Config, inputs: So2Inputs) -> dict:
         i, d = inputs, So2Dims(problem.lmax, problem.focus_dim)
         if problem.forward or problem.level3:     # the forward runs from u0 with the choice's tiles
