@@ -461,6 +461,34 @@ def test_grouped_check_verifies_the_op_as_called_and_can_fail_it(monkeypatch, de
     assert not rows[path]["ok"] and rows["compose route vs float64 reference"]["ok"]
 
 
+def test_grouped_check_compares_the_quantizers_bitwise_and_can_fail_them(monkeypatch, device):
+    """Each recipe's quantizer has a row: its kernels against its reference (level 0), data,
+    scales and amax bit for bit, on rows and K that leave partial tiles. A kernel whose mxfp8
+    scales are one exponent off (a valid encoding, as accurate, which the recipes' normwise GEMM
+    rows pass) fails its rows and no other; so does a kernel that launches nothing."""
+    from tilefuse.check import grouped
+    from tilefuse.quant import api as quant_api
+
+    def rows():
+        return {r["case"]: r for r in grouped._quantizer_rows(device, quick=False)}
+
+    clean = rows()
+    assert len(clean) == 8 and all(r["ok"] for r in clean.values()), clean
+    assert {c.split("-")[0] for c in clean} == {"fp8_block", "mxfp8", "nvfp4"}
+    real = quant_api.launch.mxfp8
+
+    def off_by_one_exponent(x, swizzle):
+        data, scales = real(x, swizzle)
+        return data, scales + 1
+    monkeypatch.setattr(quant_api.launch, "mxfp8", off_by_one_exponent)
+    broken = rows()
+    failed = {c for c, r in broken.items() if not r["ok"]}
+    assert failed == {c for c in clean if c.startswith("mxfp8")} and len(failed) == 2
+    assert all(broken[c]["detail"] == "bits differ" for c in failed)
+    monkeypatch.setattr(quant_api, "_use_kernels", lambda x: False)   # the reference on both sides
+    assert all(r["detail"] == "kernels did not launch" for r in rows().values())
+
+
 def test_grouped_check_verifies_float16_at_its_own_bound(monkeypatch, device):
     """float16 inputs have their rows (the fused kernels, the compose route, the op as called)
     under float16's bound, 2e-3 normwise, not bfloat16's 1.6e-2: a fused result off by 4e-3

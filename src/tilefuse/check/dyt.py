@@ -1,4 +1,4 @@
-"""`tilefuse check` section for DyT: verification of every path and dtype combination, and on
+"""`tilefuse check` section for DyT: verification of each path and dtype combination, and on
 a GPU the benchmark against eager PyTorch, torch.compile and Liger-Kernel."""
 
 from __future__ import annotations

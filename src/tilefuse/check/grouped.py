@@ -282,9 +282,53 @@ def _verify(quick: bool, device: str, progress: Callable) -> list[dict]:
         H, F = recipe_shapes[recipe]
         rcfg = None if gpu else SMALL_RECIPE[recipe]
         out += _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, rcfg)
+    out += _quantizer_rows(device, quick)
     if gpu:   # the table's configs, where a GPU has one (the CPU's holds no grouped entries)
         for key, winner, p in progress(table_picks(quick), desc="grouped table picks verify"):
             out.append(_table_pick_case(counts, key, winner, p, device))
+    return out
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _quantizer_rows(device: str, quick: bool) -> list[dict]:
+    """The recipes' quantizers (tilefuse.quant) on their kernels against their plain-PyTorch
+    reference (level 0), bit for bit: the data, scales and amax of each. The recipe rows above
+    compare GEMM outputs normwise, which a quantizer's wrong scale (still a valid encoding,
+    as accurate) can pass. Rows and K leave partial tiles."""
+    from .. import quant
+    rows, k = (1037, 2304) if device == "cuda" else (53, 256)
+    variants = [("fp8_block", quant.quantize_fp8_block, dict(block=(1, 128))),
+                ("fp8_block", quant.quantize_fp8_block, dict(block=(128, 128), pow2_scales=True)),
+                ("mxfp8", quant.quantize_mxfp8, dict(swizzle=True)),
+                ("nvfp4", quant.quantize_nvfp4, dict(block_2d=True, swizzle=True)),
+                ("nvfp4", quant.quantize_nvfp4, dict(rht=True))]
+    if not quick:
+        variants += [("fp8_block", quant.quantize_fp8_block, dict(block=(1, 128), pow2_scales=True)),
+                     ("mxfp8", quant.quantize_mxfp8, dict()),
+                     ("nvfp4", quant.quantize_nvfp4, dict())]
+    gen = torch.Generator(device=device).manual_seed(11)
+    x = (torch.randn(rows, k, generator=gen, device=device) *
+         torch.exp(4 * torch.randn(rows, 1, generator=gen, device=device))).to(torch.bfloat16)
+    out = []
+    for name, fn, kw in variants:
+        with policy.level(1), launches.counting() as launched:
+            got = fn(x, **kw)
+        with policy.level(0):
+            want = fn(x, **kw)
+        errors = {}
+        for field in ("data", "scales", "amax"):
+            a, b = getattr(got, field, None), getattr(want, field, None)
+            if b is not None:
+                same = a is not None and a.shape == b.shape and torch.equal(_bytes(a), _bytes(b))
+                errors[field] = 0.0 if same else (float((_bytes(a) != _bytes(b)).float().mean())
+                                                  if a is not None and a.shape == b.shape else 1.0)
+        engaged = any(n.startswith("quant_") and c for n, c in launched.items())
+        case = f"{name}-{rows}x{k}-bfloat16-" + ("-".join(f"{a}={v}" for a, v in kw.items()) or "defaults")
+        out.append(verification_row("grouped_glu_mlp", f"quantizer {name} kernels vs its reference (bitwise)",
+                                    case, errors, 0.0, engaged, over_bound="bits differ"))
     return out
 
 
