@@ -507,13 +507,15 @@ def test_range_sets_scale_by_powers_of_two_near_the_limits():
 
 def test_sweep_validates_the_variant_and_records_it(tuning_table, one_variant, monkeypatch, device):
     """The record names the key and the variant it validated, at production-size edges: a
-    problem of fewer (37 here, a model's example) is swept at LEVEL3_MIN_EDGES."""
+    problem of fewer (37 here, a model's example) is swept at LEVEL3_MIN_EDGES, and its
+    candidates checked and validated at one edge more (the family's check_problem: a partial
+    last row block)."""
     monkeypatch.setattr(so2_tune, "LEVEL3_MIN_EDGES", 40)
     result = _sweep(device, one_variant)
     (cand,) = result.candidates
     assert cand.status == TIMED, cand.reason
     record = cand.validation
-    assert record["passed"] is True and record["edges"] == 40 and "n_edges=40" in result.resized
+    assert record["passed"] is True and record["edges"] == 41 and "n_edges=40" in result.resized
     assert (record["key"], record["config"]) == (f"L{LMAX}-C{CF}-x4-l3", one_variant.name)
     assert set(record["errors"]) == {"x_local", "grad_u0", "grad_alpha", "dw0", "dw1", "dgw"}
     assert record["weight_grads"] is True   # the training backward validated too
