@@ -485,11 +485,22 @@ def test_a_saved_tensor_hook_that_changes_a_bias_layout_takes_the_unplanned_back
         assert torch.equal(a, b)
 
 
-def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(device, fresh_plans, monkeypatch):
-    """A saved-tensor hook that hands probs back in another dtype (float64, the same values)
-    sends the backward to the unplanned one, which specialises on it: the gradients equal the
-    call without the hook bit for bit. The backward plan's launches were compiled for float32
-    probs, and would read float64 memory as float32 on the GPU."""
+def _probs_as_float64(t):
+    return t.double()
+
+
+def _probs_strided(t):
+    return torch.full((2 * t.shape[0],), float("nan"), device=t.device)[::2].copy_(t)
+
+
+@pytest.mark.parametrize("unpack_probs", [_probs_as_float64, _probs_strided], ids=["float64", "strided"])
+def test_a_saved_tensor_hook_that_changes_probs_takes_the_unplanned_backward(unpack_probs, device, fresh_plans,
+                                                                            monkeypatch):
+    """A saved-tensor hook that hands probs back in another dtype (float64) or as a strided
+    view (every other element of a larger buffer), the same values, sends the backward to the
+    unplanned one, which specialises on it: the gradients equal the call without the hook bit
+    for bit. The backward plan's launches were compiled for contiguous float32 probs, and
+    would read float64 memory as float32 on the GPU, or the buffer's other elements."""
     i = _inputs(device, dtype=torch.float32, seed=7)
     want = _call(i)
     planned = []
@@ -497,7 +508,7 @@ def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(d
     monkeypatch.setattr(compose.BackwardPlan, "run", lambda self, *a, **k: planned.append(1) or run(self, *a, **k))
 
     def unpack(t):
-        return t.double() if t.dtype == torch.float32 and t.dim() == 1 else t   # probs alone is 1-D float32
+        return unpack_probs(t) if t.dtype == torch.float32 and t.dim() == 1 else t   # probs alone is 1-D float32
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
         got = _call(i)
     assert planned == []
@@ -505,30 +516,6 @@ def test_a_saved_tensor_hook_that_changes_a_dtype_takes_the_unplanned_backward(d
         assert a.dtype == b.dtype and torch.equal(a, b)
     _call(i)
     assert planned == [1]                      # without the hook the plan's backward runs
-
-
-def test_a_saved_tensor_hook_that_hands_probs_back_strided_takes_the_unplanned_backward(device, fresh_plans,
-                                                                                       monkeypatch):
-    """A saved-tensor hook that hands probs back as a strided view (every other element of a
-    larger buffer, the same values) sends the backward to the unplanned one: the gradients
-    equal the call without the hook bit for bit. The backward plan's launches read probs at
-    unit stride, and would read the buffer's other elements."""
-    i = _inputs(device, dtype=torch.float32, seed=7)
-    want = _call(i)
-    planned = []
-    run = compose.BackwardPlan.run
-    monkeypatch.setattr(compose.BackwardPlan, "run", lambda self, *a, **k: planned.append(1) or run(self, *a, **k))
-
-    def unpack(t):
-        if t.dtype == torch.float32 and t.dim() == 1:   # probs alone is 1-D float32
-            strided = torch.full((2 * t.shape[0],), float("nan"), device=t.device)[::2]
-            return strided.copy_(t)
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
-        got = _call(i)
-    assert planned == []
-    for a, b in zip(got, want):
-        assert a.dtype == b.dtype and torch.equal(a, b)
 
 
 def test_a_one_row_gradient_of_unit_row_stride_takes_the_unplanned_backward(device, fresh_plans, monkeypatch):
