@@ -194,6 +194,10 @@ def test_an_alpha_init_the_parameters_dtype_cannot_hold_is_refused(alpha_init, d
         convert_layernorm_to_dyt(model, alpha_init=lambda name: 0.5 if name == "0" else alpha_init)
     assert [type(m) for m in model] == [nn.LayerNorm, nn.LayerNorm]
     assert DyT(8, alpha_init=6e4, dtype=torch.float16).alpha.isfinite().all()   # the largest such float16 holds
+    with torch.device("meta"):   # deferred init: the check reads no meta value
+        assert DyT(8).alpha.is_meta and isinstance(convert_layernorm_to_dyt(nn.LayerNorm(8)), DyT)
+        with pytest.raises(ValueError, match="alpha_init"):
+            DyT(8, alpha_init=1e5, dtype=torch.float16)
 
 
 def test_a_norm_without_weight_takes_its_ancestors_device_and_dtype():

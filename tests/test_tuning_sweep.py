@@ -441,17 +441,28 @@ def test_candidates_are_checked_on_the_familys_check_problem_and_timed_on_the_sw
     assert made == []
 
 
-def test_dyt_and_so2_check_problems_keep_the_key_and_leave_partial_tiles():
-    """dyt's check problem is one row fewer than its even (power-of-two) row count, so2's one
-    edge more than its even edge count: the same key, an odd size (a partial last row block for
-    every power-of-two tile); odd sizes are checked as they are."""
+def test_check_problems_keep_the_key_and_leave_partial_tiles():
+    """dyt's check problem has an odd row count of the key's bucket (one row fewer than an even
+    count; channels-first, the first odd count below whose rows still split into several
+    channels, so the check reads a weight per channel), so2's one edge more than an even edge
+    count: the same key, a partial last row block for every power-of-two tile; odd sizes are
+    checked as they are. grouped_glu_mlp keeps its problem: its random expert counts leave
+    partial row tiles at the key's T, two experts included (before, one of two took every
+    token: full tiles)."""
     from tilefuse.ops.dyt.configs import DyTProblem
     from tilefuse.ops.dyt.tune import FAMILY as dyt_family
+    from tilefuse.ops.dyt.tune import _channels
+    from tilefuse.ops.grouped_glu_mlp.tune import FAMILY as grouped_family, GroupedProblem
     from tilefuse.ops.so2_mixing_stack import tune as so2_tune
-    for p in dyt_family.default_problems() + [DyTProblem("bwd", 4, 16, 2, True)]:
+    cf = [DyTProblem("bwd", rows, 64, 4, True) for rows in (4, 32, 4096, 8192, 2 ** 19)]
+    for p in dyt_family.default_problems() + cf:
         q = dyt_family.check_problem(p)
-        assert dyt_family.key(q) == dyt_family.key(p) and q.n_rows == p.n_rows - 1
+        assert dyt_family.key(q) == dyt_family.key(p) and q.n_rows % 2 == 1 and q.n_rows < p.n_rows
         assert dataclasses.replace(q, n_rows=p.n_rows) == p
+        if p.param_per_row and p.n_rows > 4:
+            assert _channels(q.n_rows) > 1, (p, q)
+        elif not p.param_per_row:
+            assert q.n_rows == p.n_rows - 1
     odd = DyTProblem("fwd", 37, 16, 4, False)
     assert dyt_family.check_problem(odd) is odd and dyt_family.check_problem(DyTProblem("fwd", 2, 8, 4, False)).n_rows == 2
     so2 = so2_tune.So2Family()
@@ -459,6 +470,12 @@ def test_dyt_and_so2_check_problems_keep_the_key_and_leave_partial_tiles():
         q = so2.check_problem(p)
         assert so2.key(q) == so2.key(p) and q.n_edges == p.n_edges + 1
     assert so2.check_problem(dataclasses.replace(p, n_edges=1001)).n_edges == 1001
+    x = dyt_family.make_inputs(dyt_family.check_problem(cf[2]), torch.device("cpu"), 0).x
+    assert x.shape == (9, 455, 64)                 # 4095 rows: 455 channels, not 1
+    p = GroupedProblem.of(256, 16, 32, 2, 2, "swiglu", 32, False)
+    assert grouped_family.check_problem(p) is p
+    counts = grouped_family.make_inputs(p, torch.device("cpu"), 0)["counts"]
+    assert counts.sum() == 256 and all(0 < int(c) and int(c) % 64 for c in counts), counts
 
 
 def test_a_problem_that_is_not_the_keys_own_is_recorded():

@@ -138,7 +138,8 @@ def _check_alpha_fits(where: str, alpha_init, dtype) -> None:
     """A finite alpha_init that the parameters' dtype (``None``: torch's default) rounds to inf
     (1e5 in float16): refused, as the inf alpha would make the outputs NaN."""
     dtype = torch.get_default_dtype() if dtype is None else dtype
-    if not math.isfinite(torch.tensor(float(alpha_init), dtype=torch.float64).to(dtype).item()):
+    # on the CPU whatever the default device (meta under deferred init: no value; CUDA: a sync)
+    if not math.isfinite(torch.tensor(float(alpha_init), dtype=torch.float64, device="cpu").to(dtype).item()):
         raise ValueError(f"{where}: alpha_init must be finite in the parameters' dtype {dtype}, got {alpha_init!r}")
 
 

@@ -7,8 +7,8 @@ The rules (docs/design.md, "The tuning mechanism"):
   poisoned with NaN, next to the baseline on the same inputs; the family compares (bitwise or
   by its derived tolerance). Non-finite output or a mismatch rejects the candidate. The check
   runs the family's ``check_problem``, a size of the same key that leaves partial last tiles
-  (dyt: one row fewer than the power-of-two bucket; so2: one edge more), so a config wrong
-  only there is rejected; timing runs the key's own size.
+  (dyt: an odd row count of the key's bucket; so2: one edge more), so a config wrong only
+  there is rejected; timing runs the key's own size.
 - Engagement: every run must launch the kernels the family names for that choice, both when
   checked and when warmed up for timing. Otherwise a policy level or a guard sent it down
   another path, and the sweep raises instead of timing the same code twice.

@@ -37,6 +37,13 @@ _KEY = re.compile(r"(fwd|bwd)-M(\d+)-N(\d+)-x(\d+)(-cf)?")
 # use the largest divisor of the row count up to this.
 _SWEEP_CHANNELS = 512
 
+
+@functools.lru_cache(maxsize=1024)
+def _channels(n_rows: int) -> int:
+    """The channel count a channels-first sweep's rows are laid out in: the largest divisor of
+    ``n_rows`` up to _SWEEP_CHANNELS (a power-of-two row count: its gcd with 512)."""
+    return next(c for c in range(min(n_rows, _SWEEP_CHANNELS), 0, -1) if n_rows % c == 0)
+
 _EPS32 = torch.finfo(torch.float32).eps
 
 
@@ -120,17 +127,26 @@ class DyTFamily(TuningFamily):
         return config.complexity()
 
     def check_problem(self, problem: DyTProblem) -> DyTProblem:
-        """One row fewer where the row count is even (a key's power-of-two bucket): the same
-        bucket, and a partial last row block for every block_m > 1."""
-        if problem.n_rows > 2 and problem.n_rows % 2 == 0:
-            return dataclasses.replace(problem, n_rows=problem.n_rows - 1)
-        return problem
+        """An odd row count of the same bucket where the swept one is even (a key's power of
+        two): a partial last row block for every block_m > 1. One row fewer, or for the
+        channels-first layout the first odd count below whose rows still split into several
+        channels (make_inputs: their largest divisor up to _SWEEP_CHANNELS; 2**k - 1 may be
+        prime), so the check still reads a weight per channel."""
+        rows = problem.n_rows
+        if rows <= 2 or rows % 2:
+            return problem
+        for fewer in range(1, min(rows // 2, 64), 2):
+            if next_power_of_2(rows - fewer) != next_power_of_2(rows):
+                break
+            if not problem.param_per_row or _channels(rows - fewer) > 1:
+                return dataclasses.replace(problem, n_rows=rows - fewer)
+        return dataclasses.replace(problem, n_rows=rows - 1)
 
     def make_inputs(self, problem: DyTProblem, device, seed: int) -> DyTInputs:
         gen = torch.Generator(device=device).manual_seed(seed)
         dtype = _SWEEP_DTYPE[problem.x_itemsize]
         if problem.param_per_row:
-            channels = math.gcd(problem.n_rows, _SWEEP_CHANNELS)
+            channels = _channels(problem.n_rows)
             shape = (problem.n_rows // channels, channels, problem.n_cols)
         else:
             channels = problem.n_cols

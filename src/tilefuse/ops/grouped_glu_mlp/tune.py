@@ -234,10 +234,11 @@ class GroupedFamily(TuningFamily):
         gen = torch.Generator(device=device).manual_seed(seed)
         dtype = _SWEEP_DTYPE[p.itemsize]
         T, H, F, E = p.n_tokens, p.hidden, p.ffn, p.n_experts
-        # Ragged split with a zero-token expert: multinomial counts over E - 1 experts (one expert
-        # takes every token)
+        # Ragged split: multinomial counts, so an expert's rows leave a partial last row tile
+        # (the sweep's check sees them at the key's power-of-two T), with a zero-token expert
+        # where E > 2 (over two experts that would leave one expert every token: full tiles)
         weights = torch.rand(E, generator=gen, device=device)
-        if E > 1:
+        if E > 2:
             weights[E // 2] = 0
         counts = torch.bincount(torch.multinomial(weights, T, replacement=True, generator=gen), minlength=E)
         return random_inputs(counts, H, F, dtype, bias=p.has_bias, device=device, generator=gen)
