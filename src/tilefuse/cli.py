@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilefuse", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"tilefuse {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="verify each op's paths on this machine against float64, benchmark on a GPU, write a report")
+    p = sub.add_parser("check", help="verify each op's paths on this machine against float64, benchmark on a GPU, "
+                                     "write a report")
     p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
     p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
     p.add_argument("--no-bench", action="store_true", help="verification only")

@@ -289,8 +289,12 @@ def _verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     return out
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().reshape(-1).view(torch.uint8)
+def _bits_differing(got: torch.Tensor, want: torch.Tensor) -> float:
+    """The fraction of ``want``'s bytes ``got`` differs in (1 for another shape or dtype)."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return 1.0
+    a, b = (t.contiguous().reshape(-1).view(torch.uint8) for t in (got, want))
+    return float((a != b).float().mean()) if a.numel() else 0.0
 
 
 def _quantizer_rows(device: str, quick: bool) -> list[dict]:
@@ -318,13 +322,8 @@ def _quantizer_rows(device: str, quick: bool) -> list[dict]:
             got = fn(x, **kw)
         with policy.level(0):
             want = fn(x, **kw)
-        errors = {}
-        for field in ("data", "scales", "amax"):
-            a, b = getattr(got, field, None), getattr(want, field, None)
-            if b is not None:
-                same = a is not None and a.shape == b.shape and torch.equal(_bytes(a), _bytes(b))
-                errors[field] = 0.0 if same else (float((_bytes(a) != _bytes(b)).float().mean())
-                                                  if a is not None and a.shape == b.shape else 1.0)
+        errors = {f: _bits_differing(getattr(got, f), getattr(want, f))
+                  for f in ("data", "scales", "amax") if hasattr(want, f)}
         engaged = any(n.startswith("quant_") and c for n, c in launched.items())
         case = f"{name}-{rows}x{k}-bfloat16-" + ("-".join(f"{a}={v}" for a, v in kw.items()) or "defaults")
         out.append(verification_row("grouped_glu_mlp", f"quantizer {name} kernels vs its reference (bitwise)",

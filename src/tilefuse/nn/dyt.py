@@ -14,7 +14,7 @@ from torch import nn
 
 from ..ops.dyt import dyt
 from ..ops.dyt.api import ACCEPTED_DTYPES
-from ..utils import check_dtype_arg, type_name
+from ..utils import check_bool, check_dtype_arg
 
 logger = logging.getLogger("tilefuse.nn")
 
@@ -152,9 +152,8 @@ def _check_args(num_features, alpha_init, bias, channels_last, dtype) -> None:
     if num_features < 1:
         raise ValueError(f"DyT: num_features must be >= 1, got {num_features}")
     _check_alpha_init("DyT", alpha_init)
-    for name, value in (("bias", bias), ("channels_last", channels_last)):
-        if not isinstance(value, bool):
-            raise TypeError(f"DyT: {name} must be a bool, got {type_name(value)}")
+    check_bool("DyT", "bias", bias)
+    check_bool("DyT", "channels_last", channels_last)
     check_dtype_arg("DyT", dtype, ACCEPTED_DTYPES)
     _check_alpha_fits("DyT", alpha_init, dtype)
 
@@ -312,8 +311,7 @@ def convert_layernorm_to_dyt(module: nn.Module, *, alpha_init: AlphaInit = 0.5, 
         raise TypeError(f"convert_layernorm_to_dyt: module must be a torch.nn.Module, got {type(module).__name__}")
     if not callable(alpha_init):
         _check_alpha_init("convert_layernorm_to_dyt", alpha_init)
-    if not isinstance(rmsnorm, bool):
-        raise TypeError(f"convert_layernorm_to_dyt: rmsnorm must be a bool, got {type_name(rmsnorm)}")
+    check_bool("convert_layernorm_to_dyt", "rmsnorm", rmsnorm)
     replaced, left, skipped, visited, assignments = {}, {}, {}, {}, []
     new_root = _plan(module, alpha_init, rmsnorm, "", (), replaced, visited, left, skipped, assignments)
     # Every DyT is made (and every check passed): only now is the model changed.

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..ops.grouped_glu_mlp.validate import (FLOAT_DTYPES, check_activation, check_glu_interleave, check_recipe,
                                             check_recipe_shapes)
-from ..utils import check_dtype_arg, type_name
+from ..utils import check_bool, check_dtype_arg
 
 GLU_LAYOUTS = ("interleaved", "halves")
 DEFAULT_GLU_INTERLEAVE = 32
@@ -54,8 +54,7 @@ def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave,
     recipe with its block rule on H and F, the parameters' dtype (None or one grouped_glu_mlp
     takes) and ``bias`` (a bool)."""
     check_dtype_arg(where, dtype, FLOAT_DTYPES)
-    if not isinstance(bias, bool):
-        raise TypeError(f"{where}: bias must be a bool, got {type_name(bias)}")
+    check_bool(where, "bias", bias)
     for name, value in sizes:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{where}: {name} must be a positive int, got {type(value).__name__}")

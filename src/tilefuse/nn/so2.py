@@ -10,7 +10,7 @@ from torch import nn
 from ..ops.so2_mixing_stack import so2_mixing_stack
 from ..ops.so2_mixing_stack.reference import So2Dims
 from ..ops.so2_mixing_stack.validate import FLOAT_DTYPES
-from ..utils import check_dtype_arg, type_name
+from ..utils import check_bool, check_dtype_arg
 
 
 class SO2MixingStack(nn.Module):
@@ -64,8 +64,7 @@ class SO2MixingStack(nn.Module):
                 raise TypeError(f"SO2MixingStack: {name} must be an int >= {minimum}, got {type(value).__name__}")
             if value < minimum:
                 raise ValueError(f"SO2MixingStack: {name} must be an int >= {minimum}, got {value!r}")
-        if not isinstance(apply_alpha, bool):
-            raise TypeError(f"SO2MixingStack: apply_alpha must be a bool, got {type_name(apply_alpha)}")
+        check_bool("SO2MixingStack", "apply_alpha", apply_alpha)
         check_dtype_arg("SO2MixingStack", dtype, FLOAT_DTYPES)
         self.lmax, self.focus_dim, self.n_focus, self.n_layers = lmax, focus_dim, n_focus, n_layers
         self.apply_alpha = apply_alpha

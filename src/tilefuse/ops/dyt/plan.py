@@ -37,7 +37,7 @@ from torch._subclasses.fake_tensor import maybe_get_fake_mode
 from ... import launches, policy
 from ...device import plan_cuda_device
 from ...tuning import table
-from ...utils import check_tensor, type_name
+from ...utils import check_bool, check_tensor
 from ..plan_cache import PlanCache
 from . import launch, reference
 
@@ -73,8 +73,7 @@ def validate(x, alpha, weight, bias, channels_last: bool) -> bool:
     f64 = check_float("x", x) | check_float("alpha", alpha) | check_float("weight", weight)
     if bias is not None:
         f64 |= check_float("bias", bias)
-    if not isinstance(channels_last, bool):
-        raise TypeError(f"dyt: channels_last must be a bool, got {type_name(channels_last)}")
+    check_bool("dyt", "channels_last", channels_last)
     if alpha.numel() != 1 or alpha.dim() > max(x.dim(), 1):
         # more dimensions than x would broadcast y to more dimensions than x on the reference paths
         raise ValueError(f"dyt: alpha must have one element and no more dimensions than x ({x.dim()}), "

@@ -44,6 +44,7 @@ def _channels(n_rows: int) -> int:
     ``n_rows`` up to _SWEEP_CHANNELS (a power-of-two row count: its gcd with 512)."""
     return next(c for c in range(min(n_rows, _SWEEP_CHANNELS), 0, -1) if n_rows % c == 0)
 
+
 _EPS32 = torch.finfo(torch.float32).eps
 
 

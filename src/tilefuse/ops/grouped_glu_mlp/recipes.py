@@ -315,8 +315,9 @@ def quantize_weight_pair(recipe: str, w: torch.Tensor, dgrad: bool = True
 # stream that wrote the pair with an event after the writes); None outside a scope. One entry
 # a weight: a call that needs no dgrad copy (no gradient) takes the forward's copy of a pair
 # that has one, and a call that needs the dgrad copy where the entry was made without it
-# quantizes the pair again and replaces the entry (the forward's copy is the same bits). An entry goes when its weight does (a per-call cast or copy, which no later call can
-# pass again), so the id is never another tensor's while the entry exists.
+# quantizes the pair again and replaces the entry (the forward's copy is the same bits). An
+# entry goes when its weight does (a per-call cast or copy, which no later call can pass
+# again), so the id is never another tensor's while the entry exists.
 _REUSE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tilefuse_reuse_quantized_weights",
                                                                      default=None)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from ...utils import check_tensor, type_name
+from ...utils import check_bool, check_tensor
 from .reference import So2Dims
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -63,8 +63,7 @@ def validate(u0, alpha, w0_all, w1_all, gw_all, *, lmax, focus_dim, apply_alpha)
     """
     _check_int("lmax", lmax, 1)
     _check_int("focus_dim", focus_dim, 1)
-    if not isinstance(apply_alpha, bool):
-        raise TypeError(f"{_OP}: apply_alpha must be a bool, got {type_name(apply_alpha)}")
+    check_bool(_OP, "apply_alpha", apply_alpha)
 
     # u0 first: it fixes F and E, and the others are checked against it.
     d = So2Dims(lmax, focus_dim)
