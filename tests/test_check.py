@@ -833,7 +833,7 @@ def test_the_report_says_which_standard_keys_the_tuning_table_covers(tuning_tabl
 def test_bench_exits_nonzero_when_a_benchmark_raised(tmp_path, monkeypatch, capsys):
     """`tilefuse bench` (benchmarks only): a benchmark that raised is a failed row of the
     report, and the exit status is 1, as `tilefuse check`'s is for a failed row (a CUDA device
-    faked: the sections' benchmarks are replaced by one that raises)."""
+    faked: the sections' benchmarks are replaced by one that raises, in this process)."""
     import torch
     import tilefuse.check as check
     from tilefuse.check.sections import OPS, section
@@ -846,7 +846,7 @@ def test_bench_exits_nonzero_when_a_benchmark_raised(tmp_path, monkeypatch, caps
                                                         "torch": "-", "triton": "-"})
     for op in OPS:
         monkeypatch.setattr(section(op), "benchmark", boom)
-    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress"]) == 1
+    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress", "--in-process"]) == 1
     assert "illegal memory access" in capsys.readouterr().out
 
 
@@ -872,13 +872,15 @@ def test_a_failed_tilefuse_benchmark_row_fails_the_check_and_a_failed_peer_does_
     for op in OPS:
         monkeypatch.setattr(section(op), "benchmark", lambda quick, progress: rows)
         monkeypatch.setattr(section(op), "plots", lambda out, b: [], raising=False)
-    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress", "--ops", "grouped_glu_mlp"]) == 1
+    assert main(["bench", "--out", str(tmp_path / "rep"), "--no-progress", "--ops", "grouped_glu_mlp",
+                 "--in-process"]) == 1
     failed = check.failed_tilefuse_rows("grouped_glu_mlp", rows)
     assert [r["path"] for r in failed] == ["benchmark: tilefuse (as called)"]
     assert not failed[0]["ok"] and "illegal memory access" in failed[0]["detail"] and failed[0]["case"] == "experts 8"
     rows["bf16"][0]["status"] = "ok"
     assert check.failed_tilefuse_rows("grouped_glu_mlp", rows) == []
-    assert main(["bench", "--out", str(tmp_path / "rep2"), "--no-progress", "--ops", "grouped_glu_mlp"]) == 0
+    assert main(["bench", "--out", str(tmp_path / "rep2"), "--no-progress", "--ops", "grouped_glu_mlp",
+                 "--in-process"]) == 0
 
 
 def test_failed_rows_of_tilefuse_kernels_count_whatever_their_names():
@@ -1065,7 +1067,7 @@ def test_a_failing_dyt_peer_keeps_the_bench_report_and_its_exit_status(tmp_path,
     monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
                                                         "torch": "-", "triton": "-"})
     out = tmp_path / "rep"
-    assert main(["bench", "--ops", "dyt", "--out", str(out), "--no-progress"]) == 0
+    assert main(["bench", "--ops", "dyt", "--out", str(out), "--no-progress", "--in-process"]) == 0
     report = json.loads((out / "report.json").read_text(),
                         parse_constant=lambda c: pytest.fail(f"{c} in report.json"))
     assert report["verification"] == [] and len(report["benchmarks"]["dyt"]["rows"]) == 2

@@ -74,7 +74,7 @@ def _refusal(args) -> str | None:
 def _check(args) -> int:
     from .check import run_check, summary
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
-                       ops=args.ops)
+                       ops=args.ops, isolate=not args.in_process)
     print(summary(result, args.out))
     return 0 if all(r["ok"] for r in result["verification"]) else 1
 
@@ -87,10 +87,15 @@ def _info(args) -> int:
 
 def _bench(args) -> int:
     from .check import run_check
-    result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=args.ops)
+    result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=args.ops,
+                       isolate=not args.in_process)
     print(open(os.path.join(args.out, "report.md")).read())
     # a benchmark that raised is a failed row of the report: the exit status says so
     return 0 if all(row["ok"] for row in result["verification"]) else 1
+
+
+IN_PROCESS_HELP = ("run every op's part in this process (default: each op's verification and benchmark in a "
+                   "child process, so one that crashes is a failed row and the rest still run)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bench", action="store_true", help="verification only")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
+    p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
     p.set_defaults(func=_check)
     sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
     p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
@@ -113,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
+    p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
     p.set_defaults(func=_bench)
     p = sub.add_parser("info", help="print the environment")
     p.set_defaults(func=_info)

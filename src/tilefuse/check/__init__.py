@@ -52,58 +52,104 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
 
 
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
-              verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS) -> dict:
+              verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS,
+              isolate: bool = False) -> dict:
     """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it.
 
     A section that raises is a failed row (verification) or a failed entry (benchmark) with
     the error, and the other sections still run; a report left in ``out_dir`` by an earlier
-    run is removed first, so a run that dies midway leaves none rather than an old one."""
+    run is removed first, so a run that dies midway leaves none rather than an old one.
+    ``isolate`` runs each op's verification and its benchmark in a child process of its own
+    (check.isolate; the CLI's default): a part whose process dies (a segfault in Triton's
+    interpreter, a CUDA context lost to an illegal memory access) is a failed row saying how
+    and where, and the parts after it run in fresh processes."""
     from . import report as rep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("report.json", "report.md"):
         (out / name).unlink(missing_ok=True)
-    progress = _progress(show_progress)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.time()
     result = {"environment": environment(), "ops": list(ops), "quick": quick, "tuning": tuning_coverage(ops),
               "verification": [], "benchmarks": {}, "plots": []}
+    ptxas_seen = []
     if verify:
         for op in ops:
-            try:
-                result["verification"] += section(op).verify(quick, device, progress)
-            except Exception as exc:   # noqa: BLE001  reported as a failure; the other ops still run
-                result["verification"].append(_raised_row(op, exc))
+            result["verification"] += _part(isolate, ptxas_seen, verify_op, op, "verification",
+                                            quick=quick, device=device, show_progress=show_progress)
     skipped = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
         if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
         if device == "cuda" and bench:
-            try:   # the section's import too: it raises where its module cannot load
-                mod = section(op)
-                result["benchmarks"][op] = b = mod.benchmark(quick, progress)
-            except Exception as exc:   # noqa: BLE001  reported; the other ops still run
-                result["benchmarks"][op] = {"skipped": f"the benchmark raised {type(exc).__name__}: {exc}"}
-                result["verification"].append(_raised_row(op, exc, "benchmark"))
-                continue
-            # tilefuse's own rows that failed are failures of the check (exit status 1), peers' not
-            result["verification"] += failed_tilefuse_rows(op, b)
-            if hasattr(mod, "plots"):
-                try:   # a plot that fails does not lose the run's report
-                    result["plots"] += mod.plots(out, b)
-                except Exception as exc:   # noqa: BLE001  reported as a failed row
-                    result["verification"].append(_raised_row(op, exc, "plots"))
+            done = _part(isolate, ptxas_seen, benchmark_op, op, "benchmark",
+                         quick=quick, show_progress=show_progress, out_dir=str(out))
+            result["benchmarks"][op] = done["benchmark"]
+            result["verification"] += done["rows"]
+            result["plots"] += done["plots"]
         else:
             result["benchmarks"][op] = {"skipped": skipped}
     # A torch.compile peer (benchmarks) switches Triton to torch's ptxas for the rest of the
     # process: the kernels compiled after it were assembled by that one (docs/design.md,
-    # "Which ptxas").
-    now = ptxas()
+    # "Which ptxas"). Isolated, each part starts on Triton's own; a part that switched says so.
+    now = next((p for p in ptxas_seen if p != result["environment"]["ptxas"]), None) or ptxas()
     if now != result["environment"]["ptxas"]:
         result["environment"]["ptxas"] = f"{result['environment']['ptxas']}, then {now} once torch.compile ran"
     result["wall_seconds"] = round(time.time() - t0, 1)
     rep.write_json(out / "report.json", result)
     rep.write_markdown(out / "report.md", result)
     return result
+
+
+def verify_op(op: str, quick: bool, device: str, show_progress: bool) -> list[dict]:
+    """One op's verification rows; a section that raises is one failed row."""
+    try:
+        return section(op).verify(quick, device, _progress(show_progress))
+    except Exception as exc:   # noqa: BLE001  reported as a failure; the other ops still run
+        return [_raised_row(op, exc)]
+
+
+def benchmark_op(op: str, quick: bool, show_progress: bool, out_dir: str) -> dict:
+    """One op's benchmark dict, the failed rows it adds (tilefuse's own failed timings, a
+    section that raised) and the plots it wrote into ``out_dir``."""
+    try:   # the section's import too: it raises where its module cannot load
+        mod = section(op)
+        b = mod.benchmark(quick, _progress(show_progress))
+    except Exception as exc:   # noqa: BLE001  reported; the other ops still run
+        return {"benchmark": {"skipped": f"the benchmark raised {type(exc).__name__}: {exc}"},
+                "rows": [_raised_row(op, exc, "benchmark")], "plots": []}
+    # tilefuse's own rows that failed are failures of the check (exit status 1), peers' not
+    rows, plots = failed_tilefuse_rows(op, b), []
+    if hasattr(mod, "plots"):
+        try:   # a plot that fails does not lose the run's report
+            plots = mod.plots(Path(out_dir), b)
+        except Exception as exc:   # noqa: BLE001  reported as a failed row
+            rows.append(_raised_row(op, exc, "plots"))
+    return {"benchmark": b, "rows": rows, "plots": plots}
+
+
+def _part(isolate: bool, ptxas_seen: list, fn, op: str, part: str, **kwargs):
+    """``fn(op, **kwargs)`` here, or with ``isolate`` in a child process (check.isolate); a
+    child that died stands as a failed row of ``part`` saying how."""
+    if not isolate:
+        return fn(op=op, **kwargs)
+    from . import isolate as iso
+    outcome = iso.call(f"{fn.__module__}:{fn.__qualname__}", {"op": op, **kwargs})
+    rows = [] if outcome.ok and not outcome.ended else [_died_row(op, part, outcome)]
+    if outcome.ptxas:
+        ptxas_seen.append(outcome.ptxas)
+    if part == "verification":
+        return (outcome.value if outcome.ok else []) + rows
+    if not outcome.ok:
+        return {"benchmark": {"skipped": f"the benchmark's {outcome.why()}"}, "rows": rows, "plots": []}
+    return {**outcome.value, "rows": outcome.value["rows"] + rows}
+
+
+def _died_row(op: str, part: str, outcome) -> dict:
+    """A failed verification row for a part whose child process died or raised outside the
+    section (check.isolate.Outcome); after its result, a crash at exit still fails the check."""
+    after = " after writing its result" if outcome.ok else ""
+    return {"op": op, "path": f"the {part} section", "case": "all", "ok": False, "errors": {},
+            "worst_error_over_bound": float("inf"), "detail": f"{outcome.why()}{after}"[:600]}
 
 
 def tuning_coverage(ops) -> dict:

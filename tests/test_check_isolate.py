@@ -1,0 +1,150 @@
+"""`tilefuse check` runs each op's verification and benchmark in a child process of its own
+(check.isolate): a part whose process crashes is a failed row naming how and where, and the
+parts after it still run and the report is still written.
+
+The targets the children run are this module's functions: a child gets the parent's import
+path, so it imports this file as ``test_check_isolate``."""
+
+import ctypes
+import json
+import os
+
+import pytest
+import torch
+
+from tilefuse import check
+from tilefuse.check import isolate
+from tilefuse.cli import main
+
+ME = __name__
+
+
+def _row(op: str, ok: bool = True) -> dict:
+    return {"op": op, "path": "p", "case": "c", "ok": ok, "errors": {}, "worst_error_over_bound": 0.0,
+            "detail": ""}
+
+
+def child_segfaults(op, **kw):
+    ctypes.string_at(0)          # reads address 0: SIGSEGV, as an interpreter store out of bounds may
+
+
+def child_returns(op, **kw):
+    return {"op": op, "inf": float("inf"), "pair": (1, 2), "kwargs": kw}
+
+
+def child_raises(op, **kw):
+    raise RuntimeError("an illegal memory access was encountered\nsecond line")
+
+
+def child_exits(op, **kw):
+    os._exit(3)
+
+
+def verify_so2_segfaults(op, quick, device, show_progress):
+    if op == "so2_mixing_stack":
+        child_segfaults(op)
+    return [_row(op)]
+
+
+def benchmark_dyt_segfaults(op, quick, show_progress, out_dir):
+    if op == "dyt":
+        child_segfaults(op)
+    return {"benchmark": {"rows": [], "pid": os.getpid()}, "rows": [], "plots": []}
+
+
+@pytest.mark.parametrize("target, ended, where", [
+    ("child_segfaults", "killed by signal SIGSEGV", "test_check_isolate.py:"),
+    ("child_raises", "raised RuntimeError: an illegal memory access was encountered", None),
+    ("child_exits", "exited with status 3", None)])
+def test_a_child_that_dies_says_how_and_where(target, ended, where):
+    out = isolate.call(f"{ME}:{target}", {"op": "dyt"})
+    assert not out.ok and out.value is None
+    assert ended in out.why() and "second line" not in out.why()
+    if where:   # faulthandler's frames, innermost first, the child's own left out
+        assert out.frames and where in " ".join(out.frames) and "child_segfaults" in out.frames[1]
+        assert not any(f.startswith("check/isolate.py") for f in out.frames)
+
+
+def test_a_child_returns_its_value_through_json():
+    out = isolate.call(f"{ME}:child_returns", {"op": "dyt", "quick": True})
+    assert out.ok and not out.ended
+    assert out.value == {"op": "dyt", "inf": float("inf"), "pair": [1, 2], "kwargs": {"quick": True}}
+
+
+def test_a_crashed_verification_is_a_failed_row_and_the_rest_run(tmp_path, monkeypatch):
+    """so2's verification segfaults in its child: a failed row saying so and where, dyt's and
+    grouped's verification (in their own children) still pass, the report is written. In
+    process the same crash would end the whole check with no report."""
+    monkeypatch.setattr(check, "verify_op", verify_so2_segfaults)
+    result = check.run_check(tmp_path, quick=True, bench=False, show_progress=False, isolate=True)
+    rows = result["verification"]
+    assert [(r["op"], r["ok"]) for r in rows] == [("dyt", True), ("so2_mixing_stack", False),
+                                                  ("grouped_glu_mlp", True)]
+    assert rows[1]["path"] == "the verification section"
+    assert "SIGSEGV" in rows[1]["detail"] and "verify_so2_segfaults" in rows[1]["detail"]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert [r["ok"] for r in doc["verification"]] == [True, False, True]
+    assert "SIGSEGV" in (tmp_path / "report.md").read_text()
+
+
+def test_a_crashed_benchmark_is_a_failed_row_and_the_rest_run(tmp_path, monkeypatch):
+    """On a (faked) GPU, dyt's benchmark child segfaults: its benchmark entry says why, a
+    failed row fails the check, and so2's benchmark ran in a process of its own."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "benchmark_op", benchmark_dyt_segfaults)
+    monkeypatch.setattr(check, "tuning_coverage", lambda ops: {"error": "not read in this test"})
+    monkeypatch.setattr(check, "environment", lambda: {"ptxas": "-", "tilefuse": "-", "device": "a faked GPU",
+                                                        "torch": "-", "triton": "-"})
+    monkeypatch.setattr("tilefuse.check.report.write_markdown", lambda path, result: path.write_text("report\n"))
+    result = check.run_check(tmp_path, quick=True, verify=False, show_progress=False, isolate=True,
+                             ops=("dyt", "so2_mixing_stack"))
+    assert "SIGSEGV" in result["benchmarks"]["dyt"]["skipped"]
+    assert result["benchmarks"]["so2_mixing_stack"]["pid"] not in (os.getpid(), None)
+    rows = result["verification"]
+    assert [(r["op"], r["path"], r["ok"]) for r in rows] == [("dyt", "the benchmark section", False)]
+
+
+def test_the_cli_isolates_by_default_and_in_process_on_request(tmp_path, monkeypatch):
+    """`tilefuse check` runs its parts in child processes unless --in-process is given."""
+    seen = []
+    monkeypatch.setattr(check, "run_check", lambda out, **kw: seen.append(kw["isolate"]) or {"verification": []})
+    monkeypatch.setattr(check, "summary", lambda result, out: "")
+    assert main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path)]) == 0
+    assert main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path), "--in-process"]) == 0
+    assert main(["bench", "--out", str(tmp_path), "--in-process"]) in (0, 2)   # 2: no CUDA device here
+    assert seen[:2] == [True, False]
+
+
+def verify_loses_the_cuda_context(op, quick, device, show_progress):
+    """A store far outside any allocation: the CUDA context is lost (a sticky error)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _store_far(ptr):
+        tl.store(ptr + (1 << 40), 1.0)
+    x = torch.zeros(4, device="cuda")
+    _store_far[(1,)](x)
+    torch.cuda.synchronize()
+    return [_row(op)]
+
+
+def verify_runs_on_the_gpu(op, quick, device, show_progress):
+    x = torch.arange(8.0, device="cuda")
+    return [_row(op, ok=bool((x * 2).sum().item() == 56.0))]
+
+
+def verify_lost_context_then_fresh(op, **kw):
+    return (verify_loses_the_cuda_context if op == "dyt" else verify_runs_on_the_gpu)(op, **kw)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_an_illegal_memory_access_does_not_fail_the_parts_after_it(tmp_path, monkeypatch):
+    """dyt's child loses its CUDA context to an out-of-bounds store; so2's child, a fresh
+    process, still runs on the GPU and passes (in one process every later launch would fail)."""
+    monkeypatch.setattr(check, "verify_op", verify_lost_context_then_fresh)
+    result = check.run_check(tmp_path, quick=True, bench=False, show_progress=False, isolate=True,
+                             ops=("dyt", "so2_mixing_stack"))
+    rows = result["verification"]
+    assert [(r["op"], r["ok"]) for r in rows] == [("dyt", False), ("so2_mixing_stack", True)]
+    assert "illegal" in rows[0]["detail"].lower() or "signal" in rows[0]["detail"]
