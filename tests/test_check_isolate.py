@@ -1,6 +1,6 @@
-"""`tilefuse check` runs each op's verification and benchmark in a child process of its own
-(check.isolate): a part whose process crashes is a failed row naming how and where, and the
-parts after it still run and the report is still written.
+"""`tilefuse check` runs each op's verification and benchmark (the parts) in a child process
+(check.isolate): a part whose process crashes is a failed row naming how and where, the parts
+after it run in a fresh child, and the report is still written.
 
 The targets the children run are this module's functions: a child gets the parent's import
 path, so it imports this file as ``test_check_isolate``."""
@@ -32,6 +32,10 @@ def child_returns(op, **kw):
     return {"op": op, "inf": float("inf"), "pair": (1, 2), "kwargs": kw}
 
 
+def child_pid(op, **kw):
+    return os.getpid()
+
+
 def child_raises(op, **kw):
     raise RuntimeError("an illegal memory access was encountered\nsecond line")
 
@@ -43,7 +47,7 @@ def child_exits(op, **kw):
 def verify_so2_segfaults(op, quick, device, show_progress):
     if op == "so2_mixing_stack":
         child_segfaults(op)
-    return [_row(op)]
+    return [{**_row(op), "detail": str(os.getpid())}]
 
 
 def benchmark_dyt_segfaults(op, quick, show_progress, out_dir):
@@ -71,6 +75,20 @@ def test_a_child_returns_its_value_through_json():
     assert out.value == {"op": "dyt", "inf": float("inf"), "pair": [1, 2], "kwargs": {"quick": True}}
 
 
+def test_one_child_runs_the_parts_and_a_fresh_one_follows_each_crash():
+    """Parts in order: one process until a part kills it; the part that died says how, the
+    one that raised says what, and each part after a death ran in a new process."""
+    parts = [(f"{ME}:{name}", {"op": "dyt"}) for name in
+             ("child_pid", "child_pid", "child_segfaults", "child_pid", "child_raises", "child_pid", "child_exits")]
+    out = isolate.run_parts(parts)
+    assert [o.ok for o in out] == [True, True, False, True, False, True, False]
+    pids = [o.value for o in out]
+    assert pids[0] == pids[1] and pids[3] == pids[5] and pids[0] != pids[3] and os.getpid() not in pids
+    assert "SIGSEGV" in out[2].why() and "child_segfaults" in out[2].why()
+    assert "raised RuntimeError" in out[4].why() and "status 3" in out[6].why()
+    assert [o.failed for o in out] == [False, False, True, False, True, False, True]
+
+
 def test_a_crashed_verification_is_a_failed_row_and_the_rest_run(tmp_path, monkeypatch):
     """so2's verification segfaults in its child: a failed row saying so and where, dyt's and
     grouped's verification (in their own children) still pass, the report is written. In
@@ -82,6 +100,7 @@ def test_a_crashed_verification_is_a_failed_row_and_the_rest_run(tmp_path, monke
                                                   ("grouped_glu_mlp", True)]
     assert rows[1]["path"] == "the verification section"
     assert "SIGSEGV" in rows[1]["detail"] and "verify_so2_segfaults" in rows[1]["detail"]
+    assert rows[0]["detail"] != rows[2]["detail"]      # grouped's ran in a fresh process
     doc = json.loads((tmp_path / "report.json").read_text())
     assert [r["ok"] for r in doc["verification"]] == [True, False, True]
     assert "SIGSEGV" in (tmp_path / "report.md").read_text()
@@ -105,14 +124,21 @@ def test_a_crashed_benchmark_is_a_failed_row_and_the_rest_run(tmp_path, monkeypa
 
 
 def test_the_cli_isolates_by_default_and_in_process_on_request(tmp_path, monkeypatch):
-    """`tilefuse check` runs its parts in child processes unless --in-process is given."""
+    """`tilefuse check` and `tilefuse bench` run their parts in a child process unless
+    --in-process is given (bench's refusal without CUDA faked away)."""
     seen = []
-    monkeypatch.setattr(check, "run_check", lambda out, **kw: seen.append(kw["isolate"]) or {"verification": []})
+
+    def fake_run_check(out, **kw):
+        seen.append((kw.get("verify", True), kw["isolate"]))
+        (tmp_path / "report.md").write_text("report\n")
+        return {"verification": []}
+    monkeypatch.setattr(check, "run_check", fake_run_check)
     monkeypatch.setattr(check, "summary", lambda result, out: "")
-    assert main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path)]) == 0
-    assert main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path), "--in-process"]) == 0
-    assert main(["bench", "--out", str(tmp_path), "--in-process"]) in (0, 2)   # 2: no CUDA device here
-    assert seen[:2] == [True, False]
+    monkeypatch.setattr("tilefuse.cli._refusal", lambda args: None)
+    for args in (["check", "--no-bench", "--ops", "dyt"], ["check", "--no-bench", "--in-process"],
+                 ["bench"], ["bench", "--in-process"]):
+        assert main([*args, "--out", str(tmp_path)]) == 0
+    assert seen == [(True, True), (True, False), (False, True), (False, False)]
 
 
 def verify_loses_the_cuda_context(op, quick, device, show_progress):
@@ -140,11 +166,11 @@ def verify_lost_context_then_fresh(op, **kw):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_an_illegal_memory_access_does_not_fail_the_parts_after_it(tmp_path, monkeypatch):
-    """dyt's child loses its CUDA context to an out-of-bounds store; so2's child, a fresh
+    """dyt's part loses its CUDA context to an out-of-bounds store; so2's part, in a fresh
     process, still runs on the GPU and passes (in one process every later launch would fail)."""
     monkeypatch.setattr(check, "verify_op", verify_lost_context_then_fresh)
     result = check.run_check(tmp_path, quick=True, bench=False, show_progress=False, isolate=True,
                              ops=("dyt", "so2_mixing_stack"))
     rows = result["verification"]
     assert [(r["op"], r["ok"]) for r in rows] == [("dyt", False), ("so2_mixing_stack", True)]
-    assert "illegal" in rows[0]["detail"].lower() or "signal" in rows[0]["detail"]
+    assert "illegal memory access" in rows[0]["detail"] and "context was lost" in rows[0]["detail"]

@@ -59,10 +59,11 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     A section that raises is a failed row (verification) or a failed entry (benchmark) with
     the error, and the other sections still run; a report left in ``out_dir`` by an earlier
     run is removed first, so a run that dies midway leaves none rather than an old one.
-    ``isolate`` runs each op's verification and its benchmark in a child process of its own
+    ``isolate`` runs each op's verification and benchmark (the parts) in a child process
     (check.isolate; the CLI's default): a part whose process dies (a segfault in Triton's
-    interpreter, a CUDA context lost to an illegal memory access) is a failed row saying how
-    and where, and the parts after it run in fresh processes."""
+    interpreter) or after which a CUDA launch fails (a context lost to an illegal memory
+    access) is a failed row saying how and where, and the parts after it run in a fresh
+    process."""
     from . import report as rep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,26 +73,31 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     t0 = time.time()
     result = {"environment": environment(), "ops": list(ops), "quick": quick, "tuning": tuning_coverage(ops),
               "verification": [], "benchmarks": {}, "plots": []}
-    ptxas_seen = []
-    if verify:
-        for op in ops:
-            result["verification"] += _part(isolate, ptxas_seen, verify_op, op, "verification",
-                                            quick=quick, device=device, show_progress=show_progress)
+    parts = [("verification", op, verify_op, {"quick": quick, "device": device, "show_progress": show_progress})
+             for op in (ops if verify else ())]
+    if device == "cuda" and bench:
+        parts += [("benchmark", op, benchmark_op, {"quick": quick, "show_progress": show_progress,
+                                                   "out_dir": str(out)}) for op in ops]
+    outcomes = _run_parts(isolate, parts)
+    for (part, op, _, _), outcome in zip(parts, outcomes):
+        died = [_died_row(op, part, outcome)] if outcome.failed else []
+        if part == "verification":
+            result["verification"] += (outcome.value if outcome.ok else []) + died
+            continue
+        done = outcome.value if outcome.ok else {
+            "benchmark": {"skipped": f"the benchmark's {outcome.why()}"}, "rows": [], "plots": []}
+        result["benchmarks"][op] = done["benchmark"]
+        result["verification"] += done["rows"] + died
+        result["plots"] += done["plots"]
     skipped = "no CUDA device; verification ran in Triton's interpreter at small sizes" \
         if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
-        if device == "cuda" and bench:
-            done = _part(isolate, ptxas_seen, benchmark_op, op, "benchmark",
-                         quick=quick, show_progress=show_progress, out_dir=str(out))
-            result["benchmarks"][op] = done["benchmark"]
-            result["verification"] += done["rows"]
-            result["plots"] += done["plots"]
-        else:
-            result["benchmarks"][op] = {"skipped": skipped}
+        result["benchmarks"].setdefault(op, {"skipped": skipped})
+    result["benchmarks"] = {op: result["benchmarks"][op] for op in ops}
     # A torch.compile peer (benchmarks) switches Triton to torch's ptxas for the rest of the
     # process: the kernels compiled after it were assembled by that one (docs/design.md,
     # "Which ptxas"). Isolated, each part starts on Triton's own; a part that switched says so.
-    now = next((p for p in ptxas_seen if p != result["environment"]["ptxas"]), None) or ptxas()
+    now = next((o.ptxas for o in outcomes if o.ptxas and o.ptxas != result["environment"]["ptxas"]), None) or ptxas()
     if now != result["environment"]["ptxas"]:
         result["environment"]["ptxas"] = f"{result['environment']['ptxas']}, then {now} once torch.compile ran"
     result["wall_seconds"] = round(time.time() - t0, 1)
@@ -127,29 +133,22 @@ def benchmark_op(op: str, quick: bool, show_progress: bool, out_dir: str) -> dic
     return {"benchmark": b, "rows": rows, "plots": plots}
 
 
-def _part(isolate: bool, ptxas_seen: list, fn, op: str, part: str, **kwargs):
-    """``fn(op, **kwargs)`` here, or with ``isolate`` in a child process (check.isolate); a
-    child that died stands as a failed row of ``part`` saying how."""
-    if not isolate:
-        return fn(op=op, **kwargs)
+def _run_parts(isolate: bool, parts: list) -> list:
+    """Each part's check.isolate.Outcome: ``fn(op, **kwargs)`` here, or with ``isolate`` in
+    a child process (one for all the parts, a fresh one after a part that crashed it)."""
     from . import isolate as iso
-    outcome = iso.call(f"{fn.__module__}:{fn.__qualname__}", {"op": op, **kwargs})
-    rows = [] if outcome.ok and not outcome.ended else [_died_row(op, part, outcome)]
-    if outcome.ptxas:
-        ptxas_seen.append(outcome.ptxas)
-    if part == "verification":
-        return (outcome.value if outcome.ok else []) + rows
-    if not outcome.ok:
-        return {"benchmark": {"skipped": f"the benchmark's {outcome.why()}"}, "rows": rows, "plots": []}
-    return {**outcome.value, "rows": outcome.value["rows"] + rows}
+    if not isolate:
+        return [iso.Outcome(ok=True, value=fn(op=op, **kwargs)) for _, op, fn, kwargs in parts]
+    return iso.run_parts([(f"{fn.__module__}:{fn.__qualname__}", {"op": op, **kwargs})
+                          for _, op, fn, kwargs in parts])
 
 
 def _died_row(op: str, part: str, outcome) -> dict:
-    """A failed verification row for a part whose child process died or raised outside the
-    section (check.isolate.Outcome); after its result, a crash at exit still fails the check."""
-    after = " after writing its result" if outcome.ok else ""
+    """A failed verification row for a part whose child process died, raised outside the
+    section or lost the CUDA context (check.isolate.Outcome): a crash after its rows were
+    written still fails the check."""
     return {"op": op, "path": f"the {part} section", "case": "all", "ok": False, "errors": {},
-            "worst_error_over_bound": float("inf"), "detail": f"{outcome.why()}{after}"[:600]}
+            "worst_error_over_bound": float("inf"), "detail": outcome.why()[:600]}
 
 
 def tuning_coverage(ops) -> dict:

@@ -1,13 +1,16 @@
-"""Run one part of `tilefuse check` in a child process, so a crash is a failed row, not the end.
+"""Run `tilefuse check`'s parts in a child process, so a crash is a failed row, not the end.
 
 A kernel that writes out of bounds can end the process that launched it: on the CPU, Triton's
 interpreter stores through raw addresses and may segfault; on a GPU an illegal memory access
 leaves the CUDA context unusable, so every later launch in that process fails too. Either way
-an in-process check would stop (no report) or blame every later section. ``call`` runs
-``module:function(**kwargs)`` in a fresh interpreter (``python -m tilefuse.check.isolate``),
-with the parent's import path and environment (``TRITON_INTERPRET`` included) and its output
-on the parent's terminal, and returns what the function returned, through JSON, or how the
-child died: its exit status or signal and the innermost Python frames ``faulthandler`` wrote.
+an in-process check would stop (no report) or blame every later part. ``run_parts`` runs a
+list of ``module:function(**kwargs)`` calls one after another in a child Python
+(``python -m tilefuse.check.isolate``) with the parent's import path and environment
+(``TRITON_INTERPRET`` included) and its output on the parent's terminal. Each part's return
+value comes back through JSON as it finishes. A child that dies inside a part (a signal, an
+exit) leaves that part's Outcome saying how, with the innermost Python frames ``faulthandler``
+wrote, and a fresh child runs the parts after it; so does a part after which a CUDA launch
+fails (the context lost). One child runs every part when nothing goes wrong.
 """
 
 from __future__ import annotations
@@ -32,9 +35,24 @@ class Outcome:
     ended: str = ""              # how the process ended when not cleanly: "signal SIGSEGV (...)"
     frames: tuple[str, ...] = ()  # innermost first, from faulthandler's dump
 
+    lost_context: bool = False   # a CUDA launch failed after the part: the next parts ran in a new child
+
+    @property
+    def failed(self) -> bool:
+        """Whether the part failed as a process, whatever its rows say."""
+        return not self.ok or bool(self.ended) or self.lost_context
+
     def why(self) -> str:
         """One line for a report: how the child ended and where."""
-        text = f"its process {self.ended}" if self.ended else "its process wrote no result"
+        said = []
+        if self.ended:
+            said.append(f"its process {self.ended}" + (" after writing its result" if self.ok else ""))
+        elif not self.ok:
+            said.append("its process wrote no result")
+        if self.lost_context:
+            said.append("a CUDA launch failed after it (the CUDA context was lost); the parts after it ran "
+                        "in a new process")
+        text = "; ".join(said)
         if self.frames:
             text += "; innermost frames: " + " <- ".join(self.frames)
         return text
@@ -71,12 +89,49 @@ def _frames(dump: str, keep: int = 4) -> tuple[str, ...]:
     return tuple(out)
 
 
+# A child's exit status when a part left the CUDA context unusable: the parts after it need a
+# fresh process.
+CONTEXT_LOST = 75
+
+
 def call(target: str, kwargs: dict) -> Outcome:
-    """Run ``target`` ("package.module:function") with ``kwargs`` (JSON-able) in a child
-    Python and return its Outcome. The child's stdout and stderr are the parent's."""
+    """One part, ``target`` ("package.module:function") with ``kwargs``, in a child."""
+    return run_parts([(target, kwargs)])[0]
+
+
+def run_parts(parts: list[tuple[str, dict]]) -> list[Outcome]:
+    """Each part's Outcome, in order (module docstring): the parts run in one child Python,
+    and in a fresh one after a part that killed its process or lost the CUDA context."""
+    outcomes: list[Outcome | None] = [None] * len(parts)
+    first = 0
+    while first < len(parts):
+        done, returncode, frames = _run_child(parts, first)
+        for index, doc in done.items():
+            if "raised" in doc:
+                outcomes[index] = Outcome(ok=False, ended=f"raised {doc['raised']}")
+            else:
+                outcomes[index] = Outcome(ok=True, value=doc["value"], ptxas=doc.get("ptxas"))
+        last = max(done, default=first - 1)
+        if returncode == 0 and last == len(parts) - 1:
+            break
+        if returncode == CONTEXT_LOST and last >= first:
+            outcomes[last].lost_context = True
+        elif last + 1 < len(parts):   # died inside the next part
+            outcomes[last + 1] = Outcome(ok=False, ended=_ended(returncode) if returncode else
+                                         "exited without writing its result", frames=frames)
+            last += 1
+        else:                         # every part done, then an unclean exit
+            outcomes[last].ended, outcomes[last].frames = _ended(returncode), frames
+        first = last + 1
+    return outcomes
+
+
+def _run_child(parts, first: int) -> tuple[dict[int, dict], int, tuple[str, ...]]:
+    """Run parts[first:] in one child: ({index: result document}, exit status, crash frames)."""
     with tempfile.TemporaryDirectory(prefix="tilefuse-check-") as tmp:
         work = Path(tmp)
-        (work / "request.json").write_text(json.dumps({"target": target, "kwargs": kwargs}))
+        request = [{"index": i, "target": t, "kwargs": kw} for i, (t, kw) in enumerate(parts) if i >= first]
+        (work / "request.json").write_text(json.dumps(request))
         env = dict(os.environ)
         # the parent's import path, so the child imports this tilefuse (and whatever the
         # parent could import), not another installed copy
@@ -84,33 +139,46 @@ def call(target: str, kwargs: dict) -> Outcome:
         sys.stdout.flush()
         sys.stderr.flush()
         proc = subprocess.run([sys.executable, "-m", __name__, str(work)], env=env, check=False)
-        result, dump = work / "result.json", work / "fault.txt"
+        results, dump = work / "results.jsonl", work / "fault.txt"
         frames = _frames(dump.read_text(errors="replace")) if dump.exists() else ()
-        ended = "" if proc.returncode == 0 else _ended(proc.returncode)
-        if not result.exists():
-            return Outcome(ok=False, ended=ended or "exited without writing its result", frames=frames)
-        doc = json.loads(result.read_text())
-        if "raised" in doc:
-            return Outcome(ok=False, ended=f"raised {doc['raised']}", frames=frames)
-        return Outcome(ok=True, value=doc["value"], ptxas=doc.get("ptxas"), ended=ended, frames=frames)
+        done = {}
+        if results.exists():
+            for line in results.read_text().splitlines():
+                if line.endswith("}"):   # a line cut short by a crash mid-write is not a result
+                    doc = json.loads(line)
+                    done[doc.pop("index")] = doc
+        return done, proc.returncode, frames
+
+
+def _context_lost() -> bool:
+    """Whether CUDA was used in this process and a launch now fails (a sticky error)."""
+    import torch
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add_(1).item() != 2.0
+    except Exception:   # noqa: BLE001  any error here means the context is gone
+        return True
 
 
 def _child(work: Path) -> None:
     import importlib
-    with open(work / "fault.txt", "w") as fault:
+    from .env import ptxas
+    with open(work / "fault.txt", "w") as fault, open(work / "results.jsonl", "a") as results:
         faulthandler.enable(file=fault, all_threads=False)
-        request = json.loads((work / "request.json").read_text())
-        module, _, name = request["target"].partition(":")
-        try:
-            value = getattr(importlib.import_module(module), name)(**request["kwargs"])
-            from .env import ptxas
-            text = json.dumps({"value": value, "ptxas": ptxas()}, default=str)
-        except Exception as exc:   # noqa: BLE001  reported to the parent as the part's failure
-            first = str(exc).splitlines()[0][:300] if str(exc) else ""
-            text = json.dumps({"raised": f"{type(exc).__name__}: {first}"})
-        # written to a side file, then renamed: a result is there whole or not at all
-        (work / "result.part").write_text(text)
-        (work / "result.part").replace(work / "result.json")
+        for part in json.loads((work / "request.json").read_text()):
+            module, _, name = part["target"].partition(":")
+            try:
+                value = getattr(importlib.import_module(module), name)(**part["kwargs"])
+                text = json.dumps({"index": part["index"], "value": value, "ptxas": ptxas()}, default=str)
+            except Exception as exc:   # noqa: BLE001  reported to the parent as the part's failure
+                first = str(exc).splitlines()[0][:300] if str(exc) else ""
+                text = json.dumps({"index": part["index"], "raised": f"{type(exc).__name__}: {first}"})
+            results.write(text + "\n")
+            results.flush()
+            if _context_lost():
+                os._exit(CONTEXT_LOST)
         faulthandler.disable()
 
 
