@@ -44,6 +44,13 @@ def child_exits(op, **kw):
     os._exit(3)
 
 
+def child_hangs(op, **kw):
+    import threading
+    import time
+    threading.Thread(target=time.sleep, args=(120,), daemon=True).start()   # another thread's stack in the dump
+    time.sleep(120)
+
+
 def verify_so2_segfaults(op, quick, device, show_progress):
     if op == "so2_mixing_stack":
         child_segfaults(op)
@@ -89,6 +96,18 @@ def test_one_child_runs_the_parts_and_a_fresh_one_follows_each_crash():
     assert [o.failed for o in out] == [False, False, True, False, True, False, True]
 
 
+def test_a_part_past_its_timeout_is_stopped_and_says_where_it_waited():
+    """A part still running after the timeout: its child dumps the part's frames (the main
+    thread's, whatever other threads run) and ends; the next part runs in a fresh child."""
+    import time
+    t0 = time.perf_counter()
+    out = isolate.run_parts([(f"{ME}:child_hangs", {"op": "dyt"}), (f"{ME}:child_pid", {"op": "dyt"})], timeout=3)
+    assert time.perf_counter() - t0 < 60
+    assert not out[0].ok and "still running after 3 s" in out[0].why()
+    assert out[0].frames and "in child_hangs" in out[0].frames[0] and "threading.py" not in out[0].why()
+    assert out[1].ok and not out[1].failed
+
+
 def test_a_crashed_verification_is_a_failed_row_and_the_rest_run(tmp_path, monkeypatch):
     """so2's verification segfaults in its child: a failed row saying so and where, dyt's and
     grouped's verification (in their own children) still pass, the report is written. In
@@ -129,16 +148,28 @@ def test_the_cli_isolates_by_default_and_in_process_on_request(tmp_path, monkeyp
     seen = []
 
     def fake_run_check(out, **kw):
-        seen.append((kw.get("verify", True), kw["isolate"]))
+        seen.append((kw.get("verify", True), kw["isolate"], kw["part_timeout"]))
         (tmp_path / "report.md").write_text("report\n")
         return {"verification": []}
     monkeypatch.setattr(check, "run_check", fake_run_check)
     monkeypatch.setattr(check, "summary", lambda result, out: "")
     monkeypatch.setattr("tilefuse.cli._refusal", lambda args: None)
     for args in (["check", "--no-bench", "--ops", "dyt"], ["check", "--no-bench", "--in-process"],
-                 ["bench"], ["bench", "--in-process"]):
+                 ["bench"], ["bench", "--in-process"], ["check", "--part-timeout", "0"],
+                 ["bench", "--part-timeout", "90"]):
         assert main([*args, "--out", str(tmp_path)]) == 0
-    assert seen == [(True, True), (True, False), (False, True), (False, False)]
+    assert seen == [(True, True, 1800.0), (True, False, None), (False, True, 1800.0), (False, False, None),
+                    (True, True, None), (False, True, 90.0)]
+
+
+@pytest.mark.parametrize("args, says", [(["--part-timeout", "-1"], "seconds >= 0"),
+                                        (["--part-timeout", "nan"], "seconds >= 0"),
+                                        (["--part-timeout", "5", "--in-process"], "--in-process runs none")])
+def test_part_timeout_usage_errors(tmp_path, capsys, args, says):
+    out = tmp_path / "rep"
+    with pytest.raises(SystemExit) as exc:
+        main(["check", *args, "--out", str(out)])
+    assert exc.value.code == 2 and says in capsys.readouterr().err and not out.exists()
 
 
 def verify_loses_the_cuda_context(op, quick, device, show_progress):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -74,7 +75,7 @@ def _refusal(args) -> str | None:
 def _check(args) -> int:
     from .check import run_check, summary
     result = run_check(args.out, quick=args.quick, bench=not args.no_bench, show_progress=_show_progress(args),
-                       ops=args.ops, isolate=not args.in_process)
+                       ops=args.ops, isolate=not args.in_process, part_timeout=args.part_timeout)
     print(summary(result, args.out))
     return 0 if all(r["ok"] for r in result["verification"]) else 1
 
@@ -88,7 +89,7 @@ def _info(args) -> int:
 def _bench(args) -> int:
     from .check import run_check
     result = run_check(args.out, quick=args.quick, verify=False, show_progress=_show_progress(args), ops=args.ops,
-                       isolate=not args.in_process)
+                       isolate=not args.in_process, part_timeout=args.part_timeout)
     print(open(os.path.join(args.out, "report.md")).read())
     # a benchmark that raised is a failed row of the report: the exit status says so
     return 0 if all(row["ok"] for row in result["verification"]) else 1
@@ -96,6 +97,10 @@ def _bench(args) -> int:
 
 IN_PROCESS_HELP = ("run every op's part in this process (default: each op's verification and benchmark in a "
                    "child process, so one that crashes is a failed row and the rest still run)")
+PART_TIMEOUT = 1800.0
+PART_TIMEOUT_HELP = (f"stop a part (one op's verification or benchmark) still running after SECONDS, a failed "
+                     f"row saying where it waited, and go on (default {PART_TIMEOUT:g}; 0: never; needs the "
+                     f"child process, not --in-process)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
     p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
+    p.add_argument("--part-timeout", type=float, metavar="SECONDS", help=PART_TIMEOUT_HELP)
     p.set_defaults(func=_check)
     sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
     p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
@@ -120,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
     p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
+    p.add_argument("--part-timeout", type=float, metavar="SECONDS", help=PART_TIMEOUT_HELP)
     p.set_defaults(func=_bench)
     p = sub.add_parser("info", help="print the environment")
     p.set_defaults(func=_info)
@@ -149,9 +156,23 @@ def main(argv=None) -> int:
         if (why := _refusal(args)) is not None:
             print(why, file=sys.stderr)
             return 2
+    if hasattr(args, "part_timeout"):
+        args.part_timeout = _part_timeout(parser, args)
     if getattr(args, "out", None) is not None:
         _check_out(parser, args.out)
     return args.func(args)
+
+
+def _part_timeout(parser, args) -> float | None:
+    """--part-timeout in seconds for check.run_check (None: none), or a usage error."""
+    value = args.part_timeout
+    if value is None:
+        return None if args.in_process else PART_TIMEOUT
+    if args.in_process:
+        parser.error("--part-timeout stops a part's child process; --in-process runs none")
+    if not math.isfinite(value) or value < 0:
+        parser.error(f"--part-timeout takes a number of seconds >= 0 (0: no limit); got {value:g}")
+    return value or None
 
 
 def _check_out(parser, out: str) -> None:

@@ -53,7 +53,7 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
 
 def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, bench: bool = True,
               verify: bool = True, show_progress: bool = True, ops: tuple[str, ...] = OPS,
-              isolate: bool = False) -> dict:
+              isolate: bool = False, part_timeout: float | None = None) -> dict:
     """Run verification (and benchmarks on a GPU) of ``ops``, write the report, return it.
 
     A section that raises is a failed row (verification) or a failed entry (benchmark) with
@@ -63,7 +63,7 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     (check.isolate; the CLI's default): a part whose process dies (a segfault in Triton's
     interpreter) or after which a CUDA launch fails (a context lost to an illegal memory
     access) is a failed row saying how and where, and the parts after it run in a fresh
-    process."""
+    process; so does a part still running after ``part_timeout`` seconds (isolated only)."""
     from . import report as rep
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     if device == "cuda" and bench:
         parts += [("benchmark", op, benchmark_op, {"quick": quick, "show_progress": show_progress,
                                                    "out_dir": str(out)}) for op in ops]
-    outcomes = _run_parts(isolate, parts)
+    outcomes = _run_parts(isolate, parts, part_timeout)
     for (part, op, _, _), outcome in zip(parts, outcomes):
         died = [_died_row(op, part, outcome)] if outcome.failed else []
         if part == "verification":
@@ -133,14 +133,15 @@ def benchmark_op(op: str, quick: bool, show_progress: bool, out_dir: str) -> dic
     return {"benchmark": b, "rows": rows, "plots": plots}
 
 
-def _run_parts(isolate: bool, parts: list) -> list:
+def _run_parts(isolate: bool, parts: list, timeout: float | None) -> list:
     """Each part's check.isolate.Outcome: ``fn(op, **kwargs)`` here, or with ``isolate`` in
-    a child process (one for all the parts, a fresh one after a part that crashed it)."""
+    a child process (one for all the parts, a fresh one after a part that crashed it or ran
+    past ``timeout`` seconds)."""
     from . import isolate as iso
     if not isolate:
         return [iso.Outcome(ok=True, value=fn(op=op, **kwargs)) for _, op, fn, kwargs in parts]
     return iso.run_parts([(f"{fn.__module__}:{fn.__qualname__}", {"op": op, **kwargs})
-                          for _, op, fn, kwargs in parts])
+                          for _, op, fn, kwargs in parts], timeout)
 
 
 def _died_row(op: str, part: str, outcome) -> dict:

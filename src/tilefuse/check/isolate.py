@@ -10,7 +10,9 @@ list of ``module:function(**kwargs)`` calls one after another in a child Python
 value comes back through JSON as it finishes. A child that dies inside a part (a signal, an
 exit) leaves that part's Outcome saying how, with the innermost Python frames ``faulthandler``
 wrote, and a fresh child runs the parts after it; so does a part after which a CUDA launch
-fails (the context lost). One child runs every part when nothing goes wrong.
+fails (the context lost), and a part still running after ``timeout`` seconds (a hung kernel:
+faulthandler dumps where it waited and ends the child). One child runs every part when nothing
+goes wrong.
 """
 
 from __future__ import annotations
@@ -69,24 +71,24 @@ def _ended(returncode: int) -> str:
 
 
 def _frames(dump: str, keep: int = 4) -> tuple[str, ...]:
-    """The innermost ``keep`` frames of the crashing thread in a faulthandler dump, as
-    "file.py:LINE in function" (faulthandler lists the most recent call first)."""
-    out, inside = [], False
+    """The innermost ``keep`` frames of the part in a faulthandler dump, as "dir/file.py:LINE
+    in function": of the thread running this module's child loop (a timeout's dump lists every
+    thread, the main one not necessarily first), the frames above the loop's own, most recent
+    call first as faulthandler lists them."""
+    blocks, block = [], None
     for line in dump.splitlines():
-        if line.endswith("(most recent call first):"):   # "Stack (...)", "Current thread 0x... (...)"
-            if out:
-                break
-            inside = True
-            continue
-        text = line.strip()
-        if inside and text.startswith('File "'):
-            path, _, rest = text[len('File "'):].partition('", line ')
-            if path == __file__ or path.startswith("<frozen"):
-                break   # the child's own frames: nothing inside them is the part's
-            out.append(f"{'/'.join(Path(path).parts[-2:])}:{rest}")
-            if len(out) == keep:
-                break
-    return tuple(out)
+        if line.endswith("(most recent call first):"):   # "Stack (...)", "Thread 0x... (...)"
+            blocks.append(block := [])
+        elif block is not None and line.strip().startswith('File "'):
+            path, _, rest = line.strip()[len('File "'):].partition('", line ')
+            block.append((path, rest))
+    main = next((b for b in blocks if any(path == __file__ for path, _ in b)), blocks[0] if blocks else [])
+    out = []
+    for path, rest in main:
+        if path == __file__ or path.startswith("<frozen"):
+            break   # the child's own frames: nothing inside them is the part's
+        out.append(f"{'/'.join(Path(path).parts[-2:])}:{rest}")
+    return tuple(out[:keep])
 
 
 # A child's exit status when a part left the CUDA context unusable: the parts after it need a
@@ -94,18 +96,18 @@ def _frames(dump: str, keep: int = 4) -> tuple[str, ...]:
 CONTEXT_LOST = 75
 
 
-def call(target: str, kwargs: dict) -> Outcome:
+def call(target: str, kwargs: dict, timeout: float | None = None) -> Outcome:
     """One part, ``target`` ("package.module:function") with ``kwargs``, in a child."""
-    return run_parts([(target, kwargs)])[0]
+    return run_parts([(target, kwargs)], timeout)[0]
 
 
-def run_parts(parts: list[tuple[str, dict]]) -> list[Outcome]:
+def run_parts(parts: list[tuple[str, dict]], timeout: float | None = None) -> list[Outcome]:
     """Each part's Outcome, in order (module docstring): the parts run in one child Python,
     and in a fresh one after a part that killed its process or lost the CUDA context."""
     outcomes: list[Outcome | None] = [None] * len(parts)
     first = 0
     while first < len(parts):
-        done, returncode, frames = _run_child(parts, first)
+        done, returncode, frames, timed_out = _run_child(parts, first, timeout)
         for index, doc in done.items():
             if "raised" in doc:
                 outcomes[index] = Outcome(ok=False, ended=f"raised {doc['raised']}")
@@ -117,8 +119,9 @@ def run_parts(parts: list[tuple[str, dict]]) -> list[Outcome]:
         if returncode == CONTEXT_LOST and last >= first:
             outcomes[last].lost_context = True
         elif last + 1 < len(parts):   # died inside the next part
-            outcomes[last + 1] = Outcome(ok=False, ended=_ended(returncode) if returncode else
-                                         "exited without writing its result", frames=frames)
+            ended = (f"was still running after {timeout:g} s and was stopped (a hang?)" if timed_out
+                     else _ended(returncode) if returncode else "exited without writing its result")
+            outcomes[last + 1] = Outcome(ok=False, ended=ended, frames=frames)
             last += 1
         else:                         # every part done, then an unclean exit
             outcomes[last].ended, outcomes[last].frames = _ended(returncode), frames
@@ -126,12 +129,13 @@ def run_parts(parts: list[tuple[str, dict]]) -> list[Outcome]:
     return outcomes
 
 
-def _run_child(parts, first: int) -> tuple[dict[int, dict], int, tuple[str, ...]]:
-    """Run parts[first:] in one child: ({index: result document}, exit status, crash frames)."""
+def _run_child(parts, first: int, timeout: float | None) -> tuple[dict[int, dict], int, tuple[str, ...], bool]:
+    """Run parts[first:] in one child: ({index: result document}, exit status, the frames of
+    its crash, whether a part ran past ``timeout``)."""
     with tempfile.TemporaryDirectory(prefix="tilefuse-check-") as tmp:
         work = Path(tmp)
         request = [{"index": i, "target": t, "kwargs": kw} for i, (t, kw) in enumerate(parts) if i >= first]
-        (work / "request.json").write_text(json.dumps(request))
+        (work / "request.json").write_text(json.dumps({"parts": request, "timeout": timeout}))
         env = dict(os.environ)
         # the parent's import path, so the child imports this tilefuse (and whatever the
         # parent could import), not another installed copy
@@ -140,14 +144,15 @@ def _run_child(parts, first: int) -> tuple[dict[int, dict], int, tuple[str, ...]
         sys.stderr.flush()
         proc = subprocess.run([sys.executable, "-m", __name__, str(work)], env=env, check=False)
         results, dump = work / "results.jsonl", work / "fault.txt"
-        frames = _frames(dump.read_text(errors="replace")) if dump.exists() else ()
+        text = dump.read_text(errors="replace") if dump.exists() else ""
+        frames = _frames(text)
         done = {}
         if results.exists():
             for line in results.read_text().splitlines():
                 if line.endswith("}"):   # a line cut short by a crash mid-write is not a result
                     doc = json.loads(line)
                     done[doc.pop("index")] = doc
-        return done, proc.returncode, frames
+        return done, proc.returncode, frames, text.startswith("Timeout (")
 
 
 def _context_lost() -> bool:
@@ -167,14 +172,18 @@ def _child(work: Path) -> None:
     from .env import ptxas
     with open(work / "fault.txt", "w") as fault, open(work / "results.jsonl", "a") as results:
         faulthandler.enable(file=fault, all_threads=False)
-        for part in json.loads((work / "request.json").read_text()):
+        request = json.loads((work / "request.json").read_text())
+        for part in request["parts"]:
             module, _, name = part["target"].partition(":")
+            if request["timeout"]:
+                faulthandler.dump_traceback_later(request["timeout"], exit=True, file=fault)
             try:
                 value = getattr(importlib.import_module(module), name)(**part["kwargs"])
                 text = json.dumps({"index": part["index"], "value": value, "ptxas": ptxas()}, default=str)
             except Exception as exc:   # noqa: BLE001  reported to the parent as the part's failure
                 first = str(exc).splitlines()[0][:300] if str(exc) else ""
                 text = json.dumps({"index": part["index"], "raised": f"{type(exc).__name__}: {first}"})
+            faulthandler.cancel_dump_traceback_later()
             results.write(text + "\n")
             results.flush()
             if _context_lost():
