@@ -34,9 +34,9 @@ class Outcome:
     ok: bool
     value: object = None
     ptxas: str | None = None     # the ptxas Triton would use when the child finished (env.ptxas)
-    ended: str = ""              # how the process ended when not cleanly: "signal SIGSEGV (...)"
+    ended: str = ""              # how its process ended when not cleanly ("was killed by signal SIGSEGV
+                                 # (...)", "raised RuntimeError: ...")
     frames: tuple[str, ...] = ()  # innermost first, from faulthandler's dump
-
     lost_context: bool = False   # a CUDA launch failed after the part: the next parts ran in a new child
 
     @property
