@@ -26,8 +26,8 @@ PY
 echo "exit $? at ${SECONDS}s" >> $OUT/run3/lost_context.txt
 cat $OUT/run3/lost_context.txt | cut -c1-400
 for i in 1 2 3; do
-  /usr/bin/time -f "child start %e s" python3 -c "import torch, tilefuse.check.isolate; torch.ones(1, device='cuda')" \
-    2>&1 | tail -1 | tee -a $OUT/run3/start.txt
+  python3 -c "import time; t = time.perf_counter(); import torch, tilefuse.check.isolate; torch.ones(1, device='cuda'); \
+print(f'imports and CUDA init {time.perf_counter() - t:.2f} s')" 2>&1 | tail -1 | tee -a $OUT/run3/start.txt
 done
 for mode in isolated in-process isolated-warm; do
   flag=$([ $mode = in-process ] && echo --in-process)
