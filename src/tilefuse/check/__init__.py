@@ -85,7 +85,7 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
             result["verification"] += (outcome.value if outcome.ok else []) + died
             continue
         done = outcome.value if outcome.ok else {
-            "benchmark": {"skipped": f"the benchmark's {outcome.why()}"}, "rows": [], "plots": []}
+            "benchmark": {"skipped": f"the benchmark did not finish: {outcome.why()}"}, "rows": [], "plots": []}
         result["benchmarks"][op] = done["benchmark"]
         result["verification"] += done["rows"] + died
         result["plots"] += done["plots"]

@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="I,J,...",
                    help="CUDA device indices to sweep on, one process each (default: the current device)")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
+    p.add_argument("--in-process", action="store_true",
+                   help="sweep in this process (with --devices, one spawned process a device) instead of a child "
+                        "process a device that a key crashing it, or losing its CUDA context, aborts alone: the "
+                        "keys after it are swept in a fresh one")
     p.add_argument("--dry-run", action="store_true", help="sweep and print, record nothing")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (off anyway when stderr is not a terminal)")
@@ -112,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.show or args.export_builtin is not None:
         given = [flag for flag, value in (("--op", args.op), ("--dtype", args.dtype), ("--pass", args.pass_),
                                           ("--force", args.force), ("--devices", args.devices),
-                                          ("--dry-run", args.dry_run), ("--rounds", args.rounds != ROUNDS))
+                                          ("--dry-run", args.dry_run), ("--rounds", args.rounds != ROUNDS),
+                                          ("--in-process", args.in_process))
                  if value]
         if given:
             parser.error(f"{' '.join(given)} do(es) not apply to "
@@ -147,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.force or (name, get_family(name).key(p)) not in covered]
     if len(todo) < len(items):
         print(f"{len(items) - len(todo)} of {len(items)} keys already covered (--force sweeps them again)")
-    results, errors = sweep_parallel(todo, devices, rounds=args.rounds, record=not args.dry_run,
-                                     progress=not args.no_progress and sys.stderr.isatty())
+    results, errors = sweep_parallel(todo, devices, isolate=not args.in_process, rounds=args.rounds,
+                                     record=not args.dry_run, progress=not args.no_progress and sys.stderr.isatty())
     if results or errors:
         print(format_results(results, errors))
     return 1 if errors else 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import importlib
 import json
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import pickle
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import torch
 from tqdm.auto import tqdm
@@ -31,12 +34,19 @@ def sweep_each(items: list[Item], *, device=None, timer=None, rounds: int = ROUN
                                          record=record, progress=progress))
             except SweepError as exc:
                 errors.append(_without_frames(exc))
-                tqdm.write(f"aborted: {exc}")
+                _print_swept(exc)
             else:
-                # Lines per key as it finishes: a long sweep that is stopped keeps its evidence.
-                tqdm.write("swept: " + "  ".join(_result_row(results[-1])))
-                tqdm.write("timed:" + _timed_line(results[-1]))
+                _print_swept(results[-1])
     return results, errors
+
+
+def _print_swept(done: SweepResult | SweepError) -> None:
+    """Lines per key as it finishes: a long sweep that is stopped keeps its evidence."""
+    if isinstance(done, SweepError):
+        tqdm.write(f"aborted: {done}")
+    else:
+        tqdm.write("swept: " + "  ".join(_result_row(done)))
+        tqdm.write("timed:" + _timed_line(done))
 
 
 def _without_frames(exc: BaseException) -> BaseException:
@@ -60,7 +70,7 @@ def _worker(device: str, items: list[Item], position: int, options: dict):
     return results, [str(e) for e in errors]
 
 
-def sweep_parallel(items: list[Item], devices: list[str], **options
+def sweep_parallel(items: list[Item], devices: list[str], *, isolate: bool = False, **options
                    ) -> tuple[list[SweepResult], list[SweepError]]:
     """Sweep ``items`` split round-robin over ``devices`` (e.g. ``["cuda:0", "cuda:1"]``),
     one spawned process each.
@@ -68,8 +78,13 @@ def sweep_parallel(items: list[Item], devices: list[str], **options
     Every worker records into the same cache file (same GPU model, same fingerprint); the
     file lock and merge-on-write keep all their entries. Afterwards this process re-reads
     the table. Families must be importable by name in the workers (built-in families are),
-    and ``options`` (e.g. a timer) picklable.
+    and ``options`` (e.g. a timer) picklable. ``isolate`` (`tilefuse tune`'s default): the
+    keys of each device run in a child process (check.isolate) that a key killing it, or
+    losing its CUDA context, aborts alone: a fresh child sweeps the keys after it, one device
+    included (sweep_isolated).
     """
+    if isolate:
+        return sweep_isolated(items, devices, **options)
     if len(devices) <= 1:
         return sweep_each(items, device=devices[0] if devices else None, **options)
     shards = [items[i::len(devices)] for i in range(len(devices))]
@@ -83,6 +98,71 @@ def sweep_parallel(items: list[Item], devices: list[str], **options
             errors += [SweepError(message) for message in shard_errors]
     table.reload()
     return results, errors
+
+
+def sweep_isolated(items: list[Item], devices: list[str], **options
+                   ) -> tuple[list[SweepResult], list[SweepError]]:
+    """sweep_parallel with each device's keys in a child process (check.isolate.run_parts),
+    one per device at a time, driven by a thread each. A candidate that segfaults, or makes
+    an illegal memory access that leaves the CUDA context unusable, aborts its own key (an
+    error saying how, nothing recorded for it by this process) and a fresh child sweeps the
+    keys after it; in one process every later key would fail on the dead context, or the
+    whole sweep would end."""
+    shards = [(device, items[i::len(devices)]) for i, device in enumerate(devices)] if devices else [(None, items)]
+    shards = [(device, shard) for device, shard in shards if shard]
+    results, errors = [], []
+    with ThreadPoolExecutor(max(len(shards), 1)) as pool:
+        futures = [pool.submit(_sweep_shard, device, shard, position, options)
+                   for position, (device, shard) in enumerate(shards)]
+        for future in futures:
+            shard_results, shard_errors = future.result()
+            results += shard_results
+            errors += shard_errors
+    table.reload()
+    return results, errors
+
+
+def _encode(value) -> str:
+    return base64.b64encode(pickle.dumps(value)).decode("ascii")
+
+
+def _decode(text: str):
+    return pickle.loads(base64.b64decode(text))
+
+
+def _sweep_shard(device, shard: list[Item], position: int, options: dict):
+    """One device's keys through check.isolate.run_parts: (results, errors)."""
+    from ..check import isolate
+    # a family registered by a module of its own (not built in) is imported there first
+    modules = {name: type(get_family(name)).__module__ for name, _ in shard}
+    parts = [(f"{__name__}:_sweep_part", {"module": modules[name], "item": _encode((name, problem)),
+                                          "device": device, "position": position, "options": _encode(options)})
+             for name, problem in shard]
+    results, errors = [], []
+    for (name, problem), outcome in zip(shard, isolate.run_parts(parts)):
+        key = f"{name} {get_family(name).key(problem)}"
+        if outcome.ok:
+            kind, done = _decode(outcome.value)
+            if kind == "result":
+                results.append(done)
+            else:
+                errors.append(SweepError(done))
+        if outcome.failed:
+            recorded = " (its result was recorded before that)" if outcome.ok and kind == "result" else ""
+            errors.append(SweepError(f"{key}: aborted, {outcome.why()}{recorded}"))
+            _print_swept(errors[-1])
+    return results, errors
+
+
+def _sweep_part(module: str, item: str, device, position: int, options: str) -> str:
+    """In the child: sweep one key, print its lines, return ("result", SweepResult) or
+    ("error", message), pickled (the part's value travels as JSON)."""
+    importlib.import_module(module)
+    name, problem = _decode(item)
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))
+    results, errors = sweep_each([(name, problem)], device=device, position=position, **_decode(options))
+    return _encode(("result", results[0]) if results else ("error", str(errors[0])))
 
 
 # --- printing ----------------------------------------------------------------------------

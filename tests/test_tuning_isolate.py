@@ -1,0 +1,88 @@
+"""`tilefuse tune` sweeps each device's keys in a child process (runner.sweep_isolated): a key
+whose candidate crashes the process aborts alone, with how it ended, and a fresh child sweeps
+the keys after it (in one process the sweep would end there, or every later key fail on a
+lost CUDA context).
+
+The children import this module by name (they get the parent's import path) to unpickle its
+timer."""
+
+import ctypes
+
+import pytest
+import torch
+
+from tilefuse import tuning
+from tilefuse.ops.dyt.configs import DyTProblem
+from tilefuse.tuning import BASELINE, command, runner
+
+from tuning_helpers import FakeTimer
+
+FAST = "M32-N16-w2-p1"          # a backward-only dyt config at these keys
+
+
+class CrashingTimer(FakeTimer):
+    """FakeTimer whose samples of the choice ``crash`` segfault the process."""
+
+    def __init__(self, fast, crash):
+        super().__init__(fast, 0.8)
+        self.crash = crash
+
+    def prepare(self, label, call, n_buffers):
+        sample = super().prepare(label, call, n_buffers)
+        return (lambda: ctypes.string_at(0)) if label == self.crash else sample
+
+
+@pytest.fixture
+def fresh_table(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.reload()
+    yield
+    tuning.reload()
+
+
+def test_a_key_that_crashes_its_child_aborts_alone(fresh_table):
+    """The backward key's candidate segfaults while timed: that key is an error naming the
+    signal and records nothing; the forward key after it is swept (in a fresh child) and
+    recorded."""
+    items = [("dyt", DyTProblem("bwd", 32, 16, 4, False)), ("dyt", DyTProblem("fwd", 32, 16, 4, False))]
+    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=CrashingTimer(FAST, FAST),
+                                            rounds=2, progress=False)
+    assert [r.key for r in results] == ["fwd-M32-N16-x4"]
+    assert len(errors) == 1 and "bwd-M32-N16-x4: aborted" in str(errors[0]) and "SIGSEGV" in str(errors[0])
+    assert "prepare" in str(errors[0]) or "<lambda>" in str(errors[0])      # the frames it died in
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
+
+
+def test_isolated_sweeps_return_what_in_process_sweeps_do(fresh_table):
+    """Without a crash: the same results and recorded winners as the in-process sweep, the
+    results unpickled from the child (over two "devices", a child each)."""
+    items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
+    results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], isolate=True, timer=FakeTimer(FAST, 0.8),
+                                            rounds=2, progress=False)
+    assert not errors and sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == FAST
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+    bwd = next(r for r in results if r.key == "bwd-M32-N16-x4")
+    assert bwd.winner_result.name == FAST and bwd.winner_result.speedup == pytest.approx(1.25)
+
+
+def test_the_tune_command_isolates_unless_in_process(monkeypatch):
+    seen = []
+    monkeypatch.setattr(command, "sweep_parallel", lambda items, devices, **kw: seen.append(kw["isolate"]) or ([], []))
+    monkeypatch.setattr(command, "_gpu_missing", lambda devices: None)
+    for extra in ([], ["--in-process"]):
+        assert command.main(["--op", "dyt", "--shape", "64x32", "--pass", "fwd", "--force", "--no-progress",
+                             *extra]) == 0
+    assert seen == [True, False]
+    with pytest.raises(SystemExit):
+        command.main(["--show", "--in-process"])       # it sweeps nothing
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_isolated_gpu_sweep_records_a_winner(fresh_table):
+    """On a GPU, a real sweep (CUDA timer) through the child records the key."""
+    results, errors = runner.sweep_parallel([("dyt", DyTProblem("fwd", 4096, 256, 4, False))], ["cuda:0"],
+                                            isolate=True, rounds=2, progress=False)
+    assert not errors and [r.key for r in results] == ["fwd-M4096-N256-x4"]
+    assert tuning.get_entry("dyt", "fwd-M4096-N256-x4") is not None
