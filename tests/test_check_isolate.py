@@ -44,6 +44,18 @@ def child_exits(op, **kw):
     os._exit(3)
 
 
+def child_exits_75_once(op, runs, **kw):
+    with open(runs, "a") as f:      # how many times this part ran
+        f.write("ran\n")
+    os._exit(75)
+
+
+def child_exits_7_at_the_end(op, **kw):
+    import atexit
+    atexit.register(os._exit, 7)    # after every part's result: at the child's exit
+    return os.getpid()
+
+
 def child_hangs(op, **kw):
     import threading
     import time
@@ -94,6 +106,39 @@ def test_one_child_runs_the_parts_and_a_fresh_one_follows_each_crash():
     assert "SIGSEGV" in out[2].why() and "child_segfaults" in out[2].why()
     assert "raised RuntimeError" in out[4].why() and "status 3" in out[6].why()
     assert [o.failed for o in out] == [False, False, True, False, True, False, True]
+
+
+def test_any_exit_status_is_the_part_s_own_and_each_part_runs_once(tmp_path):
+    """An exit status (75 included) ends the part that exited, which ran once; the part
+    before it stands; an unclean exit after the last result is laid on the last part."""
+    runs = tmp_path / "runs.txt"
+    out = isolate.run_parts([(f"{ME}:child_pid", {"op": "a"}),
+                             (f"{ME}:child_exits_75_once", {"op": "b", "runs": str(runs)}),
+                             (f"{ME}:child_pid", {"op": "c"}),
+                             (f"{ME}:child_exits_7_at_the_end", {"op": "d"})])
+    assert [o.failed for o in out] == [False, True, False, True]
+    assert runs.read_text() == "ran\n" and "exited with status 75" in out[1].why()
+    assert not out[0].lost_context and not out[1].lost_context
+    assert out[3].ok and out[3].why().startswith("its process exited with status 7 after writing its result")
+    assert out[2].value == out[3].value                # c and d shared the fresh child
+
+
+def test_the_child_imports_the_parent_s_modules_not_the_working_directory_s(tmp_path, monkeypatch):
+    """A stray tilefuse/ (or json.py) in the folder `tilefuse check` runs from is not what
+    the child imports: it runs with the parent's import path only."""
+    (tmp_path / "tilefuse").mkdir()
+    (tmp_path / "tilefuse" / "__init__.py").write_text("raise ImportError('the working directory's tilefuse')\n")
+    (tmp_path / "json.py").write_text("raise ImportError('the working directory's json')\n")
+    monkeypatch.chdir(tmp_path)
+    out = isolate.call(f"{ME}:child_returns", {"op": "dyt"})
+    assert out.ok and out.value["op"] == "dyt", out.why()
+
+
+def test_a_log_line_cut_by_a_crash_is_not_a_result(tmp_path):
+    """A record cut mid-write (even one that happens to end in a brace) is skipped, not fatal."""
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"start": 0}\n{"index": 0, "value": 1}\n{"start": 1}\n{"index": 1, "value": {"a": 1}\n')
+    assert isolate._read_log(log) == {"started": [0, 1], "done": {0: {"value": 1}}, "lost": None}
 
 
 def test_a_part_past_its_timeout_is_stopped_and_says_where_it_waited():
@@ -162,8 +207,9 @@ def test_the_cli_isolates_by_default_and_in_process_on_request(tmp_path, monkeyp
                     (True, True, None), (False, True, 90.0)]
 
 
-@pytest.mark.parametrize("args, says", [(["--part-timeout", "-1"], "seconds >= 0"),
-                                        (["--part-timeout", "nan"], "seconds >= 0"),
+@pytest.mark.parametrize("args, says", [(["--part-timeout", "-1"], "0 (no limit) to 1e8 seconds"),
+                                        (["--part-timeout", "nan"], "0 (no limit) to 1e8 seconds"),
+                                        (["--part-timeout", "1e10"], "0 (no limit) to 1e8 seconds"),
                                         (["--part-timeout", "5", "--in-process"], "--in-process runs none")])
 def test_part_timeout_usage_errors(tmp_path, capsys, args, says):
     out = tmp_path / "rep"

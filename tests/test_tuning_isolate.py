@@ -32,6 +32,17 @@ class CrashingTimer(FakeTimer):
         return (lambda: ctypes.string_at(0)) if label == self.crash else sample
 
 
+class ExitingTimer(FakeTimer):
+    """FakeTimer whose process ends with status 7 at exit once it timed the choice ``fast``."""
+
+    def prepare(self, label, call, n_buffers):
+        if label == self.fast:
+            import atexit
+            import os
+            atexit.register(os._exit, 7)
+        return super().prepare(label, call, n_buffers)
+
+
 @pytest.fixture
 def fresh_table(monkeypatch, tmp_path):
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
@@ -51,6 +62,28 @@ def test_a_key_that_crashes_its_child_aborts_alone(fresh_table):
     assert len(errors) == 1 and "bwd-M32-N16-x4: aborted" in str(errors[0]) and "SIGSEGV" in str(errors[0])
     assert "prepare" in str(errors[0]) or "<lambda>" in str(errors[0])      # the frames it died in
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
+
+
+def test_a_key_whose_process_ends_badly_after_its_result_records_nothing(fresh_table):
+    """The child exits with status 7 after sweeping the backward key, its last: that key is
+    one error and nothing is recorded for it (the children never record; this process records
+    a key only after its child came through it whole). The forward key before it is
+    recorded."""
+    items = [("dyt", DyTProblem("fwd", 32, 16, 4, False)), ("dyt", DyTProblem("bwd", 32, 16, 4, False))]
+    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=ExitingTimer(FAST, 0.8),
+                                            rounds=2, progress=False)
+    assert [r.key for r in results] == ["fwd-M32-N16-x4"]
+    assert len(errors) == 1 and "bwd-M32-N16-x4: aborted" in str(errors[0]) and "status 7" in str(errors[0])
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+
+
+def test_a_dry_run_records_nothing(fresh_table):
+    items = [("dyt", DyTProblem("bwd", 32, 16, 4, False))]
+    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=FakeTimer(FAST, 0.8), rounds=2,
+                                            progress=False, record=False)
+    assert not errors and results[0].winner_result.name == FAST
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
 
 

@@ -170,8 +170,8 @@ def _part_timeout(parser, args) -> float | None:
         return None if args.in_process else PART_TIMEOUT
     if args.in_process:
         parser.error("--part-timeout stops a part's child process; --in-process runs none")
-    if not math.isfinite(value) or value < 0:
-        parser.error(f"--part-timeout takes a number of seconds >= 0 (0: no limit); got {value:g}")
+    if not math.isfinite(value) or not 0 <= value <= 1e8:   # faulthandler's timer overflows near 9.2e9 s
+        parser.error(f"--part-timeout takes 0 (no limit) to 1e8 seconds; got {value:g}")
     return value or None
 
 

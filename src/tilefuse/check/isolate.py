@@ -5,7 +5,7 @@ interpreter stores through raw addresses and may segfault; on a GPU an illegal m
 leaves the CUDA context unusable, so every later launch in that process fails too. Either way
 an in-process check would stop (no report) or blame every later part. ``run_parts`` runs a
 list of ``module:function(**kwargs)`` calls one after another in a child Python
-(``python -m tilefuse.check.isolate``) with the parent's import path and environment
+(``python -c``, this module's ``_child``) with the parent's import path and environment
 (``TRITON_INTERPRET`` included) and its output on the parent's terminal. Each part's return
 value comes back through JSON as it finishes. A child that dies inside a part (a signal, an
 exit) leaves that part's Outcome saying how, with the innermost Python frames ``faulthandler``
@@ -91,9 +91,11 @@ def _frames(dump: str, keep: int = 4) -> tuple[str, ...]:
     return tuple(out[:keep])
 
 
-# A child's exit status when a part left the CUDA context unusable: the parts after it need a
-# fresh process.
-CONTEXT_LOST = 75
+# The child's command: this module's loop, with the working directory taken off the import
+# path (``python -c`` puts it first, ahead of PYTHONPATH: a stray tilefuse/ or json.py there
+# would be imported instead of the parent's).
+_BOOT = ("import sys; del sys.path[0]; from pathlib import Path; "
+         f"from {__name__} import _child; _child(Path(sys.argv[1]))")
 
 
 def call(target: str, kwargs: dict, timeout: float | None = None) -> Outcome:
@@ -103,56 +105,72 @@ def call(target: str, kwargs: dict, timeout: float | None = None) -> Outcome:
 
 def run_parts(parts: list[tuple[str, dict]], timeout: float | None = None) -> list[Outcome]:
     """Each part's Outcome, in order (module docstring): the parts run in one child Python,
-    and in a fresh one after a part that killed its process or lost the CUDA context."""
+    and in a fresh one after a part that killed its process, lost the CUDA context or ran
+    past ``timeout`` seconds. The child logs each part's start, its result, and a lost
+    context after it, so an end at any point is laid on the part it happened in."""
     outcomes: list[Outcome | None] = [None] * len(parts)
     first = 0
     while first < len(parts):
-        done, returncode, frames, timed_out = _run_child(parts, first, timeout)
-        for index, doc in done.items():
+        log, returncode, frames, timed_out = _run_child(parts, first, timeout)
+        for index, doc in log["done"].items():
             if "raised" in doc:
                 outcomes[index] = Outcome(ok=False, ended=f"raised {doc['raised']}")
             else:
                 outcomes[index] = Outcome(ok=True, value=doc["value"], ptxas=doc.get("ptxas"))
-        last = max(done, default=first - 1)
-        if returncode == 0 and last == len(parts) - 1:
+        if log["lost"] is not None:          # the child stopped itself after that part
+            outcomes[log["lost"]].lost_context = True
+            first = log["lost"] + 1
+            continue
+        if returncode == 0 and len(parts) - 1 in log["done"]:
             break
-        if returncode == CONTEXT_LOST and last >= first:
-            outcomes[last].lost_context = True
-        elif last + 1 < len(parts):   # died inside the next part
-            ended = (f"was still running after {timeout:g} s and was stopped (a hang?)" if timed_out
-                     else _ended(returncode) if returncode else "exited without writing its result")
-            outcomes[last + 1] = Outcome(ok=False, ended=ended, frames=frames)
-            last += 1
-        else:                         # every part done, then an unclean exit
-            outcomes[last].ended, outcomes[last].frames = _ended(returncode), frames
-        first = last + 1
+        # the child ended early: inside the part it started last, or after that part's result
+        # (in the CUDA check after it, or at exit); before any part: its start failed
+        running = max(log["started"], default=first)
+        ended = (f"was still running after {timeout:g} s and was stopped (a hang?)" if timed_out
+                 else _ended(returncode) if returncode else "exited without writing its result")
+        if outcomes[running] is None:
+            outcomes[running] = Outcome(ok=False, ended=ended, frames=frames)
+        else:
+            outcomes[running].ended, outcomes[running].frames = ended, frames
+        first = running + 1
     return outcomes
 
 
-def _run_child(parts, first: int, timeout: float | None) -> tuple[dict[int, dict], int, tuple[str, ...], bool]:
-    """Run parts[first:] in one child: ({index: result document}, exit status, the frames of
-    its crash, whether a part ran past ``timeout``)."""
+def _run_child(parts, first: int, timeout: float | None) -> tuple[dict, int, tuple[str, ...], bool]:
+    """Run parts[first:] in one child: (its log: {"started": [indices], "done": {index: result
+    document}, "lost": index or None}, exit status, the frames of its crash, whether it was
+    stopped by the timeout)."""
     with tempfile.TemporaryDirectory(prefix="tilefuse-check-") as tmp:
         work = Path(tmp)
         request = [{"index": i, "target": t, "kwargs": kw} for i, (t, kw) in enumerate(parts) if i >= first]
         (work / "request.json").write_text(json.dumps({"parts": request, "timeout": timeout}))
         env = dict(os.environ)
-        # the parent's import path, so the child imports this tilefuse (and whatever the
-        # parent could import), not another installed copy
+        # the parent's import path, so the child imports what the parent imports (this
+        # tilefuse, the caller's modules), not another installed copy
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = subprocess.run([sys.executable, "-m", __name__, str(work)], env=env, check=False)
-        results, dump = work / "results.jsonl", work / "fault.txt"
+        proc = subprocess.run([sys.executable, "-c", _BOOT, str(work)], env=env, check=False)
+        dump = work / "fault.txt"
         text = dump.read_text(errors="replace") if dump.exists() else ""
-        frames = _frames(text)
-        done = {}
-        if results.exists():
-            for line in results.read_text().splitlines():
-                if line.endswith("}"):   # a line cut short by a crash mid-write is not a result
-                    doc = json.loads(line)
-                    done[doc.pop("index")] = doc
-        return done, proc.returncode, frames, text.startswith("Timeout (")
+        return _read_log(work / "log.jsonl"), proc.returncode, _frames(text), text.startswith("Timeout (")
+
+
+def _read_log(path: Path) -> dict:
+    log = {"started": [], "done": {}, "lost": None}
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:   # a line cut short by a crash mid-write: not written
+            continue
+        if "start" in doc:
+            log["started"].append(doc["start"])
+        elif "lost_context" in doc:
+            log["lost"] = doc["lost_context"]
+        else:
+            log["done"][doc.pop("index")] = doc
+    return log
 
 
 def _context_lost() -> bool:
@@ -170,26 +188,29 @@ def _context_lost() -> bool:
 def _child(work: Path) -> None:
     import importlib
     from .env import ptxas
-    with open(work / "fault.txt", "w") as fault, open(work / "results.jsonl", "a") as results:
+    with open(work / "fault.txt", "w") as fault, open(work / "log.jsonl", "a") as log:
+        def write(doc: dict) -> None:
+            log.write(json.dumps(doc, default=str) + "\n")
+            log.flush()
         faulthandler.enable(file=fault, all_threads=False)
         request = json.loads((work / "request.json").read_text())
         for part in request["parts"]:
+            index = part["index"]
+            write({"start": index})
             module, _, name = part["target"].partition(":")
-            if request["timeout"]:
+            if request["timeout"]:   # armed through the part and the CUDA check after it
                 faulthandler.dump_traceback_later(request["timeout"], exit=True, file=fault)
             try:
                 value = getattr(importlib.import_module(module), name)(**part["kwargs"])
-                text = json.dumps({"index": part["index"], "value": value, "ptxas": ptxas()}, default=str)
+                doc = {"index": index, "value": value, "ptxas": ptxas()}
+                json.dumps(doc, default=str)   # a value JSON cannot take raises here, as the part's
             except Exception as exc:   # noqa: BLE001  reported to the parent as the part's failure
                 first = str(exc).splitlines()[0][:300] if str(exc) else ""
-                text = json.dumps({"index": part["index"], "raised": f"{type(exc).__name__}: {first}"})
+                doc = {"index": index, "raised": f"{type(exc).__name__}: {first}"}
+            write(doc)
+            lost = _context_lost()
             faulthandler.cancel_dump_traceback_later()
-            results.write(text + "\n")
-            results.flush()
-            if _context_lost():
-                os._exit(CONTEXT_LOST)
+            if lost:
+                write({"lost_context": index})
+                os._exit(0)
         faulthandler.disable()
-
-
-if __name__ == "__main__":
-    _child(Path(sys.argv[1]))

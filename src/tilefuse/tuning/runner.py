@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 
 from . import table
 from .family import BASELINE, get_family
-from .sweep import REJECTED, ROUNDS, SKIPPED, TIMED, SweepError, SweepResult, sweep_key
+from .sweep import (REJECTED, ROUNDS, SKIPPED, TIMED, SweepError, SweepResult, default_device, record_result,
+                    sweep_key)
 
 Item = tuple[str, object]   # (family name, problem)
 
@@ -105,9 +106,10 @@ def sweep_isolated(items: list[Item], devices: list[str], **options
     """sweep_parallel with each device's keys in a child process (check.isolate.run_parts),
     one per device at a time, driven by a thread each. A candidate that segfaults, or makes
     an illegal memory access that leaves the CUDA context unusable, aborts its own key (an
-    error saying how, nothing recorded for it by this process) and a fresh child sweeps the
-    keys after it; in one process every later key would fail on the dead context, or the
-    whole sweep would end."""
+    error saying how) and a fresh child sweeps the keys after it; in one process every later
+    key would fail on the dead context, or the whole sweep would end. The children sweep
+    without recording; this process records each key's result once its child has come
+    through it whole (a key whose process died or lost the context records nothing)."""
     shards = [(device, items[i::len(devices)]) for i, device in enumerate(devices)] if devices else [(None, items)]
     shards = [(device, shard) for device, shard in shards if shard]
     results, errors = [], []
@@ -133,24 +135,33 @@ def _decode(text: str):
 def _sweep_shard(device, shard: list[Item], position: int, options: dict):
     """One device's keys through check.isolate.run_parts: (results, errors)."""
     from ..check import isolate
+    options = dict(options)
+    record = options.pop("record", True)
     # a family registered by a module of its own (not built in) is imported there first
     modules = {name: type(get_family(name)).__module__ for name, _ in shard}
     parts = [(f"{__name__}:_sweep_part", {"module": modules[name], "item": _encode((name, problem)),
-                                          "device": device, "position": position, "options": _encode(options)})
+                                          "device": device, "position": position,
+                                          "options": _encode({**options, "record": False})})
              for name, problem in shard]
     results, errors = [], []
     for (name, problem), outcome in zip(shard, isolate.run_parts(parts)):
         key = f"{name} {get_family(name).key(problem)}"
-        if outcome.ok:
-            kind, done = _decode(outcome.value)
-            if kind == "result":
-                results.append(done)
-            else:
-                errors.append(SweepError(done))
+        kind, done = _decode(outcome.value) if outcome.ok else ("aborted", None)
         if outcome.failed:
-            recorded = " (its result was recorded before that)" if outcome.ok and kind == "result" else ""
-            errors.append(SweepError(f"{key}: aborted, {outcome.why()}{recorded}"))
+            said = f"{done}; then {outcome.why()}" if kind == "error" else f"{key}: aborted, {outcome.why()}"
+            errors.append(SweepError(said))
             _print_swept(errors[-1])
+        elif kind == "error":
+            errors.append(SweepError(done))
+        else:
+            try:
+                if record:
+                    record_result(get_family(name), done, default_device() if device is None else torch.device(device))
+            except SweepError as exc:
+                errors.append(exc)
+                _print_swept(exc)
+            else:
+                results.append(done)
     return results, errors
 
 

@@ -452,9 +452,15 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
         if swept != problem or swept != fam.problem_for_key(result.key):
             result.resized = repr(swept)
     if record:
-        try:
-            table.record(fam.name, {result.key: result.entry()}, _device_index(device))
-        except OSError as exc:   # an unwritable cache folder, a lock held too long (filelock.Timeout)
-            raise SweepError(f"{fam.name} {result.key}: swept (winner {fam.describe(result.winner)}) but the table "
-                             f"file could not be written, so nothing was recorded: {exc}") from exc
+        record_result(fam, result, device)
     return result
+
+
+def record_result(family: TuningFamily, result: SweepResult, device: torch.device) -> None:
+    """Write a sweep's result to the table of ``device``'s GPU; SweepError if the file could
+    not be written (nothing was recorded)."""
+    try:
+        table.record(family.name, {result.key: result.entry()}, _device_index(device))
+    except OSError as exc:   # an unwritable cache folder, a lock held too long (filelock.Timeout)
+        raise SweepError(f"{family.name} {result.key}: swept (winner {family.describe(result.winner)}) but the table "
+                         f"file could not be written, so nothing was recorded: {exc}") from exc
