@@ -134,6 +134,24 @@ def test_the_child_imports_the_parent_s_modules_not_the_working_directory_s(tmp_
     assert out.ok and out.value["op"] == "dyt", out.why()
 
 
+def test_a_lost_context_ends_the_child_after_its_part_and_the_next_part_runs_fresh(monkeypatch):
+    """The child's log says a CUDA launch failed after part 0 (it stops itself there): part 0
+    keeps its rows and fails as a process, part 1 runs in a second child (the children faked:
+    losing a context needs a GPU, test_an_illegal_memory_access... runs it there)."""
+    calls = []
+
+    def fake_child(parts, first, timeout):
+        calls.append(first)
+        if first == 0:
+            return {"started": [0], "done": {0: {"value": ["rows of 0"]}}, "lost": 0}, 0, (), False
+        return {"started": [1], "done": {1: {"value": ["rows of 1"]}}, "lost": None}, 0, (), False
+    monkeypatch.setattr(isolate, "_run_child", fake_child)
+    out = isolate.run_parts([("m:f", {}), ("m:f", {})])
+    assert calls == [0, 1] and [o.value for o in out] == [["rows of 0"], ["rows of 1"]]
+    assert out[0].ok and out[0].lost_context and out[0].failed and not out[1].failed
+    assert "the CUDA context was lost" in out[0].why()
+
+
 def test_a_log_line_cut_by_a_crash_is_not_a_result(tmp_path):
     """A record cut mid-write (even one that happens to end in a brace) is skipped, not fatal."""
     log = tmp_path / "log.jsonl"
