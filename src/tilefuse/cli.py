@@ -95,8 +95,9 @@ def _bench(args) -> int:
     return 0 if all(row["ok"] for row in result["verification"]) else 1
 
 
-IN_PROCESS_HELP = ("run every op's part in this process (default: each op's verification and benchmark in a "
-                   "child process, so one that crashes is a failed row and the rest still run)")
+IN_PROCESS_HELP = ("run the parts (each op's verification and benchmark) in this process. Default: in a child "
+                   "process, replaced after a part that crashes it or loses its CUDA context; that part is a "
+                   "failed row and the rest still run")
 PART_TIMEOUT = 1800.0
 PART_TIMEOUT_HELP = (f"stop a part (one op's verification or benchmark) still running after SECONDS, a failed "
                      f"row saying where it waited, and go on (default {PART_TIMEOUT:g}; 0: never; needs the "

@@ -51,9 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="CUDA device indices to sweep on, one process each (default: the current device)")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timing rounds (default {ROUNDS})")
     p.add_argument("--in-process", action="store_true",
-                   help="sweep in this process (with --devices, one spawned process a device) instead of a child "
-                        "process a device that a key crashing it, or losing its CUDA context, aborts alone: the "
-                        "keys after it are swept in a fresh one")
+                   help="sweep in this process (with --devices, one spawned process a GPU). Default: each GPU's "
+                        "keys in a child process; a key that crashes it or loses its CUDA context aborts alone, "
+                        "and a fresh child sweeps the keys after it")
     p.add_argument("--dry-run", action="store_true", help="sweep and print, record nothing")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (off anyway when stderr is not a terminal)")
