@@ -34,6 +34,11 @@ def test_state_dict_with_liger_names_loads(device):
     assert torch.equal(outer[0].weight, src["gamma"])
     m.load_state_dict(DyT(16, alpha_init=0.1).state_dict())
     assert m.alpha.item() == pytest.approx(0.1)
+    # A Liger "beta" given to a module without a bias is reported under the name passed.
+    no_bias = DyT(16, bias=False)
+    with pytest.raises(RuntimeError, match='Unexpected key\\(s\\) in state_dict: "beta"'):
+        no_bias.load_state_dict(src)
+    assert no_bias.load_state_dict(src, strict=False).unexpected_keys == ["beta"]
 
 
 class _Block(nn.Module):

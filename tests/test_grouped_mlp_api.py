@@ -212,6 +212,19 @@ def test_module_rejects_bad_configuration(kwargs, exc, msg):
         GroupedGLUMLP(*positional, **args)
 
 
+def test_module_refuses_a_float64_default_dtype():
+    """dtype None takes torch's default dtype for the parameters: float64 there was built, and
+    every forward then raised on the parameters' dtype, not naming the cause."""
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(TypeError, match="dtype None takes torch's default dtype, torch.float64"):
+            GroupedGLUMLP(2, 8, 64)
+        assert GroupedGLUMLP(2, 8, 64, dtype=torch.float32).fc1_weight.dtype == torch.float32
+    finally:
+        torch.set_default_dtype(saved)
+
+
 def test_module_initialisation_is_linear_like():
     """Each expert like a fresh nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = H for FC1
     and F for FC2, biases too. Statistics over N draws: the sample std of U(-b, b) is b/sqrt(3)

@@ -326,3 +326,15 @@ def check_dtype_arg(where: str, dtype, accepted) -> None:
     if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in accepted):
         names = ", ".join(f"torch.{str(d).split('.')[-1]}" for d in accepted)
         raise TypeError(f"{where}: dtype must be None or one of {names} (what the op takes), got {dtype!r}")
+
+
+FxProxy = torch.fx.Proxy
+
+
+def fx_node(fn, *args, **kwargs):
+    """The node calling ``fn(*args, **kwargs)`` in the graph torch.fx.symbolic_trace is
+    building, for an op whose first tensor argument is a ``torch.fx.Proxy``: the op is one leaf
+    of the graph, and its checks, routing and kernels run when the GraphModule runs (tracing
+    through it would branch on proxies). The ops test ``type(x) is FxProxy`` first (one
+    comparison on their hot paths)."""
+    return args[0].tracer.create_proxy("call_function", fn, args, kwargs)

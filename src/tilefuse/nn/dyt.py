@@ -14,7 +14,7 @@ from torch import nn
 
 from ..ops.dyt import dyt
 from ..ops.dyt.api import ACCEPTED_DTYPES
-from ..utils import check_bool, check_dtype_arg
+from ..utils import FxProxy, check_bool, check_dtype_arg
 
 logger = logging.getLogger("tilefuse.nn")
 
@@ -81,8 +81,9 @@ class DyT(nn.Module):
         except KeyError:
             alpha, weight, bias = self.alpha, self.weight, self.bias
         # nn.TransformerEncoder's nested-tensor path: each piece by itself (getattr: a
-        # non-tensor x gets dyt's TypeError naming it, not an AttributeError)
-        if getattr(x, "is_nested", False):
+        # non-tensor x gets dyt's TypeError naming it, not an AttributeError); a torch.fx
+        # proxy (symbolic tracing) has no nested layout to branch on: dyt makes it one node
+        if type(x) is not FxProxy and getattr(x, "is_nested", False):
             if (self.channels_last and x.layout == torch.jagged and x.lengths() is None and x.dim() >= 3
                     and x.values().shape[1:] == x.shape[2:]):
                 # ragged along dim 1 (B, j, ..., C), packed without holes: one call on the values,
@@ -101,7 +102,10 @@ class DyT(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):
         for liger, ours in _LIGER_NAMES.items():
-            if prefix + liger in state_dict and prefix + ours not in state_dict:
+            # renamed only where this module has the parameter: a Liger "beta" given to a
+            # DyT(bias=False) stays "beta", so torch's error names the key the caller passed
+            has_ours = self._parameters.get(ours) is not None
+            if prefix + liger in state_dict and prefix + ours not in state_dict and has_ours:
                 state_dict[prefix + ours] = state_dict.pop(prefix + liger)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)

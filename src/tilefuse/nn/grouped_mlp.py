@@ -54,6 +54,9 @@ def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave,
     recipe with its block rule on H and F, the parameters' dtype (None or one grouped_glu_mlp
     takes) and ``bias`` (a bool)."""
     check_dtype_arg(where, dtype, FLOAT_DTYPES)
+    if dtype is None and torch.get_default_dtype() not in FLOAT_DTYPES:   # what the parameters would get
+        raise TypeError(f"{where}: dtype None takes torch's default dtype, {torch.get_default_dtype()}, which "
+                        f"grouped_glu_mlp does not take; pass dtype= (float32, bfloat16 or float16)")
     check_bool(where, "bias", bias)
     for name, value in sizes:
         if isinstance(value, bool) or not isinstance(value, int):

@@ -10,7 +10,7 @@ from torch import nn
 from ..ops.so2_mixing_stack import so2_mixing_stack
 from ..ops.so2_mixing_stack.reference import So2Dims
 from ..ops.so2_mixing_stack.validate import FLOAT_DTYPES
-from ..utils import check_bool, check_dtype_arg
+from ..utils import FxProxy, check_bool, check_dtype_arg
 
 
 class SO2MixingStack(nn.Module):
@@ -96,7 +96,7 @@ class SO2MixingStack(nn.Module):
         if alpha is None:
             if self.apply_alpha:
                 raise ValueError("SO2MixingStack: alpha (E, F) is required when apply_alpha=True")
-            if isinstance(u0, torch.Tensor) and u0.dim() == 3:
+            if type(u0) is FxProxy or (isinstance(u0, torch.Tensor) and u0.dim() == 3):   # a proxy: traced
                 alpha = u0.new_ones((u0.shape[1], u0.shape[0]))
         return so2_mixing_stack(u0, alpha, self.w0_all, self.w1_all, self.gw_all, lmax=self.lmax,
                                 focus_dim=self.focus_dim, apply_alpha=self.apply_alpha)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ... import policy
-from ...utils import readable
+from ...utils import FxProxy, fx_node, readable
 from . import plan as plans
 from . import reference
 from .op import apply, dyt_op
@@ -57,6 +57,8 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
         >>> x = torch.randn(8, 16)
         >>> y = tilefuse.dyt(x, torch.tensor([0.5]), torch.ones(16), torch.zeros(16))
     """
+    if type(x) is FxProxy:   # torch.fx.symbolic_trace: one node (utils.fx_node)
+        return fx_node(dyt, x, alpha, weight, bias, channels_last=channels_last)
     compiling = torch.compiler.is_compiling()
     if compiling:
         # Traced: the checks and the level are read while tracing; the custom op decides the

@@ -8,6 +8,7 @@ import torch
 
 from ...device import on_tensor_device
 from ...policy import differentiating, eager_tracing, is_eager_fake
+from ...utils import FxProxy, fx_node
 from ..autograd_common import batched_at_any_level
 from . import plan as plans
 from .configs import GemmConfig
@@ -207,6 +208,9 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     gradients of the older vmap (``autograd.grad(is_grads_batched=True)``,
     ``jacobian(vectorize=True)``) take the same reference in the backward.
     """
+    if type(x) is FxProxy:   # torch.fx.symbolic_trace: one node (utils.fx_node)
+        return fx_node(grouped_glu_mlp, x, tokens_per_expert, probs, fc1_weight, fc2_weight, activation=activation,
+                       glu_interleave=glu_interleave, fc1_bias=fc1_bias, fc2_bias=fc2_bias, recipe=recipe)
     if differentiating():
         # torch.func transforms (grad, vmap, jacrev, ...) or forward-mode AD: their wrapped
         # tensors own no memory the kernels (or torch._grouped_mm) could read, so the per-expert
@@ -261,6 +265,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
         tokens = _token_bucket(x.shape[0]) if _traced_reads_tokens(x.device.type, *key) else 1
         found = _traced_route(x.device.type, tokens, *key)
         path = GemmConfig(*found) if isinstance(found, tuple) else found
+    elif eager_tracing():   # route's answer there (no kernels); the key is not built: under
+        path = None         # torch.jit.trace x.shape[0] is a traced Tensor, not an int
     else:
         path = route(problem_for(x, fc2_weight, activation, glu_interleave, has_bias, recipe), x.device)
     if isinstance(path, GemmConfig) and path.compose:

@@ -6,7 +6,7 @@ import torch
 
 from ...device import on_tensor_device
 from ...policy import differentiating, wraps_tensors
-from ...utils import gemms_in_dtype
+from ...utils import FxProxy, fx_node, gemms_in_dtype
 from .op import So2StackFunction, so2_stack_fwd_op
 from .reference import so2_stack_reference
 from .validate import validate
@@ -88,6 +88,9 @@ def so2_mixing_stack(u0: torch.Tensor, alpha: torch.Tensor, w0_all: torch.Tensor
         ...                      torch.randn(NL, F, M0, M0) * 0.05, torch.randn(NL, F, M1, M1) * 0.05,
         ...                      torch.randn(NL - 1, F, Cf, L * Cf) * 0.1, lmax=L, focus_dim=Cf)
     """
+    if type(u0) is FxProxy:   # torch.fx.symbolic_trace: one node (utils.fx_node)
+        return fx_node(so2_mixing_stack, u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim,
+                       apply_alpha=apply_alpha)
     validate(u0, alpha, w0_all, w1_all, gw_all, lmax=lmax, focus_dim=focus_dim, apply_alpha=apply_alpha)
     differentiated = differentiating()
     compiling = torch.compiler.is_compiling()
