@@ -1,7 +1,8 @@
 #!/bin/bash
 # Run 4 (GPU, any card; prepared, not run this session): the isolation as it stands after run 3
 # (the child's log protocol, tune's keys in the child): the two isolation test files (their
-# GPU tests: a lost CUDA context through run_check, a real sweep through the child), then
+# GPU tests: a lost CUDA context through run_check, a real sweep through the child) and the
+# files of the nn-module review's fixes (FX leaves running the kernels, jit.trace), then
 # `tilefuse tune` of one dyt key through the child (--dry-run: nothing recorded) and
 # `tilefuse check --quick --no-bench` isolated.
 #   OUT=... bash benchmarks/results/2026-12-06-h200-bc/run4.sh
@@ -12,6 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/run4
 python3 -c "import torch,triton;print(torch.__version__,triton.__version__)" | tee -a $OUT/run4/gpu.txt
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d)
 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 4 -rf tests/test_check_isolate.py tests/test_tuning_isolate.py \
+  tests/test_fx_trace.py tests/test_eager_tracing.py tests/test_dyt_api.py tests/test_grouped_mlp_api.py \
   > $OUT/run4/tests.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run4/tests.txt
 tail -4 $OUT/run4/tests.txt
