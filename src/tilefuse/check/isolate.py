@@ -1,4 +1,5 @@
-"""Run `tilefuse check`'s parts in a child process, so a crash is a failed row, not the end.
+"""Run `tilefuse check`'s parts (and `tilefuse tune`'s keys) in a child process: a crash is a
+failed part, not the end.
 
 A kernel that writes out of bounds can end the process that launched it: on the CPU, Triton's
 interpreter stores through raw addresses and may segfault; on a GPU an illegal memory access
