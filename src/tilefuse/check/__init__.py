@@ -93,7 +93,6 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
         if device == "cpu" else "benchmarks disabled (--no-bench)"
     for op in ops:
         result["benchmarks"].setdefault(op, {"skipped": skipped})
-    result["benchmarks"] = {op: result["benchmarks"][op] for op in ops}
     # A torch.compile peer (benchmarks) switches Triton to torch's ptxas for the rest of the
     # process: the kernels compiled after it were assembled by that one (docs/design.md,
     # "Which ptxas"). Isolated, each part starts on Triton's own; a part that switched says so.
