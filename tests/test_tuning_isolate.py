@@ -11,6 +11,7 @@ import ctypes
 import pytest
 import torch
 
+import tilefuse
 from tilefuse import tuning
 from tilefuse.ops.dyt.configs import DyTProblem
 from tilefuse.tuning import BASELINE, command, runner
@@ -112,6 +113,48 @@ def test_the_tune_command_isolates_unless_in_process(monkeypatch):
         command.main(["--show", "--in-process"])       # it sweeps nothing
 
 
+def test_tune_model_isolated_aborts_only_the_crashing_key(fresh_table):
+    """tilefuse.tune(model, isolate=True): the model runs here, its keys are swept in a child;
+    the backward key's candidate segfaults there, so that key alone aborts (SweepError naming
+    the signal, nothing recorded) and this process goes on; the forward key is recorded."""
+    model = tilefuse.nn.DyT(16)
+    with pytest.raises(tuning.SweepError) as raised:
+        tilefuse.tune(model, torch.randn(2, 16, 16), device="cpu", timer=CrashingTimer(FAST, FAST), rounds=2,
+                      progress=False, isolate=True)
+    assert "bwd-M32-N16-x4: aborted" in str(raised.value) and "SIGSEGV" in str(raised.value)
+    assert "fwd-M32-N16-x4" not in str(raised.value)
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
+
+
+def test_tune_model_isolated_returns_what_in_process_does(fresh_table):
+    model = tilefuse.nn.DyT(16)
+    results = tilefuse.tune(model, torch.randn(2, 16, 16), device="cpu", timer=FakeTimer(FAST, 0.8), rounds=2,
+                            progress=False, isolate=True)
+    assert sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
+    assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == FAST
+    assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
+
+
+def test_tune_model_isolated_refuses_a_timer_it_cannot_send(fresh_table):
+    """A timer that does not pickle cannot reach the child: TypeError naming it, before the
+    model runs; a non-bool isolate is refused by name too."""
+    calls = []
+
+    class LocalTimer(FakeTimer):   # defined in a function: pickle cannot find it by name
+        pass
+
+    def model(x):
+        calls.append(1)
+        return tilefuse.dyt(x, torch.tensor([0.5]), torch.ones(16))
+
+    with pytest.raises(TypeError, match="timer must be picklable"):
+        tilefuse.tune(model, torch.randn(2, 16, 16), timer=LocalTimer(FAST, 0.8), progress=False, isolate=True)
+    with pytest.raises(TypeError, match="isolate must be a bool"):
+        tilefuse.tune(model, torch.randn(2, 16, 16), progress=False, isolate="True")
+    assert not calls
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_isolated_gpu_sweep_records_a_winner(fresh_table):
     """On a GPU, a real sweep (CUDA timer) through the child records the key."""
@@ -119,3 +162,13 @@ def test_isolated_gpu_sweep_records_a_winner(fresh_table):
                                             isolate=True, rounds=2, progress=False)
     assert not errors and [r.key for r in results] == ["fwd-M4096-N256-x4"]
     assert tuning.get_entry("dyt", "fwd-M4096-N256-x4") is not None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_tune_model_isolated_on_a_gpu_records_its_keys(fresh_table):
+    """tilefuse.tune(model, isolate=True) on a GPU: the model's two dyt keys swept in the child
+    (CUDA timer) and recorded here."""
+    model = tilefuse.nn.DyT(256).cuda()
+    results = tilefuse.tune(model, torch.randn(16, 256, 256, device="cuda"), rounds=2, progress=False, isolate=True)
+    assert sorted(r.key for r in results) == ["bwd-M4096-N256-x4", "fwd-M4096-N256-x4"]
+    assert all(tuning.get_entry("dyt", key) is not None for key in ("bwd-M4096-N256-x4", "fwd-M4096-N256-x4"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import threading
 import warnings
 
@@ -12,7 +13,7 @@ import torch.distributed as dist
 from .. import policy
 from . import table
 from .family import BASELINE, get_family
-from .runner import format_results, sweep_each
+from .runner import format_results, sweep_each, sweep_isolated
 from .sweep import ROUNDS, SweepError, SweepResult, check_flags, check_rounds, covered_keys
 
 
@@ -95,7 +96,8 @@ _backward_lock = threading.Lock()
 
 
 def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS,
-         force: bool = False, record: bool = True, progress: bool = True) -> list[SweepResult]:
+         force: bool = False, record: bool = True, progress: bool = True,
+         isolate: bool = False) -> list[SweepResult]:
     """Sweep every table key ``model`` uses that is not covered yet; return the results.
 
     Runs the model once (see ``collect``) to learn its keys, then sweeps the ones the table
@@ -112,26 +114,35 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     files hold. The collectives wait for the slowest rank's sweeps: give the process group a
     timeout longer than the sweep.
 
+    ``isolate``: the keys are swept in a child process (as `tilefuse tune` sweeps them,
+    runner.sweep_isolated), so a candidate that crashes the process, or loses its CUDA
+    context, aborts its own key (a SweepError saying how) instead of ending or poisoning the
+    caller's process; a fresh child sweeps the keys after it. The model runs here either way
+    (its keys are collected in this process). A ``timer`` must then be picklable.
+
     Raises ``SweepError`` if any key aborted (the others are still recorded); TypeError or
-    ValueError naming ``model`` (a callable), ``rounds`` (an int >= 1), ``force``, ``record`` or ``progress`` (bools)
-    before anything runs.
+    ValueError naming ``model`` (a callable), ``rounds`` (an int >= 1), ``force``, ``record``,
+    ``progress`` or ``isolate`` (bools), or ``timer`` (picklable, with ``isolate``) before
+    anything runs.
     """
     if not callable(model):
         raise TypeError(f"tune: model must be callable (a module or function), got {type(model).__name__}")
     check_rounds(rounds, "tune")
-    check_flags("tune", force=force, record=record, progress=progress)
+    check_flags("tune", force=force, record=record, progress=progress, isolate=isolate)
+    if isolate:
+        _check_picklable_timer(timer)
     seen = collect(model, example_inputs)
     if not seen:
         warnings.warn("tilefuse.tune: the model made no tuning-table lookup (it uses no tilefuse "
                       "op, or kernels cannot run on its device); nothing to tune", stacklevel=2)
     options = dict(device=device, timer=timer, rounds=rounds, record=record, progress=progress)
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        results, errors = _sweep_distributed(seen, force, options)
+        results, errors = _sweep_distributed(seen, force, options, isolate)
     else:
         covered = covered_keys(device)
         todo = [(family, problem) for (family, key), problem in seen.items()
                 if force or (family, key) not in covered]
-        results, errors = sweep_each(todo, **options)
+        results, errors = _sweep(todo, options, isolate)
     if progress and (results or errors):
         print(format_results(results, errors))
     if errors:
@@ -140,7 +151,26 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     return results
 
 
-def _sweep_distributed(seen: dict, force: bool, options: dict):
+def _check_picklable_timer(timer) -> None:
+    """An isolated sweep sends the timer to its child pickled: refuse one that cannot be, by
+    name, before the model runs."""
+    try:
+        pickle.dumps(timer)
+    except Exception as exc:   # pickle raises PicklingError, AttributeError, TypeError, ...
+        raise TypeError(f"tune: with isolate=True the timer must be picklable (it is sent to the sweep's "
+                        f"child process), got {type(timer).__name__}: {exc}") from None
+
+
+def _sweep(items: list, options: dict, isolate: bool):
+    """sweep_each, or with ``isolate`` sweep_isolated on ``options``' device (a child process)."""
+    if not isolate:
+        return sweep_each(items, **options)
+    options = dict(options)
+    device = options.pop("device")
+    return sweep_isolated(items, [] if device is None else [str(torch.device(device))], **options)
+
+
+def _sweep_distributed(seen: dict, force: bool, options: dict, isolate: bool = False):
     rank, world = dist.get_rank(), dist.get_world_size()
     gathered: list = [None] * world
     dist.all_gather_object(gathered, list(seen.items()))
@@ -155,7 +185,7 @@ def _sweep_distributed(seen: dict, force: bool, options: dict):
         todo = [sorted(fk for fk in pooled if force or fk not in covered)]
     dist.broadcast_object_list(todo, src=0)
     mine = [(family, pooled[(family, key)]) for family, key in todo[0][rank::world]]
-    results, errors = sweep_each(mine, **options)
+    results, errors = _sweep(mine, options, isolate)
 
     gathered = [None] * world
     dist.all_gather_object(gathered, ([(r.family, r.key, r.entry()) for r in results],
