@@ -1,5 +1,5 @@
 """`tilefuse check` runs each op's verification and benchmark (the parts) in a child process
-(check.isolate): a part whose process crashes is a failed row naming how and where, the parts
+(tilefuse.isolate): a part whose process crashes is a failed row naming how and where, the parts
 after it run in a fresh child, and the report is still written.
 
 The targets the children run are this module's functions: a child gets the parent's import
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tilefuse import check
-from tilefuse.check import isolate
+from tilefuse import isolate
 from tilefuse.cli import main
 
 ME = __name__
@@ -85,7 +85,7 @@ def test_a_child_that_dies_says_how_and_where(target, ended, where):
     assert ended in out.why() and "second line" not in out.why()
     if where:   # faulthandler's frames, innermost first, the child's own left out
         assert out.frames and where in " ".join(out.frames) and "child_segfaults" in out.frames[1]
-        assert not any(f.startswith("check/isolate.py") for f in out.frames)
+        assert not any(f.startswith("tilefuse/isolate.py") for f in out.frames)
 
 
 def test_a_child_returns_its_value_through_json():

@@ -139,3 +139,17 @@ def driver_version() -> str | None:
     except (OSError, AttributeError):
         pass
     return None
+
+
+def ptxas() -> str | None:
+    """"VERSION (PATH)" of the ptxas Triton assembles sm_90 kernels with in this process now, or
+    None without Triton's NVIDIA backend. Not always Triton's bundled one: once torch.compile
+    has compiled a Triton kernel, inductor names torch's own ptxas (CUDA builds of torch) in
+    TRITON_PTXAS_PATH for the rest of the process, and kernels compiled after that (tilefuse's
+    too) are assembled by it (docs/design.md, "Which ptxas")."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        tool = get_ptxas(90)
+        return f"{tool.version} ({tool.path})"
+    except Exception:  # noqa: BLE001 - no NVIDIA backend or no ptxas: nothing to report
+        return None

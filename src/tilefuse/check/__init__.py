@@ -60,7 +60,7 @@ def run_check(out_dir: str | Path = "tilefuse-report", *, quick: bool = False, b
     the error, and the other sections still run; a report left in ``out_dir`` by an earlier
     run is removed first, so a run that dies midway leaves none rather than an old one.
     ``isolate`` runs each op's verification and benchmark (the parts) in a child process
-    (check.isolate; the CLI's default): a part whose process dies (a segfault in Triton's
+    (tilefuse.isolate; the CLI's default): a part whose process dies (a segfault in Triton's
     interpreter) or after which a CUDA launch fails (a context lost to an illegal memory
     access) is a failed row saying how and where, and the parts after it run in a fresh
     process; so does a part still running after ``part_timeout`` seconds (isolated only)."""
@@ -133,10 +133,10 @@ def benchmark_op(op: str, quick: bool, show_progress: bool, out_dir: str) -> dic
 
 
 def _run_parts(isolate: bool, parts: list, timeout: float | None) -> list:
-    """Each part's check.isolate.Outcome: ``fn(op, **kwargs)`` here, or with ``isolate`` in
+    """Each part's tilefuse.isolate.Outcome: ``fn(op, **kwargs)`` here, or with ``isolate`` in
     a child process (one for all the parts, a fresh one after a part that crashed it or ran
     past ``timeout`` seconds)."""
-    from . import isolate as iso
+    from .. import isolate as iso
     if not isolate:
         return [iso.Outcome(ok=True, value=fn(op=op, **kwargs)) for _, op, fn, kwargs in parts]
     return iso.run_parts([(f"{fn.__module__}:{fn.__qualname__}", {"op": op, **kwargs})
@@ -145,7 +145,7 @@ def _run_parts(isolate: bool, parts: list, timeout: float | None) -> list:
 
 def _died_row(op: str, part: str, outcome) -> dict:
     """A failed verification row for a part whose child process died, raised outside the
-    section or lost the CUDA context (check.isolate.Outcome): a crash after its rows were
+    section or lost the CUDA context (tilefuse.isolate.Outcome): a crash after its rows were
     written still fails the check."""
     return {"op": op, "path": f"the {part} section", "case": "all", "ok": False, "errors": {},
             "worst_error_over_bound": float("inf"), "detail": outcome.why()[:600]}

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__, policy
-from ..device import driver_version
+from ..device import driver_version, ptxas  # noqa: F401  (ptxas: env.ptxas for its callers)
 
 # torch.utils.collect_env.SystemEnv fields -> report keys (fields a torch version lacks are
 # left out).
@@ -71,20 +71,6 @@ def _collect_env() -> dict:
     if cpu:
         out["cpu"] = cpu
     return out
-
-
-def ptxas() -> str | None:
-    """"VERSION (PATH)" of the ptxas Triton assembles sm_90 kernels with in this process now, or
-    None without Triton's NVIDIA backend. Not always Triton's bundled one: once torch.compile
-    has compiled a Triton kernel, inductor names torch's own ptxas (CUDA builds of torch) in
-    TRITON_PTXAS_PATH for the rest of the process, and kernels compiled after that (tilefuse's
-    too) are assembled by it (docs/design.md, "Which ptxas")."""
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-        tool = get_ptxas(90)
-        return f"{tool.version} ({tool.path})"
-    except Exception:  # noqa: BLE001 - no NVIDIA backend or no ptxas: nothing to report
-        return None
 
 
 def environment() -> dict:

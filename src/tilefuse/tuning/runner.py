@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import torch
 from tqdm.auto import tqdm
 
+from .. import isolate
 from . import table
 from .family import BASELINE, get_family
 from .sweep import (REJECTED, ROUNDS, SKIPPED, TIMED, SweepError, SweepResult, default_device, record_result,
@@ -80,7 +81,7 @@ def sweep_parallel(items: list[Item], devices: list[str], *, isolate: bool = Fal
     file lock and merge-on-write keep all their entries. Afterwards this process re-reads
     the table. Families must be importable by name in the workers (built-in families are),
     and ``options`` (e.g. a timer) picklable. ``isolate`` (`tilefuse tune`'s default): the
-    keys of each device run in a child process (check.isolate) that a key killing it, or
+    keys of each device run in a child process (tilefuse.isolate) that a key killing it, or
     losing its CUDA context, aborts alone: a fresh child sweeps the keys after it, one device
     included (sweep_isolated).
     """
@@ -103,7 +104,7 @@ def sweep_parallel(items: list[Item], devices: list[str], *, isolate: bool = Fal
 
 def sweep_isolated(items: list[Item], devices: list[str], **options
                    ) -> tuple[list[SweepResult], list[SweepError]]:
-    """sweep_parallel with each device's keys in a child process (check.isolate.run_parts),
+    """sweep_parallel with each device's keys in a child process (tilefuse.isolate.run_parts),
     one per device at a time, driven by a thread each. A candidate that segfaults, or makes
     an illegal memory access that leaves the CUDA context unusable, aborts its own key (an
     error saying how) and a fresh child sweeps the keys after it; in one process every later
@@ -133,8 +134,7 @@ def _decode(text: str):
 
 
 def _sweep_shard(device, shard: list[Item], position: int, options: dict):
-    """One device's keys through check.isolate.run_parts: (results, errors)."""
-    from ..check import isolate
+    """One device's keys through tilefuse.isolate.run_parts: (results, errors)."""
     options = dict(options)
     record = options.pop("record", True)
     # a family registered by a module of its own (not built in) is imported there first

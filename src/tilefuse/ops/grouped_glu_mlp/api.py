@@ -121,7 +121,8 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
 
     Args:
         x: (T, H) tokens permuted by expert; float32, bfloat16 or float16.
-        tokens_per_expert: (E,) int32 or int64 tensor on x's device; never read on the host.
+        tokens_per_expert: (E,) int32 or int64 tensor on x's device; never read on the host by
+            the kernel paths and the compose route (the fallbacks below that read it say so).
         probs: (T,) router probabilities, float32 or x.dtype.
         fc1_weight: (E, 2F, H); fc2_weight: (E, H, F), in x.dtype (out, in like nn.Linear).
         activation: "swiglu" or "geglu" (the spec's clamped quick-gelu form).

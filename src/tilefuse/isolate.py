@@ -34,7 +34,7 @@ class Outcome:
     """What a child returned (``value``, after a JSON round trip; ``ok``), or why it did not."""
     ok: bool
     value: object = None
-    ptxas: str | None = None     # the ptxas Triton would use when the child finished (env.ptxas)
+    ptxas: str | None = None     # the ptxas Triton would use when the child finished (device.ptxas)
     ended: str = ""              # how its process ended when not cleanly ("was killed by signal SIGSEGV
                                  # (...)", "raised RuntimeError: ...")
     frames: tuple[str, ...] = ()  # innermost first, from faulthandler's dump
@@ -188,7 +188,7 @@ def _context_lost() -> bool:
 
 def _child(work: Path) -> None:
     import importlib
-    from .env import ptxas
+    from .device import ptxas
     with open(work / "fault.txt", "w") as fault, open(work / "log.jsonl", "a") as log:
         def write(doc: dict) -> None:
             log.write(json.dumps(doc, default=str) + "\n")
