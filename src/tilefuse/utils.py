@@ -338,3 +338,22 @@ def fx_node(fn, *args, **kwargs):
     through it would branch on proxies). The ops test ``type(x) is FxProxy`` first (one
     comparison on their hot paths)."""
     return args[0].tracer.create_proxy("call_function", fn, args, kwargs)
+
+
+def fx_proxy_in(*args) -> FxProxy | None:
+    """The first ``torch.fx.Proxy`` among ``args``, or None."""
+    return next((a for a in args if type(a) is FxProxy), None)
+
+
+def fx_module_node(module: torch.nn.Module, where: str, proxy: FxProxy, *args):
+    """The node calling ``module(*args)`` in the graph torch.fx.symbolic_trace is building
+    (``proxy`` one of the args): for a module whose forward cannot be traced (host-side split
+    sizes, collectives, shape unpacking), so that it is one leaf of the graph, as a module
+    Tracer.is_leaf_module names is, and runs whole when the GraphModule runs. As the trace's
+    root it has no enclosing module to be a leaf of: TypeError naming it."""
+    tracer = proxy.tracer
+    path = tracer.path_of_module(module)
+    if not path:
+        raise TypeError(f"{where}: torch.fx.symbolic_trace cannot trace this module as the root (its forward "
+                        f"depends on the routing's values); trace a model holding it, where it is one leaf node")
+    return tracer.create_proxy("call_module", path, args, {})

@@ -38,7 +38,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..utils import check_tensor
+from .. import policy
+from ..utils import check_tensor, fx_module_node, fx_proxy_in
 from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
 
 _WHERE = "ExpertParallelGLUMLP"
@@ -531,6 +532,15 @@ class ExpertParallelGLUMLP(nn.Module):
                 int(grad and (x.requires_grad or probs.requires_grad or params)))
 
     def forward(self, x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+        proxy = fx_proxy_in(x, expert_ids, probs)
+        if proxy is not None:   # torch.fx.symbolic_trace: the module is one leaf node
+            return fx_module_node(self, _WHERE, proxy, x, expert_ids, probs)
+        if policy.eager_tracing():
+            # the all-to-alls' split sizes are host values read from this call's routing: a
+            # trace would hold them as constants, wrong for any other routing
+            raise NotImplementedError(f"{_WHERE}: torch.jit.trace and make_fx cannot record this module (its "
+                                      f"collectives' sizes come from the routing's values); trace around it, or "
+                                      f"use torch.fx.symbolic_trace, where it is one leaf node")
         _check_tokens(x, expert_ids, probs, self.hidden_size, self.experts.fc1_weight)
         group = self.process_group
         if group is None and self.__dict__.get("_unbound"):

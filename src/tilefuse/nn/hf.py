@@ -31,7 +31,7 @@ import logging
 import torch
 from torch import nn
 
-from ..utils import check_tensor
+from ..utils import check_tensor, fx_module_node, fx_proxy_in
 from .grouped_mlp import check_expert_args, glu_layout_of
 
 logger = logging.getLogger("tilefuse.nn")
@@ -109,6 +109,9 @@ class HFGroupedGLUExperts(nn.Module):
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         from ..ops.grouped_glu_mlp.api import grouped_glu_mlp
+        proxy = fx_proxy_in(hidden_states, top_k_index, top_k_weights)
+        if proxy is not None:   # torch.fx.symbolic_trace: the module is one leaf node
+            return fx_module_node(self, _WHERE, proxy, hidden_states, top_k_index, top_k_weights)
         _check_routing(hidden_states, top_k_index, top_k_weights, self.hidden_dim)
         n_tokens, top_k = top_k_index.shape
         n_experts, device = self.num_experts, hidden_states.device
