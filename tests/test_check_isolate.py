@@ -269,3 +269,95 @@ def test_an_illegal_memory_access_does_not_fail_the_parts_after_it(tmp_path, mon
     rows = result["verification"]
     assert [(r["op"], r["ok"]) for r in rows] == [("dyt", False), ("so2_mixing_stack", True)]
     assert "illegal memory access" in rows[0]["detail"] and "context was lost" in rows[0]["detail"]
+
+
+def child_sleeps_after_saying_where(op, note, **kw):
+    """Writes its pid and its work folder to ``note``, then sleeps."""
+    import sys
+    import time
+    with open(note, "w") as f:
+        json.dump({"pid": os.getpid(), "work": sys.argv[1]}, f)
+    time.sleep(120)
+
+
+def child_warns(op, **kw):
+    import warnings
+    warnings.warn("a warning from the child", RuntimeWarning)
+    return 1
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not reaped by its own parent, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_for(predicate, seconds: float = 30.0) -> bool:
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+_PARENT = """
+import sys
+sys.path[:0] = {path!r}
+from tilefuse import isolate
+if {handler!r}:
+    from tilefuse import cli
+    cli._exit_on_sigterm()
+isolate.call("test_check_isolate:child_sleeps_after_saying_where", {{"op": "dyt", "note": {note!r}}})
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("signal_name, handler", [("SIGKILL", False), ("SIGTERM", False), ("SIGTERM", True)])
+def test_a_child_does_not_outlive_its_parent(signal_name, handler, tmp_path):
+    """The parent killed while its child runs a part (a job scheduler's SIGTERM, SIGKILL):
+    the child ends too (before, it ran on, unread, holding the GPU). With the CLI's handler
+    (check / bench with their child), SIGTERM ends the parent with status 143 after stopping
+    the child and removing its work folder."""
+    import signal
+    import subprocess
+    import sys
+    note = tmp_path / "note.json"
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT.format(path=[p for p in sys.path if p],
+                                                                    handler=handler, note=str(note))])
+    try:
+        assert _wait_for(lambda: note.exists() and note.stat().st_size > 0, 120), "the child never started its part"
+        child = json.loads(note.read_text())
+        assert _alive(child["pid"])
+        parent.send_signal(getattr(signal, signal_name))
+        status = parent.wait(60)
+        assert _wait_for(lambda: not _alive(child["pid"])), "the child outlived its parent"
+        if handler:
+            assert status == 143 and not os.path.exists(child["work"])
+        else:
+            assert status == -getattr(signal, signal_name)
+    finally:
+        parent.kill()
+        parent.wait()
+        if note.exists():
+            pid = json.loads(note.read_text())["pid"]
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+def test_the_child_warns_as_the_parent_would(capfd):
+    """The parent's warning filters reach the child: a warning this process ignores is not
+    printed by a part either (the CLI hides numpy's warnings from Triton's interpreter; its
+    children printed them)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        assert isolate.call(f"{ME}:child_warns", {"op": "dyt"}).ok
+        assert "a warning from the child" in capfd.readouterr().err
+        warnings.filterwarnings("ignore", message="a warning from", category=RuntimeWarning)
+        assert isolate.call(f"{ME}:child_warns", {"op": "dyt"}).ok
+        assert "a warning from the child" not in capfd.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import math
 import re
@@ -319,7 +320,7 @@ def test_refusals_create_no_report_folder(command, tmp_path, capsys, monkeypatch
         monkeypatch.setattr(cli, "_use_interpreter_without_cuda", lambda argv: None)
         want = "no CUDA device"
     else:
-        monkeypatch.setattr(check, "triton_missing", lambda: "Triton is not installed (faked)")
+        monkeypatch.setattr(check, "triton_missing", lambda command: "Triton is not installed (faked)")
         want = "Triton is not installed"
     out = tmp_path / "new" / "report"
     assert cli.main([command, "--ops", "dyt", "--out", str(out)]) == 2
@@ -332,10 +333,42 @@ def test_bench_without_triton_refuses_too(tmp_path, capsys, monkeypatch):
     from tilefuse import check
     monkeypatch.setattr(check, "run_check", lambda *a, **k: pytest.fail("the bench ran"))
     _bench_on_a_faked_gpu("bench", monkeypatch)
-    monkeypatch.setattr(check, "triton_missing", lambda: "Triton is not installed (faked)")
+    monkeypatch.setattr(check, "triton_missing", lambda command: "Triton is not installed (faked)")
     out = tmp_path / "new"
     assert cli.main(["bench", "--ops", "dyt", "--out", str(out)]) == 2
     assert "tilefuse bench: Triton is not installed" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_missing_triton_message_names_the_command_to_run_again(monkeypatch):
+    """`tilefuse bench` without Triton tells the user to run `tilefuse bench` again, not
+    `tilefuse check` (the message named check for both)."""
+    import builtins
+    from tilefuse import check
+    real_import = builtins.__import__
+
+    def no_triton(name, *args, **kwargs):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError("No module named 'triton' (faked)")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    assert "then run `tilefuse bench` again" in check.triton_missing("bench")
+    assert "then run `tilefuse check` again" in check.triton_missing()
+
+
+@pytest.mark.parametrize("command, args, says", [
+    ("check", ["--part-timeout", "-1"], "--part-timeout takes 0"),
+    ("check", ["--part-timeout", "5", "--in-process"], "--in-process runs none"),
+    ("check", ["--ops", "nosuchop"], "nosuchop"),
+    ("bench", ["--ops", "nosuchop"], "nosuchop")])
+def test_usage_errors_after_parsing_print_the_subcommands_usage(command, args, says, tmp_path, capsys):
+    """A usage error found after parsing (the ops, the part timeout) prints the subcommand's
+    usage line, as argparse's own errors do (it printed the top-level one, or none)."""
+    with pytest.raises(SystemExit) if "--part-timeout" in args else contextlib.nullcontext() as raised:
+        status = cli.main([command, *args, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert (raised.value.code if raised else status) == 2
+    assert err.startswith(f"usage: tilefuse {command} ") and f"tilefuse {command}: error:" in err and says in err
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("value", ["1", "on", "TRUE", "yes"])

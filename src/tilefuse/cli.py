@@ -43,7 +43,8 @@ def _ops(args, command: str) -> tuple[str, ...] | None:
     try:
         return parse_ops(args.ops)
     except ValueError as exc:
-        print(f"tilefuse {command}: {exc}", file=sys.stderr)
+        args.parser.print_usage(sys.stderr)
+        print(f"tilefuse {command}: error: {exc}", file=sys.stderr)
         return None
 
 
@@ -57,7 +58,7 @@ def _refusal(args) -> str | None:
     touched: a refusal (exit 2) creates nothing."""
     from . import policy
     from .check import triton_missing
-    if (why := triton_missing()) is not None:   # both commands run the kernels
+    if (why := triton_missing(args.command)) is not None:   # both commands run the kernels
         return f"tilefuse {args.command}: {why}"
     if policy.get_level() == 0:
         # check: every kernel row would fail as "did not launch", the cause unsaid; bench: the
@@ -95,13 +96,17 @@ def _bench(args) -> int:
     return 0 if all(row["ok"] for row in result["verification"]) else 1
 
 
-IN_PROCESS_HELP = ("run the parts (each op's verification and benchmark) in this process. Default: in a child "
-                   "process, replaced after a part that crashes it or loses its CUDA context; that part is a "
-                   "failed row and the rest still run")
+def _in_process_help(parts: str) -> str:
+    return (f"run the parts ({parts}) in this process. Default: in a child process, replaced after a part "
+            f"that crashes it or loses its CUDA context; that part is a failed row and the rest still run")
+
+
+def _part_timeout_help(part: str) -> str:
+    return (f"stop a part ({part}) still running after SECONDS, a failed row saying where it waited, and go on "
+            f"(default {PART_TIMEOUT:g}; 0: never; needs the child process, not --in-process)")
+
+
 PART_TIMEOUT = 1800.0
-PART_TIMEOUT_HELP = (f"stop a part (one op's verification or benchmark) still running after SECONDS, a failed "
-                     f"row saying where it waited, and go on (default {PART_TIMEOUT:g}; 0: never; needs the "
-                     f"child process, not --in-process)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,18 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bench", action="store_true", help="verification only")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to check (default: all): {', '.join(OPS)}")
-    p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
-    p.add_argument("--part-timeout", type=float, metavar="SECONDS", help=PART_TIMEOUT_HELP)
-    p.set_defaults(func=_check)
+    p.add_argument("--in-process", action="store_true",
+                   help=_in_process_help("each op's verification and benchmark"))
+    p.add_argument("--part-timeout", type=float, metavar="SECONDS",
+                   help=_part_timeout_help("one op's verification or benchmark"))
+    p.set_defaults(func=_check, parser=p)
     sub.add_parser("tune", help="sweep tuning keys ahead of time (see `tilefuse tune --help`)")
     p = sub.add_parser("bench", help="benchmarks only (GPU): report.md/json in --out, no verification")
     p.add_argument("--out", default="tilefuse-report", help="report folder (default tilefuse-report/)")
     p.add_argument("--quick", action="store_true", help="fewer shapes and smaller benchmarks")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (off anyway when not on a terminal)")
     p.add_argument("--ops", help=f"comma-separated ops to benchmark (default: all): {', '.join(OPS)}")
-    p.add_argument("--in-process", action="store_true", help=IN_PROCESS_HELP)
-    p.add_argument("--part-timeout", type=float, metavar="SECONDS", help=PART_TIMEOUT_HELP)
-    p.set_defaults(func=_bench)
+    p.add_argument("--in-process", action="store_true", help=_in_process_help("each op's benchmark"))
+    p.add_argument("--part-timeout", type=float, metavar="SECONDS", help=_part_timeout_help("one op's benchmark"))
+    p.set_defaults(func=_bench, parser=p)
     p = sub.add_parser("info", help="print the environment")
     p.set_defaults(func=_info)
     return parser
@@ -148,8 +155,9 @@ def main(argv=None) -> int:
         # `tilefuse tune ...` is the tuning command's own parser (tilefuse.tuning.command).
         from .tuning.command import main as tune_main
         return tune_main(argv[1:])
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
+    # usage errors after parsing print the subcommand's usage line, as argparse's own do
+    parser = getattr(args, "parser", None)
     if hasattr(args, "ops"):    # check and bench: the selection as a tuple of op names
         args.ops = _ops(args, args.command)
         if args.ops is None:
@@ -161,7 +169,20 @@ def main(argv=None) -> int:
         args.part_timeout = _part_timeout(parser, args)
     if getattr(args, "out", None) is not None:
         _check_out(parser, args.out)
+    if not getattr(args, "in_process", True):
+        _exit_on_sigterm()
     return args.func(args)
+
+
+def _exit_on_sigterm() -> None:
+    """check / bench with their child process: a SIGTERM (a job scheduler's, ``kill``) ends
+    this process by SystemExit(143), so the child is stopped and its work folder removed on
+    the way out (isolate._run_child) rather than left behind. Only while the parent waits on
+    its child, in waitpid, which a signal interrupts; in-process, a handler would wait for the
+    running kernel. (`tilefuse tune` waits in worker threads, which a handler cannot stop: its
+    children end with it through isolate._die_with_parent.)"""
+    import signal
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _part_timeout(parser, args) -> float | None:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +98,7 @@ def _frames(dump: str, keep: int = 4) -> tuple[str, ...]:
 # path (``python -c`` puts it first, ahead of PYTHONPATH: a stray tilefuse/ or json.py there
 # would be imported instead of the parent's).
 _BOOT = ("import sys; del sys.path[0]; from pathlib import Path; "
-         f"from {__name__} import _child; _child(Path(sys.argv[1]))")
+         f"from {__name__} import _child; _child(Path(sys.argv[1]), int(sys.argv[2]))")
 
 
 def call(target: str, kwargs: dict, timeout: float | None = None) -> Outcome:
@@ -144,17 +146,85 @@ def _run_child(parts, first: int, timeout: float | None) -> tuple[dict, int, tup
     with tempfile.TemporaryDirectory(prefix="tilefuse-check-") as tmp:
         work = Path(tmp)
         request = [{"index": i, "target": t, "kwargs": kw} for i, (t, kw) in enumerate(parts) if i >= first]
-        (work / "request.json").write_text(json.dumps({"parts": request, "timeout": timeout}))
+        (work / "request.json").write_text(json.dumps({"parts": request, "timeout": timeout,
+                                                       "warnings": _warning_filters()}))
         env = dict(os.environ)
         # the parent's import path, so the child imports what the parent imports (this
         # tilefuse, the caller's modules), not another installed copy
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = subprocess.run([sys.executable, "-c", _BOOT, str(work)], env=env, check=False)
+        proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(work), str(os.getpid())], env=env)
+        try:
+            returncode = proc.wait()
+        except BaseException:
+            # this process is leaving (KeyboardInterrupt, a SystemExit from a signal handler):
+            # the child goes too, rather than running on, unread, holding the GPU
+            _stop(proc)
+            raise
         dump = work / "fault.txt"
         text = dump.read_text(errors="replace") if dump.exists() else ""
-        return _read_log(work / "log.jsonl"), proc.returncode, _frames(text), text.startswith("Timeout (")
+        return _read_log(work / "log.jsonl"), returncode, _frames(text), text.startswith("Timeout (")
+
+
+def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _warning_filters() -> list:
+    """This process's warning filters as JSON can carry them, for the child to install: its
+    parts then warn as they would here (the CLI hides numpy's warnings from Triton's
+    interpreter, for one). A filter on a warning class the child cannot import by name is
+    left out."""
+    out = []
+    for action, message, category, module, lineno in warnings.filters:
+        out.append([action, _pattern(message), f"{category.__module__}:{category.__qualname__}", _pattern(module),
+                    lineno])
+    return out
+
+
+def _pattern(regex) -> str:
+    """A filter's message or module as a pattern ``filterwarnings`` takes: compiled, its own;
+    a plain string (the interpreter's default filters: matched exactly), escaped and
+    anchored; None (any), empty."""
+    if regex is None:
+        return ""
+    return regex.pattern if hasattr(regex, "pattern") else re.escape(regex) + r"\Z"
+
+
+def _install_warning_filters(filters: list) -> None:
+    import importlib
+    warnings.resetwarnings()
+    for action, message, category, module, lineno in filters:
+        owner, _, name = category.partition(":")
+        try:
+            cls = importlib.import_module(owner)
+            for attr in name.split("."):
+                cls = getattr(cls, attr)
+        except (ImportError, AttributeError):
+            continue
+        warnings.filterwarnings(action, message, cls, module, lineno, append=True)
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, have the kernel send this child SIGTERM when the thread that started it
+    ends: a parent killed outright (SIGKILL, or a SIGTERM it has no handler for) runs no
+    cleanup, and its child would otherwise run on, unread, holding the GPU. A parent already
+    gone by now: exit at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _read_log(path: Path) -> dict:
@@ -186,8 +256,9 @@ def _context_lost() -> bool:
         return True
 
 
-def _child(work: Path) -> None:
+def _child(work: Path, parent: int) -> None:
     import importlib
+    _die_with_parent(parent)
     from .device import ptxas
     with open(work / "fault.txt", "w") as fault, open(work / "log.jsonl", "a") as log:
         def write(doc: dict) -> None:
@@ -195,6 +266,7 @@ def _child(work: Path) -> None:
             log.flush()
         faulthandler.enable(file=fault, all_threads=False)
         request = json.loads((work / "request.json").read_text())
+        _install_warning_filters(request["warnings"])
         for part in request["parts"]:
             index = part["index"]
             write({"start": index})

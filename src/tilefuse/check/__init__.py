@@ -26,8 +26,9 @@ def _progress(enabled: bool):
     return wrap
 
 
-def triton_missing() -> str | None:
+def triton_missing(command: str = "check") -> str | None:
     """Why the kernels cannot run here, when Triton cannot be imported; None when it can.
+    ``command``: the `tilefuse` command the message tells the user to run again.
 
     Every op's verification launches Triton kernels (in the interpreter without a GPU), so
     without Triton `tilefuse check` would only report that no kernel launched."""
@@ -36,7 +37,7 @@ def triton_missing() -> str | None:
     except ImportError as exc:
         return ("Triton is not installed, so no tilefuse kernel can run here "
                 f"({exc}). Install it with `pip install 'tilefuse[triton]'` "
-                "(or `pip install triton`), then run `tilefuse check` again.")
+                f"(or `pip install triton`), then run `tilefuse {command}` again.")
     return None
 
 
