@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="the standard shape grid of every op (or of --op)")
     what.add_argument("--show", action="store_true", help="print the table this machine uses")
     what.add_argument("--export-builtin", metavar="DIR",
-                      help="write this machine's measured entries as a built-in table into DIR")
+                      help="write this GPU's built-in table into DIR: the shipped entries with this machine's "
+                           "measured ones on top")
     p.add_argument("--op", choices=family_names(), help="op family (required with --shape)")
     p.add_argument("--dtype", help="x dtype for --shape: fp32, bf16 or fp16 (default fp32; grouped_glu_mlp: bf16, "
                                    "or a recipe, fp8_block / mxfp8 / nvfp4, on bf16 inputs)")
