@@ -108,8 +108,8 @@ def test_compiled_torch_func_and_forward_ad_differentiate_the_reference(channels
     forward-mode AD differentiate the float32 reference: the custom op has a backward rule
     only, through which jvp's tangent would be all zeros, forward-mode AD's None and grad a
     TorchRuntimeError.
-    Eagerly jvp stays unimplemented (the autograd.Function has no jvp rule: NotImplementedError,
-    never a wrong tangent); a plain compiled call still runs the custom op."""
+    Eagerly jvp runs the autograd.Function's jvp rule (test_dyt_functorch); a plain compiled
+    call still runs the custom op."""
     from torch._dynamo.testing import CompileCounterWithBackend
     from torch.autograd import forward_ad
     shape = (5, 8) if channels_last else (2, 8, 3)
@@ -139,8 +139,7 @@ def test_compiled_torch_func_and_forward_ad_differentiate_the_reference(channels
     close(jvp(x), want_jvp)
     assert not any(node.target is torch.ops.tilefuse.dyt.default for g in counter.graphs for node in g.graph.nodes)
     close(compiled(forward_mode, fullgraph=False)[0](x), want_jvp)
-    with pytest.raises(NotImplementedError, match="jvp"):
-        torch.func.jvp(f, (x,), (tangent,))
+    close(torch.func.jvp(f, (x,), (tangent,))[1], want_jvp)      # eagerly: DyTFunction.jvp
     close(compiled(torch.func.grad(lambda inp: (f(inp) * dy).sum()))[0](x),
           torch.func.grad(lambda inp: (f64(inp) * dy.double()).sum())(x.double()))
     close(compiled(torch.func.jacrev(f))[0](x), torch.func.jacrev(f64)(x.double()))

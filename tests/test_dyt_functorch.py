@@ -130,3 +130,78 @@ def test_double_backward_through_the_kernels_path(device):
     want = torch.autograd.grad(dx64.sum(), leaves)
     for g, w in zip(second, want):
         torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)
+
+
+def _f64(p):
+    return None if p is None else p.detach().double()
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+@pytest.mark.parametrize("tangent_on", ["x", "alpha", "weight", "bias", "all"])
+def test_forward_mode_ad_through_the_kernels(tangent_on, channels_last, bias, one_intra_op_thread):
+    """Eager forward-mode AD at level 2: torch.func.jvp and dual tensors give the tangent of
+    the float64 reference, along each input alone and all together, while the forward runs
+    the kernels (DyTFunction.jvp: before, NotImplementedError from torch naming neither dyt
+    nor tilefuse). The primal is the kernels' output."""
+    from torch.autograd import forward_ad
+    if tangent_on == "bias" and not bias:
+        pytest.skip("no bias to carry a tangent")
+    alpha, weight, b = _params(bias=bias, seed=5)
+    shape = (4, C) if channels_last else (2, C, 3)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(shape, generator=g)
+    prim = {"x": x, "alpha": alpha, "weight": weight, "bias": b}
+    names = [n for n in prim if prim[n] is not None]
+    on = names if tangent_on == "all" else [tangent_on]
+    tang = {n: torch.randn(prim[n].shape, generator=g) for n in on}
+
+    def f(**kw):
+        return tilefuse.dyt(kw["x"], kw["alpha"], kw["weight"], kw.get("bias"), channels_last=channels_last)
+
+    def f64(*values):
+        kw = {**{n: _f64(prim[n]) for n in names}, **dict(zip(on, values))}
+        return dyt_reference(kw["x"], kw["alpha"], kw["weight"], kw.get("bias"), channels_last=channels_last,
+                             compute_dtype=torch.float64)
+    _, want = torch.func.jvp(f64, tuple(_f64(prim[n]) for n in on), tuple(_f64(tang[n]) for n in on))
+    with tilefuse.level(2), launches.counting() as launched:
+        y, got = torch.func.jvp(lambda *v: f(**{**prim, **dict(zip(on, v))}), tuple(prim[n] for n in on),
+                                tuple(tang[n] for n in on))
+        with forward_ad.dual_level():
+            duals = {n: forward_ad.make_dual(prim[n], tang[n]) if n in tang else prim[n] for n in names}
+            dual_y = forward_ad.unpack_dual(f(**duals))
+    assert sum(launched.values()) == 2          # one forward kernel launch per call
+    for tangent in (got, dual_y.tangent):
+        assert tangent.shape == x.shape and tangent.dtype == x.dtype
+        torch.testing.assert_close(tangent.double(), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(y.double(), f64(*(_f64(prim[n]) for n in on)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dual_y.primal, y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
+def test_hessian_and_forward_over_reverse_through_the_kernels(channels_last, one_intra_op_thread):
+    """Second derivatives that take a jvp of the backward: torch.func.hessian and dual
+    tensors through a .grad (forward-over-reverse, with the grad mode off in the backward,
+    where the kernels would drop the tangents: the backward formulas run instead), against
+    the float64 reference."""
+    from torch.autograd import forward_ad
+    alpha, weight, b = _params(seed=7)
+    shape = (3, C) if channels_last else (2, C, 2)
+    g = torch.Generator().manual_seed(8)
+    x, tx = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+
+    def loss(fn, a, w, bb):
+        return lambda inp: (fn(inp, a, w, bb) ** 2).sum()
+    kernels = loss(lambda *t: tilefuse.dyt(*t, channels_last=channels_last), alpha, weight, b)
+    ref = loss(lambda *t: dyt_reference(*t, channels_last=channels_last, compute_dtype=torch.float64),
+               _f64(alpha), _f64(weight), _f64(b))
+    with tilefuse.level(2), launches.counting() as launched:
+        hessian = torch.func.hessian(kernels)(x)
+        with forward_ad.dual_level():
+            inp = forward_ad.make_dual(x.clone().requires_grad_(), tx)
+            (grad,) = torch.autograd.grad(kernels(inp), inp)
+            grad_tangent = forward_ad.unpack_dual(grad).tangent
+    assert sum(launched.values()) >= 2           # the forwards ran the kernels
+    torch.testing.assert_close(hessian.double(), torch.func.hessian(ref)(x.double()), rtol=1e-5, atol=1e-5)
+    _, want = torch.func.jvp(torch.func.grad(ref), (x.double(),), (tx.double(),))
+    torch.testing.assert_close(grad_tangent.double(), want, rtol=1e-5, atol=1e-5)

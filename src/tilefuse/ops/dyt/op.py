@@ -89,10 +89,24 @@ class DyTFunction(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         x, alpha, weight, bias, ctx.channels_last, ctx.plan = inputs
         ctx.save_for_backward(x, alpha, weight, bias)
+        if forward_ad._current_level >= 0:   # a forward-mode AD level is open: jvp reads them
+            ctx.save_for_forward(x, alpha, weight, bias)
+
+    @staticmethod
+    def jvp(ctx, dx, dalpha, dweight, dbias, _channels_last, _plan):
+        """Forward-mode AD (torch.func.jvp, jacfwd, dual tensors): the tangent by the
+        derivative's formula in torch ops (reference.dyt_jvp_reference; float32, as the
+        kernels compute: a float64 call never reaches this Function)."""
+        x, alpha, weight, bias = ctx.saved_tensors
+        return reference.dyt_jvp_reference(x, alpha, weight, bias, (dx, dalpha, dweight, dbias),
+                                           channels_last=ctx.channels_last)
 
     @staticmethod
     def backward(ctx, dy):
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or forward_ad._current_level >= 0:
+            # create_graph, or dual tensors reaching the backward (forward-over-reverse): the
+            # formulas in differentiable torch ops, which carry the tangents (the kernels would
+            # drop them)
             return *_formula_grads(ctx, dy), None
         dy = readable(dy)   # the plan's launches read dy's memory as it is
         x, alpha, weight, bias = ctx.saved_tensors

@@ -30,6 +30,30 @@ def dyt_reference(x, alpha, weight, bias=None, *, channels_last=True, compute_dt
     return y.to(x.dtype)
 
 
+def dyt_jvp_reference(x, alpha, weight, bias, tangents, *, channels_last=True, compute_dtype=torch.float32):
+    """The forward-mode derivative of ``dyt_reference`` along ``tangents`` = (dx, dalpha,
+    dweight, dbias), each None where its input has none, in ``compute_dtype``; returned in
+    ``x.dtype``. With t = tanh(alpha x): dy = w (1 - t^2) (dalpha x + alpha dx) + dw t + db."""
+    dx, dalpha, dweight, dbias = tangents
+    xc = x.to(compute_dtype)
+    a = alpha.to(compute_dtype)
+    t = torch.tanh(a * xc)
+    out = torch.zeros_like(xc)
+    inner = None
+    if dx is not None:
+        inner = a * dx.to(compute_dtype)
+    if dalpha is not None:
+        term = dalpha.to(compute_dtype) * xc
+        inner = term if inner is None else inner + term
+    if inner is not None:
+        out = out + _param_view(weight.to(compute_dtype), x, channels_last) * (1 - t * t) * inner
+    if dweight is not None:
+        out = out + _param_view(dweight.to(compute_dtype), x, channels_last) * t
+    if dbias is not None:
+        out = out + _param_view(dbias.to(compute_dtype), x, channels_last)
+    return out.to(x.dtype)
+
+
 def _reduce_to_channels(v: torch.Tensor, channels_last: bool) -> torch.Tensor:
     if channels_last:
         if v.shape[-1] == 0:   # reshape(-1, 0) is ambiguous without elements: sum the leading dims

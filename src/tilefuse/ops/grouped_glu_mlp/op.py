@@ -107,8 +107,7 @@ def _grads_fake(x, probs, w1, w2, b1, b2):
 
 def _no_double_backward(recipe) -> None:
     if recipe:
-        raise RuntimeError(f"grouped_glu_mlp: recipe {recipe!r} has no double backward (create_graph=True); "
-                           "its gradients come from quantized operands")
+        raise recipes.double_backward_error(recipe)
 
 
 def _unfused_grads(ctx, inputs, dy, activation, interleave):

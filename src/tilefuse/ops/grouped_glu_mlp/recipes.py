@@ -575,13 +575,20 @@ def batched_gradients_error(recipe: str) -> NotImplementedError:
                                f"(is_grads_batched, jacobian(vectorize=True)); only recipe=None runs there")
 
 
+def double_backward_error(recipe: str) -> RuntimeError:
+    """What a recipe's backward raises under create_graph=True, on every path: no recipe has a
+    double backward."""
+    return RuntimeError(f"grouped_glu_mlp: recipe {recipe!r} has no double backward (create_graph=True); "
+                        "its gradients come from quantized operands")
+
+
 class RecipeReferenceFunction(torch.autograd.Function):
     """The recipe in plain PyTorch (float32 compute) with the recipe's backward: the op's path
     where the kernels cannot run (level 0; CPU without the interpreter). Reads
     tokens_per_expert on the host. Its GEMMs run in IEEE float32 whatever the caller's autocast
     region or matmul precision (reference.gemms_in_dtype), which the kernels ignore too. Batched
-    gradients (the older vmap's) raise ``batched_gradients_error``, as the kernels' backward
-    does for a recipe."""
+    gradients (the older vmap's) raise ``batched_gradients_error``, and create_graph=True
+    ``double_backward_error``, as the kernels' backward does for a recipe."""
 
     @staticmethod
     def forward(ctx, x, counts, probs, w1, w2, b1, b2, activation, interleave, recipe):
@@ -595,8 +602,9 @@ class RecipeReferenceFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
+        if torch.is_grad_enabled():   # create_graph: refused by name (the kernels' path does too)
+            raise double_backward_error(ctx.kw["recipe"])
         x, counts, probs, w1, w2, b1, b2, z, h = ctx.saved_tensors
         if is_batched(dy):
             raise batched_gradients_error(ctx.kw["recipe"])
