@@ -308,11 +308,10 @@ def _wait_for(predicate, seconds: float = 30.0) -> bool:
 _PARENT = """
 import sys
 sys.path[:0] = {path!r}
-from tilefuse import isolate
-if {handler!r}:
-    from tilefuse import cli
-    cli._exit_on_sigterm()
-isolate.call("test_check_isolate:child_sleeps_after_saying_where", {{"op": "dyt", "note": {note!r}}})
+import contextlib
+from tilefuse import cli, isolate
+with cli._exit_on_sigterm() if {handler!r} else contextlib.nullcontext():
+    isolate.call("test_check_isolate:child_sleeps_after_saying_where", {{"op": "dyt", "note": {note!r}}})
 """
 
 
@@ -361,3 +360,32 @@ def test_the_child_warns_as_the_parent_would(capfd):
         warnings.filterwarnings("ignore", message="a warning from", category=RuntimeWarning)
         assert isolate.call(f"{ME}:child_warns", {"op": "dyt"}).ok
         assert "a warning from the child" not in capfd.readouterr().err
+
+
+def test_the_cli_handles_sigterm_only_while_it_runs_and_only_from_the_main_thread(tmp_path, monkeypatch):
+    """check / bench with their child turn SIGTERM into an exit while they run, then give the
+    caller's handler back (main may be embedded); called from another thread (where Python
+    takes no signal handler) they run without one instead of raising ValueError."""
+    import signal
+    import threading
+    seen = []
+
+    def fake_run_check(out, **kw):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return {"verification": []}
+    monkeypatch.setattr(check, "run_check", fake_run_check)
+    monkeypatch.setattr(check, "summary", lambda result, out: "")
+    monkeypatch.setattr("tilefuse.cli._refusal", lambda args: None)
+    mine = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        assert main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path)]) == 0
+        assert seen[-1] not in (signal.SIG_IGN, signal.SIG_DFL) and callable(seen[-1])   # the CLI's, while it ran
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN                         # the caller's, after
+        out = []
+        worker = threading.Thread(target=lambda: out.append(
+            main(["check", "--no-bench", "--ops", "dyt", "--out", str(tmp_path)])))
+        worker.start()
+        worker.join()
+        assert out == [0] and seen[-1] is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, mine)

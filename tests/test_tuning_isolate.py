@@ -172,3 +172,39 @@ def test_tune_model_isolated_on_a_gpu_records_its_keys(fresh_table):
     results = tilefuse.tune(model, torch.randn(16, 256, 256, device="cuda"), rounds=2, progress=False, isolate=True)
     assert sorted(r.key for r in results) == ["bwd-M4096-N256-x4", "fwd-M4096-N256-x4"]
     assert all(tuning.get_entry("dyt", key) is not None for key in ("bwd-M4096-N256-x4", "fwd-M4096-N256-x4"))
+
+
+def test_tune_model_isolated_refuses_a_timer_from_the_running_script(fresh_table, monkeypatch):
+    """A timer class the running script defines (its module __main__) pickles here but cannot
+    be unpickled by the child, a ``python -c`` process: TypeError before the model runs (not
+    every key aborting after it)."""
+    import sys
+
+    class MainTimer(FakeTimer):
+        pass
+    MainTimer.__module__, MainTimer.__qualname__ = "__main__", "MainTimer"
+    monkeypatch.setattr(sys.modules["__main__"], "MainTimer", MainTimer, raising=False)
+    calls = []
+
+    def model(x):
+        calls.append(1)
+        return x
+    with pytest.raises(TypeError, match="refers to __main__"):
+        tilefuse.tune(model, torch.randn(4), timer=MainTimer(FAST, 0.8), progress=False, isolate=True)
+    assert not calls
+
+
+def test_tune_model_isolated_sends_the_device_with_its_index(monkeypatch):
+    """The child is a fresh process: "cuda" or no device there would be its own current device
+    (cuda:0), not the caller's. The parent resolves the index (here a faked current device 1)."""
+    from tilefuse.tuning import model as tune_model
+    sent = []
+    monkeypatch.setattr(tune_model, "sweep_isolated", lambda items, devices, **kw: sent.append(devices) or ([], []))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    options = dict(timer=None, rounds=2, record=False, progress=False)
+    tune_model._sweep([], {**options, "device": "cuda"}, True)
+    tune_model._sweep([], {**options, "device": torch.device("cuda", 3)}, True)
+    tune_model._sweep([], {**options, "device": "cpu"}, True)
+    monkeypatch.setattr(tune_model, "default_device", lambda: torch.device("cuda", 1))
+    tune_model._sweep([], {**options, "device": None}, True)
+    assert sent == [["cuda:1"], ["cuda:3"], ["cpu"], ["cuda:1"]]

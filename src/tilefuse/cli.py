@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -170,19 +171,31 @@ def main(argv=None) -> int:
     if getattr(args, "out", None) is not None:
         _check_out(parser, args.out)
     if not getattr(args, "in_process", True):
-        _exit_on_sigterm()
+        with _exit_on_sigterm():
+            return args.func(args)
     return args.func(args)
 
 
-def _exit_on_sigterm() -> None:
+@contextlib.contextmanager
+def _exit_on_sigterm():
     """check / bench with their child process: a SIGTERM (a job scheduler's, ``kill``) ends
     this process by SystemExit(143), so the child is stopped and its work folder removed on
     the way out (isolate._run_child) rather than left behind. Only while the parent waits on
     its child, in waitpid, which a signal interrupts; in-process, a handler would wait for the
     running kernel. (`tilefuse tune` waits in worker threads, which a handler cannot stop: its
-    children end with it through isolate._die_with_parent.)"""
+    children end with it through isolate._die_with_parent.) Only from the main thread, where
+    Python takes signal handlers; the caller's handler comes back afterwards (main may be
+    embedded)."""
     import signal
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _part_timeout(parser, args) -> float | None:

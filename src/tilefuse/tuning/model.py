@@ -14,7 +14,7 @@ from .. import policy
 from . import table
 from .family import BASELINE, get_family
 from .runner import format_results, sweep_each, sweep_isolated
-from .sweep import ROUNDS, SweepError, SweepResult, check_flags, check_rounds, covered_keys
+from .sweep import ROUNDS, SweepError, SweepResult, check_flags, check_rounds, covered_keys, default_device
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -118,7 +118,8 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     runner.sweep_isolated), so a candidate that crashes the process, or loses its CUDA
     context, aborts its own key (a SweepError saying how) instead of ending or poisoning the
     caller's process; a fresh child sweeps the keys after it. The model runs here either way
-    (its keys are collected in this process). A ``timer`` must then be picklable.
+    (its keys are collected in this process). A ``timer`` must then be picklable by
+    reference to an importable module (not the running script's ``__main__``).
 
     Raises ``SweepError`` if any key aborted (the others are still recorded); TypeError or
     ValueError naming ``model`` (a callable), ``rounds`` (an int >= 1), ``force``, ``record``,
@@ -151,14 +152,34 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     return results
 
 
+class _ModulesPickler(pickle._Pickler):
+    """pickle's Python pickler, noting the module of every class and function it pickles by
+    reference (what the unpickling process must import)."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.modules = set()
+
+    def save_global(self, obj, name=None):
+        self.modules.add(getattr(obj, "__module__", None) or pickle.whichmodule(obj, name))
+        return super().save_global(obj, name)
+
+
 def _check_picklable_timer(timer) -> None:
-    """An isolated sweep sends the timer to its child pickled: refuse one that cannot be, by
-    name, before the model runs."""
+    """An isolated sweep sends the timer to its child pickled: refuse, by name and before the
+    model runs, one that does not pickle, or that refers to the caller's ``__main__`` (a class
+    defined in the script being run: the child, a ``python -c`` process, cannot import it)."""
+    import io
+    pickler = _ModulesPickler(io.BytesIO())
     try:
-        pickle.dumps(timer)
+        pickler.dump(timer)
     except Exception as exc:   # pickle raises PicklingError, AttributeError, TypeError, ...
         raise TypeError(f"tune: with isolate=True the timer must be picklable (it is sent to the sweep's "
                         f"child process), got {type(timer).__name__}: {exc}") from None
+    if "__main__" in pickler.modules:
+        raise TypeError(f"tune: with isolate=True the timer is sent to the sweep's child process, which cannot "
+                        f"import what the running script (__main__) defines; {type(timer).__name__} refers to "
+                        f"__main__: define it in a module the child can import")
 
 
 def _sweep(items: list, options: dict, isolate: bool):
@@ -167,7 +188,12 @@ def _sweep(items: list, options: dict, isolate: bool):
         return sweep_each(items, **options)
     options = dict(options)
     device = options.pop("device")
-    return sweep_isolated(items, [] if device is None else [str(torch.device(device))], **options)
+    # the sweep's device with its index, as this process resolves it: the child, a fresh
+    # process, would take its own current device (cuda:0) for None or "cuda"
+    device = default_device() if device is None else torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return sweep_isolated(items, [str(device)], **options)
 
 
 def _sweep_distributed(seen: dict, force: bool, options: dict, isolate: bool = False):
