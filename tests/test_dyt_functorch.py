@@ -139,7 +139,7 @@ def _f64(p):
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
 @pytest.mark.parametrize("tangent_on", ["x", "alpha", "weight", "bias", "all"])
-def test_forward_mode_ad_through_the_kernels(tangent_on, channels_last, bias, one_intra_op_thread):
+def test_forward_mode_ad_through_the_kernels(tangent_on, channels_last, bias, device, one_intra_op_thread):
     """Eager forward-mode AD at level 2: torch.func.jvp and dual tensors give the tangent of
     the float64 reference, along each input alone and all together, while the forward runs
     the kernels (DyTFunction.jvp: before, NotImplementedError from torch naming neither dyt
@@ -147,14 +147,14 @@ def test_forward_mode_ad_through_the_kernels(tangent_on, channels_last, bias, on
     from torch.autograd import forward_ad
     if tangent_on == "bias" and not bias:
         pytest.skip("no bias to carry a tangent")
-    alpha, weight, b = _params(bias=bias, seed=5)
+    alpha, weight, b = (None if p is None else p.to(device) for p in _params(bias=bias, seed=5))
     shape = (4, C) if channels_last else (2, C, 3)
     g = torch.Generator().manual_seed(6)
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g).to(device)
     prim = {"x": x, "alpha": alpha, "weight": weight, "bias": b}
     names = [n for n in prim if prim[n] is not None]
     on = names if tangent_on == "all" else [tangent_on]
-    tang = {n: torch.randn(prim[n].shape, generator=g) for n in on}
+    tang = {n: torch.randn(prim[n].shape, generator=g).to(device) for n in on}
 
     def f(**kw):
         return tilefuse.dyt(kw["x"], kw["alpha"], kw["weight"], kw.get("bias"), channels_last=channels_last)
@@ -179,16 +179,16 @@ def test_forward_mode_ad_through_the_kernels(tangent_on, channels_last, bias, on
 
 
 @pytest.mark.parametrize("channels_last", [True, False], ids=["clast", "cfirst"])
-def test_hessian_and_forward_over_reverse_through_the_kernels(channels_last, one_intra_op_thread):
+def test_hessian_and_forward_over_reverse_through_the_kernels(channels_last, device, one_intra_op_thread):
     """Second derivatives that take a jvp of the backward: torch.func.hessian and dual
     tensors through a .grad (forward-over-reverse, with the grad mode off in the backward,
     where the kernels would drop the tangents: the backward formulas run instead), against
     the float64 reference."""
     from torch.autograd import forward_ad
-    alpha, weight, b = _params(seed=7)
+    alpha, weight, b = (p.to(device) for p in _params(seed=7))
     shape = (3, C) if channels_last else (2, C, 2)
     g = torch.Generator().manual_seed(8)
-    x, tx = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    x, tx = torch.randn(shape, generator=g).to(device), torch.randn(shape, generator=g).to(device)
 
     def loss(fn, a, w, bb):
         return lambda inp: (fn(inp, a, w, bb) ** 2).sum()

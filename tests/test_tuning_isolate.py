@@ -19,6 +19,9 @@ from tilefuse.tuning import BASELINE, command, runner
 from tuning_helpers import FakeTimer
 
 FAST = "M32-N16-w2-p1"          # a backward-only dyt config at these keys
+# where the sweeps run: the GPU on a CUDA machine (its CPU runs no kernel there), else the CPU
+# in Triton's interpreter
+SWEEP_DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
 class CrashingTimer(FakeTimer):
@@ -57,7 +60,7 @@ def test_a_key_that_crashes_its_child_aborts_alone(fresh_table):
     signal and records nothing; the forward key after it is swept (in a fresh child) and
     recorded."""
     items = [("dyt", DyTProblem("bwd", 32, 16, 4, False)), ("dyt", DyTProblem("fwd", 32, 16, 4, False))]
-    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=CrashingTimer(FAST, FAST),
+    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE], isolate=True, timer=CrashingTimer(FAST, FAST),
                                             rounds=2, progress=False)
     assert [r.key for r in results] == ["fwd-M32-N16-x4"]
     assert len(errors) == 1 and "bwd-M32-N16-x4: aborted" in str(errors[0]) and "SIGSEGV" in str(errors[0])
@@ -72,7 +75,7 @@ def test_a_key_whose_process_ends_badly_after_its_result_records_nothing(fresh_t
     a key only after its child came through it whole). The forward key before it is
     recorded."""
     items = [("dyt", DyTProblem("fwd", 32, 16, 4, False)), ("dyt", DyTProblem("bwd", 32, 16, 4, False))]
-    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=ExitingTimer(FAST, 0.8),
+    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE], isolate=True, timer=ExitingTimer(FAST, 0.8),
                                             rounds=2, progress=False)
     assert [r.key for r in results] == ["fwd-M32-N16-x4"]
     assert len(errors) == 1 and "bwd-M32-N16-x4: aborted" in str(errors[0]) and "status 7" in str(errors[0])
@@ -82,7 +85,7 @@ def test_a_key_whose_process_ends_badly_after_its_result_records_nothing(fresh_t
 
 def test_a_dry_run_records_nothing(fresh_table):
     items = [("dyt", DyTProblem("bwd", 32, 16, 4, False))]
-    results, errors = runner.sweep_parallel(items, ["cpu"], isolate=True, timer=FakeTimer(FAST, 0.8), rounds=2,
+    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE], isolate=True, timer=FakeTimer(FAST, 0.8), rounds=2,
                                             progress=False, record=False)
     assert not errors and results[0].winner_result.name == FAST
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4") is None
@@ -92,7 +95,7 @@ def test_isolated_sweeps_return_what_in_process_sweeps_do(fresh_table):
     """Without a crash: the same results and recorded winners as the in-process sweep, the
     results unpickled from the child (over two "devices", a child each)."""
     items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
-    results, errors = runner.sweep_parallel(items, ["cpu", "cpu"], isolate=True, timer=FakeTimer(FAST, 0.8),
+    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE, SWEEP_DEVICE], isolate=True, timer=FakeTimer(FAST, 0.8),
                                             rounds=2, progress=False)
     assert not errors and sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == FAST
@@ -117,10 +120,10 @@ def test_tune_model_isolated_aborts_only_the_crashing_key(fresh_table):
     """tilefuse.tune(model, isolate=True): the model runs here, its keys are swept in a child;
     the backward key's candidate segfaults there, so that key alone aborts (SweepError naming
     the signal, nothing recorded) and this process goes on; the forward key is recorded."""
-    model = tilefuse.nn.DyT(16)
+    model = tilefuse.nn.DyT(16).to(SWEEP_DEVICE)
     with pytest.raises(tuning.SweepError) as raised:
-        tilefuse.tune(model, torch.randn(2, 16, 16), device="cpu", timer=CrashingTimer(FAST, FAST), rounds=2,
-                      progress=False, isolate=True)
+        tilefuse.tune(model, torch.randn(2, 16, 16, device=SWEEP_DEVICE), device=SWEEP_DEVICE,
+                      timer=CrashingTimer(FAST, FAST), rounds=2, progress=False, isolate=True)
     assert "bwd-M32-N16-x4: aborted" in str(raised.value) and "SIGSEGV" in str(raised.value)
     assert "fwd-M32-N16-x4" not in str(raised.value)
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE
@@ -128,9 +131,9 @@ def test_tune_model_isolated_aborts_only_the_crashing_key(fresh_table):
 
 
 def test_tune_model_isolated_returns_what_in_process_does(fresh_table):
-    model = tilefuse.nn.DyT(16)
-    results = tilefuse.tune(model, torch.randn(2, 16, 16), device="cpu", timer=FakeTimer(FAST, 0.8), rounds=2,
-                            progress=False, isolate=True)
+    model = tilefuse.nn.DyT(16).to(SWEEP_DEVICE)
+    results = tilefuse.tune(model, torch.randn(2, 16, 16, device=SWEEP_DEVICE), device=SWEEP_DEVICE,
+                            timer=FakeTimer(FAST, 0.8), rounds=2, progress=False, isolate=True)
     assert sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == FAST
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE

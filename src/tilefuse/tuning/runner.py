@@ -170,8 +170,8 @@ def _sweep_part(module: str, item: str, device, position: int, options: str) -> 
     ("error", message), pickled (the part's value travels as JSON)."""
     importlib.import_module(module)
     name, problem = _decode(item)
-    if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.set_device(torch.device(device))
+    if device is not None and torch.device(device).type == "cuda" and torch.device(device).index is not None:
+        torch.cuda.set_device(torch.device(device))   # "cuda" alone: this process's current device
     results, errors = sweep_each([(name, problem)], device=device, position=position, **_decode(options))
     return _encode(("result", results[0]) if results else ("error", str(errors[0])))
 
