@@ -95,8 +95,8 @@ def test_isolated_sweeps_return_what_in_process_sweeps_do(fresh_table):
     """Without a crash: the same results and recorded winners as the in-process sweep, the
     results unpickled from the child (over two "devices", a child each)."""
     items = [("dyt", DyTProblem(p, 32, 16, 4, False)) for p in ("fwd", "bwd")]
-    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE, SWEEP_DEVICE], isolate=True, timer=FakeTimer(FAST, 0.8),
-                                            rounds=2, progress=False)
+    results, errors = runner.sweep_parallel(items, [SWEEP_DEVICE, SWEEP_DEVICE], isolate=True,
+                                            timer=FakeTimer(FAST, 0.8), rounds=2, progress=False)
     assert not errors and sorted(r.key for r in results) == ["bwd-M32-N16-x4", "fwd-M32-N16-x4"]
     assert tuning.get_entry("dyt", "bwd-M32-N16-x4").name == FAST
     assert tuning.get_entry("dyt", "fwd-M32-N16-x4") == BASELINE

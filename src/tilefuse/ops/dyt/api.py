@@ -50,9 +50,10 @@ def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor,
     backward evaluates the backward formulas in differentiable PyTorch ops (float32)
     instead of the kernel. Forward-mode AD (``jvp``, ``jacfwd``, dual tensors) runs the kernels'
     forward and the tangent's formula in torch ops (float32); a backward reached by dual
-    tensors (forward-over-reverse) runs the backward formulas, which carry them. Inside torch.compile, under torch.func transforms or forward-mode
-    AD, the float32 reference is traced instead of the custom op, which they differentiate
-    and batch: jvp and forward-mode AD work there.
+    tensors (forward-over-reverse) runs the backward formulas, which carry them. Inside
+    torch.compile, under torch.func transforms or forward-mode AD, the float32 reference is
+    traced instead of the custom op, which they differentiate and batch: jvp and
+    forward-mode AD work there.
 
     Example:
         >>> x = torch.randn(8, 16)
