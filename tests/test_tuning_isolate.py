@@ -202,12 +202,14 @@ def test_tune_model_isolated_sends_the_device_with_its_index(monkeypatch):
     (cuda:0), not the caller's. The parent resolves the index (here a faked current device 1)."""
     from tilefuse.tuning import model as tune_model
     sent = []
-    monkeypatch.setattr(tune_model, "sweep_isolated", lambda items, devices, **kw: sent.append(devices) or ([], []))
+    monkeypatch.setattr(runner, "_sweep_shard",
+                        lambda device, shard, position, options: sent.append([device]) or ([], []))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     options = dict(timer=None, rounds=2, record=False, progress=False)
-    tune_model._sweep([], {**options, "device": "cuda"}, True)
-    tune_model._sweep([], {**options, "device": torch.device("cuda", 3)}, True)
-    tune_model._sweep([], {**options, "device": "cpu"}, True)
+    key = [("dyt", DyTProblem("fwd", 32, 16, 4, False))]
+    tune_model._sweep(key, {**options, "device": "cuda"}, True)
+    tune_model._sweep(key, {**options, "device": torch.device("cuda", 3)}, True)
+    tune_model._sweep(key, {**options, "device": "cpu"}, True)
     monkeypatch.setattr(tune_model, "default_device", lambda: torch.device("cuda", 1))
-    tune_model._sweep([], {**options, "device": None}, True)
+    tune_model._sweep(key, {**options, "device": None}, True)
     assert sent == [["cuda:1"], ["cuda:3"], ["cpu"], ["cuda:1"]]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import threading
 import warnings
 
@@ -13,7 +12,7 @@ import torch.distributed as dist
 from .. import policy
 from . import table
 from .family import BASELINE, get_family
-from .runner import format_results, sweep_each, sweep_isolated
+from .runner import check_sendable_timer, format_results, sweep_each, sweep_isolated
 from .sweep import ROUNDS, SweepError, SweepResult, check_flags, check_rounds, covered_keys, default_device
 
 
@@ -131,7 +130,7 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     check_rounds(rounds, "tune")
     check_flags("tune", force=force, record=record, progress=progress, isolate=isolate)
     if isolate:
-        _check_picklable_timer(timer)
+        check_sendable_timer(timer, "tune")
     seen = collect(model, example_inputs)
     if not seen:
         warnings.warn("tilefuse.tune: the model made no tuning-table lookup (it uses no tilefuse "
@@ -152,48 +151,14 @@ def tune(model, example_inputs, *, device=None, timer=None, rounds: int = ROUNDS
     return results
 
 
-class _ModulesPickler(pickle._Pickler):
-    """pickle's Python pickler, noting the module of every class and function it pickles by
-    reference (what the unpickling process must import)."""
-
-    def __init__(self, file):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.modules = set()
-
-    def save_global(self, obj, name=None):
-        self.modules.add(getattr(obj, "__module__", None) or pickle.whichmodule(obj, name))
-        return super().save_global(obj, name)
-
-
-def _check_picklable_timer(timer) -> None:
-    """An isolated sweep sends the timer to its child pickled: refuse, by name and before the
-    model runs, one that does not pickle, or that refers to the caller's ``__main__`` (a class
-    defined in the script being run: the child, a ``python -c`` process, cannot import it)."""
-    import io
-    pickler = _ModulesPickler(io.BytesIO())
-    try:
-        pickler.dump(timer)
-    except Exception as exc:   # pickle raises PicklingError, AttributeError, TypeError, ...
-        raise TypeError(f"tune: with isolate=True the timer must be picklable (it is sent to the sweep's "
-                        f"child process), got {type(timer).__name__}: {exc}") from None
-    if "__main__" in pickler.modules:
-        raise TypeError(f"tune: with isolate=True the timer is sent to the sweep's child process, which cannot "
-                        f"import what the running script (__main__) defines; {type(timer).__name__} refers to "
-                        f"__main__: define it in a module the child can import")
-
-
 def _sweep(items: list, options: dict, isolate: bool):
     """sweep_each, or with ``isolate`` sweep_isolated on ``options``' device (a child process)."""
     if not isolate:
         return sweep_each(items, **options)
     options = dict(options)
     device = options.pop("device")
-    # the sweep's device with its index, as this process resolves it: the child, a fresh
-    # process, would take its own current device (cuda:0) for None or "cuda"
-    device = default_device() if device is None else torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return sweep_isolated(items, [str(device)], **options)
+    # this process's current device: the child, a fresh process, would take its own (cuda:0)
+    return sweep_isolated(items, [str(default_device() if device is None else device)], **options)
 
 
 def _sweep_distributed(seen: dict, force: bool, options: dict, isolate: bool = False):

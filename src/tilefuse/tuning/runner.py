@@ -6,6 +6,7 @@ import base64
 import importlib
 import json
 import multiprocessing
+import io
 import pickle
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
@@ -102,6 +103,43 @@ def sweep_parallel(items: list[Item], devices: list[str], *, isolate: bool = Fal
     return results, errors
 
 
+class _ModulesPickler(pickle._Pickler):
+    """pickle's Python pickler, noting the module of every class and function it pickles by
+    reference (what the unpickling process must import)."""
+
+    def __init__(self, file):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.modules = set()
+
+    def save_global(self, obj, name=None):
+        self.modules.add(getattr(obj, "__module__", None) or pickle.whichmodule(obj, name))
+        return super().save_global(obj, name)
+
+
+def check_sendable_timer(timer, caller: str) -> None:
+    """An isolated sweep sends the timer to its child pickled: refuse, by name and before the
+    model runs, one that does not pickle, or that refers to the caller's ``__main__`` (a class
+    defined in the script being run: the child, a ``python -c`` process, cannot import it).
+    ``caller`` names the API in the message."""
+    pickler = _ModulesPickler(io.BytesIO())
+    try:
+        pickler.dump(timer)
+    except Exception as exc:   # pickle raises PicklingError, AttributeError, TypeError, ...
+        raise TypeError(f"{caller}: with isolate=True the timer must be picklable (it is sent to the sweep's "
+                        f"child process), got {type(timer).__name__}: {exc}") from None
+    if "__main__" in pickler.modules:
+        raise TypeError(f"{caller}: with isolate=True the timer is sent to the sweep's child process, which cannot "
+                        f"import what the running script (__main__) defines; {type(timer).__name__} refers to "
+                        f"__main__: define it in a module the child can import")
+
+
+def _indexed(device: str) -> str:
+    """``device`` with its index: "cuda" alone is this process's current device (a child, a
+    fresh process, would take its own, cuda:0)."""
+    d = torch.device(device)
+    return str(torch.device("cuda", torch.cuda.current_device())) if d.type == "cuda" and d.index is None else str(d)
+
+
 def sweep_isolated(items: list[Item], devices: list[str], **options
                    ) -> tuple[list[SweepResult], list[SweepError]]:
     """sweep_parallel with each device's keys in a child process (tilefuse.isolate.run_parts),
@@ -111,6 +149,8 @@ def sweep_isolated(items: list[Item], devices: list[str], **options
     key would fail on the dead context, or the whole sweep would end. The children sweep
     without recording; this process records each key's result once its child has come
     through it whole (a key whose process died or lost the context records nothing)."""
+    check_sendable_timer(options.get("timer"), "sweep_isolated")
+    devices = [_indexed(device) for device in devices]
     shards = [(device, items[i::len(devices)]) for i, device in enumerate(devices)] if devices else [(None, items)]
     shards = [(device, shard) for device, shard in shards if shard]
     results, errors = [], []
@@ -170,8 +210,8 @@ def _sweep_part(module: str, item: str, device, position: int, options: str) -> 
     ("error", message), pickled (the part's value travels as JSON)."""
     importlib.import_module(module)
     name, problem = _decode(item)
-    if device is not None and torch.device(device).type == "cuda" and torch.device(device).index is not None:
-        torch.cuda.set_device(torch.device(device))   # "cuda" alone: this process's current device
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))
     results, errors = sweep_each([(name, problem)], device=device, position=position, **_decode(options))
     return _encode(("result", results[0]) if results else ("error", str(errors[0])))
 
