@@ -5,7 +5,7 @@
 # rounds; issue 16's step table). On an H100 (-ay runs 1-2 measured the tables there): the
 # isolated sweep's test files on the GPU (2585d59 moved its timer and device checks into
 # runner.sweep_isolated), 6 xdist workers.
-#   OUT=... bash benchmarks/results/2026-12-07-h200-be/run1.sh
+#   OUT=... bash benchmarks/results/2026-12-06-h200-be/run1.sh
 set -u
 cd "$(dirname "$0")/../../.."
 mkdir -p $OUT/run1
