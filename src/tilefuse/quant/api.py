@@ -159,9 +159,12 @@ def quantize_nvfp4(x: torch.Tensor, *, amax: torch.Tensor | None = None, block_2
             (|transformed x| with ``rht``); larger finite values saturate; an infinite or NaN
             amax makes every output NaN (the per-tensor scale is then not a number). Below
             about 7.9e-36 (2688 / float32's largest) S_enc is capped at float32's largest
-            (Transformer Engine's rule; the spec is silent there) and S_dec is subnormal, so
-            the format loses its accuracy: values under ~1e-36 come back tens of percent off
-            or as 0. fp8_block and mxfp8 keep them.
+            (Transformer Engine's rule; the spec is silent there). The accuracy holds until
+            a block's amax falls below about 1.8e-38 (6 / float32's largest, where a block's
+            encode factor reaches the cap too): blocks of values near 1e-39 come back tens of
+            percent off, smaller ones as 0. fp8_block and mxfp8 keep float32's normal
+            values; they lose accuracy on subnormals below about 1e-40 and return 0 below
+            about 5e-42 (their own scales' float32 caps).
         block_2d: 16x16 scaling blocks (weights); a partial last row block takes the amax of
             the rows it has.
         rht: quantize the 16-point random Hadamard transform of x along K
