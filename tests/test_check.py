@@ -193,6 +193,31 @@ def test_a_gemm_role_that_computes_something_else_is_not_timed(device):
     assert check_grouped.role_mismatch("fc1 + GLU", lambda c: None, theirs, cfg) is None
 
 
+def test_a_gemm_role_check_poisons_the_buffers_and_compares_every_output(device):
+    """role_mismatch: a launch that writes nothing into a buffer an earlier launch filled with
+    the right products fails (the buffer is NaN-poisoned before the checked launch; gemm_roles'
+    launches write into buffers made once), and a role with several outputs fails on a NaN in
+    any of them, not only the first (Python's max drops a NaN that is not first)."""
+    import torch
+    from tilefuse.check import grouped as check_grouped
+    from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
+    i = random_inputs([5, 0, 37, 22], 64, 32, torch.bfloat16, bias=False, device=device,
+                      generator=torch.Generator().manual_seed(6))
+    roles = check_grouped.gemm_roles(i["counts"], i["x"], i["probs"], i["w1"], i["w2"], i["dy"])
+    cfg = check_grouped.SMALL
+    ours, theirs, _ = roles["fc2"]
+    done = ours(cfg).clone()
+    assert check_grouped.role_mismatch("fc2", lambda c: done, theirs, cfg) is not None
+    ours, theirs, _ = roles["wgrads (dW1 + dW2)"]
+    assert check_grouped.role_mismatch("wgrads (dW1 + dW2)", ours, theirs, cfg) is None
+    for second_only in (False, True):
+        def nan_in_one(c, second_only=second_only):
+            dw1, dw2 = ours(c)
+            (dw2 if second_only else dw1).fill_(float("nan"))
+            return dw1, dw2
+        assert "differs" in check_grouped.role_mismatch("wgrads (dW1 + dW2)", nan_in_one, theirs, cfg), second_only
+
+
 def test_grouped_gemm_roles_compute_the_products_of_their_cutlass_gemms(device):
     """check.grouped.gemm_roles (the bench's and grouped_profile.py's per-role timing): each
     fused launch computes what its torch._grouped_mm peer does (the store GEMMs and the weight

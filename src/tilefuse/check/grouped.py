@@ -471,17 +471,24 @@ ROLE_TOL = 2 * torch.finfo(torch.bfloat16).eps   # two 16-bit roundings of the s
 
 def role_mismatch(role: str, ours, theirs, cfg) -> str | None:
     """Why ``role``'s fused launch at ``cfg`` (gemm_roles' ``ours``) does not compute its
-    torch._grouped_mm GEMMs' products (``theirs``), run in NaN-poisoned memory (an output the
-    launch leaves unwritten stays NaN), or None where it does: checked before a role is timed.
-    The EPILOGUE_ROLES are not compared (None)."""
+    torch._grouped_mm GEMMs' products (``theirs``), or None where it does: checked before a
+    role is timed. Its outputs are NaN-poisoned before the checked launch, so an output it
+    leaves unwritten stays NaN and fails: the buffers an earlier launch wrote (gemm_roles'
+    launches write into buffers made once, which an earlier tile or role filled) are filled
+    with NaN first, fresh allocations are poisoned. Every output is compared; a NaN error
+    fails. The EPILOGUE_ROLES are not compared (None)."""
     if role in EPILOGUE_ROLES:
         return None
+
+    def outputs(out):
+        return out if isinstance(out, tuple) else (out,)
+    for t in outputs(ours(cfg)):   # the buffers the checked launch writes, poisoned
+        t.fill_(float("nan"))
     with poisoned_allocations():
-        got, want = ours(cfg), theirs()
-    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
-    errors = [normwise_rel_error(a, b) for a, b in zip(got, want)]
-    worst = max(errors)
-    if not worst <= ROLE_TOL:   # NaN fails too
+        got, want = outputs(ours(cfg)), outputs(theirs())
+    errors = [normwise_rel_error(a, b) for a, b in zip(got, want, strict=True)]
+    if not all(e <= ROLE_TOL for e in errors):   # NaN fails: NaN <= x is False
+        worst = max(e if e == e else float("inf") for e in errors)
         return f"differs from torch._grouped_mm by {worst:.1e} normwise (bound {ROLE_TOL:.1e})"
     return None
 
