@@ -138,9 +138,17 @@ def test_grouped_bench_rates_the_halves_layout_against_its_own_compiled_peer():
                "torch._grouped_mm + compile": t(1.2, 1.1, 1.3),
                check_grouped.HALVES: t(1.0, 2.0, 1.0), check_grouped.HALVES_COMPILED: t(1.5, 3.0, 1.5),
                "torch._grouped_mm": RuntimeError("no _grouped_mm"),
-               check_grouped.PER_EXPERT_LOOP: t(20.0, 30.0, 25.0)}   # timed in rounds of its own
+               # timed eagerly in rounds of their own, beside the op as called eagerly
+               check_grouped.EAGER_AS_CALLED: t(2.0, 2.0, 3.0),
+               check_grouped.PER_EXPERT_LOOP: t(20.0, 30.0, 24.0),
+               check_grouped.LIGER_MOE: t(4.0, 2.0, 4.0)}
     rows = {r["provider"]: r for r in check_grouped.provider_rows(8, 64, 32, 16, 6e9, timings, {})}
-    assert "speedup_vs_compiled" not in rows[check_grouped.PER_EXPERT_LOOP]
+    for name in (check_grouped.PER_EXPERT_LOOP, check_grouped.LIGER_MOE, check_grouped.EAGER_AS_CALLED):
+        assert "speedup_vs_compiled" not in rows[name], name
+    # the eager rows' 'vs tilefuse bf16' is over the eager op as called, round by round
+    assert rows[check_grouped.PER_EXPERT_LOOP]["speedup_vs_tilefuse_bf16"] == 0.1     # 0.1, 0.067, 0.125
+    assert rows[check_grouped.LIGER_MOE]["speedup_vs_tilefuse_bf16"] == 0.75         # 0.5, 1, 0.75
+    assert "speedup_vs_tilefuse_bf16" not in rows[check_grouped.EAGER_AS_CALLED]
     assert rows["tilefuse (as called)"]["speedup_vs_compiled"] == 1.2      # median of 1.2, 1.1, 1.3
     assert rows[check_grouped.HALVES]["speedup_vs_compiled"] == 1.5        # 1.5, 1.5, 1.5: its own peer
     assert "speedup_vs_compiled" not in rows[check_grouped.HALVES_COMPILED]
@@ -419,6 +427,42 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
         assert len(got) == {"forward": 1, "fwd + force bwd": 2, "fwd + training bwd": 5}[pass_name]
         for g, w in zip(got, want):   # both fp32, each within check/so2's TOL of float64
             assert normwise_rel_error(g, w) <= 2 * check_so2.TOL[torch.float32], pass_name
+
+
+def test_compiled_peers_compile_every_shape_and_pass_or_fail(monkeypatch):
+    """The so2 bench compiles one reference function (one code object) for three passes at each
+    shape; past Dynamo's default recompile limit (8) the ninth ran eager code under its
+    "torch.compile" row. Inside check.bench.compile_limits (each section's benchmark) every
+    pass of every shape compiles a graph of its own, a limit that is hit raises instead of
+    falling back, and the caller's limit comes back after."""
+    import torch
+    import torch._dynamo
+    from tilefuse.check import bench, so2 as check_so2
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, backend=counting, dynamic=kw.get("dynamic")))
+    torch._dynamo.reset()
+    before = torch._dynamo.config.recompile_limit
+    new_graph = []
+    with bench.compile_limits():
+        for lmax, focus_dim in check_so2.SHAPES:
+            steps, _ = check_so2.step_providers(lmax, focus_dim, 4, with_compile=True, device="cpu")
+            for pass_name, _ in check_so2.PASSES:
+                n = len(graphs)
+                steps[pass_name]["torch.compile"]()
+                new_graph.append(len(graphs) > n)
+    assert len(new_graph) > 8 and all(new_graph), new_graph
+    assert torch._dynamo.config.recompile_limit == before
+    torch._dynamo.reset()
+    with bench.compile_limits(limit=2), pytest.raises(Exception, match="recompile_limit|cache_size_limit"):
+        for focus_dim in (16, 32, 64):
+            steps, _ = check_so2.step_providers(1, focus_dim, 4, with_compile=True, device="cpu")
+            steps["forward"]["torch.compile"]()
+    torch._dynamo.reset()
 
 
 def test_so2_step_table_and_plot(tmp_path):

@@ -7,9 +7,28 @@ the tuner and benchmarks/ use too.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ..tuning.timing import Timing, interleaved, sync_if_cuda
+
+
+@contextlib.contextmanager
+def compile_limits(limit: int = 256):
+    """Dynamo's per-code recompile limit raised to ``limit`` while a benchmark runs (restored
+    after), and hitting it made an error. A benchmark compiles the same peer function (one
+    code object) at every shape and pass, each a graph of its own; at Dynamo's default of 8
+    the ninth ran the function's eager code under its "torch.compile" row (check/so2.py's
+    three passes at three shapes). With the limit an error, such a row fails, with the error,
+    instead. Used as a decorator of each section's ``benchmark``."""
+    import torch._dynamo
+    config = torch._dynamo.config
+    knobs = {k: limit for k in ("recompile_limit", "cache_size_limit") if hasattr(config, k)}
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        knobs["fail_on_recompile_limit_hit"] = True
+    with config.patch(**knobs):
+        yield
 
 
 def copy_ceiling_gbs(numel: int, dtype: torch.dtype, rounds: int = 7) -> float:

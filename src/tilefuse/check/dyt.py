@@ -373,14 +373,11 @@ def host_cost_markdown(h: dict) -> list[str]:
     return lines
 
 
+@bench.compile_limits()
 def benchmark(quick: bool, progress: Callable) -> dict:
     """Forward and forward+backward time of each provider at 2**26 elements (2**24 quick) per
     width, fp32 and bf16 x (fp32 parameters; eager and torch.compile take them in x's dtype:
     _providers), as fractions of the copy ceiling measured now."""
-    import torch._dynamo
-    for knob in ("cache_size_limit", "recompile_limit"):
-        if hasattr(torch._dynamo.config, knob):
-            setattr(torch._dynamo.config, knob, 256)
     numel = 2 ** 24 if quick else 2 ** 26
     widths = QUICK_WIDTHS if quick else WIDTHS
     rows = []

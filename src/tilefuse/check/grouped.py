@@ -361,9 +361,15 @@ GEMMS_ONLY = "torch._grouped_mm GEMMs only (no glue)"
 # default): its 'vs compile' is over the compiled composition of the same layout.
 HALVES = "tilefuse (as called, halves layout)"
 HALVES_COMPILED = "torch._grouped_mm + compile (halves layout)"
-# Timed eagerly in an interleaved call of its own (it reads the counts on the host): no ratio
-# to a provider of the graph-replayed call is from the same rounds, so its row shows none.
+# Timed eagerly in an interleaved call of their own (each reads device values on the host,
+# which a CUDA graph cannot capture: the per-expert loop the counts, Liger-Kernel's fused MoE
+# its tile count, `.item()` in every forward), beside the op as called, eagerly: no ratio to a
+# provider of the graph-replayed call is from the same rounds, so their 'vs tilefuse bf16' is
+# over EAGER_AS_CALLED and they have no 'vs compile'.
 PER_EXPERT_LOOP = "per-expert loop"
+LIGER_MOE = "Liger-Kernel fused MoE (top-1)"
+EAGER_AS_CALLED = "tilefuse (as called, eager)"
+EAGER_ROWS = (PER_EXPERT_LOOP, LIGER_MOE)
 
 DENSE_SHAPE = (16384, 4096, 7168)   # M, K, N: the first spec shape's fc1 as one dense GEMM
 
@@ -566,6 +572,7 @@ def _liger_moe_step(i, dy, leaves):
     return step
 
 
+@bench.compile_limits()
 def benchmark(quick: bool, progress: Callable) -> dict:
     """bf16 forward+backward TFLOP/s (3x forward FLOPs) of tilefuse as called (level 2, the
     table's choice), its compose route (torch._grouped_mm GEMMs + its glue kernels), the fused
@@ -641,18 +648,20 @@ def benchmark(quick: bool, progress: Callable) -> dict:
                      # the halves layout (glu_interleave=None), as called and against its own compiled peer
                      HALVES: lambda: as_called_step(None),
                      HALVES_COMPILED: lambda: torch.autograd.grad(compiled_halves(), leaves, dy)}
+        timings = timing.interleaved(providers, graphs=True, rounds=5)
+        # The providers a CUDA graph cannot capture (EAGER_ROWS), timed eagerly beside the op as
+        # called, eagerly.
+        eager = {EAGER_AS_CALLED: as_called_step,
+                 PER_EXPERT_LOOP: lambda: torch.autograd.grad(loop_fwd(), leaves, dy)}
         if not quick and (E, T, H, F) == DEFAULT_SHAPES[0]:
             # Liger-Kernel's fused MoE where it imports, at the first shape only: its first call
             # autotunes for minutes. Skipped where Liger-Kernel does not import; shown failed
             # (with its error) where it imports but fails.
             try:
-                providers["Liger-Kernel fused MoE (top-1)"] = _liger_moe_step(i, dy, leaves)
+                eager[LIGER_MOE] = _liger_moe_step(i, dy, leaves)
             except ImportError:
                 pass
-        timings = timing.interleaved(providers, graphs=True, rounds=5)
-        # The per-expert loop reads the counts on the host: not graph-capturable, timed eagerly.
-        timings.update(timing.interleaved({PER_EXPERT_LOOP: lambda: torch.autograd.grad(loop_fwd(), leaves, dy)},
-                                         rounds=3))
+        timings.update(timing.interleaved(eager, rounds=3))
         # Host time per call through the public API (validation, dispatch, autograd Function)
         # with the fused kernels engaged by a runtime table entry at level 2, against the
         # composition called directly: a forward on detached inputs (inference), and a forward
@@ -684,22 +693,25 @@ def provider_rows(E, T, H, F, flops, timings: dict, host: dict) -> list[dict]:
     the same rounds, each tilefuse row's speedup over AS_CALLED, the bf16 op as users call it
     (what a recipe is weighed against: what they run without one), and each row's over
     the compiled composition of its GLU layout (HALVES over HALVES_COMPILED, every other row
-    over the interleave-32 one; none for PER_EXPERT_LOOP, timed in other rounds)."""
+    over the interleave-32 one). The eagerly timed EAGER_ROWS have no 'vs compile' (timed in
+    other rounds) and their 'vs tilefuse bf16' over EAGER_AS_CALLED, from their own rounds."""
     rows = []
-    bf16 = timings.get(AS_CALLED)
     compiled = timings.get("torch._grouped_mm + compile")
     for name, t in timings.items():
-        peer = timings.get(HALVES_COMPILED) if name == HALVES else compiled
+        eager = name in EAGER_ROWS or name == EAGER_AS_CALLED
+        peer = None if eager else timings.get(HALVES_COMPILED) if name == HALVES else compiled
+        bf16 = timings.get(EAGER_AS_CALLED if eager else AS_CALLED)
         fwd_us, fwd_bwd_us = host.get(name, (None, None))
         row = {"experts": E, "tokens": T, "hidden": H, "ffn": F, "provider": name,
                "host_p50_us_fwd": fwd_us, "host_p50_us_fwd_bwd": fwd_bwd_us}
         row.update(bench.timing_fields(t))
         if row["status"] == "ok":
             row["tflops"] = flops / (t.median_ms * 1e-3) / 1e12
-            if name.startswith("tilefuse ") and name != AS_CALLED and isinstance(bf16, timing.Timing):
+            if ((name.startswith("tilefuse ") or name in EAGER_ROWS) and name not in (AS_CALLED, EAGER_AS_CALLED)
+                    and isinstance(bf16, timing.Timing)):
                 # Within the same rounds (fp8_block target: >= 1.4).
                 row["speedup_vs_tilefuse_bf16"] = timing.ratio(bf16, t)
-            if isinstance(peer, timing.Timing) and name not in (HALVES_COMPILED, PER_EXPERT_LOOP):
+            if isinstance(peer, timing.Timing) and name != HALVES_COMPILED:
                 # issue 16's targets are speedups over the compiled composition (of the same
                 # GLU layout), same rounds
                 row["speedup_vs_compiled"] = timing.ratio(peer, t)
@@ -709,7 +721,8 @@ def provider_rows(E, T, H, F, flops, timings: dict, host: dict) -> list[dict]:
 
 def benchmark_markdown(b: dict) -> list[str]:
     lines = ["bf16 forward+backward (3x forward FLOPs), CUDA-graph replay interleaved (the per-expert loop "
-             "eagerly: it reads the counts on the host); host p50 per forward call (synchronised, "
+             f"and Liger-Kernel's fused MoE eagerly, beside '{EAGER_AS_CALLED}': they read device values on "
+             "the host; their 'vs tilefuse bf16' is over it); host p50 per forward call (synchronised, "
              "submission only, 300 calls) and per forward+backward call. 'vs tilefuse bf16': a row's "
              f"speedup over '{AS_CALLED}', the bf16 op as users call it (median of the per-round ratios; "
              "the recipe rows are the op as called with that recipe; fp8_block's target is "

@@ -373,6 +373,7 @@ def _bench_steps(lmax: int, focus_dim: int, n_edges: int, ceiling: float, peak: 
     return rows
 
 
+@bench.compile_limits()
 def benchmark(quick: bool, progress: Callable) -> dict:
     """On a GPU, F 2, fp32, CUDA-graph replay, interleaved:
 
