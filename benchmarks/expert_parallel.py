@@ -12,8 +12,8 @@ GPU each, NCCL with NVLink multicast off: ``NCCL_NVLS_ENABLE=0`` is set unless a
   work around it (stable sort by expert, gather, un-permute), every rank on its own GPU at once;
 - ``one GPU, op only``: the op on tokens already sorted by expert (the spec's bar measures it).
 
-Checked first, on every rank: the expert-parallel module's y for the rank's tokens against one
-module holding every expert on the same tokens (``check_equivalent``); a mismatch, or any
+Checked first, on every rank: the expert-parallel module's y, and the gradients of the rank's
+x and probs, against one module holding every expert on the same tokens (``check_equivalent``); a mismatch, or any
 provider failing on one rank, ends the run on every rank. Timing: the one harness
 (``tilefuse.tuning.timing.interleaved``: warm-up, providers in rotating
 rounds, medians), eager (the module synchronizes with the host once per forward, so it cannot
@@ -69,6 +69,7 @@ from tilefuse.ops.grouped_glu_mlp import op  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.api import problem_for  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.tune import DEFAULT_SHAPES, FAMILY  # noqa: E402
 from tilefuse.tuning import timing  # noqa: E402
+from tilefuse.tuning.sweep import poisoned_allocations  # noqa: E402
 from tilefuse.utils import normwise_rel_error  # noqa: E402
 
 TINY_SHAPE = (8, 256, 64, 32)
@@ -192,19 +193,30 @@ def run(rank: int, world: int, args, init_method: str):
 CHECK_TOL = 2 * torch.finfo(torch.bfloat16).eps
 
 
-def check_equivalent(ep, full, x, ids, probs, n_experts):
+def check_equivalent(ep, full, x, ids, probs, n_experts, dy):
     """Raise where ``ep`` (this rank's tokens x, ids, probs) does not give what ``full`` gives
-    on the same tokens, sorted by expert and put back, within CHECK_TOL normwise."""
-    with torch.no_grad():
+    on the same tokens, sorted by expert and put back: y, and the gradients of x and probs for
+    the cotangent ``dy`` (the timed step's backward), each within CHECK_TOL normwise, computed
+    in NaN-poisoned memory (an output left unwritten stays NaN and fails). The weights'
+    gradients are the module's tests' (tests/test_expert_parallel.py): an expert's gathers the
+    tokens of every rank."""
+    x, probs = x.detach().requires_grad_(True), probs.detach().requires_grad_(True)
+    with poisoned_allocations():
         y = ep(x, ids, probs)
+        got = (y.detach(), *torch.autograd.grad(y, (x, probs), dy))
         order = torch.argsort(ids, stable=True)
         counts = torch.bincount(ids, minlength=n_experts)
-        want = torch.empty_like(y)
-        want[order] = full(x[order], counts, probs[order])
-    err = normwise_rel_error(y, want)
-    if not err <= CHECK_TOL:   # NaN fails too
-        raise RuntimeError(f"expert parallel's y differs from one module's on the same tokens by {err:.1e} "
-                           f"normwise (bound {CHECK_TOL:.1e})")
+        xs, ps = x.detach()[order].requires_grad_(True), probs.detach()[order].requires_grad_(True)
+        ys = full(xs, counts, ps)
+        sorted_want = (ys.detach(), *torch.autograd.grad(ys, (xs, ps), dy[order]))
+        want = [torch.empty_like(t) for t in got]
+        for w, sw in zip(want, sorted_want):
+            w[order] = sw
+    for name, a, b in zip(("y", "dx", "dprobs"), got, want):
+        err = normwise_rel_error(a, b)
+        if not err <= CHECK_TOL:   # NaN fails too
+            raise RuntimeError(f"expert parallel's {name} differs from one module's on the same tokens by "
+                               f"{err:.1e} normwise (bound {CHECK_TOL:.1e})")
 
 
 def measure(rank, world, args, device):
@@ -254,7 +266,7 @@ def measure(rank, world, args, device):
     # Checked before anything is timed: this rank's y from the expert-parallel module against one
     # module holding every expert on the same tokens (the same weights: from_grouped); one rank's
     # mismatch ends the run (_or_exit: the launcher stops the others).
-    _or_exit(lambda: check_equivalent(ep, full, x, ids, probs, E), "the equivalence check")
+    _or_exit(lambda: check_equivalent(ep, full, x, ids, probs, E, dy), "the equivalence check")
 
     # The paths taken: the local call's key is this rank's received rows.
     with torch.no_grad():

@@ -140,8 +140,9 @@ def test_expert_parallel_stops_the_run_on_one_rank_s_failure(monkeypatch, capsys
 
 def test_expert_parallel_checks_its_module_against_one_holding_every_expert():
     """expert_parallel.py checks, before timing, that the expert-parallel module gives this
-    rank's tokens what one module holding every expert gives them (sorted by expert, put back):
-    a right result passes, a scaled or misrouted one raises (the benchmark timed it unchecked)."""
+    rank's tokens what one module holding every expert gives them (sorted by expert, put back),
+    forward and the gradients of x and probs: a right result passes, a scaled or misrouted
+    one, or one whose backward alone is wrong, raises (the benchmark timed it unchecked)."""
     program = load_benchmark("expert_parallel")
     from tilefuse.nn import GroupedGLUMLP
     torch.manual_seed(0)
@@ -150,13 +151,26 @@ def test_expert_parallel_checks_its_module_against_one_holding_every_expert():
     x = torch.randn(10, H, dtype=torch.bfloat16)
     ids = torch.tensor([3, 0, 0, 2, 3, 1, 1, 0, 2, 3])
     probs = torch.rand(10) + 0.1
+    dy = torch.randn(10, H, dtype=torch.bfloat16)
 
     def right(x, ids, probs):
         order = torch.argsort(ids, stable=True)
         out = torch.empty_like(x)
         out[order] = full(x[order], torch.bincount(ids, minlength=E), probs[order])
         return out
-    program.check_equivalent(right, full, x, ids, probs, E)
-    for wrong in (lambda x, i, p: right(x, i, p) * 1.5, lambda x, i, p: right(x, (i + 1) % E, p)):
-        with pytest.raises(RuntimeError, match="differs from one module's on the same tokens"):
-            program.check_equivalent(wrong, full, x, ids, probs, E)
+
+    class TwiceTheGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+    program.check_equivalent(right, full, x, ids, probs, E, dy)
+    wrongs = [("y", lambda x, i, p: right(x, i, p) * 1.5), ("y", lambda x, i, p: right(x, (i + 1) % E, p)),
+              ("dx", lambda x, i, p: right(TwiceTheGradient.apply(x), i, p)),
+              ("dprobs", lambda x, i, p: right(x, i, TwiceTheGradient.apply(p)))]
+    for name, wrong in wrongs:
+        with pytest.raises(RuntimeError, match=f"expert parallel's {name} differs from one module's on the same"):
+            program.check_equivalent(wrong, full, x, ids, probs, E, dy)
