@@ -5,8 +5,11 @@ The protocol is the tuning rules of docs/design.md:
 
 - warm-up before any sample (compilation, autotuning, allocator pools);
 - CUDA graphs for short calls, so the host's launch costs stay out of the samples;
-- rotating input sets whose total is larger than twice the L2 cache (``Timer.buffers``), so
-  no sample reads inputs the previous call left in L2;
+- in the tuner's sweeps, whose candidates take an input set's index: rotating input sets
+  whose total is larger than twice the L2 cache (``Timer.buffers``), so no sample reads
+  inputs the previous call left in L2. ``interleaved``'s zero-argument providers (check,
+  bench, benchmarks/) run on the one input set their caller made: the caller sizes it (at
+  the shapes they time, the inputs are tens of MB to GB, most beyond the L2 cache);
 - every choice sampled once per round, the order rotated by one each round (``interleave``),
   so drift in clocks or temperature spreads over every choice instead of favouring a
   position;
