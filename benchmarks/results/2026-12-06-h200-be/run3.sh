@@ -1,0 +1,21 @@
+#!/bin/bash
+# Run 3 (GPU, any card; carry .whl): this session's check / benchmark fixes on the GPU: the test
+# files they touched (role_mismatch's poisoning and NaN in any output, compile_limits, the eager
+# Liger rows, expert_parallel.py's gradient check), 6 xdist workers; then run3_liger_eager.py,
+# Liger-Kernel's fused MoE step under graph capture and eagerly beside the op as called.
+#   OUT=... bash benchmarks/results/2026-12-06-h200-be/run3.sh
+set -u
+cd "$(dirname "$0")/../../.."
+mkdir -p $OUT/run3
+nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee $OUT/run3/gpu.txt
+python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  > $OUT/run3/pip.txt 2>&1
+echo "pip exit $?" >> $OUT/run3/pip.txt
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d)
+timeout 300 python3 -m pytest -q -p no:cacheprovider -n 6 -rfs tests/test_check.py tests/test_benchmark_checks.py \
+  > $OUT/run3/tests.txt 2>&1
+echo "exit $? at ${SECONDS}s" >> $OUT/run3/tests.txt
+tail -8 $OUT/run3/tests.txt
+timeout $((560 - SECONDS)) python3 benchmarks/results/2026-12-06-h200-be/run3_liger_eager.py > $OUT/run3/liger.txt 2>&1
+echo "exit $? at ${SECONDS}s" >> $OUT/run3/liger.txt
+grep -v Warn $OUT/run3/liger.txt | tail -12 | cut -c1-300
