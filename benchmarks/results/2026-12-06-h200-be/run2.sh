@@ -8,6 +8,6 @@ cd "$(dirname "$0")/../../.."
 mkdir -p $OUT/run2
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee $OUT/run2/gpu.txt
 export PYTHONUNBUFFERED=1
-timeout 400 python3 benchmarks/results/2026-12-06-h200-be/run2_gauss_m1.py --rounds 3 > $OUT/run2/gauss.txt 2>&1
+timeout 240 python3 benchmarks/results/2026-12-06-h200-be/run2_gauss_m1.py --rounds 3 > $OUT/run2/gauss.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run2/gauss.txt
 cat $OUT/run2/gauss.txt
