@@ -94,11 +94,32 @@ DENSE_TILES = [(64, 64, 32, 4, 2), (64, 32, 32, 4, 2), (32, 128, 32, 4, 2), (64,
 GAUSS_TILES = [(64, 32, 32, 4, 2), (64, 64, 32, 4, 2), (128, 32, 32, 8, 2), (64, 64, 32, 8, 2)]
 
 
+def cpu_check():
+    """Both kernels in Triton's interpreter (TRITON_INTERPRET=1) at 37 rows (a partial row tile),
+    LG 64 and 96 (a partial column tile at 64 columns), unit-scale weights: each one's normwise
+    error against float64, every output written (finite)."""
+    torch.manual_seed(0)
+    for LG in (64, 96):
+        M = 37
+        x, u, v = torch.randn(M, 2 * LG), torch.randn(LG, LG), torch.randn(LG, LG)
+        w = torch.cat([torch.cat([u, v], 1), torch.cat([-v, u], 1)], 0).contiguous()
+        d, s = (v - u).contiguous(), (u + v).contiguous()
+        ref = x.double() @ w.double()
+        for name, run in (("dense", lambda y: dense(x, w, y, (32, 64, 32, 4, 1))),
+                          ("gauss", lambda y: gauss(x, u, d, s, y, (32, 64, 32, 4, 1)))):
+            y = torch.full((M, 2 * LG), float("nan"))
+            run(y)
+            print(f"LG {LG} {name}: normwise error {rel(y, ref):.2e}, finite {bool(torch.isfinite(y).all())}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="neo,l6c32,l2c64")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cpu-check", action="store_true", help="cpu_check() in Triton's interpreter, then exit")
     args = p.parse_args()
+    if args.cpu_check:
+        return cpu_check()
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
     for name in args.shapes.split(","):
