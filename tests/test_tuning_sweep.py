@@ -211,6 +211,21 @@ def test_resource_error_skips_only_that_candidate(error):
     assert result.entry()["measured"]["skipped"] == 1
 
 
+def test_a_compile_error_quoting_a_comment_about_registers_aborts_the_key():
+    """Triton's CompilationError (a kernel that does not compile: a bug) quotes the kernel's
+    source lines; a comment there saying "registers" or "shared memory" made it a resource
+    error, so the candidate was skipped and the key recorded as "baseline won"."""
+    import ast
+    from triton.compiler.errors import CompilationError
+    src = "def kernel(x_ptr):\n    # the partial sums stay in registers (shared memory is full)\n    y = bad\n"
+    error = CompilationError(src, ast.parse(src).body[0].body[0], "Shape element 1 must be a power of 2")
+    assert "registers" in str(error) and "shared memory" in str(error)
+    family([Config(16), Config(32), Config(128)], {"t32": error})
+    with pytest.raises(SweepError, match=r"(?s)n16: t32 raised CompilationError.*nothing recorded"):
+        sweep({"baseline": 1.0, "t16": 2.0, "t32": 2.0, "t128": 2.0})
+    assert not tuning.is_covered("fake", "n16")
+
+
 def test_resource_error_in_the_baseline_aborts():
     family([Config(16)], {"t64": torch.OutOfMemoryError("out of memory")})
     with pytest.raises(SweepError, match="baseline raised OutOfMemoryError"):

@@ -69,13 +69,20 @@ _RESOURCE_MESSAGE = re.compile(
 
 
 def is_resource_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the config asks for more than the GPU has (skip the candidate), not
+    that the code is wrong (abort the key). A kernel that does not compile is a bug, whatever
+    its message holds: Triton's CompilationError quotes the kernel's source lines, whose
+    comments may say "registers" or "shared memory"."""
     try:
+        from triton.compiler.errors import CompilationError
         from triton.errors import TritonError
         from triton.runtime.errors import OutOfResources
     except ImportError:  # without Triton nothing raises its errors
-        TritonError = OutOfResources = type("NoTritonError", (Exception,), {})
+        TritonError = OutOfResources = CompilationError = type("NoTritonError", (Exception,), {})
     if isinstance(exc, (torch.OutOfMemoryError, OutOfResources)):
         return True
+    if isinstance(exc, CompilationError):
+        return False
     return isinstance(exc, (RuntimeError, TritonError)) and bool(_RESOURCE_MESSAGE.search(str(exc)))
 
 
