@@ -211,6 +211,35 @@ def test_resource_error_skips_only_that_candidate(error):
     assert result.entry()["measured"]["skipped"] == 1
 
 
+@pytest.mark.parametrize("where", ["candidates", "baseline", "describe"])
+def test_an_error_in_the_familys_own_code_aborts_only_its_key(where, monkeypatch):
+    """An exception from the family's code outside a candidate's guarded steps (its candidate
+    list, baseline, names) aborts that key as a SweepError naming it; sweep_each records it
+    and sweeps the next key (it escaped as itself and ended the whole run)."""
+    from tilefuse.tuning import runner
+    fam = family([Config(32)])
+    original = getattr(FakeFamily, where)
+
+    def broken(self, arg):
+        if getattr(arg, "n", None) == 16:
+            raise ValueError(f"bug in the family's {where}")
+        return original(self, arg)
+    if where == "describe":   # describe takes a config: break the candidate's name
+        def broken(self, config):
+            if config == Config(32):
+                raise ValueError("bug in the family's describe")
+            return original(self, config)
+        fam.candidates = lambda problem: [Config(32)] if problem.n == 16 else [Config(64)]
+    monkeypatch.setattr(FakeFamily, where, broken)
+    timer = FakeTimer({"baseline": 1.0, "t32": 0.5, "t64": 0.5})
+    results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(8))], device="cpu", timer=timer,
+                                        rounds=2, progress=False)
+    assert [r.key for r in results] == ["n8"] and tuning.is_covered("fake", "n8")
+    assert len(errors) == 1 and isinstance(errors[0], SweepError)
+    assert f"fake n16: the sweep raised ValueError: bug in the family's {where}" in str(errors[0])
+    assert "nothing recorded" in str(errors[0]) and not tuning.is_covered("fake", "n16")
+
+
 def test_a_compile_error_quoting_a_comment_about_registers_aborts_the_key():
     """Triton's CompilationError (a kernel that does not compile: a bug) quotes the kernel's
     source lines; a comment there saying "registers" or "shared memory" made it a resource

@@ -442,6 +442,28 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     check_rounds(rounds, "sweep_key")
     check_flags("sweep_key", record=record, progress=progress)
     device = default_device() if device is None else torch.device(device)
+    try:
+        result = _sweep_swept(fam, problem, device, timer, rounds, seed, progress)
+    except SweepError:
+        raise
+    except Exception as exc:   # noqa: BLE001  the family's own code (its baseline, candidates, sizes...)
+        try:
+            key = fam.key(problem)
+        except Exception:   # noqa: BLE001  the error names the problem instead
+            key = repr(problem)
+        raise SweepError(f"{fam.name} {key}: the sweep raised {type(exc).__name__}: {exc}; "
+                         f"sweep aborted, nothing recorded") from exc
+    if record:
+        record_result(fam, result, device)
+    return result
+
+
+def _sweep_swept(fam: TuningFamily, problem, device: torch.device, timer: Timer | None, rounds: int, seed: int,
+                 progress: bool) -> SweepResult:
+    """sweep_key's sweep of ``problem`` (its family's sweep_problem of it) on ``device``, not
+    recorded. An exception that is not a SweepError (the family's own code outside a
+    candidate's guarded steps: its baseline, candidates, names, sizes) is sweep_key's to
+    turn into one, so that sweep_each goes on with the next key."""
     with _made_current(device), policy.level(max(policy.get_level(), 2)):
         swept = fam.sweep_problem(problem, device)
         if swept != problem and fam.key(swept) != fam.key(problem):
@@ -458,8 +480,6 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
         result = _Sweep(fam, swept, device, timer, rounds, seed).run(progress)
         if swept != problem or swept != fam.problem_for_key(result.key):
             result.resized = repr(swept)
-    if record:
-        record_result(fam, result, device)
     return result
 
 
