@@ -70,6 +70,27 @@ def test_the_fp8_sweep_times_the_ws_config_and_only_the_fp8_sweep():
     assert not grouped_tune.FAMILY.is_valid(grouped_tune.FAMILY.key(bf16), WS_ONE_STREAM)
 
 
+def test_the_sweep_leaves_out_candidates_that_would_run_the_baselines_path(monkeypatch):
+    """Where the Gluon kernels do not run (the CPU, a GPU other than Hopper) a compose config
+    runs the compose route on torch._grouped_mm (the baseline) and a ws config the Triton
+    kernels without ws: the sweep leaves those out (timing them timed the baseline against
+    itself, and noise of 3% recorded a winner), keeps one of the configs that still differ (a
+    ws config on one stream: the heuristic tiles on one stream), and the table's space
+    (candidates, is_valid) stays whole. Where Gluon runs, the sweep takes every candidate."""
+    fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")
+    bf16 = dataclasses.replace(fp8, recipe="")
+    fam = grouped_tune.FAMILY
+    monkeypatch.setattr(grouped_tune, "_ws_runs_here", lambda: False)
+    assert any(c.compose for c in fam.candidates(bf16))
+    assert not any(c.compose for c in fam.sweep_candidates(bf16))
+    assert [c for c in fam.sweep_candidates(bf16)] == [c for c in fam.candidates(bf16) if not c.compose]
+    assert [c for c in fam.sweep_candidates(fp8) if c.ws] == [WS_ONE_STREAM]
+    assert [c for c in fam.sweep_candidates(fp8) if not c.ws] == [c for c in fam.candidates(fp8) if not c.ws]
+    assert all(fam.is_valid(fam.key(fp8), c) for c in (WS, WS_NOGLU))
+    monkeypatch.setattr(grouped_tune, "_ws_runs_here", lambda: True)
+    assert fam.sweep_candidates(bf16) == fam.candidates(bf16) and fam.sweep_candidates(fp8) == fam.candidates(fp8)
+
+
 def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")
     base = dataclasses.replace(WS, ws=False)

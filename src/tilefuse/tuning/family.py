@@ -127,6 +127,14 @@ class TuningFamily(abc.ABC):
     def candidates(self, problem) -> list:
         """The pruned configs to try against the baseline, the baseline itself excluded."""
 
+    def sweep_candidates(self, problem) -> list:
+        """The candidates a sweep on the current device times: ``candidates`` (the config space
+        a table entry is checked against), less any that would run here exactly what the
+        baseline or an earlier candidate runs (a kernel that does not run on this device,
+        whose config then falls back to the same path). Timing such a candidate would time
+        the baseline against itself and could record noise as a winner."""
+        return self.candidates(problem)
+
     @abc.abstractmethod
     def change(self, config) -> str:
         """``TILE`` or ``ROUTE``: what adopting ``config`` changes, which sets its margin."""

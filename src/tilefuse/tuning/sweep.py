@@ -321,7 +321,7 @@ class _Sweep:
     def run(self, progress: bool) -> SweepResult:
         start = time.perf_counter()
         family, problem, baseline = self.family, self.problem, self.baseline
-        candidates = family.candidates(problem)
+        candidates = family.sweep_candidates(problem)
         results: list[CandidateResult] = []
         bar = tqdm(total=len(candidates) + self.rounds, desc=f"{family.name} {self.key}",
                    unit="step", leave=False, disable=not progress)

@@ -217,6 +217,26 @@ class GroupedFamily(TuningFamily):
     def candidates(self, problem) -> list[GemmConfig]:
         return candidates_for(problem)
 
+    def sweep_candidates(self, problem) -> list[GemmConfig]:
+        """candidates_for, less those that would run what the baseline or an earlier candidate
+        runs: where the Gluon kernels do not run (_ws_runs_here: the CPU, a GPU other than
+        Hopper) a compose config is the compose route on torch._grouped_mm (COMPOSE, the
+        baseline) and a ws config the Triton kernels of the same config without ws (whose
+        rows_glu then chooses nothing)."""
+        if _ws_runs_here():
+            return candidates_for(problem)
+
+        def runs_as(choice):
+            if choice == COMPOSE or choice.compose:
+                return COMPOSE
+            return dataclasses.replace(choice, ws=False, rows_glu=True) if choice.ws else choice
+        seen, kept = {runs_as(self.baseline(problem))}, []
+        for config in candidates_for(problem):
+            if runs_as(config) not in seen:
+                seen.add(runs_as(config))
+                kept.append(config)
+        return kept
+
     def change(self, config) -> str:
         return ROUTE
 
