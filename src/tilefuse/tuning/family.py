@@ -23,7 +23,8 @@ import torch
 # The entry recorded when the family's baseline won (or nothing beat it by the margin).
 BASELINE = "baseline"
 
-# A candidate must beat the baseline by this fraction of its time to win. A route change
+# A candidate must beat the baseline by this fraction: its speedup (baseline time over its
+# time, the median of the per-round ratios) at least 1 + the margin. A route change
 # (fused vs unfused, a different algorithm) carries more risk across inputs and library
 # versions than a tile change within one kernel, so it needs the larger margin.
 TILE = "tile"

@@ -27,7 +27,10 @@ from ...utils import next_power_of_2
 #     column's largest magnitude lands in [2**14, 2**15): float16's range then holds every
 #     scaled value, and its tensor-core products run at twice TF32's rate with half the
 #     operand bytes. The products are scaled back before they join the accumulator. Heads
-#     and tails keep 22 bits of each operand (TF32's split: 22 as well).
+#     and tails keep 22 bits of an operand within about 2**-17 of its row's (K tile's) or
+#     column's largest magnitude, fewer below it (about 14 bits at 2**-24, 8 at 2**-30: the
+#     tail reaches float16's subnormals); TF32's split keeps 22 bits down to about 2**-115 in
+#     absolute value (18 at 2**-118, 12 at 2**-124: float32's subnormals).
 #   The H200's measurements of 3xtf32, and the variants tried before it:
 #   benchmarks/results/2026-12-01-h200-h.
 #   - "3xfp16-gate": 3xfp16, and the forward gate kernel's scalar block s = u_m0 @ W0[:, :Cf]
