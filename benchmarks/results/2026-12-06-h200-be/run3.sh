@@ -1,7 +1,8 @@
 #!/bin/bash
-# Run 3 (GPU, any card; carry .whl): this session's check / benchmark fixes on the GPU: the test
-# files they touched (role_mismatch's poisoning and NaN in any output, compile_limits, the eager
-# Liger rows, expert_parallel.py's gradient check), 6 xdist workers; then run3_liger_eager.py,
+# Run 3 (GPU, any card; carry .whl): this session's fixes on the GPU: the test files they
+# touched (role_mismatch's poisoning and NaN in any output, compile_limits, the eager Liger rows,
+# expert_parallel.py's gradient check; the sweep's compile errors, family errors and
+# sweep_candidates; the level-3 validation's range sets), 6 xdist workers; then run3_liger_eager.py,
 # Liger-Kernel's fused MoE step under graph capture and eagerly beside the op as called.
 #   OUT=... bash benchmarks/results/2026-12-06-h200-be/run3.sh
 set -u
@@ -12,7 +13,8 @@ python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrad
   > $OUT/run3/pip.txt 2>&1
 echo "pip exit $?" >> $OUT/run3/pip.txt
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d)
-timeout 300 python3 -m pytest -q -p no:cacheprovider -n 6 -rfs tests/test_check.py tests/test_benchmark_checks.py \
+timeout 420 python3 -m pytest -q -p no:cacheprovider -n 6 -rfs tests/test_check.py tests/test_benchmark_checks.py \
+  tests/test_tuning_sweep.py tests/test_grouped_mlp_ws.py tests/test_so2_level3.py \
   > $OUT/run3/tests.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run3/tests.txt
 tail -8 $OUT/run3/tests.txt
