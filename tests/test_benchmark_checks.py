@@ -142,7 +142,7 @@ def test_expert_parallel_checks_its_module_against_one_holding_every_expert():
     """expert_parallel.py checks, before timing, that the expert-parallel module gives this
     rank's tokens what one module holding every expert gives them (sorted by expert, put back),
     forward and the gradients of x and probs: a right result passes, a scaled or misrouted
-    one, or one whose backward alone is wrong, raises (the benchmark timed it unchecked)."""
+    one, or one whose backward alone is wrong, raises before anything is timed."""
     program = load_benchmark("expert_parallel")
     from tilefuse.nn import GroupedGLUMLP
     torch.manual_seed(0)

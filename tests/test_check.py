@@ -431,7 +431,7 @@ def test_so2_step_providers_compute_each_pass(tuning_table):
 
 def test_compiled_peers_compile_every_shape_and_pass_or_fail(monkeypatch):
     """The so2 bench compiles one reference function (one code object) for three passes at each
-    shape; past Dynamo's default recompile limit (8) the ninth ran eager code under its
+    shape; past Dynamo's default recompile limit (8) the ninth would run eager code under its
     "torch.compile" row. Inside check.bench.compile_limits (each section's benchmark) every
     pass of every shape compiles a graph of its own, a limit that is hit raises instead of
     falling back, and the caller's limit comes back after."""

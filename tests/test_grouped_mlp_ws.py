@@ -73,8 +73,8 @@ def test_the_fp8_sweep_times_the_ws_config_and_only_the_fp8_sweep():
 def test_the_sweep_leaves_out_candidates_that_would_run_the_baselines_path(monkeypatch):
     """Where the Gluon kernels do not run (the CPU, a GPU other than Hopper) a compose config
     runs the compose route on torch._grouped_mm (the baseline) and a ws config the Triton
-    kernels without ws: the sweep leaves those out (timing them timed the baseline against
-    itself, and noise of 3% recorded a winner), keeps one of the configs that still differ (a
+    kernels without ws: the sweep leaves those out (timing them would time the baseline
+    against itself, and noise of 3% would record a winner), keeps one of the configs that still differ (a
     ws config on one stream: the heuristic tiles on one stream), and the table's space
     (candidates, is_valid) stays whole. Where Gluon runs, the sweep takes every candidate."""
     fp8 = grouped_tune.GroupedProblem.of(16384, 4096, 3584, 8, 2, "swiglu", 32, False, "fp8_block")

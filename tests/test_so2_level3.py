@@ -599,7 +599,7 @@ def test_validation_holds_a_variant_to_the_error_bound_on_the_range_sets_too(tun
     """A variant as accurate as the exact path on the Gaussian set but 1e-3 off on a range set
     where the exact path keeps float32's accuracy (grad_u0 where grad_out sits near the
     smallest normal: a split whose tails fall into the subnormals) is rejected; the record
-    holds each range set's errors. (The range sets were checked for finiteness only.)"""
+    holds each range set's errors."""
     def off_when_tiny(name, t, inputs):
         tiny = inputs.grad_out.abs().median() < 2.0 ** -100
         return t * (1 + 1e-3) if name == "grad_u0" and bool(tiny) else t

@@ -215,7 +215,7 @@ def test_resource_error_skips_only_that_candidate(error):
 def test_an_error_in_the_familys_own_code_aborts_only_its_key(where, monkeypatch):
     """An exception from the family's code outside a candidate's guarded steps (its candidate
     list, baseline, names) aborts that key as a SweepError naming it; sweep_each records it
-    and sweeps the next key (it escaped as itself and ended the whole run)."""
+    and sweeps the next key."""
     from tilefuse.tuning import runner
     fam = family([Config(32)])
     original = getattr(FakeFamily, where)
@@ -242,8 +242,8 @@ def test_an_error_in_the_familys_own_code_aborts_only_its_key(where, monkeypatch
 
 def test_a_compile_error_quoting_a_comment_about_registers_aborts_the_key():
     """Triton's CompilationError (a kernel that does not compile: a bug) quotes the kernel's
-    source lines; a comment there saying "registers" or "shared memory" made it a resource
-    error, so the candidate was skipped and the key recorded as "baseline won"."""
+    source lines, whose comments may say "registers" or "shared memory": it is a bug, not a
+    resource error, so the key aborts (a skipped candidate could record "baseline won")."""
     import ast
     from triton.compiler.errors import CompilationError
     src = "def kernel(x_ptr):\n    # the partial sums stay in registers (shared memory is full)\n    y = bad\n"

@@ -19,7 +19,7 @@ def compile_limits(limit: int = 256):
     """Dynamo's per-code recompile limit raised to ``limit`` while a benchmark runs (restored
     after), and hitting it made an error. A benchmark compiles the same peer function (one
     code object) at every shape and pass, each a graph of its own; at Dynamo's default of 8
-    the ninth ran the function's eager code under its "torch.compile" row (check/so2.py's
+    the ninth would run the function's eager code under its "torch.compile" row (check/so2.py's
     three passes at three shapes). With the limit an error, such a row fails, with the error,
     instead. Used as a decorator of each section's ``benchmark``."""
     import torch._dynamo

@@ -232,8 +232,9 @@ class GroupedFamily(TuningFamily):
             return dataclasses.replace(choice, ws=False, rows_glu=True) if choice.ws else choice
         seen, kept = {runs_as(self.baseline(problem))}, []
         for config in candidates_for(problem):
-            if runs_as(config) not in seen:
-                seen.add(runs_as(config))
+            path = runs_as(config)
+            if path not in seen:
+                seen.add(path)
                 kept.append(config)
         return kept
 

@@ -301,6 +301,17 @@ RANGE_SETS = ("grad_out near the largest float32", "u0 large", "grad_out near th
 RANGE_EXACT_CEILING = 1e-5
 
 
+def _error_entry(what: str, err: float, exact: float, messages: list[str]) -> dict:
+    """A validation record's entry for one output (its error against float64, the exact path's,
+    their ratio, rounded as recorded); a message naming ``what`` appended to ``messages``
+    where the ratio passes LEVEL3_ERROR_RATIO (NaN does)."""
+    ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
+    if not ratio <= LEVEL3_ERROR_RATIO:
+        messages.append(f"{what}: normwise error vs float64 {err:.3e} is {ratio:.2f}x the exact path's "
+                        f"{exact:.3e} (limit {LEVEL3_ERROR_RATIO}x)")
+    return {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"), "ratio": round(ratio, 3)}
+
+
 def _range_sets(i: So2Inputs) -> dict[str, So2Inputs]:
     """The range-limit input sets of a level-3 validation (module docstring): grad_out with its
     largest element at 2**125 (float32's largest binade is 2**127), u0 with its largest at
@@ -558,12 +569,7 @@ class So2Family(TuningFamily):
         want = {**want, **self.run_training(problem, baseline, inputs)}
         for name in (*LEVEL3_OUTPUTS, *WEIGHT_GRADS):
             err, exact = normwise_rel_error(got[name], ref[name]), normwise_rel_error(want[name], ref[name])
-            ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
-            errors[name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
-                            "ratio": round(ratio, 3)}
-            if not ratio <= LEVEL3_ERROR_RATIO:
-                messages.append(f"{name}: normwise error vs float64 {err:.3e} is {ratio:.2f}x the exact "
-                                f"path's {exact:.3e} (limit {LEVEL3_ERROR_RATIO}x)")
+            errors[name] = _error_entry(name, err, exact, messages)
         range_errors = {}
         for what, scaled in _range_sets(inputs).items():
             exact_out = {**self.run(problem, baseline, scaled), **self.run_training(problem, baseline, scaled)}
@@ -579,14 +585,8 @@ class So2Family(TuningFamily):
                 # RANGE_EXACT_CEILING): a split whose tails fall into float32's subnormals loses bits
                 # there that the Gaussian set does not show.
                 err, exact = normwise_rel_error(t, ref[name]), normwise_rel_error(exact_out[name], ref[name])
-                if not exact <= RANGE_EXACT_CEILING:
-                    continue
-                ratio = err / exact if exact > 0 else (1.0 if err == 0 else math.inf)
-                range_errors[what][name] = {"error": float(f"{err:.4g}"), "exact_error": float(f"{exact:.4g}"),
-                                            "ratio": round(ratio, 3)}
-                if not ratio <= LEVEL3_ERROR_RATIO:
-                    messages.append(f"{name} on {what}: normwise error vs float64 {err:.3e} is {ratio:.2f}x the "
-                                    f"exact path's {exact:.3e} (limit {LEVEL3_ERROR_RATIO}x)")
+                if exact <= RANGE_EXACT_CEILING:
+                    range_errors[what][name] = _error_entry(f"{name} on {what}", err, exact, messages)
         record = {"passed": not messages, "key": key_of(problem), "config": choice.name,
                   "edges": int(inputs.grad_out.shape[0]), "limit_ratio": LEVEL3_ERROR_RATIO, "errors": errors,
                   "range_sets": sorted(RANGE_SETS), "range_errors": range_errors, "weight_grads": True}
