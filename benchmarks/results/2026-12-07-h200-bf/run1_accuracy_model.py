@@ -3,7 +3,7 @@ the dense product [x_n | x_p] @ [[U, V], [-V, U]] and as Gauss's three products,
 192 / 128, x_p uncorrelated, correlated (0.9) and anti-correlated (-0.9) with x_n. Prints per case:
 LG, correlation, [dense normwise, Gauss normwise, Gauss max-abs, dense max-abs] relative errors.
 
-    python3 benchmarks/results/2026-12-06-h200-be/run2_accuracy_model.py
+    python3 benchmarks/results/2026-12-07-h200-bf/run1_accuracy_model.py
 """
 import numpy as np
 rng=np.random.default_rng(0)

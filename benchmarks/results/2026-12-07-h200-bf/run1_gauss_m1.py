@@ -1,4 +1,4 @@
-"""Run 2's probe: the |m|=1 layer GEMM by Gauss's three-product complex multiplication.
+"""Run 1's probe: the |m|=1 layer GEMM by Gauss's three-product complex multiplication.
 
 The |m|=1 weights of SeZM are built from two blocks (DeePMD-kit's so2.py, ``_build_so2_weight``):
 w1 = [[U, V], [-V, U]] (in x out, the m=-1 stripe's rows and columns first), so

@@ -1,4 +1,4 @@
-"""Run 3's probe: Liger-Kernel's fused MoE step as `tilefuse bench` builds it
+"""Run 2's probe: Liger-Kernel's fused MoE step as `tilefuse bench` builds it
 (check.grouped._liger_moe_step), captured in a CUDA graph (how the bench timed it before: its
 forward calls .item()) and eagerly beside the op as called (how it is timed now), at a small
 shape so Liger's autotuning stays short."""

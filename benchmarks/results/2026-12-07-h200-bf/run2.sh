@@ -1,0 +1,23 @@
+#!/bin/bash
+# Run 2 (GPU, any card; carry .whl): this session's fixes on the GPU: the test files they
+# touched (role_mismatch's poisoning and NaN in any output, compile_limits, the eager Liger rows,
+# expert_parallel.py's gradient check; the sweep's compile errors, family errors and
+# sweep_candidates; the level-3 validation's range sets), 6 xdist workers; then run2_liger_eager.py,
+# Liger-Kernel's fused MoE step under graph capture and eagerly beside the op as called.
+#   OUT=... bash benchmarks/results/2026-12-07-h200-bf/run2.sh
+set -u
+cd "$(dirname "$0")/../../.."
+mkdir -p $OUT/run2
+nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee $OUT/run2/gpu.txt
+python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  > $OUT/run2/pip.txt 2>&1
+echo "pip exit $?" >> $OUT/run2/pip.txt
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d)
+timeout 420 python3 -m pytest -q -p no:cacheprovider -n 6 -rfs tests/test_check.py tests/test_benchmark_checks.py \
+  tests/test_tuning_sweep.py tests/test_grouped_mlp_ws.py tests/test_so2_level3.py \
+  > $OUT/run2/tests.txt 2>&1
+echo "exit $? at ${SECONDS}s" >> $OUT/run2/tests.txt
+tail -8 $OUT/run2/tests.txt
+timeout $((560 - SECONDS)) python3 benchmarks/results/2026-12-07-h200-bf/run2_liger_eager.py > $OUT/run2/liger.txt 2>&1
+echo "exit $? at ${SECONDS}s" >> $OUT/run2/liger.txt
+grep -v Warn $OUT/run2/liger.txt | tail -12 | cut -c1-300
