@@ -513,6 +513,39 @@ def _count_wgrads(monkeypatch) -> list:
     return ran
 
 
+@pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
+def test_a_wgrad_that_falls_back_still_forks_before_the_join(planned, device, monkeypatch):
+    """A Gluon wgrad tile asked for, one weight gradient wanted, and its Gluon launch declines
+    (ws_wgrad.applies fails, e.g. dW2 at H = 2880; on the CPU it always declines): it runs on
+    the caller's stream, yet the side stream is joined, so it must have been forked first.
+    Under CUDA-graph capture a join without a fork waits on a stream outside the capture and
+    invalidates it; the BackwardPlan, which forks only where its Gluon launch was prepared,
+    did that. Streams faked: each fork logs and runs its work, the join logs."""
+    from tilefuse.ops.grouped_glu_mlp import streams, ws_rows, ws_wgrad
+    i = inputs([6, 0, 9, 2], 32, 16, torch.bfloat16, True, device, seed=19)
+    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+    x, counts_t, probs, w1, w2, b1, b2 = t
+    tiles = (128, 3, 0, 0)
+    monkeypatch.setattr(ws_wgrad, "prepare", lambda *a, **k: None)
+    monkeypatch.setattr(ws_wgrad, "launch", lambda *a, **k: False)
+    monkeypatch.setattr(ws_rows, "prepare", lambda *a, **k: None)
+    if planned:
+        fp = compose.ForwardPlan(*t, "swiglu", 8, *tiles[2:])
+        _, z, h, ends = fp.run(*t)
+        backward = fp.backward
+    else:
+        _, z, h, ends = compose.forward(*t, "swiglu", 8, laid_out=True)
+        backward = compose.backward
+    log, side = [], object()
+    monkeypatch.setattr(streams, "side_stream", lambda t, priority=0: side)
+    monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork") if s is side else None, fn())[1])
+    monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
+    got = backward(i["dy"], x, counts_t, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 8, *tiles,
+                   need_dw1=False, need_dw2=True)
+    assert log and log[0] == "fork" and log[-1] == "join" and log.count("join") == 1, log
+    assert got[2] is None and got[3] is not None and torch.isfinite(got[3].float()).all()
+
+
 @pytest.mark.parametrize("mode", ["planned", "unplanned", "compiled"])
 def test_frozen_weights_run_no_weight_gradient_work(mode, tuning_table, device, monkeypatch):
     """Expert weights that ask for no gradient (frozen experts: the router or adapters trained):

@@ -43,7 +43,9 @@ The rules that keep it safe:
   fork and the join are captured as graph edges, and the side stream's allocations go to the
   graph's pool, as every stream of a capture's do), also when it returns by an exception
   (``joined``: the caller-stream tensors the side work writes, a weight gradient, are freed
-  only then).
+  only then);
+- every join follows a fork (``joined`` forks as its region starts): a capturing stream may
+  not wait on a stream outside the capture.
 """
 
 from __future__ import annotations
@@ -62,10 +64,14 @@ BESIDE = True
 # route's quantizers take it (memory-bound blocks in among a GEMM's); the compose route's
 # persistent weight gradients do not (they would take SMs from the dgrad they are to follow).
 HIGH = -1
-# Side streams per thread: each thread asks torch for its own (torch.cuda.Stream hands out its
-# pooled streams round-robin, 32 a device and priority), so one thread's CUDA-graph capture
-# does not take in another thread's eager side work. Should a pooled stream come back as the
-# caller's own, the fork and join are no-ops and the work runs in order: same results.
+# Side streams per thread: each thread keeps the stream torch gave it on first use. That does
+# not keep threads apart: torch.cuda.Stream hands out pooled streams round-robin (32 a device
+# and priority, shared with every other draw in the process), and every CUDA backward runs on
+# autograd's one thread per device, whichever thread called it. So capturing a CUDA graph in
+# one thread while another runs this module's eager side work on the same device may fail the
+# capture (CUDA's capture isolation error), as other concurrent CUDA work can; results are never
+# wrong. Should a pooled stream come back as the caller's own, the fork and join are no-ops
+# and the work runs in order: same results.
 _LOCAL = threading.local()
 R = TypeVar("R")
 
@@ -118,7 +124,13 @@ def joined(side: torch.cuda.Stream | None, device: torch.device):
     """A region whose forks onto ``side`` are joined when it ends, however it ends: an exception
     (an OOM between the fork and the join, say) still makes the caller's stream wait for the
     side work before the tensors that work writes go back to the allocator; a failure of that
-    wait itself (a broken context) does not hide the exception."""
+    wait itself (a broken context) does not hide the exception.
+
+    The region forks once as it starts, so its join always follows a fork, also where none of
+    its work went to ``side`` after all (a weight gradient that fell back to the caller's
+    stream, say): under CUDA-graph capture a stream may wait only on work captured with it, and
+    the join of a side stream never forked into the capture invalidated the capture."""
+    on_side(side, device, lambda: None)
     try:
         yield
     except BaseException:
