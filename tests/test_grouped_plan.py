@@ -467,6 +467,34 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
         assert torch.equal(_bits(g), _bits(w))
 
 
+@pytest.mark.gpu
+def test_a_plan_whose_wgrad_falls_back_captures_in_a_cuda_graph(device):
+    """A GemmConfig.compose config's BackwardPlan with only dW2 wanted (fc1 frozen) at H = 192,
+    where ws_wgrad's Gluon kernel declines dW2 (its columns not a multiple of 128): dW2 runs on
+    the caller's stream, the side stream is still joined, and the CUDA-graph capture of the
+    backward must hold (a join of a side stream never forked into it invalidated the capture);
+    replayed, the gradients are the eager call's bit for bit."""
+    from gpu_helpers import capture_cuda_graph
+    i = _inputs(device, counts=(300, 0, 211, 17), H=192, F=128, seed=8)
+    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+    tiles = (128, 5, 128, 5)
+    fp = compose.ForwardPlan(*t, "swiglu", 32, *tiles[2:])
+    y, z, h, ends = fp.run(*t)
+    x, counts, probs, w1, w2, b1, b2 = t
+    saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
+
+    def run():
+        return fp.backward(i["dy"], *saved, need_dw1=False, need_dw2=True)[:4]
+
+    want = run()
+    assert want[2] is None and want[3] is not None
+    graph, captured = capture_cuda_graph(run)
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, w in zip(captured, want):
+        assert (g is None and w is None) or torch.equal(_bits(g), _bits(w))
+
+
 def test_a_saved_tensor_hook_that_changes_a_bias_layout_takes_the_unplanned_backward(device, fresh_plans):
     """The backward plan's dGLU launch fixed the biases' row strides: a saved-tensor hook that
     gives a row-padded bias back contiguous (as ``save_on_cpu`` does) sends the backward to
