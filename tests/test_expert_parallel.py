@@ -545,6 +545,30 @@ def _check_state_dicts(rank, device, out_dir) -> dict[str, str]:
             raise AssertionError("no RuntimeError")
         assert all(a is b for a, b in zip(m.parameters(), params)), "the Parameters were replaced"
 
+    def meta_and_fake_records():
+        # a meta state dict (deferred initialisation, assign=True) and a fake one (memory
+        # estimates) load with a warning that the record holds no value to check, as
+        # GroupedGLUMLP's glu_layout does; a real record is still checked inside a FakeTensorMode
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        meta = {k: v.to("meta") for k, v in state.items()}
+        another = dict(state, expert_shard=torch.tensor([E2, 2, 1 - rank]))   # real: made outside the mode
+        m = ExpertParallelGLUMLP(E2, H, F, glu_interleave=4, device="meta")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m.load_state_dict(meta, assign=True)
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fake = {k: mode.from_tensor(v) for k, v in state.items()}
+                fresh().load_state_dict(fake)
+                try:
+                    fresh().load_state_dict(another)
+                except RuntimeError as e:
+                    assert "rank" in str(e), str(e)
+                else:
+                    raise AssertionError("a real record of another rank loaded inside a FakeTensorMode")
+        assert m.experts.fc1_weight.is_meta
+        for kind in ("meta", "fake"):
+            assert any(f"'expert_shard' is a {kind} tensor without a value" in str(w.message) for w in caught), kind
+
     def checkpoint_helpers():
         # torch.distributed.checkpoint's state-dict helpers look a nested module's keys up by
         # attribute (expert_shard included)
@@ -560,7 +584,8 @@ def _check_state_dicts(rank, device, out_dir) -> dict[str, str]:
     return _outcomes({"own-state-dict": own, "rank-0s-state-dict-on-every-rank": rank_0s,
                       "state-dict-of-another-world": other_world, "malformed-record": malformed,
                       "state-dict-without-the-record": without_record, "full-checkpoint": full_checkpoint,
-                      "refused-with-assign": refused_with_assign, "checkpoint-helpers": checkpoint_helpers})
+                      "refused-with-assign": refused_with_assign, "checkpoint-helpers": checkpoint_helpers,
+                      "meta-and-fake-records": meta_and_fake_records})
 
 
 def _check_regroup(rank, device) -> dict[str, str]:
@@ -800,7 +825,7 @@ def test_a_module_pickled_in_a_larger_world_raises(two_ranks, two_ranks_dir):
 
 def test_a_state_dict_loads_only_into_the_rank_that_saved_it(two_ranks):
     _assert_all_ok(two_ranks, "state_dicts")
-    assert all(len(r["state_dicts"]) == 8 for r in two_ranks)
+    assert all(len(r["state_dicts"]) == 9 for r in two_ranks)
 
 
 def test_a_gradient_penalty_equals_one_module_holding_all_experts(two_ranks):

@@ -9,7 +9,7 @@ probabilities, in any order, and returns their outputs in that order:
 2. exchange the counts (one ``all_to_all_single`` of W x (E/W + 8) integers on the device:
    the counts, the out-of-range ids, the module (E, H, F, dtype) and the call's flags, which
    the ranks must agree on) and copy the split sizes to the host: ``all_to_all_single`` takes
-   them as Python lists, the one host synchronization of the forward (a module's first
+   them as Python lists, the module's one host synchronization of the forward (a module's first
    forward also all-gathers the ranks' modules to the host: ``_agree``, which makes the count
    exchange, sized by E/W, safe to run);
 3. dispatch x and probs (probs in float32 on every rank: ``all_to_all_single`` with those
@@ -21,7 +21,10 @@ probabilities, in any order, and returns their outputs in that order:
    and un-permute them to the caller's token order.
 
 The backward runs the transposed collectives (dy to the experts' ranks, dx and dprobs back),
-with the split sizes saved by the forward: no host synchronization. Every permutation is a
+with the split sizes saved by the forward: no host synchronization of the module's own (the
+local ``grouped_glu_mlp`` adds its path's: with fp16 / fp32 experts ``torch._grouped_mm``
+reads the offsets on the host, at level 0 the composition the counts; docs/expert_parallel.md).
+Every permutation is a
 gather whose backward is the gather by the inverse permutation (no scatter-add, no atomics:
 deterministic). The backward is built from the same differentiable pieces, so a double
 backward (``create_graph=True``) runs through it, its collectives transposed once more.
@@ -40,7 +43,7 @@ from torch import nn
 
 from .. import policy
 from ..utils import check_tensor, fx_module_node, fx_proxy_in
-from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args
+from .grouped_mlp import DEFAULT_GLU_INTERLEAVE, GroupedGLUMLP, check_expert_args, record_values
 
 _WHERE = "ExpertParallelGLUMLP"
 # The parameter dtypes as numbers the ranks compare (ExpertParallelGLUMLP._module_row).
@@ -290,7 +293,10 @@ class ExpertParallelGLUMLP(nn.Module):
     ``GroupedGLUMLP`` treats a missing ``glu_layout``: ``strict=False`` loads it unchecked,
     ``strict=True`` (the default) raises after torch has copied the experts in, as for any
     missing key (the module then holds them unchecked: reload or rebuild it); add ``state["expert_shard"] = torch.tensor([E, W, r])``
-    to declare whose experts it holds.
+    to declare whose experts it holds. A meta or fake record (deferred initialisation, memory
+    estimates) holds no value: it loads with a warning. Not ``torch.distributed.checkpoint``'s
+    save / load: the ranks' tensors share their names, so it keeps one rank's copy of each
+    (docs/expert_parallel.md).
 
     Shapes (this rank's tokens, in any order; T may be 0 and may differ between ranks):
         forward(x (T, H) in the parameters' dtype, expert_ids (T,) int32/int64 global expert
@@ -319,7 +325,7 @@ class ExpertParallelGLUMLP(nn.Module):
     rank's share of a full module with ``from_grouped``. That check is a collective: set
     another ``process_group`` on every rank of it (setting the group in use is a no-op).
 
-    Synchronization: one host synchronization per forward, the split sizes that
+    Synchronization: the module's one host synchronization per forward, the split sizes that
     ``all_to_all_single`` takes as Python lists (``output_split_sizes``,
     ``input_split_sizes``), copied after the counts are exchanged on the device; the backward
     reuses them (none). So the module is not CUDA-graph capturable, and under torch.compile
@@ -454,11 +460,14 @@ class ExpertParallelGLUMLP(nn.Module):
                           f"cannot be checked; this module holds {_describe_shard(*ours)}. Another rank's experts "
                           f"load without an error and give wrong results: add state[{key!r}] = "
                           f"torch.tensor({list(ours)}) to declare them", UserWarning, stacklevel=4)
-        elif (not isinstance(saved, torch.Tensor) or tuple(saved.shape) != (3,) or saved.is_floating_point()
-              or saved.device.type == "meta"):
+        elif not isinstance(saved, torch.Tensor) or tuple(saved.shape) != (3,) or saved.is_floating_point():
             refused = (f"{_WHERE}: {key!r} must be a (3,) integer tensor (num_experts, world size, rank), "
                        f"got {saved!r}")
-        elif (recorded := tuple(int(v) for v in saved.tolist())) != ours:
+        elif (values := record_values(saved))[0] is None:
+            warnings.warn(f"{_WHERE}: the state dict's {key!r} is a {values[1]} tensor without a value, so which "
+                          f"experts it holds cannot be checked; this module holds {_describe_shard(*ours)}",
+                          UserWarning, stacklevel=4)
+        elif (recorded := tuple(values[0])) != ours:
             differ = ", ".join(f"{name} {a} != {b}" for name, a, b in zip(("num_experts", "world size", "rank"),
                                                                           recorded, ours) if a != b)
             refused = (f"{_WHERE}: the state dict holds {_describe_shard(*recorded)}, but this module holds "

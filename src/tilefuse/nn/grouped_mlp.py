@@ -46,6 +46,17 @@ def resolve_glu_layout(where: str, glu_layout, glu_interleave, ffn: int,
     return "interleaved", glu_interleave
 
 
+def record_values(saved: torch.Tensor) -> tuple[list[int] | None, str | None]:
+    """A state dict's integer record as ints, or (None, "meta" / "fake") where it is a meta or
+    fake tensor (memory estimates, deferred initialisation), which holds no value to check; a
+    real record read inside a FakeTensorMode is read as itself."""
+    from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
+    if saved.device.type == "meta" or is_fake(saved):
+        return None, "fake" if is_fake(saved) else "meta"
+    with unset_fake_temporarily():
+        return [int(v) for v in saved.reshape(-1).tolist()], None
+
+
 def check_expert_args(where: str, sizes, activation, glu_layout, glu_interleave, recipe, dtype=None,
                       bias=False) -> int | None:
     """The constructor checks GroupedGLUMLP, ExpertParallelGLUMLP and HFGroupedGLUExperts
@@ -218,17 +229,12 @@ class GroupedGLUMLP(nn.Module):
                 error_msgs.append(f"GroupedGLUMLP: {key!r} must be a one-element integer tensor (s, or 0 for "
                                   f"halves), got {saved!r}")
                 return
-            from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
-            if saved.device.type == "meta" or is_fake(saved):
-                # a meta or fake state dict (memory estimates, deferred initialisation) holds no value
-                kind = "fake" if is_fake(saved) else "meta"
+            values, kind = record_values(saved)
+            recorded = None if values is None else values[0]
+            if kind is not None:
                 warnings.warn(f"GroupedGLUMLP: the state dict's {key!r} is a {kind} tensor without a value, so "
                               f"the GLU layout of {prefix}fc1_weight's rows cannot be checked; this module reads "
                               f"them {ours}", UserWarning, stacklevel=4)
-                recorded = None
-            else:
-                with unset_fake_temporarily():   # a real record read inside a FakeTensorMode
-                    recorded = int(saved)
             # blocks of s = F are the halves layout, row for row (gate j, up F + j)
             halves = (0, self.ffn_hidden_size)
             if recorded is not None and recorded != (self.glu_interleave or 0) and not (
