@@ -612,7 +612,9 @@ def test_the_cache_fingerprint_hashes_what_a_measurement_depends_on():
         op = {"dyt": "dyt", "so2_mixing_stack": "so2_mixing_stack", "grouped_glu_mlp": "grouped_glu_mlp"}[name]
         assert {f"{op}/kernels.py", f"{op}/launch.py", f"{op}/tune.py", "ops/triton_common.py"} <= names, name
     grouped = {f"{Path(p).parent.name}/{Path(p).name}" for p in get_family("grouped_glu_mlp").source_files}
-    assert {"quant/kernels.py", "quant/launch.py", "grouped_glu_mlp/recipes.py"} <= grouped
+    # the quantizers, the format constants they compile in (E4M3_MAX, ...) and the scale layout
+    assert {"quant/kernels.py", "quant/launch.py", "quant/formats.py", "quant/swizzle.py",
+            "grouped_glu_mlp/recipes.py"} <= grouped
     assert "so2_mixing_stack/compose.py" in {f"{Path(p).parent.name}/{Path(p).name}"
                                              for p in get_family("so2_mixing_stack").source_files}
 

@@ -131,6 +131,7 @@ UNUSABLE = {
     "foreign-schema": lambda: _doc(schema=99),
     "other-fingerprint": lambda: _doc(fingerprint={**fingerprint(), "torch": "0.0"}),
     "not-an-object": lambda: "[1, 2]",
+    "null": lambda: "null",     # parses to None, which once read as "no file": never reported or kept
     "families-not-objects": lambda: _doc(families={"dyt": [1]}),
 }
 
@@ -155,6 +156,21 @@ def test_unusable_file_is_reported_once_and_ignored(kind):
     assert tuning.lookup_config("dyt", PROBLEM) == B
     assert [p.name for p in path.parent.glob("*.invalid-*")]
     assert json.loads(path.read_text())["families"]["dyt"][KEY]["winner"] == B.to_dict()
+
+
+def test_files_moved_aside_in_one_second_each_keep_their_own(monkeypatch):
+    """Two unusable files moved aside within one second (the name's time stamp the same) go to
+    two names: the second move once replaced the first file, lost for inspection."""
+    path = cache_file()
+    path.parent.mkdir(parents=True)
+    monkeypatch.setattr(store.time, "strftime", lambda fmt, *a: "20261207-000000")
+    for n, text in enumerate(("{first", "{second")):
+        path.write_text(text)
+        tuning.reload()
+        with pytest.warns(TableWarning, match="moved to"):
+            table.record("dyt", {KEY: raw(A if n else B)})
+    aside = sorted(path.parent.glob("*.invalid-*"))
+    assert sorted(p.read_text() for p in aside) == ["{first", "{second"], [p.name for p in aside]
 
 
 def test_invalid_entries_are_dropped_one_by_one():

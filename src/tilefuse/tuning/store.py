@@ -46,6 +46,7 @@ import dataclasses
 import functools
 import glob
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -493,7 +494,13 @@ def _read_bytes(path: Path) -> bytes | None:
 
 
 def _move_aside(path: Path, why: str) -> None:
-    aside = path.with_name(f"{path.name}.invalid-{time.strftime('%Y%m%d-%H%M%S')}")
+    """Rename ``path`` to a name of its own beside it (``<name>.invalid-<time>-<n>``, never one
+    an earlier move took: two moves in one second each keep their file) and report it."""
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    for n in itertools.count():
+        aside = path.with_name(f"{path.name}.invalid-{stamp}" + (f"-{n}" if n else ""))
+        if not os.path.lexists(aside):
+            break
     os.replace(path, aside)
     report(f"tilefuse tuning table {path} was unusable ({why}); moved to {aside}")
 
@@ -512,10 +519,15 @@ def _usable_lock_path(lock: Path) -> str:
 
 
 def _read_document(path: Path):
-    """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable,
-    TableUnreadable if it cannot be read."""
+    """The parsed JSON of ``path``, None when it does not exist; ValueError if unusable (a file
+    whose JSON is ``null`` too: None means no file), TableUnreadable if it cannot be read."""
     data = _read_bytes(path)
-    return None if data is None else _parse_json(data)
+    if data is None:
+        return None
+    doc = _parse_json(data)
+    if doc is None:
+        raise ValueError("not a JSON object: null")
+    return doc
 
 
 def _same_print(fp: dict):

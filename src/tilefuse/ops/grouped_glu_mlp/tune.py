@@ -181,13 +181,16 @@ class GroupedFamily(TuningFamily):
     name = "grouped_glu_mlp"
     config_class = GemmConfig
     # What a measurement depends on (the cache file's fingerprint, store.kernel_source_hash):
-    # the kernels and their launch (the recipes' quantizers included), the routes, streams
-    # and plans, the candidates and tolerances, and the reference.
+    # the kernels and their launch (the recipes' quantizers included, with the format
+    # constants they compile in and the scale layout), the routes, streams and plans, the
+    # candidates and tolerances, and the reference. Not the generic helpers (utils.cdiv, ...,
+    # device.num_sms), whose meaning does not change with an edit of theirs.
     source_files = (_HERE / "kernels.py", _HERE / "compose_kernels.py", _HERE / "configs.py", _HERE / "launch.py",
                     _HERE / "compose.py", _HERE / "ws_kernels.py", _HERE / "ws_wgrad.py", _HERE / "ws_rows.py",
                     _HERE / "recipes.py", _HERE / "streams.py", _HERE / "plan.py", _HERE / "op.py", _HERE / "tune.py",
                     _HERE / "reference.py", _HERE.parent / "triton_common.py", _HERE.parent / "gluon_hopper.py",
-                    _HERE.parent.parent / "quant" / "kernels.py", _HERE.parent.parent / "quant" / "launch.py")
+                    _HERE.parent.parent / "quant" / "kernels.py", _HERE.parent.parent / "quant" / "launch.py",
+                    _HERE.parent.parent / "quant" / "formats.py", _HERE.parent.parent / "quant" / "swizzle.py")
 
     def key(self, p: GroupedProblem) -> str:
         return (f"H{p.hidden}-F{p.ffn}-E{p.n_experts}-x{p.itemsize}-T{p.n_tokens}-{p.activation}-s{p.interleave}"
