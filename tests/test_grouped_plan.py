@@ -454,9 +454,10 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
 
     want, got, sides = one_and_two_streams(monkeypatch, run)
     launched = counted[-1]
-    # the plan passes its dgrads through on_side too, with no stream (the caller's)
+    # the region's own fork (streams.joined), then each wgrad's; the plan passes its dgrads
+    # through on_side too, with no stream (the caller's)
     beside = [s for s in sides if s is not None]
-    assert launched["grouped_ws_wgrad"] == 2 and len(beside) == 2 and len(sides) == (4 if planned else 2)
+    assert launched["grouped_ws_wgrad"] == 2 and len(beside) == 3 and len(sides) == (5 if planned else 3)
     assert all(s != torch.cuda.current_stream() for s in beside)
     for g, w in zip(got, want):
         assert torch.equal(_bits(g), _bits(w))
