@@ -522,26 +522,15 @@ def test_a_wgrad_that_falls_back_still_forks_before_the_join(planned, device, mo
     invalidates it; the BackwardPlan, which forks only where its Gluon launch was prepared,
     did that. Streams faked: each fork logs and runs its work, the join logs."""
     from tilefuse.ops.grouped_glu_mlp import streams, ws_rows, ws_wgrad
-    i = inputs([6, 0, 9, 2], 32, 16, torch.bfloat16, True, device, seed=19)
-    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
-    x, counts_t, probs, w1, w2, b1, b2 = t
-    tiles = (128, 3, 0, 0)
     monkeypatch.setattr(ws_wgrad, "prepare", lambda *a, **k: None)
     monkeypatch.setattr(ws_wgrad, "launch", lambda *a, **k: False)
     monkeypatch.setattr(ws_rows, "prepare", lambda *a, **k: None)
-    if planned:
-        fp = compose.ForwardPlan(*t, "swiglu", 8, *tiles[2:])
-        _, z, h, ends = fp.run(*t)
-        backward = fp.backward
-    else:
-        _, z, h, ends = compose.forward(*t, "swiglu", 8, laid_out=True)
-        backward = compose.backward
+    i, saved, backward = _wgrad_tile_backward([6, 0, 9, 2], 19, device, planned)
     log, side = [], object()
     monkeypatch.setattr(streams, "side_stream", lambda t, priority=0: side)
     monkeypatch.setattr(streams, "on_side", lambda s, device, fn: (log.append("fork") if s is side else None, fn())[1])
     monkeypatch.setattr(streams, "join", lambda s, device: log.append("join") if s is side else None)
-    got = backward(i["dy"], x, counts_t, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 8, *tiles,
-                   need_dw1=False, need_dw2=True)
+    got = backward(i["dy"], *saved, need_dw1=False, need_dw2=True)
     assert log and log[0] == "fork" and log[-1] == "join" and log.count("join") == 1, log
     assert got[2] is None and got[3] is not None and torch.isfinite(got[3].float()).all()
 
@@ -592,17 +581,11 @@ def test_frozen_weights_run_no_weight_gradient_work(mode, tuning_table, device, 
     assert len(planned_runs) == (5 if mode == "planned" else 0)
 
 
-@pytest.mark.parametrize("counts", [[6, 0, 9, 2], [0, 0, 0]], ids=["T37", "T0"])
-@pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
-def test_no_weight_gradient_no_second_stream(planned, counts, device, monkeypatch):
-    """compose.backward and the BackwardPlan with a Gluon wgrad tile (the variant that runs the
-    weight gradients on a second stream): a weight gradient not asked for is None, its GEMM
-    does not run, and with neither asked for no second stream is taken; the other gradients
-    are the all-asked call's bit for bit. At T == 0 (no GEMM, no stream) a weight gradient
-    asked for is zeros, one not asked for None."""
-    if planned and not sum(counts):
-        pytest.skip("a plan needs T > 0 (compose.ForwardPlan.applies)")
-    i = inputs(counts, 32, 16, torch.bfloat16, True, device, seed=18)
+def _wgrad_tile_backward(counts, seed, device, planned):
+    """(inputs, the backward's saved arguments after dy, the backward) of a compose forward with
+    a Gluon wgrad tile (128, 3 stages; no rows tile): through its BackwardPlan or
+    compose.backward."""
+    i = inputs(counts, 32, 16, torch.bfloat16, True, device, seed=seed)
     t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
     x, counts_t, probs, w1, w2, b1, b2 = t
     tiles = (128, 3, 0, 0)
@@ -613,7 +596,21 @@ def test_no_weight_gradient_no_second_stream(planned, counts, device, monkeypatc
     else:
         _, z, h, ends = compose.forward(*t, "swiglu", 8, laid_out=True)
         backward = compose.backward
-    saved = (x, counts_t, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 8, *tiles)
+    return i, (x, counts_t, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 8, *tiles), backward
+
+
+@pytest.mark.parametrize("counts", [[6, 0, 9, 2], [0, 0, 0]], ids=["T37", "T0"])
+@pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
+def test_no_weight_gradient_no_second_stream(planned, counts, device, monkeypatch):
+    """compose.backward and the BackwardPlan with a Gluon wgrad tile (the variant that runs the
+    weight gradients on a second stream): a weight gradient not asked for is None, its GEMM
+    does not run, and with neither asked for no second stream is taken; the other gradients
+    are the all-asked call's bit for bit. At T == 0 (no GEMM, no stream) a weight gradient
+    asked for is zeros, one not asked for None."""
+    if planned and not sum(counts):
+        pytest.skip("a plan needs T > 0 (compose.ForwardPlan.applies)")
+    i, saved, backward = _wgrad_tile_backward(counts, 18, device, planned)
+    w1, w2 = saved[4], saved[5]
     sides = []
     side_stream = compose.streams.side_stream
     monkeypatch.setattr(compose.streams, "side_stream", lambda *a: sides.append(1) or side_stream(*a))

@@ -426,6 +426,19 @@ def test_side_streams_are_per_thread_device_and_priority(device):
     assert other[0] is other[1] and other[0] is not None and other[0] is not mine
 
 
+def _gluon_compose_plan(device, H, F, seed):
+    """(inputs, the ForwardPlan, the backward's saved arguments after dy) of a compose forward
+    whose config asks for the Gluon wgrad and rows tiles (128, 5 stages each), 528 tokens on
+    four experts, one of them empty."""
+    i = _inputs(device, counts=(300, 0, 211, 17), H=H, F=F, seed=seed)
+    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
+    tiles = (128, 5, 128, 5)
+    fp = compose.ForwardPlan(*t, "swiglu", 32, *tiles[2:])
+    y, z, h, ends = fp.run(*t)
+    x, counts, probs, w1, w2, b1, b2 = t
+    return i, fp, (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("planned", [False, True], ids=["backward", "BackwardPlan"])
 def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, device, monkeypatch):
@@ -435,13 +448,7 @@ def test_the_weight_gradients_beside_the_dgrads_give_one_streams_bits(planned, d
     from gpu_helpers import capture_cuda_graph, one_and_two_streams
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("ws_wgrad's Gluon kernel runs on Hopper")
-    i = _inputs(device, counts=(300, 0, 211, 17), H=256, F=192, seed=7)
-    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
-    tiles = (128, 5, 128, 5)
-    fp = compose.ForwardPlan(*t, "swiglu", 32, *tiles[2:])
-    y, z, h, ends = fp.run(*t)
-    x, counts, probs, w1, w2, b1, b2 = t
-    saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
+    i, fp, saved = _gluon_compose_plan(device, H=256, F=192, seed=7)
     dy = i["dy"]
 
     counted = []
@@ -476,13 +483,7 @@ def test_a_plan_whose_wgrad_falls_back_captures_in_a_cuda_graph(device):
     backward must hold (a join of a side stream never forked into it invalidated the capture);
     replayed, the gradients are the eager call's bit for bit."""
     from gpu_helpers import capture_cuda_graph
-    i = _inputs(device, counts=(300, 0, 211, 17), H=192, F=128, seed=8)
-    t = compose.lay_out(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"])
-    tiles = (128, 5, 128, 5)
-    fp = compose.ForwardPlan(*t, "swiglu", 32, *tiles[2:])
-    y, z, h, ends = fp.run(*t)
-    x, counts, probs, w1, w2, b1, b2 = t
-    saved = (x, counts, ends, probs, w1, w2, b1, b2, z, h, "swiglu", 32, *tiles)
+    i, fp, saved = _gluon_compose_plan(device, H=192, F=128, seed=8)
 
     def run():
         return fp.backward(i["dy"], *saved, need_dw1=False, need_dw2=True)[:4]
