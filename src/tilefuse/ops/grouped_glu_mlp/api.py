@@ -206,7 +206,11 @@ def grouped_glu_mlp(x: torch.Tensor, tokens_per_expert: torch.Tensor, probs: tor
     quantized recipe raises NotImplementedError there. Its forward GEMMs run in IEEE float32
     with autocast off; the gradients the transforms take of its ops run at the matmul
     precision and in the autocast region in force (a CPU bfloat16 autocast region around
-    ``torch.func.grad`` gives bfloat16-GEMM gradients, as it does for any torch code). Inside
+    ``torch.func.grad`` gives bfloat16-GEMM gradients, as it does for any torch code); so do
+    the gradients autograd takes of the composition's own ops wherever it runs (level 0, the
+    per-expert loop where ``torch._grouped_mm`` does not take the rows, a ``create_graph``
+    backward): a backward called inside an autocast region runs their ``torch.mm`` GEMMs in its
+    dtype (PyTorch advises calling backward outside autocast). Inside
     torch.compile (``fullgraph=True`` included) the same function is traced without host
     reads: every expert's GEMMs over all rows, each row's result selected (``_traced_reference``; E times the work). Batched
     gradients of the older vmap (``autograd.grad(is_grads_batched=True)``,

@@ -35,9 +35,13 @@ The first two read ``tokens_per_expert`` on the host (they are oracles, not hot 
 its sum there. The unfused composition does not, except in its per-expert-loop fallback (see its
 docstring).
 
-All three run their GEMMs in the dtype they state whatever the caller's autocast region
+All three run their forward GEMMs in the dtype they state whatever the caller's autocast region
 (``gemms_in_dtype``): under ``torch.autocast`` a float32 ``@`` would run in bfloat16 and return
-bfloat16, so y's dtype and precision would depend on the path.
+bfloat16, so y's dtype and precision would depend on the path. The gradients autograd takes of
+their ops run where the backward is called, as for any torch code: a backward called inside an
+autocast region runs the per-expert loops' ``torch.mm`` gradients in its dtype (float32
+gradients with bfloat16 GEMMs' error, 2e-3 to 4e-3 on the CPU, against 1e-7 outside it;
+``torch._grouped_mm`` has no autocast rule). PyTorch advises calling backward outside autocast.
 """
 
 from __future__ import annotations
@@ -453,7 +457,8 @@ def grouped_glu_mlp_unfused(x, tokens_per_expert, probs, fc1_weight, fc2_weight,
 
     Precision: both GEMMs run in ``x.dtype`` (fp32 accumulation inside ``torch._grouped_mm`` for
     16-bit inputs; float32 for float32 inputs, in the process's matmul precision; an autocast
-    region does not change them: ``gemms_in_dtype``), so z and h are rounded to ``x.dtype`` as a fused
+    region does not change them: ``gemms_in_dtype``; its gradients' GEMMs run where the backward
+    is called, see the module docstring), so z and h are rounded to ``x.dtype`` as a fused
     kernel's saved z and its h operand are. The bias adds, the activation and the prob scaling
     run in float32 (float64 for float64 inputs), the precision a fused epilogue has.
 
