@@ -128,8 +128,8 @@ def joined(side: torch.cuda.Stream | None, device: torch.device):
 
     The region forks once as it starts, so its join always follows a fork, also where none of
     its work went to ``side`` after all (a weight gradient that fell back to the caller's
-    stream, say): under CUDA-graph capture a stream may wait only on work captured with it, and
-    the join of a side stream never forked into the capture invalidated the capture."""
+    stream, say): under CUDA-graph capture a stream may wait only on work captured with it, so
+    the join of a side stream never forked into the capture would invalidate the capture."""
     on_side(side, device, lambda: None)
     try:
         yield
