@@ -519,8 +519,9 @@ def test_a_wgrad_that_falls_back_still_forks_before_the_join(planned, device, mo
     (ws_wgrad.applies fails, e.g. dW2 at H = 2880; on the CPU it always declines): it runs on
     the caller's stream, yet the side stream is joined, so it must have been forked first.
     Under CUDA-graph capture a join without a fork waits on a stream outside the capture and
-    invalidates it; the BackwardPlan, which forks only where its Gluon launch was prepared,
-    did that. Streams faked: each fork logs and runs its work, the join logs."""
+    invalidates it; the BackwardPlan forks a wgrad only where its Gluon launch was prepared, so
+    the region's own fork (streams.joined) must come first. Streams faked: each fork logs and
+    runs its work, the join logs."""
     from tilefuse.ops.grouped_glu_mlp import streams, ws_rows, ws_wgrad
     monkeypatch.setattr(ws_wgrad, "prepare", lambda *a, **k: None)
     monkeypatch.setattr(ws_wgrad, "launch", lambda *a, **k: False)

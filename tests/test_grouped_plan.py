@@ -480,7 +480,7 @@ def test_a_plan_whose_wgrad_falls_back_captures_in_a_cuda_graph(device):
     """A GemmConfig.compose config's BackwardPlan with only dW2 wanted (fc1 frozen) at H = 192,
     where ws_wgrad's Gluon kernel declines dW2 (its columns not a multiple of 128): dW2 runs on
     the caller's stream, the side stream is still joined, and the CUDA-graph capture of the
-    backward must hold (a join of a side stream never forked into it invalidated the capture);
+    backward must hold (a join of a side stream never forked into it would invalidate it);
     replayed, the gradients are the eager call's bit for bit."""
     from gpu_helpers import capture_cuda_graph
     i, fp, saved = _gluon_compose_plan(device, H=192, F=128, seed=8)

@@ -618,7 +618,7 @@ def test_a_tf32_split_loses_accuracy_where_its_tails_are_subnormal_and_is_reject
     column scales keep it within the bound. The Gaussian set passes both."""
     monkeypatch.setattr(so2_tune, "LEVEL3_MIN_EDGES", 1)
     problem = _problem()
-    # the kernels' device (on a GPU machine CPU tensors run no kernel: -bf run 2 on the H100)
+    # the kernels' device (on a GPU machine CPU tensors run no kernel)
     inputs = so2_tune.FAMILY.make_inputs(problem, torch.device(device), 0)
     base = so2_tune.FAMILY.baseline(problem)
     want = so2_tune.FAMILY.run(problem, base, inputs)

@@ -131,7 +131,7 @@ UNUSABLE = {
     "foreign-schema": lambda: _doc(schema=99),
     "other-fingerprint": lambda: _doc(fingerprint={**fingerprint(), "torch": "0.0"}),
     "not-an-object": lambda: "[1, 2]",
-    "null": lambda: "null",     # parses to None, which once read as "no file": never reported or kept
+    "null": lambda: "null",     # parses to None, which must not read as "no file"
     "families-not-objects": lambda: _doc(families={"dyt": [1]}),
 }
 
@@ -160,7 +160,7 @@ def test_unusable_file_is_reported_once_and_ignored(kind):
 
 def test_files_moved_aside_in_one_second_each_keep_their_own(monkeypatch):
     """Two unusable files moved aside within one second (the name's time stamp the same) go to
-    two names: the second move once replaced the first file, lost for inspection."""
+    two names, so neither file is lost for inspection."""
     path = cache_file()
     path.parent.mkdir(parents=True)
     monkeypatch.setattr(store.time, "strftime", lambda fmt, *a: "20261207-000000")
