@@ -17,8 +17,8 @@ import torch
 from tilefuse import launches
 from tilefuse.ops.grouped_glu_mlp import launch, recipes, ws_kernels
 from tilefuse.ops.grouped_glu_mlp import tune as grouped_tune
-from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
-from tilefuse.ops.grouped_glu_mlp.kernels import EPI_GLU, EPI_STORE
+from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, dglu_tile_n, glu_config, heuristic
+from tilefuse.ops.grouped_glu_mlp.kernels import EPI_DGLU, EPI_GLU, EPI_STORE
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs
 
 from sm90_helpers import PTXAS, nvidia_compiler_available, run_compile_script
@@ -105,11 +105,18 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
     assert grouped_tune.FAMILY.expected_launches(fp8, WS_NOGLU) == ("grouped_mlp_fwd", "grouped_mlp_bwd",
                                                                     "grouped_fp8_ws_gemm")
+    # the fc2 dgrad + dGLU with it
+    assert "grouped_fp8_ws_dglu" in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
     halves = dataclasses.replace(fp8, interleave=0)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
+    assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
     assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(halves, WS)
     monkeypatch.setattr(ws_kernels, "TAKES_GLU", False)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    assert "grouped_fp8_ws_dglu" in grouped_tune.FAMILY.expected_launches(fp8, WS)
+    monkeypatch.setattr(ws_kernels, "TAKES_DGLU", False)
+    assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(fp8, WS)
 
 
 def _quantized_operands(E, T, N, K, device, seed=0, counts=None):
@@ -184,25 +191,46 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
     monkeypatch.setattr(triton_common, "specializing_launcher", Launcher)
     monkeypatch.setattr(ws_kernels, "applies", lambda *a: True)
     monkeypatch.setattr(ws_kernels, "glu_applies", lambda *a: True)
+    monkeypatch.setattr(ws_kernels, "dglu_applies", lambda *a: True)
+    monkeypatch.setattr(ws_kernels, "DGLU_STAGES", 3)
     z = torch.empty(64, 256, dtype=torch.bfloat16)
     h = torch.empty(64, 128, dtype=torch.bfloat16)
-    assert ws_kernels.launch(qa, qw, z, counts, N=256, probs=torch.rand(64), glu=(h, 0, 32))
+    part = torch.empty(64, 2, dtype=torch.float32)
+    dz_rows = recipes.empty_fp8_rows(64, 256, "cpu")
+    probs = torch.rand(64)
+    assert ws_kernels.launch(qa, qw, z, counts, N=256, probs=probs, glu=(h, 0, 32))
     assert ws_kernels.launch(qa, qw, z, counts, N=256)
-    assert len(seen) == 2
-    for (fn, options, args, constexprs), glu in zip(seen, (True, False)):
+    assert ws_kernels.launch(qa, qw, z, counts, N=128, probs=probs, dglu=(z, part, 1, 16, dz_rows))
+    assert ws_kernels.launch(qa, qw, z, counts, N=128, probs=probs, dglu=(z, part, 0, 32, None))
+    with pytest.raises(ValueError, match="glu and dglu"):
+        ws_kernels.launch(qa, qw, z, counts, N=256, probs=probs, glu=(h, 0, 32), dglu=(z, part, 0, 32, None))
+    assert len(seen) == 4
+    for (fn, options, args, constexprs), kind in zip(seen, ("glu", "store", "dglu-q", "dglu")):
         # (the interpreter may hand the launcher its own wrapper of the kernel: compare parameters)
         assert tuple(fn.arg_names) == tuple(ws_kernels.fp8_ws_gemm_kernel.arg_names)
         assert options == {"num_warps": 4, "maxnreg": ws_kernels.MAXNREG}
         assert len(args) + len(constexprs) == len(fn.arg_names)
         named = dict(zip(fn.arg_names[len(args):], constexprs))
-        assert named["GLU"] == (0 if glu else -1) and named["INTERLEAVE"] == (32 if glu else 0)
-        assert named["STAGES"] == ws_kernels.MAX_STAGES and not named["HAS_BIAS"]
+        values = dict(zip(fn.arg_names, args))
+        assert named["GLU"] == (0 if kind == "glu" else -1)
+        assert named["DGLU"] == {"dglu-q": 1, "dglu": 0}.get(kind, -1)
+        assert named["INTERLEAVE"] == {"glu": 32, "dglu-q": 16, "dglu": 32}.get(kind, 0)
+        assert named["QUANT_DZ"] == (kind == "dglu-q")
+        # the dGLU's ring is DGLU_STAGES deep (its float32 buffers take the rest of the SM's memory)
+        assert named["STAGES"] == (3 if kind.startswith("dglu") else ws_kernels.MAX_STAGES)
+        assert not named["HAS_BIAS"]
         assert named["BLOCK_M"] == named["BLOCK_N"] == named["BLOCK_K"] == ws_kernels.BLOCK
         assert (named["CONSUMER_REGS"], named["PRODUCER_REGS"]) == (ws_kernels.CONSUMER_REGS,
                                                                     ws_kernels.PRODUCER_REGS)
-        if glu:
+        if kind != "store":
             assert (named["Z_ROWS"], named["Z_COLS"]) == (ws_kernels.BLOCK // 2, ws_kernels.BLOCK)
-            assert named["Z_LAYOUT"] is _layout((ws_kernels.BLOCK // 2, ws_kernels.BLOCK), torch.bfloat16)
+            assert named["Z_LAYOUT"] is _layout((ws_kernels.BLOCK // 2, ws_kernels.BLOCK),
+                                                torch.bfloat16 if kind == "glu" else torch.float32)
+        if kind.startswith("dglu"):
+            assert values["z_ptr"] is z and values["part_ptr"] is part and values["probs_ptr"] is probs
+            assert values["ldz"] == 256 and values["n_part_cols"] == 2 and values["N"] == 128
+            assert (values["q_ptr"], values["q_scale_ptr"]) == ((dz_rows.data, dz_rows.scales) if kind == "dglu-q"
+                                                                else (z, z))
         assert args[0].layout is _layout((ws_kernels.BLOCK, ws_kernels.BLOCK), torch.float8_e4m3fn)
 
 
@@ -211,9 +239,10 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
 def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
     """The whole fp8_block forward and backward with a ws config equals the same config
     without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
-    and the fc1 dgrad, and for fc1 + GLU unless rows_glu is off), through grouped_gemm_kernel
-    elsewhere (the fallback). With side_stream off no second stream is asked for (with it on,
-    three forks on CUDA: W2's quantizer and the two weight gradients)."""
+    and the fc1 dgrad, and for fc1 + GLU and the fc2 dgrad + dGLU unless rows_glu is off;
+    dprobs, whose partials the ws dGLU sums in another order, to rounding there), through
+    grouped_gemm_kernel elsewhere (the fallback). With side_stream off no second stream is
+    asked for (with it on, three forks on CUDA: W2's quantizer and the two weight gradients)."""
     from tilefuse.ops.grouped_glu_mlp import streams
     asked = []
     side_stream = streams.side_stream
@@ -232,9 +261,15 @@ def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
         assert launched["grouped_fp8_ws_gemm"] == (2 if config.ws and HOPPER else 0)
         # interleave 32: the ws GLU applies
         assert launched["grouped_fp8_ws_glu"] == (1 if config.ws and config.rows_glu and HOPPER else 0)
+        ws_dglu = launched["grouped_fp8_ws_dglu"]
+        assert ws_dglu == (1 if config.ws and config.rows_glu and HOPPER else 0)   # F = 128
         assert len(asked) == (2 if config.side_stream else 0)   # the forward's and the backward's
         outs.append((y, z, h, *grads))
     for name, want, got in zip(("y", "z", "h", "dx", "dprobs", "dw1", "dw2", "db1", "db2"), *outs):
+        if name == "dprobs" and ws_dglu:   # two float32 summation orders of each 64-wide half's products
+            torch.testing.assert_close(got, want, rtol=0, atol=128 * torch.finfo(torch.float32).eps
+                                       * want.abs().max().item())
+            continue
         assert torch.equal(want.view(torch.int16) if want.dtype == torch.bfloat16 else want,
                            got.view(torch.int16) if got.dtype == torch.bfloat16 else got), name
 
@@ -278,27 +313,32 @@ from tilefuse.ops.grouped_glu_mlp import ws_kernels as W
 out = {}
 lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
 desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
-ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e", "ldh", "F"]
-# the store GEMM at each ring depth; fc1 + GLU (SwiGLU at interleave 32, GeGLU at 64) at the deepest
-variants = [(-1, 0, s) for s in (2, 3, W.MAX_STAGES)] + [(0, 32, W.MAX_STAGES), (1, 64, W.MAX_STAGES)]
-for glu, interleave, stages in variants:
-    for has_bias in (False, True):
-        sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
-               "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", "h_ptr": "*bf16",
-               **{n: "i32" for n in ints}}
-        z_shape = [W.BLOCK // 2, W.BLOCK] if glu >= 0 else [8, 8]
-        z_layout = gl.NVMMASharedLayout.get_default_for(z_shape, gl.bfloat16) if glu >= 0 else W._TOKEN_LAYOUT
-        ce = dict(HAS_BIAS=has_bias, GLU=glu, INTERLEAVE=interleave, BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK,
-                  BLOCK_K=W.BLOCK, STAGES=stages, Z_ROWS=z_shape[0], Z_COLS=z_shape[1], Z_LAYOUT=z_layout,
-                  CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
-        src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
-        c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
-        u = cubin_report(c)
-        sass = u["sass"]
-        out[f"glu{glu}-i{interleave}-s{stages}-bias{int(has_bias)}"] = {
-            "regs": u["regs"], "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
-            "qgmma": sass.count("QGMMA"), "waits": re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass),
-            "setmaxnreg": sass.count("USETMAXREG")}
+ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e", "ldh", "ldz",
+        "n_part_cols", "F"]
+# (GLU, DGLU, interleave, ring, bias or dz's fp8 copy): the store GEMM at each ring depth;
+# fc1 + GLU (SwiGLU at interleave 32, GeGLU at 64) at the deepest, with and without bias; the
+# fc2 dgrad + dGLU (SwiGLU at 32, GeGLU at 8 and 64) at its ring, with and without dz's copy
+variants = ([(-1, -1, 0, s, b) for s in (2, 3, W.MAX_STAGES) for b in (False, True)]
+            + [(act, -1, i, W.MAX_STAGES, b) for act, i in ((0, 32), (1, 64)) for b in (False, True)]
+            + [(-1, act, i, W.DGLU_STAGES, q) for act, i in ((0, 32), (1, 8), (1, 64)) for q in (False, True)])
+for glu, dglu, interleave, stages, flag in variants:
+    sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
+           "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", "h_ptr": "*bf16", "z_ptr": "*bf16",
+           "part_ptr": "*fp32", "q_ptr": "*u8", "q_scale_ptr": "*fp32", **{n: "i32" for n in ints}}
+    z_shape = [W.BLOCK // 2, W.BLOCK] if max(glu, dglu) >= 0 else [8, 8]
+    z_layout = (gl.NVMMASharedLayout.get_default_for(z_shape, gl.bfloat16) if glu >= 0
+                else gl.NVMMASharedLayout.get_default_for(z_shape, gl.float32) if dglu >= 0 else W._TOKEN_LAYOUT)
+    ce = dict(HAS_BIAS=flag and dglu < 0, GLU=glu, INTERLEAVE=interleave, DGLU=dglu, QUANT_DZ=flag and dglu >= 0,
+              BLOCK_M=W.BLOCK, BLOCK_N=W.BLOCK, BLOCK_K=W.BLOCK, STAGES=stages, Z_ROWS=z_shape[0],
+              Z_COLS=z_shape[1], Z_LAYOUT=z_layout, CONSUMER_REGS=W.CONSUMER_REGS, PRODUCER_REGS=W.PRODUCER_REGS)
+    src = GluonASTSource(W.fp8_ws_gemm_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
+    c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.MAXNREG})
+    u = cubin_report(c)
+    sass = u["sass"]
+    out[f"glu{glu}-dglu{dglu}-i{interleave}-s{stages}-{int(flag)}"] = {
+        "regs": u["regs"], "stack": u["stack"], "smem": c.metadata.shared, "warps": c.metadata.num_warps,
+        "qgmma": sass.count("QGMMA"), "waits": re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass),
+        "setmaxnreg": sass.count("USETMAXREG")}
 print(json.dumps(out))
 '''
 
@@ -307,8 +347,9 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 @pytest.mark.parametrize("ptxas", PTXAS)
 def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
-    """The store GEMM at each ring depth and fc1 + GLU (two activations and interleaves) at the
-    deepest, with and without bias: no stack, 12 warps (two consumer warp groups and
+    """The store GEMM at each ring depth, fc1 + GLU (two activations and interleaves) at the
+    deepest, with and without bias, and the fc2 dgrad + dGLU (two activations, three
+    interleaves) with and without dz's fp8 copy: no stack, 12 warps (two consumer warp groups and
     the producer's), the registers reallocated between them (setmaxnreg), the ring within an
     SM's 227 KB, and each consumer's chunk pairs as scheduled: four k32 wgmma for each chunk of
     a pair and for an odd last chunk (three issue sites), a wait for the pair's first chunk
@@ -316,7 +357,7 @@ def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
     ptxas serialises every wgmma of a kernel it cannot prove safe (a wait after each k32), which
     this would catch."""
     usage = run_compile_script(_SM90_WS, ptxas=ptxas)
-    assert len(usage) == 10
+    assert len(usage) == 16
     for name, u in usage.items():
         assert u["stack"] == 0, (name, u)
         assert u["warps"] == 12, (name, u)
@@ -423,3 +464,127 @@ def test_ws_kernel_writes_float16_as_the_triton_kernel_does(bias):
                  b_strides=(0, 0, 0), ldc=2 * F, probs=probs, bias=b2, recipe="fp8_block")
     assert ws_kernels.launch(qa, qw, c_got, counts, N=2 * F, probs=probs, bias=b2)
     assert torch.equal(c_got.view(torch.int16), c_want.view(torch.int16))
+
+
+# --- the fc2 dgrad + dGLU -------------------------------------------------------------------
+
+def _dglu_operands(E, T, H, F, device, seed=0, counts=None, dtype=torch.bfloat16):
+    """dy's row-wise copy (T, H), W2's dgrad copy (E, F, H), counts, probs and a saved z
+    (T, 2F) wide enough to reach GeGLU's clamps."""
+    qa, qw, counts = _quantized_operands(E, T, F, H, device, seed=seed, counts=counts)
+    g = torch.Generator().manual_seed(seed + 1)
+    probs = torch.rand(T, generator=g).to(device)
+    z = (torch.randn(T, 2 * F, generator=g) * 4).to(dtype).to(device)
+    return qa, qw, counts, probs, z
+
+
+def test_dglu_applies_takes_whole_groups_and_whole_tiles_only(monkeypatch):
+    """The fc2 dgrad + dGLU through the ws kernel only where F is whole 128-column tiles, an
+    interleave of 8 to 64 (each 64-wide half holds whole groups), dz contiguous and 16-bit, z
+    of dz's shape and dtype, contiguous probs, the partials of 64-wide halves and dz's fp8 copy
+    (if any) in quantize_rows' layout. (The device check is bypassed: the layout rules are the
+    host's.)"""
+    monkeypatch.setattr(ws_kernels, "available", lambda device: True)
+    T, H, F = 64, 128, 256
+    qa, qw, counts, probs, z = _dglu_operands(3, T, H, F, "cpu")
+    dz = torch.empty(T, 2 * F, dtype=torch.bfloat16)
+    part = torch.empty(T, 4, dtype=torch.float32)
+    rows = recipes.empty_fp8_rows(T, 2 * F, "cpu")
+    for interleave in (8, 16, 32, 64):
+        assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave)
+        assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, None, 1, interleave)
+    for interleave in (0, None, 4, 128, 24, 32.0):
+        assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave), interleave
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 2, 32)                       # no such activation
+    assert not ws_kernels.dglu_applies(qa, qw, dz.float(), z.float(), probs, part, rows, 0, 32)       # float32 dz
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z.half(), probs, part, rows, 0, 32)                # z not dz's dtype
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z[:, :F], probs, part, rows, 0, 32)                # z not (T, 2F)
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z.t().contiguous().t(), probs, part, rows, 0, 32)  # z column-major
+    wide = torch.empty(T, 4 * F, dtype=torch.bfloat16)
+    assert not ws_kernels.dglu_applies(qa, qw, wide[:, :2 * F], z, probs, part, rows, 0, 32)          # dz strided
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, None, part, rows, 0, 32)
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, torch.rand(2 * T)[::2], part, rows, 0, 32)      # probs strided
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, None, rows, 0, 32)
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part[:, :2], rows, 0, 32)                # 128-wide halves
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part.double(), rows, 0, 32)
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, recipes.empty_fp8_rows(T, F, "cpu"), 0, 32)
+    bad_scales = recipes.QuantRows(rows.data, rows.scales.t().contiguous().t(), T, None)
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, bad_scales, 0, 32)
+    # dz of other than 2F columns (W2's dgrad copy has F rows)
+    dz2 = torch.empty(T, 4 * F, dtype=torch.bfloat16)
+    assert not ws_kernels.dglu_applies(qa, qw, dz2, torch.empty_like(dz2), probs, torch.empty(T, 8), None, 0, 32)
+    # the dGLU has no bias, and one launch takes one epilogue
+    assert not ws_kernels.launch(qa, qw, dz, counts, N=F, probs=probs, bias=torch.zeros(3, F, dtype=torch.bfloat16),
+                                 dglu=(z, part, 0, 32, rows))
+
+
+def _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, act, interleave, quant, programs=None,
+                                       stages=ws_kernels.DGLU_STAGES):
+    """The fc2 dgrad + dGLU through ws_kernels.launch against grouped_gemm_kernel's EPI_DGLU
+    launch at the fp8 heuristic's dglu_config (launch.backward's fallback), outputs poisoned
+    first: dz and (quant) dz's fp8 copy, data and scales, bit for bit; the dprob partials, each
+    a sum of 64 float32 products, summed in another order, to rounding (the tolerance: 64
+    roundings of the largest partial, a bound on two orders' difference for sums without
+    cancellation)."""
+    T, H = qa.data.shape
+    F = qw.data.shape[1]
+    dcfg = dglu_config(heuristic("bwd", 2, "fp8_block"), "fp8_block")
+    assert dglu_tile_n(dcfg) == 128   # the partials' layout both launches share
+    outs = []
+    for ws in (False, True):
+        dz = torch.full((T, 2 * F), float("nan"), dtype=z.dtype, device="cuda")
+        part = torch.full((T, 2 * F // 128), float("nan"), dtype=torch.float32, device="cuda")
+        rows = recipes.empty_fp8_rows(T, 2 * F, "cuda") if quant else None
+        if quant:
+            rows.data.fill_(0x55)
+            rows.scales.fill_(float("nan"))
+        if ws:
+            assert ws_kernels.launch(qa, qw, dz, counts, N=F, probs=probs, programs=programs, stages=stages,
+                                     dglu=(z, part, act, interleave, rows))
+        else:
+            launch._gemm(EPI_DGLU, qa, qw, dz, counts, dcfg, K=H, N=F, b_strides=(0, 0, 0), ldc=2 * F, F=F,
+                         probs=probs, z=z, part=part, act=act, interleave=interleave, recipe="fp8_block",
+                         dz_rows=rows)
+        outs.append((dz, part, rows))
+    (dz_want, part_want, rows_want), (dz_got, part_got, rows_got) = outs
+    assert torch.equal(dz_got.view(torch.int16), dz_want.view(torch.int16))
+    if quant:
+        assert torch.equal(rows_got.data, rows_want.data)
+        assert torch.equal(rows_got.scales.view(torch.int32), rows_want.scales.view(torch.int32))
+    assert not part_got.isnan().any()
+    eps = torch.finfo(torch.float32).eps
+    torch.testing.assert_close(part_got, part_want, rtol=0, atol=64 * eps * part_want.abs().max().item())
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("E,T,H,F", [(4, 1000, 256, 128), (5, 777, 384, 256), (3, 300, 128, 128), (2, 130, 640, 384)])
+@pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16)])
+@pytest.mark.parametrize("quant", [True, False])
+def test_ws_dglu_is_bitwise_grouped_gemm_kernels_dglu(E, T, H, F, act, interleave, quant):
+    """The fc2 dgrad + dGLU through the ws kernel gives grouped_gemm_kernel's EPI_DGLU dz and
+    dz's fp8 copy bit for bit, its dprob partials to rounding: skewed and empty experts,
+    partial row tiles, both activations (z wide enough to reach GeGLU's clamps), four
+    interleaves, with and without the copy."""
+    qa, qw, counts, probs, z = _dglu_operands(E, T, H, F, "cuda", seed=T + interleave)
+    _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, act, interleave, quant)
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+@pytest.mark.parametrize("programs,stages", [(1, 2), (3, 3), (None, 4)])
+def test_ws_dglu_with_few_programs_shallow_rings_one_expert_and_float16(programs, stages):
+    """Programs that take many tiles, each ring depth the launch allows, every token in one
+    expert (the others empty), and a float16 op (z, dz in float16)."""
+    qa, qw, counts, probs, z = _dglu_operands(4, 513, 256, 256, "cuda", seed=7, counts=[0, 0, 513, 0])
+    _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, 0, 32, True, programs=programs, stages=stages)
+    qa, qw, counts, probs, z = _dglu_operands(3, 700, 256, 128, "cuda", seed=8, dtype=torch.float16)
+    _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, 1, 32, True, programs=programs, stages=stages)
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
+def test_ws_dglu_keeps_nan_and_inf_blocks_as_the_triton_dglu():
+    """A NaN and an inf in dy reach dz: their 1x128 blocks' fp8 scales are NaN and their codes
+    the Triton epilogue's, bit for bit (the block amax from the bits, as block_amax)."""
+    qa, qw, counts, probs, z = _dglu_operands(3, 300, 256, 256, "cuda", seed=9)
+    qa.data[5, 3] = 0x7F      # E4M3 NaN
+    qa.scales[1, 17] = float("inf")
+    _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, 0, 32, True)

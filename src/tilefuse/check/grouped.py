@@ -198,13 +198,14 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
                  RECIPE_TOL)]
     if recipe == "fp8_block" and gluon_hopper.available(i["x"].device):
         # The warp-specialised Gluon GEMMs (GemmConfig.ws; the H200 table's fp8 winners): fc2
-        # and the fc1 dgrad, and fc1 + GLU where its tile holds whole gate / up groups.
+        # and the fc1 dgrad, and fc1 + GLU and the fc2 dgrad + dGLU where a tile holds whole
+        # gate / up groups.
         ws = dataclasses.replace(configs.heuristic("fwd", 2, recipe), ws=True, rows_glu=True)
         with launches.counting() as launched:
             got_ws = _fused(i, activation, interleave, ws, dy, recipe=recipe)
         glu = 1 if ws_kernels.glu_interleave_ok(interleave) else 0
         ws_ran = (launched["grouped_mlp_fwd"] == 1 and launched["grouped_fp8_ws_gemm"] == 2
-                  and launched["grouped_fp8_ws_glu"] == glu)
+                  and launched["grouped_fp8_ws_glu"] == glu and launched["grouped_fp8_ws_dglu"] == glu)
         rows.append(_row(f"recipe {recipe}, warp-specialised GEMMs vs its float64 rendering", case, got_ws, want,
                          ws_ran, RECIPE_TOL))
     return rows

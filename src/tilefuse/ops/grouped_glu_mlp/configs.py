@@ -69,7 +69,10 @@ class GemmConfig:
     # op as called 1.01-1.05x on two streams, but on one stream the Triton launch was the
     # fastest form at shapes 2-3 with balanced counts (results/2026-12-04-h200-ai runs 3 and 6);
     # the tuner decides. Its sweep (ragged counts) took the ws GLU at all three spec keys, 2.5-5.4%
-    # ahead of the Triton GLU (2026-12-04-h200-aj run 1).
+    # ahead of the Triton GLU (2026-12-04-h200-aj run 1). The backward's fc2 dgrad + dGLU goes
+    # with it: through the ws kernel where ws_kernels.dglu_applies (F a multiple of 128, an
+    # interleave of 8 to 64), else through grouped_gemm_kernel's dGLU launch (dglu_config's
+    # tiles), the same bits but for dprobs (its partials summed in another order).
     rows_glu: bool = True
     # The kernels route's second stream (streams.py): a recipe's W2 quantizer beside fc1, the
     # weight gradients (with a recipe their column-wise quantizers) beside the dgrads; False:

@@ -250,8 +250,10 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
     where dglu_quantizes_dz): an empty recipes.QuantRows the epilogue fills with dz's fp8_block
     row-wise copy. A ``cfg.ws`` config runs fp8_block's store GEMMs through
     ws_kernels.fp8_ws_gemm_kernel where it applies (the same bits); ``ws`` (the config's ws and
-    rows_glu, for the fc1 + GLU launch, whose glu_config drops them) its fc1 + GLU where
-    ws_kernels.glu_applies and ws_kernels.TAKES_GLU."""
+    rows_glu, for the fc1 + GLU and dGLU launches, whose glu_config and dglu_config drop them)
+    its fc1 + GLU where ws_kernels.glu_applies and ws_kernels.TAKES_GLU, and its fc2 dgrad +
+    dGLU where ws_kernels.dglu_applies and ws_kernels.TAKES_DGLU (the same bits but for the
+    dprob partials, summed in another order: equal to rounding)."""
     from ..triton_common import specializing_launcher
     from .kernels import EPI_DGLU, EPI_GLU, EPI_STORE, TMA_B_ROWS, Z_POINTERS, grouped_gemm_kernel
     T = c.shape[0]
@@ -268,6 +270,12 @@ def _gemm(epilogue, a, b, c, counts, cfg: GemmConfig, *, K, N, b_strides, ldc, F
         if ws_kernels.TAKES_GLU and ws_kernels.launch(a, b, z, counts, N=2 * F, probs=probs, bias=bias,
                                                       glu=(c, act, interleave)):
             launches.record("grouped_fp8_ws_glu")
+            return
+    if ws and recipe == "fp8_block" and epilogue == EPI_DGLU:
+        from . import ws_kernels
+        if ws_kernels.TAKES_DGLU and ws_kernels.launch(a, b, c, counts, N=F, probs=probs,
+                                                       dglu=(z, part, act, interleave, dz_rows)):
+            launches.record("grouped_fp8_ws_dglu")
             return
     bound = cdiv(T, cfg.block_m) + E
     total = bound * cdiv(N, dglu_tile_n(cfg) if epilogue == EPI_DGLU else cfg.block_n)
@@ -513,7 +521,7 @@ def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_in
         # FC2 dgrad + dGLU: dh = dy @ W2_e, B_e(k, n) = W2[e, k, n].
         _gemm(EPI_DGLU, dgrad2_a, dgrad2_b, dz, counts, dcfg, K=H, N=F,
               b_strides=(w2.stride(0), w2.stride(1), w2.stride(2)), ldc=dz.stride(0), F=F, probs=probs, z=z, part=part,
-              act=act, interleave=inter, recipe=recipe, dz_rows=dz_rows)
+              act=act, interleave=inter, recipe=recipe, dz_rows=dz_rows, ws=cfg.ws and cfg.rows_glu)
         dprobs = part.sum(dim=1)   # fixed-order reduction over column tiles: deterministic
         if b2 is not None:
             expert_of_row = torch.repeat_interleave(torch.arange(E, device=x.device), counts, output_size=T)

@@ -300,10 +300,13 @@ class GroupedFamily(TuningFamily):
                     gluon += ("grouped_ws_rows_glu",)   # the epilogue proven to run, not the GLU kernel
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
-            # fc1 + GLU too where a 128-column z tile holds whole groups (ws_kernels.glu_applies)
+            # fc1 + GLU and the fc2 dgrad + dGLU too where a 128-column z tile holds whole groups
+            # (ws_kernels.glu_applies, dglu_applies; fp8_block's F is a multiple of 128)
             from . import ws_kernels   # imports Triton: only where a sweep asks
-            glu = (("grouped_fp8_ws_glu",) if choice.rows_glu and ws_kernels.TAKES_GLU
-                   and ws_kernels.glu_interleave_ok(p.interleave) else ())
+            whole = choice.rows_glu and ws_kernels.glu_interleave_ok(p.interleave)
+            glu = ("grouped_fp8_ws_glu",) if whole and ws_kernels.TAKES_GLU else ()
+            if whole and ws_kernels.TAKES_DGLU:
+                glu += ("grouped_fp8_ws_dglu",)
             return ("grouped_mlp_fwd", "grouped_mlp_bwd", "grouped_fp8_ws_gemm") + glu
         return ("grouped_mlp_fwd", "grouped_mlp_bwd")
 

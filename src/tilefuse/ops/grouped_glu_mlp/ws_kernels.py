@@ -65,6 +65,11 @@ MAX_STAGES = 5   # 5 x 32 KB of ring, the most an SM holds beside the barriers
 # A ``ws`` config's fc1 + GLU through this kernel too, where ``glu_applies`` (else the Triton
 # GLU launch of glu_config); benchmarks set it False to time that launch.
 TAKES_GLU = True
+# The same for its fc2 dgrad + dGLU (``dglu_applies``; else the Triton launch of dglu_config).
+TAKES_DGLU = True
+# The dGLU's ring: its float32 dh buffers (2 x 32 KB) fit beside MAX_STAGES slots (224.3 KB of
+# an SM's 227 in the sm_90 compile, tests/test_grouped_mlp_ws.py); benchmarks set it lower.
+DGLU_STAGES = MAX_STAGES
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -84,7 +89,15 @@ def applies(a, w, c, stages: int) -> bool:
 
 
 if gluon is not None:
+    import triton.language as tl
+
+    from ...quant import formats
+    from ...quant.kernels import fp8_codes
+    from .kernels import glu_act, glu_act_grad
     from .ws_rows import _glu_epilogue   # fc1's GLU from the rounded z tile in shared memory
+
+    E4M3_MAX = gl.constexpr(formats.E4M3_MAX)
+    FP32_MAX = gl.constexpr(formats.FP32_MAX)
 
     @gluon.jit
     def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
@@ -97,11 +110,91 @@ if gluon is not None:
             m = gl.load(counts_ptr + gl.minimum(expert, E - 1)).to(gl.int32)
         return expert, tiles_before, rows_before, m
 
+    @gluon.jit
+    def _fp8_block_scales(amax):
+        """quant.kernels.fp8_block_scales(amax, False) (enc, scale) operation for operation, on a
+        Gluon tensor: that function makes its constants with tl.full, which needs a layout here."""
+        enc = tl.math.div_rn(gl.zeros_like(amax) + E4M3_MAX, amax)
+        enc = gl.where(enc != enc, enc, gl.minimum(enc, FP32_MAX))
+        enc = gl.where(amax == 0.0, 1.0, enc)
+        scale = tl.math.div_rn(gl.zeros_like(enc) + 1.0, enc)
+        return enc, gl.where(scale != scale, _canonical_nan(scale), scale)
+
+    @gluon.jit
+    def _canonical_nan(like):
+        """The float32 NaN 0x7FC00000 (quant.kernels.nan_where's) in ``like``'s layout."""
+        return (gl.zeros_like(like).to(gl.uint32, bitcast=True) | 0x7FC00000).to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _dglu_epilogue(dh_s, row0, end, col0, T, dz_ptr, lddz, z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr,
+                       q_scale_ptr, HALF: gl.constexpr, BLOCK_N: gl.constexpr, ACT: gl.constexpr,
+                       INTERLEAVE: gl.constexpr, QUANT_DZ: gl.constexpr):
+        """grouped_gemm_kernel's EPI_DGLU epilogue (kernels.dglu_store, dglu_quantize_dz) for a
+        consumer's HALF rows of a tile: dh, BLOCK_N activation columns from col0 in float32 in
+        dh_s, read CHUNK columns at a time (CHUNK within one gate / up group, so each chunk's
+        gate and up columns are two runs of z). dz = act'(z) * (dh * p) at the gate and up
+        columns, rounded to dz's dtype; rows at or past ``end`` masked (F % 128 == 0: every
+        column is F's). Per 64-wide half (one 1x128 block of dz: interleave dividing 64):
+        the dprob partial sum dh * act(z) of each row into part column col0 / 64 + half,
+        summed chunk by chunk (the Triton launch sums the half at once, so the partials, and
+        dprobs, agree to rounding; every other output bitwise); with QUANT_DZ, dz's fp8_block
+        row-wise copy: the block amax from the rounded dz as its chunks are stored, then the
+        codes from the stored dz read back by the threads that wrote it (dglu_quantize_dz reads
+        back too, for registers), and the block scale."""
+        CHUNK: gl.constexpr = 16 if INTERLEAVE > 16 else INTERLEAVE
+        lay: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [4, 1], [1, 0])
+        row_l: gl.constexpr = gl.SliceLayout(1, lay)
+        rows = row0 + gl.arange(0, HALF, layout=row_l)
+        rmask = rows < end
+        rows64 = rows.to(gl.int64)
+        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+        cols = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, lay))
+        mask = rmask[:, None] & (cols < CHUNK)[None, :]
+        for half in gl.static_range(BLOCK_N // 64):
+            partial = gl.zeros([HALF], gl.float32, row_l)
+            amax = gl.zeros([HALF], gl.uint32, row_l)
+            for c in gl.static_range(0, 64, CHUNK):
+                dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
+                # activation columns col0 + 64 half + c + cols: their group's gate run, then its up run
+                gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
+                z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+                zg = gl.load(z_at, mask=mask, other=0.0).to(gl.float32)
+                zu = gl.load(z_at + INTERLEAVE, mask=mask, other=0.0).to(gl.float32)
+                partial += gl.sum(gl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
+                dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
+                dzg = dzg.to(dz_ptr.dtype.element_ty)
+                dzu = dzu.to(dz_ptr.dtype.element_ty)
+                dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
+                gl.store(dz_at, dzg, mask=mask)
+                gl.store(dz_at + INTERLEAVE, dzu, mask=mask)
+                if QUANT_DZ:   # |dz| as bits (quant.kernels.block_amax: exact, any order)
+                    bits_g = dzg.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
+                    bits_u = dzu.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
+                    amax = gl.maximum(amax, gl.maximum(gl.max(gl.where(mask, bits_g, 0), axis=1),
+                                                       gl.max(gl.where(mask, bits_u, 0), axis=1)))
+            gl.store(part_ptr + rows64 * n_part_cols + (col0 // 64 + half), partial, mask=rmask)
+            if QUANT_DZ:
+                # NaN for a block holding a NaN or +-inf (every NaN's bits lie above +inf's)
+                am = amax.to(gl.float32, bitcast=True)
+                am = gl.where(amax >= 0x7F800000, _canonical_nan(am), am)
+                enc, scale = _fp8_block_scales(am)
+                for c in gl.static_range(0, 64, CHUNK):
+                    gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
+                    dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
+                    q_at = q_ptr + rows64[:, None] * lddz + gate[None, :]
+                    dzg = gl.load(dz_at, mask=mask, other=0.0).to(gl.float32)
+                    dzu = gl.load(dz_at + INTERLEAVE, mask=mask, other=0.0).to(gl.float32)
+                    gl.store(q_at, fp8_codes(dzg, enc[:, None]), mask=mask)
+                    gl.store(q_at + INTERLEAVE, fp8_codes(dzu, enc[:, None]), mask=mask)
+                gl.store(q_scale_ptr + (col0 // 64 + half).to(gl.int64) * T + rows64, scale, mask=rmask)
+
     # The partitions take the same arguments (Gluon's rule for worker partitions).
     @gluon.jit
     def _producer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
-                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
+                  bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F,
+                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, DGLU: gl.constexpr,
+                  QUANT_DZ: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
@@ -175,8 +268,10 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
-                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, WG: gl.constexpr,
+                  bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F,
+                  HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, DGLU: gl.constexpr,
+                  QUANT_DZ: gl.constexpr, WG: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp group: rows [64 WG, 64 WG + 64) of every tile. The K chunks two at a time
         (_chunk_pairs), each chunk's product joining acc as acc + part * (a_scale * b_scale);
@@ -233,6 +328,14 @@ if gluon is not None:
                     gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
                     _glu_epilogue(zs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, expert, h_ptr,
                                   probs_ptr, bias_ptr, ldh, bias_e, F, HALF, BLOCK_N, GLU, INTERLEAVE, False)
+                elif DGLU >= 0:
+                    # dh (float32, not rounded) into this warp group's buffer, which the dGLU
+                    # reads a few columns at a time.
+                    dhs = z_s.index(WG)
+                    dhs.store(acc)
+                    _dglu_epilogue(dhs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, T, c_ptr, ldc,
+                                   z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr, q_scale_ptr, HALF, BLOCK_N,
+                                   DGLU, INTERLEAVE, QUANT_DZ)
                 else:
                     if HAS_BIAS:
                         p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
@@ -250,27 +353,34 @@ if gluon is not None:
     # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
     @gluon.jit
     def _consumer0(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                   bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
-                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+                   bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                   bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F,
+                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, DGLU: gl.constexpr,
+                   QUANT_DZ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh,
-                  F, HAS_BIAS, GLU, INTERLEAVE, 0, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU, QUANT_DZ, 0,
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                   bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
-                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+                   bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                   bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F,
+                   HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, DGLU: gl.constexpr,
+                   QUANT_DZ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                   STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
-                  bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh,
-                  F, HAS_BIAS, GLU, INTERLEAVE, 1, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU, QUANT_DZ, 1,
+                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr,
-                           T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, F,
-                           HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr,
-                           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                           z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
+                           b_rows, bias_e, ldh, ldz, n_part_cols, F,
+                           HAS_BIAS: gl.constexpr, GLU: gl.constexpr, INTERLEAVE: gl.constexpr, DGLU: gl.constexpr,
+                           QUANT_DZ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                            STAGES: gl.constexpr, Z_ROWS: gl.constexpr, Z_COLS: gl.constexpr,
                            Z_LAYOUT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
@@ -286,10 +396,22 @@ if gluon is not None:
         BLOCK_N / 2, so a tile holds whole gate / up groups), with HAS_BIAS + bias[e, n] (no
         probs), rounded to z's dtype; then h (T, F, row stride ldh) = probs * act(gate, up)
         from the rounded z, through a Z_ROWS x Z_COLS buffer a consumer (Z_LAYOUT; a token
-        one when GLU < 0)."""
+        one when neither GLU nor DGLU is >= 0).
+
+        DGLU >= 0 (an activation code): the fc2 dgrad with grouped_gemm_kernel's EPI_DGLU
+        instead (A = dy's row-wise copy, B = W2's dgrad copy, N = F activation columns,
+        INTERLEAVE as for the GLU): dh stays float32; dz (c, T x 2F, row stride ldc) at the
+        columns' gate and up positions from the saved z (z_ptr, row stride ldz) and probs; the
+        dprob partials into part_ptr (T, n_part_cols), one column a 64-wide half of a tile;
+        QUANT_DZ: dz's fp8_block row-wise copy into q_ptr (T, 2F) and q_scale_ptr (2F / 128,
+        T). The float32 tile goes through the consumer's Z_ROWS x Z_COLS float32 buffer
+        (_dglu_epilogue)."""
         a_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_s = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-        z_s = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [2, Z_ROWS, Z_COLS], Z_LAYOUT)
+        if DGLU >= 0:   # the float32 dh tile
+            z_s = gl.allocate_shared_memory(gl.float32, [2, Z_ROWS, Z_COLS], Z_LAYOUT)
+        else:
+            z_s = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [2, Z_ROWS, Z_COLS], Z_LAYOUT)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
@@ -299,14 +421,17 @@ if gluon is not None:
         # constexprs under triton 3.6.)
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
-                          b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc,
+                          a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
+                          INTERLEAVE, DGLU, QUANT_DZ, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
-                          b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc,
+                          a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
+                          INTERLEAVE, DGLU, QUANT_DZ, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                         probs_ptr, bias_ptr, z_s, h_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld, bs_e, bs_k, bs_n,
-                         b_rows, bias_e, ldh, F, HAS_BIAS, GLU, INTERLEAVE, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
+                         probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles,
+                         ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
+                         INTERLEAVE, DGLU, QUANT_DZ, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -331,11 +456,35 @@ def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
             and (bias is None or (bias.dim() == 2 and bias.shape[1] == N and bias.stride(1) == 1)))
 
 
+def dglu_applies(a, w, c, z, probs, part, dz_rows, act: int, interleave) -> bool:
+    """Whether ``launch`` takes the fc2 dgrad with its dGLU (``dglu=(z, part, act, interleave,
+    dz_rows)``): ``applies`` for dz = c (T, 2F) of a 16-bit dtype, contiguous, W2's dgrad copy
+    w (E, F, H) (F a multiple of 128, as ``applies`` has it); the saved z (T, 2F) of dz's dtype with unit column
+    stride, gate and up columns interleaved as ``glu_interleave_ok`` (each 64-wide half of a
+    tile then holds whole groups, and its gate and up columns are one 1x128 block of dz);
+    probs (T,) contiguous; part (T, 2 F / 128) float32 with unit column stride (the dprob
+    partials of 64-wide halves, launch.backward's with a 64-column dGLU config); dz_rows None
+    or an empty recipes.QuantRows of dz in quantize_rows' layout (data (T, 2F) contiguous,
+    scales (2F / 128, T) contiguous); an activation code of launch.ACTIVATIONS."""
+    T, N2 = c.shape
+    F = w.data.shape[1]
+    return (applies(a, w, c, 2) and c.dtype in (torch.bfloat16, torch.float16) and c.is_contiguous()
+            and N2 == 2 * F and glu_interleave_ok(interleave) and act in (0, 1)
+            and z.dim() == 2 and tuple(z.shape) == (T, N2) and z.stride(1) == 1 and z.dtype == c.dtype
+            and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
+            and part is not None and part.dtype == torch.float32 and tuple(part.shape) == (T, 2 * (F // BLOCK))
+            and part.stride(1) == 1
+            and (dz_rows is None or (dz_rows.data.dtype == torch.uint8 and tuple(dz_rows.data.shape) == (T, N2)
+                                     and dz_rows.data.is_contiguous() and dz_rows.scales.dtype == torch.float32
+                                     and tuple(dz_rows.scales.shape) == (N2 // 128, T)
+                                     and dz_rows.scales.is_contiguous())))
+
+
 _TOKEN_LAYOUT = None if gl is None else gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 
 
 def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bias=None,
-           programs: int | None = None, glu=None) -> bool:
+           programs: int | None = None, glu=None, dglu=None) -> bool:
     """c = a @ w_e^T per expert (+ probs * bias) through fp8_ws_gemm_kernel, or False where it
     does not apply (``applies``, ws_wgrad.counts_ok): launch.py then takes grouped_gemm_kernel.
     a: recipes.QuantRows (T, K); w: recipes.QuantWeight (E, N, K); c (T, N). ``programs``: the
@@ -343,13 +492,25 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     tiles).
 
     ``glu=(h, act, interleave)``: fc1 with its GLU (grouped_gemm_kernel's EPI_GLU; c is z,
-    N = 2F, bias the (E, 2F) fc1 bias added without probs), where ``glu_applies``."""
+    N = 2F, bias the (E, 2F) fc1 bias added without probs), where ``glu_applies``.
+
+    ``dglu=(z, part, act, interleave, dz_rows)``: the fc2 dgrad with its dGLU (grouped_gemm_
+    kernel's EPI_DGLU; a is dy's row-wise copy, w W2's dgrad copy, N = F, c is dz (T, 2F), no
+    bias; dz_rows None or the QuantRows of dz the epilogue fills), where ``dglu_applies``."""
     from .ws_wgrad import _layout, counts_ok
     if not (applies(a, w, c, stages) and counts_ok(counts, w.data.shape[0])):
         return False
+    if glu is not None and dglu is not None:
+        raise ValueError("ws_kernels.launch: glu and dglu are two launches' epilogues, not one's")
     h, act, interleave = glu if glu is not None else (None, -1, 0)
     if glu is not None and not glu_applies(a, w, c, h, probs, bias, act, interleave):
         return False
+    z = part = dz_rows = None
+    dglu_act = -1
+    if dglu is not None:
+        z, part, dglu_act, interleave, dz_rows = dglu
+        if bias is not None or not dglu_applies(a, w, c, z, probs, part, dz_rows, dglu_act, interleave):
+            return False
     T, E = c.shape[0], counts.shape[0]
     K = a.data.shape[1]
     if T == 0 or N == 0:
@@ -364,6 +525,10 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     if glu is not None:   # a consumer's rounded z tile, read back by the GLU
         z_shape = (BLOCK // 2, BLOCK)
         z_layout = _layout(z_shape, c.dtype)
+    elif dglu is not None:   # a consumer's float32 dh tile, read back by the dGLU
+        z_shape = (BLOCK // 2, BLOCK)
+        z_layout = _layout(z_shape, torch.float32)
+        stages = min(stages, DGLU_STAGES)
     else:
         z_shape, z_layout = (8, 8), _TOKEN_LAYOUT
     from ..triton_common import specializing_launcher
@@ -372,9 +537,12 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     specializing_launcher(fp8_ws_gemm_kernel, num_warps=4, maxnreg=MAXNREG)(
         (max(1, min(n_tiles, programs or sms)),),
         (a_desc, b_desc, counts, c, a.scales, w.scales, probs if probs is not None else c,
-         bias if bias is not None else c, h if h is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
+         bias if bias is not None else c, h if h is not None else c, z if z is not None else c,
+         part if part is not None else c, dz_rows.data if dz_rows is not None else c,
+         dz_rows.scales if dz_rows is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
          bs[0], bs[2], bs[1], w.data.shape[1], bias.stride(0) if bias is not None else 0,
-         h.stride(0) if h is not None else 0, N // 2),
-        (bias is not None, act, interleave, BLOCK, BLOCK, BLOCK, stages, z_shape[0], z_shape[1], z_layout,
-         CONSUMER_REGS, PRODUCER_REGS))
+         h.stride(0) if h is not None else 0, z.stride(0) if z is not None else 0,
+         part.stride(0) if part is not None else 0, N // 2),
+        (bias is not None, act, interleave, dglu_act, dz_rows is not None, BLOCK, BLOCK, BLOCK, stages, z_shape[0],
+         z_shape[1], z_layout, CONSUMER_REGS, PRODUCER_REGS))
     return True

@@ -208,7 +208,8 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float8_e4m3fn: "float8e4nv"}
+_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float8_e4m3fn: "float8e4nv",
+              torch.float32: "float32"}
 
 
 @functools.lru_cache(maxsize=64)
