@@ -142,7 +142,11 @@ if gluon is not None:
         codes from the stored dz read back by the threads that wrote it (dglu_quantize_dz reads
         back too, for registers), and the block scale."""
         CHUNK: gl.constexpr = 16 if INTERLEAVE > 16 else INTERLEAVE
-        lay: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [4, 1], [1, 0])
+        # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once (8
+        # columns a thread at interleave 8 covered 128 rows, each element twice, and left the
+        # sm_90 build an 8-byte stack under triton 3.6, results/2026-12-07-h200-bf run 4).
+        VEC: gl.constexpr = CHUNK // 2
+        lay: gl.constexpr = gl.BlockedLayout([1, VEC], [16, 2], [4, 1], [1, 0])
         row_l: gl.constexpr = gl.SliceLayout(1, lay)
         rows = row0 + gl.arange(0, HALF, layout=row_l)
         rmask = rows < end
