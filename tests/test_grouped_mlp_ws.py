@@ -495,7 +495,7 @@ def test_dglu_applies_takes_whole_groups_and_whole_tiles_only(monkeypatch):
         assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, None, 1, interleave)
     for interleave in (0, None, 4, 128, 24, 32.0):
         assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave), interleave
-    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 2, 32)                       # no such activation
+    assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 2, 32)   # no such activation
     assert not ws_kernels.dglu_applies(qa, qw, dz.float(), z.float(), probs, part, rows, 0, 32)       # float32 dz
     assert not ws_kernels.dglu_applies(qa, qw, dz, z.half(), probs, part, rows, 0, 32)                # z not dz's dtype
     assert not ws_kernels.dglu_applies(qa, qw, dz, z[:, :F], probs, part, rows, 0, 32)                # z not (T, 2F)

@@ -153,7 +153,7 @@ if gluon is not None:
         rows64 = rows.to(gl.int64)
         p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
         cols = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, lay))
-        mask = rmask[:, None] & (cols < CHUNK)[None, :]
+        mask = rmask[:, None] & (cols < CHUNK)[None, :]   # the row mask at the chunk's shape
         for half in gl.static_range(BLOCK_N // 64):
             partial = gl.zeros([HALF], gl.float32, row_l)
             amax = gl.zeros([HALF], gl.uint32, row_l)
@@ -364,8 +364,8 @@ if gluon is not None:
                    STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
-                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU, QUANT_DZ, 0,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU,
+                  QUANT_DZ, 0, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def _consumer1(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
@@ -376,8 +376,8 @@ if gluon is not None:
                    STAGES: gl.constexpr):
         _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
-                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU, QUANT_DZ, 1,
-                  BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+                  bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU, INTERLEAVE, DGLU,
+                  QUANT_DZ, 1, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
 
     @gluon.jit
     def fp8_ws_gemm_kernel(a_desc, b_desc, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr,
@@ -425,12 +425,12 @@ if gluon is not None:
         # constexprs under triton 3.6.)
         gl.warp_specialize([
             (_consumer0, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc,
-                          a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
+                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles,
+                          ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
                           INTERLEAVE, DGLU, QUANT_DZ, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_consumer1, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
-                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc,
-                          a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
+                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles,
+                          ldc, a_scale_ld, bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F, HAS_BIAS, GLU,
                           INTERLEAVE, DGLU, QUANT_DZ, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)),
             (_producer, (a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr,
                          probs_ptr, bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles,
