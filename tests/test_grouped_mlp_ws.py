@@ -111,6 +111,10 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     halves = dataclasses.replace(fp8, interleave=0)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
     assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
+    # float32 x (fp8_block takes it): z and dz float32, which the ws epilogues' buffers do not hold
+    fp32 = dataclasses.replace(fp8, itemsize=4)
+    assert not {"grouped_fp8_ws_glu", "grouped_fp8_ws_dglu"} & set(grouped_tune.FAMILY.expected_launches(fp32, WS))
+    assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(fp32, WS)
     assert "grouped_fp8_ws_gemm" in grouped_tune.FAMILY.expected_launches(halves, WS)
     monkeypatch.setattr(ws_kernels, "TAKES_GLU", False)
     assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(fp8, WS)

@@ -1,5 +1,5 @@
-"""fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad) and fc1 + GLU warp-specialised in
-Gluon, one program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout checks and its
+"""fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad), fc1 + GLU and the fc2 dgrad + dGLU
+warp-specialised in Gluon, one program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout checks and its
 launch (``available``: ops/gluon_hopper.py).
 
 Why: kernels.grouped_gemm_kernel waits for each 128-wide K chunk's wgmma before it rescales
@@ -37,8 +37,16 @@ reads the gate and up columns from it: grouped_gemm_kernel's EPI_GLU operation f
 bitwise, 1.40-1.42x its launch at glu_config's tile (results/2026-12-04-h200-ai run 2). The
 halves layout keeps that launch (its gate and up columns are F apart).
 
+The fc2 dgrad + dGLU (``launch(dglu=...)``, where ``dglu_applies``: the same interleaves):
+the float32 dh tile goes through a consumer's shared buffer to grouped_gemm_kernel's EPI_DGLU
+epilogue (``_dglu_epilogue``): dz and dz's fp8 row-wise copy bitwise that launch's, the dprob
+partials to rounding (summed in another order); 1.14-1.20x that launch at the spec's shapes,
+its epilogue's memory traffic not hidden behind tensor-core work (results/2026-12-07-h200-bf
+runs 4-5).
+
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
-False and launch.py takes grouped_gemm_kernel, with the same bits. A producer-warp kernel with
+False and launch.py takes grouped_gemm_kernel, with the same bits (the dGLU's dprobs to
+rounding). A producer-warp kernel with
 two or more programs an SM gave wrong results under triton 3.6 (results/2026-12-03-h200-y runs
 7-8); this one runs one (its 12 warps at 168 registers take an SM's whole register file).
 """
