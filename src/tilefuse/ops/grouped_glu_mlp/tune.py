@@ -119,13 +119,13 @@ COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_b
 # (GemmConfig.ws). Those two roles ran 1.07-1.19x faster so than at the best Triton tile, 64x128
 # on 4 warps through TMA, at the spec's three shapes (results/2026-12-03-h200-z run 7), and the
 # whole op 1.034x / 1.058x / 1.048x the heuristic (run 8). With it, fc1 + GLU through the ws
-# kernel or through the Triton GLU launch (rows_glu; since 3f24521 the fc2 dgrad + dGLU goes
-# with it, where a tile holds whole gate / up groups), each with the second stream or on one
-# (side_stream): on two streams the ws GLU ran the op 1.01-1.05x faster, on one stream the
-# Triton GLU was the fastest form at shapes 2-3, 4-5% ahead of the ws GLU on two
-# (results/2026-12-04-h200-ai runs 3 and 6, balanced counts). The sweep of the four (its ragged
-# counts) took the ws GLU at every spec key, on one stream at shapes 1-2 (2026-12-04-h200-aj
-# run 1).
+# kernel or through the Triton GLU launch (rows_glu, which takes the fc2 dgrad + dGLU along
+# where a tile holds whole gate / up groups; the runs below timed the GLU alone), each with the
+# second stream or on one (side_stream): on two streams the ws GLU ran the op 1.01-1.05x
+# faster, on one stream the Triton GLU was the fastest form at shapes 2-3, 4-5% ahead of the ws
+# GLU on two (results/2026-12-04-h200-ai runs 3 and 6, balanced counts). The sweep of the four
+# (its ragged counts) took the ws GLU at every spec key, on one stream at shapes 1-2
+# (2026-12-04-h200-aj run 1).
 _WS_FP8 = GemmConfig(128, 128, 128, 8, 3, 2, ws=True)
 _CANDIDATES_FP8 = tuple(GemmConfig(*c) for c in (
     (128, 128, 128, 8, 3, 1), (128, 64, 128, 8, 3, 1), (128, 64, 128, 8, 4, 1), (64, 128, 128, 4, 3, 2),
@@ -302,9 +302,9 @@ class GroupedFamily(TuningFamily):
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             # fc1 + GLU and the fc2 dgrad + dGLU too where a 128-column z tile holds whole groups
-            # (ws_kernels.glu_applies, dglu_applies; fp8_block's F is a multiple of 128)
+            # and z and dz are 16-bit (ws_kernels.glu_applies, dglu_applies; fp8_block's F is a
+            # multiple of 128; float32 x, which fp8_block takes, keeps the Triton launches)
             from . import ws_kernels   # imports Triton: only where a sweep asks
-            # (16-bit z and dz only: float32 x, which fp8_block takes, keeps the Triton launches)
             whole = choice.rows_glu and p.itemsize == 2 and ws_kernels.glu_interleave_ok(p.interleave)
             glu = ("grouped_fp8_ws_glu",) if whole and ws_kernels.TAKES_GLU else ()
             if whole and ws_kernels.TAKES_DGLU:
