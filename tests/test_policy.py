@@ -35,6 +35,81 @@ def test_a_level_block_is_not_seen_by_another_thread():
     assert seen == [policy.DEFAULT_LEVEL]
 
 
+def test_a_block_in_a_generator_closed_after_its_enclosing_block_leaves_no_level_behind():
+    """A level(3) block in a generator still suspended when an enclosing level(1) block closes:
+    closing the generator afterwards leaves the default level, for eager and compiled code
+    (restoring what its entry had replaced put the closed block's 1 back for good, above
+    set_level too); the same with an async generator."""
+    import torch
+
+    def gen():
+        with tilefuse.level(3):
+            yield
+
+    with tilefuse.level(1):
+        g = gen()
+        next(g)
+        assert policy.get_level() == 3   # the generator's block is open in this context
+    assert policy.get_level() == 3
+    g.close()
+    assert policy.get_level() == policy.DEFAULT_LEVEL
+    f = torch.compile(lambda x: x + policy.get_level(), backend="eager")
+    assert int(f(torch.zeros(1))) == policy.DEFAULT_LEVEL
+    tilefuse.set_level(0)
+    try:
+        assert policy.get_level() == 0
+    finally:
+        tilefuse.set_level(None)
+
+    async def agen():
+        with tilefuse.level(0):
+            yield
+
+    async def main():
+        with tilefuse.level(1):
+            a = agen()
+            await a.__anext__()
+        await a.aclose()
+        return policy.get_level()
+
+    assert asyncio.run(main()) == policy.DEFAULT_LEVEL
+
+
+def test_a_generator_s_block_closed_on_another_thread_is_reported():
+    """Closed on another thread, a generator's block cannot leave the context it was opened in
+    (its level stays there): the close raises, saying so. Opened on a thread of its own, whose
+    context and per-thread state end with it."""
+    outcome = []
+
+    def opener():
+        def gen():
+            with tilefuse.level(0):
+                yield
+
+        g = gen()
+        next(g)
+        errors = []
+
+        def closer():
+            try:
+                g.close()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+        worker = threading.Thread(target=closer)
+        worker.start()
+        worker.join()
+        outcome.append((errors, policy.get_level()))
+
+    thread = threading.Thread(target=opener)
+    thread.start()
+    thread.join()
+    (errors, level_there), = outcome
+    assert len(errors) == 1 and "another context" in errors[0], errors
+    assert level_there == 0   # the block stays open where it was opened
+    assert policy.get_level() == policy.DEFAULT_LEVEL
+
+
 def test_interleaved_blocks_of_two_asyncio_tasks_each_see_their_own_level():
     """Task A enters level(0), task B enters level(3), A leaves, B checks: with a per-thread
     stack A's exit popped B's entry (B saw 0) and B's exit left A's 0 behind."""

@@ -37,11 +37,20 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 LEVELS = (0, 1, 2, 3)
 DEFAULT_LEVEL = 2
 
-# The innermost ``level()`` block's level, or None: a context variable, so a block is seen by
-# its own thread and, under asyncio, by its own task (each task runs in a copy of the context),
-# and leaving a block restores exactly what its entry replaced, whatever other tasks' blocks
-# did meanwhile (a per-thread stack of levels cannot: interleaved blocks pop each other's).
-_block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=None)
+# The open ``level()`` blocks of this context, oldest first, as (block, level) pairs: a context
+# variable, so a block is seen by its own thread and, under asyncio, by its own task (each task
+# runs in a copy of the context; a per-thread stack cannot tell interleaved tasks' blocks
+# apart). Leaving a block removes its own pair wherever it stands, so blocks may close in any
+# order: a block in a generator still suspended when an enclosing block closes, closed after
+# it, leaves neither level behind (restoring the level its entry replaced, as a
+# ContextVar.reset token does, brought the closed enclosing block's level back for good).
+_block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=())
+
+
+def _innermost() -> int | None:
+    """The innermost open block's level in this context, or None."""
+    blocks = _block_level.get()
+    return blocks[-1][1] if blocks else None
 # The same, per thread, for torch.compile's tracer: Dynamo cannot trace ContextVar.get, and
 # guards what it reads here, so a compiled function retraces when a block's level changes.
 # (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.) With
@@ -105,7 +114,7 @@ _global_level: int | None = None
 
 def get_level() -> int:
     """The level in force: the innermost ``level()`` context, else ``set_level``, else the env."""
-    block = getattr(_traced, "level", None) if torch.compiler.is_compiling() else _block_level.get()
+    block = getattr(_traced, "level", None) if torch.compiler.is_compiling() else _innermost()
     if block is not None:
         return block
     if _global_level is not None:
@@ -123,6 +132,11 @@ def set_level(n: int | None) -> None:
 def level(n: int):
     """Run a block at level ``n`` (nests; seen by this thread, or under asyncio by this task:
     a context variable).
+
+    A block inside a generator is open in its caller's context while the generator is
+    suspended (generators share it), and may close after the blocks around it: leaving a block
+    removes that block alone. Close such a generator on the thread that started it: closed on
+    another, its block raises RuntimeError and stays open where it was opened.
 
     torch.compile'd code reads the level of a block opened on its own thread (a per-thread
     mirror: Dynamo guards on it, not on the context variable): a context copied to another
@@ -143,22 +157,28 @@ def level(n: int):
     the forward's level: ``checkpoint(fn, *args, use_reentrant=False, context_fn=lambda:
     (contextlib.nullcontext(), tilefuse.level(tilefuse.get_level())))``."""
     n = _check_level(n)
-    token = _block_level.set(n)
+    block = object()
+    _block_level.set(_block_level.get() + ((block, n),))
     _traced.depth = getattr(_traced, "depth", 0) + 1
     _traced.level = n
     try:
         yield n
     finally:
-        # the mirror follows this context's value (not a saved one: blocks of interleaved
+        # the mirror follows this context's blocks (not a saved value: blocks of interleaved
         # asyncio tasks would restore each other's), or none where no block is open here; the
-        # count drops first, so a reset that raises (a suspended generator's block closed in
-        # another context) does not leave a block counted for good (nor below 0 on a thread
-        # that opened none)
+        # count drops first, so a block closed in another context (a suspended generator's,
+        # closed on another thread), which raises, does not leave a block counted for good
+        # (nor below 0 on a thread that opened none)
         _traced.depth = depth = max(getattr(_traced, "depth", 1) - 1, 0)
         try:
-            _block_level.reset(token)
+            blocks = _block_level.get()
+            if not any(b is block for b, _ in blocks):
+                raise RuntimeError("a tilefuse.level block was closed in another context than the one it was "
+                                   "opened in (a generator holding it, closed on another thread): its level "
+                                   "stays in force where it was opened; close it on its own thread")
+            _block_level.set(tuple(pair for pair in blocks if pair[0] is not block))
         finally:
-            _traced.level = _block_level.get() if depth else None
+            _traced.level = _innermost() if depth else None
 
 
 # How Triton parses TRITON_INTERPRET (triton.knobs.runtime.interpret, libtriton's getenv_bool,
