@@ -31,13 +31,14 @@ Tolerances:
 
 import dataclasses
 import math
+import threading
 
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
 import tilefuse
-from tilefuse import launches, tuning
+from tilefuse import launches, policy, tuning
 from tilefuse.ops.grouped_glu_mlp import launch, recipes, tune
 from tilefuse.ops.grouped_glu_mlp.api import grouped_glu_mlp, problem_for
 from tilefuse.ops.grouped_glu_mlp.configs import GemmConfig, dglu_config, glu_config, heuristic
@@ -1296,4 +1297,42 @@ def test_a_compiled_recipe_call_without_a_backward_makes_no_backward_copies(devi
     assert training["quant_fp8_block"] == 9 and training["quant_group_table"] == 4
     assert torch.equal(y, y_eager)
     for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_a_backward_on_a_level_0_thread_keeps_the_forward_s_quantizer_kernels(device):
+    """The kernels route's backward follows its forward's level, its quantizers included: a
+    forward inside level(1), its backward on a thread at level 0 (as autograd's CUDA device
+    thread is where set_level / TILEFUSE_LEVEL say 0 and a block chose the forward) runs the
+    same quantizer kernels as a backward at level 1 (they fell back to the plain-PyTorch
+    quantizers: the same bits, slower), with the same gradients."""
+    i = random_inputs([5, 0, 17, 9], 128, 128, torch.bfloat16, bias=False, device=device,
+                      generator=torch.Generator().manual_seed(0))
+
+    def run(backward_level):
+        leaves = {k: i[k].detach().requires_grad_() for k in ("x", "probs", "w1", "w2")}
+        tilefuse.set_level(backward_level)
+        try:
+            with tilefuse.level(1):
+                y = grouped_glu_mlp(leaves["x"], i["counts"], leaves["probs"], leaves["w1"], leaves["w2"],
+                                    glu_interleave=32, recipe="fp8_block")
+            out = {}
+
+            def backward():   # a thread of its own: the level block above is not seen there
+                assert policy.get_level() == backward_level
+                with launches.counting() as launched:
+                    out["grads"] = torch.autograd.grad(y, list(leaves.values()), i["dy"])
+                out["quant"] = {k: n for k, n in launched.items() if k.startswith("quant_") and n}
+
+            worker = threading.Thread(target=backward)
+            worker.start()
+            worker.join()
+        finally:
+            tilefuse.set_level(None)
+        return out["grads"], out["quant"]
+
+    grads1, quant1 = run(1)
+    grads0, quant0 = run(0)
+    assert quant1 and quant0 == quant1
+    for a, b in zip(grads0, grads1):
         assert torch.equal(a, b)

@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from ... import launches
+from ... import launches, policy
 from ...device import capability_major, num_sms
 from ...utils import cdiv
 from . import recipes, streams
@@ -449,6 +449,22 @@ def bias_grads(dz, dy, probs, counts, b1, b2):
     return db1, db2
 
 
+def _on_the_forward_s_route(fn):
+    """``fn`` (a backward of this route) with the recipes' quantizers on kernels wherever it is
+    called: they decide kernels or reference from the level in force (policy.kernels_enabled),
+    and this route was decided by the forward, so a backward on a thread at level 0
+    (autograd's CUDA device thread, which does not see a ``level`` block around the forward)
+    runs them at level 1, as the forward did (the same bits either way, the reference slower)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if policy.get_level() != 0:
+            return fn(*args, **kwargs)
+        with policy.level(1):
+            return fn(*args, **kwargs)
+    return run
+
+
+@_on_the_forward_s_route
 def backward(dy, x, counts, probs, w1, w2, b1, b2, z, h, activation: str, glu_interleave, config=None,
              wgrad_config=None, recipe=None, dgrad_weights=None, saved_cols=None, weight_grads=(True, True)):
     """(dx, dprobs, dw1 or None, dw2 or None, db1 or None, db2 or None).
