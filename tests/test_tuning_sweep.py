@@ -3,6 +3,7 @@ engagement, interleaving, margins and ties. No GPU and no Triton needed."""
 
 import contextlib
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -166,22 +167,30 @@ def test_winner_is_recorded_and_served():
     assert measured["speedup"] == 1.25 and measured["timed"] == 2 and measured["rejected"] == 0
 
 
-def test_an_unwritable_table_is_a_key_error_and_the_run_goes_on(tmp_path, monkeypatch):
-    """A cache folder that cannot be written (here: under a regular file) makes the key a
-    SweepError naming the winner; sweep_each collects it and sweeps the next key."""
+@pytest.mark.parametrize("where", ["under-a-file", "a-file"])
+def test_an_unwritable_table_is_a_key_error_before_any_timing_and_the_run_goes_on(tmp_path, monkeypatch, where):
+    """A cache folder that cannot hold a table (TILEFUSE_CACHE_DIR naming a regular file, or a
+    folder under one) makes the key a SweepError naming the variable before anything is timed
+    (found when the result was recorded, it cost every key's whole sweep); sweep_each collects
+    it and goes on with the next key. Without recording, the sweep runs."""
     from tilefuse.tuning import runner
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(blocker / "cache"))
+    setting = str(blocker / "cache") if where == "under-a-file" else str(blocker)
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", setting)
     tuning.reload()
     family([Config(16), Config(32)])
     with pytest.warns(tuning.TableWarning, match="cannot be opened"), \
-            pytest.raises(SweepError, match=r"n16: swept \(winner t16\) but the table file could not be written"):
+            pytest.raises(SweepError, match=r"fake: the tuning table's folder .* cannot hold a table file .*"
+                                            + re.escape(f"TILEFUSE_CACHE_DIR={setting!r}") + ".*nothing swept"):
         sweep({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
     timer = FakeTimer({"baseline": 1.0, "t16": 0.8, "t32": 0.95})
     results, errors = runner.sweep_each([("fake", Problem(16)), ("fake", Problem(32))], device="cpu", timer=timer,
                                         rounds=2, progress=False)
-    assert results == [] and len(errors) == 2 and all("could not be written" in str(e) for e in errors)
+    assert results == [] and len(errors) == 2 and all("cannot hold a table file" in str(e) for e in errors)
+    assert timer.order == []   # nothing timed
+    result = tuning.sweep_key("fake", Problem(16), timer=timer, rounds=2, device="cpu", record=False)
+    assert result.winner == Config(16) and timer.order
 
 
 @pytest.mark.parametrize("when", ["raise", "raise-when-timed"])

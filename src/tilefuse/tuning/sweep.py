@@ -442,6 +442,8 @@ def sweep_key(family: str, key_or_problem, *, device=None, timer: Timer | None =
     check_rounds(rounds, "sweep_key")
     check_flags("sweep_key", record=record, progress=progress)
     device = default_device() if device is None else torch.device(device)
+    if record:
+        _check_recordable(fam, device)
     try:
         result = _sweep_swept(fam, problem, device, timer, rounds, seed, progress)
     except SweepError:
@@ -481,6 +483,27 @@ def _sweep_swept(fam: TuningFamily, problem, device: torch.device, timer: Timer 
         if swept != problem or swept != fam.problem_for_key(result.key):
             result.resized = repr(swept)
     return result
+
+
+def _check_recordable(family: TuningFamily, device: torch.device) -> None:
+    """SweepError, before any timing, where ``device``'s table file could not be written: its
+    folder cannot be made or holds no new file (TILEFUSE_CACHE_DIR naming a file, a folder
+    without write permission). Found only when the result was recorded, it cost the whole
+    sweep, and a run over many keys swept every one to record none."""
+    import os
+    import tempfile
+    folder = table.table_location(_device_index(device))[1].parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        configured = os.environ.get("TILEFUSE_CACHE_DIR")
+        setting = (f"TILEFUSE_CACHE_DIR={configured!r}" if configured
+                   else "TILEFUSE_CACHE_DIR unset (the default folder)")
+        raise SweepError(f"{family.name}: the tuning table's folder {folder} cannot hold a table file "
+                         f"({type(exc).__name__}: {exc}); {setting}: set TILEFUSE_CACHE_DIR to a writable "
+                         f"folder; nothing swept") from exc
 
 
 def record_result(family: TuningFamily, result: SweepResult, device: torch.device) -> None:
