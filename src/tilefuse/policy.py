@@ -42,8 +42,8 @@ DEFAULT_LEVEL = 2
 # runs in a copy of the context; a per-thread stack cannot tell interleaved tasks' blocks
 # apart). Leaving a block removes its own pair wherever it stands, so blocks may close in any
 # order: a block in a generator still suspended when an enclosing block closes, closed after
-# it, leaves neither level behind (restoring the level its entry replaced, as a
-# ContextVar.reset token does, brought the closed enclosing block's level back for good).
+# it, leaves neither level behind (a ContextVar.reset token, which restores the value its set
+# replaced, would bring the closed enclosing block's level back for good).
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=())
 
 

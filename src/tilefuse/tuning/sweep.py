@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import statistics
+import tempfile
 import time
 import warnings
 from typing import Any, Callable
@@ -488,10 +490,8 @@ def _sweep_swept(fam: TuningFamily, problem, device: torch.device, timer: Timer 
 def _check_recordable(family: TuningFamily, device: torch.device) -> None:
     """SweepError, before any timing, where ``device``'s table file could not be written: its
     folder cannot be made or holds no new file (TILEFUSE_CACHE_DIR naming a file, a folder
-    without write permission). Found only when the result was recorded, it cost the whole
-    sweep, and a run over many keys swept every one to record none."""
-    import os
-    import tempfile
+    without write permission). Found only when the result is recorded, it would cost the whole
+    sweep, and a run over many keys would sweep every one to record none."""
     folder = table.table_location(_device_index(device))[1].parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
