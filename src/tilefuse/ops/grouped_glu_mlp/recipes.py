@@ -337,6 +337,12 @@ def reuse_quantized_weights():
     call, and its copies go with it. Calls without gradients (evaluation, the no-grad forward
     of reentrant activation checkpointing) reuse the copies too; fp8_block's first call with
     gradients after them quantizes the weight's pair once more, to make its dgrad copy.
+    Activation checkpointing's recompute in the backward reuses them only where it sees the
+    block and the same weight tensors: the block is a context variable, which autograd's CUDA
+    device thread (where a CUDA backward, and so the recompute, runs) does not see, and
+    reentrant checkpointing hands the recompute detached aliases of the tensors passed to it as
+    inputs (new tensors each micro-batch); there the recompute quantizes its weights each
+    micro-batch, the same bits.
 
     For gradient accumulation: wrap the micro-batches of one optimizer step, so a recipe's
     forward weight quantizers (fp8_block's dgrad ones too) run once per step instead of once
