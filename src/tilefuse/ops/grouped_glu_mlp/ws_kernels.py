@@ -150,9 +150,9 @@ if gluon is not None:
         codes from the stored dz read back by the threads that wrote it (dglu_quantize_dz reads
         back too, for registers), and the block scale."""
         CHUNK: gl.constexpr = 16 if INTERLEAVE > 16 else INTERLEAVE
-        # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once (8
-        # columns a thread at interleave 8 covered 128 rows, each element twice, and left the
-        # sm_90 build an 8-byte stack under triton 3.6, results/2026-12-07-h200-bf run 4).
+        # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
+        # columns a thread would cover 128 rows at interleave 8, each element twice; triton
+        # 3.6's sm_90 build of that kept an 8-byte stack, results/2026-12-07-h200-bf run 4.)
         VEC: gl.constexpr = CHUNK // 2
         lay: gl.constexpr = gl.BlockedLayout([1, VEC], [16, 2], [4, 1], [1, 0])
         row_l: gl.constexpr = gl.SliceLayout(1, lay)
