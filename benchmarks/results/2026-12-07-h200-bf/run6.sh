@@ -8,7 +8,7 @@
 #      there runs the exact path), up to 330 s, its table exported after it (on the card it
 #      runs on: an H200's entry merges into the H200 table, an H100's into the H100 table, by
 #      hand, keeping the other families' entries).
-#   OUT=... bash benchmarks/results/2026-12-07-h200-bf/run6.sh
+#   OUT=... [PART=tests or PART=sweep: that part alone] bash benchmarks/results/2026-12-07-h200-bf/run6.sh
 set -u
 cd "$(dirname "$0")/../../.."
 mkdir -p $OUT/run6
@@ -18,9 +18,12 @@ cat $OUT/run6/gpu.txt
 python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > $OUT/run6/pip.txt 2>&1
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d)
+if [ "${PART:-tests}" = tests ]; then
 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 4 -rfs tests/test_grouped_mlp_ws.py > $OUT/run6/tests.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run6/tests.txt
 tail -4 $OUT/run6/tests.txt | cut -c1-300
+fi
+[ "${PART:-}" = tests ] && exit 0
 export PYTHONPATH=$PWD/src TILEFUSE_CACHE_DIR=$PWD/.tfcache-bf6
 timeout $((575 - SECONDS)) python3 -m tilefuse.cli tune --op so2_mixing_stack --shape 2x64 --pass level3 --force \
   --no-progress > $OUT/run6/tune-so2.txt 2>&1
