@@ -3,6 +3,10 @@ interleave 32, balanced counts), at the spec's shapes: each launch's stream, sta
 step's first launch), duration, and the step's GPU-busy time (the union of its kernels'
 intervals) against its span. What fp8_block's step spends beside bf16's, launch by launch,
 with the ws GLU and dGLU in it (the last per-kernel profile, -ae run 1, predates both).
+Also fp8_block with its weights quantized once and reused (``tilefuse.reuse_quantized_weights``
+held open across calls, in a context of its own: the steady state of gradient accumulation's
+micro-batches, the same bits): its timeline, then the three steps as eager calls in 5
+interleaved rounds (the reuse is not used under CUDA-graph capture).
 
     PYTHONPATH=src python3 benchmarks/results/2026-12-07-h200-bf/run7_timeline.py [--shapes 2,3]
 """
@@ -10,6 +14,7 @@ with the ws GLU and dGLU in it (the last per-kernel profile, -ae run 1, predates
 from __future__ import annotations
 
 import argparse
+import contextvars
 import os
 import sys
 
@@ -18,7 +23,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from grouped_compose_gpu_check import SHAPES, providers_for  # noqa: E402
 
+import tilefuse  # noqa: E402
 from tilefuse.ops.grouped_glu_mlp.reference import random_inputs  # noqa: E402
+from tilefuse.tuning import timing  # noqa: E402
 
 
 def launches(step):
@@ -70,8 +77,21 @@ def main():
         i = random_inputs([T // E] * E, H, F, torch.bfloat16, bias=False, device="cuda",
                           generator=torch.Generator().manual_seed(0))
         providers = providers_for(i, 32, names=("tilefuse", "fp8_block"))
-        for name in ("tilefuse", "fp8_block"):
-            report(f"shape {s} (E {E} T {T} H {H} F {F}) {name}", launches(providers[name]))
+        reuse = contextvars.copy_context()   # a block left open in a context of its own
+        block = tilefuse.reuse_quantized_weights()
+        reuse.run(block.__enter__)
+        providers["fp8_block, weights reused"] = lambda step=providers["fp8_block"]: reuse.run(step)
+        for name, step in providers.items():
+            report(f"shape {s} (E {E} T {T} H {H} F {F}) {name}", launches(step))
+        r = timing.interleaved(providers, rounds=5, graphs=False)
+        base = r["tilefuse"]
+        for name, t in r.items():
+            if isinstance(t, Exception):
+                print(f"  eager {name}: FAILED {t!r}", flush=True)
+                continue
+            vs = "" if isinstance(base, Exception) else f"  bf16 / this {timing.ratio(base, t):.3f}x"
+            print(f"  eager {name:28s} {t.median_ms:8.3f} ms [{t.min_ms:.3f} - {t.max_ms:.3f}]{vs}", flush=True)
+        reuse.run(block.__exit__, None, None, None)
         del providers, i
         torch.cuda.empty_cache()
 
