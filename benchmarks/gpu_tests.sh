@@ -9,7 +9,8 @@
 # (results/2026-12-04-h200-aj run 2). Each worker has its own session-private tuning cache (tests/conftest.py);
 # test timings under the shared GPU are not measurements.
 #
-#   OUT=/tmp/out PYTHONPATH=src [TESTS="tests/a.py tests/b.py"] [MEMCHECK=1] bash benchmarks/gpu_tests.sh [TIMEOUT_S] [WORKERS]
+#   OUT=/tmp/out PYTHONPATH=src [TESTS="tests/test_grouped_mlp_ws.py tests/test_grouped_ws_rows.py"] [MEMCHECK=1] \
+#     bash benchmarks/gpu_tests.sh [TIMEOUT_S] [WORKERS]
 #
 # TESTS: the test paths to run (default: tests, the whole suite). MEMCHECK=1: every worker under
 # compute-sanitizer's memcheck (on the device image), with PyTorch's caching allocator off so
