@@ -12,13 +12,14 @@
 #   OUT=/tmp/out PYTHONPATH=src [TESTS="tests/test_grouped_mlp_ws.py tests/test_grouped_ws_rows.py"] [MEMCHECK=1] \
 #     bash benchmarks/gpu_tests.sh [TIMEOUT_S] [WORKERS]
 #
-# TESTS: the test paths to run (default: tests, the whole suite). MEMCHECK=1: every worker under
+# TESTS: the test paths to run (default: tests, the whole suite). MEMCHECK=1 (unset or 0: off): every worker under
 # compute-sanitizer's memcheck (on the device image), with PyTorch's caching allocator off so
 # that each tensor is an allocation of its own and a read or write past a tensor's end is
 # reported (with the allocator on, a stray access inside a cached segment is not); the
-# sanitizer's error makes the exit code 99. About 5x slower: the warp-specialised kernels' two
-# test files took 298 s in 6 workers (results/2026-12-07-h200-bf run 12, where a planted
-# out-of-bounds Triton store was reported, run 11), so give it a subset within the limit.
+# sanitizer's error makes the exit code 99. Several times slower (not timed side by side): the
+# warp-specialised kernels' two test files took 298 s in 6 workers (results/2026-12-07-h200-bf
+# run 12, where a planted out-of-bounds Triton store was reported, run 11), so give it a subset
+# within the limit.
 #
 # Needs pytest-xdist and execnet, and for the property tests hypothesis and sortedcontainers
 # (on the device image: carried as wheels, benchmarks/README.md; install them with
@@ -33,7 +34,7 @@ export PYTHONUNBUFFERED=1
 # SIGINT at the limit: pytest stops as on Ctrl-C and still prints its failures so far with
 # their reasons (a plain kill loses them); killed 30 s later.
 sanitizer=()
-if [ -n "${MEMCHECK:-}" ]; then
+if [ "${MEMCHECK:-0}" != 0 ]; then
   command -v compute-sanitizer > /dev/null || { echo "MEMCHECK=1: compute-sanitizer is not on the PATH"; exit 127; }
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   sanitizer=(compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 --target-processes all)

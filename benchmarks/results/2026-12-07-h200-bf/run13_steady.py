@@ -5,7 +5,7 @@ kernels (shape 2, H100) while run 9 put its host at 2.72 ms a step: the host is 
 average, so the GPU should not idle unless something holds the host back inside a step (a
 device synchronisation in the allocator, cudaMalloc / cudaFree, a blocking copy). Here each
 provider runs 20 steps back to back (a sync only before and after): the wall time a step, the
-kernels' busy time a step (torch.profiler over the same 20 steps: the union of their
+kernels' busy time a step (torch.profiler over a second pass of 20 steps: the union of their
 intervals), the GPU's gaps longer than 50 us, and the caching allocator's counters over the 20
 steps (device allocations made and freed, retries after an out-of-memory). bf16, fp8_block,
 fp8_block with its weights reused; shapes 2 and 3.
