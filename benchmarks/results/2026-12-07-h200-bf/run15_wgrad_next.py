@@ -215,8 +215,13 @@ def compile_report():
             src = GluonASTSource(next_fp8_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
             c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": MAXNREG})
             u = cubin_report(c)
+            # the global loads between the first block's wgmma issue and its wait: the next tile's
+            # cursor and the next block's scales, read under the product
+            sass = u["sass"]
+            issue, wait = sass.find("QGMMA"), sass.find("WARPGROUP.DEPBAR")
             print(json.dumps({"pingpong": pingpong, "stages": stages, "stack": u["stack"], "regs": u.get("regs"),
-                              "smem": c.metadata.shared, "qgmma": u["sass"].count("QGMMA")}), flush=True)
+                              "smem": c.metadata.shared, "qgmma": sass.count("QGMMA"),
+                              "loads_under_the_first_wgmma": sass[issue:wait].count("LDG")}), flush=True)
 
 
 def bitwise(qa, qb, counts, E, N, M, T, form, stages=MAX_STAGES, programs=None):
