@@ -215,8 +215,9 @@ def compile_report():
             src = GluonASTSource(next_fp8_wgrad_kernel, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce)
             c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": MAXNREG})
             u = cubin_report(c)
-            # the global loads between the first block's wgmma issue and its wait: the next tile's
-            # cursor and the next block's scales, read under the product
+            # the global-load instructions between the first block's wgmma issue and its wait:
+            # the next tile's cursor walk and two exclusive branches of scale loads (this tile's
+            # next block, or the next tile's first), against run 8's scale loads alone
             sass = u["sass"]
             issue, wait = sass.find("QGMMA"), sass.find("WARPGROUP.DEPBAR")
             print(json.dumps({"pingpong": pingpong, "stages": stages, "stack": u["stack"], "regs": u.get("regs"),

@@ -2,10 +2,11 @@
 (ops/grouped_glu_mlp/ws_wgrad.py, the op's wgrads at every bf16 key) with the next tile's expert
 cursor read under this tile's first wgmma, as run 15 does for fp8_block's.
 
-Why. ws_wgrad's consumers read their tile's cursor (ws_wgrad._tile: the expert's token count,
-and the counts before it when the expert changes) when the tile starts, a load each waits for
-with no wgmma of its own in flight, then run the tile's chunks (8 of 64 tokens at 512 tokens an
-expert, the spec's shapes 2-3) and its store. Run 14's Nsight Compute found the fp8 wgrad's
+Why. ws_wgrad's consumers read their tile's token count (ws_wgrad._tile; its walk over the
+counts before the expert is dead code in the consumers, which do not use the expert's start:
+one load) when the tile starts, a load each waits for with no wgmma of its own in flight, then
+run the tile's chunks (8 of 64 tokens at 512 tokens an expert, the spec's shapes 2-3) and its
+store. Run 14's Nsight Compute found the fp8 wgrad's
 warps waiting on such loads 31% of their cycles; a bf16 chunk takes twice an fp8 block's
 tensor-core time at the same tile, so the share here is smaller, and whether it is worth taking
 is this run's question. The chunk loop, the partial last chunk, the store and the producer
