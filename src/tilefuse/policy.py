@@ -46,18 +46,20 @@ DEFAULT_LEVEL = 2
 # replaced, would bring the closed enclosing block's level back for good).
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=())
 
-
-def _innermost() -> int | None:
-    """The innermost open block's level in this context, or None."""
-    blocks = _block_level.get()
-    return blocks[-1][1] if blocks else None
-# The same, per thread, for torch.compile's tracer: Dynamo cannot trace ContextVar.get, and
+# The innermost block's level, per thread, for torch.compile's tracer: Dynamo cannot trace
+# ContextVar.get, and
 # guards what it reads here, so a compiled function retraces when a block's level changes.
 # (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.) With
 # ``depth`` the number of blocks open on the thread: where none is, it shows none, whatever a
 # task's copy of the context held (a task created inside a block that closed before the task's
 # own block did would leave that block's level behind for every later compile).
 _traced = threading.local()
+
+
+def _innermost() -> int | None:
+    """The innermost open block's level in this context, or None."""
+    blocks = _block_level.get()
+    return blocks[-1][1] if blocks else None
 
 
 def _check_level(n) -> int:

@@ -1,6 +1,6 @@
 """fp8_block's store-epilogue grouped GEMM (fc2, fc1 dgrad), fc1 + GLU and the fc2 dgrad + dGLU
-warp-specialised in Gluon, one program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its layout checks and its
-launch (``available``: ops/gluon_hopper.py).
+warp-specialised in Gluon, one program an SM (GemmConfig.ws). Only ``@gluon.jit`` code, its
+layout checks and its launch (``available``: ops/gluon_hopper.py).
 
 Why: kernels.grouped_gemm_kernel waits for each 128-wide K chunk's wgmma before it rescales
 the chunk into the float32 accumulator. At 64x128 on 4 warps (two programs an SM) it ran fc2
@@ -46,9 +46,9 @@ runs 4-5).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits (the dGLU's dprobs to
-rounding). A producer-warp kernel with
-two or more programs an SM gave wrong results under triton 3.6 (results/2026-12-03-h200-y runs
-7-8); this one runs one (its 12 warps at 168 registers take an SM's whole register file).
+rounding). A producer-warp kernel with two or more programs an SM gave wrong results under
+triton 3.6 (results/2026-12-03-h200-y runs 7-8); this one runs one (its 12 warps at 168
+registers take an SM's whole register file).
 """
 
 from __future__ import annotations
