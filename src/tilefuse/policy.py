@@ -47,8 +47,8 @@ DEFAULT_LEVEL = 2
 _block_level: contextvars.ContextVar = contextvars.ContextVar("tilefuse_level", default=())
 
 # The innermost block's level, per thread, for torch.compile's tracer: Dynamo cannot trace
-# ContextVar.get, and
-# guards what it reads here, so a compiled function retraces when a block's level changes.
+# ContextVar.get, and guards what it reads here, so a compiled function retraces when a block's
+# level changes.
 # (Traced inside asyncio tasks whose blocks interleave, it may show another task's block.) With
 # ``depth`` the number of blocks open on the thread: where none is, it shows none, whatever a
 # task's copy of the context held (a task created inside a block that closed before the task's
