@@ -108,9 +108,14 @@ def test_the_sweep_expects_the_gluon_launch_only_where_it_runs(monkeypatch):
     # the fc2 dgrad + dGLU with it
     assert "grouped_fp8_ws_dglu" in grouped_tune.FAMILY.expected_launches(fp8, WS)
     assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(fp8, base)
+    # and in the halves layout (a tile's gate and up halves)
     halves = dataclasses.replace(fp8, interleave=0)
-    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
-    assert "grouped_fp8_ws_dglu" not in grouped_tune.FAMILY.expected_launches(halves, WS)
+    assert "grouped_fp8_ws_glu" in grouped_tune.FAMILY.expected_launches(halves, WS)
+    assert "grouped_fp8_ws_dglu" in grouped_tune.FAMILY.expected_launches(halves, WS)
+    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(halves, WS_NOGLU)
+    # not where a z tile splits a group (interleave 4: ws_kernels.glu_applies)
+    assert "grouped_fp8_ws_glu" not in grouped_tune.FAMILY.expected_launches(dataclasses.replace(fp8, interleave=4),
+                                                                              WS)
     # float32 x (fp8_block takes it): z and dz float32, which the ws epilogues' buffers do not hold
     fp32 = dataclasses.replace(fp8, itemsize=4)
     assert not {"grouped_fp8_ws_glu", "grouped_fp8_ws_dglu"} & set(grouped_tune.FAMILY.expected_launches(fp32, WS))
@@ -146,7 +151,8 @@ def test_applies_only_where_the_kernel_runs(device):
 
 def test_glu_applies_takes_whole_groups_only(monkeypatch):
     """fc1 + GLU through the ws kernel only where a 128-column z tile holds whole (gate, up)
-    groups (an interleave of 8 to 64, a power of two; not the halves layout), with h (T, F) of
+    groups (an interleave of 8 to 64, a power of two) or a tile's gate and up halves (the halves
+    layout: None or 0, not False), with h (T, F) of
     z's dtype, contiguous probs and an fc1 bias of 2F columns; the rest of ``applies`` as for
     the store GEMMs. (The device check is bypassed: the layout rules are the host's.)"""
     monkeypatch.setattr(ws_kernels, "available", lambda device: True)
@@ -155,10 +161,10 @@ def test_glu_applies_takes_whole_groups_only(monkeypatch):
     h = torch.empty(64, 128, dtype=torch.bfloat16)
     probs = torch.rand(64)
     b1 = torch.zeros(3, 256, dtype=torch.bfloat16)
-    for interleave in (8, 16, 32, 64):
+    for interleave in (8, 16, 32, 64, 0, None):
         assert ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 0, interleave)
         assert ws_kernels.glu_applies(qa, qw, z, h, probs, None, 1, interleave)
-    for interleave in (0, None, 4, 24, 128, 32.0, True):
+    for interleave in (4, 24, 128, 32.0, True, False, 0.0):
         assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 0, interleave), interleave
     assert not ws_kernels.glu_applies(qa, qw, z, h, probs, b1, 2, 32)                  # no such activation
     assert not ws_kernels.glu_applies(qa, qw, z, h.half(), probs, b1, 0, 32)           # h not z's dtype
@@ -206,20 +212,28 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
     assert ws_kernels.launch(qa, qw, z, counts, N=256)
     assert ws_kernels.launch(qa, qw, z, counts, N=128, probs=probs, dglu=(z, part, 1, 16, dz_rows))
     assert ws_kernels.launch(qa, qw, z, counts, N=128, probs=probs, dglu=(z, part, 0, 32, None))
+    assert ws_kernels.launch(qa, qw, z, counts, N=256, probs=probs, glu=(h, 1, None))   # the halves layout
+    assert ws_kernels.launch(qa, qw, z, counts, N=128, probs=probs, dglu=(z, part, 0, None, None))
     with pytest.raises(ValueError, match="glu and dglu"):
         ws_kernels.launch(qa, qw, z, counts, N=256, probs=probs, glu=(h, 0, 32), dglu=(z, part, 0, 32, None))
-    assert len(seen) == 4
-    for (fn, options, args, constexprs), kind in zip(seen, ("glu", "store", "dglu-q", "dglu")):
+    assert len(seen) == 6
+    for (fn, options, args, constexprs), kind in zip(seen, ("glu", "store", "dglu-q", "dglu", "glu-halves",
+                                                            "dglu-halves")):
         # (the interpreter may hand the launcher its own wrapper of the kernel: compare parameters)
         assert tuple(fn.arg_names) == tuple(ws_kernels.fp8_ws_gemm_kernel.arg_names)
         assert options == {"num_warps": 4, "maxnreg": ws_kernels.MAXNREG}
         assert len(args) + len(constexprs) == len(fn.arg_names)
         named = dict(zip(fn.arg_names[len(args):], constexprs))
         values = dict(zip(fn.arg_names, args))
-        assert named["GLU"] == (0 if kind == "glu" else -1)
-        assert named["DGLU"] == {"dglu-q": 1, "dglu": 0}.get(kind, -1)
-        assert named["INTERLEAVE"] == {"glu": 32, "dglu-q": 16, "dglu": 32}.get(kind, 0)
+        assert named["GLU"] == {"glu": 0, "glu-halves": 1}.get(kind, -1)
+        assert named["DGLU"] == {"dglu-q": 1, "dglu": 0, "dglu-halves": 0}.get(kind, -1)
+        assert named["INTERLEAVE"] == {"glu": 32, "dglu-q": 16, "dglu": 32}.get(kind, 0)   # halves: 0, not None
         assert named["QUANT_DZ"] == (kind == "dglu-q")
+        # B's tiles: in the halves layout's fc1 half a tile's rows (its gate rows, then their up
+        # rows, two loads), else the whole tile
+        b_block = [ws_kernels.BLOCK // 2 if kind == "glu-halves" else ws_kernels.BLOCK, ws_kernels.BLOCK]
+        assert list(args[1].block_shape) == b_block
+        assert args[1].layout is _layout(tuple(b_block), torch.float8_e4m3fn)
         # the dGLU's ring is DGLU_STAGES deep (its float32 buffers take the rest of the SM's memory)
         assert named["STAGES"] == (3 if kind.startswith("dglu") else ws_kernels.MAX_STAGES)
         assert not named["HAS_BIAS"]
@@ -229,7 +243,7 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
         if kind != "store":
             assert (named["Z_ROWS"], named["Z_COLS"]) == (ws_kernels.BLOCK // 2, ws_kernels.BLOCK)
             assert named["Z_LAYOUT"] is _layout((ws_kernels.BLOCK // 2, ws_kernels.BLOCK),
-                                                torch.bfloat16 if kind == "glu" else torch.float32)
+                                                torch.bfloat16 if kind.startswith("glu") else torch.float32)
         if kind.startswith("dglu"):
             assert values["z_ptr"] is z and values["part_ptr"] is part and values["probs_ptr"] is probs
             assert values["ldz"] == 256 and values["n_part_cols"] == 2 and values["N"] == 128
@@ -240,12 +254,14 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
 
 @pytest.mark.parametrize("cfg", (WS, WS_NOGLU, WS_ONE_STREAM, dataclasses.replace(WS_NOGLU, side_stream=False)),
                          ids=lambda c: c.name)
-def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
+@pytest.mark.parametrize("interleave", [32, None])
+def test_a_ws_config_gives_the_triton_kernels_bits(cfg, interleave, device, monkeypatch):
     """The whole fp8_block forward and backward with a ws config equals the same config
     without it, bit for bit: through the Gluon kernel on Hopper (which must then launch for fc2
     and the fc1 dgrad, and for fc1 + GLU and the fc2 dgrad + dGLU unless rows_glu is off;
     dprobs, whose partials the ws dGLU sums in another order, to rounding there), through
-    grouped_gemm_kernel elsewhere (the fallback). With side_stream off no second stream is
+    grouped_gemm_kernel elsewhere (the fallback); at interleave 32 and in the halves layout,
+    whose dz the quantizer copies. With side_stream off no second stream is
     asked for (with it on, three forks on CUDA: W2's quantizer and the two weight gradients)."""
     from tilefuse.ops.grouped_glu_mlp import streams
     asked = []
@@ -258,12 +274,12 @@ def test_a_ws_config_gives_the_triton_kernels_bits(cfg, device, monkeypatch):
     for config in (dataclasses.replace(cfg, ws=False, rows_glu=True, side_stream=True), cfg):
         asked.clear()
         with launches.counting() as launched:
-            y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu", 32,
-                                     config=config, recipe="fp8_block")
+            y, z, h = launch.forward(i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], "swiglu",
+                                     interleave, config=config, recipe="fp8_block")
             grads = launch.backward(i["dy"], i["x"], i["counts"], i["probs"], i["w1"], i["w2"], i["b1"], i["b2"], z,
-                                    h, "swiglu", 32, config=config, recipe="fp8_block")
+                                    h, "swiglu", interleave, config=config, recipe="fp8_block")
         assert launched["grouped_fp8_ws_gemm"] == (2 if config.ws and HOPPER else 0)
-        # interleave 32: the ws GLU applies
+        # interleave 32 and the halves layout: the ws GLU applies
         assert launched["grouped_fp8_ws_glu"] == (1 if config.ws and config.rows_glu and HOPPER else 0)
         ws_dglu = launched["grouped_fp8_ws_dglu"]
         assert ws_dglu == (1 if config.ws and config.rows_glu and HOPPER else 0)   # F = 128
@@ -317,16 +333,21 @@ from tilefuse.ops.grouped_glu_mlp import ws_kernels as W
 out = {}
 lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK, W.BLOCK], gl.float8e4nv)
 desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK, W.BLOCK, lay)
+half_lay = gl.NVMMASharedLayout.get_default_for([W.BLOCK // 2, W.BLOCK], gl.float8e4nv)
+half_desc = "tensordesc<fp8e4nv[%d, %d],%s>" % (W.BLOCK // 2, W.BLOCK, half_lay)   # the halves GLU's B
 ints = ["T", "N", "K", "E", "n_tiles", "ldc", "a_scale_ld", "bs_e", "bs_k", "bs_n", "b_rows", "bias_e", "ldh", "ldz",
         "n_part_cols", "F"]
 # (GLU, DGLU, interleave, ring, bias or dz's fp8 copy): the store GEMM at each ring depth;
-# fc1 + GLU (SwiGLU at interleave 32, GeGLU at 64) at the deepest, with and without bias; the
-# fc2 dgrad + dGLU (SwiGLU at 32, GeGLU at 8 and 64) at its ring, with and without dz's copy
+# fc1 + GLU (SwiGLU at interleave 32 and in the halves layout, GeGLU at 64) at the deepest,
+# with and without bias; the fc2 dgrad + dGLU (SwiGLU at 32, GeGLU at 8 and 64) at its ring,
+# with and without dz's copy, and GeGLU in the halves layout without it
 variants = ([(-1, -1, 0, s, b) for s in (2, 3, W.MAX_STAGES) for b in (False, True)]
-            + [(act, -1, i, W.MAX_STAGES, b) for act, i in ((0, 32), (1, 64)) for b in (False, True)]
-            + [(-1, act, i, W.DGLU_STAGES, q) for act, i in ((0, 32), (1, 8), (1, 64)) for q in (False, True)])
+            + [(act, -1, i, W.MAX_STAGES, b) for act, i in ((0, 32), (1, 64), (0, 0)) for b in (False, True)]
+            + [(-1, act, i, W.DGLU_STAGES, q) for act, i in ((0, 32), (1, 8), (1, 64)) for q in (False, True)]
+            + [(-1, 1, 0, W.DGLU_STAGES, False)])
 for glu, dglu, interleave, stages, flag in variants:
-    sig = {"a_desc": desc, "b_desc": desc, "counts_ptr": "*i32", "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
+    sig = {"a_desc": desc, "b_desc": half_desc if glu >= 0 and interleave == 0 else desc, "counts_ptr": "*i32",
+           "c_ptr": "*bf16", "a_scale_ptr": "*fp32",
            "b_scale_ptr": "*fp32", "probs_ptr": "*fp32", "bias_ptr": "*bf16", "h_ptr": "*bf16", "z_ptr": "*bf16",
            "part_ptr": "*fp32", "q_ptr": "*u8", "q_scale_ptr": "*fp32", **{n: "i32" for n in ints}}
     z_shape = [W.BLOCK // 2, W.BLOCK] if max(glu, dglu) >= 0 else [8, 8]
@@ -351,9 +372,10 @@ print(json.dumps(out))
                     reason="needs Triton's NVIDIA backend with Gluon")
 @pytest.mark.parametrize("ptxas", PTXAS)
 def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
-    """The store GEMM at each ring depth, fc1 + GLU (two activations and interleaves) at the
-    deepest, with and without bias, and the fc2 dgrad + dGLU (two activations, three
-    interleaves) with and without dz's fp8 copy: no stack, 12 warps (two consumer warp groups and
+    """The store GEMM at each ring depth, fc1 + GLU (two activations and interleaves, and the
+    halves layout) at the deepest, with and without bias, and the fc2 dgrad + dGLU (two
+    activations, three interleaves) with and without dz's fp8 copy, and in the halves layout
+    without it: no stack, 12 warps (two consumer warp groups and
     the producer's), the registers reallocated between them (setmaxnreg), the ring within an
     SM's 227 KB, and each consumer's chunk pairs as scheduled: four k32 wgmma for each chunk of
     a pair and for an odd last chunk (three issue sites), a wait for the pair's first chunk
@@ -361,14 +383,20 @@ def test_ws_kernel_compiles_for_sm90_without_spills(ptxas):
     ptxas serialises every wgmma of a kernel it cannot prove safe (a wait after each k32), which
     this would catch."""
     usage = run_compile_script(_SM90_WS, ptxas=ptxas)
-    assert len(usage) == 16
+    assert len(usage) == 19
     for name, u in usage.items():
         assert u["stack"] == 0, (name, u)
         assert u["warps"] == 12, (name, u)
         assert u["setmaxnreg"] > 0, (name, u)
         assert u["smem"] <= 227 * 1024, (name, u)
-        assert u["qgmma"] == 2 * 3 * 4, (name, u)
-        assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x1"] * 2, (name, u)
+        if name.startswith(("glu0-dglu-1-i0-", "glu1-dglu-1-i0-")):
+            # fc1 + GLU in the halves layout: each chunk a gate and an up wgmma of 64 columns
+            # (four k32 each), a pair's first chunk waited for with the second's two in flight
+            assert u["qgmma"] == 2 * 3 * 2 * 4, (name, u)
+            assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x2"] * 2, (name, u)
+        else:
+            assert u["qgmma"] == 2 * 3 * 4, (name, u)
+            assert sorted(u["waits"]) == ["0x0"] * 4 + ["0x1"] * 2, (name, u)
 
 
 # --- Hopper only ---------------------------------------------------------------------------
@@ -414,7 +442,7 @@ def _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, act, interleave,
     z_got, h_got = torch.full_like(z_want, float("nan")), torch.full_like(h_want, float("nan"))
     launch._gemm(EPI_GLU, qa, qw, h_want, counts, glu_config(heuristic("fwd", 2, "fp8_block"), "fp8_block"), K=H,
                  N=F, b_strides=(0, 0, 0), ldc=F, F=F, probs=probs, bias=b1, z=z_want, act=act,
-                 interleave=interleave, recipe="fp8_block")
+                 interleave=interleave or 0, recipe="fp8_block")
     assert ws_kernels.launch(qa, qw, z_got, counts, N=2 * F, probs=probs, bias=b1, programs=programs,
                              glu=(h_got, act, interleave))
     assert torch.equal(z_got.view(torch.int16), z_want.view(torch.int16))
@@ -424,13 +452,14 @@ def _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, act, interleave,
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
 @pytest.mark.parametrize("E,T,H,F,bias", [(4, 1000, 256, 128, False), (5, 777, 384, 256, True),
                                           (3, 300, 128, 128, True), (2, 130, 640, 384, False)])
-@pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16)])
+@pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16), (0, 0), (1, 0)])
 @pytest.mark.parametrize("programs", [None, 3])
 def test_ws_glu_is_bitwise_grouped_gemm_kernels_glu(E, T, H, F, bias, act, interleave, programs):
     """fc1 + GLU through the ws kernel gives grouped_gemm_kernel's EPI_GLU z and h bit for bit
     (the fp8_block forward's fc1 launch at its glu_config), with skewed and empty experts,
-    partial row tiles, the fc1 bias (added before z is rounded), both activations and four
-    interleaves, one program an SM and three programs."""
+    partial row tiles, the fc1 bias (added before z is rounded), both activations, four
+    interleaves and the halves layout (whose gate and up rows of a tile lie in two scale blocks
+    where F is an odd multiple of 64: F 384), one program an SM and three programs."""
     qa, qw, counts = _quantized_operands(E, T, 2 * F, H, "cuda", seed=T + interleave)
     g = torch.Generator(device="cuda").manual_seed(2)
     probs = torch.rand(T, generator=g, device="cuda")
@@ -439,15 +468,20 @@ def test_ws_glu_is_bitwise_grouped_gemm_kernels_glu(E, T, H, F, bias, act, inter
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
-def test_ws_glu_with_every_token_in_one_expert_and_the_halves_layout_declined():
-    """All tokens in one expert (the others empty): z and h bitwise the Triton launch's; the
-    halves layout (interleave 0) is declined, so launch.py keeps the Triton GLU there."""
+def test_ws_glu_with_every_token_in_one_expert_and_interleave_4_declined():
+    """All tokens in one expert (the others empty): z and h bitwise the Triton launch's, at
+    interleave 32 and in the halves layout (interleave None as the op's callers name it, with
+    the fc1 bias and F a multiple of 64 but not of 128); interleave 4, below the kernel's
+    smallest (ws_kernels.glu_interleave_ok), is declined, so launch.py keeps the Triton GLU there."""
     qa, qw, counts = _quantized_operands(4, 513, 256, 256, "cuda", counts=[0, 0, 513, 0])
     probs = torch.rand(513, device="cuda")
     _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, None, 0, 32)
     z_got = torch.empty(513, 256, dtype=torch.bfloat16, device="cuda")
     h_got = torch.empty(513, 128, dtype=torch.bfloat16, device="cuda")
-    assert not ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 0))
+    assert not ws_kernels.launch(qa, qw, z_got, counts, N=256, probs=probs, glu=(h_got, 0, 4))
+    qa, qw, counts = _quantized_operands(4, 513, 2 * 192, 256, "cuda", counts=[0, 0, 513, 0])
+    b1 = torch.randn(4, 2 * 192, device="cuda").bfloat16()
+    _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, 1, None)
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
@@ -484,7 +518,8 @@ def _dglu_operands(E, T, H, F, device, seed=0, counts=None, dtype=torch.bfloat16
 
 def test_dglu_applies_takes_whole_groups_and_whole_tiles_only(monkeypatch):
     """The fc2 dgrad + dGLU through the ws kernel only where F is whole 128-column tiles, an
-    interleave of 8 to 64 (each 64-wide half holds whole groups), dz contiguous and 16-bit, z
+    interleave of 8 to 64 (each 64-wide half holds whole groups) or the halves layout without
+    dz's fp8 copy (its 1x128 blocks span a tile's gate or up columns), dz contiguous and 16-bit, z
     of dz's shape and dtype, contiguous probs, the partials of 64-wide halves and dz's fp8 copy
     (if any) in quantize_rows' layout. (The device check is bypassed: the layout rules are the
     host's.)"""
@@ -497,8 +532,12 @@ def test_dglu_applies_takes_whole_groups_and_whole_tiles_only(monkeypatch):
     for interleave in (8, 16, 32, 64):
         assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave)
         assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, None, 1, interleave)
-    for interleave in (0, None, 4, 128, 24, 32.0):
+    for interleave in (0, None):   # the halves layout: without dz's copy only
+        assert ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, None, 0, interleave)
+        assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave)
+    for interleave in (4, 128, 24, 32.0, False):
         assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 0, interleave), interleave
+        assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, None, 0, interleave), interleave
     assert not ws_kernels.dglu_applies(qa, qw, dz, z, probs, part, rows, 2, 32)   # no such activation
     assert not ws_kernels.dglu_applies(qa, qw, dz.float(), z.float(), probs, part, rows, 0, 32)       # float32 dz
     assert not ws_kernels.dglu_applies(qa, qw, dz, z.half(), probs, part, rows, 0, 32)                # z not dz's dtype
@@ -567,13 +606,14 @@ def _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, act, interleave
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
 @pytest.mark.parametrize("E,T,H,F", [(4, 1000, 256, 128), (5, 777, 384, 256), (3, 300, 128, 128), (2, 130, 640, 384)])
-@pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16)])
-@pytest.mark.parametrize("quant", [True, False])
+@pytest.mark.parametrize("act,interleave,quant", [(0, 32, True), (1, 64, True), (0, 8, True), (1, 16, True),
+                                                  (0, 32, False), (1, 64, False), (0, 8, False), (1, 16, False),
+                                                  (0, 0, False), (1, 0, False)])
 def test_ws_dglu_is_bitwise_grouped_gemm_kernels_dglu(E, T, H, F, act, interleave, quant):
     """The fc2 dgrad + dGLU through the ws kernel gives grouped_gemm_kernel's EPI_DGLU dz and
     dz's fp8 copy bit for bit, its dprob partials to rounding: skewed and empty experts,
     partial row tiles, both activations (z wide enough to reach GeGLU's clamps), four
-    interleaves, with and without the copy."""
+    interleaves, with and without the copy, and the halves layout (without it)."""
     qa, qw, counts, probs, z = _dglu_operands(E, T, H, F, "cuda", seed=T + interleave)
     _assert_ws_dglu_is_the_triton_dglu(qa, qw, counts, probs, z, act, interleave, quant)
 

@@ -199,11 +199,11 @@ def _recipe_case(counts, H, F, activation, interleave, bias, recipe, device, cfg
     if recipe == "fp8_block" and gluon_hopper.available(i["x"].device):
         # The warp-specialised Gluon GEMMs (GemmConfig.ws; the H200 table's fp8 winners): fc2
         # and the fc1 dgrad, and fc1 + GLU and the fc2 dgrad + dGLU where a tile holds whole
-        # gate / up groups.
+        # gate / up groups or the halves layout's two halves.
         ws = dataclasses.replace(configs.heuristic("fwd", 2, recipe), ws=True, rows_glu=True)
         with launches.counting() as launched:
             got_ws = _fused(i, activation, interleave, ws, dy, recipe=recipe)
-        glu = 1 if ws_kernels.glu_interleave_ok(interleave) else 0
+        glu = 1 if ws_kernels.glu_layout_ok(interleave) else 0
         ws_ran = (launched["grouped_mlp_fwd"] == 1 and launched["grouped_fp8_ws_gemm"] == 2
                   and launched["grouped_fp8_ws_glu"] == glu and launched["grouped_fp8_ws_dglu"] == glu)
         rows.append(_row(f"recipe {recipe}, warp-specialised GEMMs vs its float64 rendering", case, got_ws, want,

@@ -302,10 +302,11 @@ class GroupedFamily(TuningFamily):
             return ("grouped_mlp_compose", "grouped_mlp_compose_bwd") + gluon
         if choice.ws and p.recipe == "fp8_block" and _ws_runs_here():   # proven to run, not its fallback
             # fc1 + GLU and the fc2 dgrad + dGLU too where a 128-column z tile holds whole groups
-            # and z and dz are 16-bit (ws_kernels.glu_applies, dglu_applies; fp8_block's F is a
-            # multiple of 128; float32 x, which fp8_block takes, keeps the Triton launches)
+            # or the halves layout's gate and up halves, and z and dz are 16-bit
+            # (ws_kernels.glu_applies, dglu_applies; fp8_block's F is a multiple of 128; float32
+            # x, which fp8_block takes, keeps the Triton launches)
             from . import ws_kernels   # imports Triton: only where a sweep asks
-            whole = choice.rows_glu and p.itemsize == 2 and ws_kernels.glu_interleave_ok(p.interleave)
+            whole = choice.rows_glu and p.itemsize == 2 and ws_kernels.glu_layout_ok(p.interleave)
             glu = ("grouped_fp8_ws_glu",) if whole and ws_kernels.TAKES_GLU else ()
             if whole and ws_kernels.TAKES_DGLU:
                 glu += ("grouped_fp8_ws_dglu",)

@@ -34,15 +34,19 @@ fc1 + GLU (``launch(glu=...)``, where ``glu_applies``: an interleave of 8 to 64,
 128-column z tile holds whole (gate, up) groups): the tile plus the fc1 bias is rounded into a
 shared-memory buffer of the consumer warp group, leaves from there, and ws_rows' GLU epilogue
 reads the gate and up columns from it: grouped_gemm_kernel's EPI_GLU operation for operation,
-bitwise, 1.40-1.42x its launch at glu_config's tile (results/2026-12-04-h200-ai run 2). The
-halves layout keeps that launch (its gate and up columns are F apart).
+bitwise, 1.40-1.42x its launch at glu_config's tile (results/2026-12-04-h200-ai run 2). In
+the halves layout (z = [gate | up], a tile's 64 gate columns F apart from their 64 up columns,
+in two 128x128 scale blocks) the producer loads B's tile as two 64-row halves, and each
+consumer keeps a gate and an up accumulator of 64 columns (two wgmma a chunk: the Triton GLU's
+two dots), each rescaled by its own block's scale (``_glu_halves_tile``).
 
 The fc2 dgrad + dGLU (``launch(dglu=...)``, where ``dglu_applies``: the same interleaves):
 the float32 dh tile goes through a consumer's shared buffer to grouped_gemm_kernel's EPI_DGLU
 epilogue (``_dglu_epilogue``): dz and dz's fp8 row-wise copy bitwise that launch's, the dprob
 partials to rounding (summed in another order); 1.14-1.20x that launch at the spec's shapes,
 its epilogue's memory traffic not hidden behind tensor-core work (results/2026-12-07-h200-bf
-runs 4-5).
+runs 4-5). In the halves layout too, but without dz's fp8 copy, whose 1x128 blocks then
+span a whole tile's gate or up columns (dglu_applies).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits (the dGLU's dprobs to
@@ -134,7 +138,7 @@ if gluon is not None:
         return (gl.zeros_like(like).to(gl.uint32, bitcast=True) | 0x7FC00000).to(gl.float32, bitcast=True)
 
     @gluon.jit
-    def _dglu_epilogue(dh_s, row0, end, col0, T, dz_ptr, lddz, z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr,
+    def _dglu_epilogue(dh_s, row0, end, col0, T, F, dz_ptr, lddz, z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr,
                        q_scale_ptr, HALF: gl.constexpr, BLOCK_N: gl.constexpr, ACT: gl.constexpr,
                        INTERLEAVE: gl.constexpr, QUANT_DZ: gl.constexpr):
         """grouped_gemm_kernel's EPI_DGLU epilogue (kernels.dglu_store, dglu_quantize_dz) for a
@@ -148,8 +152,11 @@ if gluon is not None:
         dprobs, agree to rounding; every other output bitwise); with QUANT_DZ, dz's fp8_block
         row-wise copy: the block amax from the rounded dz as its chunks are stored, then the
         codes from the stored dz read back by the threads that wrote it (dglu_quantize_dz reads
-        back too, for registers), and the block scale."""
-        CHUNK: gl.constexpr = 16 if INTERLEAVE > 16 else INTERLEAVE
+        back too, for registers), and the block scale. INTERLEAVE 0, the halves layout: gate
+        column j of dz at j, up at F + j (a 1x128 block of dz then spans both halves of the tile,
+        so the launch takes no QUANT_DZ there: dglu_applies)."""
+        gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
+        CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
         # columns a thread would cover 128 rows at interleave 8, each element twice; triton
         # 3.6's sm_90 build of that kept an 8-byte stack, results/2026-12-07-h200-bf run 4.)
@@ -167,18 +174,24 @@ if gluon is not None:
             amax = gl.zeros([HALF], gl.uint32, row_l)
             for c in gl.static_range(0, 64, CHUNK):
                 dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
-                # activation columns col0 + 64 half + c + cols: their group's gate run, then its up run
-                gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
+                # activation columns col0 + 64 half + c + cols: their group's gate run, then its up
+                # run (INTERLEAVE further); in the halves layout the columns themselves, up F further
+                if INTERLEAVE == 0:
+                    gate = col0 + half * 64 + c + cols
+                    up_off = F
+                else:
+                    gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
+                    up_off = INTERLEAVE
                 z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
                 zg = gl.load(z_at, mask=mask, other=0.0).to(gl.float32)
-                zu = gl.load(z_at + INTERLEAVE, mask=mask, other=0.0).to(gl.float32)
+                zu = gl.load(z_at + up_off, mask=mask, other=0.0).to(gl.float32)
                 partial += gl.sum(gl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
                 dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
                 dzg = dzg.to(dz_ptr.dtype.element_ty)
                 dzu = dzu.to(dz_ptr.dtype.element_ty)
                 dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
                 gl.store(dz_at, dzg, mask=mask)
-                gl.store(dz_at + INTERLEAVE, dzu, mask=mask)
+                gl.store(dz_at + up_off, dzu, mask=mask)
                 if QUANT_DZ:   # |dz| as bits (quant.kernels.block_amax: exact, any order)
                     bits_g = dzg.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
                     bits_u = dzu.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
@@ -223,13 +236,23 @@ if gluon is not None:
             if expert < E:
                 row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
                 b_row = expert * b_rows + (tile % n_col_tiles) * BLOCK_N
+                if GLU >= 0 and INTERLEAVE == 0:
+                    # the halves layout: the tile's BLOCK_N / 2 gate rows of W1[e] (from its
+                    # activation column col0 / 2), then their up rows F further (b_desc's tiles
+                    # are [BLOCK_N / 2, BLOCK_K])
+                    b_row = expert * b_rows + (tile % n_col_tiles) * (BLOCK_N // 2)
                 for kb in range(K // BLOCK_K):
                     slot = it % STAGES
                     mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_M * BLOCK_K + BLOCK_N * BLOCK_K)
                     tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
-                    tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
+                    if GLU >= 0 and INTERLEAVE == 0:
+                        HB: gl.constexpr = BLOCK_N // 2
+                        tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot).slice(0, HB))
+                        tma_load(b_desc, [b_row + F, kb * BLOCK_K], bar, b_s.index(slot).slice(HB, HB))
+                    else:
+                        tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot))
                     it += 1
 
     @gluon.jit
@@ -279,6 +302,98 @@ if gluon is not None:
         return acc, part, part2, it
 
     @gluon.jit
+    def _issue_halves(a_s, b_s, ready, a_scale_ptr, bs_gate, bs_up, rows64, rmask, pg, pu, it, kb, a_scale_ld, bs_k,
+                      WG: gl.constexpr, HALF: gl.constexpr, HB: gl.constexpr, STAGES: gl.constexpr):
+        """_issue in the halves layout: chunk kb's two wgmma from zero, the slot's gate rows into
+        pg and its up rows into pu (each HB columns: the Triton GLU's gate and up dots), not
+        waited for; the chunk's row scales and the gate and up rows' block scales."""
+        slot = it % STAGES
+        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+        a = a_s.index(slot).slice(WG * HALF, HALF)
+        b = b_s.index(slot)
+        pg = warpgroup_mma(a, b.slice(0, HB).permute((1, 0)), pg, use_acc=False, is_async=True)
+        pu = warpgroup_mma(a, b.slice(HB, HB).permute((1, 0)), pu, use_acc=False, is_async=True)
+        a_scale = gl.load(a_scale_ptr + kb * a_scale_ld + rows64, mask=rmask, other=0.0)
+        return pg, pu, a_scale, gl.load(bs_gate + kb * bs_k), gl.load(bs_up + kb * bs_k)
+
+    @gluon.jit
+    def _chunk_pairs_halves(a_s, b_s, ready, empty, a_scale_ptr, bs_gate, bs_up, rows64, rmask, acc_g, acc_u, pg, pu,
+                            pg2, pu2, it, k_tiles, a_scale_ld, bs_k, WG: gl.constexpr, HALF: gl.constexpr,
+                            HB: gl.constexpr, STAGES: gl.constexpr):
+        """_chunk_pairs in the halves layout, where the tile's gate and up columns lie in two
+        128x128 scale blocks: two accumulators of HB columns, each chunk two wgmma (gate, up),
+        a pair's four issued before the first chunk's two are waited for (two left in flight)
+        and rescaled; each accumulator gains part * (a_scale * its block's scale), chunks in K
+        order, as the Triton GLU's two dots."""
+        for j in range(k_tiles // 2):
+            pg, pu, sa, sg, su = _issue_halves(a_s, b_s, ready, a_scale_ptr, bs_gate, bs_up, rows64, rmask, pg, pu, it,
+                                               2 * j, a_scale_ld, bs_k, WG, HALF, HB, STAGES)
+            pg2, pu2, sa2, sg2, su2 = _issue_halves(a_s, b_s, ready, a_scale_ptr, bs_gate, bs_up, rows64, rmask, pg2,
+                                                    pu2, it + 1, 2 * j + 1, a_scale_ld, bs_k, WG, HALF, HB, STAGES)
+            pg, pu = warpgroup_mma_wait(num_outstanding=2, deps=[pg, pu])
+            mbarrier.arrive(empty.index(it % STAGES), count=1)
+            acc_g = acc_g + pg * (sa * sg)[:, None]
+            acc_u = acc_u + pu * (sa * su)[:, None]
+            pg2, pu2 = warpgroup_mma_wait(num_outstanding=0, deps=[pg2, pu2])
+            mbarrier.arrive(empty.index((it + 1) % STAGES), count=1)
+            acc_g = acc_g + pg2 * (sa2 * sg2)[:, None]
+            acc_u = acc_u + pu2 * (sa2 * su2)[:, None]
+            it += 2
+        if k_tiles % 2 == 1:
+            pg, pu, sa, sg, su = _issue_halves(a_s, b_s, ready, a_scale_ptr, bs_gate, bs_up, rows64, rmask, pg, pu, it,
+                                               k_tiles - 1, a_scale_ld, bs_k, WG, HALF, HB, STAGES)
+            pg, pu = warpgroup_mma_wait(num_outstanding=0, deps=[pg, pu])
+            mbarrier.arrive(empty.index(it % STAGES), count=1)
+            acc_g = acc_g + pg * (sa * sg)[:, None]
+            acc_u = acc_u + pu * (sa * su)[:, None]
+            it += 1
+        return acc_g, acc_u, pg, pu, pg2, pu2, it
+
+    @gluon.jit
+    def _glu_halves_tile(a_s, b_s, ready, empty, z_s, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr,
+                         pg, pu, pg2, pu2, it, row_start, row_end, col0, expert, T, k_tiles, ldc, a_scale_ld, bs_e,
+                         bs_k, bs_n, bias_e, ldh, F, HAS_BIAS: gl.constexpr, GLU: gl.constexpr, WG: gl.constexpr,
+                         HALF: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+        """fc1 + GLU for one tile in the halves layout (z = [gate | up]): the tile's BLOCK_N / 2
+        activation columns from col0 / 2, their gate products and up products in two
+        accumulators (_chunk_pairs_halves), each + its fc1 bias and rounded into the halves of
+        this warp group's z buffer; z leaves from there to its gate and up columns (F apart),
+        and the GLU (ws_rows._glu_epilogue, halves) reads them back. grouped_gemm_kernel's
+        EPI_GLU operation for operation."""
+        HB: gl.constexpr = BLOCK_N // 2
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HB, 32])
+        store_l: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+        g0 = col0 // 2
+        rows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, mma))
+        rmask = (rows < row_end) & (rows < T)
+        scale_base = b_scale_ptr + expert.to(gl.int64) * bs_e
+        bs_gate = scale_base + (g0 // 128) * bs_n
+        bs_up = scale_base + ((F + g0) // 128) * bs_n
+        acc_g = gl.zeros([HALF, HB], gl.float32, mma)
+        acc_u = gl.zeros([HALF, HB], gl.float32, mma)
+        acc_g, acc_u, pg, pu, pg2, pu2, it = _chunk_pairs_halves(a_s, b_s, ready, empty, a_scale_ptr, bs_gate, bs_up,
+                                                                 rows.to(gl.int64), rmask, acc_g, acc_u, pg, pu, pg2,
+                                                                 pu2, it, k_tiles, a_scale_ld, bs_k, WG, HALF, HB,
+                                                                 STAGES)
+        if HAS_BIAS:
+            gate = g0 + gl.arange(0, HB, layout=gl.SliceLayout(0, mma))
+            bias = bias_ptr + expert.to(gl.int64) * bias_e
+            acc_g += gl.load(bias + gate).to(gl.float32)[None, :]
+            acc_u += gl.load(bias + F + gate).to(gl.float32)[None, :]
+        zs = z_s.index(WG)
+        zs.slice(0, HB, dim=1).store(acc_g.to(c_ptr.dtype.element_ty))
+        zs.slice(HB, HB, dim=1).store(acc_u.to(c_ptr.dtype.element_ty))
+        out = zs.load(store_l)
+        srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+        local = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
+        scols = g0 + local % HB + (local // HB) * F   # the tile's gate columns, then their up columns
+        smask = ((srows < row_end) & (srows < T))[:, None] & (local < BLOCK_N)[None, :]
+        gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+        _glu_epilogue(zs, row_start + WG * HALF, gl.minimum(row_end, T), col0, expert, h_ptr, probs_ptr, bias_ptr, ldh,
+                      bias_e, F, HALF, BLOCK_N, GLU, 0, False)
+        return pg, pu, pg2, pu2, it
+
+    @gluon.jit
     def _consumer(a_desc, b_desc, a_s, b_s, ready, empty, counts_ptr, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr,
                   bias_ptr, z_s, h_ptr, z_ptr, part_ptr, q_ptr, q_scale_ptr, T, N, K, E, n_tiles, ldc, a_scale_ld,
                   bs_e, bs_k, bs_n, b_rows, bias_e, ldh, ldz, n_part_cols, F,
@@ -305,6 +420,14 @@ if gluon is not None:
         rows_before = 0
         m = gl.load(counts_ptr).to(gl.int32)
         it = 0
+        HALVES: gl.constexpr = GLU >= 0 and INTERLEAVE == 0   # fc1 + GLU in the halves layout
+        if HALVES:   # the chunks' product registers, as part and part2 below (_glu_halves_tile)
+            mma_h: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                            instr_shape=[16, BLOCK_N // 2, 32])
+            pg = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
+            pu = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
+            pg2 = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
+            pu2 = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
         part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
         part2 = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
         for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
@@ -314,52 +437,59 @@ if gluon is not None:
                                                             rows_before, m, BLOCK_M)
             if expert < E:
                 row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
-                rows = row_start + WG * HALF + gl.arange(0, HALF, layout=row_l)
-                rmask = (rows < rows_before + m) & (rows < T)
-                rows64 = rows.to(gl.int64)
-                # B's 128x128 block scale: one per chunk for the tile's 128 columns.
-                bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
-                acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
-                acc, part, part2, it = _chunk_pairs(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask, acc,
-                                                    part, part2, it, k_tiles, a_scale_ld, bs_k, WG, HALF, STAGES)
-                cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
-                cmask = cols < N
-                srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
-                scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
-                smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
-                if GLU >= 0:
-                    if HAS_BIAS:
-                        bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
-                                       other=0.0).to(gl.float32)
-                        acc += bias[None, :]
-                    # z rounded into this warp group's buffer; z leaves from there in the store
-                    # layout, and the GLU reads its gate and up columns from it.
-                    zs = z_s.index(WG)
-                    zs.store(acc.to(c_ptr.dtype.element_ty))
-                    out = zs.load(store_l)
-                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
-                    _glu_epilogue(zs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, expert, h_ptr,
-                                  probs_ptr, bias_ptr, ldh, bias_e, F, HALF, BLOCK_N, GLU, INTERLEAVE, False)
-                elif DGLU >= 0:
-                    # dh (float32, not rounded) into this warp group's buffer, which the dGLU
-                    # reads a few columns at a time.
-                    dhs = z_s.index(WG)
-                    dhs.store(acc)
-                    _dglu_epilogue(dhs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, T, c_ptr, ldc,
-                                   z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr, q_scale_ptr, HALF, BLOCK_N,
-                                   DGLU, INTERLEAVE, QUANT_DZ)
+                if HALVES:
+                    pg, pu, pg2, pu2, it = _glu_halves_tile(
+                        a_s, b_s, ready, empty, z_s, c_ptr, a_scale_ptr, b_scale_ptr, probs_ptr, bias_ptr, h_ptr, pg,
+                        pu, pg2, pu2, it, row_start, rows_before + m, col0, expert, T, k_tiles, ldc, a_scale_ld, bs_e,
+                        bs_k, bs_n, bias_e, ldh, F, HAS_BIAS, GLU, WG, HALF, BLOCK_N, STAGES)
                 else:
-                    if HAS_BIAS:
-                        p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
-                        bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
-                                       other=0.0).to(gl.float32)
-                        acc += p[:, None] * bias[None, :]
-                    # The rounded tile goes through a layout of 8 consecutive columns a thread:
-                    # 16-byte stores of whole sectors. Stored from wgmma's layout (4-byte stores, a
-                    # warp's store 16 bytes in each of 8 rows) fc2 and the fc1 dgrad ran 1.05-1.32x
-                    # slower (results/2026-12-03-h200-z run 7).
-                    out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
-                    gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+                    rows = row_start + WG * HALF + gl.arange(0, HALF, layout=row_l)
+                    rmask = (rows < rows_before + m) & (rows < T)
+                    rows64 = rows.to(gl.int64)
+                    # B's 128x128 block scale: one per chunk for the tile's 128 columns.
+                    bs_base = b_scale_ptr + expert.to(gl.int64) * bs_e + (col0 // 128) * bs_n
+                    acc = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+                    acc, part, part2, it = _chunk_pairs(a_s, b_s, ready, empty, a_scale_ptr, bs_base, rows64, rmask,
+                                                        acc, part, part2, it, k_tiles, a_scale_ld, bs_k, WG, HALF,
+                                                        STAGES)
+                    cols = col0 + gl.arange(0, BLOCK_N, layout=col_l)
+                    cmask = cols < N
+                    srows = row_start + WG * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, store_l))
+                    scols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_l))
+                    smask = ((srows < rows_before + m) & (srows < T))[:, None] & (scols < N)[None, :]
+                    if GLU >= 0:
+                        if HAS_BIAS:
+                            bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                                           other=0.0).to(gl.float32)
+                            acc += bias[None, :]
+                        # z rounded into this warp group's buffer; z leaves from there in the store
+                        # layout, and the GLU reads its gate and up columns from it.
+                        zs = z_s.index(WG)
+                        zs.store(acc.to(c_ptr.dtype.element_ty))
+                        out = zs.load(store_l)
+                        gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
+                        _glu_epilogue(zs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, expert, h_ptr,
+                                      probs_ptr, bias_ptr, ldh, bias_e, F, HALF, BLOCK_N, GLU, INTERLEAVE, False)
+                    elif DGLU >= 0:
+                        # dh (float32, not rounded) into this warp group's buffer, which the dGLU
+                        # reads a few columns at a time.
+                        dhs = z_s.index(WG)
+                        dhs.store(acc)
+                        _dglu_epilogue(dhs, row_start + WG * HALF, gl.minimum(rows_before + m, T), col0, T, F,
+                                       c_ptr, ldc, z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr, q_scale_ptr,
+                                       HALF, BLOCK_N, DGLU, INTERLEAVE, QUANT_DZ)
+                    else:
+                        if HAS_BIAS:
+                            p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
+                            bias = gl.load(bias_ptr + expert.to(gl.int64) * bias_e + cols, mask=cmask,
+                                           other=0.0).to(gl.float32)
+                            acc += p[:, None] * bias[None, :]
+                        # The rounded tile goes through a layout of 8 consecutive columns a thread:
+                        # 16-byte stores of whole sectors. Stored from wgmma's layout (4-byte stores, a
+                        # warp's store 16 bytes in each of 8 rows) fc2 and the fc1 dgrad ran 1.05-1.32x
+                        # slower (results/2026-12-03-h200-z run 7).
+                        out = gl.convert_layout(acc.to(c_ptr.dtype.element_ty), store_l)
+                        gl.store(c_ptr + srows.to(gl.int64)[:, None] * ldc + scols[None, :], out, mask=smask)
 
     # One wrapper a consumer warp group: its index is a constexpr, and an integer literal in a
     # partition's argument tuple did not survive Gluon's flattening under triton 3.6.
@@ -453,15 +583,27 @@ def glu_interleave_ok(interleave) -> bool:
     return interleave.__class__ is int and 8 <= interleave <= BLOCK // 2 and interleave & (interleave - 1) == 0
 
 
+def halves(interleave) -> bool:
+    """Whether ``interleave`` names the halves layout (z = [gate | up]): None or the int 0."""
+    return interleave is None or (interleave.__class__ is int and interleave == 0)
+
+
+def glu_layout_ok(interleave) -> bool:
+    """Whether the ws kernel takes fc1 + GLU and the fc2 dgrad + dGLU in this layout: whole
+    groups a tile (``glu_interleave_ok``) or the halves layout."""
+    return glu_interleave_ok(interleave) or halves(interleave)
+
+
 def glu_applies(a, w, c, h, probs, bias, act: int, interleave) -> bool:
     """Whether ``launch`` takes fc1 with its GLU (``glu=(h, act, interleave)``): ``applies``
     for z = c (T, 2F), gate and up columns interleaved by a power of two from 8 to BLOCK / 2 (a
-    tile holds whole groups; not the halves layout), h (T, F) of z's dtype with unit column
+    tile holds whole groups) or in the halves layout (a tile's BLOCK / 2 gate columns and their
+    up columns, F a multiple of 64 as ``applies`` has it), h (T, F) of z's dtype with unit column
     stride, probs (T,) contiguous, bias None or (E, 2F) with unit column stride, an activation
     code of launch.ACTIVATIONS; z and h 16-bit (the rounded z tile's shared-memory buffer:
     float32 x, which fp8_block takes, leaves its fc1 to the Triton launch)."""
     T, N = c.shape
-    return (applies(a, w, c, 2) and c.dtype in (torch.bfloat16, torch.float16) and glu_interleave_ok(interleave)
+    return (applies(a, w, c, 2) and c.dtype in (torch.bfloat16, torch.float16) and glu_layout_ok(interleave)
             and act in (0, 1) and h.dim() == 2
             and tuple(h.shape) == (T, N // 2) and h.stride(1) == 1 and h.dtype == c.dtype
             and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
@@ -473,7 +615,9 @@ def dglu_applies(a, w, c, z, probs, part, dz_rows, act: int, interleave) -> bool
     dz_rows)``): ``applies`` for dz = c (T, 2F) of a 16-bit dtype, contiguous, W2's dgrad copy
     w (E, F, H) (F a multiple of 128, as ``applies`` has it); the saved z (T, 2F) of dz's dtype with unit column
     stride, gate and up columns interleaved as ``glu_interleave_ok`` (each 64-wide half of a
-    tile then holds whole groups, and its gate and up columns are one 1x128 block of dz);
+    tile then holds whole groups, and its gate and up columns are one 1x128 block of dz) or in
+    the halves layout, there with dz_rows None (a 1x128 block of dz then spans a whole tile's
+    gate or up columns: launch.dglu_quantizes_dz leaves dz's copy to the quantizer);
     probs (T,) contiguous; part (T, 2 F / 128) float32 with unit column stride (the dprob
     partials of 64-wide halves, launch.backward's with a 64-column dGLU config); dz_rows None
     or an empty recipes.QuantRows of dz in quantize_rows' layout (data (T, 2F) contiguous,
@@ -481,7 +625,8 @@ def dglu_applies(a, w, c, z, probs, part, dz_rows, act: int, interleave) -> bool
     T, N2 = c.shape
     F = w.data.shape[1]
     return (applies(a, w, c, 2) and c.dtype in (torch.bfloat16, torch.float16) and c.is_contiguous()
-            and N2 == 2 * F and glu_interleave_ok(interleave) and act in (0, 1)
+            and N2 == 2 * F and (glu_interleave_ok(interleave) or (halves(interleave) and dz_rows is None))
+            and act in (0, 1)
             and z.dim() == 2 and tuple(z.shape) == (T, N2) and z.stride(1) == 1 and z.dtype == c.dtype
             and probs is not None and probs.dim() == 1 and probs.shape[0] == T and probs.is_contiguous()
             and part is not None and part.dtype == torch.float32 and tuple(part.shape) == (T, 2 * (F // BLOCK))
@@ -517,12 +662,14 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     h, act, interleave = glu if glu is not None else (None, -1, 0)
     if glu is not None and not glu_applies(a, w, c, h, probs, bias, act, interleave):
         return False
+    paired = glu is not None and halves(interleave)   # B's tile as two loads of BLOCK / 2 rows
     z = part = dz_rows = None
     dglu_act = -1
     if dglu is not None:
         z, part, dglu_act, interleave, dz_rows = dglu
         if bias is not None or not dglu_applies(a, w, c, z, probs, part, dz_rows, dglu_act, interleave):
             return False
+    interleave = interleave or 0   # the kernel's INTERLEAVE: 0 the halves layout
     T, E = c.shape[0], counts.shape[0]
     K = a.data.shape[1]
     if T == 0 or N == 0:
@@ -530,7 +677,8 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
     layout = _layout((BLOCK, BLOCK), torch.float8_e4m3fn)
     a_desc = TensorDescriptor.from_tensor(a.data.view(torch.float8_e4m3fn), [BLOCK, BLOCK], layout)
     w8 = w.data.view(torch.float8_e4m3fn)
-    b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, K), [BLOCK, BLOCK], layout)
+    b_block = [BLOCK // 2 if paired else BLOCK, BLOCK]
+    b_desc = TensorDescriptor.from_tensor(w8.reshape(-1, K), b_block, _layout(tuple(b_block), torch.float8_e4m3fn))
     n_tiles = (cdiv(T, BLOCK) + E) * cdiv(N, BLOCK)
     sms = num_sms(c.device)
     bs = w.scales.stride()
