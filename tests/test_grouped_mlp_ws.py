@@ -249,6 +249,9 @@ def test_the_ws_launch_hands_the_kernel_its_arguments_in_order(monkeypatch):
             assert values["ldz"] == 256 and values["n_part_cols"] == 2 and values["N"] == 128
             assert (values["q_ptr"], values["q_scale_ptr"]) == ((dz_rows.data, dz_rows.scales) if kind == "dglu-q"
                                                                 else (z, z))
+        # F, the activation columns (the halves' gate-to-up distance): N / 2 of fc1's z columns,
+        # the dGLU's N itself
+        assert values["F"] == 128
         assert args[0].layout is _layout((ws_kernels.BLOCK, ws_kernels.BLOCK), torch.float8_e4m3fn)
 
 

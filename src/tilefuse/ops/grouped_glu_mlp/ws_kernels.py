@@ -702,7 +702,7 @@ def launch(a, w, c, counts, *, N: int, stages: int = MAX_STAGES, probs=None, bia
          dz_rows.scales if dz_rows is not None else c, T, N, K, E, n_tiles, c.stride(0), a.scale_ld,
          bs[0], bs[2], bs[1], w.data.shape[1], bias.stride(0) if bias is not None else 0,
          h.stride(0) if h is not None else 0, z.stride(0) if z is not None else 0,
-         part.stride(0) if part is not None else 0, N // 2),
+         part.stride(0) if part is not None else 0, N if dglu is not None else N // 2),   # F: fc1's activation columns
         (bias is not None, act, interleave, dglu_act, dz_rows is not None, BLOCK, BLOCK, BLOCK, stages, z_shape[0],
          z_shape[1], z_layout, CONSUMER_REGS, PRODUCER_REGS))
     return True
