@@ -630,9 +630,11 @@ def test_grouped_check_gluon_rows_pass_on_hopper(device):
     rows = grouped._case([300, 0, 211, 17], 256, 192, "swiglu", 8, False, torch.bfloat16, device, grouped.GemmConfig())
     rows += grouped._case([300, 0, 211, 17], 256, 192, "geglu", None, True, torch.float16, device, grouped.GemmConfig())
     rows += grouped._recipe_case([300, 0, 211, 17], 256, 256, "swiglu", 32, True, "fp8_block", device, None)
+    rows += grouped._recipe_case([300, 0, 211, 17], 256, 256, "geglu", None, False, "fp8_block", device, None)
     paths = [r["path"] for r in rows]
     assert paths.count("compose route, Gluon GEMMs vs float64 reference") == 2
-    assert "recipe fp8_block, warp-specialised GEMMs vs its float64 rendering" in paths
+    # at interleave 32 and in the halves layout, each with its ws GLU and dGLU launched
+    assert paths.count("recipe fp8_block, warp-specialised GEMMs vs its float64 rendering") == 2
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
 
 

@@ -279,6 +279,8 @@ def _verify(quick: bool, device: str, progress: Callable) -> list[dict]:
     recipe_shapes = {"fp8_block": (256, 256), "mxfp8": (256, 256), "nvfp4": (256, 256)} if gpu else \
         {"fp8_block": (128, 128), "mxfp8": (64, 32), "nvfp4": (48, 32)}
     recipe_cases = [("fp8_block", "swiglu", 32, True), ("mxfp8", "geglu", 8, False), ("nvfp4", "swiglu", None, True)]
+    if gpu:   # fp8_block in the halves layout too: its warp-specialised GLU / dGLU path (ws_kernels) on Hopper
+        recipe_cases.append(("fp8_block", "geglu", None, False))
     for recipe, activation, interleave, bias in progress(recipe_cases, desc="grouped recipes verify"):
         H, F = recipe_shapes[recipe]
         rcfg = None if gpu else SMALL_RECIPE[recipe]
