@@ -454,15 +454,17 @@ def _assert_ws_glu_is_the_triton_glu(qa, qw, counts, probs, b1, act, interleave,
 
 @pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (wgmma) and Gluon")
 @pytest.mark.parametrize("E,T,H,F,bias", [(4, 1000, 256, 128, False), (5, 777, 384, 256, True),
-                                          (3, 300, 128, 128, True), (2, 130, 640, 384, False)])
+                                          (3, 300, 128, 128, True), (2, 130, 640, 384, False),
+                                          (4, 900, 256, 320, True)])
 @pytest.mark.parametrize("act,interleave", [(0, 32), (1, 64), (0, 8), (1, 16), (0, 0), (1, 0)])
 @pytest.mark.parametrize("programs", [None, 3])
 def test_ws_glu_is_bitwise_grouped_gemm_kernels_glu(E, T, H, F, bias, act, interleave, programs):
     """fc1 + GLU through the ws kernel gives grouped_gemm_kernel's EPI_GLU z and h bit for bit
     (the fp8_block forward's fc1 launch at its glu_config), with skewed and empty experts,
     partial row tiles, the fc1 bias (added before z is rounded), both activations, four
-    interleaves and the halves layout (whose gate and up rows of a tile lie in two scale blocks
-    where F is an odd multiple of 64: F 384), one program an SM and three programs."""
+    interleaves and the halves layout (a tile's gate and up rows in two 128x128 scale blocks,
+    the up rows' block offset by half a block where F is an odd multiple of 64: F 320), one
+    program an SM and three programs."""
     qa, qw, counts = _quantized_operands(E, T, 2 * F, H, "cuda", seed=T + interleave)
     g = torch.Generator(device="cuda").manual_seed(2)
     probs = torch.rand(T, generator=g, device="cuda")

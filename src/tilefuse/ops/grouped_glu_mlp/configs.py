@@ -38,9 +38,10 @@ class GemmConfig:
     # (the deepest ring was the fastest at every spec shape and role measured, results/
     # 2026-12-04-h200-ai run 1). Where it cannot run
     # (another recipe or role, not Hopper, the interpreter, operands outside its layout) the
-    # launch is grouped_gemm_kernel's with these tiles. fc1 + GLU runs in it too where a z tile
-    # holds whole (gate, up) groups (ws_kernels.glu_applies: launch.forward passes the flag
-    # beside glu_config, which drops it); the dGLU launch (dglu_config) does not.
+    # launch is grouped_gemm_kernel's with these tiles. fc1 + GLU and the fc2 dgrad + dGLU run
+    # in it too where a z tile holds whole (gate, up) groups or in the halves layout
+    # (ws_kernels.glu_applies, dglu_applies; with rows_glu: launch.forward and launch.backward
+    # pass the flag beside glu_config and dglu_config, which drop it).
     ws: bool = False
     # recipe None: not the fused kernels but the compose route (compose.py: vendor GEMMs, Triton
     # glue) with its two weight gradients through the warp-specialised Gluon kernel
@@ -71,7 +72,7 @@ class GemmConfig:
     # the tuner decides. Its sweep (ragged counts) took the ws GLU at all three spec keys, 2.5-5.4%
     # ahead of the Triton GLU (2026-12-04-h200-aj run 1). The backward's fc2 dgrad + dGLU goes
     # with it: through the ws kernel where ws_kernels.dglu_applies (F a multiple of 128, an
-    # interleave of 8 to 64), else through grouped_gemm_kernel's dGLU launch (dglu_config's
+    # interleave of 8 to 64 or the halves layout), else through grouped_gemm_kernel's dGLU launch (dglu_config's
     # tiles), the same bits but for dprobs (its partials summed in another order).
     rows_glu: bool = True
     # The kernels route's second stream (streams.py): a recipe's W2 quantizer beside fc1, the

@@ -120,7 +120,8 @@ COMPOSE_CANDIDATES = tuple(GemmConfig(bm, 128, 64, 4, s, 1, compose=True, rows_b
 # on 4 warps through TMA, at the spec's three shapes (results/2026-12-03-h200-z run 7), and the
 # whole op 1.034x / 1.058x / 1.048x the heuristic (run 8). With it, fc1 + GLU through the ws
 # kernel or through the Triton GLU launch (rows_glu, which takes the fc2 dgrad + dGLU along
-# where a tile holds whole gate / up groups; the runs below timed the GLU alone), each with the
+# where a tile holds whole gate / up groups or in the halves layout; the runs below timed the
+# GLU alone, at interleave 32), each with the
 # second stream or on one (side_stream): on two streams the ws GLU ran the op 1.01-1.05x
 # faster, on one stream the Triton GLU was the fastest form at shapes 2-3, 4-5% ahead of the ws
 # GLU on two (results/2026-12-04-h200-ai runs 3 and 6, balanced counts). The sweep of the four

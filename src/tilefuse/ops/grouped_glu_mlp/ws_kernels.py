@@ -527,7 +527,8 @@ if gluon is not None:
                            Z_LAYOUT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         """C[rows of e] = A[rows of e] @ B_e, fp8_block (grouped_gemm_kernel's EPI_STORE with
         RECIPE_FP8_BLOCK): a_desc over A (T, K) float8, tiles [BLOCK_M, BLOCK_K]; b_desc over
-        the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K];
+        the weight (E * b_rows, K) float8 K-contiguous, tiles [BLOCK_N, BLOCK_K] ([BLOCK_N / 2,
+        BLOCK_K] for fc1 + GLU in the halves layout: a tile's gate rows, then their up rows);
         a_scale_ptr (K / 128, T) float32, row stride a_scale_ld; b_scale_ptr the (E, N / 128,
         K / 128) block scales at strides bs_e, bs_n, bs_k; c (T, N) row stride ldc; with
         HAS_BIAS + probs[t] * bias[e, n] (bias row stride bias_e). n_tiles: (cdiv(T,
@@ -535,7 +536,8 @@ if gluon is not None:
 
         GLU >= 0 (an activation code of kernels.glu_act): fc1 with grouped_gemm_kernel's
         EPI_GLU instead: c is z (T, N = 2F) in the layout of INTERLEAVE (a power of two at most
-        BLOCK_N / 2, so a tile holds whole gate / up groups), with HAS_BIAS + bias[e, n] (no
+        BLOCK_N / 2, so a tile holds whole gate / up groups, or 0: the halves layout, a tile's
+        BLOCK_N / 2 gate columns and their up columns F further), with HAS_BIAS + bias[e, n] (no
         probs), rounded to z's dtype; then h (T, F, row stride ldh) = probs * act(gate, up)
         from the rounded z, through a Z_ROWS x Z_COLS buffer a consumer (Z_LAYOUT; a token
         one when neither GLU nor DGLU is >= 0).
