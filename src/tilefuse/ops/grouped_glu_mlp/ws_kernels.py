@@ -421,15 +421,18 @@ if gluon is not None:
         m = gl.load(counts_ptr).to(gl.int32)
         it = 0
         HALVES: gl.constexpr = GLU >= 0 and INTERLEAVE == 0   # fc1 + GLU in the halves layout
-        if HALVES:   # the chunks' product registers, as part and part2 below (_glu_halves_tile)
+        # The chunks' product registers, carried from tile to tile: a gate and an up pair of
+        # BLOCK_N / 2 columns each in the halves layout (_glu_halves_tile), else part and part2.
+        if HALVES:
             mma_h: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                             instr_shape=[16, BLOCK_N // 2, 32])
             pg = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
             pu = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
             pg2 = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
             pu2 = gl.zeros([HALF, BLOCK_N // 2], gl.float32, mma_h)
-        part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
-        part2 = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+        else:
+            part = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
+            part2 = gl.zeros([HALF, BLOCK_N], gl.float32, mma)
         for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
             row_tile = tile // n_col_tiles
             col0 = (tile % n_col_tiles) * BLOCK_N
