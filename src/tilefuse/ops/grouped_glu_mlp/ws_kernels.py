@@ -63,6 +63,7 @@ from ...device import num_sms
 from ...utils import cdiv
 from ..gluon_hopper import (TensorDescriptor, available, gl, gluon, mbarrier, tma_load,  # noqa: F401 - the API
                             warpgroup_mma, warpgroup_mma_wait)                      # of this module too
+from .ws_rows import halves, whole_groups   # ws_rows' GLU layout rules, at this kernel's 128-column tile
 
 
 # The tile: 128 rows (64 a consumer warp group) x 128 columns, K chunks of 128 (the scaling
@@ -223,6 +224,7 @@ if gluon is not None:
                   BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
         """One warp: every tile's K chunks (A's rows of the tile, B's rows of its columns)
         into the ring, each slot once both consumers have handed it back."""
+        HALVES: gl.constexpr = GLU >= 0 and INTERLEAVE == 0   # fc1 + GLU in the halves layout
         n_col_tiles = gl.cdiv(N, BLOCK_N)
         expert = 0
         tiles_before = 0
@@ -235,19 +237,17 @@ if gluon is not None:
                                                             rows_before, m, BLOCK_M)
             if expert < E:
                 row_start = rows_before + (row_tile - tiles_before) * BLOCK_M
-                b_row = expert * b_rows + (tile % n_col_tiles) * BLOCK_N
-                if GLU >= 0 and INTERLEAVE == 0:
-                    # the halves layout: the tile's BLOCK_N / 2 gate rows of W1[e] (from its
-                    # activation column col0 / 2), then their up rows F further (b_desc's tiles
-                    # are [BLOCK_N / 2, BLOCK_K])
-                    b_row = expert * b_rows + (tile % n_col_tiles) * (BLOCK_N // 2)
+                # B's first row: the tile's columns; in the halves layout its BLOCK_N / 2 gate
+                # rows of W1[e] (from its activation column col0 / 2), their up rows F further
+                # (b_desc's tiles are [BLOCK_N / 2, BLOCK_K])
+                b_row = expert * b_rows + (tile % n_col_tiles) * (BLOCK_N // 2 if HALVES else BLOCK_N)
                 for kb in range(K // BLOCK_K):
                     slot = it % STAGES
                     mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)   # the first pass finds it free
                     bar = ready.index(slot)
                     mbarrier.expect(bar, BLOCK_M * BLOCK_K + BLOCK_N * BLOCK_K)
                     tma_load(a_desc, [row_start, kb * BLOCK_K], bar, a_s.index(slot))
-                    if GLU >= 0 and INTERLEAVE == 0:
+                    if HALVES:
                         HB: gl.constexpr = BLOCK_N // 2
                         tma_load(b_desc, [b_row, kb * BLOCK_K], bar, b_s.index(slot).slice(0, HB))
                         tma_load(b_desc, [b_row + F, kb * BLOCK_K], bar, b_s.index(slot).slice(HB, HB))
@@ -585,12 +585,7 @@ if gluon is not None:
 def glu_interleave_ok(interleave) -> bool:
     """Whether a 128-column z tile holds whole (gate, up) groups: an int interleave, a power of
     two from 8 to BLOCK / 2 (not the halves layout, 0 or None)."""
-    return interleave.__class__ is int and 8 <= interleave <= BLOCK // 2 and interleave & (interleave - 1) == 0
-
-
-def halves(interleave) -> bool:
-    """Whether ``interleave`` names the halves layout (z = [gate | up]): None or the int 0."""
-    return interleave is None or (interleave.__class__ is int and interleave == 0)
+    return whole_groups(interleave, BLOCK)
 
 
 def glu_layout_ok(interleave) -> bool:

@@ -314,6 +314,19 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+def halves(interleave) -> bool:
+    """Whether ``interleave`` names the halves layout (z = [gate | up]): None, or the int 0 as
+    the custom ops pass it (not False)."""
+    return interleave is None or (interleave.__class__ is int and interleave == 0)
+
+
+def whole_groups(interleave, block_n: int) -> bool:
+    """Whether a tile of ``block_n`` z columns holds whole (gate, up) groups: an int interleave,
+    a power of two from 8 to block_n / 2."""
+    return (interleave.__class__ is int and 8 <= interleave <= block_n // 2
+            and interleave & (interleave - 1) == 0)
+
+
 def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bool:
     """Whether ``launch`` can also write fc1's GLU (``glu=(h, probs, b1, act, interleave)``)
     beside a z of ``z_shape`` (T, 2F): gate and up columns interleaved by a power of two from 8
@@ -323,11 +336,7 @@ def glu_applies(z_shape, block_n: int, h, probs, b1, act: int, interleave) -> bo
     checks), probs (T,) contiguous, b1 None or (E, 2F) with unit column stride, an activation
     code of launch.ACTIVATIONS."""
     T, N = z_shape
-    if interleave is None or (interleave.__class__ is int and interleave == 0):
-        layout_ok = N % block_n == 0
-    else:
-        layout_ok = (interleave.__class__ is int and 8 <= interleave <= block_n // 2
-                     and interleave & (interleave - 1) == 0)
+    layout_ok = N % block_n == 0 if halves(interleave) else whole_groups(interleave, block_n)
     return (layout_ok and act in (0, 1) and N % 2 == 0 and h.dim() == 2 and tuple(h.shape) == (T, N // 2)
             and h.stride(1) == 1 and probs.dim() == 1 and probs.shape[0] == T
             and probs.is_contiguous() and (b1 is None or (b1.dim() == 2 and b1.shape[1] == N and b1.stride(1) == 1)))
