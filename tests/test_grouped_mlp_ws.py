@@ -149,7 +149,7 @@ def test_applies_only_where_the_kernel_runs(device):
         assert not ws_kernels.applies(qa, qw, torch.empty(128, 64, dtype=c.dtype, device=device).t(), 3)
 
 
-def test_glu_applies_takes_whole_groups_only(monkeypatch):
+def test_glu_applies_takes_whole_groups_or_the_halves_only(monkeypatch):
     """fc1 + GLU through the ws kernel only where a 128-column z tile holds whole (gate, up)
     groups (an interleave of 8 to 64, a power of two) or a tile's gate and up halves (the halves
     layout: None or 0, not False), with h (T, F) of
