@@ -152,10 +152,16 @@ if gluon is not None:
         summed chunk by chunk (the Triton launch sums the half at once, so the partials, and
         dprobs, agree to rounding; every other output bitwise); with QUANT_DZ, dz's fp8_block
         row-wise copy: the block amax from the rounded dz as its chunks are stored, then the
-        codes from the stored dz read back by the threads that wrote it (dglu_quantize_dz reads
-        back too, for registers), and the block scale. INTERLEAVE 0, the halves layout: gate
-        column j of dz at j, up at F + j (a 1x128 block of dz then spans both halves of the tile,
-        so the launch takes no QUANT_DZ there: dglu_applies)."""
+        codes from that rounded dz, kept in registers (dglu_quantize_dz reads the stored dz
+        back), and the block scale. INTERLEAVE 0, the halves layout: gate column j of dz at j,
+        up at F + j (a 1x128 block of dz then spans both halves of the tile, so the launch takes
+        no QUANT_DZ there: dglu_applies).
+
+        A half's z is loaded before any of its chunks is computed, and its fp8 codes come from
+        registers: the loads of a chunk placed after the previous chunk's dz stores waited a
+        memory round trip each, eight for z and eight for the read-back a tile (the sm_90 SASS:
+        LDG, then STG, chunk by chunk), with no wgmma in flight; now two a tile (a half each;
+        the whole tile's z at once kept a stack in the halves layout)."""
         gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
         CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
@@ -173,19 +179,22 @@ if gluon is not None:
         for half in gl.static_range(BLOCK_N // 64):
             partial = gl.zeros([HALF], gl.float32, row_l)
             amax = gl.zeros([HALF], gl.uint32, row_l)
+            # The half's z first, every chunk's gate and up run at once (one memory round trip a
+            # half where a chunk's loads after the previous chunk's dz stores took one a chunk)
+            zgs = ()
+            zus = ()
+            dgs = ()   # the rounded dz, kept for its fp8 copy
+            dus = ()
+            for c in gl.static_range(0, 64, CHUNK):
+                gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+                z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+                zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
+                zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
             for c in gl.static_range(0, 64, CHUNK):
                 dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
-                # activation columns col0 + 64 half + c + cols: their group's gate run, then its up
-                # run (INTERLEAVE further); in the halves layout the columns themselves, up F further
-                if INTERLEAVE == 0:
-                    gate = col0 + half * 64 + c + cols
-                    up_off = F
-                else:
-                    gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
-                    up_off = INTERLEAVE
-                z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
-                zg = gl.load(z_at, mask=mask, other=0.0).to(gl.float32)
-                zu = gl.load(z_at + up_off, mask=mask, other=0.0).to(gl.float32)
+                gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+                zg = zgs[c // CHUNK].to(gl.float32)
+                zu = zus[c // CHUNK].to(gl.float32)
                 partial += gl.sum(gl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
                 dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
                 dzg = dzg.to(dz_ptr.dtype.element_ty)
@@ -194,6 +203,8 @@ if gluon is not None:
                 gl.store(dz_at, dzg, mask=mask)
                 gl.store(dz_at + up_off, dzu, mask=mask)
                 if QUANT_DZ:   # |dz| as bits (quant.kernels.block_amax: exact, any order)
+                    dgs = dgs + (dzg,)
+                    dus = dus + (dzu,)
                     bits_g = dzg.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
                     bits_u = dzu.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
                     amax = gl.maximum(amax, gl.maximum(gl.max(gl.where(mask, bits_g, 0), axis=1),
@@ -205,14 +216,24 @@ if gluon is not None:
                 am = gl.where(amax >= 0x7F800000, _canonical_nan(am), am)
                 enc, scale = _fp8_block_scales(am)
                 for c in gl.static_range(0, 64, CHUNK):
-                    gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
-                    dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
+                    gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
                     q_at = q_ptr + rows64[:, None] * lddz + gate[None, :]
-                    dzg = gl.load(dz_at, mask=mask, other=0.0).to(gl.float32)
-                    dzu = gl.load(dz_at + INTERLEAVE, mask=mask, other=0.0).to(gl.float32)
-                    gl.store(q_at, fp8_codes(dzg, enc[:, None]), mask=mask)
-                    gl.store(q_at + INTERLEAVE, fp8_codes(dzu, enc[:, None]), mask=mask)
+                    gl.store(q_at, fp8_codes(dgs[c // CHUNK].to(gl.float32), enc[:, None]), mask=mask)
+                    gl.store(q_at + INTERLEAVE, fp8_codes(dus[c // CHUNK].to(gl.float32), enc[:, None]), mask=mask)
                 gl.store(q_scale_ptr + (col0 // 64 + half).to(gl.int64) * T + rows64, scale, mask=rmask)
+
+    @gluon.jit
+    def _dglu_cols(col0, half, c, cols, F, INTERLEAVE: gl.constexpr):
+        """The dGLU epilogue's chunk at activation columns col0 + 64 half + c + cols: its z / dz
+        gate columns (the group's gate run) and how far its up columns lie (INTERLEAVE further;
+        in the halves layout the columns themselves, up F further)."""
+        if INTERLEAVE == 0:
+            gate = col0 + half * 64 + c + cols
+            up_off = F
+        else:
+            gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
+            up_off = INTERLEAVE
+        return gate, up_off
 
     # The partitions take the same arguments (Gluon's rule for worker partitions).
     @gluon.jit
