@@ -168,6 +168,10 @@ if gluon is not None:
         # columns a thread would cover 128 rows at interleave 8, each element twice; triton
         # 3.6's sm_90 build of that kept an 8-byte stack, results/2026-12-07-h200-bf run 4.)
         VEC: gl.constexpr = CHUNK // 2
+        # z loaded BATCH columns at a time: a whole half (a round trip a half); GeGLU 32, for its
+        # activation's registers (a half at once kept an 8-byte stack at interleave 64 under
+        # triton 3.6 where no argument is 16-divisible)
+        BATCH: gl.constexpr = 64 if ACT == 0 else 32
         lay: gl.constexpr = gl.BlockedLayout([1, VEC], [16, 2], [4, 1], [1, 0])
         row_l: gl.constexpr = gl.SliceLayout(1, lay)
         rows = row0 + gl.arange(0, HALF, layout=row_l)
@@ -179,36 +183,38 @@ if gluon is not None:
         for half in gl.static_range(BLOCK_N // 64):
             partial = gl.zeros([HALF], gl.float32, row_l)
             amax = gl.zeros([HALF], gl.uint32, row_l)
-            # The half's z first, every chunk's gate and up run at once (one memory round trip a
-            # half where a chunk's loads after the previous chunk's dz stores took one a chunk)
-            zgs = ()
-            zus = ()
             dgs = ()   # the rounded dz, kept for its fp8 copy
             dus = ()
-            for c in gl.static_range(0, 64, CHUNK):
-                gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
-                z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
-                zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
-                zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
-            for c in gl.static_range(0, 64, CHUNK):
-                dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
-                gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
-                zg = zgs[c // CHUNK].to(gl.float32)
-                zu = zus[c // CHUNK].to(gl.float32)
-                partial += gl.sum(gl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
-                dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
-                dzg = dzg.to(dz_ptr.dtype.element_ty)
-                dzu = dzu.to(dz_ptr.dtype.element_ty)
-                dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
-                gl.store(dz_at, dzg, mask=mask)
-                gl.store(dz_at + up_off, dzu, mask=mask)
-                if QUANT_DZ:   # |dz| as bits (quant.kernels.block_amax: exact, any order)
-                    dgs = dgs + (dzg,)
-                    dus = dus + (dzu,)
-                    bits_g = dzg.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
-                    bits_u = dzu.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
-                    amax = gl.maximum(amax, gl.maximum(gl.max(gl.where(mask, bits_g, 0), axis=1),
-                                                       gl.max(gl.where(mask, bits_u, 0), axis=1)))
+            for b in gl.static_range(0, 64, BATCH):
+                # BATCH columns' z first, every chunk's gate and up run at once (a memory round
+                # trip a batch where a chunk's loads after the previous chunk's dz stores took one
+                # a chunk)
+                zgs = ()
+                zus = ()
+                for c in gl.static_range(b, b + BATCH, CHUNK):
+                    gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+                    z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+                    zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
+                    zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
+                for c in gl.static_range(b, b + BATCH, CHUNK):
+                    dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
+                    gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+                    zg = zgs[(c - b) // CHUNK].to(gl.float32)
+                    zu = zus[(c - b) // CHUNK].to(gl.float32)
+                    partial += gl.sum(gl.where(mask, dh * glu_act(zg, zu, ACT), 0.0), axis=1)
+                    dzg, dzu = glu_act_grad(zg, zu, dh * p[:, None], ACT)
+                    dzg = dzg.to(dz_ptr.dtype.element_ty)
+                    dzu = dzu.to(dz_ptr.dtype.element_ty)
+                    dz_at = dz_ptr + rows64[:, None] * lddz + gate[None, :]
+                    gl.store(dz_at, dzg, mask=mask)
+                    gl.store(dz_at + up_off, dzu, mask=mask)
+                    if QUANT_DZ:   # |dz| as bits (quant.kernels.block_amax: exact, any order)
+                        dgs = dgs + (dzg,)
+                        dus = dus + (dzu,)
+                        bits_g = dzg.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
+                        bits_u = dzu.to(gl.float32).to(gl.uint32, bitcast=True) & 0x7FFFFFFF
+                        amax = gl.maximum(amax, gl.maximum(gl.max(gl.where(mask, bits_g, 0), axis=1),
+                                                           gl.max(gl.where(mask, bits_u, 0), axis=1)))
             gl.store(part_ptr + rows64 * n_part_cols + (col0 // 64 + half), partial, mask=rmask)
             if QUANT_DZ:
                 # NaN for a block holding a NaN or +-inf (every NaN's bits lie above +inf's)
