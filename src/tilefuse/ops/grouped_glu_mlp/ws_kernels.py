@@ -157,11 +157,12 @@ if gluon is not None:
         up at F + j (a 1x128 block of dz then spans both halves of the tile, so the launch takes
         no QUANT_DZ there: dglu_applies).
 
-        A half's z is loaded before any of its chunks is computed, and its fp8 codes come from
-        registers: the loads of a chunk placed after the previous chunk's dz stores waited a
-        memory round trip each, eight for z and eight for the read-back a tile (the sm_90 SASS:
-        LDG, then STG, chunk by chunk), with no wgmma in flight; now two a tile (a half each;
-        the whole tile's z at once kept a stack in the halves layout)."""
+        z is loaded BATCH columns at a time before any of their chunks is computed, and the fp8
+        codes come from registers: the loads of a chunk placed after the previous chunk's dz
+        stores waited a memory round trip each, one a chunk for z and one for the read-back (a
+        tile's 128 columns: sixteen at CHUNK 16, 32 at interleave 8; the sm_90 SASS: LDG, then
+        STG, chunk by chunk), with no wgmma in flight; now one a batch: two a tile for SwiGLU,
+        four for GeGLU (the whole tile's z at once kept a stack in the halves layout)."""
         gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
         CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
