@@ -106,7 +106,7 @@ if gluon is not None:
 
     from ...quant import formats
     from ...quant.kernels import fp8_codes
-    from .kernels import glu_act, glu_act_grad
+    from .kernels import SWIGLU, glu_act, glu_act_grad
     from .ws_rows import _glu_epilogue   # fc1's GLU from the rounded z tile in shared memory
 
     E4M3_MAX = gl.constexpr(formats.E4M3_MAX)
@@ -172,7 +172,7 @@ if gluon is not None:
         # z loaded BATCH columns at a time: a whole half (a round trip a half); GeGLU 32, for its
         # activation's registers (a half at once kept an 8-byte stack at interleave 64 under
         # triton 3.6 where no argument is 16-divisible)
-        BATCH: gl.constexpr = 64 if ACT == 0 else 32
+        BATCH: gl.constexpr = 64 if ACT == SWIGLU else 32
         lay: gl.constexpr = gl.BlockedLayout([1, VEC], [16, 2], [4, 1], [1, 0])
         row_l: gl.constexpr = gl.SliceLayout(1, lay)
         rows = row0 + gl.arange(0, HALF, layout=row_l)
