@@ -158,11 +158,12 @@ if gluon is not None:
         no QUANT_DZ there: dglu_applies).
 
         z is loaded BATCH columns at a time before any of their chunks is computed, and the fp8
-        codes come from registers: the loads of a chunk placed after the previous chunk's dz
-        stores waited a memory round trip each, one a chunk for z and one for the read-back (a
-        tile's 128 columns: sixteen at CHUNK 16, 32 at interleave 8; the sm_90 SASS: LDG, then
-        STG, chunk by chunk), with no wgmma in flight; now one a batch: two a tile for SwiGLU,
-        four for GeGLU (the whole tile's z at once kept a stack in the halves layout)."""
+        codes come from registers, not from dz read back: a load placed after a dz store waits
+        for memory (the compiler may not move it above a store that could alias it), so loads
+        interleaved with stores chunk by chunk cost a round trip a chunk, with no wgmma in
+        flight. Batched, a tile takes two round trips for SwiGLU and four for GeGLU (the whole
+        tile's z at once kept a stack in the halves layout; results/2026-12-07-h200-bf run 23:
+        the launch 1.06-1.12x the chunk-by-chunk form)."""
         gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
         CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
@@ -187,9 +188,8 @@ if gluon is not None:
             dgs = ()   # the rounded dz, kept for its fp8 copy
             dus = ()
             for b in gl.static_range(0, 64, BATCH):
-                # BATCH columns' z first, every chunk's gate and up run at once (a memory round
-                # trip a batch where a chunk's loads after the previous chunk's dz stores took one
-                # a chunk)
+                # BATCH columns' z first, every chunk's gate and up run at once: one memory
+                # round trip for the batch
                 zgs = ()
                 zus = ()
                 for c in gl.static_range(b, b + BATCH, CHUNK):
@@ -226,7 +226,7 @@ if gluon is not None:
                     gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
                     q_at = q_ptr + rows64[:, None] * lddz + gate[None, :]
                     gl.store(q_at, fp8_codes(dgs[c // CHUNK].to(gl.float32), enc[:, None]), mask=mask)
-                    gl.store(q_at + INTERLEAVE, fp8_codes(dus[c // CHUNK].to(gl.float32), enc[:, None]), mask=mask)
+                    gl.store(q_at + up_off, fp8_codes(dus[c // CHUNK].to(gl.float32), enc[:, None]), mask=mask)
                 gl.store(q_scale_ptr + (col0 // 64 + half).to(gl.int64) * T + rows64, scale, mask=rmask)
 
     @gluon.jit
