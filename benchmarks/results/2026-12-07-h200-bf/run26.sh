@@ -13,8 +13,8 @@ python3 -c "import torch,triton;print(torch.__version__,triton.__version__)" >> 
 cat $OUT/run26/gpu.txt
 python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > $OUT/run26/pip.txt 2>&1
-PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d) timeout $(( ${LIMIT:-585} * 4 / 10 )) python3 -m pytest -q \
-  -p no:cacheprovider -n 6 -rfs tests/test_grouped_mlp_ws.py -k "dglu or compiles" > $OUT/run26/tests.txt 2>&1
+PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d) timeout $(( ${LIMIT:-585} * 4 / 10 )) \
+  python3 -m pytest -q -p no:cacheprovider -n 6 -rfs tests/test_grouped_mlp_ws.py -k "dglu or compiles" > $OUT/run26/tests.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run26/tests.txt
 tail -n 4 $OUT/run26/tests.txt | cut -c1-300
 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d) timeout $(( ${LIMIT:-585} - SECONDS - 5 )) \

@@ -318,7 +318,7 @@ def role(s, interleave, rounds):
     qa, qw, z, probs, counts = _problem(E, T, H, F, [T // E] * E, seed=T + F + interleave)
     dcfg = dglu_config(dataclasses.replace(heuristic("fwd", 2, "fp8_block"), ws=True), "fp8_block")
     quant = interleave != 0
-    il = interleave or None
+    il = interleave   # 0: the halves layout (the Triton launch's INTERLEAVE 0)
     outs, fns = {}, {}
     for name in ("triton", "ws", "pp s4", "pp s6"):
         o = outs[name] = _outputs(T, F, quant)
