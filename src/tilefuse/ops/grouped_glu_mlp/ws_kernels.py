@@ -46,7 +46,10 @@ epilogue (``_dglu_epilogue``): dz and dz's fp8 row-wise copy bitwise that launch
 partials to rounding (summed in another order); 1.14-1.20x that launch at the spec's shapes,
 its epilogue's memory traffic not hidden behind tensor-core work (results/2026-12-07-h200-bf
 runs 4-5). In the halves layout too, but without dz's fp8 copy, whose 1x128 blocks then
-span a whole tile's gate or up columns (dglu_applies).
+span a whole tile's gate or up columns (dglu_applies). With the consumers out of phase instead
+(each warp group whole 64-row tiles of its own, so one's epilogue runs under the other's K
+walk) the launch was bitwise and 0.93-0.995x this one: one warp group's K walk keeps the tensor
+cores at about half the rate of two (results/2026-12-07-h200-bf runs 26-27).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits (the dGLU's dprobs to
@@ -434,7 +437,9 @@ if gluon is not None:
         at a time: advancing the next tile's expert cursor under the first chunk's wgmma
         instead of at the tile's start was bitwise and 0.93-0.99x in all six role timings,
         results/2026-12-03-h200-z run 4; loading the chunk scales two chunks ahead, bitwise and
-        0.90-0.95x, run 6.)"""
+        0.90-0.95x, run 6. With chunk pairs: the next pair's scales loaded under this pair's
+        wgmma, bitwise and 0.95-1.0x; the loads made loop-invariant, wrong outputs, bound what
+        they cost at 1.4-5.4%, results/2026-12-07-h200-bf run 28.)"""
         HALF: gl.constexpr = BLOCK_M // 2
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, BLOCK_N, 32])
