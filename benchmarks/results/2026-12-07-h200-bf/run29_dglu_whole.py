@@ -1,7 +1,7 @@
 """Run 29 (GPU): the ws dGLU epilogue with SwiGLU's whole-tile z loaded before either half is
 computed (one memory round trip a tile in the interleaved layouts, where it took two: one a
 half) against the module before the change (run29_ws_before.py, ws_kernels.py as it was at
-a119373, loaded under the package so its relative imports resolve). run23_dglu_batched.py's
+3256e44, loaded under the package so its relative imports resolve). run23_dglu_batched.py's
 role(): the launch alone at the spec's three shapes, SwiGLU at interleave 32 with dz's fp8
 copy (and the halves layout, unchanged, as a control), dz, its copy and the dprob partials of
 both modules against the Triton launch (dz and the copy bitwise, partials to rounding), then
