@@ -17,6 +17,6 @@ PYTHONPATH=/tmp/site:$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d) timeout $(( ${LIMI
 echo "exit $? at ${SECONDS}s" >> $OUT/run29/tests.txt
 tail -n 4 $OUT/run29/tests.txt | cut -c1-300
 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src TILEFUSE_CACHE_DIR=$(mktemp -d) timeout $(( ${LIMIT:-585} - SECONDS - 5 )) \
-  python3 benchmarks/results/2026-12-07-h200-bf/run29_dglu_whole.py --rounds ${ROUNDS:-5} > $OUT/run29/ab.txt 2>&1
+  python3 benchmarks/results/2026-12-07-h200-bf/run29_dglu_whole.py --rounds ${ROUNDS:-5} --shapes ${SHAPES:-1,2,3} > $OUT/run29/ab.txt 2>&1
 echo "exit $? at ${SECONDS}s" >> $OUT/run29/ab.txt
 grep -v "^ *$" $OUT/run29/ab.txt | grep -v Warn | cut -c1-170
