@@ -1,7 +1,8 @@
 """Run 29 (GPU): the ws dGLU epilogue with SwiGLU's whole-tile z loaded before either half is
 computed (one memory round trip a tile in the interleaved layouts, where it took two: one a
-half) against the module before the change (run29_ws_before.py, ws_kernels.py as it was at
-3256e44, loaded under the package so its relative imports resolve). run23_dglu_batched.py's
+half; run29_ws_whole.py, ws_kernels.py as 01eb86d had it, loaded under the package so its
+relative imports resolve) against the package's ws_kernels (3256e44's: the change was taken
+back out of the package until a GPU has measured it). run23_dglu_batched.py's
 role(): the launch alone at the spec's three shapes, SwiGLU at interleave 32 with dz's fp8
 copy (and the halves layout, unchanged, as a control), dz, its copy and the dprob partials of
 both modules against the Triton launch (dz and the copy bitwise, partials to rounding), then
@@ -27,8 +28,8 @@ def _load(name, file):
 
 
 RUN23 = _load("run23_dglu_batched", "run23_dglu_batched.py")
-BEFORE = _load("tilefuse.ops.grouped_glu_mlp.ws_before29", "run29_ws_before.py")
-RUN23.MODULES = {"before": BEFORE, "whole": ws_kernels}
+WHOLE = _load("tilefuse.ops.grouped_glu_mlp.ws_whole29", "run29_ws_whole.py")
+RUN23.MODULES = {"before": ws_kernels, "whole": WHOLE}
 
 
 def main():
