@@ -48,8 +48,8 @@ its epilogue's memory traffic not hidden behind tensor-core work (results/2026-1
 runs 4-5). In the halves layout too, but without dz's fp8 copy, whose 1x128 blocks then
 span a whole tile's gate or up columns (dglu_applies). With the consumers out of phase instead
 (each warp group whole 64-row tiles of its own, so one's epilogue runs under the other's K
-walk) the launch was bitwise and 0.93-0.995x this one: one warp group's K walk keeps the tensor
-cores at about half the rate of two (results/2026-12-07-h200-bf runs 26-27).
+walk) the launch was bitwise and 0.93-0.995x this one, likely because one warp group's K walk
+keeps the tensor cores at about half the rate of two (results/2026-12-07-h200-bf runs 26-27).
 
 Not in Triton's interpreter (Gluon does not run there) nor off Hopper: ``launch`` returns
 False and launch.py takes grouped_gemm_kernel, with the same bits (the dGLU's dprobs to
