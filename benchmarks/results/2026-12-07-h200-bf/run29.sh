@@ -1,8 +1,8 @@
 #!/bin/bash
 # Run 29 (GPU, any Hopper card): the ws dGLU epilogue with SwiGLU's whole-tile z loaded at once
-# (run29_ws_whole.py): run29_dglu_whole.py, the launch against the package's module, with bit
-# checks against the Triton launch. With TESTS=1 first tests/test_grouped_mlp_ws.py's dGLU and
-# sm_90 compile tests (of the package's module).
+# (01eb86d's edits applied to a copy of the module): run29_dglu_whole.py, the launch against the
+# package's module, with bit checks against the Triton launch. With TESTS=1 first
+# tests/test_grouped_mlp_ws.py's dGLU and sm_90 compile tests (of the package's module).
 #   OUT=... [LIMIT=seconds, default 585] bash benchmarks/results/2026-12-07-h200-bf/run29.sh
 set -u
 cd "$(dirname "$0")/../../.."
