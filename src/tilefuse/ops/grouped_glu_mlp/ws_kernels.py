@@ -160,13 +160,16 @@ if gluon is not None:
         up at F + j (a 1x128 block of dz then spans both halves of the tile, so the launch takes
         no QUANT_DZ there: dglu_applies).
 
-        z is loaded BATCH columns at a time before any of their chunks is computed, and the fp8
-        codes come from registers, not from dz read back: a load placed after a dz store waits
-        for memory (the compiler may not move it above a store that could alias it), so loads
-        interleaved with stores chunk by chunk cost a round trip a chunk, with no wgmma in
-        flight. Batched, a tile takes two round trips for SwiGLU and four for GeGLU (the whole
-        tile's z at once kept a stack in the halves layout; results/2026-12-07-h200-bf run 23:
-        the launch 1.06-1.12x the chunk-by-chunk form)."""
+        z is loaded before any of its chunks is computed, and the fp8 codes come from registers,
+        not from dz read back: a load placed after a dz store waits for memory (the compiler may
+        not move it above a store that could alias it), so loads interleaved with stores chunk by
+        chunk cost a round trip a chunk, with no wgmma in flight (results/2026-12-07-h200-bf run
+        23: batched, the launch ran 1.06-1.12x the chunk-by-chunk form). SwiGLU in an interleaved
+        layout loads the whole tile's z first (WHOLE: one round trip a tile; on an H100 the
+        launch ran 1.040x / 1.061x / 1.074x the half-at-a-time form at the spec's three shapes,
+        the same bits, results/2026-12-07-h200-bf run 29); the halves layout loads a half at a
+        time (two: the whole tile at once kept a stack there) and GeGLU 32 columns at a time
+        (four: its activation's registers)."""
         gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
         CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
@@ -175,8 +178,11 @@ if gluon is not None:
         VEC: gl.constexpr = CHUNK // 2
         # z loaded BATCH columns at a time: a whole half (a round trip a half); GeGLU 32, for its
         # activation's registers (a half at once kept an 8-byte stack at interleave 64 under
-        # triton 3.6 where no argument is 16-divisible)
+        # triton 3.6 where no argument is 16-divisible). WHOLE: SwiGLU's interleaved layouts
+        # load the tile's two halves at once before either is computed (no stack under triton
+        # 3.6 or 3.8).
         BATCH: gl.constexpr = 64 if ACT == SWIGLU else 32
+        WHOLE: gl.constexpr = ACT == SWIGLU and INTERLEAVE != 0
         lay: gl.constexpr = gl.BlockedLayout([1, VEC], [16, 2], [4, 1], [1, 0])
         row_l: gl.constexpr = gl.SliceLayout(1, lay)
         rows = row0 + gl.arange(0, HALF, layout=row_l)
@@ -185,6 +191,15 @@ if gluon is not None:
         p = gl.load(probs_ptr + rows64, mask=rmask, other=0.0).to(gl.float32)
         cols = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, lay))
         mask = rmask[:, None] & (cols < CHUNK)[None, :]   # the row mask at the chunk's shape
+        zga = ()   # WHOLE: every chunk's gate and up runs of the tile, half by half
+        zua = ()
+        if WHOLE:
+            for h in gl.static_range(BLOCK_N // 64):
+                for c in gl.static_range(0, 64, CHUNK):
+                    gate, up_off = _dglu_cols(col0, h, c, cols, F, INTERLEAVE)
+                    z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+                    zga = zga + (gl.load(z_at, mask=mask, other=0.0),)
+                    zua = zua + (gl.load(z_at + up_off, mask=mask, other=0.0),)
         for half in gl.static_range(BLOCK_N // 64):
             partial = gl.zeros([HALF], gl.float32, row_l)
             amax = gl.zeros([HALF], gl.uint32, row_l)
@@ -192,14 +207,18 @@ if gluon is not None:
             dus = ()
             for b in gl.static_range(0, 64, BATCH):
                 # BATCH columns' z first, every chunk's gate and up run at once: one memory
-                # round trip for the batch
+                # round trip for the batch (WHOLE: loaded above)
                 zgs = ()
                 zus = ()
                 for c in gl.static_range(b, b + BATCH, CHUNK):
-                    gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
-                    z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
-                    zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
-                    zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
+                    if WHOLE:
+                        zgs = zgs + (zga[half * (64 // CHUNK) + c // CHUNK],)
+                        zus = zus + (zua[half * (64 // CHUNK) + c // CHUNK],)
+                    else:
+                        gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+                        z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+                        zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
+                        zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
                 for c in gl.static_range(b, b + BATCH, CHUNK):
                     dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
                     gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
