@@ -168,9 +168,8 @@ if gluon is not None:
         layout loads the whole tile's z first (WHOLE: one round trip a tile; on an H100 the
         launch ran 1.040x / 1.061x / 1.074x the half-at-a-time form at the spec's three shapes,
         the same bits, results/2026-12-07-h200-bf run 29); the halves layout loads a half at a
-        time (two: the whole tile at once kept a stack there when run 23's form was written; it
-        builds without one now, not yet timed: run 32) and GeGLU 32 columns at a time (four: its
-        activation's registers)."""
+        time (two; its whole-tile form builds without stack but is not yet timed: run 32) and
+        GeGLU 32 columns at a time (four: its activation's registers)."""
         gl.static_assert(not (QUANT_DZ and INTERLEAVE == 0), "dz's copy in the halves layout is the quantizer's")
         CHUNK: gl.constexpr = 16 if (INTERLEAVE > 16 or INTERLEAVE == 0) else INTERLEAVE
         # Two threads a row's CHUNK columns, 16 rows a warp: the warp group's 64 rows once. (8
@@ -197,10 +196,9 @@ if gluon is not None:
         if WHOLE:
             for h in gl.static_range(BLOCK_N // 64):
                 for c in gl.static_range(0, 64, CHUNK):
-                    gate, up_off = _dglu_cols(col0, h, c, cols, F, INTERLEAVE)
-                    z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
-                    zga = zga + (gl.load(z_at, mask=mask, other=0.0),)
-                    zua = zua + (gl.load(z_at + up_off, mask=mask, other=0.0),)
+                    zg, zu = _dglu_load_z(z_ptr, rows64, ldz, mask, col0, h, c, cols, F, INTERLEAVE)
+                    zga = zga + (zg,)
+                    zua = zua + (zu,)
         for half in gl.static_range(BLOCK_N // 64):
             partial = gl.zeros([HALF], gl.float32, row_l)
             amax = gl.zeros([HALF], gl.uint32, row_l)
@@ -216,10 +214,9 @@ if gluon is not None:
                         zgs = zgs + (zga[half * (64 // CHUNK) + c // CHUNK],)
                         zus = zus + (zua[half * (64 // CHUNK) + c // CHUNK],)
                     else:
-                        gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
-                        z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
-                        zgs = zgs + (gl.load(z_at, mask=mask, other=0.0),)
-                        zus = zus + (gl.load(z_at + up_off, mask=mask, other=0.0),)
+                        zg, zu = _dglu_load_z(z_ptr, rows64, ldz, mask, col0, half, c, cols, F, INTERLEAVE)
+                        zgs = zgs + (zg,)
+                        zus = zus + (zu,)
                 for c in gl.static_range(b, b + BATCH, CHUNK):
                     dh = dh_s.slice(half * 64 + c, CHUNK, dim=1).load(lay)
                     gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
@@ -264,6 +261,13 @@ if gluon is not None:
             gate = 2 * col0 + half * 128 + (c // INTERLEAVE) * 2 * INTERLEAVE + c % INTERLEAVE + cols
             up_off = INTERLEAVE
         return gate, up_off
+
+    @gluon.jit
+    def _dglu_load_z(z_ptr, rows64, ldz, mask, col0, half, c, cols, F, INTERLEAVE: gl.constexpr):
+        """The chunk's z at its gate and its up columns (_dglu_cols), rows masked."""
+        gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
+        z_at = z_ptr + rows64[:, None] * ldz + gate[None, :]
+        return gl.load(z_at, mask=mask, other=0.0), gl.load(z_at + up_off, mask=mask, other=0.0)
 
     # The partitions take the same arguments (Gluon's rule for worker partitions).
     @gluon.jit
