@@ -244,6 +244,52 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
     return result
 
 
+# fp8_cols_gluon's layout ((rows, columns) a thread holds, lanes of a warp along the rows, warps
+# along the rows, along the columns: gluon_kernels.tile_layouts) and register cap (None: the
+# compiler's choice).
+GLUON_COLS_CONFIG = ((8, 8, 2, 8, 1), None)
+
+
+def gluon_cols_applies(x: torch.Tensor) -> bool:
+    """Whether fp8_cols_gluon takes x: a 2-D (T, N) bf16 / fp16 / fp32 tensor with unit column
+    stride, N a multiple of 128, 16-byte aligned rows, on a device where Gluon's Hopper kernels
+    run."""
+    from ..ops.gluon_hopper import available
+    return (x.dim() == 2 and x.dtype in (torch.bfloat16, torch.float16, torch.float32) and x.stride(1) == 1
+            and x.shape[1] % 128 == 0 and (x.stride(0) * x.element_size()) % 16 == 0
+            and x.data_ptr() % 16 == 0 and available(x.device))
+
+
+def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, rows: bool, config=GLUON_COLS_CONFIG):
+    """fp8_block(x, (128, 1), pow2_scales, transpose=True, counts=counts) through
+    gluon_kernels.fp8_cols_kernel, or with ``rows`` fp8_block_rows_cols(x, pow2_scales, counts):
+    the same outputs, bitwise, where gluon_cols_applies(x)."""
+    from ..ops.triton_common import specializing_launcher
+    from .gluon_kernels import fp8_cols_kernel, tile_layouts
+    counts = _check_grouped(x, counts, (128, 1), False)
+    n_rows, cols = x.shape
+    tp = grouped_rows(n_rows, counts.shape[0], 128)
+    col = _fp8_layout(1, tp, cols, (128, 1), True, False, x.device)
+    row = _fp8_layout(1, n_rows, cols, (1, 128), False, True, x.device) if rows else col
+    result = (col[0][0], col[1][0])
+    if rows:
+        result = ((row[0][0], row[1][0]), result)
+    if x.numel() == 0:
+        return result
+    tiles = tp // 128
+    table = _group_table(counts, n_rows, tiles)
+    layout, maxnreg = config
+    tile, tile_t, vec = tile_layouts(*layout)
+    grid_y = min(tiles, MAX_GRID_YZ)
+    options = {"maxnreg": maxnreg} if maxnreg else {}
+    specializing_launcher(fp8_cols_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
+        (cols // 128, grid_y, cdiv(tiles, grid_y)),
+        (x, x.stride(0), cols, table, tiles, col[0].view(torch.uint8), col[1], tp, row[0].view(torch.uint8), row[1],
+         n_rows), (tile, tile_t, vec, rows, pow2_scales))
+    launches.record("quant_fp8_block")
+    return result
+
+
 def _group_table(counts: torch.Tensor, rows: int, n_blocks: int) -> torch.Tensor:
     """(n_blocks, 2) int32 on counts' device: block b's (first row, end row) of x's ``rows``
     rows in the grouped layout of ``counts`` (kernels.group_rows; checked counts), for
