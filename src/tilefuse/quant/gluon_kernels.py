@@ -18,7 +18,7 @@ codes kernels.fp8_block_scales' and fp8_codes' operations.
 
 from __future__ import annotations
 
-from ..ops.gluon_hopper import gl, gluon
+from ..ops.gluon_hopper import fence_async_shared, gl, gluon, mbarrier, thread_barrier, tma_load
 
 if gluon is not None:
     from .formats import E4M3_MAX as _E4M3_MAX_PY
@@ -56,6 +56,37 @@ if gluon is not None:
         return gl.where(m >= 0x7F800000, canonical_nan(f), f)
 
     @gluon.jit
+    def _quantize_tile(x, src0, src_end, blk, col_t, N, qt_ptr, qt_scale_ptr, ldqt, q_ptr, q_scale_ptr, T,
+                       tile: gl.constexpr, tile_t: gl.constexpr, vec: gl.constexpr, ROWS: gl.constexpr,
+                       POW2: gl.constexpr):
+        """Both copies of one block's 128 x 128 tile x (float32 in ``tile``, zeros past the
+        block's rows): fp8_cols_kernel's stores."""
+        r = gl.arange(0, 128, layout=gl.SliceLayout(1, tile))
+        cols = col_t * 128 + gl.arange(0, 128, layout=gl.SliceLayout(0, tile))
+        rows = src0 + r
+        bits = x.to(gl.uint32, bitcast=True) & 0x7FFFFFFF
+        col_amax = bits_amax(bits, 0)
+        if ROWS:
+            row_amax = bits_amax(bits, 1)
+
+        # 128 x 1: one block a column
+        enc, scale = fp8_block_scales(gl.convert_layout(col_amax, vec), POW2)
+        gl.store(qt_scale_ptr + blk.to(gl.int64) * N + col_t * 128 + gl.arange(0, 128, layout=vec), scale)
+        enc = gl.convert_layout(enc, gl.SliceLayout(0, tile))
+        codes = gl.convert_layout(fp8_codes(x, enc[None, :]), tile_t)
+        r_t = gl.arange(0, 128, layout=gl.SliceLayout(1, tile_t))
+        c_t = col_t * 128 + gl.arange(0, 128, layout=gl.SliceLayout(0, tile_t))
+        gl.store(qt_ptr + c_t.to(gl.int64)[None, :] * ldqt + (blk.to(gl.int64) * 128 + r_t)[:, None], codes)
+
+        if ROWS:   # 1 x 128: one block a row, at x's own rows
+            enc, scale = fp8_block_scales(gl.convert_layout(row_amax, vec), POW2)
+            rows_v = src0 + gl.arange(0, 128, layout=vec)
+            gl.store(q_scale_ptr + col_t.to(gl.int64) * T + rows_v, scale, mask=rows_v < src_end)
+            enc = gl.convert_layout(enc, gl.SliceLayout(1, tile))
+            mask = (rows < src_end)[:, None] & (cols < N)[None, :]
+            gl.store(q_ptr + rows[:, None] * N + cols[None, :], fp8_codes(x, enc[:, None]), mask=mask)
+
+    @gluon.jit
     def fp8_cols_kernel(x_ptr, ldx, N, rows_ptr, n_blocks, qt_ptr, qt_scale_ptr, ldqt, q_ptr, q_scale_ptr, T,
                         tile: gl.constexpr, tile_t: gl.constexpr, vec: gl.constexpr, ROWS: gl.constexpr,
                         POW2: gl.constexpr):
@@ -72,32 +103,60 @@ if gluon is not None:
         if blk < n_blocks:   # the grid may hold a few more programs than blocks
             src0 = gl.load(rows_ptr + 2 * blk).to(gl.int64)
             src_end = gl.load(rows_ptr + 2 * blk + 1).to(gl.int64)
-            r = gl.arange(0, 128, layout=gl.SliceLayout(1, tile))
-            c = gl.arange(0, 128, layout=gl.SliceLayout(0, tile))
-            rows = src0 + r
-            cols = col_t * 128 + c
+            rows = src0 + gl.arange(0, 128, layout=gl.SliceLayout(1, tile))
+            cols = col_t * 128 + gl.arange(0, 128, layout=gl.SliceLayout(0, tile))
             mask = (rows < src_end)[:, None] & (cols < N)[None, :]
             x = gl.load(x_ptr + rows[:, None] * ldx + cols[None, :], mask=mask, other=0.0).to(gl.float32)
-            bits = x.to(gl.uint32, bitcast=True) & 0x7FFFFFFF
-            col_amax = bits_amax(bits, 0)
-            if ROWS:
-                row_amax = bits_amax(bits, 1)
+            _quantize_tile(x, src0, src_end, blk, col_t, N, qt_ptr, qt_scale_ptr, ldqt, q_ptr, q_scale_ptr, T,
+                           tile, tile_t, vec, ROWS, POW2)
 
-            # 128 x 1: one block a column
-            enc, scale = fp8_block_scales(gl.convert_layout(col_amax, vec), POW2)
-            gl.store(qt_scale_ptr + blk.to(gl.int64) * N + col_t * 128 + gl.arange(0, 128, layout=vec), scale)
-            enc = gl.convert_layout(enc, gl.SliceLayout(0, tile))
-            codes = gl.convert_layout(fp8_codes(x, enc[None, :]), tile_t)
-            r_t = gl.arange(0, 128, layout=gl.SliceLayout(1, tile_t))
-            c_t = col_t * 128 + gl.arange(0, 128, layout=gl.SliceLayout(0, tile_t))
-            gl.store(qt_ptr + c_t.to(gl.int64)[None, :] * ldqt + (blk.to(gl.int64) * 128 + r_t)[:, None], codes)
-
-            if ROWS:   # 1 x 128: one block a row, at x's own rows
-                enc, scale = fp8_block_scales(gl.convert_layout(row_amax, vec), POW2)
-                rows_v = src0 + gl.arange(0, 128, layout=vec)
-                gl.store(q_scale_ptr + col_t.to(gl.int64) * T + rows_v, scale, mask=rows_v < src_end)
-                enc = gl.convert_layout(enc, gl.SliceLayout(1, tile))
-                gl.store(q_ptr + rows[:, None] * N + cols[None, :], fp8_codes(x, enc[:, None]), mask=mask)
+    @gluon.jit
+    def fp8_cols_tma_kernel(x_desc, N, rows_ptr, n_blocks, qt_ptr, qt_scale_ptr, ldqt, q_ptr, q_scale_ptr, T,
+                            tile: gl.constexpr, tile_t: gl.constexpr, vec: gl.constexpr, ROWS: gl.constexpr,
+                            POW2: gl.constexpr, STAGES: gl.constexpr):
+        """fp8_cols_kernel's work, persistent: program p takes items p, p + P, ... (item k: block
+        k // (N / 128), column tile k % (N / 128)), each 128 x 128 tile of x loaded by TMA
+        (x_desc: x with 128 x 128 boxes, unswizzled) into a ring of STAGES slots STAGES - 1
+        items ahead, so the loads of the next tiles run under this one's arithmetic and stores.
+        A tile's rows past its block's (another expert's, or past T: TMA's zeros) are zeroed
+        in registers."""
+        n_ct = N // 128
+        n_items = n_blocks * n_ct
+        pid = gl.program_id(0)
+        P = gl.num_programs(0)
+        ring = gl.allocate_shared_memory(x_desc.dtype, [STAGES, 128, 128], x_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+        for s in gl.static_range(STAGES - 1):
+            item = pid + s * P
+            if item < n_items:
+                src0 = gl.load(rows_ptr + 2 * (item // n_ct))
+                mbarrier.expect(ready.index(s), x_desc.block_type.nbytes)
+                tma_load(x_desc, [src0, (item % n_ct) * 128], ready.index(s), ring.index(s))
+        n_mine = (n_items - pid + P - 1) // P
+        for i in range(n_mine):
+            nxt = pid + (i + STAGES - 1) * P
+            if nxt < n_items:   # the slot the last iteration read, every thread past it
+                slot = (i + STAGES - 1) % STAGES
+                src0 = gl.load(rows_ptr + 2 * (nxt // n_ct))
+                fence_async_shared()
+                mbarrier.expect(ready.index(slot), x_desc.block_type.nbytes)
+                tma_load(x_desc, [src0, (nxt % n_ct) * 128], ready.index(slot), ring.index(slot))
+            item = pid + i * P
+            blk = item // n_ct
+            col_t = item % n_ct
+            src0 = gl.load(rows_ptr + 2 * blk).to(gl.int64)
+            src_end = gl.load(rows_ptr + 2 * blk + 1).to(gl.int64)
+            mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+            x = ring.index(i % STAGES).load(tile).to(gl.float32)
+            thread_barrier()   # every thread has read the slot before the next iteration refills it
+            rows = src0 + gl.arange(0, 128, layout=gl.SliceLayout(1, tile))
+            x = gl.where((rows < src_end)[:, None], x, 0.0)
+            _quantize_tile(x, src0, src_end, blk, col_t, N, qt_ptr, qt_scale_ptr, ldqt, q_ptr, q_scale_ptr, T,
+                           tile, tile_t, vec, ROWS, POW2)
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(ready.index(s))
 
 
 def tile_layouts(spt_r: int, spt_c: int, tpw_r: int, warps_r: int, warps_c: int):

@@ -15,12 +15,14 @@ writes every real entry.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
 import torch
 
 from .. import launches
+from ..device import num_sms
 from ..utils import cdiv, next_power_of_2
 from . import swizzle as _swizzle
 from .formats import MXFP8_BLOCK, NVFP4_BLOCK
@@ -260,12 +262,13 @@ def gluon_cols_applies(x: torch.Tensor) -> bool:
             and x.data_ptr() % 16 == 0 and available(x.device))
 
 
-def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, rows: bool, config=GLUON_COLS_CONFIG):
+def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, rows: bool, config=GLUON_COLS_CONFIG,
+                   stages: int = 0):
     """fp8_block(x, (128, 1), pow2_scales, transpose=True, counts=counts) through
     gluon_kernels.fp8_cols_kernel, or with ``rows`` fp8_block_rows_cols(x, pow2_scales, counts):
     the same outputs, bitwise, where gluon_cols_applies(x)."""
     from ..ops.triton_common import specializing_launcher
-    from .gluon_kernels import fp8_cols_kernel, tile_layouts
+    from .gluon_kernels import fp8_cols_kernel
     counts = _check_grouped(x, counts, (128, 1), False)
     n_rows, cols = x.shape
     tp = grouped_rows(n_rows, counts.shape[0], 128)
@@ -279,15 +282,36 @@ def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, row
     tiles = tp // 128
     table = _group_table(counts, n_rows, tiles)
     layout, maxnreg = config
-    tile, tile_t, vec = tile_layouts(*layout)
-    grid_y = min(tiles, MAX_GRID_YZ)
+    tile, tile_t, vec = _tile_layouts(layout)
     options = {"maxnreg": maxnreg} if maxnreg else {}
-    specializing_launcher(fp8_cols_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
-        (cols // 128, grid_y, cdiv(tiles, grid_y)),
-        (x, x.stride(0), cols, table, tiles, col[0].view(torch.uint8), col[1], tp, row[0].view(torch.uint8), row[1],
-         n_rows), (tile, tile_t, vec, rows, pow2_scales))
+    outs = (col[0].view(torch.uint8), col[1], tp, row[0].view(torch.uint8), row[1], n_rows)
+    if stages:   # persistent, TMA loads into a ring of ``stages`` slots
+        from ..ops.gluon_hopper import TensorDescriptor
+        from .gluon_kernels import fp8_cols_tma_kernel
+        desc = TensorDescriptor.from_tensor(x, [128, 128], _unswizzled(x.dtype))
+        programs = min(tiles * (cols // 128), 2 * num_sms(x.device))
+        specializing_launcher(fp8_cols_tma_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
+            (programs,), (desc, cols, table, tiles, *outs), (tile, tile_t, vec, rows, pow2_scales, stages))
+    else:
+        grid_y = min(tiles, MAX_GRID_YZ)
+        specializing_launcher(fp8_cols_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
+            (cols // 128, grid_y, cdiv(tiles, grid_y)), (x, x.stride(0), cols, table, tiles, *outs),
+            (tile, tile_t, vec, rows, pow2_scales))
     launches.record("quant_fp8_block")
     return result
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_layouts(layout):
+    from .gluon_kernels import tile_layouts
+    return tile_layouts(*layout)
+
+
+@functools.lru_cache(maxsize=None)
+def _unswizzled(dtype):
+    from ..ops.gluon_hopper import gl
+    bits = {torch.bfloat16: 16, torch.float16: 16, torch.float32: 32}[dtype]
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2)
 
 
 def _group_table(counts: torch.Tensor, rows: int, n_blocks: int) -> torch.Tensor:
