@@ -248,8 +248,9 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
 
 # fp8_cols_gluon's layout ((rows, columns) a thread holds, lanes of a warp along the rows, warps
 # along the rows, along the columns: gluon_kernels.tile_layouts) and register cap (None: the
-# compiler's choice).
-GLUON_COLS_CONFIG = ((8, 8, 2, 8, 1), None)
+# compiler's choice). The best of four in results/2026-12-07-h200-bf run 33: its warps write 32
+# contiguous bytes of a column, a whole sector (2 x 16 lanes wrote 16: 0.85x this).
+GLUON_COLS_CONFIG = ((8, 8, 4, 4, 2), None)
 
 
 def gluon_cols_applies(x: torch.Tensor) -> bool:
@@ -266,9 +267,22 @@ def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, row
                    stages: int = 0):
     """fp8_block(x, (128, 1), pow2_scales, transpose=True, counts=counts) through
     gluon_kernels.fp8_cols_kernel, or with ``rows`` fp8_block_rows_cols(x, pow2_scales, counts):
-    the same outputs, bitwise, where gluon_cols_applies(x)."""
+    the same outputs, bitwise; ValueError where not gluon_cols_applies(x). ``config``: (layout,
+    register cap), GLUON_COLS_CONFIG's form. ``stages`` > 1: fp8_cols_tma_kernel instead, a
+    persistent program an SM's half, the tiles ahead loaded by TMA into a ring of ``stages``
+    slots.
+
+    Not the op's path: the column-wise copies and grouped_glu_mlp's pairs go through
+    fp8_block's Triton launches, which were faster (fp8_cols_kernel 0.90-0.91x them where
+    GPU-bound on an H100, results/2026-12-07-h200-bf run 33; the TMA form not yet timed)."""
     from ..ops.triton_common import specializing_launcher
     from .gluon_kernels import fp8_cols_kernel
+    if not gluon_cols_applies(x):
+        raise ValueError("fp8_cols_gluon: x must be a 2-D bf16 / fp16 / fp32 (T, N) tensor with unit column stride, "
+                         "N a multiple of 128 and 16-byte aligned rows, on a GPU where Gluon's Hopper kernels run; got "
+                         f"shape {tuple(x.shape)}, strides {tuple(x.stride())}, {x.dtype} on {x.device}")
+    if stages == 1 or stages < 0:
+        raise ValueError(f"fp8_cols_gluon: stages must be 0 (no ring) or at least 2, got {stages}")
     counts = _check_grouped(x, counts, (128, 1), False)
     n_rows, cols = x.shape
     tp = grouped_rows(n_rows, counts.shape[0], 128)
