@@ -13,7 +13,16 @@ the same threads and only their register order is changed (layout ``tile_t``: th
 and warps, registers column-major, a DistributedLinearLayout), which costs no instruction, so
 each thread stores SPT_R consecutive tokens of a column as one vector. The block amaxes are
 integer maxima of the magnitudes' bits (kernels.block_amax: exact in any order), the scales and
-codes kernels.fp8_block_scales' and fp8_codes' operations.
+codes kernels.fp8_block_scales' and fp8_codes' operations; each block's scale is computed once,
+its amax moved to a 128-vector layout (``vec``) and the factor moved back.
+
+fp8_cols_tma_kernel: the same work in a persistent program, the tiles ahead loaded by TMA into
+a ring, so that their loads run under this tile's arithmetic and stores.
+
+Neither is grouped_glu_mlp's path. On an H100 fp8_cols_kernel was bitwise the Triton launches
+and 0.90-0.91x their speed where the calls are GPU-bound (results/2026-12-07-h200-bf run 33):
+its program needs 180-220 registers a thread, one program an SM, whose load, arithmetic and
+stores follow each other. fp8_cols_tma_kernel has not run on a GPU yet (run 34 is prepared).
 """
 
 from __future__ import annotations

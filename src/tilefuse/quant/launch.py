@@ -274,7 +274,8 @@ def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, row
 
     Not the op's path: the column-wise copies and grouped_glu_mlp's pairs go through
     fp8_block's Triton launches, which were faster (fp8_cols_kernel 0.90-0.91x them where
-    GPU-bound on an H100, results/2026-12-07-h200-bf run 33; the TMA form not yet timed)."""
+    GPU-bound on an H100, results/2026-12-07-h200-bf run 33; the TMA form has not run on a GPU
+    yet: run 34 is prepared)."""
     from ..ops.triton_common import specializing_launcher
     from .gluon_kernels import fp8_cols_kernel
     if not gluon_cols_applies(x):
