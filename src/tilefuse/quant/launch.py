@@ -268,9 +268,9 @@ def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, row
     """fp8_block(x, (128, 1), pow2_scales, transpose=True, counts=counts) through
     gluon_kernels.fp8_cols_kernel, or with ``rows`` fp8_block_rows_cols(x, pow2_scales, counts):
     the same outputs, bitwise; ValueError where not gluon_cols_applies(x). ``config``: (layout,
-    register cap), GLUON_COLS_CONFIG's form. ``stages`` > 1: fp8_cols_tma_kernel instead, a
-    persistent program an SM's half, the tiles ahead loaded by TMA into a ring of ``stages``
-    slots.
+    register cap), GLUON_COLS_CONFIG's form. ``stages`` > 1: fp8_cols_tma_kernel instead,
+    persistent (at most two programs an SM), the tiles ahead loaded by TMA into a ring of
+    ``stages`` slots.
 
     Not the op's path: the column-wise copies and grouped_glu_mlp's pairs go through
     fp8_block's Triton launches, which were faster (fp8_cols_kernel 0.90-0.91x them where
