@@ -581,6 +581,36 @@ def _pair_rows_cols(monkeypatch, paired: bool):
     monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", paired)
 
 
+def _fp8_inputs(counts, device):
+    """make()'s fp8_block inputs, with a NaN in x's last, partial token tile and an inf."""
+    H, F = SHAPE["fp8_block"]
+    i = make(counts, H, F, torch.bfloat16, True, device, seed=13)
+    x = i["x"].clone()
+    x[len(x) - 2, 5] = float("nan")      # a non-finite block in the last, partial token tile
+    x[0, H - 1] = -float("inf")
+    return i, x
+
+
+def _fp8_op_step(i, x, interleave, compiled, device):
+    """The op with fp8_block at level 1, forward and backward: ([y, *grads], the forward's
+    quantizer launches, the backward's)."""
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in names]
+
+    def f(x, p, w1, w2, b1, b2):
+        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
+                               recipe="fp8_block")
+    if compiled:
+        torch._dynamo.reset()
+        f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+    with tilefuse.level(1), launches.counting() as fwd:
+        y = f(*leaves)
+    with tilefuse.level(1), launches.counting() as bwd:
+        grads = torch.autograd.grad(y, leaves, i["dy"])
+    assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
+    return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
+
+
 @pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
                          ids=["T65-i32", "T223-halves"])
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
@@ -595,39 +625,40 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
     pair, and at interleave 32 dz's column-wise copy, the dGLU epilogue writing its row-wise
     one; in the halves layout dz's pair), three fewer than with every copy its own launch
     (x's, h's and dy's second copies), four in the halves layout (dz's too)."""
-    H, F = SHAPE["fp8_block"]
-    i = make(counts, H, F, torch.bfloat16, True, device, seed=13)
-    names = ("x", "probs", "w1", "w2", "b1", "b2")
-    x = i["x"].clone()
-    x[len(x) - 2, 5] = float("nan")      # a non-finite block in the last, partial token tile
-    x[0, H - 1] = -float("inf")
-
-    def step():
-        leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in names]
-
-        def f(x, p, w1, w2, b1, b2):
-            return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
-                                   recipe="fp8_block")
-        if compiled:
-            torch._dynamo.reset()
-            f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
-        with tilefuse.level(1), launches.counting() as fwd:
-            y = f(*leaves)
-        with tilefuse.level(1), launches.counting() as bwd:
-            grads = torch.autograd.grad(y, leaves, i["dy"])
-        assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
-        return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
-
+    i, x = _fp8_inputs(counts, device)
     _pair_rows_cols(monkeypatch, True)
-    paired, paired_fwd, paired_bwd = step()
+    paired, paired_fwd, paired_bwd = _fp8_op_step(i, x, interleave, compiled, device)
     _pair_rows_cols(monkeypatch, False)
-    separate, separate_fwd, separate_bwd = step()
+    separate, separate_fwd, separate_bwd = _fp8_op_step(i, x, interleave, compiled, device)
     dz_rows = 0 if interleave else 1
     assert (paired_fwd, paired_bwd) == (4, 2)
     assert separate_fwd + separate_bwd == 9 + dz_rows
-    for name, a, b in zip(("y", *names), paired, separate):
+    for name, a, b in zip(("y", "x", "probs", "w1", "w2", "b1", "b2"), paired, separate):
         assert same_bits(a, b), name      # NaNs included
     assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
+
+
+@pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
+                         ids=["T65-i32", "T223-halves"])
+@pytest.mark.parametrize("stages", [0, 3], ids=["tile", "tma-ring"])
+def test_fp8_gluon_quantizer_gives_the_triton_launches_bits(counts, interleave, stages, device, monkeypatch):
+    """recipes.GLUON_COLS_STAGES set: where the Gluon quantizer runs (a Hopper GPU), x's, h's
+    and dy's copies each from one launch (quant.launch.fp8_cols_gluon, both forms) and dz's
+    column-wise copy through it give the op's outputs and gradients bit for bit as fp8_block's
+    Triton launches do, with the paired launch counts; elsewhere the flag changes nothing (the
+    Triton launches, every copy its own)."""
+    from tilefuse.ops.gluon_hopper import available_here
+    gluon = device == "cuda" and available_here()
+    i, x = _fp8_inputs(counts, device)
+    monkeypatch.setattr(recipes, "GLUON_COLS_STAGES", stages)
+    got, got_fwd, got_bwd = _fp8_op_step(i, x, interleave, False, device)
+    monkeypatch.setattr(recipes, "GLUON_COLS_STAGES", None)
+    want, want_fwd, want_bwd = _fp8_op_step(i, x, interleave, False, device)
+    assert (want_fwd, want_bwd) == ((6, 3) if interleave else (6, 4))
+    assert (got_fwd, got_bwd) == ((4, 2) if gluon else (want_fwd, want_bwd))
+    for name, a, b in zip(("y", "x", "probs", "w1", "w2", "b1", "b2"), got, want):
+        assert same_bits(a, b), name
+    assert torch.isnan(got[0]).any()
 
 
 def test_launch_keeps_x_and_h_column_copies_for_fp8_block_only(device):
