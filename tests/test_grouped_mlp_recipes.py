@@ -581,6 +581,9 @@ def _pair_rows_cols(monkeypatch, paired: bool):
     monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", paired)
 
 
+_FP8_LEAVES = ("x", "probs", "w1", "w2", "b1", "b2")   # the op's differentiable inputs, _fp8_op_step's order
+
+
 def _fp8_inputs(counts, device):
     """make()'s fp8_block inputs, with a NaN in x's last, partial token tile and an inf."""
     H, F = SHAPE["fp8_block"]
@@ -594,8 +597,7 @@ def _fp8_inputs(counts, device):
 def _fp8_op_step(i, x, interleave, compiled, device):
     """The op with fp8_block at level 1, forward and backward: ([y, *grads], the forward's
     quantizer launches, the backward's)."""
-    names = ("x", "probs", "w1", "w2", "b1", "b2")
-    leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in names]
+    leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in _FP8_LEAVES]
 
     def f(x, p, w1, w2, b1, b2):
         return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
@@ -633,7 +635,7 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
     dz_rows = 0 if interleave else 1
     assert (paired_fwd, paired_bwd) == (4, 2)
     assert separate_fwd + separate_bwd == 9 + dz_rows
-    for name, a, b in zip(("y", "x", "probs", "w1", "w2", "b1", "b2"), paired, separate):
+    for name, a, b in zip(("y", *_FP8_LEAVES), paired, separate):
         assert same_bits(a, b), name      # NaNs included
     assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
 
@@ -656,7 +658,7 @@ def test_fp8_gluon_quantizer_gives_the_triton_launches_bits(counts, interleave, 
     want, want_fwd, want_bwd = _fp8_op_step(i, x, interleave, False, device)
     assert (want_fwd, want_bwd) == ((6, 3) if interleave else (6, 4))
     assert (got_fwd, got_bwd) == ((4, 2) if gluon else (want_fwd, want_bwd))
-    for name, a, b in zip(("y", "x", "probs", "w1", "w2", "b1", "b2"), got, want):
+    for name, a, b in zip(("y", *_FP8_LEAVES), got, want):
         assert same_bits(a, b), name
     assert torch.isnan(got[0]).any()
 

@@ -743,6 +743,7 @@ def test_kernels_compile_for_sm90(ptxas):
 
 _SM90_GLUON = r'''
 import json, re
+import torch
 import triton
 from sm90_helpers import cubin_report
 from triton.backends.compiler import GPUTarget
@@ -758,7 +759,7 @@ outs = {"N": "i32", "rows_ptr": "*i32", "n_blocks": "i32", "qt_ptr": "*u8", "qt_
 aligned = ["N", "qt_ptr", "qt_scale_ptr", "ldqt", "q_ptr", "q_scale_ptr"]
 for fn, stages in ((G.fp8_cols_kernel, 0), (G.fp8_cols_tma_kernel, 3)):
     if stages:
-        sig = {"x_desc": "tensordesc<bf16[128, 128],%s>" % L._unswizzled(__import__("torch").bfloat16), **outs}
+        sig = {"x_desc": "tensordesc<bf16[128, 128],%s>" % L._unswizzled(torch.bfloat16), **outs}
     else:
         sig = {"x_ptr": "*bf16", "ldx": "i32", **outs}
     for rows in (False, True):

@@ -288,7 +288,7 @@ def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, row
     n_rows, cols = x.shape
     tp = grouped_rows(n_rows, counts.shape[0], 128)
     col = _fp8_layout(1, tp, cols, (128, 1), True, False, x.device)
-    row = _fp8_layout(1, n_rows, cols, (1, 128), False, True, x.device) if rows else col
+    row = _fp8_layout(1, n_rows, cols, (1, 128), False, True, x.device) if rows else col   # (unread without rows)
     result = (col[0][0], col[1][0])
     if rows:
         result = ((row[0][0], row[1][0]), result)

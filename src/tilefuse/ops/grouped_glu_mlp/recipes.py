@@ -244,7 +244,10 @@ GLUON_COLS_STAGES: int | None = None
 
 
 def _gluon_cols(t: torch.Tensor) -> bool:
-    return GLUON_COLS_STAGES is not None and quant_launch.gluon_cols_applies(t)
+    """Whether t's fp8_block copies go through the Gluon quantizer: GLUON_COLS_STAGES set,
+    kernels enabled (not level 0) and the quantizer taking t."""
+    return (GLUON_COLS_STAGES is not None and policy.kernels_enabled(t.device)
+            and quant_launch.gluon_cols_applies(t))
 
 
 def quantize_rows_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor, cols: bool = True
