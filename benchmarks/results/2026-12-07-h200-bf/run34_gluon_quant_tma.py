@@ -21,11 +21,12 @@ _spec = importlib.util.spec_from_file_location("run33_gluon_quant", Path(__file_
 RUN33 = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(RUN33)
 
-# name: (layout, maxnreg, TMA ring stages; 0 for fp8_cols_kernel)
+# name: (layout, maxnreg, TMA ring stages; 0 for fp8_cols_kernel). r128: registers capped at 128
+# (two programs an SM; 184 bytes a thread spilled by the pair under triton 3.6, none by the column copy)
 VARIANTS = {"g8x8w": ((8, 8, 4, 4, 2), None, 0), "g8x8t": ((8, 8, 8, 2, 4), None, 0),
             "g4x8": ((4, 8, 8, 4, 4), None, 0), "tma8x8w-3": ((8, 8, 4, 4, 2), None, 3),
             "tma8x8t-3": ((8, 8, 8, 2, 4), None, 3), "tma4x8-3": ((4, 8, 8, 4, 4), None, 3),
-            "tma4x8-2": ((4, 8, 8, 4, 4), None, 2)}
+            "tma4x8-2": ((4, 8, 8, 4, 4), None, 2), "tma8x8w-3r128": ((8, 8, 4, 4, 2), 128, 3)}
 
 
 def gluon(x, counts, rows, variant, pow2=False):
