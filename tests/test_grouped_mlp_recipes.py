@@ -640,29 +640,6 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
     assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
 
 
-@pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
-                         ids=["T65-i32", "T223-halves"])
-@pytest.mark.parametrize("stages", [0, 3], ids=["tile", "tma-ring"])
-def test_fp8_gluon_quantizer_gives_the_triton_launches_bits(counts, interleave, stages, device, monkeypatch):
-    """recipes.GLUON_COLS_STAGES set: where the Gluon quantizer runs (a Hopper GPU), x's, h's
-    and dy's copies each from one launch (quant.launch.fp8_cols_gluon, both forms) and dz's
-    column-wise copy through it give the op's outputs and gradients bit for bit as fp8_block's
-    Triton launches do, with the paired launch counts; elsewhere the flag changes nothing (the
-    Triton launches, every copy its own)."""
-    from tilefuse.ops.gluon_hopper import available_here
-    gluon = device == "cuda" and available_here()
-    i, x = _fp8_inputs(counts, device)
-    monkeypatch.setattr(recipes, "GLUON_COLS_STAGES", stages)
-    got, got_fwd, got_bwd = _fp8_op_step(i, x, interleave, False, device)
-    monkeypatch.setattr(recipes, "GLUON_COLS_STAGES", None)
-    want, want_fwd, want_bwd = _fp8_op_step(i, x, interleave, False, device)
-    assert (want_fwd, want_bwd) == ((6, 3) if interleave else (6, 4))
-    assert (got_fwd, got_bwd) == ((4, 2) if gluon else (want_fwd, want_bwd))
-    for name, a, b in zip(("y", *_FP8_LEAVES), got, want):
-        assert same_bits(a, b), name
-    assert torch.isnan(got[0]).any()
-
-
 def test_launch_keeps_x_and_h_column_copies_for_fp8_block_only(device):
     """launch.forward(keep_cols=True): fp8_block returns x's and h's column-wise copies,
     bitwise quantize_cols of x and of the h it returns, and launch.backward given them

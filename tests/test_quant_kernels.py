@@ -13,8 +13,7 @@ import triton
 import triton.language as tl
 
 from tilefuse import launches
-from tilefuse.ops.gluon_hopper import available_here
-from tilefuse.quant import gluon_kernels, launch, reference, swizzle_scales
+from tilefuse.quant import launch, reference, swizzle_scales
 from tilefuse.quant.kernels import (e2m1_codes, e2m1_codes_stochastic, e4m3_bits, e4m3_value,
                                     e8m0_bits, e8m0_reciprocal, rht16)
 
@@ -436,62 +435,6 @@ def test_fp8_block_grouped_copy_stays_in_bounds_for_bad_counts():
     assert same_bits(data.cpu()[:, :want.shape[1]], want)
 
 
-HOPPER = torch.cuda.is_available() and available_here()
-
-
-@pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU and Gluon")
-@pytest.mark.parametrize("stages", [0, 3], ids=["tile", "tma-ring"])
-@pytest.mark.parametrize("max_grid", [None, 2], ids=["grid-y", "grid-yz"])
-@pytest.mark.parametrize("pow2", [False, True], ids=["f32", "pow2"])
-@pytest.mark.parametrize("counts", GROUPED_CASES.values(), ids=GROUPED_CASES.keys())
-def test_fp8_cols_gluon_is_the_triton_launches_bitwise(counts, pow2, max_grid, stages, monkeypatch):
-    """launch.fp8_cols_gluon (the Gluon kernels, both forms): the grouped column-wise copy, and
-    with ``rows`` the row-wise copy from the same read, bitwise fp8_block's Triton launches
-    (checked against the reference above), every output poisoned first; bf16, float16 and
-    float32 x, a row stride wider than N, a NaN of each sign and +-inf in the data."""
-    if max_grid:
-        monkeypatch.setattr(launch, "MAX_GRID_YZ", max_grid)
-    T = sum(counts)
-    c = _to_dev(torch.tensor(counts, dtype=torch.int32))
-    for dtype, width in ((torch.bfloat16, 256), (torch.float16, 128), (torch.float32, 384)):
-        x = _to_dev(mixed(T, width, 128, seed=T + width, dtype=dtype, nonfinite=T > 1))
-        if dtype == torch.float16:   # a row stride wider than N
-            x = _to_dev(torch.zeros(T, 3 * width, dtype=dtype))[:, width:2 * width].copy_(x)
-        cols = launch.fp8_block(x, (128, 1), pow2, transpose=True, counts=c)
-        rows = launch.fp8_block(x, (1, 128), pow2, scales_transposed=True)
-        with launches.counting() as n:
-            got_cols = launch.fp8_cols_gluon(x, pow2, c, False, stages=stages)
-            got_rows, got_pair_cols = launch.fp8_cols_gluon(x, pow2, c, True, stages=stages)
-        assert n["quant_fp8_block"] == 2 and n["quant_group_table"] == 2
-        for got, want in ((got_cols, cols), (got_pair_cols, cols), (got_rows, rows)):
-            assert got[0].dtype == torch.float8_e4m3fn and got[1].dtype == torch.float32
-            assert same_bits(got[0], want[0]) and same_bits(got[1], want[1]), (dtype, stages)
-
-
-def test_fp8_cols_gluon_refuses_what_it_does_not_take():
-    """fp8_cols_gluon names what it needs (a CPU tensor, N not a multiple of 128, a column
-    stride, a bad ring depth) and launches nothing; gluon_cols_applies says the same."""
-    c = _to_dev(torch.tensor([100, 156], dtype=torch.int32))
-    bad = [torch.zeros(256, 128)]   # on the CPU
-    if HOPPER:
-        bad = [_to_dev(torch.zeros(256, 96, dtype=torch.bfloat16)),
-               _to_dev(torch.zeros(128, 256, dtype=torch.bfloat16)).t(),
-               _to_dev(torch.zeros(256, 128, dtype=torch.int32))]
-    for x in bad:
-        assert not launch.gluon_cols_applies(x)
-        with launches.counting() as n, pytest.raises(ValueError, match="fp8_cols_gluon: x must be a 2-D"):
-            launch.fp8_cols_gluon(x, False, c, True)
-        assert n["quant_fp8_block"] == 0
-    if HOPPER:
-        x = _to_dev(torch.zeros(256, 128, dtype=torch.bfloat16))
-        assert launch.gluon_cols_applies(x)
-        for stages in (1, -1):
-            with pytest.raises(ValueError, match="fp8_cols_gluon: stages must be 0 .no ring. or at least 2"):
-                launch.fp8_cols_gluon(x, False, c, False, stages=stages)
-        with pytest.raises(TypeError, match="fp8_block: counts must be"):
-            launch.fp8_cols_gluon(x, False, c.float(), False)
-
-
 @pytest.mark.parametrize("shape", [(130, 96), (4, 2, 128), (128,)], ids=["N96", "3-D", "1-D"])
 def test_fp8_block_rows_cols_rejects_bad_shapes(shape):
     with pytest.raises(ValueError, match=r"fp8_block_rows_cols: x must be 2-D \(T, N\) with N a multiple of 128"):
@@ -739,55 +682,3 @@ def test_kernels_compile_for_sm90(ptxas):
     report = run_compile_script(_SM90_COMPILE, timeout=600, ptxas=ptxas)
     for name, r in report.items():
         assert r["stack"] == 0 and r["fma"] == 0 and r["approx_div"] == 0, (name, r)
-
-
-_SM90_GLUON = r'''
-import json, re
-import torch
-import triton
-from sm90_helpers import cubin_report
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from tilefuse.quant import gluon_kernels as G, launch as L
-
-out = {}
-layout, _ = L.GLUON_COLS_CONFIG
-tile, tile_t, vec = G.tile_layouts(*layout)
-outs = {"N": "i32", "rows_ptr": "*i32", "n_blocks": "i32", "qt_ptr": "*u8", "qt_scale_ptr": "*fp32", "ldqt": "i32",
-        "q_ptr": "*u8", "q_scale_ptr": "*fp32", "T": "i32"}
-# as a launch specialises them: 16-divisible N, strides and 16-byte aligned outputs
-aligned = ["N", "qt_ptr", "qt_scale_ptr", "ldqt", "q_ptr", "q_scale_ptr"]
-for fn, stages in ((G.fp8_cols_kernel, 0), (G.fp8_cols_tma_kernel, 3)):
-    if stages:
-        sig = {"x_desc": "tensordesc<bf16[128, 128],%s>" % L._unswizzled(torch.bfloat16), **outs}
-    else:
-        sig = {"x_ptr": "*bf16", "ldx": "i32", **outs}
-    for rows in (False, True):
-        ce = dict(tile=tile, tile_t=tile_t, vec=vec, ROWS=rows, POW2=False, **({"STAGES": stages} if stages else {}))
-        names = fn.arg_names
-        div = aligned + ([] if stages else ["x_ptr", "ldx"])
-        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in div}
-        src = GluonASTSource(fn, {**sig, **{k: "constexpr" for k in ce}}, constexprs=ce, attrs=attrs)
-        c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                           options={"num_warps": layout[3] * layout[4], **L._COMPILE})
-        u = cubin_report(c)
-        sass = u["sass"]
-        out[f"{fn.__name__}-rows{rows}"] = {"stack": u["stack"], "stg64": sass.count("STG.E.64"),
-                                           "byte_stores": len(re.findall(r"\bST[GS]\.(?:E\.)?U8\b", sass))}
-print(json.dumps(out))
-'''
-
-
-@pytest.mark.skipif(not nvidia_compiler_available() or gluon_kernels.gluon is None,
-                    reason="needs Triton's NVIDIA backend with Gluon")
-@pytest.mark.parametrize("ptxas", PTXAS)
-def test_gluon_quantizers_compile_for_sm90(ptxas):
-    """fp8_cols_kernel and fp8_cols_tma_kernel, with and without the row-wise copy, build for
-    sm_90 at the default layout with no stack, and write their codes as the design has it: each
-    thread's tokens of a column as 8-byte vectors (the transposed copy), its columns of a row
-    likewise, no code stored a byte at a time to shared or global memory."""
-    report = run_compile_script(_SM90_GLUON, timeout=600, ptxas=ptxas)
-    assert len(report) == 4
-    for name, r in report.items():
-        assert r["stack"] == 0 and r["byte_stores"] == 0, (name, r)
-        assert r["stg64"] == (16 if name.endswith("rowsTrue") else 8), (name, r)

@@ -28,8 +28,6 @@ tma_load = None if tma is None else (tma.async_load if hasattr(tma, "async_load"
                                      else tma.async_copy_global_to_shared)
 tma_store = None if tma is None else (tma.async_store if hasattr(tma, "async_store")
                                       else tma.async_copy_shared_to_global)
-# A CTA-wide barrier: gl.thread_barrier in triton 3.6, gl.barrier in 3.8.
-thread_barrier = None if gl is None else getattr(gl, "barrier", None) or gl.thread_barrier
 
 
 def available(device: torch.device) -> bool:

@@ -15,14 +15,12 @@ writes every real entry.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
 import torch
 
 from .. import launches
-from ..device import num_sms
 from ..utils import cdiv, next_power_of_2
 from . import swizzle as _swizzle
 from .formats import MXFP8_BLOCK, NVFP4_BLOCK
@@ -244,89 +242,6 @@ def _fp8_launch(x: torch.Tensor, pow2_scales: bool, first: _Fp8Copy, second: _Fp
         (br, bc, pow2_scales, second is not None, br2, bc2, x.dim() == 3, block_m, block_k, counts is not None))
     launches.record("quant_fp8_block")
     return result
-
-
-# fp8_cols_gluon's layout ((rows, columns) a thread holds, lanes of a warp along the rows, warps
-# along the rows, along the columns: gluon_kernels.tile_layouts) and register cap (None: the
-# compiler's choice). The best of four in results/2026-12-07-h200-bf run 33: its warps write 32
-# contiguous bytes of a column, a whole sector (2 x 16 lanes wrote 16: 0.85x this).
-GLUON_COLS_CONFIG = ((8, 8, 4, 4, 2), None)
-
-
-def gluon_cols_applies(x: torch.Tensor) -> bool:
-    """Whether fp8_cols_gluon takes x: a 2-D (T, N) bf16 / fp16 / fp32 tensor with unit column
-    stride, N a multiple of 128, 16-byte aligned rows, on a device where Gluon's Hopper kernels
-    run."""
-    from ..ops.gluon_hopper import available
-    return (x.dim() == 2 and x.dtype in (torch.bfloat16, torch.float16, torch.float32) and x.stride(1) == 1
-            and x.shape[1] % 128 == 0 and (x.stride(0) * x.element_size()) % 16 == 0
-            and x.data_ptr() % 16 == 0 and available(x.device))
-
-
-def fp8_cols_gluon(x: torch.Tensor, pow2_scales: bool, counts: torch.Tensor, rows: bool, config=GLUON_COLS_CONFIG,
-                   stages: int = 0):
-    """fp8_block(x, (128, 1), pow2_scales, transpose=True, counts=counts) through
-    gluon_kernels.fp8_cols_kernel, or with ``rows`` fp8_block_rows_cols(x, pow2_scales, counts):
-    the same outputs, bitwise; ValueError where not gluon_cols_applies(x). ``config``: (layout,
-    register cap), GLUON_COLS_CONFIG's form. ``stages`` > 1: fp8_cols_tma_kernel instead,
-    persistent (at most two programs an SM), the tiles ahead loaded by TMA into a ring of
-    ``stages`` slots.
-
-    Not the op's path: the column-wise copies and grouped_glu_mlp's pairs go through
-    fp8_block's Triton launches, which were faster (fp8_cols_kernel 0.90-0.91x them where
-    GPU-bound on an H100, results/2026-12-07-h200-bf run 33; the TMA form has not run on a GPU
-    yet: run 34 is prepared)."""
-    from ..ops.triton_common import specializing_launcher
-    from .gluon_kernels import fp8_cols_kernel
-    if not gluon_cols_applies(x):
-        raise ValueError("fp8_cols_gluon: x must be a 2-D bf16 / fp16 / fp32 (T, N) tensor with unit column stride, "
-                         "N a multiple of 128 and 16-byte aligned rows, on a GPU where Gluon's Hopper kernels run; got "
-                         f"shape {tuple(x.shape)}, strides {tuple(x.stride())}, {x.dtype} on {x.device}")
-    if stages == 1 or stages < 0:
-        raise ValueError(f"fp8_cols_gluon: stages must be 0 (no ring) or at least 2, got {stages}")
-    counts = _check_grouped(x, counts, (128, 1), False)
-    n_rows, cols = x.shape
-    tp = grouped_rows(n_rows, counts.shape[0], 128)
-    col = _fp8_layout(1, tp, cols, (128, 1), True, False, x.device)
-    row = _fp8_layout(1, n_rows, cols, (1, 128), False, True, x.device) if rows else col   # (unread without rows)
-    result = (col[0][0], col[1][0])
-    if rows:
-        result = ((row[0][0], row[1][0]), result)
-    if x.numel() == 0:
-        return result
-    tiles = tp // 128
-    table = _group_table(counts, n_rows, tiles)
-    layout, maxnreg = config
-    tile, tile_t, vec = _tile_layouts(layout)
-    options = {"maxnreg": maxnreg} if maxnreg else {}
-    outs = (col[0].view(torch.uint8), col[1], tp, row[0].view(torch.uint8), row[1], n_rows)
-    if stages:   # persistent, TMA loads into a ring of ``stages`` slots
-        from ..ops.gluon_hopper import TensorDescriptor
-        from .gluon_kernels import fp8_cols_tma_kernel
-        desc = TensorDescriptor.from_tensor(x, [128, 128], _unswizzled(x.dtype))
-        programs = min(tiles * (cols // 128), 2 * num_sms(x.device))
-        specializing_launcher(fp8_cols_tma_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
-            (programs,), (desc, cols, table, tiles, *outs), (tile, tile_t, vec, rows, pow2_scales, stages))
-    else:
-        grid_y = min(tiles, MAX_GRID_YZ)
-        specializing_launcher(fp8_cols_kernel, num_warps=layout[3] * layout[4], **_COMPILE, **options)(
-            (cols // 128, grid_y, cdiv(tiles, grid_y)), (x, x.stride(0), cols, table, tiles, *outs),
-            (tile, tile_t, vec, rows, pow2_scales))
-    launches.record("quant_fp8_block")
-    return result
-
-
-@functools.lru_cache(maxsize=None)
-def _tile_layouts(layout):
-    from .gluon_kernels import tile_layouts
-    return tile_layouts(*layout)
-
-
-@functools.lru_cache(maxsize=None)
-def _unswizzled(dtype):
-    from ..ops.gluon_hopper import gl
-    bits = {torch.bfloat16: 16, torch.float16: 16, torch.float32: 32}[dtype]
-    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2)
 
 
 def _group_table(counts: torch.Tensor, rows: int, n_blocks: int) -> torch.Tensor:

@@ -214,10 +214,7 @@ def quantize_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor) -> QuantRo
     transposed (a coalesced read of t, no padded copy, no host sync); without kernels, and
     for the emulated recipes, the transpose of expert_padded(t) is quantized."""
     if recipe == "fp8_block" and policy.kernels_enabled(t.device):
-        if _gluon_cols(t):
-            data, scales = quant_launch.fp8_cols_gluon(t, False, counts, False, stages=GLUON_COLS_STAGES)
-        else:
-            data, scales = quant_launch.fp8_block(t, (128, 1), False, transpose=True, counts=counts)
+        data, scales = quant_launch.fp8_block(t, (128, 1), False, transpose=True, counts=counts)
         return QuantRows(data.view(torch.uint8), scales, t.shape[1], None)
     padded = expert_padded(t, counts, BLOCK[recipe])
     if recipe == "fp8_block":
@@ -234,39 +231,19 @@ def quantize_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor) -> QuantRo
 # benchmarks set it True to check and time the paired form.
 PAIR_ROWS_COLS = False
 
-# quantize_cols' copy and quantize_rows_cols' pair (from one read) through the Gluon quantizer
-# (quant.launch.fp8_cols_gluon with this many TMA ring stages; 0 its tile kernel) where it
-# applies, else None (the default): fp8_block's Triton launches. The same bits either way. Off:
-# its tile kernel ran 0.90-0.91x the Triton launches where GPU-bound on an H100 (benchmarks/
-# results/2026-12-07-h200-bf run 33), its TMA-ring form has not run on a GPU yet. Benchmarks
-# set it to time the op's step with it.
-GLUON_COLS_STAGES: int | None = None
-
-
-def _gluon_cols(t: torch.Tensor) -> bool:
-    """Whether t's fp8_block copies go through the Gluon quantizer: GLUON_COLS_STAGES set,
-    kernels enabled (not level 0) and the quantizer taking t."""
-    return (GLUON_COLS_STAGES is not None and policy.kernels_enabled(t.device)
-            and quant_launch.gluon_cols_applies(t))
-
 
 def quantize_rows_cols(recipe: str, t: torch.Tensor, counts: torch.Tensor, cols: bool = True
                        ) -> tuple[QuantRows, QuantRows | None]:
     """(Q_rows of a (T, N) activation or gradient, its Q_cols or None). With ``cols``, fp8_block
     gives both: from quantize_rows and quantize_cols, or with PAIR_ROWS_COLS on the kernels
     from one read of t (quant_launch.fp8_block_rows_cols, each program one expert's 128-token
-    block: its row-wise copy at the tokens' own rows), or with GLUON_COLS_STAGES set where the
-    Gluon quantizer runs from one read through it, bitwise the same. Otherwise, and for
+    block: its row-wise copy at the tokens' own rows), bitwise the same. Otherwise, and for
     the other recipes, the second is None (the caller quantizes it where it needs it)."""
     if not cols or recipe != "fp8_block":
         return quantize_rows(recipe, t), None
-    if _gluon_cols(t):
-        (data, scales), (data_t, scales_t) = quant_launch.fp8_cols_gluon(t, False, counts, True,
-                                                                         stages=GLUON_COLS_STAGES)
-    elif not PAIR_ROWS_COLS or not policy.kernels_enabled(t.device):
+    if not PAIR_ROWS_COLS or not policy.kernels_enabled(t.device):
         return quantize_rows(recipe, t), quantize_cols(recipe, t, counts)
-    else:
-        (data, scales), (data_t, scales_t) = quant_launch.fp8_block_rows_cols(t, False, counts)
+    (data, scales), (data_t, scales_t) = quant_launch.fp8_block_rows_cols(t, False, counts)
     return (QuantRows(data.view(torch.uint8), scales, t.shape[0], None),
             QuantRows(data_t.view(torch.uint8), scales_t, t.shape[1], None))
 
