@@ -581,38 +581,6 @@ def _pair_rows_cols(monkeypatch, paired: bool):
     monkeypatch.setattr(recipes, "PAIR_ROWS_COLS", paired)
 
 
-_FP8_LEAVES = ("x", "probs", "w1", "w2", "b1", "b2")   # the op's differentiable inputs, _fp8_op_step's order
-
-
-def _fp8_inputs(counts, device):
-    """make()'s fp8_block inputs, with a NaN in x's last, partial token tile and an inf."""
-    H, F = SHAPE["fp8_block"]
-    i = make(counts, H, F, torch.bfloat16, True, device, seed=13)
-    x = i["x"].clone()
-    x[len(x) - 2, 5] = float("nan")      # a non-finite block in the last, partial token tile
-    x[0, H - 1] = -float("inf")
-    return i, x
-
-
-def _fp8_op_step(i, x, interleave, compiled, device):
-    """The op with fp8_block at level 1, forward and backward: ([y, *grads], the forward's
-    quantizer launches, the backward's)."""
-    leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in _FP8_LEAVES]
-
-    def f(x, p, w1, w2, b1, b2):
-        return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
-                               recipe="fp8_block")
-    if compiled:
-        torch._dynamo.reset()
-        f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
-    with tilefuse.level(1), launches.counting() as fwd:
-        y = f(*leaves)
-    with tilefuse.level(1), launches.counting() as bwd:
-        grads = torch.autograd.grad(y, leaves, i["dy"])
-    assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
-    return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
-
-
 @pytest.mark.parametrize("counts,interleave", [([40, 0, 25], 32), ([150, 0, 70, 3], None)],
                          ids=["T65-i32", "T223-halves"])
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
@@ -627,15 +595,37 @@ def test_fp8_paired_row_and_column_copies_give_the_separate_quantizers_bits(coun
     pair, and at interleave 32 dz's column-wise copy, the dGLU epilogue writing its row-wise
     one; in the halves layout dz's pair), three fewer than with every copy its own launch
     (x's, h's and dy's second copies), four in the halves layout (dz's too)."""
-    i, x = _fp8_inputs(counts, device)
+    H, F = SHAPE["fp8_block"]
+    i = make(counts, H, F, torch.bfloat16, True, device, seed=13)
+    names = ("x", "probs", "w1", "w2", "b1", "b2")
+    x = i["x"].clone()
+    x[len(x) - 2, 5] = float("nan")      # a non-finite block in the last, partial token tile
+    x[0, H - 1] = -float("inf")
+
+    def step():
+        leaves = [(x if k == "x" else i[k]).clone().requires_grad_(True) for k in names]
+
+        def f(x, p, w1, w2, b1, b2):
+            return grouped_glu_mlp(x, i["counts"], p, w1, w2, glu_interleave=interleave, fc1_bias=b1, fc2_bias=b2,
+                                   recipe="fp8_block")
+        if compiled:
+            torch._dynamo.reset()
+            f = torch.compile(f, fullgraph=True, backend="inductor" if device == "cuda" else "aot_eager")
+        with tilefuse.level(1), launches.counting() as fwd:
+            y = f(*leaves)
+        with tilefuse.level(1), launches.counting() as bwd:
+            grads = torch.autograd.grad(y, leaves, i["dy"])
+        assert fwd["grouped_mlp_fwd"] == 1 and bwd["grouped_mlp_bwd"] == 1
+        return [y, *grads], fwd["quant_fp8_block"], bwd["quant_fp8_block"]
+
     _pair_rows_cols(monkeypatch, True)
-    paired, paired_fwd, paired_bwd = _fp8_op_step(i, x, interleave, compiled, device)
+    paired, paired_fwd, paired_bwd = step()
     _pair_rows_cols(monkeypatch, False)
-    separate, separate_fwd, separate_bwd = _fp8_op_step(i, x, interleave, compiled, device)
+    separate, separate_fwd, separate_bwd = step()
     dz_rows = 0 if interleave else 1
     assert (paired_fwd, paired_bwd) == (4, 2)
     assert separate_fwd + separate_bwd == 9 + dz_rows
-    for name, a, b in zip(("y", *_FP8_LEAVES), paired, separate):
+    for name, a, b in zip(("y", *names), paired, separate):
         assert same_bits(a, b), name      # NaNs included
     assert torch.isnan(paired[0]).any()   # the NaN reached y: the comparison covered it
 

@@ -105,10 +105,15 @@ def applies(a, w, c, stages: int) -> bool:
 
 
 if gluon is not None:
-    from ...quant.gluon_kernels import canonical_nan, fp8_block_scales
+    import triton.language as tl
+
+    from ...quant import formats
     from ...quant.kernels import fp8_codes
     from .kernels import SWIGLU, glu_act, glu_act_grad
     from .ws_rows import _glu_epilogue   # fc1's GLU from the rounded z tile in shared memory
+
+    E4M3_MAX = gl.constexpr(formats.E4M3_MAX)
+    FP32_MAX = gl.constexpr(formats.FP32_MAX)
 
     @gluon.jit
     def _advance(row_tile, counts_ptr, E, expert, tiles_before, rows_before, m, BLOCK_M: gl.constexpr):
@@ -120,6 +125,21 @@ if gluon is not None:
             expert += 1
             m = gl.load(counts_ptr + gl.minimum(expert, E - 1)).to(gl.int32)
         return expert, tiles_before, rows_before, m
+
+    @gluon.jit
+    def _fp8_block_scales(amax):
+        """quant.kernels.fp8_block_scales(amax, False) (enc, scale) operation for operation, on a
+        Gluon tensor: that function makes its constants with tl.full, which needs a layout here."""
+        enc = tl.math.div_rn(gl.zeros_like(amax) + E4M3_MAX, amax)
+        enc = gl.where(enc != enc, enc, gl.minimum(enc, FP32_MAX))
+        enc = gl.where(amax == 0.0, 1.0, enc)
+        scale = tl.math.div_rn(gl.zeros_like(enc) + 1.0, enc)
+        return enc, gl.where(scale != scale, _canonical_nan(scale), scale)
+
+    @gluon.jit
+    def _canonical_nan(like):
+        """The float32 NaN 0x7FC00000 (quant.kernels.nan_where's) in ``like``'s layout."""
+        return (gl.zeros_like(like).to(gl.uint32, bitcast=True) | 0x7FC00000).to(gl.float32, bitcast=True)
 
     @gluon.jit
     def _dglu_epilogue(dh_s, row0, end, col0, T, F, dz_ptr, lddz, z_ptr, ldz, probs_ptr, part_ptr, n_part_cols, q_ptr,
@@ -220,8 +240,8 @@ if gluon is not None:
             if QUANT_DZ:
                 # NaN for a block holding a NaN or +-inf (every NaN's bits lie above +inf's)
                 am = amax.to(gl.float32, bitcast=True)
-                am = gl.where(amax >= 0x7F800000, canonical_nan(am), am)
-                enc, scale = fp8_block_scales(am)
+                am = gl.where(amax >= 0x7F800000, _canonical_nan(am), am)
+                enc, scale = _fp8_block_scales(am)
                 for c in gl.static_range(0, 64, CHUNK):
                     gate, up_off = _dglu_cols(col0, half, c, cols, F, INTERLEAVE)
                     q_at = q_ptr + rows64[:, None] * lddz + gate[None, :]
